@@ -1,0 +1,69 @@
+# nodehealth: a small Makefile in front of hack/ scripts.
+#
+#   make sandbox   start a local control plane with simulated nodes and nodehealth
+#   make test      unit + integration + e2e tests (builds the control plane first)
+#   make verify    generated code, gofmt, go mod tidy, go vet, staticcheck
+#
+# Everything is built from Go modules into _output/ (git-ignored).
+
+SHELL := /usr/bin/env bash -o pipefail
+GO ?= go
+BIN_DIR := $(CURDIR)/_output/bin
+export NODEHEALTH_BIN_DIR := $(BIN_DIR)
+
+# Product packages: the main module and the staging modules of go.work.
+STAGING_PKGS := nodehealth.io/api/... nodehealth.io/client-go/... nodehealth.io/heartbeat/...
+UNIT_PKGS := ./cmd/... ./pkg/... $(STAGING_PKGS)
+INTEGRATION_PKGS := ./test/...
+# How long each go test -fuzz target runs in make test.
+FUZZTIME ?= 10s
+
+.PHONY: all
+all: build
+
+.PHONY: build
+build: ## Build every binary of cmd/ into _output/bin.
+	$(GO) build -o $(BIN_DIR)/ ./cmd/...
+
+.PHONY: controlplane
+controlplane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok (once).
+	hack/build-controlplane.sh
+
+.PHONY: generate
+generate: ## Regenerate deepcopy/defaulter/conversion code, clients, CRDs and config docs.
+	hack/update-codegen.sh
+
+.PHONY: verify
+verify: ## Fail on stale generated code, gofmt, untidy go.mod, go vet or staticcheck findings.
+	hack/verify.sh
+
+.PHONY: test
+test: controlplane test-unit test-fuzz test-integration ## Everything: unit, fuzz (briefly), integration and e2e.
+
+.PHONY: test-unit
+test-unit: ## Unit tests (no control plane), with the race detector.
+	$(GO) test -race -count=1 $(UNIT_PKGS)
+
+.PHONY: test-fuzz
+test-fuzz: ## Run every go test -fuzz target for FUZZTIME (seed corpora run in test-unit).
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+
+.PHONY: test-integration
+test-integration: controlplane ## Integration and e2e tests against the real local control plane.
+	$(GO) test -count=1 -timeout=45m $(INTEGRATION_PKGS)
+
+.PHONY: sandbox
+sandbox: controlplane build ## Start the sandbox; Ctrl-C stops everything.
+	$(GO) run ./test/sandbox
+
+.PHONY: bench
+bench: ## Go benchmarks of the product packages (figures go to docs/benchmarks.md).
+	$(GO) test -run='^$$' -bench=. -benchmem $(UNIT_PKGS)
+
+.PHONY: clean
+clean: ## Remove everything built (control plane, tools, binaries) and the sandbox state.
+	rm -rf _output _sandbox
+
+.PHONY: help
+help: ## List the targets.
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'

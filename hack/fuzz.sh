@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every go test fuzz target of the product modules for $FUZZTIME each.
+# go test -fuzz takes one package and one target at a time, so targets are found
+# by name. The seed corpora (f.Add and testdata/fuzz) also run in plain go test.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$NODEHEALTH_ROOT"
+fuzztime="${FUZZTIME:-10s}"
+
+found=0
+while IFS= read -r file; do
+  dir=$(dirname "$file")
+  for target in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)\(' "$file" | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/'); do
+    found=1
+    echo "--- fuzz $target in ./$dir for $fuzztime"
+    (cd "$dir" && go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzztime" .)
+  done
+done < <(git ls-files --cached --others --exclude-standard '*_test.go' | grep -v '^test/controlplane/' | xargs -r grep -l '^func Fuzz' | sort)
+
+if [[ $found == 0 ]]; then
+  echo "no fuzz targets found" >&2
+  exit 1
+fi

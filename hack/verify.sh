@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# All static checks CI runs: generated code is current, gofmt, go vet and
+# staticcheck over every product module.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$NODEHEALTH_ROOT"
+
+failed=0
+step() { echo "--- $*"; }
+
+step "gofmt"
+unformatted=$(git ls-files -z --cached --others --exclude-standard '*.go' | xargs -0 -r gofmt -l)
+if [[ -n "$unformatted" ]]; then
+  echo "gofmt would change these files (run 'gofmt -w' on them):" >&2
+  echo "$unformatted" >&2
+  failed=1
+fi
+
+step "go mod tidy"
+for m in "${NODEHEALTH_MODULES[@]}" hack/tools test/controlplane/kubernetes test/controlplane/etcd; do
+  if ! (cd "$m" && GOWORK=off GOFLAGS=-mod=mod go mod tidy -diff >/dev/null 2>&1); then
+    echo "go.mod/go.sum of $m are not tidy (run 'cd $m && GOWORK=off go mod tidy'):" >&2
+    (cd "$m" && GOWORK=off GOFLAGS=-mod=mod go mod tidy -diff 2>&1 | head -20) >&2 || true
+    failed=1
+  fi
+done
+
+# Every package of every product module, through go.work.
+pkgs=()
+for m in "${NODEHEALTH_MODULES[@]}"; do
+  mod=$(cd "$m" && GOWORK=off go list -m)
+  pkgs+=("$mod/...")
+done
+
+step "go vet"
+go vet "${pkgs[@]}" || failed=1
+
+step "staticcheck"
+nodehealth::tools::install honnef.co/go/tools/cmd/staticcheck
+"$NODEHEALTH_TOOLS_BIN/staticcheck" "${pkgs[@]}" || failed=1
+
+step "generated code"
+hack/verify-codegen.sh || failed=1
+
+if [[ $failed != 0 ]]; then
+  echo "verify FAILED" >&2
+  exit 1
+fi
+echo "verify passed"
