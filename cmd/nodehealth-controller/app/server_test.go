@@ -1,0 +1,98 @@
+package app
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"nodehealth.io/nodehealth/pkg/componentconfig/options"
+)
+
+func runCommand(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := NewCommand()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	code = options.Run(cmd)
+	return out.String(), errOut.String(), code
+}
+
+// --write-config-to - prints a complete file that the binary accepts
+// unchanged, and writing it again gives identical bytes.
+func TestWriteConfigToRoundTrip(t *testing.T) {
+	first, stderr, code := runCommand(t, "--write-config-to", "-")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if stderr != "" {
+		t.Errorf("defaults are not a valid configuration: %s", stderr)
+	}
+	if !strings.Contains(first, "kind: NodeHealthControllerConfiguration") || !strings.Contains(first, "apiVersion: config.nodehealth.io/v1alpha1") {
+		t.Fatalf("not a v1alpha1 file:\n%s", first)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(first), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second, stderr, code := runCommand(t, "--config", path, "--write-config-to", "-")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if second != first {
+		t.Errorf("re-written configuration differs:\n%s\n---\n%s", first, second)
+	}
+
+	// The example file is accepted as well, and writing to a file works.
+	out := filepath.Join(t.TempDir(), "out.yaml")
+	if _, stderr, code := runCommand(t, "--config", "../../../deploy/config/nodehealth-controller.yaml", "--write-config-to", out); code != 0 || stderr != "" {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}
+
+func TestBadConfigExitsWithOneLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte("apiVersion: config.nodehealth.io/v1alpha1\nkind: NodeHealthControllerConfiguration\nworkerz: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string][]string{
+		"unknown field":   {"--config", path},
+		"missing file":    {"--config", path + ".missing"},
+		"invalid value":   {"--workers-flag-does-not-exist"},
+		"invalid logging": {"--logging-format", "xml"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			stdout, stderr, code := runCommand(t, args...)
+			if code == 0 {
+				t.Fatal("exit 0")
+			}
+			if stdout != "" {
+				t.Errorf("stdout: %q", stdout)
+			}
+			if !strings.HasPrefix(stderr, "error: ") || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("want one line starting with \"error: \", got %q", stderr)
+			}
+		})
+	}
+}
+
+func TestHelpListsOnlyOwnFlags(t *testing.T) {
+	stdout, _, code := runCommand(t, "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"--config", "--write-config-to", "--kubeconfig", "--leader-elect", "--feature-gates", "ConfigFileWatch=true|false", "--dry-run", "-v, --v"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+	// Flags that libraries register globally must not leak in.
+	for _, unwanted := range []string{"--log-dir", "--alsologtostderr", "--add-dir-header", "--node-name"} {
+		if strings.Contains(stdout, unwanted) {
+			t.Errorf("--help shows %q", unwanted)
+		}
+	}
+}

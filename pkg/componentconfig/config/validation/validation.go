@@ -1,0 +1,421 @@
+// Package validation validates the internal nodehealth configuration. Every
+// error carries the field path as written in the file (e.g.
+// extensionRules[0].nodeSelector), so that a refused start points at the
+// line to fix.
+package validation
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	componentbaseconfig "k8s.io/component-base/config"
+	componentbasevalidation "k8s.io/component-base/config/validation"
+
+	"nodehealth.io/nodehealth/pkg/componentconfig/config"
+)
+
+// ValidateNodeHealthControllerConfiguration validates the controller's
+// configuration. Logging is validated (and applied) by the options layer,
+// because that needs the feature gate.
+func ValidateNodeHealthControllerConfiguration(c *config.NodeHealthControllerConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateLeaderElection(&c.LeaderElection, field.NewPath("leaderElection"))...)
+	errs = append(errs, validateClientConnection(&c.ClientConnection, field.NewPath("clientConnection"))...)
+	errs = append(errs, validateServing(&c.Serving, field.NewPath("serving"))...)
+	errs = append(errs, validateNamespace(c.LeaseNamespace, field.NewPath("leaseNamespace"))...)
+
+	taintPath := field.NewPath("taint")
+	for _, msg := range utilvalidation.IsQualifiedName(c.Taint.Key) {
+		errs = append(errs, field.Invalid(taintPath.Child("key"), c.Taint.Key, msg))
+	}
+	switch c.Taint.Effect {
+	case config.TaintEffectNoSchedule, config.TaintEffectPreferNoSchedule:
+	case "NoExecute":
+		errs = append(errs, field.Invalid(taintPath.Child("effect"), c.Taint.Effect,
+			"not supported for the readiness taint; use eviction.mode NoExecute to evict the pods of failed nodes"))
+	default:
+		errs = append(errs, field.NotSupported(taintPath.Child("effect"), c.Taint.Effect,
+			[]string{string(config.TaintEffectNoSchedule), string(config.TaintEffectPreferNoSchedule)}))
+	}
+
+	rulesPath := field.NewPath("extensionRules")
+	names := sets.New[string]()
+	for i := range c.ExtensionRules {
+		rulePath := rulesPath.Index(i)
+		errs = append(errs, validateExtensionRule(&c.ExtensionRules[i], rulePath)...)
+		name := c.ExtensionRules[i].Name
+		if names.Has(name) {
+			errs = append(errs, field.Duplicate(rulePath.Child("name"), name))
+		}
+		names.Insert(name)
+	}
+
+	errs = append(errs, validateNonNegativeDuration(c.RenewalGrace, field.NewPath("renewalGrace"))...)
+	errs = append(errs, validateNonNegativeDuration(c.RegistrationGrace, field.NewPath("registrationGrace"))...)
+
+	reasonsPath := field.NewPath("maintenanceReasons")
+	reasons := sets.New[string]()
+	for i, r := range c.MaintenanceReasons {
+		switch {
+		case r == "":
+			errs = append(errs, field.Required(reasonsPath.Index(i), "a reason must not be empty"))
+		case strings.ContainsAny(r, " \t\n"):
+			errs = append(errs, field.Invalid(reasonsPath.Index(i), r, "must be a single word, like the reasons of Kubernetes conditions"))
+		case reasons.Has(r):
+			errs = append(errs, field.Duplicate(reasonsPath.Index(i), r))
+		}
+		reasons.Insert(r)
+	}
+
+	evictionPath := field.NewPath("eviction")
+	switch c.Eviction.Mode {
+	case config.EvictionModeEvict, config.EvictionModeNoExecute, config.EvictionModeNone:
+	default:
+		errs = append(errs, field.NotSupported(evictionPath.Child("mode"), c.Eviction.Mode,
+			[]string{string(config.EvictionModeEvict), string(config.EvictionModeNoExecute), string(config.EvictionModeNone)}))
+	}
+	errs = append(errs, validateNonNegativeDuration(c.Eviction.Timeout, evictionPath.Child("timeout"))...)
+	if r := c.Eviction.NodesPerSecond; !(r > 0) || math.IsInf(r, 0) {
+		errs = append(errs, field.Invalid(evictionPath.Child("nodesPerSecond"), r, "must be greater than zero; use mode None to never evict"))
+	}
+
+	blastPath := field.NewPath("blastRadius")
+	errs = append(errs, validatePercent(c.BlastRadius.ClusterThresholdPercent, blastPath.Child("clusterThresholdPercent"))...)
+	errs = append(errs, validatePercent(c.BlastRadius.ZoneThresholdPercent, blastPath.Child("zoneThresholdPercent"))...)
+
+	if c.Workers < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("workers"), c.Workers, "must be at least 1"))
+	}
+	return errs
+}
+
+func validateExtensionRule(r *config.ExtensionRule, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateExtensionName(r.Name, path.Child("name"))...)
+	if r.NodeSelector == nil {
+		errs = append(errs, field.Required(path.Child("nodeSelector"), "use {} to select every node"))
+	} else {
+		errs = append(errs, metav1validation.ValidateLabelSelector(r.NodeSelector, metav1validation.LabelSelectorValidationOptions{}, path.Child("nodeSelector"))...)
+	}
+	errs = append(errs, validateLeaseNameTemplate(r.LeaseNameTemplate, r.Name, path.Child("leaseNameTemplate"))...)
+	errs = append(errs, validateNonNegativeDuration(r.StartupTimeout, path.Child("startupTimeout"))...)
+	switch r.FailurePolicy {
+	case config.FailurePolicyKeepGated, config.FailurePolicyUngate:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("failurePolicy"), r.FailurePolicy,
+			[]string{string(config.FailurePolicyKeepGated), string(config.FailurePolicyUngate)}))
+	}
+	return errs
+}
+
+// validateLeaseNameTemplate checks that the template gives every node its own
+// valid Lease name.
+func validateLeaseNameTemplate(tmpl, extension string, path *field.Path) field.ErrorList {
+	if !strings.Contains(tmpl, config.LeaseNameNodePlaceholder) {
+		return field.ErrorList{field.Invalid(path, tmpl, "must contain "+config.LeaseNameNodePlaceholder+" so that every node has its own Lease")}
+	}
+	rest := strings.ReplaceAll(strings.ReplaceAll(tmpl, config.LeaseNameNodePlaceholder, ""), config.LeaseNameExtensionPlaceholder, "")
+	if strings.ContainsAny(rest, "{}") {
+		return field.ErrorList{field.Invalid(path, tmpl, "only the placeholders {extension} and {node} are supported")}
+	}
+	sample := RenderLeaseName(tmpl, extension, "node-1.example")
+	if msgs := utilvalidation.IsDNS1123Subdomain(sample); len(msgs) > 0 {
+		return field.ErrorList{field.Invalid(path, tmpl, fmt.Sprintf("must give a valid Lease name (for node %q it gives %q: %s)", "node-1.example", sample, strings.Join(msgs, "; ")))}
+	}
+	return nil
+}
+
+// RenderLeaseName expands a lease name template.
+func RenderLeaseName(tmpl, extension, node string) string {
+	return strings.NewReplacer(config.LeaseNameExtensionPlaceholder, extension, config.LeaseNameNodePlaceholder, node).Replace(tmpl)
+}
+
+// ValidateExtensionHeartbeatConfiguration validates the heartbeat's
+// configuration.
+func ValidateExtensionHeartbeatConfiguration(c *config.ExtensionHeartbeatConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateClientConnection(&c.ClientConnection, field.NewPath("clientConnection"))...)
+	errs = append(errs, validateServing(&c.Serving, field.NewPath("serving"))...)
+	errs = append(errs, validateExtensionName(c.ExtensionName, field.NewPath("extensionName"))...)
+	errs = append(errs, validateLeaseSettings(&c.Lease, field.NewPath("lease"))...)
+	errs = append(errs, validateProbe(&c.Probe, field.NewPath("probe"))...)
+	if !c.Register && !c.AffectsReadiness {
+		errs = append(errs, field.Invalid(field.NewPath("affectsReadiness"), false,
+			"only takes effect with register: true; for a listed extension set affectsReadiness where it is listed (e.g. the controller's rule)"))
+	}
+	return errs
+}
+
+func validateProbe(p *config.ProbeConfiguration, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	set := 0
+	if p.HTTP != nil {
+		set++
+		errs = append(errs, validateHTTPProbe(p.HTTP, path.Child("http"))...)
+	}
+	if p.TCP != nil {
+		set++
+		errs = append(errs, validateHostPort(p.TCP.Address, path.Child("tcp", "address"))...)
+	}
+	if p.GRPC != nil {
+		set++
+		errs = append(errs, validateHostPort(p.GRPC.Address, path.Child("grpc", "address"))...)
+	}
+	if p.File != nil {
+		set++
+		if p.File.Path == "" {
+			errs = append(errs, field.Required(path.Child("file", "path"), ""))
+		}
+		errs = append(errs, validatePositiveDuration(p.File.MaxAge, path.Child("file", "maxAge"))...)
+	}
+	if set != 1 {
+		errs = append(errs, field.Invalid(path, fmt.Sprintf("%d probe kinds", set), "exactly one of http, tcp, grpc and file must be set"))
+	}
+	errs = append(errs, validatePositiveDuration(p.Period, path.Child("period"))...)
+	errs = append(errs, validatePositiveDuration(p.Timeout, path.Child("timeout"))...)
+	if p.Timeout.Duration > p.Period.Duration && p.Period.Duration > 0 {
+		errs = append(errs, field.Invalid(path.Child("timeout"), p.Timeout.Duration.String(), "must not be longer than period"))
+	}
+	if p.SuccessThreshold < 1 {
+		errs = append(errs, field.Invalid(path.Child("successThreshold"), p.SuccessThreshold, "must be at least 1"))
+	}
+	if p.FailureThreshold < 1 {
+		errs = append(errs, field.Invalid(path.Child("failureThreshold"), p.FailureThreshold, "must be at least 1"))
+	}
+	return errs
+}
+
+func validateHTTPProbe(p *config.HTTPProbe, path *field.Path) field.ErrorList {
+	if p.URL == "" {
+		return field.ErrorList{field.Required(path.Child("url"), "")}
+	}
+	u, err := url.Parse(p.URL)
+	if err != nil {
+		return field.ErrorList{field.Invalid(path.Child("url"), p.URL, err.Error())}
+	}
+	var errs field.ErrorList
+	if u.Scheme != "http" && u.Scheme != "https" {
+		errs = append(errs, field.Invalid(path.Child("url"), p.URL, "must be an absolute http:// or https:// URL"))
+	} else if u.Host == "" {
+		errs = append(errs, field.Invalid(path.Child("url"), p.URL, "must name a host"))
+	}
+	if u.Scheme != "https" && (p.CAFile != "" || p.InsecureSkipTLSVerify) {
+		errs = append(errs, field.Invalid(path, p.URL, "caFile and insecureSkipTLSVerify only apply to https:// URLs"))
+	}
+	if p.CAFile != "" && p.InsecureSkipTLSVerify {
+		errs = append(errs, field.Invalid(path.Child("insecureSkipTLSVerify"), true, "cannot be combined with caFile"))
+	}
+	return errs
+}
+
+// ValidateUpdateOperatorConfiguration validates the update operator's
+// configuration.
+func ValidateUpdateOperatorConfiguration(c *config.UpdateOperatorConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateLeaderElection(&c.LeaderElection, field.NewPath("leaderElection"))...)
+	errs = append(errs, validateClientConnection(&c.ClientConnection, field.NewPath("clientConnection"))...)
+	errs = append(errs, validateServing(&c.Serving, field.NewPath("serving"))...)
+	if c.ManagedNodeSelector == nil {
+		errs = append(errs, field.Required(field.NewPath("managedNodeSelector"), "use {} to manage every node"))
+	} else {
+		errs = append(errs, metav1validation.ValidateLabelSelector(c.ManagedNodeSelector, metav1validation.LabelSelectorValidationOptions{}, field.NewPath("managedNodeSelector"))...)
+	}
+	errs = append(errs, validateConcurrency(c.MaxConcurrentUpdates, field.NewPath("maxConcurrentUpdates"))...)
+	if c.MaxConcurrentUpdatesPerZone != nil {
+		errs = append(errs, validateConcurrency(*c.MaxConcurrentUpdatesPerZone, field.NewPath("maxConcurrentUpdatesPerZone"))...)
+	}
+	windowsPath := field.NewPath("updateWindows")
+	for i, w := range c.UpdateWindows {
+		if err := ValidateCronSchedule(w.Schedule); err != nil {
+			errs = append(errs, field.Invalid(windowsPath.Index(i).Child("schedule"), w.Schedule, err.Error()))
+		}
+		errs = append(errs, validatePositiveDuration(w.Duration, windowsPath.Index(i).Child("duration"))...)
+	}
+	deadlinesPath := field.NewPath("stateDeadlines")
+	errs = append(errs, validatePositiveDuration(c.StateDeadlines.StagedAndPerformedUpdate, deadlinesPath.Child("stagedAndPerformedUpdate"))...)
+	errs = append(errs, validatePositiveDuration(c.StateDeadlines.RebootedIntoUpdate, deadlinesPath.Child("rebootedIntoUpdate"))...)
+	errs = append(errs, validatePositiveDuration(c.StateDeadlines.MonitoringUpdate, deadlinesPath.Child("monitoringUpdate"))...)
+	errs = append(errs, validateNonNegativeDuration(c.PostRebootSoak, field.NewPath("postRebootSoak"))...)
+	if c.StateDeadlines.MonitoringUpdate.Duration <= c.PostRebootSoak.Duration {
+		errs = append(errs, field.Invalid(deadlinesPath.Child("monitoringUpdate"), c.StateDeadlines.MonitoringUpdate.Duration.String(),
+			"must be longer than postRebootSoak ("+c.PostRebootSoak.Duration.String()+"), which it includes"))
+	}
+	return errs
+}
+
+// validateConcurrency accepts a count of at least 1 or a percentage from 1%
+// to 100%.
+func validateConcurrency(v intstr.IntOrString, path *field.Path) field.ErrorList {
+	switch v.Type {
+	case intstr.Int:
+		if v.IntVal < 1 {
+			return field.ErrorList{field.Invalid(path, v.IntVal, "must be at least 1")}
+		}
+	case intstr.String:
+		s, ok := strings.CutSuffix(v.StrVal, "%")
+		n, err := strconv.Atoi(s)
+		if !ok || err != nil {
+			return field.ErrorList{field.Invalid(path, v.StrVal, "must be a count (e.g. 2) or a percentage (e.g. 10%)")}
+		}
+		if n < 1 || n > 100 {
+			return field.ErrorList{field.Invalid(path, v.StrVal, "must be a percentage from 1% to 100%")}
+		}
+	}
+	return nil
+}
+
+// ValidateUpdateAgentConfiguration validates the update agent's
+// configuration.
+func ValidateUpdateAgentConfiguration(c *config.UpdateAgentConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateClientConnection(&c.ClientConnection, field.NewPath("clientConnection"))...)
+	errs = append(errs, validateServing(&c.Serving, field.NewPath("serving"))...)
+	if c.APISocketPath == "" {
+		errs = append(errs, field.Required(field.NewPath("apiSocketPath"), ""))
+	}
+	errs = append(errs, validatePositiveDuration(c.DrainTimeout, field.NewPath("drainTimeout"))...)
+	errs = append(errs, validateLeaseSettings(&c.Lease, field.NewPath("lease"))...)
+	return errs
+}
+
+// ValidateNodeName validates an instance's node name (from --node-name or
+// NODE_NAME) together with the extension it speaks for: the Lease
+// <extension>.<node> must be a valid name, and DESIGN §6 wants a clear refusal
+// rather than truncation when it is too long.
+func ValidateNodeName(nodeName, extension string) error {
+	if nodeName == "" {
+		return fmt.Errorf("the node name is required: set --node-name or the NODE_NAME environment variable (usually from the downward API, spec.nodeName)")
+	}
+	if msgs := utilvalidation.IsDNS1123Subdomain(nodeName); len(msgs) > 0 {
+		return fmt.Errorf("node name %q is invalid: %s", nodeName, strings.Join(msgs, "; "))
+	}
+	if extension != "" {
+		lease := extension + "." + nodeName
+		if len(lease) > utilvalidation.DNS1123SubdomainMaxLength {
+			return fmt.Errorf("the Lease name %q would be %d characters long, more than the limit of %d for object names; use a shorter extension name",
+				lease, len(lease), utilvalidation.DNS1123SubdomainMaxLength)
+		}
+	}
+	return nil
+}
+
+func validateLeaseSettings(l *config.LeaseSettings, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateNamespace(l.Namespace, path.Child("namespace"))...)
+	d := l.Duration.Duration
+	switch {
+	case d < time.Second:
+		errs = append(errs, field.Invalid(path.Child("duration"), d.String(), "must be at least 1s"))
+	case d%time.Second != 0:
+		errs = append(errs, field.Invalid(path.Child("duration"), d.String(), "must be whole seconds (the Lease stores leaseDurationSeconds)"))
+	}
+	errs = append(errs, validatePositiveDuration(l.RenewInterval, path.Child("renewInterval"))...)
+	if l.RenewInterval.Duration >= d && d > 0 {
+		errs = append(errs, field.Invalid(path.Child("renewInterval"), l.RenewInterval.Duration.String(), "must be shorter than duration ("+d.String()+")"))
+	}
+	return errs
+}
+
+func validateExtensionName(name string, path *field.Path) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(path, "")}
+	}
+	// A DNS label has no dots: the part of a Lease name after the first dot
+	// is the node name (DESIGN §3, §6).
+	var errs field.ErrorList
+	for _, msg := range utilvalidation.IsDNS1123Label(name) {
+		errs = append(errs, field.Invalid(path, name, msg))
+	}
+	return errs
+}
+
+func validateNamespace(ns string, path *field.Path) field.ErrorList {
+	if ns == "" {
+		return field.ErrorList{field.Required(path, "")}
+	}
+	var errs field.ErrorList
+	for _, msg := range apivalidation.ValidateNamespaceName(ns, false) {
+		errs = append(errs, field.Invalid(path, ns, msg))
+	}
+	return errs
+}
+
+func validateLeaderElection(le *componentbaseconfig.LeaderElectionConfiguration, path *field.Path) field.ErrorList {
+	errs := componentbasevalidation.ValidateLeaderElectionConfiguration(le, path)
+	if le.LeaderElect && le.ResourceLock != "leases" {
+		errs = append(errs, field.NotSupported(path.Child("resourceLock"), le.ResourceLock, []string{"leases"}))
+	}
+	return errs
+}
+
+func validateClientConnection(cc *componentbaseconfig.ClientConnectionConfiguration, path *field.Path) field.ErrorList {
+	errs := componentbasevalidation.ValidateClientConnectionConfiguration(cc, path)
+	// client-go treats QPS 0 as "use its default" and a negative QPS as "no
+	// limit"; neither is what a user who wrote a number meant.
+	if cc.QPS <= 0 {
+		errs = append(errs, field.Invalid(path.Child("qps"), cc.QPS, "must be greater than zero"))
+	}
+	if cc.Burst < 1 {
+		errs = append(errs, field.Invalid(path.Child("burst"), cc.Burst, "must be at least 1"))
+	}
+	return errs
+}
+
+func validateServing(s *config.ServingConfiguration, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateHostPort(s.MetricsBindAddress, path.Child("metricsBindAddress"))...)
+	errs = append(errs, validateHostPort(s.HealthzBindAddress, path.Child("healthzBindAddress"))...)
+	return errs
+}
+
+func validateHostPort(addr string, path *field.Path) field.ErrorList {
+	if addr == "" {
+		return field.ErrorList{field.Required(path, "must be host:port")}
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return field.ErrorList{field.Invalid(path, addr, "must be host:port")}
+	}
+	if host != "" && net.ParseIP(host) == nil {
+		for _, msg := range utilvalidation.IsDNS1123Subdomain(host) {
+			return field.ErrorList{field.Invalid(path, addr, "host must be an IP address or a DNS name: "+msg)}
+		}
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return field.ErrorList{field.Invalid(path, addr, "port must be a number from 1 to 65535")}
+	}
+	return nil
+}
+
+func validatePositiveDuration(d metav1.Duration, path *field.Path) field.ErrorList {
+	if d.Duration <= 0 {
+		return field.ErrorList{field.Invalid(path, d.Duration.String(), "must be greater than zero")}
+	}
+	return nil
+}
+
+func validateNonNegativeDuration(d metav1.Duration, path *field.Path) field.ErrorList {
+	if d.Duration < 0 {
+		return field.ErrorList{field.Invalid(path, d.Duration.String(), "must not be negative")}
+	}
+	return nil
+}
+
+func validatePercent(p int32, path *field.Path) field.ErrorList {
+	if p < 0 || p > 100 {
+		return field.ErrorList{field.Invalid(path, p, "must be a percentage from 0 to 100")}
+	}
+	return nil
+}

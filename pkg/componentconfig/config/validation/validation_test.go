@@ -1,0 +1,232 @@
+package validation
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"nodehealth.io/nodehealth/pkg/componentconfig/config"
+	"nodehealth.io/nodehealth/pkg/componentconfig/config/latest"
+)
+
+// Each case breaks one rule of a valid configuration and expects exactly the
+// field path (and a piece of the reason) of that rule.
+type testCase[T any] struct {
+	name     string
+	mutate   func(T)
+	wantPath string
+	wantMsg  string
+}
+
+func run[T any](t *testing.T, valid func() T, validate func(T) field.ErrorList, cases []testCase[T]) {
+	t.Helper()
+	if errs := validate(valid()); len(errs) > 0 {
+		t.Fatalf("valid configuration rejected: %v", errs.ToAggregate())
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := valid()
+			tc.mutate(cfg)
+			errs := validate(cfg)
+			if len(errs) == 0 {
+				t.Fatalf("no error, want %s", tc.wantPath)
+			}
+			for _, e := range errs {
+				if e.Field == tc.wantPath && strings.Contains(e.Error(), tc.wantMsg) {
+					return
+				}
+			}
+			t.Errorf("want an error at %s containing %q, got %v", tc.wantPath, tc.wantMsg, errs.ToAggregate())
+		})
+	}
+}
+
+func d(s string) metav1.Duration {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		panic(err)
+	}
+	return metav1.Duration{Duration: v}
+}
+
+func validController() *config.NodeHealthControllerConfiguration {
+	c, err := latest.NodeHealthControllerConfiguration()
+	if err != nil {
+		panic(err)
+	}
+	c.ExtensionRules = []config.ExtensionRule{{
+		Name: "kube-proxy", NodeSelector: &metav1.LabelSelector{}, LeaseNameTemplate: "{extension}.{node}",
+		AffectsReadiness: true, StartupTimeout: d("10m"), FailurePolicy: config.FailurePolicyKeepGated,
+	}}
+	return c
+}
+
+func TestValidateNodeHealthControllerConfiguration(t *testing.T) {
+	type C = *config.NodeHealthControllerConfiguration
+	run(t, validController, ValidateNodeHealthControllerConfiguration, []testCase[C]{
+		{"leader election lease", func(c C) { c.LeaderElection.LeaseDuration = d("0s") }, "leaderElection.leaseDuration", "greater than zero"},
+		{"leader election lock", func(c C) { c.LeaderElection.ResourceLock = "endpoints" }, "leaderElection.resourceLock", "Unsupported value"},
+		{"qps", func(c C) { c.ClientConnection.QPS = 0 }, "clientConnection.qps", "greater than zero"},
+		{"burst", func(c C) { c.ClientConnection.Burst = 0 }, "clientConnection.burst", "at least 1"},
+		{"metrics address", func(c C) { c.Serving.MetricsBindAddress = "8080" }, "serving.metricsBindAddress", "host:port"},
+		{"healthz port", func(c C) { c.Serving.HealthzBindAddress = ":99999" }, "serving.healthzBindAddress", "1 to 65535"},
+		{"lease namespace", func(c C) { c.LeaseNamespace = "Not_A_Namespace" }, "leaseNamespace", "Invalid value"},
+		{"lease namespace empty", func(c C) { c.LeaseNamespace = "" }, "leaseNamespace", "Required"},
+		{"taint key", func(c C) { c.Taint.Key = "not a key" }, "taint.key", "Invalid value"},
+		{"taint effect NoExecute", func(c C) { c.Taint.Effect = "NoExecute" }, "taint.effect", "eviction.mode NoExecute"},
+		{"taint effect", func(c C) { c.Taint.Effect = "Sometimes" }, "taint.effect", "Unsupported value"},
+		{"rule name", func(c C) { c.ExtensionRules[0].Name = "kube.proxy" }, "extensionRules[0].name", "dots"},
+		{"rule name empty", func(c C) { c.ExtensionRules[0].Name = "" }, "extensionRules[0].name", "Required"},
+		{"rule duplicate", func(c C) { c.ExtensionRules = append(c.ExtensionRules, c.ExtensionRules[0]) }, "extensionRules[1].name", "Duplicate"},
+		{"rule selector missing", func(c C) { c.ExtensionRules[0].NodeSelector = nil }, "extensionRules[0].nodeSelector", "Required"},
+		{"rule selector invalid", func(c C) {
+			c.ExtensionRules[0].NodeSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}
+		}, "extensionRules[0].nodeSelector.matchExpressions[0].operator", "not a valid selector operator"},
+		{"lease template without node", func(c C) { c.ExtensionRules[0].LeaseNameTemplate = "{extension}" }, "extensionRules[0].leaseNameTemplate", "{node}"},
+		{"lease template unknown placeholder", func(c C) { c.ExtensionRules[0].LeaseNameTemplate = "{zone}.{node}" }, "extensionRules[0].leaseNameTemplate", "placeholders"},
+		{"lease template invalid name", func(c C) { c.ExtensionRules[0].LeaseNameTemplate = "Ext_{node}" }, "extensionRules[0].leaseNameTemplate", "valid Lease name"},
+		{"startup timeout", func(c C) { c.ExtensionRules[0].StartupTimeout = d("-1s") }, "extensionRules[0].startupTimeout", "negative"},
+		{"failure policy", func(c C) { c.ExtensionRules[0].FailurePolicy = "Retry" }, "extensionRules[0].failurePolicy", "Unsupported value"},
+		{"renewal grace", func(c C) { c.RenewalGrace = d("-1s") }, "renewalGrace", "negative"},
+		{"registration grace", func(c C) { c.RegistrationGrace = d("-1s") }, "registrationGrace", "negative"},
+		{"maintenance reason empty", func(c C) { c.MaintenanceReasons = []string{""} }, "maintenanceReasons[0]", "Required"},
+		{"maintenance reason words", func(c C) { c.MaintenanceReasons = []string{"OS update"} }, "maintenanceReasons[0]", "single word"},
+		{"maintenance reason duplicate", func(c C) { c.MaintenanceReasons = []string{"Updating", "Updating"} }, "maintenanceReasons[1]", "Duplicate"},
+		{"eviction mode", func(c C) { c.Eviction.Mode = "Delete" }, "eviction.mode", "Unsupported value"},
+		{"eviction timeout", func(c C) { c.Eviction.Timeout = d("-1s") }, "eviction.timeout", "negative"},
+		{"eviction rate", func(c C) { c.Eviction.NodesPerSecond = 0 }, "eviction.nodesPerSecond", "mode None"},
+		{"cluster threshold", func(c C) { c.BlastRadius.ClusterThresholdPercent = -1 }, "blastRadius.clusterThresholdPercent", "0 to 100"},
+		{"zone threshold", func(c C) { c.BlastRadius.ZoneThresholdPercent = 101 }, "blastRadius.zoneThresholdPercent", "0 to 100"},
+		{"workers", func(c C) { c.Workers = 0 }, "workers", "at least 1"},
+	})
+}
+
+func validHeartbeat() *config.ExtensionHeartbeatConfiguration {
+	c, err := latest.ExtensionHeartbeatConfiguration()
+	if err != nil {
+		panic(err)
+	}
+	c.ExtensionName = "kube-proxy"
+	c.Probe.HTTP = &config.HTTPProbe{URL: "http://127.0.0.1:10256/healthz"}
+	return c
+}
+
+func TestValidateExtensionHeartbeatConfiguration(t *testing.T) {
+	type C = *config.ExtensionHeartbeatConfiguration
+	run(t, validHeartbeat, ValidateExtensionHeartbeatConfiguration, []testCase[C]{
+		{"extension name missing", func(c C) { c.ExtensionName = "" }, "extensionName", "Required"},
+		{"extension name dots", func(c C) { c.ExtensionName = "a.b" }, "extensionName", "dots"},
+		{"lease namespace", func(c C) { c.Lease.Namespace = "" }, "lease.namespace", "Required"},
+		{"lease duration short", func(c C) { c.Lease.Duration = d("500ms") }, "lease.duration", "at least 1s"},
+		{"lease duration fraction", func(c C) { c.Lease.Duration = d("40.5s") }, "lease.duration", "whole seconds"},
+		{"renew interval zero", func(c C) { c.Lease.RenewInterval = d("0s") }, "lease.renewInterval", "greater than zero"},
+		{"renew interval long", func(c C) { c.Lease.RenewInterval = d("40s") }, "lease.renewInterval", "shorter than duration"},
+		{"no probe", func(c C) { c.Probe.HTTP = nil }, "probe", "exactly one"},
+		{"two probes", func(c C) { c.Probe.TCP = &config.TCPProbe{Address: "127.0.0.1:1"} }, "probe", "exactly one"},
+		{"http url missing", func(c C) { c.Probe.HTTP.URL = "" }, "probe.http.url", "Required"},
+		{"http url scheme", func(c C) { c.Probe.HTTP.URL = "ftp://x/" }, "probe.http.url", "http:// or https://"},
+		{"http url host", func(c C) { c.Probe.HTTP.URL = "http:///healthz" }, "probe.http.url", "host"},
+		{"http caFile on http", func(c C) { c.Probe.HTTP.CAFile = "/ca.pem" }, "probe.http", "https://"},
+		{"https caFile and insecure", func(c C) {
+			c.Probe.HTTP = &config.HTTPProbe{URL: "https://127.0.0.1/", CAFile: "/ca.pem", InsecureSkipTLSVerify: true}
+		}, "probe.http.insecureSkipTLSVerify", "caFile"},
+		{"tcp address", func(c C) { c.Probe.HTTP, c.Probe.TCP = nil, &config.TCPProbe{Address: "localhost"} }, "probe.tcp.address", "host:port"},
+		{"grpc address", func(c C) { c.Probe.HTTP, c.Probe.GRPC = nil, &config.GRPCProbe{Address: ""} }, "probe.grpc.address", "Required"},
+		{"file path", func(c C) { c.Probe.HTTP, c.Probe.File = nil, &config.FileProbe{MaxAge: d("1m")} }, "probe.file.path", "Required"},
+		{"file max age", func(c C) { c.Probe.HTTP, c.Probe.File = nil, &config.FileProbe{Path: "/x"} }, "probe.file.maxAge", "greater than zero"},
+		{"period", func(c C) { c.Probe.Period = d("0s") }, "probe.period", "greater than zero"},
+		{"timeout", func(c C) { c.Probe.Timeout = d("0s") }, "probe.timeout", "greater than zero"},
+		{"timeout longer than period", func(c C) { c.Probe.Timeout = d("11s") }, "probe.timeout", "period"},
+		{"success threshold", func(c C) { c.Probe.SuccessThreshold = 0 }, "probe.successThreshold", "at least 1"},
+		{"failure threshold", func(c C) { c.Probe.FailureThreshold = 0 }, "probe.failureThreshold", "at least 1"},
+		{"affectsReadiness without register", func(c C) { c.AffectsReadiness = false }, "affectsReadiness", "register: true"},
+		{"qps", func(c C) { c.ClientConnection.QPS = -1 }, "clientConnection.qps", "greater than zero"},
+		{"serving", func(c C) { c.Serving.HealthzBindAddress = "" }, "serving.healthzBindAddress", "Required"},
+	})
+}
+
+func validOperator() *config.UpdateOperatorConfiguration {
+	c, err := latest.UpdateOperatorConfiguration()
+	if err != nil {
+		panic(err)
+	}
+	c.UpdateWindows = []config.UpdateWindow{{Schedule: "0 2 * * mon-fri", Duration: d("4h")}}
+	c.MaxConcurrentUpdatesPerZone = ptr.To(intstr.FromString("10%"))
+	return c
+}
+
+func TestValidateUpdateOperatorConfiguration(t *testing.T) {
+	type C = *config.UpdateOperatorConfiguration
+	run(t, validOperator, ValidateUpdateOperatorConfiguration, []testCase[C]{
+		{"leader election", func(c C) { c.LeaderElection.RetryPeriod = d("0s") }, "leaderElection.retryPeriod", "greater than zero"},
+		{"selector missing", func(c C) { c.ManagedNodeSelector = nil }, "managedNodeSelector", "Required"},
+		{"selector invalid", func(c C) { c.ManagedNodeSelector.MatchLabels = map[string]string{"a b": "c"} }, "managedNodeSelector.matchLabels", "Invalid value"},
+		{"concurrency zero", func(c C) { c.MaxConcurrentUpdates = intstr.FromInt32(0) }, "maxConcurrentUpdates", "at least 1"},
+		{"concurrency not percent", func(c C) { c.MaxConcurrentUpdates = intstr.FromString("ten") }, "maxConcurrentUpdates", "percentage"},
+		{"concurrency percent range", func(c C) { c.MaxConcurrentUpdates = intstr.FromString("0%") }, "maxConcurrentUpdates", "1% to 100%"},
+		{"per zone", func(c C) { c.MaxConcurrentUpdatesPerZone = ptr.To(intstr.FromString("150%")) }, "maxConcurrentUpdatesPerZone", "1% to 100%"},
+		{"window fields", func(c C) { c.UpdateWindows[0].Schedule = "0 2 * *" }, "updateWindows[0].schedule", "5 fields"},
+		{"window value", func(c C) { c.UpdateWindows[0].Schedule = "61 2 * * *" }, "updateWindows[0].schedule", "outside 0-59"},
+		{"window range", func(c C) { c.UpdateWindows[0].Schedule = "0 5-2 * * *" }, "updateWindows[0].schedule", "ends before"},
+		{"window name", func(c C) { c.UpdateWindows[0].Schedule = "0 2 * * fun" }, "updateWindows[0].schedule", "not a number"},
+		{"window step", func(c C) { c.UpdateWindows[0].Schedule = "*/0 2 * * *" }, "updateWindows[0].schedule", "step"},
+		{"window duration", func(c C) { c.UpdateWindows[0].Duration = d("0s") }, "updateWindows[0].duration", "greater than zero"},
+		{"staged deadline", func(c C) { c.StateDeadlines.StagedAndPerformedUpdate = d("0s") }, "stateDeadlines.stagedAndPerformedUpdate", "greater than zero"},
+		{"rebooted deadline", func(c C) { c.StateDeadlines.RebootedIntoUpdate = d("0s") }, "stateDeadlines.rebootedIntoUpdate", "greater than zero"},
+		{"monitoring deadline", func(c C) { c.StateDeadlines.MonitoringUpdate = d("5m") }, "stateDeadlines.monitoringUpdate", "postRebootSoak"},
+		{"soak", func(c C) { c.PostRebootSoak = d("-1s") }, "postRebootSoak", "negative"},
+	})
+}
+
+func TestValidateCronSchedule(t *testing.T) {
+	for _, ok := range []string{"* * * * *", "0 2 * * *", "*/15 0-6 1,15 jan-mar sun", "0 0 * * 7", "@daily", "@weekly", "5 4 * * SAT"} {
+		if err := ValidateCronSchedule(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "* * * *", "* * * * * *", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *", "* * * * 8", "a * * * *", "1-x * * * *", "@sometimes"} {
+		if err := ValidateCronSchedule(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func validAgent() *config.UpdateAgentConfiguration {
+	c, err := latest.UpdateAgentConfiguration()
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+func TestValidateUpdateAgentConfiguration(t *testing.T) {
+	type C = *config.UpdateAgentConfiguration
+	run(t, validAgent, ValidateUpdateAgentConfiguration, []testCase[C]{
+		{"socket", func(c C) { c.APISocketPath = "" }, "apiSocketPath", "Required"},
+		{"drain timeout", func(c C) { c.DrainTimeout = d("0s") }, "drainTimeout", "greater than zero"},
+		{"lease", func(c C) { c.Lease.RenewInterval = d("1m") }, "lease.renewInterval", "shorter than duration"},
+		{"qps", func(c C) { c.ClientConnection.Burst = 0 }, "clientConnection.burst", "at least 1"},
+		{"serving", func(c C) { c.Serving.MetricsBindAddress = "nohost" }, "serving.metricsBindAddress", "host:port"},
+	})
+}
+
+func TestValidateNodeName(t *testing.T) {
+	if err := ValidateNodeName("ip-10-0-0-1.ec2.internal", "kube-proxy"); err != nil {
+		t.Error(err)
+	}
+	if err := ValidateNodeName("", "x"); err == nil || !strings.Contains(err.Error(), "NODE_NAME") {
+		t.Errorf("empty: %v", err)
+	}
+	if err := ValidateNodeName("Node_1", "x"); err == nil {
+		t.Error("invalid name accepted")
+	}
+	long := strings.Repeat("a", 60) + "." + strings.Repeat("b", 60) + "." + strings.Repeat("c", 60) + "." + strings.Repeat("d", 60)
+	if err := ValidateNodeName(long, "kube-proxy"); err == nil || !strings.Contains(err.Error(), "253") {
+		t.Errorf("too long Lease name: %v", err)
+	}
+}

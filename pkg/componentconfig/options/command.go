@@ -1,0 +1,204 @@
+package options
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/featuregate"
+	"k8s.io/klog/v2"
+
+	"nodehealth.io/nodehealth/pkg/features"
+)
+
+var (
+	// ErrConfigChanged is the cause of the run context's cancellation when a
+	// valid new configuration file appeared. Components tell it apart from
+	// ErrTerminated with context.Cause: the extension heartbeat must not
+	// release its Lease for a restart, only for a real shutdown (DESIGN §6).
+	ErrConfigChanged = errors.New("configuration file changed; restarting to apply it")
+	// ErrTerminated is the cause when SIGTERM or SIGINT arrived.
+	ErrTerminated = errTerminated
+)
+
+// ShutdownHookTimeout bounds the shutdown hooks run before a restart for a
+// changed configuration, so that a stuck hook cannot keep the old
+// configuration running forever.
+const ShutdownHookTimeout = 30 * time.Second
+
+// Runtime is what a component's run function gets: the validated
+// configuration and the process-wide pieces around it.
+type Runtime[T runtime.Object] struct {
+	// Config is the validated, effective configuration.
+	Config T
+	// ConfigFile is --config (empty when none was given).
+	ConfigFile string
+	// FeatureGate has the configuration's featureGates applied.
+	FeatureGate featuregate.FeatureGate
+	// Registry is served at /metrics; components register their metrics
+	// here. It already holds the Go and process collectors and the config
+	// watcher's metrics.
+	Registry *prometheus.Registry
+
+	mu    sync.Mutex
+	hooks []func(context.Context)
+}
+
+// OnConfigChange registers a hook that runs when a valid new configuration
+// file appeared, before the run context is cancelled with ErrConfigChanged
+// and the process exits 0 so that the pod restarts with the new file. The
+// controller releases its leadership here; the heartbeat registers nothing
+// (its Lease stays held across the restart).
+func (r *Runtime[T]) OnConfigChange(hook func(ctx context.Context)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hooks = append(r.hooks, hook)
+}
+
+func (r *Runtime[T]) runHooks(ctx context.Context) {
+	r.mu.Lock()
+	hooks := append([]func(context.Context){}, r.hooks...)
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, ShutdownHookTimeout)
+	defer cancel()
+	for _, hook := range hooks {
+		hook(ctx)
+	}
+}
+
+// RunFunc runs a component until ctx is cancelled; context.Cause(ctx) says
+// why (ErrTerminated or ErrConfigChanged). Returning nil after cancellation
+// exits 0.
+type RunFunc[T runtime.Object] func(ctx context.Context, rt *Runtime[T]) error
+
+// CommandInfo describes a binary for cobra.
+type CommandInfo struct {
+	Use   string
+	Short string
+	Long  string
+}
+
+// NewCommand builds a binary's cobra command around o and run. Flag parsing
+// is done by the machinery (cobra's would add global flags and cannot parse
+// the command line twice).
+func NewCommand[T runtime.Object](o *Options[T], info CommandInfo, run RunFunc[T]) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:                info.Use,
+		Short:              info.Short,
+		Long:               info.Long,
+		DisableFlagParsing: true,
+		SilenceUsage:       true,
+		SilenceErrors:      true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return execute(cmd, o, args, run)
+		},
+	}
+	// Only this binary's flags, grouped; nothing from the global flag set.
+	fs := cmd.Flags()
+	for _, name := range o.fss.Order {
+		fs.AddFlagSet(o.fss.FlagSets[name])
+	}
+	// Width 0: no wrapping, so --help is the same on every terminal.
+	cliflag.SetUsageAndHelpFunc(cmd, o.fss, 0)
+	return cmd
+}
+
+func execute[T runtime.Object](cmd *cobra.Command, o *Options[T], args []string, run RunFunc[T]) error {
+	res, err := o.Parse(args)
+	if errors.Is(err, ErrHelp) {
+		return cmd.Help()
+	}
+	if err != nil {
+		return err
+	}
+	cfg := res.Config
+
+	if o.WriteConfigTo != "" {
+		return writeConfigTo(o, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	}
+	if err := o.Validate(cfg); err != nil {
+		return err
+	}
+	if err := o.ApplyLogging(cfg); err != nil {
+		return err
+	}
+
+	rt := &Runtime[T]{Config: cfg, ConfigFile: o.ConfigFile, FeatureGate: o.gate, Registry: prometheus.NewRegistry()}
+	rt.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := NewWatchMetrics(rt.Registry)
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	logger := klog.Background().WithName(o.component.Name)
+	ctx = klog.NewContext(ctx, logger)
+
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(signals)
+	go func() {
+		select {
+		case sig := <-signals:
+			logger.Info("Received signal, shutting down", "signal", sig.String())
+			cancel(ErrTerminated)
+		case <-ctx.Done():
+		}
+	}()
+
+	if o.ConfigFile != "" && o.gate.Enabled(features.ConfigFileWatch) {
+		watcher := NewFileWatcher(o.ConfigFile, res.ConfigData, metrics,
+			func(data []byte) (bool, error) { return o.Reload(data, args, cfg) },
+			func() {
+				rt.runHooks(ctx)
+				cancel(ErrConfigChanged)
+			})
+		go watcher.Run(ctx)
+	}
+
+	err = run(ctx, rt)
+	if cause := context.Cause(ctx); cause != nil {
+		logger.Info("Stopped", "reason", cause.Error())
+	}
+	klog.Flush()
+	return err
+}
+
+func writeConfigTo[T runtime.Object](o *Options[T], cfg T, stdout, stderr io.Writer) error {
+	data, err := WriteConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if o.WriteConfigTo == "-" {
+		if _, err := stdout.Write(data); err != nil {
+			return err
+		}
+	} else if err := os.WriteFile(o.WriteConfigTo, data, 0o644); err != nil {
+		return fmt.Errorf("--write-config-to: %w", err)
+	}
+	// The written file is a starting point: say what must still be filled
+	// in, but it was written, so this is not a failure.
+	if err := o.Validate(cfg); err != nil {
+		fmt.Fprintf(stderr, "note: the written configuration does not start as is: %v\n", err)
+	}
+	return nil
+}
+
+// Run executes a binary's command and returns its exit code: 0, or 1 with
+// one short "error: ..." line on standard error (no usage text, no stack).
+func Run(cmd *cobra.Command) int {
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "error: %v\n", err)
+		return 1
+	}
+	return 0
+}

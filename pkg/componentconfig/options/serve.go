@@ -1,0 +1,83 @@
+package options
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/klog/v2"
+
+	"nodehealth.io/nodehealth/pkg/componentconfig/config"
+)
+
+// HealthCheck reports whether the component is healthy; nil means yes.
+type HealthCheck func() error
+
+// Serve serves /metrics (with /debug/pprof when profiling is enabled) and
+// /healthz, /livez, /readyz on the configured addresses until ctx is done.
+// Listening happens before Serve returns, so a taken port fails the start
+// instead of being logged later.
+func Serve(ctx context.Context, serving config.ServingConfiguration, enableProfiling bool, registry *prometheus.Registry, healthz HealthCheck) (<-chan error, error) {
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+	if enableProfiling {
+		metricsMux.HandleFunc("/debug/pprof/", pprof.Index)
+		metricsMux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		metricsMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		metricsMux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		metricsMux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	healthMux := http.NewServeMux()
+	if serving.MetricsBindAddress == serving.HealthzBindAddress {
+		healthMux = metricsMux
+	}
+	health := func(w http.ResponseWriter, _ *http.Request) {
+		if healthz != nil {
+			if err := healthz(); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ok"))
+	}
+	for _, path := range []string{"/healthz", "/livez", "/readyz"} {
+		healthMux.HandleFunc(path, health)
+	}
+
+	servers := map[string]http.Handler{serving.MetricsBindAddress: metricsMux}
+	if serving.HealthzBindAddress != serving.MetricsBindAddress {
+		servers[serving.HealthzBindAddress] = healthMux
+	}
+	errs := make(chan error, len(servers))
+	var listeners []net.Listener
+	for addr, handler := range servers {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range listeners {
+				_ = l.Close()
+			}
+			return nil, fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		listeners = append(listeners, l)
+		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			<-ctx.Done()
+			shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(shutdownCtx)
+		}()
+		go func() {
+			klog.FromContext(ctx).Info("Serving", "address", l.Addr().String())
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errs <- fmt.Errorf("serve on %s: %w", l.Addr(), err)
+			}
+		}()
+	}
+	return errs, nil
+}

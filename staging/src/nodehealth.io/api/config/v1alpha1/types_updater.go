@@ -1,0 +1,137 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	componentbaseconfigv1alpha1 "k8s.io/component-base/config/v1alpha1"
+	logsapi "k8s.io/component-base/logs/api/v1"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// UpdateOperatorConfiguration configures update-operator, which creates a
+// BottlerocketShadow per managed node and drives Bottlerocket OS updates
+// through them, using node readiness as the health gate after each reboot.
+type UpdateOperatorConfiguration struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// LeaderElection configures leader election; the default Lease is
+	// nodehealth-system/update-operator.
+	LeaderElection componentbaseconfigv1alpha1.LeaderElectionConfiguration `json:"leaderElection"`
+
+	// ClientConnection configures the connection to the API server.
+	ClientConnection componentbaseconfigv1alpha1.ClientConnectionConfiguration `json:"clientConnection"`
+
+	// Debugging configures profiling endpoints.
+	Debugging componentbaseconfigv1alpha1.DebuggingConfiguration `json:"debugging"`
+
+	// Logging configures klog through k8s.io/component-base/logs.
+	Logging logsapi.LoggingConfiguration `json:"logging"`
+
+	// FeatureGates enables or disables nodehealth (and logging) features by
+	// name. --feature-gates on the command line is merged over it per key.
+	FeatureGates map[string]bool `json:"featureGates,omitempty"`
+
+	// Serving says where /metrics and /healthz are served.
+	Serving ServingConfiguration `json:"serving"`
+
+	// ManagedNodeSelector selects the nodes whose OS the operator updates. The
+	// default is the label existing Bottlerocket update operator users already
+	// set.
+	ManagedNodeSelector *metav1.LabelSelector `json:"managedNodeSelector,omitempty"`
+
+	// MaxConcurrentUpdates is how many managed nodes may be out of Idle at
+	// once: a count (at least 1) or a percentage of managed nodes (rounded
+	// down, but at least one node).
+	MaxConcurrentUpdates *intstr.IntOrString `json:"maxConcurrentUpdates,omitempty"`
+
+	// MaxConcurrentUpdatesPerZone additionally limits updates within one
+	// topology.kubernetes.io/zone: a count or a percentage of the zone's
+	// managed nodes. Unset means no per-zone limit.
+	MaxConcurrentUpdatesPerZone *intstr.IntOrString `json:"maxConcurrentUpdatesPerZone,omitempty"`
+
+	// UpdateWindows are the times at which nodes may start an update. Empty
+	// means always. Nodes already updating finish outside a window.
+	UpdateWindows []UpdateWindow `json:"updateWindows,omitempty"`
+
+	// Paused stops nodes from starting an update; nodes in flight finish.
+	Paused bool `json:"paused,omitempty"`
+
+	// StateDeadlines bound how long a node may stay in each state before the
+	// update counts as failed and the rollout halts.
+	StateDeadlines StateDeadlines `json:"stateDeadlines"`
+
+	// PostRebootSoak is how long a node must stay fully ready (every system
+	// extension ready) after its reboot before its update counts as healthy
+	// and the next node may start.
+	PostRebootSoak *metav1.Duration `json:"postRebootSoak,omitempty"`
+}
+
+// UpdateWindow opens at every time Schedule fires and stays open for
+// Duration.
+type UpdateWindow struct {
+	// Schedule is a standard 5-field cron expression (minute hour
+	// day-of-month month day-of-week) evaluated in UTC.
+	Schedule string `json:"schedule"`
+
+	// Duration is how long the window stays open each time.
+	Duration metav1.Duration `json:"duration"`
+}
+
+// StateDeadlines are the longest times a node may spend in each non-Idle
+// update state.
+type StateDeadlines struct {
+	// StagedAndPerformedUpdate covers download, staging and the drain. It
+	// must be longer than the agents' drainTimeout.
+	StagedAndPerformedUpdate *metav1.Duration `json:"stagedAndPerformedUpdate,omitempty"`
+
+	// RebootedIntoUpdate covers the reboot until the agent reports the new
+	// version.
+	RebootedIntoUpdate *metav1.Duration `json:"rebootedIntoUpdate,omitempty"`
+
+	// MonitoringUpdate covers waiting for full readiness plus the
+	// postRebootSoak. It must be longer than postRebootSoak.
+	MonitoringUpdate *metav1.Duration `json:"monitoringUpdate,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// UpdateAgentConfiguration configures update-agent, the DaemonSet agent that
+// updates its own node through the Bottlerocket API. The node name comes from
+// --node-name or the NODE_NAME environment variable.
+type UpdateAgentConfiguration struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// ClientConnection configures the connection to the API server. The agent
+	// renews a Lease, updates its shadow and evicts its node's pods while
+	// draining: QPS 10 / burst 20.
+	ClientConnection componentbaseconfigv1alpha1.ClientConnectionConfiguration `json:"clientConnection"`
+
+	// Debugging configures profiling endpoints. Off by default, as on every
+	// per-node binary.
+	Debugging componentbaseconfigv1alpha1.DebuggingConfiguration `json:"debugging"`
+
+	// Logging configures klog through k8s.io/component-base/logs.
+	Logging logsapi.LoggingConfiguration `json:"logging"`
+
+	// FeatureGates enables or disables nodehealth (and logging) features by
+	// name. --feature-gates on the command line is merged over it per key.
+	FeatureGates map[string]bool `json:"featureGates,omitempty"`
+
+	// Serving says where /metrics and /healthz are served.
+	Serving ServingConfiguration `json:"serving"`
+
+	// APISocketPath is the Unix socket of the Bottlerocket API. A relative
+	// path is resolved against the configuration file's folder.
+	APISocketPath string `json:"apiSocketPath,omitempty"`
+
+	// DrainTimeout bounds the drain before a reboot; when it expires the agent
+	// reports the blocking PodDisruptionBudget or pod and the update fails
+	// instead of waiting forever.
+	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
+
+	// Lease configures the agent's own extension Lease (extension
+	// bottlerocket-updater), which it releases with reason Updating before
+	// draining.
+	Lease LeaseSettings `json:"lease"`
+}
