@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+
+	"nodehealth.io/nodehealth/test/framework"
+)
+
+// Component is one piece of nodehealth the sandbox runs on top of the control plane:
+// the node-health controller, the extension heartbeat sidecars, the update operator and
+// agents. Components start in the order of the components slice, after the control
+// plane and the simulated nodes are ready, and are stopped with the environment.
+type Component interface {
+	// Name identifies the component in the sandbox's output.
+	Name() string
+	// Start starts the component and returns once it is running. Start long-running
+	// processes with env.StartProcess so that they log to env.LogDir and stop with the
+	// sandbox; start in-process goroutines on ctx, which is canceled at shutdown.
+	Start(ctx context.Context, env *Env) error
+	// TryThis returns shell commands, runnable from the repository root with the
+	// printed KUBECONFIG, that show what the component does (one command per entry;
+	// a line starting with "#" is printed as a comment).
+	TryThis() []string
+}
+
+// Env is what a Component gets to work with.
+type Env struct {
+	*framework.Environment
+
+	// RepoRoot is the repository root (the sandbox's working directory).
+	RepoRoot string
+	// Dir is the sandbox directory (--dir, default <repo root>/_sandbox): put config
+	// files and anything a user may want to look at here.
+	Dir string
+	// KubeconfigPath is the admin kubeconfig users are told to export.
+	KubeconfigPath string
+	// Nodes are the names of the kwok-simulated nodes, all Ready.
+	Nodes []string
+}
+
+// components is the plug-in point of the sandbox. To add a component, implement
+// Component in a new file of this package (e.g. controller.go) and append an instance
+// here; its TryThis commands are printed with the sandbox's usage instructions.
+var components = []Component{}
