@@ -120,6 +120,9 @@ func TestFeatureGatesMergePerKey(t *testing.T) {
 	if o.FeatureGate().Enabled(features.ConfigFileWatch) {
 		t.Errorf("ConfigFileWatch enabled; the file disabled it")
 	}
+	if v, ok := cfg.FeatureGates["ConfigFileWatch"]; !ok || v {
+		t.Errorf("featureGates = %v, want the file's ConfigFileWatch=false kept", cfg.FeatureGates)
+	}
 
 	o, cfg, err = parseController(t, "--config", path, "--feature-gates=ConfigFileWatch=true")
 	if err != nil {
