@@ -17,6 +17,10 @@ UNIT_PKGS := ./cmd/... ./pkg/... $(STAGING_PKGS)
 INTEGRATION_PKGS := ./test/...
 # How long each go test -fuzz target runs in make test.
 FUZZTIME ?= 10s
+# gotestsum (pinned in hack/tools) runs go test and closes with a count of the
+# tests run, so a run that executed nothing is visible.
+GOTESTSUM := $(CURDIR)/_output/tools/bin/gotestsum
+GOTESTSUM_FORMAT ?= pkgname
 
 .PHONY: all
 all: build
@@ -40,17 +44,23 @@ verify: ## Fail on stale generated code, gofmt, untidy go.mod, go vet or staticc
 .PHONY: test
 test: controlplane test-unit test-fuzz test-integration ## Everything: unit, fuzz (briefly), integration and e2e.
 
+.PHONY: tools
+tools: $(GOTESTSUM)
+
+$(GOTESTSUM): hack/tools/go.mod hack/tools/go.sum
+	source hack/lib.sh && nodehealth::tools::install gotest.tools/gotestsum
+
 .PHONY: test-unit
-test-unit: ## Unit tests (no control plane), with the race detector.
-	$(GO) test -race -count=1 $(UNIT_PKGS)
+test-unit: tools ## Unit tests (no control plane), with the race detector.
+	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -race -count=1 $(UNIT_PKGS)
 
 .PHONY: test-fuzz
 test-fuzz: ## Run every go test -fuzz target for FUZZTIME (seed corpora run in test-unit).
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: test-integration
-test-integration: controlplane ## Integration and e2e tests against the real local control plane.
-	$(GO) test -count=1 -timeout=45m $(INTEGRATION_PKGS)
+test-integration: controlplane tools ## Integration and e2e tests against the real local control plane.
+	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -count=1 -timeout=45m $(INTEGRATION_PKGS)
 
 .PHONY: sandbox
 sandbox: controlplane build ## Start the sandbox; Ctrl-C stops everything.

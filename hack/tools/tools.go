@@ -4,6 +4,7 @@
 package tools
 
 import (
+	_ "gotest.tools/gotestsum"
 	_ "honnef.co/go/tools/cmd/staticcheck"
 	_ "k8s.io/code-generator"
 	_ "k8s.io/code-generator/cmd/applyconfiguration-gen"

@@ -1,0 +1,67 @@
+package app
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"nodehealth.io/nodehealth/pkg/componentconfig/config"
+	"nodehealth.io/nodehealth/pkg/nodehealth"
+)
+
+// canaryInterval is how often the controller renews its canary Lease
+// (DESIGN §5: every 5 s, stale after 3 intervals unseen).
+const canaryInterval = 5 * time.Second
+
+// controllerOptions translates the validated configuration into the plain
+// values the controller takes; the controller never sees the config API.
+func controllerOptions(cfg *config.NodeHealthControllerConfiguration) (nodehealth.Options, error) {
+	opts := nodehealth.Options{
+		LeaseNamespace:     cfg.LeaseNamespace,
+		TaintKey:           cfg.Taint.Key,
+		TaintEffect:        v1.TaintEffect(cfg.Taint.Effect),
+		RenewalGrace:       cfg.RenewalGrace.Duration,
+		RegistrationGrace:  cfg.RegistrationGrace.Duration,
+		MaintenanceReasons: sets.New(cfg.MaintenanceReasons...),
+		Eviction: nodehealth.EvictionOptions{
+			Mode:           nodehealth.EvictionMode(cfg.Eviction.Mode),
+			Timeout:        cfg.Eviction.Timeout.Duration,
+			NodesPerSecond: cfg.Eviction.NodesPerSecond,
+		},
+		BlastRadius: nodehealth.BlastRadiusOptions{
+			ClusterThreshold: float64(cfg.BlastRadius.ClusterThresholdPercent) / 100,
+			ZoneThreshold:    float64(cfg.BlastRadius.ZoneThresholdPercent) / 100,
+		},
+		CanaryInterval: canaryInterval,
+		DryRun:         cfg.DryRun,
+	}
+	for i, r := range cfg.ExtensionRules {
+		selector, err := metav1.LabelSelectorAsSelector(r.NodeSelector)
+		if err != nil {
+			// Validation already checked it; this guards callers that skip it.
+			return opts, fmt.Errorf("extensionRules[%d].nodeSelector: %w", i, err)
+		}
+		rule := nodehealth.Rule{
+			Name:             r.Name,
+			Extension:        r.Name,
+			Selector:         selector,
+			AffectsReadiness: r.AffectsReadiness,
+			StartupTimeout:   r.StartupTimeout.Duration,
+			FailurePolicy:    nodehealth.FailurePolicy(r.FailurePolicy),
+		}
+		if r.LeaseNameTemplate != "" {
+			// The controller fills in {node} per node.
+			rule.LeaseName = renderExtension(r.LeaseNameTemplate, r.Name)
+		}
+		opts.Rules = append(opts.Rules, rule)
+	}
+	return opts, opts.Validate()
+}
+
+func renderExtension(tmpl, extension string) string {
+	return strings.ReplaceAll(tmpl, config.LeaseNameExtensionPlaceholder, extension)
+}

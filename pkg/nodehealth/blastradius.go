@@ -1,0 +1,177 @@
+package nodehealth
+
+import (
+	"fmt"
+	"sync"
+)
+
+// hysteresis is how far below its threshold the failing share must fall before
+// a suspension ends, so that one node flapping at the edge does not toggle it.
+const hysteresis = 0.05
+
+// minFailingToSuspend: a suspension needs more than this many failing nodes, so
+// that a small cluster with one or two broken nodes still gates them.
+const minFailingToSuspend = 2
+
+// blastRadius counts failing nodes among the nodes that list at least one
+// gating extension, cluster-wide and per zone, and decides when failure taints
+// and evictions are suspended (DESIGN §5).
+type blastRadius struct {
+	opts BlastRadiusOptions
+
+	mu      sync.Mutex
+	members map[string]member // by node name
+	cluster counter
+	zones   map[string]*counter
+}
+
+type member struct {
+	zone    string
+	failing bool
+}
+
+type counter struct {
+	total, failing int
+	suspended      bool
+}
+
+func (c *counter) share() float64 {
+	if c.total == 0 {
+		return 0
+	}
+	return float64(c.failing) / float64(c.total)
+}
+
+// reevaluate applies the threshold with hysteresis and reports a change.
+func (c *counter) reevaluate(threshold float64) bool {
+	if threshold <= 0 {
+		changed := c.suspended
+		c.suspended = false
+		return changed
+	}
+	was := c.suspended
+	switch {
+	case !c.suspended && c.failing > minFailingToSuspend && c.share() >= threshold:
+		c.suspended = true
+	case c.suspended && c.share() < threshold-hysteresis:
+		c.suspended = false
+	}
+	return was != c.suspended
+}
+
+func newBlastRadius(opts BlastRadiusOptions) *blastRadius {
+	return &blastRadius{opts: opts, members: map[string]member{}, zones: map[string]*counter{}}
+}
+
+// suspensionChange describes a suspension that began or ended.
+type suspensionChange struct {
+	scope     string // "cluster" or "zone <name>"
+	suspended bool
+	failing   int
+	total     int
+	threshold float64
+}
+
+func (c suspensionChange) String() string {
+	verb := "suspended"
+	if !c.suspended {
+		verb = "resumed"
+	}
+	return fmt.Sprintf("failure taints and evictions %s in %s: %d of %d nodes failing (%.0f%%, threshold %.0f%%)",
+		verb, c.scope, c.failing, c.total, 100*float64(c.failing)/float64(max(c.total, 1)), 100*c.threshold)
+}
+
+// update records whether a node is tracked (lists a gating extension) and
+// failing, and returns the suspensions that began or ended.
+func (b *blastRadius) update(node, zone string, tracked, failing bool) []suspensionChange {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old, had := b.members[node]
+	if had && old.zone == zone && old.failing == failing && tracked {
+		return nil
+	}
+	if had {
+		b.adjust(old, -1)
+		delete(b.members, node)
+	}
+	if tracked {
+		m := member{zone: zone, failing: failing}
+		b.members[node] = m
+		b.adjust(m, +1)
+	}
+	var changes []suspensionChange
+	if b.cluster.reevaluate(b.opts.ClusterThreshold) {
+		changes = append(changes, suspensionChange{scope: "cluster", suspended: b.cluster.suspended,
+			failing: b.cluster.failing, total: b.cluster.total, threshold: b.opts.ClusterThreshold})
+	}
+	for _, z := range []string{old.zone, zone} {
+		if c, ok := b.zones[z]; ok && z != "" && c.reevaluate(b.opts.ZoneThreshold) {
+			changes = append(changes, suspensionChange{scope: "zone " + z, suspended: c.suspended,
+				failing: c.failing, total: c.total, threshold: b.opts.ZoneThreshold})
+		}
+		if old.zone == zone {
+			break
+		}
+	}
+	return changes
+}
+
+func (b *blastRadius) adjust(m member, delta int) {
+	b.cluster.total += delta
+	if m.failing {
+		b.cluster.failing += delta
+	}
+	if m.zone == "" {
+		return
+	}
+	c, ok := b.zones[m.zone]
+	if !ok {
+		c = &counter{}
+		b.zones[m.zone] = c
+	}
+	c.total += delta
+	if m.failing {
+		c.failing += delta
+	}
+}
+
+// suspended reports whether failure taints and evictions are suspended for a
+// node in zone, and why.
+func (b *blastRadius) suspended(zone string) (bool, string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cluster.suspended {
+		return true, fmt.Sprintf("%d of %d nodes in the cluster are failing (threshold %.0f%%)",
+			b.cluster.failing, b.cluster.total, 100*b.opts.ClusterThreshold)
+	}
+	if c, ok := b.zones[zone]; ok && zone != "" && c.suspended {
+		return true, fmt.Sprintf("%d of %d nodes in zone %s are failing (threshold %.0f%%)",
+			c.failing, c.total, zone, 100*b.opts.ZoneThreshold)
+	}
+	return false, ""
+}
+
+// anySuspended reports whether any scope is suspended (for the metric).
+func (b *blastRadius) suspendedScopes() (cluster bool, zones int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.zones {
+		if c.suspended {
+			zones++
+		}
+	}
+	return b.cluster.suspended, zones
+}
+
+// failingNodes lists the failing nodes, to re-evaluate when a suspension ends.
+func (b *blastRadius) failingNodes() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for n, m := range b.members {
+		if m.failing {
+			out = append(out, n)
+		}
+	}
+	return out
+}

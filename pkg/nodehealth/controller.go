@@ -1,0 +1,307 @@
+package nodehealth
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+)
+
+// leaseNodeIndex indexes extension Leases by the node their name belongs to.
+const leaseNodeIndex = "nodehealth.io/node"
+
+// safetyResync re-evaluates every node this often even without events. Timers
+// drive every expiry; the resync only bounds the damage of a lost timer.
+const safetyResync = 10 * time.Minute
+
+// Controller is the node-health controller.
+type Controller struct {
+	client   kubernetes.Interface
+	opts     Options
+	clock    clock.WithTicker
+	recorder record.EventRecorder
+	metrics  *Metrics
+
+	nodeLister   corelisters.NodeLister
+	nodesSynced  cache.InformerSynced
+	leaseLister  coordinationlisters.LeaseLister
+	leaseIndexer cache.Indexer
+	leasesSynced cache.InformerSynced
+
+	queue           workqueue.TypedRateLimitingInterface[string]
+	evictions       workqueue.TypedRateLimitingInterface[string]
+	evictionLimiter flowcontrol.RateLimiter
+
+	tracker *leaseTracker
+	blast   *blastRadius
+	rules   map[string]*Rule
+	canary  *canary
+
+	mu    sync.Mutex
+	nodes map[string]*nodeState
+	// live holds nodes added after the initial list: they are new.
+	live sets.Set[string]
+	// leaseRefs maps Leases referenced under a non-default name to the nodes
+	// that reference them, so their events reach those nodes.
+	leaseRefs map[string]sets.Set[string]
+	// contributions remember each node's share of the gauges.
+	contributions map[string]contribution
+}
+
+type contribution struct {
+	reason   gateCause
+	notReady []string
+	invalid  bool
+	tracked  bool
+}
+
+// NewController wires the controller to its informers. The informers should
+// drop managedFields and node images (see TransformNode) to keep memory small;
+// the controller never writes an object it read from them.
+func NewController(ctx context.Context, client kubernetes.Interface, nodeInformer coreinformers.NodeInformer,
+	leaseInformer coordinationinformers.LeaseInformer, recorder record.EventRecorder, clk clock.WithTicker,
+	opts Options, metrics *Metrics) (*Controller, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.MaintenanceReasons == nil {
+		opts.MaintenanceReasons = sets.New[string]()
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	logger := klog.FromContext(ctx)
+	rate := opts.Eviction.NodesPerSecond
+	if rate <= 0 {
+		rate = 0.1
+	}
+	c := &Controller{
+		client:   client,
+		opts:     opts,
+		clock:    clk,
+		recorder: recorder,
+		metrics:  metrics,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodehealth", Clock: clk}),
+		evictions: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodehealth_evictions", Clock: clk}),
+		evictionLimiter: flowcontrol.NewTokenBucketRateLimiterWithClock(float32(rate), 1, clk),
+		tracker:         newLeaseTracker(clk),
+		blast:           newBlastRadius(opts.BlastRadius),
+		rules:           map[string]*Rule{},
+		nodes:           map[string]*nodeState{},
+		live:            sets.New[string](),
+		leaseRefs:       map[string]sets.Set[string]{},
+		contributions:   map[string]contribution{},
+	}
+	for i := range opts.Rules {
+		c.rules[opts.Rules[i].Name] = &c.opts.Rules[i]
+	}
+	if opts.CanaryInterval > 0 && !opts.DryRun {
+		c.canary = newCanary(c, opts.CanaryInterval)
+	}
+
+	if err := leaseInformer.Informer().AddIndexers(cache.Indexers{leaseNodeIndex: indexLeaseByNode}); err != nil {
+		return nil, fmt.Errorf("adding the lease index: %w", err)
+	}
+	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj interface{}, initial bool) {
+			node, ok := obj.(*v1.Node)
+			if !ok {
+				return
+			}
+			if !initial {
+				c.mu.Lock()
+				c.live.Insert(node.Name)
+				c.mu.Unlock()
+			}
+			c.queue.Add(node.Name)
+		},
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			oldNode, ok1 := oldObj.(*v1.Node)
+			newNode, ok2 := newObj.(*v1.Node)
+			if ok1 && ok2 && (nodeChanged(oldNode, newNode, opts.TaintKey) || oldNode.ResourceVersion == newNode.ResourceVersion) {
+				c.queue.Add(newNode.Name)
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if node, ok := obj.(*v1.Node); ok {
+				c.queue.Add(node.Name)
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := leaseInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { c.leaseChanged(logger, nil, obj) },
+		UpdateFunc: func(oldObj, newObj interface{}) { c.leaseChanged(logger, oldObj, newObj) },
+		DeleteFunc: func(obj interface{}) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			lease, ok := obj.(*coordinationv1.Lease)
+			if !ok {
+				return
+			}
+			c.tracker.forget(lease.Namespace, lease.Name)
+			c.enqueueLeaseNodes(lease)
+		},
+	}); err != nil {
+		return nil, err
+	}
+	c.nodeLister = nodeInformer.Lister()
+	c.nodesSynced = nodeInformer.Informer().HasSynced
+	c.leaseLister = leaseInformer.Lister()
+	c.leaseIndexer = leaseInformer.Informer().GetIndexer()
+	c.leasesSynced = leaseInformer.Informer().HasSynced
+	return c, nil
+}
+
+// nodeChanged reports whether an update touches anything evaluation reads;
+// status heartbeats of the kubelet do not.
+func nodeChanged(a, b *v1.Node, taintKey string) bool {
+	if a.UID != b.UID || a.Status.NodeInfo.BootID != b.Status.NodeInfo.BootID ||
+		!labels.Equals(a.Labels, b.Labels) ||
+		a.Annotations[nodev1alpha1.SystemExtensionsAnnotation] != b.Annotations[nodev1alpha1.SystemExtensionsAnnotation] ||
+		a.Annotations[nodev1alpha1.BootAnnotation] != b.Annotations[nodev1alpha1.BootAnnotation] {
+		return true
+	}
+	return hasTaint(a, taintKey, v1.TaintEffectNoExecute) != hasTaint(b, taintKey, v1.TaintEffectNoExecute) ||
+		countTaints(a, taintKey) != countTaints(b, taintKey)
+}
+
+func indexLeaseByNode(obj interface{}) ([]string, error) {
+	lease, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return nil, nil
+	}
+	if _, node, err := nodev1alpha1.ParseLeaseName(lease.Name); err == nil {
+		return []string{node}, nil
+	}
+	return nil, nil
+}
+
+func (c *Controller) loggerFor(ctx context.Context) klog.Logger { return klog.FromContext(ctx) }
+
+func (c *Controller) leaseChanged(logger klog.Logger, oldObj, newObj interface{}) {
+	lease, ok := newObj.(*coordinationv1.Lease)
+	if !ok {
+		return
+	}
+	if lease.Name == nodev1alpha1.ControllerCanaryLease {
+		if c.canary != nil {
+			c.canary.observed(lease)
+		}
+		return
+	}
+	changed := c.tracker.observe(lease)
+	if old, ok := oldObj.(*coordinationv1.Lease); ok && !changed {
+		// Self-registration labels change the node's list, not readiness.
+		if old.Labels[nodev1alpha1.RegisterLabel] == lease.Labels[nodev1alpha1.RegisterLabel] &&
+			old.Labels[nodev1alpha1.AffectsReadinessLabel] == lease.Labels[nodev1alpha1.AffectsReadinessLabel] {
+			return
+		}
+	}
+	logger.V(5).Info("Lease changed", "lease", klog.KObj(lease))
+	c.enqueueLeaseNodes(lease)
+}
+
+func (c *Controller) enqueueLeaseNodes(lease *coordinationv1.Lease) {
+	if _, node, err := nodev1alpha1.ParseLeaseName(lease.Name); err == nil {
+		c.queue.Add(node)
+	}
+	c.mu.Lock()
+	nodes := c.leaseRefs[lease.Namespace+"/"+lease.Name].UnsortedList()
+	c.mu.Unlock()
+	for _, n := range nodes {
+		c.queue.Add(n)
+	}
+}
+
+// Run waits for the caches, then syncs nodes with workers until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting node-health controller", "leaseNamespace", c.opts.LeaseNamespace,
+		"taint", c.opts.TaintKey+":"+string(c.opts.TaintEffect), "rules", len(c.opts.Rules), "dryRun", c.opts.DryRun)
+
+	var wg sync.WaitGroup
+	defer func() {
+		logger.Info("Shutting down node-health controller")
+		c.queue.ShutDown()
+		c.evictions.ShutDown()
+		wg.Wait()
+	}()
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.nodesSynced, c.leasesSynced) {
+		return
+	}
+	if c.canary != nil {
+		wg.Go(func() { c.canary.run(ctx) })
+	}
+	for range workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
+	}
+	wg.Go(func() { wait.UntilWithContext(ctx, c.evictionWorker, time.Second) })
+	wg.Go(func() {
+		wait.JitterUntilWithContext(ctx, func(ctx context.Context) { c.enqueueAll() }, safetyResync, 0.1, false)
+	})
+	<-ctx.Done()
+}
+
+func (c *Controller) enqueueAll() {
+	nodes, err := c.nodeLister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, n := range nodes {
+		c.queue.Add(n.Name)
+	}
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	start := c.clock.Now()
+	err := c.syncNode(ctx, key)
+	c.metrics.EvaluationsTotal.Inc()
+	c.metrics.EvaluationDurations.Observe(c.clock.Since(start).Seconds())
+	if err == nil {
+		c.queue.Forget(key)
+		return true
+	}
+	utilruntime.HandleErrorWithContext(ctx, err, "Syncing node failed, will retry", "node", key)
+	c.queue.AddRateLimited(key)
+	return true
+}

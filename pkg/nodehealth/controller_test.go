@@ -1,0 +1,827 @@
+package nodehealth
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	core "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+)
+
+func TestNewNodeIsGatedUntilItsExtensionsRenew(t *testing.T) {
+	f := newFixture(t, testOptions(), newNode("n1"))
+	f.live("n1")
+
+	f.sync("n1")
+	actions := f.expectWrites("patch nodes", "patch nodes/status")
+	patch := patchOf(t, actions[0])
+	if rv := patch["metadata"].(map[string]interface{})["resourceVersion"]; rv != "1" {
+		t.Errorf("the taint patch must carry the resourceVersion it was computed from, got %v", rv)
+	}
+	node := f.node("n1")
+	if got := node.Annotations[nodev1alpha1.SystemExtensionsAnnotation]; got != `[{"name":"kube-proxy","source":"rule/kube-proxy"}]` {
+		t.Errorf("rule entry not injected: %q", got)
+	}
+	if !f.tainted("n1") {
+		t.Fatalf("new node not gated: taints %s", fmtTaints(node))
+	}
+	if c := f.condition("n1"); c.Status != v1.ConditionFalse || c.Reason != string(causeNew) || !strings.Contains(c.Message, "kube-proxy (LeaseMissing") {
+		t.Errorf("condition: %+v", c)
+	}
+
+	// Nothing changed: nothing is written.
+	f.clock.Step(time.Second)
+	f.sync("n1")
+	f.expectWrites()
+
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.expectWrites("patch nodes", "patch nodes/status")
+	node = f.node("n1")
+	if f.tainted("n1") {
+		t.Fatalf("node not ungated after its extension renewed: %s", fmtTaints(node))
+	}
+	if rec, ok := parseBootRecord(node.Annotations[nodev1alpha1.BootAnnotation]); !ok || rec.BootID != "boot-1" || rec.UID != node.UID {
+		t.Errorf("boot record not written with the ungate: %q", node.Annotations[nodev1alpha1.BootAnnotation])
+	}
+	if c := f.condition("n1"); c.Status != v1.ConditionTrue || c.Reason != "ExtensionsReady" {
+		t.Errorf("condition after ungate: %+v", c)
+	}
+	f.expectEvent(EventNodeUngated)
+
+	// Steady state: renewals and syncs write nothing.
+	for i := 0; i < 5; i++ {
+		f.clock.Step(10 * time.Second)
+		f.renew("kube-proxy", "n1")
+		f.sync("n1")
+	}
+	f.expectWrites()
+}
+
+func TestExpiredLeaseTaintsByObservationTime(t *testing.T) {
+	tests := []struct {
+		name string
+		// renewTime is what the extension's own clock wrote.
+		renewTime time.Duration
+	}{
+		{name: "renewTime in sync"},
+		{name: "renewTime an hour in the future", renewTime: time.Hour},
+		{name: "renewTime an hour in the past", renewTime: -time.Hour},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, testOptions(), readyNode("n1"))
+			l := lease("kube-proxy", "n1", "holder", t0.Add(tc.renewTime))
+			f.putLease(l)
+			f.sync("n1")
+			f.expectWrites()
+
+			// 40s lease + 10s grace: still ready just before 50s.
+			f.clock.Step(49 * time.Second)
+			f.sync("n1")
+			f.expectWrites()
+
+			f.clock.Step(time.Second)
+			f.sync("n1")
+			f.expectWrites("patch nodes", "patch nodes/status")
+			if !f.tainted("n1") {
+				t.Fatal("expired extension did not gate the node")
+			}
+			c := f.condition("n1")
+			if c.Reason != string(causeNotReady) || !strings.Contains(c.Message, "kube-proxy (LeaseExpired") {
+				t.Errorf("condition: %+v", c)
+			}
+			f.expectEvent(EventNodeGated)
+		})
+	}
+}
+
+func TestExpiryIsScheduledNotPolled(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	// The renewal itself queued the node; take it off as a worker would.
+	key, _ := f.c.queue.Get()
+	f.sync(key)
+	f.c.queue.Done(key)
+	// The sync asked to be woken at the expiry instant, not before.
+	f.clock.Step(49 * time.Second)
+	if got := f.c.queue.Len(); got != 0 {
+		t.Fatalf("queue has %d items before the expiry", got)
+	}
+	f.clock.Step(time.Second)
+	waitForQueue(t, f, 1)
+}
+
+func waitForQueue(t *testing.T, f *fixture, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.c.queue.Len() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue length %d, want %d", f.c.queue.Len(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestReleaseTaintsAtOnce(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n1", "CrashLoop")
+	f.sync("n1")
+	f.expectWrites("patch nodes", "patch nodes/status")
+	if !f.tainted("n1") {
+		t.Fatal("released extension did not gate the node")
+	}
+	c := f.condition("n1")
+	if c.Reason != string(causeNotReady) || !strings.Contains(c.Message, "released, reason CrashLoop: stopping") {
+		t.Errorf("condition: %+v", c)
+	}
+	f.c.mu.Lock()
+	failing := f.c.nodes["n1"].failing
+	f.c.mu.Unlock()
+	if !failing {
+		t.Error("an unplanned release after the node was ready must count as failing")
+	}
+}
+
+func TestPlannedReleaseGatesButNeverEscalates(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.release("kube-proxy", "n1", nodev1alpha1.ReasonUpdating)
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("planned release did not gate the node")
+	}
+	if c := f.condition("n1"); c.Reason != string(causeMaintenance) {
+		t.Errorf("condition reason %q, want %q", c.Reason, causeMaintenance)
+	}
+	f.clock.Step(time.Hour)
+	f.sync("n1")
+	if f.c.evictions.Len() != 0 {
+		t.Error("a planned release must never escalate")
+	}
+	if got := f.c.blast.failingNodes(); len(got) != 0 {
+		t.Errorf("a planned release must not count toward the blast radius, failing: %v", got)
+	}
+}
+
+func TestRebootRegatesUntilFreshRenewals(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.expectWrites()
+
+	f.clock.Step(2 * time.Second)
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.sync("n1")
+	f.expectWrites("patch nodes", "patch nodes/status")
+	if !f.tainted("n1") {
+		t.Fatal("reboot did not gate the node")
+	}
+	if c := f.condition("n1"); c.Reason != string(causeRebooted) {
+		t.Errorf("condition reason %q, want %q", c.Reason, causeRebooted)
+	}
+
+	// The Lease is still fresh from before the reboot: not enough.
+	f.clock.Step(time.Second)
+	f.sync("n1")
+	f.expectWrites()
+	if !f.tainted("n1") {
+		t.Fatal("ungated on a renewal from before the reboot")
+	}
+
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("not ungated after a fresh renewal")
+	}
+	if rec, _ := parseBootRecord(f.node("n1").Annotations[nodev1alpha1.BootAnnotation]); rec.BootID != "boot-2" {
+		t.Errorf("boot record not updated to the new boot: %+v", rec)
+	}
+}
+
+func TestKubeletRestartIsNotAReboot(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	// A kubelet restart re-posts status with the same bootID.
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.KubeletVersion = "v1.37.1" })
+	f.sync("n1")
+	f.expectWrites()
+}
+
+func TestChangesWhileTheControllerWasDown(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*v1.Node)
+		cause  gateCause
+	}{
+		{name: "reboot", mutate: func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" }, cause: causeRebooted},
+		{name: "re-created with the old record", mutate: func(n *v1.Node) { n.UID = "uid-new" }, cause: causeRecreated},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// The record says boot-1/uid-n1; the node now differs.
+			node := readyNode("n1")
+			tc.mutate(node)
+			f := newFixture(t, testOptions(), node, lease("kube-proxy", "n1", "holder", t0))
+			f.sync("n1")
+			if !f.tainted("n1") {
+				t.Fatal("change while the controller was down was not caught from the boot record")
+			}
+			if c := f.condition("n1"); c.Reason != string(tc.cause) {
+				t.Errorf("condition reason %q, want %q", c.Reason, tc.cause)
+			}
+			// Re-syncing a stale record does not restart the gate.
+			f.clock.Step(time.Second)
+			f.renew("kube-proxy", "n1")
+			f.sync("n1")
+			if f.tainted("n1") {
+				t.Fatal("not ungated after a fresh renewal")
+			}
+		})
+	}
+}
+
+func TestControllerStartKeepsGatedNodesGatedUntilFreshRenewals(t *testing.T) {
+	// Found tainted at start, with a Lease that looks fresh: every Lease
+	// counts as observed at the start, and ungating needs a renewal after it.
+	f := newFixture(t, testOptions(), readyNode("n1", withTaint), lease("kube-proxy", "n1", "holder", t0))
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("ungated without a renewal observed after the start")
+	}
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("not ungated after a fresh renewal")
+	}
+}
+
+func TestControllerStartDoesNotGateReadyNodes(t *testing.T) {
+	// First install on a running cluster: nodes without a boot record whose
+	// extensions are ready are adopted with one record write, not gated.
+	node := newNode("n1", func(n *v1.Node) {
+		n.Annotations = map[string]string{nodev1alpha1.SystemExtensionsAnnotation: `[{"name":"kube-proxy","source":"rule/kube-proxy"}]`}
+	})
+	f := newFixture(t, testOptions(), node, lease("kube-proxy", "n1", "holder", t0))
+	f.sync("n1")
+	f.expectWrites("patch nodes", "patch nodes/status")
+	if f.tainted("n1") {
+		t.Fatal("a ready node was gated on the controller's first start")
+	}
+	if _, ok := parseBootRecord(f.node("n1").Annotations[nodev1alpha1.BootAnnotation]); !ok {
+		t.Error("adopted node has no boot record")
+	}
+	f.sync("n1")
+	f.expectWrites()
+}
+
+func TestRestartWritesNothingForReadyNodes(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"), readyNode("n2"),
+		lease("kube-proxy", "n1", "holder", t0), lease("kube-proxy", "n2", "holder", t0))
+	f.sync("n1")
+	f.sync("n2")
+	f.expectWrites()
+}
+
+func TestRegistrationGrace(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = nil
+	f := newFixture(t, opts, newNode("n1", withTaint))
+	f.live("n1")
+	f.sync("n1")
+	f.expectWrites()
+	if !f.tainted("n1") {
+		t.Fatal("creation taint removed before the registration grace")
+	}
+	f.clock.Step(30 * time.Second)
+	f.sync("n1")
+	f.expectWrites("patch nodes")
+	if f.tainted("n1") {
+		t.Fatal("creation taint kept after the registration grace on a node without extensions")
+	}
+}
+
+func TestSelfRegistrationWithinRegistrationGrace(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = nil
+	f := newFixture(t, opts, newNode("n1", withTaint))
+	f.live("n1")
+	f.sync("n1")
+	f.clock.Step(5 * time.Second)
+	l := lease("gpu", "n1", "holder", f.clock.Now())
+	l.Labels[nodev1alpha1.RegisterLabel] = "true"
+	f.putLease(l)
+	f.sync("n1")
+	if got := f.node("n1").Annotations[nodev1alpha1.SystemExtensionsAnnotation]; got != `[{"name":"gpu","source":"lease"}]` {
+		t.Fatalf("self-registered entry: %q", got)
+	}
+	// Registered after the gate started and renewed after it: ungated.
+	if f.tainted("n1") {
+		t.Fatal("node not ungated once its self-registered extension renewed")
+	}
+
+	f.deleteLease(l)
+	f.sync("n1")
+	if got, ok := f.node("n1").Annotations[nodev1alpha1.SystemExtensionsAnnotation]; ok {
+		t.Fatalf("entry not removed with its Lease: %q", got)
+	}
+}
+
+func TestSelfRegistrationAffectsReadinessLabel(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = nil
+	f := newFixture(t, opts, readyNode("n1", func(n *v1.Node) { delete(n.Annotations, nodev1alpha1.SystemExtensionsAnnotation) }))
+	l := lease("logging", "n1", "holder", t0)
+	l.Labels[nodev1alpha1.RegisterLabel] = "true"
+	l.Labels[nodev1alpha1.AffectsReadinessLabel] = "false"
+	f.putLease(l)
+	f.sync("n1")
+	if got := f.node("n1").Annotations[nodev1alpha1.SystemExtensionsAnnotation]; got != `[{"name":"logging","affectsReadiness":false,"source":"lease"}]` {
+		t.Fatalf("entry: %q", got)
+	}
+	f.release("logging", "n1", "Crash")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("an extension that does not affect readiness gated the node")
+	}
+}
+
+func TestManualEntryWinsOverRule(t *testing.T) {
+	node := readyNode("n1", func(n *v1.Node) {
+		n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = `[{"name":"kube-proxy","affectsReadiness":false}]`
+	})
+	f := newFixture(t, testOptions(), node)
+	f.sync("n1")
+	if got := f.node("n1").Annotations[nodev1alpha1.SystemExtensionsAnnotation]; got != `[{"name":"kube-proxy","affectsReadiness":false}]` {
+		t.Fatalf("manual entry changed: %q", got)
+	}
+	if f.tainted("n1") {
+		t.Fatal("manual affectsReadiness=false must win over the rule")
+	}
+}
+
+func TestRuleStopsMatchingUngatesOrphan(t *testing.T) {
+	opts := testOptions()
+	opts.Rules[0].Selector = labels.SelectorFromSet(labels.Set{"pool": "a"})
+	f := newFixture(t, opts, newNode("n1", func(n *v1.Node) { n.Labels["pool"] = "a" }))
+	f.live("n1")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("not gated")
+	}
+	f.updateNode("n1", func(n *v1.Node) { n.Labels["pool"] = "b" })
+	f.sync("n1")
+	node := f.node("n1")
+	if _, ok := node.Annotations[nodev1alpha1.SystemExtensionsAnnotation]; ok || f.tainted("n1") {
+		t.Fatalf("rule entry and its gate must go when the rule stops matching: annotations %v taints %s",
+			node.Annotations, fmtTaints(node))
+	}
+}
+
+func TestStartupTimeout(t *testing.T) {
+	for _, policy := range []FailurePolicy{FailurePolicyKeepGated, FailurePolicyUngate} {
+		t.Run(string(policy), func(t *testing.T) {
+			opts := testOptions()
+			opts.Rules[0].StartupTimeout = time.Minute
+			opts.Rules[0].FailurePolicy = policy
+			f := newFixture(t, opts, newNode("n1"))
+			f.live("n1")
+			f.sync("n1")
+			f.clock.Step(59 * time.Second)
+			f.sync("n1")
+			if !f.tainted("n1") {
+				t.Fatal("ungated before the startup timeout")
+			}
+			f.clock.Step(time.Second)
+			f.sync("n1")
+			switch policy {
+			case FailurePolicyKeepGated:
+				if !f.tainted("n1") {
+					t.Fatal("KeepGated ungated the node")
+				}
+				if c := f.condition("n1"); c.Reason != string(causeStartupExpiry) {
+					t.Errorf("condition reason %q, want %q", c.Reason, causeStartupExpiry)
+				}
+			case FailurePolicyUngate:
+				if f.tainted("n1") {
+					t.Fatal("Ungate kept the node gated")
+				}
+				// Once it comes up and then fails, it gates again.
+				f.renew("kube-proxy", "n1")
+				f.sync("n1")
+				f.release("kube-proxy", "n1", "Crash")
+				f.sync("n1")
+				if !f.tainted("n1") {
+					t.Fatal("a failed-open extension that became ready must gate again when it fails")
+				}
+			}
+		})
+	}
+}
+
+func TestExcludedNodeLosesTheTaintAndIsLeftAlone(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1", withTaint, func(n *v1.Node) {
+		n.Labels[nodev1alpha1.ExcludeLabel] = "true"
+		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: "other", Effect: v1.TaintEffectNoSchedule})
+	}))
+	f.sync("n1")
+	f.expectWrites("patch nodes")
+	if got := fmtTaints(f.node("n1")); got != "other:NoSchedule" {
+		t.Fatalf("taints %q, want only the other taint", got)
+	}
+	f.sync("n1")
+	f.expectWrites()
+}
+
+func TestInvalidListKeepsGateStateAndServesOthers(t *testing.T) {
+	bad := readyNode("bad", withTaint, func(n *v1.Node) {
+		n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = `[{"name":"kube-proxy","oops":true}]`
+	})
+	f := newFixture(t, testOptions(), bad, newNode("good"))
+	f.live("good")
+	f.sync("bad")
+	f.expectWrites()
+	f.expectEvent(EventInvalidExtensionList)
+	if !f.tainted("bad") {
+		t.Fatal("a node with an invalid list must keep its gate state")
+	}
+	f.sync("good")
+	if !f.tainted("good") {
+		t.Fatal("the other node was not served")
+	}
+	// Reported once, not on every sync.
+	f.sync("bad")
+	for _, e := range f.events() {
+		if strings.Contains(e, EventInvalidExtensionList) {
+			t.Fatalf("invalid list reported again: %s", e)
+		}
+	}
+}
+
+func TestConflictRetriesOnAFreshRead(t *testing.T) {
+	f := newFixture(t, testOptions(), newNode("n1"))
+	f.live("n1")
+	conflicts := 0
+	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "" || conflicts > 0 {
+			return false, nil, nil
+		}
+		conflicts++
+		// Someone else (the cluster autoscaler) tainted the node meanwhile.
+		node, _ := f.client.Tracker().Get(v1.SchemeGroupVersion.WithResource("nodes"), "", "n1")
+		n := node.(*v1.Node).DeepCopy()
+		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: "autoscaler", Effect: v1.TaintEffectNoSchedule})
+		n.ResourceVersion = "2"
+		if err := f.client.Tracker().Update(v1.SchemeGroupVersion.WithResource("nodes"), n, ""); err != nil {
+			t.Fatal(err)
+		}
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", nil)
+	})
+	f.sync("n1")
+	actions := f.client.Actions()
+	var verbs []string
+	for _, a := range actions {
+		verbs = append(verbs, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
+	}
+	if strings.Join(verbs, ",") != "patch nodes/,get nodes/,patch nodes/,patch nodes/status" {
+		t.Fatalf("actions %q: want a patch, a fresh get, a retried patch, then the condition", verbs)
+	}
+	patch := patchOf(t, actions[2])
+	if rv := patch["metadata"].(map[string]interface{})["resourceVersion"]; rv != "2" {
+		t.Errorf("retried patch must carry the fresh resourceVersion, got %v", rv)
+	}
+	if got := fmtTaints(f.node("n1")); got != "autoscaler:NoSchedule,"+testKey+":NoSchedule" {
+		t.Fatalf("taints %q: the concurrent writer's taint must survive", got)
+	}
+}
+
+func TestOtherTaintsAreKeptOnUngate(t *testing.T) {
+	f := newFixture(t, testOptions(), newNode("n1", func(n *v1.Node) {
+		n.Spec.Unschedulable = true
+		n.Spec.Taints = []v1.Taint{{Key: v1.TaintNodeUnschedulable, Effect: v1.TaintEffectNoSchedule}}
+	}))
+	f.live("n1")
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if got := fmtTaints(f.node("n1")); got != v1.TaintNodeUnschedulable+":NoSchedule" {
+		t.Fatalf("taints after ungate %q: the cordon taint must stay", got)
+	}
+}
+
+func TestEscalationEvictsAfterTimeoutSkippingProtectedPods(t *testing.T) {
+	node := readyNode("n1")
+	pods := []runtime.Object{
+		pod("plain", "n1"),
+		pod("daemon", "n1", func(p *v1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "ds", Controller: ptr.To(true)}}
+		}),
+		pod("mirror", "n1", func(p *v1.Pod) { p.Annotations = map[string]string{mirrorPodAnnotation: "x"} }),
+		pod("tolerates", "n1", func(p *v1.Pod) {
+			p.Spec.Tolerations = []v1.Toleration{{Key: testKey, Operator: v1.TolerationOpExists}}
+		}),
+		pod("finished", "n1", func(p *v1.Pod) { p.Status.Phase = v1.PodSucceeded }),
+		pod("elsewhere", "n2"),
+	}
+	f := newFixture(t, testOptions(), append([]runtime.Object{node}, pods...)...)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.clock.Step(51 * time.Second)
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("not gated")
+	}
+	f.clock.Step(5*time.Minute - time.Second)
+	f.sync("n1")
+	if f.c.evictions.Len() != 0 {
+		t.Fatal("escalated before the eviction timeout")
+	}
+	f.clock.Step(time.Second)
+	f.sync("n1")
+	if f.c.evictions.Len() != 1 {
+		t.Fatal("not escalated after the eviction timeout")
+	}
+	f.writes()
+	// The fake clientset cannot filter by field selector; the fake list
+	// returns every pod, so the node filter in the controller must hold.
+	f.client.PrependReactor("list", "pods", func(action core.Action) (bool, runtime.Object, error) {
+		list := &v1.PodList{}
+		for _, obj := range pods {
+			if p := obj.(*v1.Pod); p.Spec.NodeName == "n1" {
+				list.Items = append(list.Items, *p)
+			}
+		}
+		return true, list, nil
+	})
+	retry, err := f.c.escalate(f.ctx, "n1")
+	if err != nil || retry {
+		t.Fatalf("escalate: retry=%v err=%v", retry, err)
+	}
+	var evicted []string
+	for _, a := range f.writes() {
+		if a.GetSubresource() == "eviction" {
+			evicted = append(evicted, a.(core.CreateAction).GetObject().(metav1.Object).GetName())
+		}
+	}
+	if strings.Join(evicted, ",") != "plain" {
+		t.Fatalf("evicted %q, want only the plain pod", evicted)
+	}
+	f.expectEvent(EventEvictingPods)
+}
+
+func TestBlockedEvictionIsRetriedAndNamesTheBudget(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"), pod("plain", "n1"))
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.clock.Step(51 * time.Second)
+	f.sync("n1")
+	f.clock.Step(5 * time.Minute)
+	f.sync("n1")
+	f.client.PrependReactor("create", "pods", func(action core.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: "DisruptionBudget", Message: "The disruption budget web-pdb needs 2 healthy pods and has 2 currently"}}
+		return true, nil, err
+	})
+	retry, err := f.c.escalate(f.ctx, "n1")
+	if err != nil || !retry {
+		t.Fatalf("a blocked eviction must ask for a retry: retry=%v err=%v", retry, err)
+	}
+	f.expectEvent("web-pdb")
+}
+
+func TestNoExecuteModeAddsTheNoExecuteTaint(t *testing.T) {
+	opts := testOptions()
+	opts.Eviction.Mode = EvictionModeNoExecute
+	f := newFixture(t, opts, readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.clock.Step(51 * time.Second)
+	f.sync("n1")
+	f.clock.Step(5 * time.Minute)
+	f.sync("n1")
+	if _, err := f.c.escalate(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.sync("n1")
+	if !hasTaint(f.node("n1"), testKey, v1.TaintEffectNoExecute) {
+		t.Fatalf("NoExecute taint not added: %s", fmtTaints(f.node("n1")))
+	}
+	// Recovery removes both.
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if got := countTaints(f.node("n1"), testKey); got != 0 {
+		t.Fatalf("%d readiness taints left after recovery", got)
+	}
+}
+
+func TestBlastRadiusSuspendsFailureTaintsWithHysteresis(t *testing.T) {
+	names := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	var objs []runtime.Object
+	for _, n := range names {
+		objs = append(objs, readyNode(n), lease("kube-proxy", n, "holder", t0))
+	}
+	opts := testOptions()
+	opts.BlastRadius = BlastRadiusOptions{ClusterThreshold: 0.5}
+	f := newFixture(t, opts, objs...)
+	for _, n := range names {
+		f.sync(n)
+	}
+	f.clock.Step(time.Second)
+	fail := func(n string) { f.release("kube-proxy", n, "Crash"); f.sync(n) }
+	fail("n1")
+	fail("n2")
+	if !f.tainted("n1") || !f.tainted("n2") {
+		t.Fatal("the first failures must be tainted")
+	}
+	fail("n3") // 3 of 6 = 50%: suspended, n3 is not tainted.
+	if f.tainted("n3") {
+		t.Fatal("failure taint added at the threshold")
+	}
+	if c := f.condition("n3"); c.Reason != "GatingSuspended" || !strings.Contains(c.Message, "3 of 6 nodes in the cluster are failing") {
+		t.Errorf("condition: %+v", c)
+	}
+	f.expectEvent(EventGatingSuspended)
+	// Untaints continue while suspended.
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("untaint blocked by the suspension")
+	}
+	// 2 of 6 = 33%, below 50% - 5 points: gating resumes and n3 gets its taint.
+	for f.c.queue.Len() > 0 {
+		key, _ := f.c.queue.Get()
+		f.c.queue.Done(key)
+		f.sync(key)
+	}
+	if !f.tainted("n3") {
+		t.Fatal("suspension did not end below the threshold minus hysteresis")
+	}
+}
+
+func TestBlastRadiusHysteresis(t *testing.T) {
+	b := newBlastRadius(BlastRadiusOptions{ClusterThreshold: 0.5})
+	for i := 0; i < 10; i++ {
+		b.update(string(rune('a'+i)), "", true, false)
+	}
+	fail := func(n string, failing bool) { b.update(n, "", true, failing) }
+	for _, n := range []string{"a", "b", "c", "d"} {
+		fail(n, true)
+	}
+	if s, _ := b.suspended(""); s {
+		t.Fatal("suspended at 40%")
+	}
+	fail("e", true)
+	if s, _ := b.suspended(""); !s {
+		t.Fatal("not suspended at 50%")
+	}
+	fail("e", false) // 40%, below 50% - 5 points: resumes.
+	if s, _ := b.suspended(""); s {
+		t.Fatal("still suspended at 40%, below threshold minus 5 points")
+	}
+	fail("e", true)
+	fail("f", true)  // 60%: suspended
+	fail("f", false) // 50%: stays suspended (not below 45%)
+	if s, _ := b.suspended(""); !s {
+		t.Fatal("resumed at 50%, within the hysteresis band")
+	}
+}
+
+func TestBlastRadiusNeedsMoreThanTwoFailingNodes(t *testing.T) {
+	b := newBlastRadius(BlastRadiusOptions{ClusterThreshold: 0.2})
+	b.update("a", "", true, true)
+	b.update("b", "", true, true)
+	if s, _ := b.suspended(""); s {
+		t.Fatal("a two-node cluster with both nodes failing must still gate them")
+	}
+}
+
+func TestZoneSuspension(t *testing.T) {
+	var objs []runtime.Object
+	for _, n := range []string{"a1", "a2", "a3", "a4"} {
+		objs = append(objs, readyNode(n, withZone("a")), lease("kube-proxy", n, "holder", t0))
+	}
+	for _, n := range []string{"b1", "b2", "b3", "b4", "b5", "b6"} {
+		objs = append(objs, readyNode(n, withZone("b")), lease("kube-proxy", n, "holder", t0))
+	}
+	opts := testOptions()
+	opts.BlastRadius = BlastRadiusOptions{ClusterThreshold: 0.9, ZoneThreshold: 0.7}
+	f := newFixture(t, opts, objs...)
+	for _, o := range objs {
+		if n, ok := o.(*v1.Node); ok {
+			f.sync(n.Name)
+		}
+	}
+	f.clock.Step(time.Second)
+	for _, n := range []string{"a1", "a2", "a3"} {
+		f.release("kube-proxy", n, "Crash")
+		f.sync(n)
+	}
+	if f.tainted("a3") || !f.tainted("a2") {
+		t.Fatal("zone a must be suspended at 3 of 4 failing, after two taints")
+	}
+	f.release("kube-proxy", "b1", "Crash")
+	f.sync("b1")
+	if !f.tainted("b1") {
+		t.Fatal("zone b is healthy and must still be gated")
+	}
+}
+
+func TestOwnViewStaleSuspendsAdditionsNotRemovals(t *testing.T) {
+	opts := testOptions()
+	opts.CanaryInterval = 5 * time.Second
+	f := newFixture(t, opts, readyNode("n1"), readyNode("n2", withTaint))
+	f.renew("kube-proxy", "n1")
+	f.renew("kube-proxy", "n2")
+	f.sync("n1")
+	f.sync("n2")
+	f.clock.Step(16 * time.Second)
+	if stale, changed := f.c.canary.check(f.clock.Now()); !stale || !changed {
+		t.Fatal("canary not stale after 3 intervals without observing a renewal")
+	}
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n2")
+	f.release("kube-proxy", "n1", "Crash")
+	f.sync("n1")
+	f.sync("n2")
+	if f.tainted("n1") {
+		t.Fatal("taint added while the controller does not trust its view")
+	}
+	if f.tainted("n2") {
+		t.Fatal("untaint blocked while the view is stale")
+	}
+	// Observing its own renewal restores it.
+	c := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: nodev1alpha1.ControllerCanaryLease},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("controller-a"), RenewTime: &metav1.MicroTime{Time: f.clock.Now()}}}
+	f.putLease(c)
+	if stale, _ := f.c.canary.check(f.clock.Now()); stale {
+		t.Fatal("canary still stale after observing a renewal")
+	}
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("taint not added once the view is trusted again")
+	}
+}
+
+func TestDryRunWritesNothing(t *testing.T) {
+	opts := testOptions()
+	opts.DryRun = true
+	f := newFixture(t, opts, newNode("n1"), readyNode("n2"))
+	f.live("n1")
+	f.sync("n1")
+	f.renew("kube-proxy", "n2")
+	f.sync("n2")
+	f.clock.Step(time.Minute)
+	f.sync("n2")
+	f.expectWrites()
+	if events := f.events(); len(events) != 0 {
+		t.Fatalf("dry run recorded events: %q", events)
+	}
+}
+
+func TestDeletedNodeIsForgotten(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if err := f.nodeIndexer().Delete(f.node("n1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	if _, ok := f.c.nodes["n1"]; ok {
+		t.Fatal("state of a deleted node kept")
+	}
+}
+
+func pod(name, node string, mutate ...func(*v1.Pod)) *v1.Pod {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: v1.PodSpec{NodeName: node}, Status: v1.PodStatus{Phase: v1.PodRunning}}
+	for _, m := range mutate {
+		m(p)
+	}
+	return p
+}

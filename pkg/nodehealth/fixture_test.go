@@ -1,0 +1,321 @@
+package nodehealth
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+)
+
+const (
+	testNS  = "node-extension-lease"
+	testKey = nodev1alpha1.DefaultReadinessTaintKey
+)
+
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+func testOptions() Options {
+	return Options{
+		LeaseNamespace: testNS,
+		TaintKey:       testKey,
+		TaintEffect:    v1.TaintEffectNoSchedule,
+		Rules: []Rule{{Name: "kube-proxy", Extension: "kube-proxy", Selector: labels.Everything(), AffectsReadiness: true,
+			FailurePolicy: FailurePolicyKeepGated}},
+		RenewalGrace:       10 * time.Second,
+		RegistrationGrace:  30 * time.Second,
+		MaintenanceReasons: sets.New(nodev1alpha1.ReasonUpdating),
+		Eviction:           EvictionOptions{Mode: EvictionModeEvict, Timeout: 5 * time.Minute, NodesPerSecond: 100},
+		BlastRadius:        BlastRadiusOptions{ClusterThreshold: 0.5, ZoneThreshold: 0.55},
+		Identity:           "controller-a",
+	}
+}
+
+// fixture runs the controller against a fake clientset whose informers are
+// fed by hand: syncs are explicit and the clock only moves when a test says.
+type fixture struct {
+	t        *testing.T
+	ctx      context.Context
+	client   *fake.Clientset
+	clock    *testingclock.FakeClock
+	recorder *record.FakeRecorder
+	c        *Controller
+	factory  informers.SharedInformerFactory
+}
+
+func newFixture(t *testing.T, opts Options, objects ...runtime.Object) *fixture {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	client := fake.NewClientset(objects...)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	clk := testingclock.NewFakeClock(t0)
+	recorder := record.NewFakeRecorder(1000)
+	c, err := NewController(ctx, client, factory.Core().V1().Nodes(), factory.Coordination().V1().Leases(), recorder, clk, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, ctx: ctx, client: client, clock: clk, recorder: recorder, c: c, factory: factory}
+	for _, obj := range objects {
+		switch o := obj.(type) {
+		case *v1.Node:
+			f.nodeIndexer().Add(o.DeepCopy())
+		case *coordinationv1.Lease:
+			f.leaseIndexer().Add(o.DeepCopy())
+			c.leaseChanged(c.loggerFor(ctx), nil, o.DeepCopy())
+		}
+	}
+	t.Cleanup(func() { c.queue.ShutDown(); c.evictions.ShutDown() })
+	client.ClearActions()
+	return f
+}
+
+func (f *fixture) nodeIndexer() interface {
+	Add(interface{}) error
+	Update(interface{}) error
+	Delete(interface{}) error
+} {
+	return f.factory.Core().V1().Nodes().Informer().GetIndexer()
+}
+
+func (f *fixture) leaseIndexer() interface {
+	Add(interface{}) error
+	Update(interface{}) error
+	Delete(interface{}) error
+} {
+	return f.factory.Coordination().V1().Leases().Informer().GetIndexer()
+}
+
+// sync runs one sync of a node and then, like an informer would, copies the
+// node the API now holds into the cache.
+func (f *fixture) sync(name string) {
+	f.t.Helper()
+	if err := f.c.syncNode(f.ctx, name); err != nil {
+		f.t.Fatalf("sync %s: %v", name, err)
+	}
+	f.refresh(name)
+}
+
+func (f *fixture) refresh(name string) {
+	f.t.Helper()
+	node, err := f.client.Tracker().Get(v1.SchemeGroupVersion.WithResource("nodes"), "", name)
+	if err != nil {
+		return
+	}
+	if err := f.nodeIndexer().Update(node.(*v1.Node).DeepCopy()); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// node returns the node as the API holds it.
+func (f *fixture) node(name string) *v1.Node {
+	f.t.Helper()
+	node, err := f.client.CoreV1().Nodes().Get(f.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return node
+}
+
+// updateNode changes a node in the API and in the cache (a kubelet or a
+// person did it).
+func (f *fixture) updateNode(name string, mutate func(*v1.Node)) {
+	f.t.Helper()
+	node := f.node(name)
+	mutate(node)
+	if _, err := f.client.CoreV1().Nodes().Update(f.ctx, node, metav1.UpdateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.refresh(name)
+	f.client.ClearActions()
+}
+
+// putLease creates or replaces a Lease and delivers it like the informer.
+func (f *fixture) putLease(lease *coordinationv1.Lease) {
+	f.t.Helper()
+	old, _, _ := f.leaseIndexer().(interface {
+		GetByKey(string) (interface{}, bool, error)
+	}).GetByKey(lease.Namespace + "/" + lease.Name)
+	if old == nil {
+		f.leaseIndexer().Add(lease.DeepCopy())
+	} else {
+		f.leaseIndexer().Update(lease.DeepCopy())
+	}
+	f.c.leaseChanged(f.c.loggerFor(f.ctx), old, lease.DeepCopy())
+}
+
+func (f *fixture) deleteLease(lease *coordinationv1.Lease) {
+	f.leaseIndexer().Delete(lease)
+	f.c.tracker.forget(lease.Namespace, lease.Name)
+}
+
+// renew renews the extension's Lease on a node now (with a renewTime the
+// extension's own, possibly skewed, clock says).
+func (f *fixture) renew(ext, node string) *coordinationv1.Lease {
+	l := lease(ext, node, "holder", f.clock.Now())
+	f.putLease(l)
+	return l
+}
+
+func (f *fixture) release(ext, node, reason string) {
+	l := lease(ext, node, "", f.clock.Now())
+	l.Annotations = map[string]string{nodev1alpha1.ReasonAnnotation: reason, nodev1alpha1.MessageAnnotation: "stopping"}
+	f.putLease(l)
+}
+
+// writes returns the write actions since the last call, as "verb resource[/sub]".
+func (f *fixture) writes() []core.Action {
+	var out []core.Action
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			out = append(out, a)
+		}
+	}
+	f.client.ClearActions()
+	return out
+}
+
+func describe(actions []core.Action) []string {
+	out := make([]string, 0, len(actions))
+	for _, a := range actions {
+		s := a.GetVerb() + " " + a.GetResource().Resource
+		if a.GetSubresource() != "" {
+			s += "/" + a.GetSubresource()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// expectWrites checks the exact writes made since the last call.
+func (f *fixture) expectWrites(want ...string) []core.Action {
+	f.t.Helper()
+	actions := f.writes()
+	got := describe(actions)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		f.t.Fatalf("writes: got %q, want %q", got, want)
+	}
+	return actions
+}
+
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func (f *fixture) expectEvent(substr string) {
+	f.t.Helper()
+	events := f.events()
+	for _, e := range events {
+		if strings.Contains(e, substr) {
+			return
+		}
+	}
+	f.t.Fatalf("no event containing %q in %q", substr, events)
+}
+
+func (f *fixture) tainted(name string) bool {
+	return hasTaint(f.node(name), testKey, v1.TaintEffectNoSchedule)
+}
+
+func (f *fixture) condition(name string) v1.NodeCondition {
+	f.t.Helper()
+	for _, c := range f.node(name).Status.Conditions {
+		if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
+			return c
+		}
+	}
+	f.t.Fatalf("node %s has no %s condition", name, nodev1alpha1.SystemExtensionsReadyCondition)
+	return v1.NodeCondition{}
+}
+
+func newNode(name string, mutate ...func(*v1.Node)) *v1.Node {
+	n := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), ResourceVersion: "1", Labels: map[string]string{}},
+		Status:     v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{BootID: "boot-1"}},
+	}
+	for _, m := range mutate {
+		m(n)
+	}
+	return n
+}
+
+// readyNode is a node that was ungated in its current boot before the
+// controller (re)started.
+func readyNode(name string, mutate ...func(*v1.Node)) *v1.Node {
+	return newNode(name, append([]func(*v1.Node){func(n *v1.Node) {
+		n.Annotations = map[string]string{
+			nodev1alpha1.SystemExtensionsAnnotation: `[{"name":"kube-proxy","source":"rule/kube-proxy"}]`,
+			nodev1alpha1.BootAnnotation:             bootRecord{BootID: n.Status.NodeInfo.BootID, UID: n.UID}.String(),
+		}
+		n.Status.Conditions = []v1.NodeCondition{{Type: nodev1alpha1.SystemExtensionsReadyCondition, Status: v1.ConditionTrue, Reason: "ExtensionsReady"}}
+	}}, mutate...)...)
+}
+
+func withTaint(n *v1.Node) {
+	n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: testKey, Effect: v1.TaintEffectNoSchedule})
+}
+
+func withZone(zone string) func(*v1.Node) {
+	return func(n *v1.Node) { n.Labels[v1.LabelTopologyZone] = zone }
+}
+
+func lease(ext, node, holder string, renew time.Time) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: ext + "." + node, Labels: nodev1alpha1.LeaseLabels(ext, node)},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](40),
+			RenewTime: &metav1.MicroTime{Time: renew}},
+	}
+}
+
+// patchOf decodes a node patch action.
+func patchOf(t *testing.T, a core.Action) map[string]interface{} {
+	t.Helper()
+	p, ok := a.(core.PatchAction)
+	if !ok {
+		t.Fatalf("action %v is not a patch", a)
+	}
+	var out map[string]interface{}
+	if err := json.Unmarshal(p.GetPatch(), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (f *fixture) live(name string) {
+	f.c.mu.Lock()
+	f.c.live.Insert(name)
+	f.c.mu.Unlock()
+}
+
+func fmtTaints(n *v1.Node) string {
+	var out []string
+	for _, t := range n.Spec.Taints {
+		out = append(out, fmt.Sprintf("%s:%s", t.Key, t.Effect))
+	}
+	return strings.Join(out, ",")
+}

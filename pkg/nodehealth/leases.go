@@ -1,0 +1,111 @@
+package nodehealth
+
+import (
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/utils/clock"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+)
+
+// DefaultLeaseDuration applies to Leases without spec.leaseDurationSeconds; it
+// is the kubelet's node Lease duration.
+const DefaultLeaseDuration = 40 * time.Second
+
+// leaseObservation is what the controller knows about one extension Lease. Its
+// freshness is judged by observedAt, the controller's own clock at the moment
+// it saw spec.renewTime change, never by comparing renewTime with that clock:
+// node clocks drift, and a renewTime an hour in the future must not keep an
+// extension ready for an hour.
+type leaseObservation struct {
+	holder   string
+	duration time.Duration
+	// renewTime is the Lease's own claim, kept for messages only.
+	renewTime time.Time
+	// observedAt is when the controller last observed a renewal; zero when the
+	// Lease was never renewed.
+	observedAt time.Time
+	reason     string
+	message    string
+}
+
+// released reports whether the extension gave up its Lease to ask to be
+// treated as not ready now.
+func (o *leaseObservation) released() bool { return o.holder == "" }
+
+// expiresAt is when the Lease stops counting as renewed.
+func (o *leaseObservation) expiresAt(grace time.Duration) time.Time {
+	return o.observedAt.Add(o.duration + grace)
+}
+
+// leaseTracker records, per Lease, when the controller observed its renewals.
+// It is fed by the Lease informer's handlers, which run one at a time, and read
+// by the workers.
+type leaseTracker struct {
+	clock clock.PassiveClock
+
+	mu     sync.RWMutex
+	leases map[string]*leaseObservation // by namespace/name
+}
+
+func newLeaseTracker(clk clock.PassiveClock) *leaseTracker {
+	return &leaseTracker{clock: clk, leases: map[string]*leaseObservation{}}
+}
+
+// observe records the Lease as seen now and reports whether what readiness
+// depends on changed. A Lease seen for the first time counts as renewed now if
+// it carries a renewTime: after a start or a leader failover every Lease gets a
+// full duration of grace.
+func (t *leaseTracker) observe(lease *coordinationv1.Lease) (changed bool) {
+	key := lease.Namespace + "/" + lease.Name
+	next := leaseObservation{duration: DefaultLeaseDuration}
+	if lease.Spec.HolderIdentity != nil {
+		next.holder = *lease.Spec.HolderIdentity
+	}
+	if lease.Spec.LeaseDurationSeconds != nil && *lease.Spec.LeaseDurationSeconds > 0 {
+		next.duration = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
+	}
+	if lease.Spec.RenewTime != nil {
+		next.renewTime = lease.Spec.RenewTime.Time
+	}
+	next.reason = lease.Annotations[nodev1alpha1.ReasonAnnotation]
+	next.message = lease.Annotations[nodev1alpha1.MessageAnnotation]
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	prev, known := t.leases[key]
+	switch {
+	case lease.Spec.RenewTime == nil:
+		// Never renewed: not ready whatever its holder says.
+	case !known, !prev.renewTime.Equal(next.renewTime), prev.holder != next.holder && next.holder != "":
+		next.observedAt = t.clock.Now()
+	default:
+		next.observedAt = prev.observedAt
+	}
+	t.leases[key] = &next
+	if !known {
+		return true
+	}
+	return prev.holder != next.holder || !prev.observedAt.Equal(next.observedAt) ||
+		prev.duration != next.duration || prev.reason != next.reason || prev.message != next.message
+}
+
+// forget drops a deleted Lease.
+func (t *leaseTracker) forget(namespace, name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.leases, namespace+"/"+name)
+}
+
+// get returns a copy of what is known about a Lease.
+func (t *leaseTracker) get(namespace, name string) (leaseObservation, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	o, ok := t.leases[namespace+"/"+name]
+	if !ok {
+		return leaseObservation{}, false
+	}
+	return *o, true
+}

@@ -1,0 +1,80 @@
+package nodehealth
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const metricsNamespace = "nodehealth"
+
+// Metrics are the controller's Prometheus metrics. No metric has a per-node
+// label: cardinality is bounded by the number of extensions and gate reasons.
+type Metrics struct {
+	GatedNodes          *prometheus.GaugeVec
+	NotReadyNodes       *prometheus.GaugeVec
+	TaintWrites         *prometheus.CounterVec
+	DetectionLatency    prometheus.Histogram
+	UngateLatency       prometheus.Histogram
+	Evictions           *prometheus.CounterVec
+	GatingSuspended     *prometheus.GaugeVec
+	Suspensions         *prometheus.CounterVec
+	InvalidLists        prometheus.Gauge
+	ListWrites          *prometheus.CounterVec
+	DryRunActions       *prometheus.CounterVec
+	ConditionWrites     *prometheus.CounterVec
+	StartupTimeouts     *prometheus.CounterVec
+	OwnViewStale        prometheus.Gauge
+	TrackedNodes        prometheus.Gauge
+	EvaluationsTotal    prometheus.Counter
+	EvaluationDurations prometheus.Histogram
+}
+
+// latencyBuckets span 10 ms to ~80 s: the targets are around one second, and
+// anything over a Lease duration is a failure worth seeing.
+var latencyBuckets = prometheus.ExponentialBuckets(0.01, 2, 14)
+
+// NewMetrics creates the metrics and registers them with reg (which may be nil
+// in tests that do not look at them).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		GatedNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "gated_nodes",
+			Help: "Nodes the controller gates, by reason (NodeRegistered, NodeRebooted, NodeRecreated, ControllerStarted, ExtensionsNotReady, PlannedMaintenance, StartupTimeout)."}, []string{"reason"}),
+		NotReadyNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "extension_not_ready_nodes",
+			Help: "Nodes on which a listed extension is not ready, by extension."}, []string{"extension"}),
+		TaintWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "taint_writes_total",
+			Help: "Node writes that add or remove the readiness taint, by operation (add, remove, noexecute) and result (success, conflict, error)."}, []string{"operation", "result"}),
+		DetectionLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: "detection_latency_seconds",
+			Help: "From the instant an extension stopped being ready (Lease expiry or observed release) to the readiness taint being written.", Buckets: latencyBuckets}),
+		UngateLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: "ungate_latency_seconds",
+			Help: "From observing the last required renewal to the readiness taint being removed.", Buckets: latencyBuckets}),
+		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "evictions_total",
+			Help: "Pod evictions and escalations, by result (evicted, blocked, error, noexecute)."}, []string{"result"}),
+		GatingSuspended: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "gating_suspended",
+			Help: "1 while failure taints and evictions are suspended, by scope (cluster, zones = number of suspended zones, own-view)."}, []string{"scope"}),
+		Suspensions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "suspensions_total",
+			Help: "Suspensions of failure taints and evictions that began, by scope (cluster, zone, own-view)."}, []string{"scope"}),
+		InvalidLists: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "invalid_extension_lists",
+			Help: "Nodes whose nodehealth.io/system-extensions annotation cannot be parsed; they keep their gate state."}),
+		ListWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "extension_list_writes_total",
+			Help: "Writes of the SystemExtensions annotation by rules and self-registration, by result."}, []string{"result"}),
+		DryRunActions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "dry_run_actions_total",
+			Help: "Changes a dry-run controller would have made, by action (taint, untaint, evict, noexecute, list, condition)."}, []string{"action"}),
+		ConditionWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "condition_writes_total",
+			Help: "Writes of the SystemExtensionsReady node condition, by result."}, []string{"result"}),
+		StartupTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "startup_timeouts_total",
+			Help: "Extensions that were not ready within their startup timeout, by failure policy."}, []string{"policy"}),
+		OwnViewStale: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "own_view_stale",
+			Help: "1 while the controller does not observe its own canary Lease renewals; taint additions and evictions are suspended."}),
+		TrackedNodes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "tracked_nodes",
+			Help: "Nodes that list at least one extension that affects readiness."}),
+		EvaluationsTotal: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "evaluations_total",
+			Help: "Node evaluations."}),
+		EvaluationDurations: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: "evaluation_duration_seconds",
+			Help: "Time to evaluate and write one node.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.GatedNodes, m.NotReadyNodes, m.TaintWrites, m.DetectionLatency, m.UngateLatency, m.Evictions,
+			m.GatingSuspended, m.Suspensions, m.InvalidLists, m.ListWrites, m.DryRunActions, m.ConditionWrites,
+			m.StartupTimeouts, m.OwnViewStale, m.TrackedNodes, m.EvaluationsTotal, m.EvaluationDurations)
+	}
+	return m
+}

@@ -1,0 +1,145 @@
+package nodehealth
+
+import (
+	"encoding/json"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// gateCause says why a node is gated. The values are the reasons of the
+// SystemExtensionsReady condition and of the nodehealth_gated_nodes metric.
+type gateCause string
+
+const (
+	causeNone          gateCause = ""
+	causeNew           gateCause = "NodeRegistered"
+	causeRebooted      gateCause = "NodeRebooted"
+	causeRecreated     gateCause = "NodeRecreated"
+	causeFoundGated    gateCause = "ControllerStarted"
+	causeNotReady      gateCause = "ExtensionsNotReady"
+	causeMaintenance   gateCause = "PlannedMaintenance"
+	causeStartupExpiry gateCause = "StartupTimeout"
+)
+
+// bootCause reports whether a cause starts a bootstrap gate, which gates even
+// while failure taints are suspended and never escalates.
+func (c gateCause) bootstrap() bool {
+	switch c {
+	case causeNew, causeRebooted, causeRecreated:
+		return true
+	}
+	return false
+}
+
+// bootRecord is the value of the nodehealth.io/boot annotation: the bootID and
+// UID the node was last seen ready with. It lets a controller that was down
+// during a reboot or a re-creation still notice it.
+type bootRecord struct {
+	BootID string    `json:"bootID,omitempty"`
+	UID    types.UID `json:"uid"`
+}
+
+func parseBootRecord(value string) (bootRecord, bool) {
+	var r bootRecord
+	if value == "" || json.Unmarshal([]byte(value), &r) != nil || r.UID == "" {
+		return bootRecord{}, false
+	}
+	return r, true
+}
+
+func (r bootRecord) String() string {
+	data, _ := json.Marshal(r)
+	return string(data)
+}
+
+// nodeState is what the controller remembers about a node between syncs. It is
+// rebuilt from the Node (taint, boot record) after a start or a failover.
+type nodeState struct {
+	uid       types.UID
+	bootID    string
+	firstSeen time.Time
+
+	// gated is the controller's decision that the node must carry the taint;
+	// gateStart is when the controller observed the cause.
+	gated     bool
+	gateStart time.Time
+	cause     gateCause
+	// readyInBoot is true once the node was ungated (or found ready) in its
+	// current boot: only then is a failure a failure rather than bootstrap.
+	readyInBoot bool
+	// failedOpen holds extensions whose startup timeout passed with the Ungate
+	// policy: they do not gate the node for the rest of the boot.
+	failedOpen sets.Set[string]
+	// startupExpired holds extensions whose startup timeout passed with the
+	// KeepGated policy, so that it is reported once.
+	startupExpired sets.Set[string]
+	// handledBoot and handledUID are the bootID and UID of the boot record
+	// mismatch already acted on, so a stale record gates only once.
+	handledBoot string
+	handledUID  types.UID
+
+	// failing: an unplanned failure after the node was ready in this boot.
+	failing bool
+	// The eviction clock: elapsed time of failure not counting suspensions.
+	escElapsed      time.Duration
+	escRunningSince time.Time
+	escalated       bool
+
+	// What was last reported, so Events and condition writes happen on
+	// transitions only.
+	extReady     map[string]bool
+	conditionSig string
+	invalidList  string
+	suppressed   bool
+	hadGating    bool
+}
+
+func newNodeState(now time.Time) *nodeState {
+	return &nodeState{firstSeen: now, failedOpen: sets.New[string](), startupExpired: sets.New[string](), extReady: map[string]bool{}}
+}
+
+// gate starts a gate for cause at now.
+func (s *nodeState) gate(cause gateCause, now time.Time) {
+	s.gated = true
+	s.gateStart = now
+	s.cause = cause
+	if cause.bootstrap() {
+		s.readyInBoot = false
+		s.failedOpen = sets.New[string]()
+		s.startupExpired = sets.New[string]()
+		s.resetEscalation()
+	}
+}
+
+func (s *nodeState) ungate() {
+	s.gated = false
+	s.cause = causeNone
+	s.readyInBoot = true
+	s.resetEscalation()
+}
+
+func (s *nodeState) resetEscalation() {
+	s.failing = false
+	s.escElapsed = 0
+	s.escRunningSince = time.Time{}
+	s.escalated = false
+}
+
+// escalationClock advances the eviction clock and reports how long the node
+// has been failing, not counting time while escalation was suspended.
+func (s *nodeState) escalationClock(now time.Time, suspended bool) time.Duration {
+	running := !s.escRunningSince.IsZero()
+	switch {
+	case suspended && running:
+		s.escElapsed += now.Sub(s.escRunningSince)
+		s.escRunningSince = time.Time{}
+	case !suspended && !running:
+		s.escRunningSince = now
+	}
+	if s.escRunningSince.IsZero() {
+		return s.escElapsed
+	}
+	return s.escElapsed + now.Sub(s.escRunningSince)
+}

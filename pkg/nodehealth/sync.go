@@ -1,0 +1,384 @@
+package nodehealth
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+)
+
+// Event reasons on Nodes.
+const (
+	EventNodeGated            = "NodeGated"
+	EventNodeUngated          = "NodeUngated"
+	EventExtensionNotReady    = "ExtensionNotReady"
+	EventExtensionReady       = "ExtensionReady"
+	EventGatingSuspended      = "GatingSuspended"
+	EventEvictingPods         = "EvictingPods"
+	EventEvictionBlocked      = "EvictionBlocked"
+	EventInvalidExtensionList = "InvalidExtensionList"
+)
+
+const zoneLabel = v1.LabelTopologyZone
+
+func (c *Controller) syncNode(ctx context.Context, name string) error {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "node", name)
+	ctx = klog.NewContext(ctx, logger)
+	node, err := c.nodeLister.Get(name)
+	if apierrors.IsNotFound(err) {
+		c.forgetNode(name)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	now := c.clock.Now()
+
+	if node.Labels[nodev1alpha1.ExcludeLabel] == "true" {
+		c.forgetNode(name)
+		if countTaints(node, c.opts.TaintKey) == 0 {
+			return nil
+		}
+		logger.Info("Removing the readiness taint from an excluded node", "label", nodev1alpha1.ExcludeLabel+"=true")
+		return c.writeNode(ctx, node, nodeWrite{taint: false, noExecute: false, reason: "node excluded"})
+	}
+
+	list, err := nodev1alpha1.DecodeSystemExtensions(node.Annotations[nodev1alpha1.SystemExtensionsAnnotation], c.opts.LeaseNamespace)
+	if err != nil {
+		c.reportInvalidList(ctx, node, err)
+		return nil
+	}
+	c.mu.Lock()
+	if st := c.nodes[name]; st != nil && st.invalidList != "" {
+		st.invalidList = ""
+	}
+	c.mu.Unlock()
+
+	desired := desiredExtensions(list, node, c.opts.Rules, c.registrations(name), c.opts.LeaseNamespace)
+	var listValue *string
+	if !equalLists(desired, list, name, c.opts.LeaseNamespace) {
+		encoded, err := nodev1alpha1.EncodeSystemExtensions(desired, name, c.opts.LeaseNamespace)
+		if err != nil {
+			// Only possible when rules and registrations overflow the
+			// limits; keep the current list and say so.
+			c.reportInvalidList(ctx, node, fmt.Errorf("the list the rules and registrations ask for cannot be written: %w", err))
+			return nil
+		}
+		if len(desired) == 0 {
+			encoded = ""
+		}
+		listValue = &encoded
+	}
+	exts := resolveExtensions(desired, name, c.opts.LeaseNamespace, c.rules)
+
+	facts := nodeFacts{
+		name:      name,
+		uid:       node.UID,
+		bootID:    node.Status.NodeInfo.BootID,
+		zone:      node.Labels[zoneLabel],
+		tainted:   hasTaint(node, c.opts.TaintKey, c.opts.TaintEffect),
+		noExecute: hasTaint(node, c.opts.TaintKey, v1.TaintEffectNoExecute),
+	}
+	facts.record, facts.hasRecord = parseBootRecord(node.Annotations[nodev1alpha1.BootAnnotation])
+
+	c.mu.Lock()
+	st := c.nodes[name]
+	if st == nil {
+		st = newNodeState(now)
+		c.nodes[name] = st
+	}
+	live := c.live.Has(name)
+	c.live.Delete(name)
+	c.indexLeaseRefs(name, exts)
+	prevExtReady := st.extReady
+	wasGated, wasSuppressed := st.gated, st.suppressed
+	var changes []suspensionChange
+	suspendedWhy := ""
+	env := evalEnv{
+		now:          now,
+		opts:         &c.opts,
+		tracker:      c.tracker,
+		live:         live,
+		ownViewStale: c.canary != nil && c.canary.stale(),
+		suspended: func(zone string) bool {
+			s, why := c.blast.suspended(zone)
+			suspendedWhy = why
+			return s
+		},
+		updateFailing: func(failing, tracked bool) {
+			changes = c.blast.update(name, facts.zone, tracked, failing)
+		},
+	}
+	d := evaluate(env, facts, st, exts)
+	if env.ownViewStale && d.suppressed {
+		suspendedWhy = "the controller does not observe its own canary Lease renewals, so it does not trust its view"
+	}
+	st.suppressed = d.suppressed
+	newExtReady := map[string]bool{}
+	for _, s := range d.statuses {
+		newExtReady[s.name] = s.ready
+	}
+	st.extReady = newExtReady
+	status, reason, message, sig := conditionFor(now, st, d, suspendedWhy)
+	if st.conditionSig == "" && conditionMatches(node, status, reason) {
+		// After a start or a failover, a condition that already says the
+		// same is adopted rather than rewritten on every node.
+		st.conditionSig = sig
+	}
+	conditionChanged := sig != st.conditionSig
+	escalated := st.escalated
+	c.updateContribution(name, contribution{reason: gateReason(st), notReady: notReadyNames(d.statuses), tracked: countGating(d.statuses) > 0})
+	c.mu.Unlock()
+
+	c.handleSuspensionChanges(ctx, changes)
+
+	// Events on transitions of each extension.
+	if !c.opts.DryRun {
+		for _, s := range d.statuses {
+			was, known := prevExtReady[s.name]
+			switch {
+			case s.ready && known && !was:
+				c.recorder.Eventf(node, v1.EventTypeNormal, EventExtensionReady, "Extension %s is ready (lease %s)", s.name, s.lease)
+			case !s.ready && (!known || was) && !(live && s.reason == extLeaseMissing):
+				c.recorder.Eventf(node, v1.EventTypeWarning, EventExtensionNotReady, "Extension %s is not ready: %s: %s", s.name, s.reason, s.detail)
+			}
+		}
+		if d.suppressed && !wasSuppressed {
+			c.recorder.Eventf(node, v1.EventTypeWarning, EventGatingSuspended, "Not tainting the node although %s: %s",
+				strings.Join(notReadyNames(d.statuses), ", ")+" not ready", suspendedWhy)
+		}
+	}
+
+	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, listValue: listValue}
+	if d.recordBoot || (d.ended && !d.taint) {
+		rec := bootRecord{BootID: facts.bootID, UID: facts.uid}.String()
+		if node.Annotations[nodev1alpha1.BootAnnotation] != rec {
+			w.bootRecord = &rec
+		}
+	}
+	if d.started || (st.gated && !wasGated) {
+		w.reason = "gated: " + reason
+	} else if d.ended {
+		w.reason = "ungated"
+	}
+	if err := c.writeNode(ctx, node, w); err != nil {
+		return err
+	}
+	written := w.changes(node, c.opts.TaintKey, c.opts.TaintEffect)
+	if c.opts.DryRun {
+		written = writeChanges{}
+	}
+	if written.taintAdded {
+		if !d.detectedAt.IsZero() {
+			c.metrics.DetectionLatency.Observe(c.clock.Since(d.detectedAt).Seconds())
+		}
+		if !c.opts.DryRun {
+			c.recorder.Eventf(node, v1.EventTypeWarning, EventNodeGated, "Added taint %s:%s: %s", c.opts.TaintKey, c.opts.TaintEffect, message)
+		}
+	}
+	if written.taintRemoved {
+		if d.ended && d.ungateLatency > 0 {
+			c.metrics.UngateLatency.Observe(d.ungateLatency.Seconds() + c.clock.Since(now).Seconds())
+		}
+		if !c.opts.DryRun {
+			c.recorder.Eventf(node, v1.EventTypeNormal, EventNodeUngated, "Removed taint %s: %s", c.opts.TaintKey, message)
+		}
+	}
+
+	if conditionChanged && (countGating(d.statuses) > 0 || hasCondition(node)) {
+		if err := c.writeCondition(ctx, node, status, reason, message); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		st.conditionSig = sig
+		c.mu.Unlock()
+	}
+
+	if d.escalate && !escalated {
+		c.evictions.Add(name)
+	}
+	if !d.nextCheck.IsZero() {
+		c.queue.AddAfter(name, d.nextCheck.Sub(now))
+	}
+	return nil
+}
+
+// registrations lists the extensions that self-register on a node.
+func (c *Controller) registrations(node string) []registration {
+	objs, err := c.leaseIndexer.ByIndex(leaseNodeIndex, node)
+	if err != nil {
+		return nil
+	}
+	var out []registration
+	for _, obj := range objs {
+		lease, ok := obj.(*coordinationv1.Lease)
+		if !ok || lease.Labels[nodev1alpha1.RegisterLabel] != "true" || lease.DeletionTimestamp != nil {
+			continue
+		}
+		ext, _, err := nodev1alpha1.ParseLeaseName(lease.Name)
+		if err != nil {
+			continue
+		}
+		out = append(out, registration{extension: ext, affectsReadiness: lease.Labels[nodev1alpha1.AffectsReadinessLabel] != "false"})
+	}
+	return out
+}
+
+func equalLists(desired, current []nodev1alpha1.SystemExtension, node, namespace string) bool {
+	return reflect.DeepEqual(nodev1alpha1.NormalizeSystemExtensions(desired, node, namespace),
+		nodev1alpha1.NormalizeSystemExtensions(current, node, namespace))
+}
+
+// indexLeaseRefs remembers which Leases a node references under a
+// non-default name. Callers hold c.mu.
+func (c *Controller) indexLeaseRefs(node string, exts []requiredExtension) {
+	for key, nodes := range c.leaseRefs {
+		nodes.Delete(node)
+		if nodes.Len() == 0 {
+			delete(c.leaseRefs, key)
+		}
+	}
+	for _, e := range exts {
+		if e.lease.Name == e.name+"."+node {
+			continue
+		}
+		key := e.lease.String()
+		if c.leaseRefs[key] == nil {
+			c.leaseRefs[key] = sets.New[string]()
+		}
+		c.leaseRefs[key].Insert(node)
+	}
+}
+
+func (c *Controller) forgetNode(name string) {
+	c.mu.Lock()
+	delete(c.nodes, name)
+	c.live.Delete(name)
+	for key, nodes := range c.leaseRefs {
+		nodes.Delete(name)
+		if nodes.Len() == 0 {
+			delete(c.leaseRefs, key)
+		}
+	}
+	c.updateContribution(name, contribution{})
+	c.mu.Unlock()
+	c.handleSuspensionChanges(context.Background(), c.blast.update(name, "", false, false))
+}
+
+func (c *Controller) reportInvalidList(ctx context.Context, node *v1.Node, err error) {
+	value := node.Annotations[nodev1alpha1.SystemExtensionsAnnotation]
+	c.mu.Lock()
+	st := c.nodes[node.Name]
+	if st == nil {
+		st = newNodeState(c.clock.Now())
+		st.uid, st.bootID = node.UID, node.Status.NodeInfo.BootID
+		// Keep the gate state the node has: a taint stays, no taint stays off.
+		st.gated = hasTaint(node, c.opts.TaintKey, c.opts.TaintEffect)
+		c.nodes[node.Name] = st
+	}
+	first := st.invalidList != value
+	st.invalidList = value
+	prev := c.contributions[node.Name]
+	prev.invalid = true
+	c.updateContribution(node.Name, prev)
+	c.mu.Unlock()
+	if !first {
+		return
+	}
+	klog.FromContext(ctx).Error(err, "Cannot parse the node's extension list; keeping its gate state and leaving the annotation as it is",
+		"annotation", nodev1alpha1.SystemExtensionsAnnotation)
+	if !c.opts.DryRun {
+		c.recorder.Eventf(node, v1.EventTypeWarning, EventInvalidExtensionList,
+			"Cannot parse annotation %s; the node keeps its gate state until it is fixed: %v", nodev1alpha1.SystemExtensionsAnnotation, err)
+	}
+}
+
+// updateContribution moves a node's share of the gauges. Callers hold c.mu.
+func (c *Controller) updateContribution(node string, next contribution) {
+	prev := c.contributions[node]
+	if prev.reason != "" {
+		c.metrics.GatedNodes.WithLabelValues(string(prev.reason)).Dec()
+	}
+	for _, e := range prev.notReady {
+		c.metrics.NotReadyNodes.WithLabelValues(e).Dec()
+	}
+	if prev.invalid {
+		c.metrics.InvalidLists.Dec()
+	}
+	if prev.tracked {
+		c.metrics.TrackedNodes.Dec()
+	}
+	if next.reason != "" {
+		c.metrics.GatedNodes.WithLabelValues(string(next.reason)).Inc()
+	}
+	for _, e := range next.notReady {
+		c.metrics.NotReadyNodes.WithLabelValues(e).Inc()
+	}
+	if next.invalid {
+		c.metrics.InvalidLists.Inc()
+	}
+	if next.tracked {
+		c.metrics.TrackedNodes.Inc()
+	}
+	if next.reason == "" && len(next.notReady) == 0 && !next.invalid && !next.tracked {
+		delete(c.contributions, node)
+		return
+	}
+	c.contributions[node] = next
+}
+
+func gateReason(st *nodeState) gateCause {
+	if !st.gated {
+		return ""
+	}
+	return st.cause
+}
+
+func notReadyNames(statuses []extensionStatus) []string {
+	var out []string
+	for _, s := range statuses {
+		if !s.ready {
+			out = append(out, s.name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (c *Controller) handleSuspensionChanges(ctx context.Context, changes []suspensionChange) {
+	logger := klog.FromContext(ctx)
+	for _, ch := range changes {
+		scope := "cluster"
+		if strings.HasPrefix(ch.scope, "zone ") {
+			scope = "zone"
+		}
+		if ch.suspended {
+			logger.Info("Suspending failure taints and evictions: too many nodes fail at once, which looks like a broken extension rollout rather than broken nodes",
+				"scope", ch.scope, "failing", ch.failing, "total", ch.total, "threshold", ch.threshold)
+			c.metrics.Suspensions.WithLabelValues(scope).Inc()
+		} else {
+			logger.Info("Resuming failure taints and evictions", "scope", ch.scope, "failing", ch.failing, "total", ch.total)
+			for _, n := range c.blast.failingNodes() {
+				c.queue.Add(n)
+			}
+		}
+	}
+	if len(changes) > 0 {
+		cluster, zones := c.blast.suspendedScopes()
+		v := 0.0
+		if cluster {
+			v = 1
+		}
+		c.metrics.GatingSuspended.WithLabelValues("cluster").Set(v)
+		c.metrics.GatingSuspended.WithLabelValues("zones").Set(float64(zones))
+	}
+}

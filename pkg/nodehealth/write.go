@@ -1,0 +1,257 @@
+package nodehealth
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+)
+
+// maxConflictRetries bounds the re-reads after a write conflict; past it the
+// node goes back to the rate-limited queue.
+const maxConflictRetries = 5
+
+func hasTaint(node *v1.Node, key string, effect v1.TaintEffect) bool {
+	for _, t := range node.Spec.Taints {
+		if t.Key == key && t.Effect == effect {
+			return true
+		}
+	}
+	return false
+}
+
+func countTaints(node *v1.Node, key string) int {
+	n := 0
+	for _, t := range node.Spec.Taints {
+		if t.Key == key {
+			n++
+		}
+	}
+	return n
+}
+
+func hasCondition(node *v1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
+			return true
+		}
+	}
+	return false
+}
+
+// conditionMatches reports whether the node's SystemExtensionsReady condition
+// already has this status and reason.
+func conditionMatches(node *v1.Node, status v1.ConditionStatus, reason string) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
+			return c.Status == status && c.Reason == reason
+		}
+	}
+	return false
+}
+
+// nodeWrite is the state a sync wants on the Node object; writeNode turns it
+// into one merge patch of the differences.
+type nodeWrite struct {
+	taint     bool
+	noExecute bool
+	// listValue and bootRecord, when set, are new annotation values; an empty
+	// list value removes the annotation.
+	listValue  *string
+	bootRecord *string
+	// reason is logged with the write.
+	reason string
+}
+
+type writeChanges struct {
+	taintAdded, taintRemoved, noExecuteAdded bool
+	annotations                              map[string]*string
+	taints                                   []v1.Taint
+}
+
+func (w nodeWrite) empty(ch writeChanges) bool {
+	return ch.taints == nil && len(ch.annotations) == 0
+}
+
+// changes compares the wanted state with a node: nil taints means the taint
+// list is already right.
+func (w nodeWrite) changes(node *v1.Node, key string, effect v1.TaintEffect) writeChanges {
+	var ch writeChanges
+	has, hasNX := hasTaint(node, key, effect), hasTaint(node, key, v1.TaintEffectNoExecute)
+	ch.taintAdded, ch.taintRemoved = w.taint && !has, !w.taint && has
+	ch.noExecuteAdded = w.noExecute && !hasNX
+	if w.taint != has || w.noExecute != hasNX || countTaints(node, key) != btoi(has)+btoi(hasNX) {
+		// Every other taint (cordon, autoscalers, kubelet, other writers)
+		// stays exactly as it is; only ours are replaced.
+		taints := make([]v1.Taint, 0, len(node.Spec.Taints)+2)
+		for _, t := range node.Spec.Taints {
+			if t.Key != key {
+				taints = append(taints, t)
+			}
+		}
+		if w.taint {
+			taints = append(taints, v1.Taint{Key: key, Effect: effect})
+		}
+		if w.noExecute {
+			added := metav1.Now()
+			for _, t := range node.Spec.Taints {
+				if t.Key == key && t.Effect == v1.TaintEffectNoExecute && t.TimeAdded != nil {
+					added = *t.TimeAdded
+				}
+			}
+			taints = append(taints, v1.Taint{Key: key, Effect: v1.TaintEffectNoExecute, TimeAdded: &added})
+		}
+		ch.taints = taints
+	}
+	ch.annotations = map[string]*string{}
+	if w.listValue != nil && node.Annotations[nodev1alpha1.SystemExtensionsAnnotation] != *w.listValue {
+		if *w.listValue == "" {
+			ch.annotations[nodev1alpha1.SystemExtensionsAnnotation] = nil
+		} else {
+			ch.annotations[nodev1alpha1.SystemExtensionsAnnotation] = w.listValue
+		}
+	}
+	if w.bootRecord != nil && node.Annotations[nodev1alpha1.BootAnnotation] != *w.bootRecord {
+		ch.annotations[nodev1alpha1.BootAnnotation] = w.bootRecord
+	}
+	return ch
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// writeNode brings the node's taints and annotations to w with one JSON merge
+// patch carrying metadata.resourceVersion. Taints are an atomic list, so the
+// whole list is sent; the resourceVersion makes a concurrent writer's change
+// fail the patch with 409 instead of being overwritten, and the patch is then
+// recomputed on a fresh GET. Nothing is written when nothing differs.
+func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) error {
+	logger := klog.FromContext(ctx)
+	current := node
+	for attempt := 0; ; attempt++ {
+		ch := w.changes(current, c.opts.TaintKey, c.opts.TaintEffect)
+		if w.empty(ch) {
+			return nil
+		}
+		op := operationOf(ch)
+		if c.opts.DryRun {
+			// Counted and logged once per transition, not on every sync of
+			// a node whose taint never changes because nothing is written.
+			if w.reason != "" {
+				logger.Info("Dry run: would update the node", "operation", op, "reason", w.reason, "annotations", annotationKeys(ch))
+				c.metrics.DryRunActions.WithLabelValues(op).Inc()
+			}
+			return nil
+		}
+		patch := map[string]interface{}{
+			"metadata": map[string]interface{}{"resourceVersion": current.ResourceVersion},
+		}
+		if len(ch.annotations) > 0 {
+			patch["metadata"].(map[string]interface{})["annotations"] = ch.annotations
+		}
+		if ch.taints != nil {
+			patch["spec"] = map[string]interface{}{"taints": ch.taints}
+		}
+		data, err := json.Marshal(patch)
+		if err != nil {
+			return err
+		}
+		_, err = c.client.CoreV1().Nodes().Patch(ctx, current.Name, types.MergePatchType, data, metav1.PatchOptions{})
+		switch {
+		case err == nil:
+			logger.Info("Updated node", "operation", op, "reason", w.reason, "annotations", annotationKeys(ch))
+			c.metrics.TaintWrites.WithLabelValues(op, "success").Inc()
+			if len(ch.annotations) > 0 && ch.taints == nil {
+				c.metrics.ListWrites.WithLabelValues("success").Inc()
+			}
+			return nil
+		case apierrors.IsConflict(err) && attempt < maxConflictRetries:
+			c.metrics.TaintWrites.WithLabelValues(op, "conflict").Inc()
+			logger.V(2).Info("Node changed while writing it; retrying on a fresh read", "attempt", attempt+1)
+			fresh, getErr := c.client.CoreV1().Nodes().Get(ctx, current.Name, metav1.GetOptions{})
+			if getErr != nil {
+				return getErr
+			}
+			if fresh.UID != node.UID {
+				return fmt.Errorf("node %s was re-created while writing it", node.Name)
+			}
+			current = fresh
+		default:
+			c.metrics.TaintWrites.WithLabelValues(op, "error").Inc()
+			return fmt.Errorf("writing node %s (%s): %w", node.Name, op, err)
+		}
+	}
+}
+
+func operationOf(ch writeChanges) string {
+	switch {
+	case ch.taintAdded:
+		return "add"
+	case ch.taintRemoved:
+		return "remove"
+	case ch.noExecuteAdded:
+		return "noexecute"
+	case ch.taints != nil:
+		return "taints"
+	default:
+		return "annotations"
+	}
+}
+
+func annotationKeys(ch writeChanges) []string {
+	out := make([]string, 0, len(ch.annotations))
+	for k := range ch.annotations {
+		out = append(out, k)
+	}
+	return out
+}
+
+// writeCondition sets the SystemExtensionsReady condition with a strategic
+// merge patch of node status: conditions merge by type, so the kubelet's own
+// conditions are never touched.
+func (c *Controller) writeCondition(ctx context.Context, node *v1.Node, status v1.ConditionStatus, reason, message string) error {
+	if c.opts.DryRun {
+		c.metrics.DryRunActions.WithLabelValues("condition").Inc()
+		return nil
+	}
+	now := metav1.NewTime(c.clock.Now())
+	transition := now
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == nodev1alpha1.SystemExtensionsReadyCondition && cond.Status == status {
+			transition = cond.LastTransitionTime
+		}
+	}
+	patch := map[string]interface{}{
+		"status": map[string]interface{}{
+			"conditions": []v1.NodeCondition{{
+				Type:               nodev1alpha1.SystemExtensionsReadyCondition,
+				Status:             status,
+				Reason:             reason,
+				Message:            message,
+				LastHeartbeatTime:  now,
+				LastTransitionTime: transition,
+			}},
+		},
+	}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	if _, err := c.client.CoreV1().Nodes().PatchStatus(ctx, node.Name, data); err != nil {
+		c.metrics.ConditionWrites.WithLabelValues("error").Inc()
+		return fmt.Errorf("writing condition %s of node %s: %w", nodev1alpha1.SystemExtensionsReadyCondition, node.Name, err)
+	}
+	c.metrics.ConditionWrites.WithLabelValues("success").Inc()
+	return nil
+}
