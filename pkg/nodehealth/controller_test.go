@@ -825,3 +825,40 @@ func pod(name, node string, mutate ...func(*v1.Pod)) *v1.Pod {
 	}
 	return p
 }
+
+func TestNodesWithoutExtensionsAreNeverWritten(t *testing.T) {
+	opts := testOptions()
+	opts.Rules[0].Selector = labels.SelectorFromSet(labels.Set{"pool": "gpu"})
+	f := newFixture(t, opts, newNode("old"), newNode("new"))
+	f.live("new")
+	f.sync("old")
+	f.sync("new")
+	f.clock.Step(time.Minute)
+	f.updateNode("new", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.sync("old")
+	f.sync("new")
+	f.expectWrites()
+}
+
+func TestFirstInstallWithABrokenExtensionDoesNotGateTheCluster(t *testing.T) {
+	// The controller starts on a running cluster whose kube-proxy Leases do
+	// not exist (a broken rollout, or extensions not yet instrumented):
+	// the nodes are in service, so their failures count for the blast radius.
+	var objs []runtime.Object
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		objs = append(objs, newNode(n))
+	}
+	f := newFixture(t, testOptions(), objs...)
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		f.sync(n)
+	}
+	tainted := 0
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		if f.tainted(n) {
+			tainted++
+		}
+	}
+	if tainted != 2 {
+		t.Fatalf("%d of 4 nodes tainted; the blast radius (50%%, more than 2 failing) must stop at 2", tainted)
+	}
+}

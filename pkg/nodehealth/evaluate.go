@@ -126,8 +126,13 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 		// extensions must renew again after this moment.
 		st.gate(causeFoundGated, now)
 		st.readyInBoot = f.hasRecord && f.record.UID == f.uid && f.record.BootID == f.bootID
-	case firstSight && f.hasRecord:
-		st.readyInBoot = f.record.UID == f.uid && f.record.BootID == f.bootID
+	case firstSight:
+		// Found untainted after a start or a failover: the node is in
+		// service, so a failure of its extensions is a failure (counted for
+		// the blast radius), not a bootstrap. This is what keeps a first
+		// install on a cluster with a broken extension from gating every
+		// node at once.
+		st.readyInBoot = true
 	}
 	st.uid, st.bootID = f.uid, f.bootID
 
@@ -236,7 +241,9 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 		}
 		st.resetEscalation()
 		env.updateFailing(false, false)
-		d.ended = wasGated
+		// Only a node that listed gating extensions before is "ungated"; a
+		// node that never did was never gated by this controller.
+		d.ended = wasGated && st.hadGating
 		if f.tainted && !st.hadGating && len(st.failedOpen) == 0 {
 			graceEnd := st.firstSeen.Add(env.opts.RegistrationGrace)
 			if now.Before(graceEnd) {

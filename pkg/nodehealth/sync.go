@@ -159,7 +159,9 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	}
 
 	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, listValue: listValue}
-	if d.recordBoot || (d.ended && !d.taint) {
+	// The boot record is kept only on nodes that list gating extensions:
+	// nodes that do not use nodehealth are never written.
+	if countGating(d.statuses) > 0 && (d.recordBoot || (d.ended && !d.taint)) {
 		rec := bootRecord{BootID: facts.bootID, UID: facts.uid}.String()
 		if node.Annotations[nodev1alpha1.BootAnnotation] != rec {
 			w.bootRecord = &rec
