@@ -3,9 +3,9 @@ package options
 import (
 	"fmt"
 
-	componentbaseconfig "k8s.io/component-base/config"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	componentbaseconfig "k8s.io/component-base/config"
 )
 
 // RESTConfig builds the client configuration of a component from its
