@@ -102,10 +102,10 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 		recorder: recorder,
 		metrics:  metrics,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodehealth", Clock: clk}),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodehealth", Clock: clk, MetricsProvider: metrics.queues}),
 		evictions: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodehealth_evictions", Clock: clk}),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodehealth_evictions", Clock: clk, MetricsProvider: metrics.queues}),
 		evictionLimiter: flowcontrol.NewTokenBucketRateLimiterWithClock(float32(rate), 1, clk),
 		tracker:         newLeaseTracker(clk),
 		blast:           newBlastRadius(opts.BlastRadius),

@@ -2,6 +2,8 @@ package nodehealth
 
 import (
 	"strings"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"testing"
 	"time"
 
@@ -411,6 +413,14 @@ func TestStartupTimeout(t *testing.T) {
 			}
 			f.clock.Step(time.Second)
 			f.sync("n1")
+			if got := testutil.ToFloat64(f.c.metrics.StartupTimeouts.WithLabelValues(string(policy))); got != 1 {
+				t.Errorf("nodehealth_startup_timeouts_total{policy=%s} = %v, want 1", policy, got)
+			}
+			f.expectEvent("did not become ready within its startup timeout")
+			f.sync("n1")
+			if got := testutil.ToFloat64(f.c.metrics.StartupTimeouts.WithLabelValues(string(policy))); got != 1 {
+				t.Errorf("a startup timeout must be counted once, got %v", got)
+			}
 			switch policy {
 			case FailurePolicyKeepGated:
 				if !f.tainted("n1") {
@@ -457,7 +467,12 @@ func TestInvalidListKeepsGateStateAndServesOthers(t *testing.T) {
 	f := newFixture(t, testOptions(), bad, newNode("good"))
 	f.live("good")
 	f.sync("bad")
-	f.expectWrites()
+	// Only the condition says the controller cannot judge the node; the
+	// annotation and the taint are left as they are.
+	f.expectWrites("patch nodes/status")
+	if c := f.condition("bad"); c.Status != v1.ConditionUnknown || c.Reason != EventInvalidExtensionList || !strings.Contains(c.Message, `unknown field "[0].oops"`) {
+		t.Errorf("condition: %+v", c)
+	}
 	f.expectEvent(EventInvalidExtensionList)
 	if !f.tainted("bad") {
 		t.Fatal("a node with an invalid list must keep its gate state")

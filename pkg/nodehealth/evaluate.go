@@ -76,6 +76,15 @@ type decision struct {
 	ungateLatency time.Duration
 	// detectedAt is the failure instant that caused a new failure gate.
 	detectedAt time.Time
+	// startupTimeouts are the extensions whose startup timeout passed in
+	// this step.
+	startupTimeouts []startupTimeout
+}
+
+type startupTimeout struct {
+	extension string
+	timeout   time.Duration
+	policy    FailurePolicy
 }
 
 // evalEnv is what an evaluation needs beyond the node and its state.
@@ -205,6 +214,9 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 			if now.Before(deadline) {
 				earliest(deadline)
 				continue
+			}
+			if !st.failedOpen.Has(e.name) && !st.startupExpired.Has(e.name) {
+				d.startupTimeouts = append(d.startupTimeouts, startupTimeout{extension: e.name, timeout: e.rule.StartupTimeout, policy: e.rule.FailurePolicy})
 			}
 			if e.rule.FailurePolicy == FailurePolicyUngate {
 				st.failedOpen.Insert(e.name)

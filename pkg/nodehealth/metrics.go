@@ -26,6 +26,8 @@ type Metrics struct {
 	TrackedNodes        prometheus.Gauge
 	EvaluationsTotal    prometheus.Counter
 	EvaluationDurations prometheus.Histogram
+
+	queues *queueMetrics
 }
 
 // latencyBuckets span 10 ms to ~80 s: the targets are around one second, and
@@ -49,7 +51,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "evictions_total",
 			Help: "Pod evictions and escalations, by result (evicted, blocked, error, noexecute)."}, []string{"result"}),
 		GatingSuspended: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "gating_suspended",
-			Help: "1 while failure taints and evictions are suspended, by scope (cluster, zones = number of suspended zones, own-view)."}, []string{"scope"}),
+			Help: "Blast-radius suspension of failure taints and evictions: scope cluster is 1 while suspended cluster-wide, scope zones is the number of suspended zones. See own_view_stale for the canary."}, []string{"scope"}),
 		Suspensions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "suspensions_total",
 			Help: "Suspensions of failure taints and evictions that began, by scope (cluster, zone, own-view)."}, []string{"scope"}),
 		InvalidLists: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "invalid_extension_lists",
@@ -57,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ListWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "extension_list_writes_total",
 			Help: "Writes of the SystemExtensions annotation by rules and self-registration, by result."}, []string{"result"}),
 		DryRunActions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "dry_run_actions_total",
-			Help: "Changes a dry-run controller would have made, by action (taint, untaint, evict, noexecute, list, condition)."}, []string{"action"}),
+			Help: "Changes a dry-run controller would have made, by action (add, remove, noexecute, taints, annotations, condition, evict)."}, []string{"action"}),
 		ConditionWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "condition_writes_total",
 			Help: "Writes of the SystemExtensionsReady node condition, by result."}, []string{"result"}),
 		StartupTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "startup_timeouts_total",
@@ -70,11 +72,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Node evaluations."}),
 		EvaluationDurations: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: "evaluation_duration_seconds",
 			Help: "Time to evaluate and write one node.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
+		queues: newQueueMetrics(),
 	}
 	if reg != nil {
 		reg.MustRegister(m.GatedNodes, m.NotReadyNodes, m.TaintWrites, m.DetectionLatency, m.UngateLatency, m.Evictions,
 			m.GatingSuspended, m.Suspensions, m.InvalidLists, m.ListWrites, m.DryRunActions, m.ConditionWrites,
 			m.StartupTimeouts, m.OwnViewStale, m.TrackedNodes, m.EvaluationsTotal, m.EvaluationDurations)
+		reg.MustRegister(m.queues.collectors()...)
 	}
 	return m
 }

@@ -141,6 +141,11 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 
 	c.handleSuspensionChanges(ctx, changes)
 
+	for _, to := range d.startupTimeouts {
+		c.metrics.StartupTimeouts.WithLabelValues(string(to.policy)).Inc()
+		logger.Info("Extension missed its startup timeout", "extension", to.extension, "timeout", to.timeout, "failurePolicy", to.policy)
+	}
+
 	// Events on transitions of each extension.
 	if !c.opts.DryRun {
 		for _, s := range d.statuses {
@@ -151,6 +156,14 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 			case !s.ready && (!known || was) && !(live && s.reason == extLeaseMissing):
 				c.recorder.Eventf(node, v1.EventTypeWarning, EventExtensionNotReady, "Extension %s is not ready: %s: %s", s.name, s.reason, s.detail)
 			}
+		}
+		for _, to := range d.startupTimeouts {
+			action := "keeping the node gated (failurePolicy KeepGated)"
+			if to.policy == FailurePolicyUngate {
+				action = "no longer gating the node until it becomes ready (failurePolicy Ungate)"
+			}
+			c.recorder.Eventf(node, v1.EventTypeWarning, EventExtensionNotReady,
+				"Extension %s did not become ready within its startup timeout of %s; %s", to.extension, to.timeout, action)
 		}
 		if d.suppressed && !wasSuppressed {
 			c.recorder.Eventf(node, v1.EventTypeWarning, EventGatingSuspended, "Not tainting the node although %s: %s",
@@ -298,10 +311,24 @@ func (c *Controller) reportInvalidList(ctx context.Context, node *v1.Node, err e
 	}
 	klog.FromContext(ctx).Error(err, "Cannot parse the node's extension list; keeping its gate state and leaving the annotation as it is",
 		"annotation", nodev1alpha1.SystemExtensionsAnnotation)
-	if !c.opts.DryRun {
-		c.recorder.Eventf(node, v1.EventTypeWarning, EventInvalidExtensionList,
-			"Cannot parse annotation %s; the node keeps its gate state until it is fixed: %v", nodev1alpha1.SystemExtensionsAnnotation, err)
+	if c.opts.DryRun {
+		return
 	}
+	c.recorder.Eventf(node, v1.EventTypeWarning, EventInvalidExtensionList,
+		"Cannot parse annotation %s; the node keeps its gate state until it is fixed: %v", nodev1alpha1.SystemExtensionsAnnotation, err)
+	// The controller cannot judge the node: say so in the condition.
+	message := fmt.Sprintf("Cannot parse annotation %s, so the controller cannot tell whether the node's extensions are ready; the node keeps its current gate state. %v",
+		nodev1alpha1.SystemExtensionsAnnotation, err)
+	if werr := c.writeCondition(ctx, node, v1.ConditionUnknown, EventInvalidExtensionList, message); werr != nil {
+		klog.FromContext(ctx).Error(werr, "Writing the condition of a node with an invalid extension list")
+		return
+	}
+	c.mu.Lock()
+	if st := c.nodes[node.Name]; st != nil {
+		// Whatever the list becomes, the condition must be rewritten.
+		st.conditionSig = "invalid"
+	}
+	c.mu.Unlock()
 }
 
 // updateContribution moves a node's share of the gauges. Callers hold c.mu.
