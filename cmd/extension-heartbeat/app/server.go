@@ -1,20 +1,27 @@
-// Package app builds the extension-heartbeat command: options, validation
-// and the serving shell. The Lease renewal itself is wired in by the
-// extensions issue (library nodehealth.io/heartbeat).
+// Package app builds the extension-heartbeat command: it turns the
+// ExtensionHeartbeatConfiguration into a probe (package probe) and a Lease
+// renewer (library nodehealth.io/heartbeat), serves /healthz and /metrics, and
+// decides on exit whether to release the Lease.
 package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"nodehealth.io/heartbeat"
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config/validation"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
+	"nodehealth.io/nodehealth/pkg/probe"
 )
 
 // NodeNameEnv is the environment variable --node-name falls back to; the
@@ -46,8 +53,15 @@ node plugin, a device plugin...) and renews the Lease <extension>.<node> while
 the extension's local health probe (http, https, tcp, grpc or file) succeeds,
 so that the node-health controller keeps the node ungated.
 
+When the probe fails failureThreshold times in a row, and on SIGTERM, it
+releases the Lease (empty holderIdentity, nodehealth.io/reason and
+nodehealth.io/message) so the node is gated at once; it re-acquires the Lease
+once the probe succeeds again. A restart to apply a changed configuration file
+leaves the Lease held.
+
 Configuration comes from --config (an ExtensionHeartbeatConfiguration of
-config.nodehealth.io/v1alpha1); the node name from --node-name or NODE_NAME.`,
+config.nodehealth.io/v1alpha1); the node name from --node-name or NODE_NAME,
+the holder identity from POD_NAME (default: the host name).`,
 	}, func(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConfiguration]) error {
 		return run(ctx, rt, instance)
 	})
@@ -59,43 +73,128 @@ func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConf
 		return err
 	}
 	logger := klog.FromContext(ctx)
-	logger.Info("Starting with effective configuration",
-		"configFile", rt.ConfigFile,
-		"node", instance.NodeName,
-		"extension", cfg.ExtensionName,
-		"lease", cfg.Lease.Namespace+"/"+cfg.ExtensionName+"."+instance.NodeName,
-		"leaseDuration", cfg.Lease.Duration.Duration,
-		"renewInterval", cfg.Lease.RenewInterval.Duration,
-		"probe", probeKind(&cfg.Probe),
-		"register", cfg.Register,
-	)
-	errs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, nil)
+	holder := Holder()
+	probeFunc, err := probe.New(cfg.Probe)
 	if err != nil {
 		return err
 	}
-	// No shutdown hook for configuration changes: a restart must not
-	// release the Lease, or one ConfigMap edit would gate every node at
-	// once (DESIGN §6). On SIGTERM, context.Cause(ctx) is
-	// options.ErrTerminated and the renewer will release the Lease.
-	logger.Info("Lease renewal is not wired in yet; serving health and metrics only")
-	select {
-	case <-ctx.Done():
-		return nil
-	case err := <-errs:
+	restConfig, err := options.RESTConfig(cfg.ClientConnection, "extension-heartbeat")
+	if err != nil {
 		return err
 	}
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	renewer, err := heartbeat.New(client, heartbeat.Options{
+		Namespace:        cfg.Lease.Namespace,
+		NodeName:         instance.NodeName,
+		Extension:        cfg.ExtensionName,
+		Holder:           holder,
+		LeaseDuration:    cfg.Lease.Duration.Duration,
+		RenewInterval:    cfg.Lease.RenewInterval.Duration,
+		Probe:            heartbeat.Probe(probeFunc),
+		ProbePeriod:      cfg.Probe.Period.Duration,
+		ProbeTimeout:     cfg.Probe.Timeout.Duration,
+		FailureThreshold: int(cfg.Probe.FailureThreshold),
+		SuccessThreshold: int(cfg.Probe.SuccessThreshold),
+		Register:         cfg.Register,
+		AffectsReadiness: &cfg.AffectsReadiness,
+		Registerer:       rt.Registry,
+	})
+	if err != nil {
+		return err
+	}
+	namespace, lease := renewer.LeaseName()
+	logger.Info("Starting with effective configuration",
+		"configFile", rt.ConfigFile,
+		"node", instance.NodeName,
+		"holder", holder,
+		"lease", namespace+"/"+lease,
+		"leaseDuration", cfg.Lease.Duration.Duration,
+		"renewInterval", cfg.Lease.RenewInterval.Duration,
+		"probe", probe.Describe(cfg.Probe),
+		"probePeriod", cfg.Probe.Period.Duration,
+		"probeTimeout", cfg.Probe.Timeout.Duration,
+		"failureThreshold", cfg.Probe.FailureThreshold,
+		"successThreshold", cfg.Probe.SuccessThreshold,
+		"register", cfg.Register,
+		"affectsReadiness", cfg.AffectsReadiness,
+	)
+	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
+	if err != nil {
+		return err
+	}
+
+	// No OnConfigChange hook: a restart for a changed configuration file
+	// leaves the Lease held (DESIGN §6). The new process renews it well
+	// within its duration, whereas releasing would gate every node at once
+	// when one ConfigMap edit reaches them all.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = renewer.Run(runCtx)
+	}()
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-serveErrs:
+	}
+	stop()
+	<-done
+
+	cause := context.Cause(ctx)
+	if serveErr != nil {
+		// Failing to serve is a crash, not a shutdown: the pod restarts and
+		// renews the Lease before it expires.
+		return serveErr
+	}
+	release, reason, message := ReleaseOnExit(cause)
+	if !release {
+		logger.Info("Leaving the Lease held for the next process", "cause", cause)
+		return nil
+	}
+	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
+	defer cancel()
+	if err := renewer.Release(releaseCtx, reason, message); err != nil {
+		// The Lease then expires after its duration instead; still exit 0,
+		// since the shutdown itself was requested.
+		logger.Error(err, "Releasing the Lease on shutdown failed; it will expire instead")
+		return nil
+	}
+	logger.Info("Released the Lease", "reason", reason)
+	return nil
 }
 
-func probeKind(p *config.ProbeConfiguration) string {
-	switch {
-	case p.HTTP != nil:
-		return "http " + p.HTTP.URL
-	case p.TCP != nil:
-		return "tcp " + p.TCP.Address
-	case p.GRPC != nil:
-		return "grpc " + p.GRPC.Address
-	case p.File != nil:
-		return "file " + p.File.Path
+// ReleaseTimeout bounds the release on shutdown; it must fit well within the
+// pod's terminationGracePeriodSeconds (30 s by default).
+const ReleaseTimeout = 10 * time.Second
+
+// ReleaseOnExit decides what the end of the run context means for the Lease:
+// SIGTERM (a pod deletion, a node drain) releases it with reason Terminating,
+// so the node is gated at once instead of after the Lease expires; a restart
+// for a changed configuration file does not release it (DESIGN §6).
+func ReleaseOnExit(cause error) (release bool, reason, message string) {
+	if errors.Is(cause, options.ErrTerminated) {
+		return true, heartbeat.ReasonTerminating, "extension-heartbeat received SIGTERM and stopped renewing"
 	}
-	return "none"
+	return false, "", ""
+}
+
+// PodNameEnv names the environment variable holding the pod name (downward
+// API metadata.name), written as the Lease's holderIdentity.
+const PodNameEnv = "POD_NAME"
+
+// Holder is the holderIdentity: $POD_NAME, else the host name (the pod name
+// too, unless the pod runs in the host network).
+func Holder() string {
+	if name := os.Getenv(PodNameEnv); name != "" {
+		return name
+	}
+	if name, err := os.Hostname(); err == nil && name != "" {
+		return name
+	}
+	return "extension-heartbeat"
 }

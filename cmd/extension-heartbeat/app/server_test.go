@@ -2,6 +2,8 @@ package app
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,5 +110,32 @@ func TestNodeNameRequired(t *testing.T) {
 	_, stderr, code := runCommand(t, "--config", "../../../deploy/config/extension-heartbeat.yaml", "--healthz-bind-address=127.0.0.1:1", "--metrics-bind-address=127.0.0.1:1")
 	if code == 0 || !strings.Contains(stderr, "--node-name or the NODE_NAME environment variable") {
 		t.Errorf("exit %d: %q", code, stderr)
+	}
+}
+
+// SIGTERM releases the Lease; a restart for a changed configuration file
+// does not (DESIGN §6), and neither does any other end of the run.
+func TestReleaseOnExit(t *testing.T) {
+	if release, reason, msg := ReleaseOnExit(options.ErrTerminated); !release || reason != "Terminating" || msg == "" {
+		t.Errorf("SIGTERM: release=%v reason=%q message=%q", release, reason, msg)
+	}
+	if release, _, _ := ReleaseOnExit(fmt.Errorf("wrapped: %w", options.ErrTerminated)); !release {
+		t.Error("a wrapped ErrTerminated did not release")
+	}
+	for _, cause := range []error{options.ErrConfigChanged, nil, context.Canceled} {
+		if release, _, _ := ReleaseOnExit(cause); release {
+			t.Errorf("%v released the Lease", cause)
+		}
+	}
+}
+
+func TestHolder(t *testing.T) {
+	t.Setenv(PodNameEnv, "kube-proxy-x7k2p")
+	if got := Holder(); got != "kube-proxy-x7k2p" {
+		t.Errorf("Holder() = %q with POD_NAME set", got)
+	}
+	t.Setenv(PodNameEnv, "")
+	if host, _ := os.Hostname(); Holder() != host {
+		t.Errorf("Holder() = %q, want the host name %q", Holder(), host)
 	}
 }

@@ -3,6 +3,61 @@
 // the extension namespace, gated on a health probe, and releases it with a
 // reason when the extension fails or shuts down (DESIGN §6).
 //
+// # Using it
+//
+//	r, err := heartbeat.New(client, heartbeat.Options{
+//		NodeName:  os.Getenv("NODE_NAME"), // downward API: spec.nodeName
+//		Extension: "kube-proxy",
+//		Holder:    os.Getenv("POD_NAME"),  // downward API: metadata.name
+//		Probe:     func(ctx context.Context) error { return checkMyself(ctx) },
+//	})
+//	...
+//	_ = r.Run(ctx) // until ctx ends
+//	if shuttingDown {
+//		_ = r.Release(context.WithoutCancel(ctx), heartbeat.ReasonTerminating, "shutting down")
+//	}
+//
+// # What it writes
+//
+// The Lease carries the labels of nodehealth.io/api/node/v1alpha1.LeaseLabels
+// (plus nodehealth.io/register=true and nodehealth.io/affects-readiness=false
+// when Options.Register and Options.AffectsReadiness ask for them), an
+// ownerReference to the Node so that the Lease is garbage-collected with it,
+// holderIdentity = Options.Holder, leaseDurationSeconds, and a renewTime
+// written every RenewInterval plus up to 4% jitter. The Node's UID comes from
+// a SelfSubjectReview: a pod-bound service-account token carries
+// authentication.kubernetes.io/node-uid, so no Node permission is needed.
+// Failing that the Node is read; failing that the Lease is written without an
+// ownerReference and the reason is logged.
+//
+// # Releasing
+//
+// A released Lease has an empty holderIdentity and says why in the
+// nodehealth.io/reason and nodehealth.io/message annotations; the node-health
+// controller gates the node as soon as it sees it, instead of waiting for the
+// Lease to expire. The Renewer releases on its own when the probe failed
+// FailureThreshold times in a row (reason ProbeFailed) and re-acquires after
+// SuccessThreshold successes. Callers release with Release: with
+// ReasonTerminating on SIGTERM, or with nodev1alpha1.ReasonUpdating before
+// planned maintenance (never escalated to eviction). When Run's context ends
+// nothing is written: a process restarting to load a changed configuration
+// file must not release, or one ConfigMap edit would gate every node at once.
+//
+// # Being gentle with the API server
+//
+// One write per renewal (updates start from the last written copy); a
+// conflict costs one GET and an immediate retry; other failures are retried
+// with exponential back-off from 200ms to at most 7s, like the kubelet's node
+// Lease. Nothing is written while the Lease stays released.
+//
+// # Metrics
+//
+// Registered on Options.Registerer, each with the constant label extension:
+// nodehealth_heartbeat_renewals_total, nodehealth_heartbeat_renewal_failures_total,
+// nodehealth_heartbeat_releases_total{reason}, nodehealth_heartbeat_probe_duration_seconds{result},
+// nodehealth_heartbeat_holding and nodehealth_heartbeat_last_renewal_timestamp_seconds.
+//
 // The module is kept separate from nodehealth's main module so that extension
-// vendors depend only on client-go and nodehealth.io/api.
+// vendors depend only on client-go, prometheus client_golang and
+// nodehealth.io/api.
 package heartbeat

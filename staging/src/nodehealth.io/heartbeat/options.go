@@ -1,0 +1,182 @@
+package heartbeat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/clock"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+)
+
+// Defaults mirror the kubelet's node Lease (DESIGN §6): a 40 s Lease renewed
+// every quarter of it, so that two lost renewals still leave it valid.
+const (
+	DefaultLeaseDuration    = 40 * time.Second
+	DefaultRenewInterval    = 10 * time.Second
+	DefaultJitterFactor     = 0.04 // the kubelet's lease controller jitter
+	DefaultProbeTimeout     = time.Second
+	DefaultFailureThreshold = 3
+	DefaultSuccessThreshold = 1
+
+	// MinRetryInterval and MaxRetryInterval bound the exponential back-off
+	// after a failed write, like the kubelet's "starting at 200 milliseconds
+	// and capped at 7 seconds": a struggling API server sees at most one
+	// write every 7 s from each node, never a tight loop.
+	MinRetryInterval = 200 * time.Millisecond
+	MaxRetryInterval = 7 * time.Second
+)
+
+// Reasons the renewer writes into the nodehealth.io/reason annotation when it
+// releases the Lease. Callers may release with any other CamelCase reason,
+// such as nodev1alpha1.ReasonUpdating for planned maintenance.
+const (
+	// ReasonProbeFailed: the health probe failed FailureThreshold times in a row.
+	ReasonProbeFailed = "ProbeFailed"
+	// ReasonTerminating: the extension is shutting down (SIGTERM).
+	ReasonTerminating = "Terminating"
+)
+
+// Probe checks the extension's health. A nil error means healthy; the error's
+// text becomes the nodehealth.io/message of a released Lease, so it should say
+// what failed ("GET http://127.0.0.1:10256/healthz: 503 Service Unavailable").
+type Probe func(ctx context.Context) error
+
+// Options configure a Renewer. Only Client (given to New), NodeName, Extension
+// and Holder are required; everything else has a kubelet-like default.
+type Options struct {
+	// Namespace holds the extension Leases; default "node-extension-lease".
+	// It must be the namespace the node-health controller watches.
+	Namespace string
+	// NodeName is the node the extension runs on, usually from the downward
+	// API (spec.nodeName).
+	NodeName string
+	// Extension is the system extension's name, a DNS label (no dots).
+	Extension string
+	// Holder is written as holderIdentity while the Lease is held; use the pod
+	// name, so that "kubectl get lease" says which pod renews it.
+	Holder string
+
+	// LeaseDuration is written as spec.leaseDurationSeconds (whole seconds);
+	// default 40s.
+	LeaseDuration time.Duration
+	// RenewInterval is the time between two renewals while healthy; default
+	// 10s. Each interval is stretched by a random share of up to JitterFactor
+	// so that nodes started together do not renew in lockstep. It must be
+	// shorter than LeaseDuration.
+	RenewInterval time.Duration
+	// JitterFactor is the largest share added to RenewInterval; default 0.04.
+	JitterFactor float64
+
+	// Probe gates every renewal on the extension's health. Nil means always
+	// healthy: the Lease then only proves that the process is alive.
+	Probe Probe
+	// ProbePeriod is the time between two probes; default RenewInterval.
+	// Probing more often than renewing detects a failure sooner without
+	// writing more: a failure releases the Lease at once, not at the next
+	// renewal.
+	ProbePeriod time.Duration
+	// ProbeTimeout bounds one probe; default 1s.
+	ProbeTimeout time.Duration
+	// FailureThreshold consecutive failures release the Lease (reason
+	// ProbeFailed); default 3, so one slow answer does not gate the node.
+	FailureThreshold int
+	// SuccessThreshold consecutive successes after a failure re-acquire it;
+	// default 1. At start one success is enough: a restart must not leave a
+	// held Lease unrenewed longer than necessary.
+	SuccessThreshold int
+
+	// Register labels the Lease nodehealth.io/register=true so that the
+	// node-health controller adds the extension to the node's list itself.
+	Register bool
+	// AffectsReadiness false (with Register) labels the Lease
+	// nodehealth.io/affects-readiness=false: tracked, never gating. Nil means
+	// true.
+	AffectsReadiness *bool
+
+	// NodeUID, when known, is used for the Lease's ownerReference to its Node.
+	// When empty the renewer reads it from a SelfSubjectReview (a pod-bound
+	// token carries it, no Node permission needed) or, failing that, from the
+	// Node object.
+	NodeUID types.UID
+
+	// Clock is injected by tests; default the real clock.
+	Clock clock.WithTicker
+	// Registerer receives the renewer's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+// complete fills in defaults and validates; it returns the Lease name.
+func (o *Options) complete() (string, error) {
+	if o.Namespace == "" {
+		o.Namespace = nodev1alpha1.DefaultLeaseNamespace
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = DefaultLeaseDuration
+	}
+	if o.RenewInterval == 0 {
+		o.RenewInterval = DefaultRenewInterval
+	}
+	if o.JitterFactor == 0 {
+		o.JitterFactor = DefaultJitterFactor
+	}
+	if o.ProbePeriod == 0 {
+		o.ProbePeriod = o.RenewInterval
+	}
+	if o.ProbeTimeout == 0 {
+		o.ProbeTimeout = DefaultProbeTimeout
+	}
+	if o.FailureThreshold == 0 {
+		o.FailureThreshold = DefaultFailureThreshold
+	}
+	if o.SuccessThreshold == 0 {
+		o.SuccessThreshold = DefaultSuccessThreshold
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+
+	var errs []error
+	if o.NodeName == "" {
+		errs = append(errs, errors.New("NodeName is required"))
+	}
+	if o.Extension == "" {
+		errs = append(errs, errors.New("extension name is required"))
+	}
+	if o.Holder == "" {
+		errs = append(errs, errors.New("holder is required (use the pod name)"))
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.Namespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("invalid namespace %q: %v", o.Namespace, msgs))
+	}
+	if o.LeaseDuration < time.Second || o.LeaseDuration%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("lease duration %s must be whole seconds, at least 1s (the Lease stores leaseDurationSeconds)", o.LeaseDuration))
+	}
+	if o.RenewInterval <= 0 || o.RenewInterval >= o.LeaseDuration {
+		errs = append(errs, fmt.Errorf("renew interval %s must be positive and shorter than the lease duration %s", o.RenewInterval, o.LeaseDuration))
+	}
+	if o.JitterFactor < 0 {
+		errs = append(errs, fmt.Errorf("jitter factor %v must not be negative", o.JitterFactor))
+	}
+	if o.ProbePeriod <= 0 || o.ProbeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("probe period %s and timeout %s must be positive", o.ProbePeriod, o.ProbeTimeout))
+	}
+	if o.FailureThreshold < 1 || o.SuccessThreshold < 1 {
+		errs = append(errs, fmt.Errorf("failure threshold %d and success threshold %d must be at least 1", o.FailureThreshold, o.SuccessThreshold))
+	}
+	if len(errs) > 0 {
+		return "", errors.Join(errs...)
+	}
+	// The shared contract refuses names over 253 characters with an error
+	// naming the limit: a truncated name could be another node's Lease.
+	name, err := nodev1alpha1.LeaseName(o.Extension, o.NodeName)
+	if err != nil {
+		return "", err
+	}
+	return name, nil
+}
