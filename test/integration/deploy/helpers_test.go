@@ -1,20 +1,14 @@
 package deploy_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	serializerjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
@@ -82,26 +76,9 @@ func render(t testing.TB, dir string) []runtime.Object {
 
 func decodeAll(t testing.TB, manifests string) []runtime.Object {
 	t.Helper()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(manifests)))
-	decoder := serializerjson.NewSerializerWithOptions(serializerjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
-		serializerjson.SerializerOptions{Yaml: true, Strict: true})
-	var objs []runtime.Object
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, _, err := decoder.Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("decoding rendered object: %v\n%s", err, doc)
-		}
-		objs = append(objs, obj)
+	objs, err := framework.DecodeManifests(manifests)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return objs
 }

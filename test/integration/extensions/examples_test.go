@@ -1,10 +1,6 @@
 package extensions_test
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,12 +12,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	serializerjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
@@ -240,26 +234,9 @@ func checkBindings(t *testing.T, objs []runtime.Object, name string, ds *appsv1.
 // a field the scheme does not know is an error.
 func decodeAll(t *testing.T, manifests string) []runtime.Object {
 	t.Helper()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(manifests)))
-	decoder := serializerjson.NewSerializerWithOptions(serializerjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
-		serializerjson.SerializerOptions{Yaml: true, Strict: true})
-	var objs []runtime.Object
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, _, err := decoder.Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("decoding rendered object: %v\n%s", err, doc)
-		}
-		objs = append(objs, obj)
+	objs, err := framework.DecodeManifests(manifests)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return objs
 }
