@@ -77,3 +77,15 @@ clean: ## Remove everything built (control plane, tools, binaries) and the sandb
 .PHONY: help
 help: ## List the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+# Benchmarks of the node-health controller (test/bench; results in docs/benchmarks.md).
+# Not part of make test. BENCH_NODES is the comma-separated node counts of bench-scale.
+BENCH_NODES ?= 100,500,1000
+
+.PHONY: bench-controller
+bench-controller: ## Go benchmark of the controller's per-event cost on one core (fake clientset, no API server).
+	$(GO) test ./test/bench -run='^$$' -bench=. -benchmem -cpu=1
+
+.PHONY: bench-scale
+bench-scale: controlplane build ## Scale benchmark on the real control plane with kwok nodes (BENCH_NODES=100,500,1000; minutes).
+	$(GO) run ./test/bench/scale --nodes=$(BENCH_NODES)

@@ -125,7 +125,11 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 	if err := leaseInformer.Informer().AddIndexers(cache.Indexers{leaseNodeIndex: indexLeaseByNode}); err != nil {
 		return nil, fmt.Errorf("adding the lease index: %w", err)
 	}
-	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+	// Run waits for the handlers' registrations, not only the informers'
+	// stores: a node must not be evaluated before every Lease of the initial
+	// list reached the tracker, or a start would see Leases as missing and
+	// then as renewed after the node's gateStart (a flap).
+	nodeHandler, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj interface{}, initial bool) {
 			node, ok := obj.(*v1.Node)
 			if !ok {
@@ -153,10 +157,11 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 				c.queue.Add(node.Name)
 			}
 		},
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
-	if _, err := leaseInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	leaseHandler, err := leaseInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.leaseChanged(logger, nil, obj) },
 		UpdateFunc: func(oldObj, newObj interface{}) { c.leaseChanged(logger, oldObj, newObj) },
 		DeleteFunc: func(obj interface{}) {
@@ -170,14 +175,15 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 			c.tracker.forget(lease.Namespace, lease.Name)
 			c.enqueueLeaseNodes(lease)
 		},
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 	c.nodeLister = nodeInformer.Lister()
-	c.nodesSynced = nodeInformer.Informer().HasSynced
+	c.nodesSynced = nodeHandler.HasSynced
 	c.leaseLister = leaseInformer.Lister()
 	c.leaseIndexer = leaseInformer.Informer().GetIndexer()
-	c.leasesSynced = leaseInformer.Informer().HasSynced
+	c.leasesSynced = leaseHandler.HasSynced
 	return c, nil
 }
 
@@ -218,7 +224,11 @@ func (c *Controller) leaseChanged(logger klog.Logger, oldObj, newObj interface{}
 		}
 		return
 	}
+	prev, known := c.tracker.get(lease.Namespace, lease.Name)
 	changed := c.tracker.observe(lease)
+	if old, ok := oldObj.(*coordinationv1.Lease); ok && changed && known && c.quietRenewal(prev, old, lease) {
+		return
+	}
 	if old, ok := oldObj.(*coordinationv1.Lease); ok && !changed {
 		// Self-registration labels change the node's list, not readiness.
 		if old.Labels[nodev1alpha1.RegisterLabel] == lease.Labels[nodev1alpha1.RegisterLabel] &&
@@ -228,6 +238,36 @@ func (c *Controller) leaseChanged(logger klog.Logger, oldObj, newObj interface{}
 	}
 	logger.V(5).Info("Lease changed", "lease", klog.KObj(lease))
 	c.enqueueLeaseNodes(lease)
+}
+
+// quietRenewal reports whether an update only renewed a Lease that was ready
+// and stays ready, and every node it belongs to is known and not gated: then
+// nothing about those nodes changes, and the expiry timer each of them already
+// holds (scheduled for an expiry no later than the new one) re-evaluates it in
+// time. Skipping these syncs makes steady-state cost follow the rate of
+// change, not the rate of renewals.
+func (c *Controller) quietRenewal(prev leaseObservation, old, lease *coordinationv1.Lease) bool {
+	next, ok := c.tracker.get(lease.Namespace, lease.Name)
+	if !ok || prev.released() || next.released() || prev.holder != next.holder || prev.duration != next.duration ||
+		prev.reason != next.reason || prev.message != next.message || prev.observedAt.IsZero() ||
+		!c.clock.Now().Before(prev.expiresAt(c.opts.RenewalGrace)) ||
+		old.Labels[nodev1alpha1.RegisterLabel] != lease.Labels[nodev1alpha1.RegisterLabel] ||
+		old.Labels[nodev1alpha1.AffectsReadinessLabel] != lease.Labels[nodev1alpha1.AffectsReadinessLabel] {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nodes := c.leaseRefs[lease.Namespace+"/"+lease.Name].UnsortedList()
+	if _, node, err := nodev1alpha1.ParseLeaseName(lease.Name); err == nil {
+		nodes = append(nodes, node)
+	}
+	for _, n := range nodes {
+		st := c.nodes[n]
+		if st == nil || st.gated || st.suppressed || st.invalidList != "" || c.live.Has(n) {
+			return false
+		}
+	}
+	return len(nodes) > 0
 }
 
 func (c *Controller) enqueueLeaseNodes(lease *coordinationv1.Lease) {

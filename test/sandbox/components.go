@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"nodehealth.io/nodehealth/test/framework"
 )
 
@@ -23,6 +25,13 @@ type Component interface {
 	TryThis() []string
 }
 
+// NodeDecorator is implemented by a Component that changes the simulated nodes before
+// they are created, e.g. to register them with a startup taint as kubelet's
+// registerWithTaints does. DecorateNode runs for every node, before any Start.
+type NodeDecorator interface {
+	DecorateNode(node *corev1.Node)
+}
+
 // Env is what a Component gets to work with.
 type Env struct {
 	*framework.Environment
@@ -41,4 +50,6 @@ type Env struct {
 // components is the plug-in point of the sandbox. To add a component, implement
 // Component in a new file of this package (e.g. controller.go) and append an instance
 // here; its TryThis commands are printed with the sandbox's usage instructions.
-var components = []Component{}
+var components = []Component{
+	&controllerComponent{},
+}

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"nodehealth.io/nodehealth/test/framework"
 )
 
@@ -84,8 +86,14 @@ func run(ctx context.Context, stopSignals context.CancelFunc, nodeCount int, dir
 			"topology.kubernetes.io/region": "sandbox",
 			"topology.kubernetes.io/zone":   zones[i%len(zones)],
 		}
-		if _, err := fenv.CreateNode(ctx, name, labels); err != nil {
-			return err
+		node := framework.NewKwokNode(name, labels)
+		for _, c := range components {
+			if d, ok := c.(NodeDecorator); ok {
+				d.DecorateNode(node)
+			}
+		}
+		if _, err := fenv.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating node %s: %w", name, err)
 		}
 		env.Nodes = append(env.Nodes, name)
 	}
