@@ -197,7 +197,7 @@ func nodeChanged(a, b *v1.Node, taintKey string) bool {
 		return true
 	}
 	return hasTaint(a, taintKey, v1.TaintEffectNoExecute) != hasTaint(b, taintKey, v1.TaintEffectNoExecute) ||
-		countTaints(a, taintKey) != countTaints(b, taintKey)
+		countTaints(a, taintKey) != countTaints(b, taintKey) || conditionOf(a) != conditionOf(b)
 }
 
 func indexLeaseByNode(obj interface{}) ([]string, error) {

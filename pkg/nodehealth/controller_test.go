@@ -877,3 +877,30 @@ func TestFirstInstallWithABrokenExtensionDoesNotGateTheCluster(t *testing.T) {
 		t.Fatalf("%d of 4 nodes tainted; the blast radius (50%%, more than 2 failing) must stop at 2", tainted)
 	}
 }
+
+func TestOverwrittenConditionIsPutBack(t *testing.T) {
+	f := newFixture(t, testOptions(), newNode("n1"))
+	f.live("n1")
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if c := f.condition("n1"); c.Status != v1.ConditionTrue {
+		t.Fatalf("condition %+v", c)
+	}
+	// A status writer working from a stale read puts the old condition back.
+	f.updateNode("n1", func(n *v1.Node) {
+		for i := range n.Status.Conditions {
+			if n.Status.Conditions[i].Type == nodev1alpha1.SystemExtensionsReadyCondition {
+				n.Status.Conditions[i].Status, n.Status.Conditions[i].Reason = v1.ConditionFalse, string(causeNew)
+			}
+		}
+	})
+	f.sync("n1")
+	f.expectWrites("patch nodes/status")
+	if c := f.condition("n1"); c.Status != v1.ConditionTrue || c.Reason != "ExtensionsReady" {
+		t.Fatalf("overwritten condition not put back: %+v", c)
+	}
+	f.sync("n1")
+	f.expectWrites()
+}

@@ -46,6 +46,17 @@ func hasCondition(node *v1.Node) bool {
 	return false
 }
 
+// conditionOf returns the status and reason of the node's
+// SystemExtensionsReady condition, for change detection.
+func conditionOf(node *v1.Node) string {
+	for _, c := range node.Status.Conditions {
+		if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
+			return string(c.Status) + "/" + c.Reason
+		}
+	}
+	return ""
+}
+
 // conditionMatches reports whether the node's SystemExtensionsReady condition
 // already has this status and reason.
 func conditionMatches(node *v1.Node, status v1.ConditionStatus, reason string) bool {

@@ -1,0 +1,259 @@
+package nodehealth_test
+
+// The tests in this file run cmd/nodehealth-controller as a real process (or
+// its uninstall command). It sees every node of the cluster, not only this
+// test's group, so these tests do not call t.Parallel: they run before the
+// parallel tests are released, on a cluster holding only their own nodes.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/testenv"
+)
+
+const leaderLeaseName = "nodehealth-controller"
+
+func freeAddress(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// writeControllerConfig writes a NodeHealthControllerConfiguration with
+// short leader-election durations and one rule for the harness's group.
+func (h *harness) writeControllerConfig(t testing.TB, leaderNS string) string {
+	t.Helper()
+	cfg := fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
+kind: NodeHealthControllerConfiguration
+leaderElection:
+  leaderElect: true
+  leaseDuration: 4s
+  renewDeadline: 3s
+  retryPeriod: 1s
+  resourceLock: leases
+  resourceName: %s
+  resourceNamespace: %s
+clientConnection:
+  kubeconfig: %s
+leaseNamespace: %s
+extensionRules:
+- name: agent
+  nodeSelector:
+    matchLabels:
+      %s: %s
+  startupTimeout: 0s
+renewalGrace: %s
+registrationGrace: %s
+eviction:
+  mode: None
+`, leaderLeaseName, leaderNS, h.env.Kubeconfig, h.leaseNS, groupLabel, h.group, renewalGrace, registrationGrace)
+	path := filepath.Join(t.TempDir(), "nodehealth-controller.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func (h *harness) startBinary(t testing.TB, name, config string) *framework.Process {
+	t.Helper()
+	addr := freeAddress(t)
+	p, err := h.env.StartProcess(framework.ProcessSpec{
+		Name: name,
+		Path: controllerBinary(t),
+		Args: []string{"--config", config, "--metrics-bind-address", addr, "--healthz-bind-address", addr, "-v=2"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(10 * time.Second); err != nil {
+			t.Errorf("stopping %s: %v", name, err)
+		}
+		if t.Failed() {
+			t.Logf("last lines of %s:\n%s", name, p.LogTail(60))
+		}
+	})
+	return p
+}
+
+func (h *harness) waitLeader(t testing.TB, leaderNS, what string, cond func(holder string) bool) string {
+	t.Helper()
+	l, err := h.env.WaitForLease(waitCtx(t), leaderNS, leaderLeaseName, func(l *coordinationv1.Lease) bool {
+		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && cond(*l.Spec.HolderIdentity)
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// processOf finds which process has identity, from the identity it logs at
+// start.
+func processOf(t testing.TB, identity string, procs ...*framework.Process) *framework.Process {
+	t.Helper()
+	re := regexp.MustCompile(`identity="` + regexp.QuoteMeta(identity) + `"`)
+	var found *framework.Process
+	err := wait.PollUntilContextTimeout(waitCtx(t), 100*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+		for _, p := range procs {
+			data, err := os.ReadFile(p.LogPath)
+			if err == nil && re.Match(data) {
+				found = p
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no process logged identity %s: %v", identity, err)
+	}
+	return found
+}
+
+// Two replicas of the binary with leader election: SIGKILL the leader, the
+// follower takes over, and no node loses or duplicates its taint across the
+// failover; the new leader then gates a node whose extension dies.
+func TestLeaderElectionFailover(t *testing.T) {
+	h := newHarness(t, "leader")
+	leaderNS := testenv.NewNamespace(t, "nh-leader")
+	config := h.writeControllerConfig(t, leaderNS)
+	a := h.startBinary(t, "nodehealth-controller-a", config)
+	b := h.startBinary(t, "nodehealth-controller-b", config)
+	first := h.waitLeader(t, leaderNS, "a leader", func(string) bool { return true })
+
+	ready := h.createNode(t, "leader-ready")
+	dead := h.createNode(t, "leader-dead")
+	probe := h.createNode(t, "leader-probe")
+	rr := h.startRenewer(t, "agent", ready)
+	rd := h.startRenewer(t, "agent", dead)
+	rp := h.startRenewer(t, "agent", probe)
+	for _, n := range []string{ready, dead, probe} {
+		h.nodes.wait(t, n, "ready", all(readyNode, framework.NodeSchedulable))
+	}
+	rd.stop()
+	h.nodes.wait(t, dead, "tainted for the dead extension", all(gated, conditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseExpired")))
+
+	marks := map[string]int{ready: h.nodes.mark(ready), dead: h.nodes.mark(dead)}
+	leader := processOf(t, first, a, b)
+	follower := a
+	if leader == a {
+		follower = b
+	}
+	killed := time.Now()
+	if err := syscall.Kill(leader.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-leader.Done()
+	// The probe's extension dies with the leader: only the new leader can
+	// taint it, once the grace it gives every Lease when it starts is over.
+	rp.stop()
+	second := h.waitLeader(t, leaderNS, "the follower to take over", func(holder string) bool { return holder != first })
+	if p := processOf(t, second, a, b); p != follower {
+		t.Fatalf("new leader %s is not the surviving process", second)
+	}
+	_, at := h.nodes.waitAt(t, probe, "tainted by the new leader", all(gated, conditionIs(v1.ConditionFalse, "", "agent (")))
+	if at.Sub(killed) < expiry {
+		t.Errorf("probe tainted %s after the failover, within the grace the new leader must give every Lease (%s)", at.Sub(killed), expiry)
+	}
+	h.nodes.checkHistory(t, dead, marks[dead], "tainted throughout the failover", func(n *v1.Node) bool {
+		return gated(n) && noDuplicateTaint(n)
+	})
+	h.nodes.checkHistory(t, ready, marks[ready], "not tainted during the failover", ungated)
+
+	// The probe recovers, so that the ready node failing next is the second
+	// failing node of three, below the default blast-radius threshold.
+	h.startRenewer(t, "agent", probe)
+	h.nodes.wait(t, probe, "ungated by the new leader", readyNode)
+	rr.stop()
+	h.nodes.wait(t, ready, "tainted by the new leader", all(gated, conditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseExpired")))
+	for _, n := range []string{ready, dead, probe} {
+		h.nodes.checkHistory(t, n, 0, "one readiness taint at most", noDuplicateTaint)
+	}
+	if exited, _ := follower.Exited(); exited {
+		t.Errorf("the new leader exited:\n%s", follower.LogTail(40))
+	}
+}
+
+// uninstall removes every taint, annotation, condition and Lease the
+// controller owns, and keeps manual list entries and other taints.
+func TestUninstallCommand(t *testing.T) {
+	h := newHarness(t, "uninstall")
+	run := h.startController(t, h.options(h.rule("agent", nil)))
+	const manual = `[{"name":"manual","affectsReadiness":false}]`
+	const otherTaint = "example.com/keep"
+	keep := h.createNode(t, "uninstall-ready", withAnnotation(nodev1alpha1.SystemExtensionsAnnotation, manual),
+		withTaint(otherTaint, v1.TaintEffectPreferNoSchedule))
+	gatedNode := h.createNode(t, "uninstall-gated")
+	h.startRenewer(t, "agent", keep)
+	h.startRenewer(t, "self", keep, leaseLabels(map[string]string{nodev1alpha1.RegisterLabel: "true"}))
+	h.nodes.wait(t, keep, "ready with rule, lease and manual entries",
+		all(readyNode, listHas("agent", "rule/agent"), listHas("self", "lease"), listHas("manual", "")))
+	h.nodes.wait(t, gatedNode, "gated", all(gated, conditionIs(v1.ConditionFalse, "", "agent (")))
+	run.stop()
+
+	cmd := exec.CommandContext(waitCtx(t), controllerBinary(t), "uninstall",
+		"--kubeconfig", h.env.Kubeconfig, "--taint-key", taintKey, "--lease-namespace", h.leaseNS)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("uninstall: %v\n%s", err, out)
+	}
+	t.Logf("uninstall:\n%s", out)
+
+	for _, name := range []string{keep, gatedNode} {
+		n, err := h.env.Client.CoreV1().Nodes().Get(waitCtx(t), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if taintCount(n, taintKey, "") != 0 {
+			t.Errorf("node %s keeps the readiness taint: %v", name, n.Spec.Taints)
+		}
+		if _, ok := n.Annotations[nodev1alpha1.BootAnnotation]; ok {
+			t.Errorf("node %s keeps the boot record", name)
+		}
+		if c := condition(n); c != nil {
+			t.Errorf("node %s keeps condition %+v", name, c)
+		}
+		list, hasList := n.Annotations[nodev1alpha1.SystemExtensionsAnnotation]
+		switch name {
+		case keep:
+			if list != manual {
+				t.Errorf("node %s list = %q, want only the manual entry %q", name, list, manual)
+			}
+			if taintCount(n, otherTaint, "") != 1 {
+				t.Errorf("node %s lost the other taint: %v", name, n.Spec.Taints)
+			}
+		default:
+			if hasList {
+				t.Errorf("node %s keeps list %q", name, list)
+			}
+		}
+	}
+	_, err = h.env.Client.CoordinationV1().Leases(h.leaseNS).Get(waitCtx(t), nodev1alpha1.ControllerCanaryLease, metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("canary Lease still there: %v", err)
+	}
+	if !strings.Contains(string(out), "changed") {
+		t.Errorf("uninstall printed no summary: %s", out)
+	}
+}

@@ -1,0 +1,905 @@
+package nodehealth_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/testenv"
+)
+
+const (
+	// groupLabel isolates tests: each test's nodes carry its group, and its
+	// in-process controllers and node recorder watch only that group.
+	groupLabel = "it.nodehealth.io/group"
+	// taintKey is the readiness taint every test's controller uses.
+	taintKey = nodev1alpha1.DefaultReadinessTaintKey
+	// controllerUserAgent is the field manager of in-process controllers'
+	// writes, to tell them apart from kwok's and the test's own.
+	controllerUserAgent = "nodehealth-it-controller"
+
+	// leaseSeconds is the duration of test Leases; renewers renew every
+	// renewPeriod and the controller's renewalGrace is renewalGrace, so an
+	// extension that stops renewing expires leaseSeconds+renewalGrace after
+	// its last renewal. The margin (3 s without a renewal before a live
+	// extension could expire) absorbs a slow machine.
+	leaseSeconds      = 4
+	renewPeriod       = time.Second
+	renewalGrace      = time.Second
+	registrationGrace = 3 * time.Second
+	expiry            = leaseSeconds*time.Second + renewalGrace
+
+	// waitTimeout bounds every single wait: generous, because two shared
+	// cores running a control plane and other builds can be slow.
+	waitTimeout = 2 * time.Minute
+
+	// stacksEnv names a directory where a timed-out node wait writes a
+	// goroutine dump, to tell a stuck controller from one that decided wrong.
+	stacksEnv = "NODEHEALTH_IT_STACKS"
+)
+
+// harness holds one test's isolated world: a Lease namespace, a group of
+// nodes and a recorder of every version of those nodes.
+type harness struct {
+	t       *testing.T
+	env     *framework.Environment
+	group   string
+	leaseNS string
+	nodes   *nodeRecorder
+}
+
+func newHarness(t *testing.T, group string) *harness {
+	t.Helper()
+	env := testenv.Env(t)
+	h := &harness{t: t, env: env, group: group, leaseNS: testenv.NewNamespace(t, "nh-"+group)}
+	h.nodes = newNodeRecorder(t, env.Client, h.selector())
+	return h
+}
+
+func (h *harness) selector() string { return groupLabel + "=" + h.group }
+
+func waitCtx(t testing.TB) context.Context { return testenv.ContextWithTimeout(t, waitTimeout) }
+
+// options are the controller options of a test: short durations, eviction
+// off, blast radius off, the canary on.
+func (h *harness) options(rules ...nodehealth.Rule) nodehealth.Options {
+	return nodehealth.Options{
+		LeaseNamespace:     h.leaseNS,
+		TaintKey:           taintKey,
+		TaintEffect:        v1.TaintEffectNoSchedule,
+		Rules:              rules,
+		RenewalGrace:       renewalGrace,
+		RegistrationGrace:  registrationGrace,
+		MaintenanceReasons: sets.New(nodev1alpha1.ReasonUpdating),
+		Eviction:           nodehealth.EvictionOptions{Mode: nodehealth.EvictionModeNone, Timeout: 3 * time.Second, NodesPerSecond: 10},
+		CanaryInterval:     time.Second,
+		Identity:           "it-" + h.group,
+	}
+}
+
+// rule requires ext on every node of the group that also has extra labels.
+func (h *harness) rule(ext string, extra map[string]string) nodehealth.Rule {
+	set := labels.Set{groupLabel: h.group}
+	maps.Copy(set, extra)
+	return nodehealth.Rule{Name: ext, Extension: ext, Selector: labels.SelectorFromSet(set), AffectsReadiness: true,
+		FailurePolicy: nodehealth.FailurePolicyKeepGated}
+}
+
+// controllerRun is an in-process controller.
+type controllerRun struct {
+	metrics  *nodehealth.Metrics
+	registry *prometheus.Registry
+	cancel   context.CancelFunc
+	done     chan struct{}
+	once     sync.Once
+	t        testing.TB
+}
+
+// startController runs the controller in process, wired like
+// cmd/nodehealth-controller/app (transforms, a Lease informer limited to the
+// Lease namespace, an event broadcaster) except that the node informer sees
+// only this test's group. It returns once both informers have synced, so a
+// node created afterwards is new to the controller.
+func (h *harness) startController(t testing.TB, opts nodehealth.Options) *controllerRun {
+	t.Helper()
+	cfg := rest.CopyConfig(h.env.Config)
+	cfg.UserAgent = controllerUserAgent
+	cfg.QPS, cfg.Burst = 100, 200
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTransform(nodehealth.TransformNode),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = h.selector() }))
+	leaseFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithNamespace(opts.LeaseNamespace), informers.WithTransform(nodehealth.TransformLease))
+
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodehealth-controller"})
+	registry := prometheus.NewRegistry()
+	metrics := nodehealth.NewMetrics(registry)
+
+	c, err := nodehealth.NewController(ctx, client, nodeFactory.Core().V1().Nodes(), leaseFactory.Coordination().V1().Leases(),
+		recorder, clock.RealClock{}, opts, metrics)
+	if err != nil {
+		cancel()
+		broadcaster.Shutdown()
+		t.Fatal(err)
+	}
+	run := &controllerRun{metrics: metrics, registry: registry, cancel: cancel, done: make(chan struct{}), t: t}
+	nodeFactory.Start(ctx.Done())
+	leaseFactory.Start(ctx.Done())
+	go func() {
+		defer close(run.done)
+		defer broadcaster.Shutdown()
+		defer leaseFactory.Shutdown()
+		defer nodeFactory.Shutdown()
+		c.Run(ctx, 2)
+	}()
+	t.Cleanup(run.stop)
+	syncCtx := waitCtx(t)
+	for typ, ok := range nodeFactory.WaitForCacheSync(syncCtx.Done()) {
+		if !ok {
+			t.Fatalf("controller's %v informer did not sync", typ)
+		}
+	}
+	for typ, ok := range leaseFactory.WaitForCacheSync(syncCtx.Done()) {
+		if !ok {
+			t.Fatalf("controller's %v informer did not sync", typ)
+		}
+	}
+	return run
+}
+
+// stop ends the controller and waits until it has stopped.
+func (r *controllerRun) stop() {
+	r.once.Do(func() {
+		r.cancel()
+		select {
+		case <-r.done:
+		case <-time.After(time.Minute):
+			r.t.Errorf("controller did not stop within a minute")
+		}
+	})
+}
+
+// metric sums the series of a counter or gauge (histograms: the count)
+// whose labels include want.
+func (r *controllerRun) metric(name string, want map[string]string) float64 {
+	families, err := r.registry.Gather()
+	if err != nil {
+		r.t.Errorf("gathering metrics: %v", err)
+	}
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if have[k] != v {
+					continue series
+				}
+			}
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return sum
+}
+
+// ---------------------------------------------------------------------------
+// Nodes
+
+type nodeOption func(*v1.Node)
+
+func withLabels(l map[string]string) nodeOption {
+	return func(n *v1.Node) { maps.Copy(n.Labels, l) }
+}
+
+func withTaint(key string, effect v1.TaintEffect) nodeOption {
+	return func(n *v1.Node) { n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: key, Effect: effect}) }
+}
+
+// withBootID creates the node with a bootID, as a kubelet registers it.
+func withBootID(id string) nodeOption {
+	return func(n *v1.Node) { n.Status.NodeInfo.BootID = id }
+}
+
+func withAnnotation(key, value string) nodeOption {
+	return func(n *v1.Node) { n.Annotations[key] = value }
+}
+
+// unmanaged marks a node to create without kwok: nothing but the test writes
+// its status. Tests that reboot nodes use them, because kwok's
+// initialization can write a node's status from an older read and so revert
+// a bootID the test just set.
+func unmanaged() nodeOption {
+	return func(n *v1.Node) {
+		delete(n.Annotations, framework.KwokNodeAnnotation)
+		delete(n.Labels, "type")
+	}
+}
+
+// createNode creates a kwok node of the test's group and deletes it at the end.
+func (h *harness) createNode(t testing.TB, name string, opts ...nodeOption) string {
+	t.Helper()
+	n := framework.NewKwokNode(name, map[string]string{groupLabel: h.group})
+	for _, o := range opts {
+		o(n)
+	}
+	if _, err := h.env.Client.CoreV1().Nodes().Create(waitCtx(t), n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := h.env.DeleteNode(ctx, name); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return name
+}
+
+// setBootID reboots a node: it sets its bootID. Use it on unmanaged nodes.
+func (h *harness) setBootID(t testing.TB, node, id string) {
+	t.Helper()
+	if _, err := h.env.SetBootID(waitCtx(t), node, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *harness) labelNode(t testing.TB, node, key string, value *string) {
+	t.Helper()
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{key: value}}})
+	if _, err := h.env.Client.CoreV1().Nodes().Patch(waitCtx(t), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *harness) annotateNode(t testing.TB, node, key string, value *string) {
+	t.Helper()
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: value}}})
+	if _, err := h.env.Client.CoreV1().Nodes().Patch(waitCtx(t), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Node predicates.
+
+func taintCount(n *v1.Node, key string, effect v1.TaintEffect) int {
+	c := 0
+	for _, t := range n.Spec.Taints {
+		if t.Key == key && (effect == "" || t.Effect == effect) {
+			c++
+		}
+	}
+	return c
+}
+
+func gated(n *v1.Node) bool { return taintCount(n, taintKey, v1.TaintEffectNoSchedule) > 0 }
+
+func ungated(n *v1.Node) bool { return taintCount(n, taintKey, "") == 0 }
+
+func condition(n *v1.Node) *v1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == nodev1alpha1.SystemExtensionsReadyCondition {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// conditionIs matches the SystemExtensionsReady condition by status, reason and
+// substrings of its message; a substring starting with "!" must be absent.
+func conditionIs(status v1.ConditionStatus, reason string, message ...string) func(*v1.Node) bool {
+	return func(n *v1.Node) bool {
+		c := condition(n)
+		if c == nil || c.Status != status || (reason != "" && c.Reason != reason) {
+			return false
+		}
+		for _, m := range message {
+			if absent, ok := strings.CutPrefix(m, "!"); ok {
+				if strings.Contains(c.Message, absent) {
+					return false
+				}
+			} else if !strings.Contains(c.Message, m) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func all(conds ...func(*v1.Node) bool) func(*v1.Node) bool {
+	return func(n *v1.Node) bool {
+		for _, c := range conds {
+			if !c(n) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// readyNode: ungated, condition True, and the boot record written.
+func readyNode(n *v1.Node) bool {
+	return ungated(n) && conditionIs(v1.ConditionTrue, "ExtensionsReady")(n) && n.Annotations[nodev1alpha1.BootAnnotation] != ""
+}
+
+func bootRecorded(bootID string) func(*v1.Node) bool {
+	return func(n *v1.Node) bool {
+		return strings.Contains(n.Annotations[nodev1alpha1.BootAnnotation], fmt.Sprintf("%q", bootID))
+	}
+}
+
+func extensionList(t testing.TB, n *v1.Node, namespace string) []nodev1alpha1.SystemExtension {
+	t.Helper()
+	list, err := nodev1alpha1.DecodeSystemExtensions(n.Annotations[nodev1alpha1.SystemExtensionsAnnotation], namespace)
+	if err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+	return list
+}
+
+// listHas matches a node whose extension list has an entry name from source.
+func listHas(name, source string) func(*v1.Node) bool {
+	return func(n *v1.Node) bool {
+		list, err := nodev1alpha1.DecodeSystemExtensions(n.Annotations[nodev1alpha1.SystemExtensionsAnnotation], "")
+		if err != nil {
+			return false
+		}
+		return slices.ContainsFunc(list, func(e nodev1alpha1.SystemExtension) bool { return e.Name == name && e.Source == source })
+	}
+}
+
+func describeNode(n *v1.Node) string {
+	if n == nil {
+		return "<none>"
+	}
+	s := fmt.Sprintf("%s rv=%s bootID=%q taints=%v annotations{list=%q boot=%q}", n.Name, n.ResourceVersion, n.Status.NodeInfo.BootID,
+		n.Spec.Taints, n.Annotations[nodev1alpha1.SystemExtensionsAnnotation], n.Annotations[nodev1alpha1.BootAnnotation])
+	if c := condition(n); c != nil {
+		s += fmt.Sprintf(" condition{%s %s heartbeat=%s %q}", c.Status, c.Reason, c.LastHeartbeatTime.Format("15:04:05"), c.Message)
+	}
+	return s
+}
+
+// nodeRecorder keeps every version of a group's nodes, in the order the watch
+// delivered them, so tests can both wait for a state and assert on the whole
+// history (a taint never removed, never duplicated, a node never written).
+type nodeRecorder struct {
+	mu      sync.Mutex
+	history map[string][]snapshot
+	changed chan struct{}
+}
+
+type snapshot struct {
+	at   time.Time
+	node *v1.Node // nil: deleted
+}
+
+func newNodeRecorder(t testing.TB, client kubernetes.Interface, selector string) *nodeRecorder {
+	t.Helper()
+	r := &nodeRecorder{history: map[string][]snapshot{}, changed: make(chan struct{})}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	informer := factory.Core().V1().Nodes().Informer()
+	add := func(name string, n *v1.Node) {
+		r.mu.Lock()
+		r.history[name] = append(r.history[name], snapshot{at: time.Now(), node: n})
+		close(r.changed)
+		r.changed = make(chan struct{})
+		r.mu.Unlock()
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { n := obj.(*v1.Node); add(n.Name, n) },
+		UpdateFunc: func(_, obj any) { n := obj.(*v1.Node); add(n.Name, n) },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if n, ok := obj.(*v1.Node); ok {
+				add(n.Name, nil)
+			}
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	factory.Start(stop)
+	t.Cleanup(func() { close(stop); factory.Shutdown() })
+	ctx := waitCtx(t)
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		t.Fatal("node recorder did not sync")
+	}
+	return r
+}
+
+// mark returns the position in a node's history from which to look later.
+func (r *nodeRecorder) mark(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.history[name])
+}
+
+// since returns the node's versions from mark on, preceded by the version
+// current at mark (if any), so the list covers the whole interval.
+func (r *nodeRecorder) since(name string, mark int) []*v1.Node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.history[name]
+	start := max(mark-1, 0)
+	var out []*v1.Node
+	for _, s := range h[start:] {
+		if s.node != nil {
+			out = append(out, s.node)
+		}
+	}
+	return out
+}
+
+func (r *nodeRecorder) snapshotsSince(name string, mark int) []snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.history[name][mark:])
+}
+
+func (r *nodeRecorder) latest(name string) *v1.Node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.history[name]
+	if len(h) == 0 {
+		return nil
+	}
+	return h[len(h)-1].node
+}
+
+// wait waits until the node's current version satisfies cond and returns it.
+func (r *nodeRecorder) wait(t testing.TB, name, what string, cond func(*v1.Node) bool) *v1.Node {
+	t.Helper()
+	n, _ := r.waitAt(t, name, what, cond)
+	return n
+}
+
+// waitAt is wait that also returns when (by the recorder's clock) the
+// matching version was observed.
+func (r *nodeRecorder) waitAt(t testing.TB, name, what string, cond func(*v1.Node) bool) (*v1.Node, time.Time) {
+	t.Helper()
+	timeout := time.NewTimer(waitTimeout)
+	defer timeout.Stop()
+	for {
+		r.mu.Lock()
+		h := r.history[name]
+		var last snapshot
+		if len(h) > 0 {
+			last = h[len(h)-1]
+		}
+		ch := r.changed
+		r.mu.Unlock()
+		if last.node != nil && cond(last.node) {
+			return last.node, last.at
+		}
+		select {
+		case <-ch:
+		case <-timeout.C:
+			// A timed-out wait can dump every goroutine (the in-process
+			// controllers' workers included) into $NODEHEALTH_IT_STACKS.
+			if dir := os.Getenv(stacksEnv); dir != "" {
+				buf := make([]byte, 16<<20)
+				_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d.stacks", name, time.Now().UnixNano())), buf[:goruntime.Stack(buf, true)], 0o644)
+			}
+			t.Fatalf("timed out after %s waiting for node %s: %s; last seen: %s\nhistory:\n%s", waitTimeout, name, what, describeNode(last.node), r.dump(name))
+		case <-t.Context().Done():
+			t.Fatalf("test ended waiting for node %s: %s", name, what)
+		}
+	}
+}
+
+// dump describes every recorded version of a node, for failure messages.
+func (r *nodeRecorder) dump(name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for _, s := range r.history[name] {
+		fmt.Fprintf(&b, "  %s %s\n", s.at.Format("15:04:05.000"), describeNode(s.node))
+	}
+	return b.String()
+}
+
+// waitSeen waits until some version since mark satisfied cond (it may have
+// changed again since) and returns that version.
+func (r *nodeRecorder) waitSeen(t testing.TB, name string, mark int, what string, cond func(*v1.Node) bool) *v1.Node {
+	t.Helper()
+	timeout := time.NewTimer(waitTimeout)
+	defer timeout.Stop()
+	for {
+		r.mu.Lock()
+		h := slices.Clone(r.history[name][mark:])
+		ch := r.changed
+		r.mu.Unlock()
+		for _, s := range h {
+			if s.node != nil && cond(s.node) {
+				return s.node
+			}
+		}
+		select {
+		case <-ch:
+		case <-timeout.C:
+			t.Fatalf("timed out after %s waiting for node %s to have been %s; last seen: %s", waitTimeout, name, what, describeNode(r.latest(name)))
+		}
+	}
+}
+
+// checkHistory reports every version since mark that breaks invariant.
+func (r *nodeRecorder) checkHistory(t testing.TB, name string, mark int, what string, invariant func(*v1.Node) bool) {
+	t.Helper()
+	for _, n := range r.since(name, mark) {
+		if !invariant(n) {
+			t.Errorf("node %s broke %q at resourceVersion %s: %s", name, what, n.ResourceVersion, describeNode(n))
+		}
+	}
+}
+
+// checkBetween reports every version from mark from to mark to (the version
+// current at from included) that breaks invariant.
+func (r *nodeRecorder) checkBetween(t testing.TB, name string, from, to int, what string, invariant func(*v1.Node) bool) {
+	t.Helper()
+	r.mu.Lock()
+	h := slices.Clone(r.history[name][max(from-1, 0):to])
+	r.mu.Unlock()
+	for _, s := range h {
+		if s.node != nil && !invariant(s.node) {
+			t.Errorf("node %s broke %q at resourceVersion %s: %s", name, what, s.node.ResourceVersion, describeNode(s.node))
+		}
+	}
+}
+
+// checkOnceAlways: from the first version since mark that satisfies once,
+// every later version satisfies always.
+func (r *nodeRecorder) checkOnceAlways(t testing.TB, name string, mark int, what string, once, always func(*v1.Node) bool) {
+	t.Helper()
+	seen := false
+	for _, n := range r.since(name, mark) {
+		seen = seen || once(n)
+		if seen && !always(n) {
+			t.Errorf("node %s broke %q at resourceVersion %s: %s", name, what, n.ResourceVersion, describeNode(n))
+		}
+	}
+	if !seen {
+		t.Errorf("node %s: %q: the starting state was never seen", name, what)
+	}
+}
+
+// noDuplicateTaint: at most one readiness taint per effect, ever.
+func noDuplicateTaint(n *v1.Node) bool {
+	return taintCount(n, taintKey, v1.TaintEffectNoSchedule) <= 1 && taintCount(n, taintKey, v1.TaintEffectNoExecute) <= 1
+}
+
+// ---------------------------------------------------------------------------
+// Leases
+
+// renewer renews one extension's Lease through the API, like an extension's
+// heartbeat would.
+type renewer struct {
+	h        *harness
+	t        testing.TB
+	ext      string
+	node     string
+	name     string
+	holder   string
+	duration int32
+	skew     time.Duration
+	labels   map[string]string
+
+	stopCh   chan struct{}
+	done     chan struct{}
+	once     sync.Once
+	renewals atomic.Int64
+	// lastStart is when the latest successful renewal was sent (UnixNano):
+	// the controller cannot have observed it earlier.
+	lastStart atomic.Int64
+}
+
+type renewOption func(*renewer)
+
+// leaseDuration sets leaseDurationSeconds (default leaseSeconds).
+func leaseDuration(seconds int32) renewOption { return func(r *renewer) { r.duration = seconds } }
+
+// skewed writes renewTime off by d, like a node whose clock is wrong.
+func skewed(d time.Duration) renewOption { return func(r *renewer) { r.skew = d } }
+
+// leaseLabels adds labels to the Lease when it is created.
+func leaseLabels(l map[string]string) renewOption { return func(r *renewer) { maps.Copy(r.labels, l) } }
+
+// startRenewer renews the Lease of ext on node once (creating it if needed)
+// before returning, then every renewPeriod until stopped.
+func (h *harness) startRenewer(t testing.TB, ext, node string, opts ...renewOption) *renewer {
+	t.Helper()
+	name, err := nodev1alpha1.LeaseName(ext, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &renewer{h: h, t: t, ext: ext, node: node, name: name, holder: node + "/" + ext, duration: leaseSeconds,
+		labels: nodev1alpha1.LeaseLabels(ext, node), stopCh: make(chan struct{}), done: make(chan struct{})}
+	for _, o := range opts {
+		o(r)
+	}
+	if err := r.renew(waitCtx(t)); err != nil {
+		t.Fatalf("renewing lease %s: %v", name, err)
+	}
+	go r.loop()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *renewer) loop() {
+	defer close(r.done)
+	ticker := time.NewTicker(renewPeriod)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-r.stopCh:
+			return
+		case <-ticker.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := r.renew(ctx)
+		cancel()
+		select {
+		case <-r.stopCh:
+			return
+		default:
+		}
+		if err != nil {
+			r.t.Logf("renewing lease %s: %v", r.name, err)
+		}
+	}
+}
+
+func (r *renewer) renew(ctx context.Context) error {
+	start := time.Now()
+	renewTime := metav1.NewMicroTime(start.Add(r.skew))
+	leases := r.h.env.Client.CoordinationV1().Leases(r.h.leaseNS)
+	patch, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{
+			nodev1alpha1.ReasonAnnotation: nil, nodev1alpha1.MessageAnnotation: nil}},
+		"spec": map[string]any{"holderIdentity": r.holder, "leaseDurationSeconds": r.duration, "renewTime": renewTime},
+	})
+	_, err := leases.Patch(ctx, r.name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: r.name, Labels: r.labels},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(r.holder), LeaseDurationSeconds: ptr.To(r.duration),
+				RenewTime: &renewTime, AcquireTime: &renewTime},
+		}, metav1.CreateOptions{})
+	}
+	if err == nil {
+		r.renewals.Add(1)
+		r.lastStart.Store(start.UnixNano())
+	}
+	return err
+}
+
+// stop ends the renewals; the Lease stays as it is and expires.
+func (r *renewer) stop() {
+	r.once.Do(func() { close(r.stopCh) })
+	<-r.done
+}
+
+// lastRenewal is when the latest renewal was sent.
+func (r *renewer) lastRenewal() time.Time { return time.Unix(0, r.lastStart.Load()) }
+
+// release stops renewing and releases the Lease (empty holderIdentity) with
+// a reason, which is how an extension asks for the taint.
+func (r *renewer) release(t testing.TB, reason, message string) {
+	t.Helper()
+	r.stop()
+	patch, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{
+			nodev1alpha1.ReasonAnnotation: reason, nodev1alpha1.MessageAnnotation: message}},
+		"spec": map[string]any{"holderIdentity": "", "renewTime": metav1.NewMicroTime(time.Now())},
+	})
+	if _, err := r.h.env.Client.CoordinationV1().Leases(r.h.leaseNS).Patch(waitCtx(t), r.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *harness) deleteLease(t testing.TB, ext, node string) {
+	t.Helper()
+	name, _ := nodev1alpha1.LeaseName(ext, node)
+	if err := h.env.Client.CoordinationV1().Leases(h.leaseNS).Delete(waitCtx(t), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitCounter polls a counter of the test (renewals, metrics) until it
+// reaches want. Counters have no watch; polling them is the signal.
+func waitCounter(t testing.TB, what string, want float64, get func() float64) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	ticker := time.NewTicker(100 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		got := get()
+		if got >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s to reach %v (at %v)", what, want, got)
+		}
+		select {
+		case <-ticker.C:
+		case <-t.Context().Done():
+			t.Fatalf("test ended waiting for %s", what)
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Pods and events
+
+func newPod(name, node string, lbls map[string]string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls},
+		Spec: v1.PodSpec{
+			NodeName:   node,
+			Containers: []v1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10"}},
+		},
+	}
+}
+
+// tolerateReadinessTaint tolerates the readiness taint with every effect,
+// like an extension DaemonSet does.
+func tolerateReadinessTaint(p *v1.Pod) *v1.Pod {
+	p.Spec.Tolerations = append(p.Spec.Tolerations, v1.Toleration{Key: taintKey, Operator: v1.TolerationOpExists})
+	return p
+}
+
+func (h *harness) createRunningPod(t testing.TB, ns string, pod *v1.Pod) *v1.Pod {
+	t.Helper()
+	p, err := h.env.Client.CoreV1().Pods(ns).Create(waitCtx(t), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testenv.WaitForPod(t, ns, p.Name, framework.PodRunning)
+}
+
+// waitPods waits until cond holds for the pods of ns matching selector.
+func (h *harness) waitPods(t testing.TB, ns, selector, what string, cond func([]*v1.Pod) bool) []*v1.Pod {
+	t.Helper()
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return h.env.Client.CoreV1().Pods(ns).List(context.Background(), o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return h.env.Client.CoreV1().Pods(ns).Watch(context.Background(), o)
+		},
+	}
+	var store cache.Store
+	var found []*v1.Pod
+	check := func() bool {
+		var pods []*v1.Pod
+		for _, obj := range store.List() {
+			pods = append(pods, obj.(*v1.Pod))
+		}
+		if cond(pods) {
+			found = pods
+			return true
+		}
+		return false
+	}
+	_, err := watchtools.UntilWithSync(waitCtx(t), lw, &v1.Pod{},
+		func(s cache.Store) (bool, error) { store = s; return check(), nil },
+		func(watch.Event) (bool, error) { return check(), nil })
+	if err != nil {
+		var names []string
+		if store != nil {
+			for _, obj := range store.List() {
+				p := obj.(*v1.Pod)
+				names = append(names, fmt.Sprintf("%s(node=%q phase=%s deleting=%v)", p.Name, p.Spec.NodeName, p.Status.Phase, p.DeletionTimestamp != nil))
+			}
+		}
+		t.Fatalf("waiting for pods in %s (%s) %s: %v; pods: %v", ns, selector, what, err, names)
+	}
+	return found
+}
+
+// nodeEvents lists the Events about a node.
+func (h *harness) nodeEvents(t testing.TB, node string) []v1.Event {
+	t.Helper()
+	list, err := h.env.Client.CoreV1().Events(metav1.NamespaceDefault).List(waitCtx(t), metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", node).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// waitEvent waits for an Event about node with reason whose message contains
+// every substring.
+func (h *harness) waitEvent(t testing.TB, node, reason string, contains ...string) *v1.Event {
+	t.Helper()
+	sel := fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.name", node),
+		fields.OneTermEqualSelector("reason", reason)).String()
+	lw := cache.NewListWatchFromClient(h.env.Client.CoreV1().RESTClient(), "events", metav1.NamespaceDefault, fields.ParseSelectorOrDie(sel))
+	ev, err := framework.WaitFor(waitCtx(t), lw, func(e *v1.Event) bool {
+		for _, c := range contains {
+			if !strings.Contains(e.Message, c) {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		var have []string
+		for _, e := range h.nodeEvents(t, node) {
+			have = append(have, e.Reason+": "+e.Message)
+		}
+		t.Fatalf("no event %s %v on node %s: %v; events: %q", reason, contains, node, err, have)
+	}
+	return ev
+}
+
+// kubectl runs the control plane's kubectl as the admin user.
+func (h *harness) kubectl(t testing.TB, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(waitCtx(t), h.env.Binary(framework.Kubectl), append([]string{"--kubeconfig", h.env.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func hasEvent(events []v1.Event, reason string) bool {
+	return slices.ContainsFunc(events, func(e v1.Event) bool { return e.Reason == reason })
+}

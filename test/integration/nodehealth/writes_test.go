@@ -1,0 +1,305 @@
+package nodehealth_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/test/framework"
+)
+
+// controllerWrites lists the managedFields entries of the in-process
+// controllers on a node (their field manager is controllerUserAgent).
+func controllerWrites(n *v1.Node) []metav1.ManagedFieldsEntry {
+	var out []metav1.ManagedFieldsEntry
+	for _, m := range n.ManagedFields {
+		if m.Manager == controllerUserAgent {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// sameForController reports whether two versions of a node differ in nothing
+// the controller writes: taints, its annotations, its condition.
+func sameForController(a, b *v1.Node) bool {
+	ca, cb := condition(a), condition(b)
+	return reflect.DeepEqual(a.Spec.Taints, b.Spec.Taints) &&
+		a.Annotations[nodev1alpha1.SystemExtensionsAnnotation] == b.Annotations[nodev1alpha1.SystemExtensionsAnnotation] &&
+		a.Annotations[nodev1alpha1.BootAnnotation] == b.Annotations[nodev1alpha1.BootAnnotation] &&
+		reflect.DeepEqual(ca, cb) &&
+		reflect.DeepEqual(controllerWrites(a), controllerWrites(b))
+}
+
+// At steady state (every extension renewing) the controller writes no Node:
+// over two lease durations of renewals, which it observes and evaluates,
+// nodes see no write of the controller at all.
+func TestSteadyStateNoNodeWrites(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "steady")
+	run := h.startController(t, h.options(h.rule("cni", nil), h.rule("proxy", nil)))
+	names := []string{"steady-n1", "steady-n2", "steady-n3"}
+	var renewers []*renewer
+	for _, n := range names {
+		h.createNode(t, n)
+		renewers = append(renewers, h.startRenewer(t, "cni", n), h.startRenewer(t, "proxy", n))
+	}
+	for _, n := range names {
+		h.nodes.wait(t, n, "ready and schedulable (kwok and node-lifecycle-controller done)", all(readyNode, framework.NodeSchedulable))
+	}
+
+	marks := map[string]int{}
+	base := map[string]*v1.Node{}
+	for _, n := range names {
+		marks[n] = h.nodes.mark(n)
+		base[n] = h.nodes.latest(n)
+	}
+	writes := func() float64 {
+		return run.metric("nodehealth_taint_writes_total", nil) + run.metric("nodehealth_condition_writes_total", nil) +
+			run.metric("nodehealth_extension_list_writes_total", nil)
+	}
+	writesBefore := writes()
+	evaluationsBefore := run.metric("nodehealth_evaluations_total", nil)
+	start := time.Now()
+
+	// The window: two lease durations of renewals by every extension, and
+	// every node evaluated again meanwhile (by a renewal or its expiry timer).
+	renewals := 2 * leaseSeconds * int64(time.Second/renewPeriod)
+	want := map[*renewer]int64{}
+	for _, r := range renewers {
+		want[r] = r.renewals.Load() + renewals
+	}
+	for _, r := range renewers {
+		waitCounter(t, "renewals of "+r.name, float64(want[r]), func() float64 { return float64(r.renewals.Load()) })
+	}
+	waitCounter(t, "evaluations", evaluationsBefore+float64(len(names)), func() float64 {
+		return run.metric("nodehealth_evaluations_total", nil)
+	})
+	t.Logf("steady-state window: %s, %v evaluations", time.Since(start).Round(time.Millisecond),
+		run.metric("nodehealth_evaluations_total", nil)-evaluationsBefore)
+
+	if d := writes() - writesBefore; d != 0 {
+		t.Errorf("the controller wrote %v times at steady state", d)
+	}
+	for _, n := range names {
+		events := h.nodes.snapshotsSince(n, marks[n])
+		for _, s := range events {
+			if s.node == nil || !sameForController(base[n], s.node) {
+				t.Errorf("node %s changed at steady state: %s", n, describeNode(s.node))
+			}
+		}
+		t.Logf("node %s: %d watch events in the window (kwok/kubelet status only)", n, len(events))
+	}
+}
+
+// Restarting the controller does not flap any node: a ready node is not
+// written, a gated node with a dead extension keeps its taint through the
+// new controller's grace window (every Lease counts as renewed when it
+// starts), a node without extensions stays untouched.
+func TestRestartDoesNotFlap(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "restart")
+	opts := h.options(h.rule("agent", map[string]string{"it.nodehealth.io/needs": "agent"}))
+	first := h.startController(t, opts)
+	needs := withLabels(map[string]string{"it.nodehealth.io/needs": "agent"})
+	ready := h.createNode(t, "restart-ready", needs)
+	dead := h.createNode(t, "restart-dead", needs)
+	probe := h.createNode(t, "restart-probe", needs)
+	bare := h.createNode(t, "restart-bare")
+	h.startRenewer(t, "agent", ready)
+	rd := h.startRenewer(t, "agent", dead)
+	rp := h.startRenewer(t, "agent", probe)
+	for _, n := range []string{ready, dead, probe} {
+		h.nodes.wait(t, n, "ready and schedulable", all(readyNode, framework.NodeSchedulable))
+	}
+	h.nodes.wait(t, bare, "schedulable, never written", all(framework.NodeSchedulable, func(n *v1.Node) bool {
+		return ungated(n) && condition(n) == nil && len(controllerWrites(n)) == 0
+	}))
+	rd.stop()
+	h.nodes.wait(t, dead, "tainted for the dead extension", all(gated, conditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseExpired")))
+
+	marks := map[string]int{}
+	base := map[string]*v1.Node{}
+	for _, n := range []string{ready, dead, bare} {
+		marks[n] = h.nodes.mark(n)
+		base[n] = h.nodes.latest(n)
+	}
+	first.stop()
+	// The probe's extension dies with the restart: the new controller can
+	// only taint it once the grace it gives every Lease at start is over,
+	// so its taint shows that the window where a flap could happen passed.
+	rp.stop()
+	probeMark := h.nodes.mark(probe)
+	restarted := time.Now()
+	h.startController(t, opts)
+	_, at := h.nodes.waitAt(t, probe, "tainted by the new controller", gated)
+	if at.Sub(restarted) < expiry {
+		t.Errorf("probe tainted %s after the restart, within the grace the new controller must give every Lease (%s)", at.Sub(restarted), expiry)
+	}
+	h.nodes.checkBetween(t, probe, probeMark, probeMark, "untainted before the restart", ungated)
+
+	h.nodes.checkHistory(t, dead, marks[dead], "tainted throughout the restart", func(n *v1.Node) bool {
+		return gated(n) && noDuplicateTaint(n)
+	})
+	h.nodes.checkHistory(t, ready, marks[ready], "not tainted", ungated)
+	for _, n := range []string{ready, bare} {
+		h.nodes.checkHistory(t, n, marks[n], "not written by the new controller", func(v *v1.Node) bool {
+			return sameForController(base[n], v)
+		})
+	}
+}
+
+// A concurrent writer toggling its own taint while the controller gates and
+// ungates the node never loses an update, and neither does the controller.
+func TestConcurrentTaintWriter(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "writer")
+	run := h.startController(t, h.options(h.rule("agent", nil)))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("controller metrics: condition writes success=%v error=%v; taint writes success=%v conflict=%v error=%v",
+				run.metric("nodehealth_condition_writes_total", map[string]string{"result": "success"}),
+				run.metric("nodehealth_condition_writes_total", map[string]string{"result": "error"}),
+				run.metric("nodehealth_taint_writes_total", map[string]string{"result": "success"}),
+				run.metric("nodehealth_taint_writes_total", map[string]string{"result": "conflict"}),
+				run.metric("nodehealth_taint_writes_total", map[string]string{"result": "error"}))
+		}
+	})
+	node := h.createNode(t, "writer-n1")
+	r := h.startRenewer(t, "agent", node, leaseDuration(3600))
+	h.nodes.wait(t, node, "ready", readyNode)
+	mark := h.nodes.mark(node)
+
+	const otherKey = "example.com/maintenance"
+	type write struct {
+		rv      string
+		present bool
+		value   string
+	}
+	var (
+		mu     sync.Mutex
+		writes []write
+	)
+	stop := make(chan struct{})
+	stopped := make(chan struct{})
+	var stopOnce sync.Once
+	stopWriter := func() { stopOnce.Do(func() { close(stop) }); <-stopped }
+	t.Cleanup(stopWriter)
+	nodes := h.env.Client.CoreV1().Nodes()
+	// The writer does what kubectl taint does: read, change the list,
+	// Update with the resourceVersion it read, retry on conflict.
+	go func() {
+		defer close(stopped)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			for {
+				n, err := nodes.Get(ctx, node, metav1.GetOptions{})
+				if err != nil {
+					break
+				}
+				var taints []v1.Taint
+				present := false
+				for _, tn := range n.Spec.Taints {
+					if tn.Key == otherKey {
+						present = true
+					} else {
+						taints = append(taints, tn)
+					}
+				}
+				value := strconv.Itoa(i)
+				if !present {
+					taints = append(taints, v1.Taint{Key: otherKey, Value: value, Effect: v1.TaintEffectPreferNoSchedule})
+				}
+				n.Spec.Taints = taints
+				updated, err := nodes.Update(ctx, n, metav1.UpdateOptions{})
+				if apierrors.IsConflict(err) {
+					continue
+				}
+				if err == nil {
+					mu.Lock()
+					writes = append(writes, write{rv: updated.ResourceVersion, present: !present, value: value})
+					mu.Unlock()
+				}
+				break
+			}
+			cancel()
+		}
+	}()
+
+	for i := range 4 {
+		r.release(t, "Cycle", fmt.Sprint(i))
+		h.nodes.wait(t, node, fmt.Sprintf("gated (cycle %d)", i), gated)
+		r = h.startRenewer(t, "agent", node, leaseDuration(3600))
+		h.nodes.wait(t, node, fmt.Sprintf("ungated (cycle %d)", i), all(ungated, conditionIs(v1.ConditionTrue, "ExtensionsReady")))
+	}
+	stopWriter()
+
+	// Leave the writer's taint on and gate/ungate once more.
+	for {
+		final, err := nodes.Get(waitCtx(t), node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if taintCount(final, otherKey, "") != 0 {
+			break
+		}
+		final.Spec.Taints = append(final.Spec.Taints, v1.Taint{Key: otherKey, Value: "final", Effect: v1.TaintEffectPreferNoSchedule})
+		updated, err := nodes.Update(waitCtx(t), final, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		writes = append(writes, write{rv: updated.ResourceVersion, present: true, value: "final"})
+		break
+	}
+	r.release(t, "Cycle", "last")
+	h.nodes.wait(t, node, "gated with the other taint", all(gated, func(n *v1.Node) bool { return taintCount(n, otherKey, "") == 1 }))
+	h.startRenewer(t, "agent", node, leaseDuration(3600))
+	n := h.nodes.wait(t, node, "ungated with the other taint", all(ungated, conditionIs(v1.ConditionTrue, "ExtensionsReady")))
+	if taintCount(n, otherKey, "") != 1 {
+		t.Errorf("the other writer's taint was lost: %s", describeNode(n))
+	}
+	if len(writes) < 2 {
+		t.Errorf("the writer only wrote %d times", len(writes))
+	}
+	t.Logf("the writer wrote %d times during %d gate/ungate cycles", len(writes), 5)
+
+	// Every version between two of the writer's writes shows what the
+	// earlier one wrote: nobody overwrote it.
+	versions := h.nodes.since(node, mark)
+	w := -1
+	for _, v := range versions {
+		for w+1 < len(writes) && writes[w+1].rv == v.ResourceVersion {
+			w++
+		}
+		if !noDuplicateTaint(v) || taintCount(v, otherKey, "") > 1 {
+			t.Errorf("duplicate taint at resourceVersion %s: %v", v.ResourceVersion, v.Spec.Taints)
+		}
+		if w < 0 {
+			continue
+		}
+		if got := taintCount(v, otherKey, "") == 1; got != writes[w].present {
+			t.Errorf("resourceVersion %s: writer's taint present = %v, but its last write (rv %s) set %v: %v",
+				v.ResourceVersion, got, writes[w].rv, writes[w].present, v.Spec.Taints)
+		}
+	}
+	if w != len(writes)-1 {
+		t.Errorf("only %d of the writer's %d writes were seen in the node's history", w+1, len(writes))
+	}
+}
