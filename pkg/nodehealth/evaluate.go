@@ -280,6 +280,13 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 					d.detectedAt = s.failedAt
 				}
 			}
+		} else if st.cause == causeFoundGated {
+			// Found gated at a start: once an extension is known not to be
+			// ready, that is the reason, not the restart.
+			st.cause = causeNotReady
+			if allPlanned {
+				st.cause = causeMaintenance
+			}
 		} else if st.cause == causeMaintenance && !allPlanned {
 			st.cause = causeNotReady
 		} else if st.cause == causeNotReady && allPlanned {
