@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -32,6 +36,14 @@ type NodeDecorator interface {
 	DecorateNode(node *corev1.Node)
 }
 
+// Stopper is implemented by a Component that must undo something before the sandbox's
+// processes are stopped, e.g. resume a process it paused, which could not handle the
+// SIGTERM of the shutdown otherwise. Stop runs for every component, in reverse start
+// order, before the environment stops its processes.
+type Stopper interface {
+	Stop()
+}
+
 // Env is what a Component gets to work with.
 type Env struct {
 	*framework.Environment
@@ -51,5 +63,24 @@ type Env struct {
 // Component in a new file of this package (e.g. controller.go) and append an instance
 // here; its TryThis commands are printed with the sandbox's usage instructions.
 var components = []Component{
+	&extensionsComponent{},
 	&controllerComponent{},
+}
+
+// ProductBinary returns the path of a binary of cmd/ in <repo root>/_output/bin. When it
+// is missing, every binary of cmd/ is built there first, as `make build` does.
+func (e *Env) ProductBinary(ctx context.Context, name string) (string, error) {
+	dir := filepath.Join(e.RepoRoot, "_output", "bin")
+	path := filepath.Join(dir, name)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	fmt.Printf("sandbox: %s is missing; building cmd/ (go build -o _output/bin/ ./cmd/...)...\n", display(path))
+	build := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), "./cmd/...")
+	build.Dir = e.RepoRoot
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("building %s (try `make build`): %w", name, err)
+	}
+	return path, nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,32 +22,19 @@ import (
 const (
 	// controllerNamespace holds the controller's leader-election Lease.
 	controllerNamespace = "nodehealth-system"
-	// sandboxLeaseSeconds and sandboxRenewEvery are the extension Leases' duration and
-	// renewal interval (production defaults: 40s and 10s).
-	sandboxLeaseSeconds = 10
-	sandboxRenewEvery   = 3 * time.Second
 	// sandboxRenewalGrace is the controller's renewalGrace (default 10s): an extension
 	// that stops renewing is not ready sandboxLeaseSeconds + 5s after its last renewal.
 	sandboxRenewalGrace = 5 * time.Second
 )
 
-// sandboxExtensions are the extensions every sandbox node requires, with how long each
-// takes to come back after a simulated reboot.
-var sandboxExtensions = []renewerExtension{
-	{name: "kube-proxy", rebootDelay: 4 * time.Second},
-	{name: "cni", rebootDelay: 10 * time.Second},
-}
-
 // controllerComponent runs the real nodehealth-controller binary against the sandbox,
-// with rules that make every node require the sandbox extensions, and simulates those
-// extensions with in-process Lease renewers (see renewers.go).
+// with rules that make every node require the sandbox extensions (whose heartbeats
+// extensions.go runs).
 type controllerComponent struct {
-	configPath  string
-	metricsURL  string
-	healthzURL  string
-	logPath     string
-	controlDirs controlDirs
-	nodes       []string
+	configPath string
+	metricsURL string
+	healthzURL string
+	logPath    string
 }
 
 func (c *controllerComponent) Name() string { return "node-health controller" }
@@ -61,53 +47,31 @@ func (c *controllerComponent) DecorateNode(n *corev1.Node) {
 }
 
 func (c *controllerComponent) Start(ctx context.Context, env *Env) error {
-	c.nodes = env.Nodes
-	for _, ns := range []string{nodev1alpha1.DefaultLeaseNamespace, controllerNamespace} {
-		_, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating namespace %s: %w", ns, err)
-		}
-	}
-
-	// kwok reports no bootID; a kubelet always does, and a reboot is a change between
-	// two non-empty values. Give every node its first boot.
-	for _, node := range env.Nodes {
-		if _, err := env.SetBootID(ctx, node, "boot-1"); err != nil {
-			return err
-		}
-	}
-
-	// The simulated extensions start first: a real node's DaemonSets start renewing
-	// while the node is still gated.
-	c.controlDirs = controlDirs{stop: filepath.Join(env.Dir, "stop"), crash: filepath.Join(env.Dir, "crash")}
-	if err := c.controlDirs.reset(); err != nil {
+	if err := createNamespace(ctx, env, controllerNamespace); err != nil {
 		return err
 	}
-	if err := startRenewers(ctx, env, sandboxExtensions, c.controlDirs); err != nil {
-		return err
-	}
-
-	metricsPort, err := freeLoopbackPort()
+	ports, err := freeLoopbackPorts(2)
 	if err != nil {
 		return err
 	}
-	healthzPort, err := freeLoopbackPort()
-	if err != nil {
-		return err
-	}
+	metricsPort, healthzPort := ports[0], ports[1]
 	c.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	c.healthzURL = fmt.Sprintf("http://127.0.0.1:%d/healthz", healthzPort)
 	c.configPath = filepath.Join(env.Dir, "nodehealth-controller.yaml")
 	if err := os.WriteFile(c.configPath, []byte(controllerConfig(env.KubeconfigPath, metricsPort, healthzPort)), 0o644); err != nil {
 		return err
 	}
+	bin, err := env.ProductBinary(ctx, "nodehealth-controller")
+	if err != nil {
+		return err
+	}
 	p, err := env.StartProcess(framework.ProcessSpec{
 		Name: "nodehealth-controller",
-		Path: filepath.Join(env.RepoRoot, "_output", "bin", "nodehealth-controller"),
+		Path: bin,
 		Args: []string{"--config", c.configPath},
 	})
 	if err != nil {
-		return fmt.Errorf("%w (build it with `make build`)", err)
+		return err
 	}
 	c.logPath = p.LogPath
 
@@ -131,33 +95,7 @@ func (c *controllerComponent) Start(ctx context.Context, env *Env) error {
 }
 
 func (c *controllerComponent) TryThis() []string {
-	k := "_output/bin/kubectl"
-	n1, n2 := "sandbox-node-1", "sandbox-node-2"
-	if len(c.nodes) > 0 {
-		n1, n2 = c.nodes[0], c.nodes[len(c.nodes)-1]
-	}
-	if len(c.nodes) > 1 {
-		n2 = c.nodes[1]
-	}
-	stop := display(c.controlDirs.stop)
-	crash := display(c.controlDirs.crash)
-	columns := `'custom-columns=NODE:.metadata.name,TAINTS:.spec.taints[*].key,EXTENSIONS:.status.conditions[?(@.type=="SystemExtensionsReady")].reason'`
 	return []string{
-		fmt.Sprintf("# Every node requires kube-proxy and cni; their Leases (%ds, renewed every %s) are in %s:", sandboxLeaseSeconds, sandboxRenewEvery, nodev1alpha1.DefaultLeaseNamespace),
-		fmt.Sprintf("%s get leases -n %s", k, nodev1alpha1.DefaultLeaseNamespace),
-		fmt.Sprintf("%s get nodes -o %s", k, columns),
-		"# Stop cni on one node (it releases its Lease): the node is tainted within a second:",
-		fmt.Sprintf("touch %s/cni.%s", stop, n2),
-		fmt.Sprintf("%s describe node %s   # Taints, the SystemExtensionsReady condition, Events", k, n2),
-		"# Start it again: it renews within 3s and the taint goes:",
-		fmt.Sprintf("rm %s/cni.%s", stop, n2),
-		fmt.Sprintf("# Crash kube-proxy instead (stops renewing, keeps its Lease): tainted %s after its last renewal:", time.Duration(sandboxLeaseSeconds)*time.Second+sandboxRenewalGrace),
-		fmt.Sprintf("touch %s/kube-proxy.%s; sleep 16; %s get nodes -o %s", crash, n2, k, columns),
-		fmt.Sprintf("rm %s/kube-proxy.%s", crash, n2),
-		"# Reboot a node (a new bootID; use another value for every further reboot): gated until both",
-		"# extensions renew again (they take 4s and 10s to come back):",
-		fmt.Sprintf(`%s patch node %s --subresource=status --type=merge -p '{"status":{"nodeInfo":{"bootID":"reboot-2"}}}'`, k, n1),
-		fmt.Sprintf("%s get events --field-selector involvedObject.name=%s", k, n1),
 		"# The controller's metrics, configuration and log:",
 		fmt.Sprintf("curl -s %s | grep ^nodehealth_", c.metricsURL),
 		fmt.Sprintf("cat %s", display(c.configPath)),
@@ -188,7 +126,8 @@ leaseNamespace: %s
 taint:
   key: %s
   effect: NoSchedule
-# Every sandbox node requires these extensions; the sandbox renews their Leases.
+# Every sandbox node requires these extensions; the sandbox runs an
+# extension-heartbeat for each of them on every node.
 extensionRules:
 %s# Short for the sandbox (default 10s): an extension is not ready 15s after its
 # last renewal with the sandbox's 10s Leases.
@@ -201,13 +140,13 @@ eviction:
 		nodev1alpha1.DefaultReadinessTaintKey, rules.String(), sandboxRenewalGrace)
 }
 
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// createNamespace creates a namespace unless it exists.
+func createNamespace(ctx context.Context, env *Env, name string) error {
+	_, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", name, err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return nil
 }
 
 func healthy(ctx context.Context, url string) bool {

@@ -64,6 +64,11 @@ func run(ctx context.Context, stopSignals context.CancelFunc, nodeCount int, dir
 	}
 	defer func() {
 		fmt.Println("sandbox: stopping...")
+		for i := len(components) - 1; i >= 0; i-- {
+			if s, ok := components[i].(Stopper); ok {
+				s.Stop()
+			}
+		}
 		if err := fenv.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "sandbox: %v\n", err)
 		}
