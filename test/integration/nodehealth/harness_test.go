@@ -815,13 +815,13 @@ func (h *harness) createRunningPod(t testing.TB, ns string, pod *v1.Pod) *v1.Pod
 func (h *harness) waitPods(t testing.TB, ns, selector, what string, cond func([]*v1.Pod) bool) []*v1.Pod {
 	t.Helper()
 	lw := &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = selector
-			return h.env.Client.CoreV1().Pods(ns).List(context.Background(), o)
+			return h.env.Client.CoreV1().Pods(ns).List(ctx, o)
 		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = selector
-			return h.env.Client.CoreV1().Pods(ns).Watch(context.Background(), o)
+			return h.env.Client.CoreV1().Pods(ns).Watch(ctx, o)
 		},
 	}
 	var store cache.Store
