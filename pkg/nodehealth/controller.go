@@ -62,8 +62,10 @@ type Controller struct {
 	// live holds nodes added after the initial list: they are new.
 	live sets.Set[string]
 	// leaseRefs maps Leases referenced under a non-default name to the nodes
-	// that reference them, so their events reach those nodes.
-	leaseRefs map[string]sets.Set[string]
+	// that reference them, so their events reach those nodes; nodeLeaseRefs
+	// is the reverse, so a sync updates only its own node's entries.
+	leaseRefs     map[string]sets.Set[string]
+	nodeLeaseRefs map[string][]string
 	// contributions remember each node's share of the gauges.
 	contributions map[string]contribution
 }
@@ -113,6 +115,7 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 		nodes:           map[string]*nodeState{},
 		live:            sets.New[string](),
 		leaseRefs:       map[string]sets.Set[string]{},
+		nodeLeaseRefs:   map[string][]string{},
 		contributions:   map[string]contribution{},
 	}
 	for i := range opts.Rules {
@@ -211,8 +214,6 @@ func indexLeaseByNode(obj interface{}) ([]string, error) {
 	return nil, nil
 }
 
-func (c *Controller) loggerFor(ctx context.Context) klog.Logger { return klog.FromContext(ctx) }
-
 func (c *Controller) leaseChanged(logger klog.Logger, oldObj, newObj interface{}) {
 	lease, ok := newObj.(*coordinationv1.Lease)
 	if !ok {
@@ -257,10 +258,7 @@ func (c *Controller) quietRenewal(prev leaseObservation, old, lease *coordinatio
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	nodes := c.leaseRefs[lease.Namespace+"/"+lease.Name].UnsortedList()
-	if _, node, err := nodev1alpha1.ParseLeaseName(lease.Name); err == nil {
-		nodes = append(nodes, node)
-	}
+	nodes := c.leaseNodes(lease)
 	for _, n := range nodes {
 		st := c.nodes[n]
 		if st == nil || st.gated || st.suppressed || st.invalidList != "" || c.live.Has(n) {
@@ -270,12 +268,19 @@ func (c *Controller) quietRenewal(prev leaseObservation, old, lease *coordinatio
 	return len(nodes) > 0
 }
 
-func (c *Controller) enqueueLeaseNodes(lease *coordinationv1.Lease) {
-	if _, node, err := nodev1alpha1.ParseLeaseName(lease.Name); err == nil {
-		c.queue.Add(node)
-	}
-	c.mu.Lock()
+// leaseNodes returns the nodes a Lease belongs to: the node its name names,
+// and the nodes that reference it under another name. Callers hold c.mu.
+func (c *Controller) leaseNodes(lease *coordinationv1.Lease) []string {
 	nodes := c.leaseRefs[lease.Namespace+"/"+lease.Name].UnsortedList()
+	if _, node, err := nodev1alpha1.ParseLeaseName(lease.Name); err == nil {
+		nodes = append(nodes, node)
+	}
+	return nodes
+}
+
+func (c *Controller) enqueueLeaseNodes(lease *coordinationv1.Lease) {
+	c.mu.Lock()
+	nodes := c.leaseNodes(lease)
 	c.mu.Unlock()
 	for _, n := range nodes {
 		c.queue.Add(n)

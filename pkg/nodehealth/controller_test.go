@@ -904,3 +904,41 @@ func TestOverwrittenConditionIsPutBack(t *testing.T) {
 	f.sync("n1")
 	f.expectWrites()
 }
+
+func TestRenewalOfATemplatedLeaseReachesItsNode(t *testing.T) {
+	opts := testOptions()
+	opts.Rules[0].LeaseName = func(node string) string { return "kp-" + node }
+	f := newFixture(t, opts, newNode("n1"))
+	f.live("n1")
+	f.sync("n1")
+	if got := f.node("n1").Annotations[nodev1alpha1.SystemExtensionsAnnotation]; got !=
+		`[{"name":"kube-proxy","lease":{"namespace":"node-extension-lease","name":"kp-n1"},"source":"rule/kube-proxy"}]` {
+		t.Fatalf("entry %q", got)
+	}
+	// The Lease's name does not say its node; its event must still queue n1.
+	for f.c.queue.Len() > 0 {
+		key, _ := f.c.queue.Get()
+		f.c.queue.Done(key)
+	}
+	f.clock.Step(time.Second)
+	l := lease("kube-proxy", "n1", "holder", f.clock.Now())
+	l.Name = "kp-n1"
+	f.putLease(l)
+	if key, _ := f.c.queue.Get(); key != "n1" {
+		t.Fatalf("queued %q, want n1", key)
+	}
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("not ungated by a renewal of its templated Lease")
+	}
+	// Once the node is forgotten, the Lease no longer points at it.
+	if err := f.nodeIndexer().Delete(f.node("n1")); err != nil {
+		t.Fatal(err)
+	}
+	f.c.forgetNode("n1")
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	if len(f.c.leaseRefs) != 0 || len(f.c.nodeLeaseRefs) != 0 {
+		t.Fatalf("references kept after the node went: %v %v", f.c.leaseRefs, f.c.nodeLeaseRefs)
+	}
+}

@@ -2,7 +2,6 @@ package nodehealth
 
 import (
 	"sort"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -45,8 +44,8 @@ func desiredExtensions(current []nodev1alpha1.SystemExtension, node *v1.Node, ru
 			f := false
 			e.AffectsReadiness = &f
 		}
-		if r.LeaseName != "" {
-			e.Lease = &nodev1alpha1.LeaseReference{Namespace: namespace, Name: strings.ReplaceAll(r.LeaseName, "{node}", node.Name)}
+		if r.LeaseName != nil {
+			e.Lease = &nodev1alpha1.LeaseReference{Namespace: namespace, Name: r.LeaseName(node.Name)}
 		}
 		out = append(out, e)
 		taken[r.Extension] = true

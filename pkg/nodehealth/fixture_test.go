@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -79,7 +80,7 @@ func newFixture(t *testing.T, opts Options, objects ...runtime.Object) *fixture 
 			f.nodeIndexer().Add(o.DeepCopy())
 		case *coordinationv1.Lease:
 			f.leaseIndexer().Add(o.DeepCopy())
-			c.leaseChanged(c.loggerFor(ctx), nil, o.DeepCopy())
+			c.leaseChanged(klog.FromContext(ctx), nil, o.DeepCopy())
 		}
 	}
 	t.Cleanup(func() { c.queue.ShutDown(); c.evictions.ShutDown() })
@@ -158,7 +159,7 @@ func (f *fixture) putLease(lease *coordinationv1.Lease) {
 	} else {
 		f.leaseIndexer().Update(lease.DeepCopy())
 	}
-	f.c.leaseChanged(f.c.loggerFor(f.ctx), old, lease.DeepCopy())
+	f.c.leaseChanged(klog.FromContext(f.ctx), old, lease.DeepCopy())
 }
 
 func (f *fixture) deleteLease(lease *coordinationv1.Lease) {

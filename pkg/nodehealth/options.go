@@ -43,9 +43,9 @@ type Rule struct {
 	Extension string
 	// Selector picks the nodes the rule applies to.
 	Selector labels.Selector
-	// LeaseName, when not empty, is the name of the Lease for a node, with
-	// "{node}" replaced by the node name; empty means "<extension>.<node>".
-	LeaseName string
+	// LeaseName, when set, names the extension's Lease on a node (in the
+	// lease namespace); nil means "<extension>.<node>".
+	LeaseName func(node string) string
 	// AffectsReadiness false makes the extension tracked but never gating.
 	AffectsReadiness bool
 	// StartupTimeout, when positive, bounds how long after a node was gated

@@ -49,7 +49,8 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 			return nil
 		}
 		logger.Info("Removing the readiness taint from an excluded node", "label", nodev1alpha1.ExcludeLabel+"=true")
-		return c.writeNode(ctx, node, nodeWrite{taint: false, noExecute: false, reason: "node excluded"})
+		_, err := c.writeNode(ctx, node, nodeWrite{taint: false, noExecute: false, reason: "node excluded"})
+		return err
 	}
 
 	list, err := nodev1alpha1.DecodeSystemExtensions(node.Annotations[nodev1alpha1.SystemExtensionsAnnotation], c.opts.LeaseNamespace)
@@ -189,28 +190,22 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	} else if d.ended {
 		w.reason = "ungated"
 	}
-	if err := c.writeNode(ctx, node, w); err != nil {
+	written, err := c.writeNode(ctx, node, w)
+	if err != nil {
 		return err
 	}
-	written := w.changes(node, c.opts.TaintKey, c.opts.TaintEffect)
-	if c.opts.DryRun {
-		written = writeChanges{}
-	}
+	// written is empty in a dry run: no latency observed, no Event.
 	if written.taintAdded {
 		if !d.detectedAt.IsZero() {
 			c.metrics.DetectionLatency.Observe(c.clock.Since(d.detectedAt).Seconds())
 		}
-		if !c.opts.DryRun {
-			c.recorder.Eventf(node, v1.EventTypeWarning, EventNodeGated, "Added taint %s:%s: %s", c.opts.TaintKey, c.opts.TaintEffect, message)
-		}
+		c.recorder.Eventf(node, v1.EventTypeWarning, EventNodeGated, "Added taint %s:%s: %s", c.opts.TaintKey, c.opts.TaintEffect, message)
 	}
 	if written.taintRemoved {
 		if d.ended && d.ungateLatency > 0 {
 			c.metrics.UngateLatency.Observe(d.ungateLatency.Seconds() + c.clock.Since(now).Seconds())
 		}
-		if !c.opts.DryRun {
-			c.recorder.Eventf(node, v1.EventTypeNormal, EventNodeUngated, "Removed taint %s: %s", c.opts.TaintKey, message)
-		}
+		c.recorder.Eventf(node, v1.EventTypeNormal, EventNodeUngated, "Removed taint %s: %s", c.opts.TaintKey, message)
 	}
 
 	if conditionChanged && (countGating(d.statuses) > 0 || hasCondition(node)) {
@@ -258,14 +253,10 @@ func equalLists(desired, current []nodev1alpha1.SystemExtension, node, namespace
 }
 
 // indexLeaseRefs remembers which Leases a node references under a
-// non-default name. Callers hold c.mu.
+// non-default name, replacing what it referenced before. Callers hold c.mu.
 func (c *Controller) indexLeaseRefs(node string, exts []requiredExtension) {
-	for key, nodes := range c.leaseRefs {
-		nodes.Delete(node)
-		if nodes.Len() == 0 {
-			delete(c.leaseRefs, key)
-		}
-	}
+	c.dropLeaseRefs(node)
+	var keys []string
 	for _, e := range exts {
 		if e.lease.Name == e.name+"."+node {
 			continue
@@ -275,19 +266,31 @@ func (c *Controller) indexLeaseRefs(node string, exts []requiredExtension) {
 			c.leaseRefs[key] = sets.New[string]()
 		}
 		c.leaseRefs[key].Insert(node)
+		keys = append(keys, key)
 	}
+	if len(keys) > 0 {
+		c.nodeLeaseRefs[node] = keys
+	}
+}
+
+// dropLeaseRefs forgets the Leases a node referenced. Callers hold c.mu.
+func (c *Controller) dropLeaseRefs(node string) {
+	for _, key := range c.nodeLeaseRefs[node] {
+		if nodes := c.leaseRefs[key]; nodes != nil {
+			nodes.Delete(node)
+			if nodes.Len() == 0 {
+				delete(c.leaseRefs, key)
+			}
+		}
+	}
+	delete(c.nodeLeaseRefs, node)
 }
 
 func (c *Controller) forgetNode(name string) {
 	c.mu.Lock()
 	delete(c.nodes, name)
 	c.live.Delete(name)
-	for key, nodes := range c.leaseRefs {
-		nodes.Delete(name)
-		if nodes.Len() == 0 {
-			delete(c.leaseRefs, key)
-		}
-	}
+	c.dropLeaseRefs(name)
 	c.updateContribution(name, contribution{})
 	c.mu.Unlock()
 	c.handleSuspensionChanges(context.Background(), c.blast.update(name, "", false, false))

@@ -87,7 +87,7 @@ type writeChanges struct {
 	taints                                   []v1.Taint
 }
 
-func (w nodeWrite) empty(ch writeChanges) bool {
+func (ch writeChanges) empty() bool {
 	return ch.taints == nil && len(ch.annotations) == 0
 }
 
@@ -146,14 +146,15 @@ func btoi(b bool) int {
 // patch carrying metadata.resourceVersion. Taints are an atomic list, so the
 // whole list is sent; the resourceVersion makes a concurrent writer's change
 // fail the patch with 409 instead of being overwritten, and the patch is then
-// recomputed on a fresh GET. Nothing is written when nothing differs.
-func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) error {
+// recomputed on a fresh GET. Nothing is written when nothing differs. It
+// returns what the written patch changed, which is nothing in a dry run.
+func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) (writeChanges, error) {
 	logger := klog.FromContext(ctx)
 	current := node
 	for attempt := 0; ; attempt++ {
 		ch := w.changes(current, c.opts.TaintKey, c.opts.TaintEffect)
-		if w.empty(ch) {
-			return nil
+		if ch.empty() {
+			return writeChanges{}, nil
 		}
 		op := operationOf(ch)
 		if c.opts.DryRun {
@@ -163,7 +164,7 @@ func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) 
 				logger.Info("Dry run: would update the node", "operation", op, "reason", w.reason, "annotations", annotationKeys(ch))
 				c.metrics.DryRunActions.WithLabelValues(op).Inc()
 			}
-			return nil
+			return writeChanges{}, nil
 		}
 		patch := map[string]interface{}{
 			"metadata": map[string]interface{}{"resourceVersion": current.ResourceVersion},
@@ -176,7 +177,7 @@ func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) 
 		}
 		data, err := json.Marshal(patch)
 		if err != nil {
-			return err
+			return writeChanges{}, err
 		}
 		_, err = c.client.CoreV1().Nodes().Patch(ctx, current.Name, types.MergePatchType, data, metav1.PatchOptions{})
 		switch {
@@ -186,21 +187,21 @@ func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) 
 			if len(ch.annotations) > 0 && ch.taints == nil {
 				c.metrics.ListWrites.WithLabelValues("success").Inc()
 			}
-			return nil
+			return ch, nil
 		case apierrors.IsConflict(err) && attempt < maxConflictRetries:
 			c.metrics.TaintWrites.WithLabelValues(op, "conflict").Inc()
 			logger.V(2).Info("Node changed while writing it; retrying on a fresh read", "attempt", attempt+1)
 			fresh, getErr := c.client.CoreV1().Nodes().Get(ctx, current.Name, metav1.GetOptions{})
 			if getErr != nil {
-				return getErr
+				return writeChanges{}, getErr
 			}
 			if fresh.UID != node.UID {
-				return fmt.Errorf("node %s was re-created while writing it", node.Name)
+				return writeChanges{}, fmt.Errorf("node %s was re-created while writing it", node.Name)
 			}
 			current = fresh
 		default:
 			c.metrics.TaintWrites.WithLabelValues(op, "error").Inc()
-			return fmt.Errorf("writing node %s (%s): %w", node.Name, op, err)
+			return writeChanges{}, fmt.Errorf("writing node %s (%s): %w", node.Name, op, err)
 		}
 	}
 }

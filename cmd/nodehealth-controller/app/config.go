@@ -2,7 +2,6 @@ package app
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -10,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
+	"nodehealth.io/nodehealth/pkg/componentconfig/config/validation"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
 )
 
@@ -53,15 +53,10 @@ func controllerOptions(cfg *config.NodeHealthControllerConfiguration) (nodehealt
 			StartupTimeout:   r.StartupTimeout.Duration,
 			FailurePolicy:    nodehealth.FailurePolicy(r.FailurePolicy),
 		}
-		if r.LeaseNameTemplate != "" {
-			// The controller fills in {node} per node.
-			rule.LeaseName = renderExtension(r.LeaseNameTemplate, r.Name)
+		if tmpl, extension := r.LeaseNameTemplate, r.Name; tmpl != "" {
+			rule.LeaseName = func(node string) string { return validation.RenderLeaseName(tmpl, extension, node) }
 		}
 		opts.Rules = append(opts.Rules, rule)
 	}
 	return opts, opts.Validate()
-}
-
-func renderExtension(tmpl, extension string) string {
-	return strings.ReplaceAll(tmpl, config.LeaseNameExtensionPlaceholder, extension)
 }

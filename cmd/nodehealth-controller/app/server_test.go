@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodehealth.io/nodehealth/pkg/componentconfig/config"
+	"nodehealth.io/nodehealth/pkg/componentconfig/config/latest"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
 )
 
@@ -94,5 +98,26 @@ func TestHelpListsOnlyOwnFlags(t *testing.T) {
 		if strings.Contains(stdout, unwanted) {
 			t.Errorf("--help shows %q", unwanted)
 		}
+	}
+}
+
+func TestControllerOptionsRenderTheLeaseNameTemplatePerNode(t *testing.T) {
+	cfg, err := latest.NodeHealthControllerConfiguration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ExtensionRules = []config.ExtensionRule{
+		{Name: "ebs-csi", NodeSelector: &metav1.LabelSelector{}, LeaseNameTemplate: "{extension}-node.{node}", AffectsReadiness: true},
+		{Name: "kube-proxy", NodeSelector: &metav1.LabelSelector{}, AffectsReadiness: true},
+	}
+	opts, err := controllerOptions(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := opts.Rules[0].LeaseName("n1.example"); got != "ebs-csi-node.n1.example" {
+		t.Errorf("templated lease name %q", got)
+	}
+	if opts.Rules[1].LeaseName != nil {
+		t.Error("a rule without a template must use the default <extension>.<node>")
 	}
 }
