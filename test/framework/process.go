@@ -199,12 +199,11 @@ func portInUse(err error) bool {
 // freePort returns a currently free TCP port on 127.0.0.1. The port is free only at the
 // time of the call; components that fail with "address already in use" are retried.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreeLoopbackPorts(1)
 	if err != nil {
-		return 0, fmt.Errorf("finding a free loopback port: %w", err)
+		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
 }
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

@@ -50,7 +50,7 @@ func (c *controllerComponent) Start(ctx context.Context, env *Env) error {
 	if err := createNamespace(ctx, env, controllerNamespace); err != nil {
 		return err
 	}
-	ports, err := freeLoopbackPorts(2)
+	ports, err := framework.FreeLoopbackPorts(2)
 	if err != nil {
 		return err
 	}

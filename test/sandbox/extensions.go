@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -149,7 +148,7 @@ func (c *extensionsComponent) Start(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	ports, err := freeLoopbackPorts(len(env.Nodes) * len(sandboxExtensions))
+	ports, err := framework.FreeLoopbackPorts(len(env.Nodes) * len(sandboxExtensions))
 	if err != nil {
 		return err
 	}
@@ -429,25 +428,4 @@ probe:
   failureThreshold: %d
 `, kubeconfig, port, port, ext, nodev1alpha1.DefaultLeaseNamespace, sandboxLeaseSeconds, sandboxRenewEvery,
 		probeURL, sandboxProbePeriod, sandboxProbeTimeout, sandboxFailureThreshold)
-}
-
-// freeLoopbackPorts returns n distinct TCP ports that are free on 127.0.0.1 at the time
-// of the call: every listener stays open until all are found, so none repeats.
-func freeLoopbackPorts(n int) ([]int, error) {
-	var ports []int
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, errors.Join(errors.New("finding free loopback ports"), err)
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

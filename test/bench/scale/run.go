@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -339,14 +338,11 @@ func runScale(ctx context.Context, c config, nodeCount int, controllerBin string
 
 // startController writes the controller's configuration and starts the binary.
 func startController(env *framework.Environment, c config, bin string) (string, *framework.Process, error) {
-	metricsPort, err := freePort()
+	ports, err := framework.FreeLoopbackPorts(2)
 	if err != nil {
 		return "", nil, err
 	}
-	healthzPort, err := freePort()
-	if err != nil {
-		return "", nil, err
-	}
+	metricsPort, healthzPort := ports[0], ports[1]
 	var rules strings.Builder
 	for e := range c.extensions {
 		fmt.Fprintf(&rules, "- name: %s\n  nodeSelector: {}\n", extensionName(e))
@@ -374,15 +370,6 @@ extensionRules:
 		return "", nil, err
 	}
 	return fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), p, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitFor polls cond every 100ms until it holds, timeout passes, or the controller exits.

@@ -168,3 +168,14 @@ func WaitForPod(t testing.TB, namespace, name string, cond func(*corev1.Pod) boo
 	}
 	return p
 }
+
+// FreeLoopbackAddresses returns n distinct free "127.0.0.1:<port>" addresses,
+// for the serving addresses of the binaries a test starts.
+func FreeLoopbackAddresses(t testing.TB, n int) []string {
+	t.Helper()
+	addrs, err := framework.FreeLoopbackAddresses(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addrs
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -591,12 +590,7 @@ func testRunsAsServiceAccount(t *testing.T, ctx context.Context, nodes []string)
 	if err := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(cm.Data[configFileName]), 4096).Decode(&cfg); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
+	addr := testenv.FreeLoopbackAddresses(t, 1)[0]
 	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
 	cfg["serving"] = map[string]any{"metricsBindAddress": addr, "healthzBindAddress": addr}
 	data, err := json.Marshal(cfg)

@@ -45,6 +45,7 @@ func ungated(n *corev1.Node) bool {
 func startController(t *testing.T, leaseNS string) {
 	t.Helper()
 	env := testenv.Env(t)
+	addrs := testenv.FreeLoopbackAddresses(t, 2)
 	config := fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
 kind: NodeHealthControllerConfiguration
 leaderElection:
@@ -67,7 +68,7 @@ renewalGrace: 2s
 registrationGrace: 5s
 eviction:
   mode: None
-`, env.Kubeconfig, freeAddress(t), freeAddress(t), leaseNS, jointLabel)
+`, env.Kubeconfig, addrs[0], addrs[1], leaseNS, jointLabel)
 	path := filepath.Join(t.TempDir(), "nodehealth-controller.yaml")
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package heartbeat_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -149,16 +148,6 @@ func newHealthEndpoint(t *testing.T) *healthEndpoint {
 	return h
 }
 
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // sidecarSettings are the parts of an ExtensionHeartbeatConfiguration the
 // tests vary.
 type sidecarSettings struct {
@@ -172,6 +161,7 @@ type sidecarSettings struct {
 
 func (e *extension) sidecarConfig(t *testing.T, kubeconfig string, s sidecarSettings) string {
 	t.Helper()
+	addrs := testenv.FreeLoopbackAddresses(t, 2)
 	return fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
 kind: ExtensionHeartbeatConfiguration
 clientConnection:
@@ -194,7 +184,7 @@ probe:
   successThreshold: 1
   failureThreshold: %d
 register: %t
-`, kubeconfig, freeAddress(t), freeAddress(t), e.name, e.leaseNS, s.renewInterval, s.probeURL, s.probePeriod, s.probeTimeout, s.failureThreshold, s.register)
+`, kubeconfig, addrs[0], addrs[1], e.name, e.leaseNS, s.renewInterval, s.probeURL, s.probePeriod, s.probeTimeout, s.failureThreshold, s.register)
 }
 
 // sidecar is a running extension-heartbeat process.

@@ -8,7 +8,6 @@ package nodehealth_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,16 +29,6 @@ import (
 )
 
 const leaderLeaseName = "nodehealth-controller"
-
-func freeAddress(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // writeControllerConfig writes a NodeHealthControllerConfiguration with
 // short leader-election durations and one rule for the harness's group.
@@ -78,7 +67,7 @@ eviction:
 
 func (h *harness) startBinary(t testing.TB, name, config string) *framework.Process {
 	t.Helper()
-	addr := freeAddress(t)
+	addr := testenv.FreeLoopbackAddresses(t, 1)[0]
 	p, err := h.env.StartProcess(framework.ProcessSpec{
 		Name: name,
 		Path: controllerBinary(t),
