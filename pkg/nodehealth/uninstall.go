@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 )
@@ -54,75 +55,37 @@ func Uninstall(ctx context.Context, client kubernetes.Interface, taintKey, lease
 
 func uninstallNode(ctx context.Context, client kubernetes.Interface, name, taintKey, leaseNamespace string, res *UninstallResult, logf func(string, ...interface{})) (bool, error) {
 	changed := false
-	for attempt := 0; attempt <= maxConflictRetries; attempt++ {
+	var skipped error
+	// A resourceVersion-guarded patch, recomputed on a fresh read whenever
+	// someone else wrote the node in between.
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return changed, nil
-		}
 		if err != nil {
-			return changed, err
+			return err
 		}
-		annotations := map[string]*string{}
-		if _, ok := node.Annotations[nodev1alpha1.BootAnnotation]; ok {
-			annotations[nodev1alpha1.BootAnnotation] = nil
+		var u ownedByController
+		u, skipped, err = ownedParts(node, taintKey, leaseNamespace)
+		if err != nil || u.empty() {
+			return err
 		}
-		if value, ok := node.Annotations[nodev1alpha1.SystemExtensionsAnnotation]; ok {
-			list, err := nodev1alpha1.DecodeSystemExtensions(value, leaseNamespace)
-			if err != nil {
-				res.Skipped = append(res.Skipped, name)
-				logf("node %s: leaving annotation %s as it is, it cannot be parsed: %v", name, nodev1alpha1.SystemExtensionsAnnotation, err)
-			} else {
-				var manual []nodev1alpha1.SystemExtension
-				for _, e := range list {
-					if e.Source == nodev1alpha1.SourceManual {
-						manual = append(manual, e)
-					}
-				}
-				if len(manual) != len(list) {
-					if len(manual) == 0 {
-						annotations[nodev1alpha1.SystemExtensionsAnnotation] = nil
-					} else {
-						encoded, err := nodev1alpha1.EncodeSystemExtensions(manual, name, leaseNamespace)
-						if err != nil {
-							return changed, err
-						}
-						annotations[nodev1alpha1.SystemExtensionsAnnotation] = &encoded
-					}
-				}
-			}
-		}
-		var taints []v1.Taint
-		removed := 0
-		for _, t := range node.Spec.Taints {
-			if t.Key == taintKey {
-				removed++
-				continue
-			}
-			taints = append(taints, t)
-		}
-		if len(annotations) == 0 && removed == 0 {
-			break
-		}
-		patch := map[string]interface{}{"metadata": map[string]interface{}{"resourceVersion": node.ResourceVersion, "annotations": annotations}}
-		if removed > 0 {
-			if taints == nil {
-				taints = []v1.Taint{}
-			}
-			patch["spec"] = map[string]interface{}{"taints": taints}
-		}
-		data, _ := json.Marshal(patch)
-		_, err = client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{})
-		if apierrors.IsConflict(err) {
-			continue
-		}
-		if err != nil {
-			return changed, fmt.Errorf("node %s: %w", name, err)
+		if _, err := client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, u.patch, metav1.PatchOptions{}); err != nil {
+			return err
 		}
 		changed = true
-		res.Taints += removed
-		res.Annotations += len(annotations)
-		logf("node %s: removed %d taints and %d annotations", name, removed, len(annotations))
-		break
+		res.Taints += u.taints
+		res.Annotations += u.annotations
+		logf("node %s: removed %d taints and %d annotations", name, u.taints, u.annotations)
+		return nil
+	})
+	if apierrors.IsNotFound(err) {
+		return changed, nil
+	}
+	if err != nil {
+		return changed, fmt.Errorf("node %s: %w", name, err)
+	}
+	if skipped != nil {
+		res.Skipped = append(res.Skipped, name)
+		logf("node %s: leaving annotation %s as it is, it cannot be parsed: %v", name, nodev1alpha1.SystemExtensionsAnnotation, skipped)
 	}
 
 	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -139,4 +102,65 @@ func uninstallNode(ctx context.Context, client kubernetes.Interface, name, taint
 		logf("node %s: removed condition %s", name, nodev1alpha1.SystemExtensionsReadyCondition)
 	}
 	return changed, nil
+}
+
+// ownedByController is what Uninstall removes from one node, as a merge patch
+// guarded by the resourceVersion it was computed from.
+type ownedByController struct {
+	patch               []byte
+	taints, annotations int
+}
+
+func (u ownedByController) empty() bool { return u.taints == 0 && u.annotations == 0 }
+
+// ownedParts computes the patch that removes the controller's taints, its
+// boot record, and the rule and lease entries of the extension list. An
+// extension list that cannot be parsed is left alone and returned as skipped.
+func ownedParts(node *v1.Node, taintKey, leaseNamespace string) (u ownedByController, skipped, err error) {
+	annotations := map[string]*string{}
+	if _, ok := node.Annotations[nodev1alpha1.BootAnnotation]; ok {
+		annotations[nodev1alpha1.BootAnnotation] = nil
+	}
+	if value, ok := node.Annotations[nodev1alpha1.SystemExtensionsAnnotation]; ok {
+		list, decodeErr := nodev1alpha1.DecodeSystemExtensions(value, leaseNamespace)
+		if decodeErr != nil {
+			skipped = decodeErr
+		} else {
+			var manual []nodev1alpha1.SystemExtension
+			for _, e := range list {
+				if e.Source == nodev1alpha1.SourceManual {
+					manual = append(manual, e)
+				}
+			}
+			switch {
+			case len(manual) == len(list):
+			case len(manual) == 0:
+				annotations[nodev1alpha1.SystemExtensionsAnnotation] = nil
+			default:
+				encoded, err := nodev1alpha1.EncodeSystemExtensions(manual, node.Name, leaseNamespace)
+				if err != nil {
+					return u, nil, err
+				}
+				annotations[nodev1alpha1.SystemExtensionsAnnotation] = &encoded
+			}
+		}
+	}
+	taints := []v1.Taint{}
+	for _, t := range node.Spec.Taints {
+		if t.Key == taintKey {
+			u.taints++
+			continue
+		}
+		taints = append(taints, t)
+	}
+	u.annotations = len(annotations)
+	if u.empty() {
+		return u, skipped, nil
+	}
+	patch := map[string]interface{}{"metadata": map[string]interface{}{"resourceVersion": node.ResourceVersion, "annotations": annotations}}
+	if u.taints > 0 {
+		patch["spec"] = map[string]interface{}{"taints": taints}
+	}
+	u.patch, err = json.Marshal(patch)
+	return u, skipped, err
 }
