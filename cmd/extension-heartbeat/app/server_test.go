@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,17 +9,12 @@ import (
 	"testing"
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
+	"nodehealth.io/nodehealth/pkg/componentconfig/options/optionstest"
 )
 
 func runCommand(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := NewCommand()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(args)
-	code = options.Run(cmd)
-	return out.String(), errOut.String(), code
+	return optionstest.Run(NewCommand, args...)
 }
 
 // --write-config-to - prints a complete file that the binary accepts
@@ -62,29 +56,7 @@ func TestWriteConfigToRoundTrip(t *testing.T) {
 }
 
 func TestBadConfigExitsWithOneLine(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte("apiVersion: config.nodehealth.io/v1alpha1\nkind: ExtensionHeartbeatConfiguration\nworkerz: 3\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for name, args := range map[string][]string{
-		"unknown field":   {"--config", path},
-		"missing file":    {"--config", path + ".missing"},
-		"invalid value":   {"--workers-flag-does-not-exist"},
-		"invalid logging": {"--logging-format", "xml"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			stdout, stderr, code := runCommand(t, args...)
-			if code == 0 {
-				t.Fatal("exit 0")
-			}
-			if stdout != "" {
-				t.Errorf("stdout: %q", stdout)
-			}
-			if !strings.HasPrefix(stderr, "error: ") || strings.Count(stderr, "\n") != 1 {
-				t.Errorf("want one line starting with \"error: \", got %q", stderr)
-			}
-		})
-	}
+	optionstest.BadInputExitsWithOneLine(t, NewCommand, "ExtensionHeartbeatConfiguration")
 }
 
 func TestHelpListsOnlyOwnFlags(t *testing.T) {
