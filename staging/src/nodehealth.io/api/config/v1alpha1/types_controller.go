@@ -20,9 +20,10 @@ type NodeHealthControllerConfiguration struct {
 	LeaderElection componentbaseconfigv1alpha1.LeaderElectionConfiguration `json:"leaderElection"`
 
 	// ClientConnection configures the connection to the API server. The default
-	// QPS 100 / burst 200 lets the controller taint or untaint 1,000 nodes (one
-	// patch each) in about 8 seconds, which is what recovering from a bad
-	// extension rollout needs, while steady state costs no writes at all.
+	// QPS 100 / burst 200 lets the controller taint or untaint 1,000 nodes (two
+	// writes each: the taint patch and the condition patch) in about 20
+	// seconds, measured in docs/benchmarks.md, which is what recovering from a
+	// bad extension rollout needs, while steady state costs no writes at all.
 	ClientConnection componentbaseconfigv1alpha1.ClientConnectionConfiguration `json:"clientConnection"`
 
 	// Debugging configures profiling endpoints.
