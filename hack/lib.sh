@@ -16,7 +16,10 @@ NODEHEALTH_MODULES=(
 # nodehealth::tools::dir MODULE prints where the pinned version of MODULE lives
 # in the module cache.
 nodehealth::tools::dir() {
-  (cd "$NODEHEALTH_ROOT/hack/tools" && GOWORK=off GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "$1")
+  # go list -m prints an empty Dir for a module not yet in the module cache
+  # (a cold machine), so download it first.
+  (cd "$NODEHEALTH_ROOT/hack/tools" && GOWORK=off GOFLAGS=-mod=mod go mod download "$1" &&
+    GOWORK=off GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "$1")
 }
 
 # nodehealth::tools::install PKG... builds tool commands of the hack/tools module.

@@ -51,7 +51,12 @@ type options struct {
 	startTimeout      time.Duration
 	stopGracePeriod   time.Duration
 	serviceClusterIPs string
+	installCRDs       bool
 }
+
+// WithCRDs installs the repository's CustomResourceDefinitions (deploy/crds) once
+// the control plane is up, and waits until they are served.
+func WithCRDs() Option { return func(o *options) { o.installCRDs = true } }
 
 // WithBinDir takes the control-plane binaries from dir instead of BinDir().
 func WithBinDir(dir string) Option { return func(o *options) { o.binDir = dir } }
@@ -202,6 +207,11 @@ func Start(ctx context.Context, opts ...Option) (_ *Environment, err error) {
 	started := time.Now()
 	if err := e.start(ctx); err != nil {
 		return nil, err
+	}
+	if o.installCRDs {
+		if err := e.InstallCRDs(ctx); err != nil {
+			return nil, err
+		}
 	}
 	o.logf("control plane ready in %s: %s (kubeconfig %s)", time.Since(started).Round(100*time.Millisecond), e.APIServerURL, e.Kubeconfig)
 	return e, nil

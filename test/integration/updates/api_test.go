@@ -1,0 +1,292 @@
+package updates_test
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	applymetav1 "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	updatesapply "nodehealth.io/client-go/applyconfiguration/updates/v1alpha1"
+	"nodehealth.io/client-go/clientset/versioned"
+	"nodehealth.io/client-go/informers/externalversions"
+
+	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/testenv"
+)
+
+func shadowClient(t *testing.T) versioned.Interface {
+	t.Helper()
+	c, err := versioned.NewForConfig(testenv.Env(t).Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// newShadow returns a shadow for node, owned by it as the operator creates it.
+func newShadow(node *corev1.Node) *updatesv1alpha1.BottlerocketShadow {
+	return &updatesv1alpha1.BottlerocketShadow{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: node.Name,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
+			}},
+		},
+		Spec: updatesv1alpha1.BottlerocketShadowSpec{State: updatesv1alpha1.StateIdle},
+	}
+}
+
+func createUnmanagedNode(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	env := testenv.Env(t)
+	n, err := env.Client.CoreV1().Nodes().Create(testenv.Context(t), framework.NewUnmanagedNode(name, nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.DeleteNode(context.Background(), name) })
+	return n
+}
+
+func TestSpecAndStatusAreSeparateEndpoints(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	c := shadowClient(t).UpdatesV1alpha1().BottlerocketShadows()
+	node := createUnmanagedNode(t, "api-split")
+
+	created, err := c.Create(ctx, newShadow(node), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating shadow: %v", err)
+	}
+
+	// The agent writes status through the subresource; a spec change in the
+	// same request is dropped.
+	s := created.DeepCopy()
+	s.Status = updatesv1alpha1.BottlerocketShadowStatus{
+		CurrentState:   updatesv1alpha1.StateIdle,
+		CurrentVersion: "1.20.0",
+		TargetVersion:  "1.21.0",
+	}
+	s.Spec.State = updatesv1alpha1.StateMonitoringUpdate
+	got, err := c.UpdateStatus(ctx, s, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("updating status: %v", err)
+	}
+	if got.Status.TargetVersion != "1.21.0" || got.Spec.State != updatesv1alpha1.StateIdle {
+		t.Fatalf("after UpdateStatus: spec.state=%q status.targetVersion=%q, want Idle and 1.21.0", got.Spec.State, got.Status.TargetVersion)
+	}
+
+	// The operator writes spec through the main endpoint; a status change in
+	// the same request is dropped.
+	s = got.DeepCopy()
+	s.Spec.State = updatesv1alpha1.StateStagedAndPerformedUpdate
+	s.Spec.Version = "1.21.0"
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	s.Spec.StateTransitionTimestamp = &now
+	s.Status.CurrentVersion = "9.9.9"
+	got, err = c.Update(ctx, s, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("updating spec: %v", err)
+	}
+	if got.Spec.State != updatesv1alpha1.StateStagedAndPerformedUpdate || got.Spec.Version != "1.21.0" || got.Status.CurrentVersion != "1.20.0" {
+		t.Fatalf("after Update: spec=%+v status.currentVersion=%q, want StagedAndPerformedUpdate 1.21.0 and 1.20.0", got.Spec, got.Status.CurrentVersion)
+	}
+	if !got.Spec.StateTransitionTimestamp.Equal(&now) {
+		t.Errorf("stateTransitionTimestamp = %v, want %v", got.Spec.StateTransitionTimestamp, now)
+	}
+}
+
+func TestValidationRejectsWhatTheContractForbids(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	c := shadowClient(t).UpdatesV1alpha1().BottlerocketShadows()
+	node := createUnmanagedNode(t, "api-validation")
+
+	for name, mutate := range map[string]func(*updatesv1alpha1.BottlerocketShadow){
+		"ErrorReset is never desired": func(s *updatesv1alpha1.BottlerocketShadow) { s.Spec.State = updatesv1alpha1.StateErrorReset },
+		"unknown state":               func(s *updatesv1alpha1.BottlerocketShadow) { s.Spec.State = "Rebooting" },
+		"empty state":                 func(s *updatesv1alpha1.BottlerocketShadow) { s.Spec.State = "" },
+		"version too long":            func(s *updatesv1alpha1.BottlerocketShadow) { s.Spec.Version = strings.Repeat("1", 65) },
+	} {
+		s := newShadow(node)
+		mutate(s)
+		_, err := c.Create(ctx, s, metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) {
+			t.Errorf("%s: create error = %v, want Invalid", name, err)
+		}
+	}
+
+	created, err := c.Create(ctx, newShadow(node), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The agent may report ErrorReset; it may not report a negative crash count.
+	s := created.DeepCopy()
+	s.Status.CurrentState = updatesv1alpha1.StateErrorReset
+	s.Status.CrashCount = 1
+	if s, err = c.UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("status ErrorReset rejected: %v", err)
+	}
+	s.Status.CrashCount = -1
+	if _, err := c.UpdateStatus(ctx, s, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("negative crashCount: error = %v, want Invalid", err)
+	}
+}
+
+// TestStateDefaultsToIdle: a shadow written without spec.state (as a user's
+// kubectl apply of a bare object would be) is Idle.
+func TestStateDefaultsToIdle(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	node := createUnmanagedNode(t, "api-default")
+	cs := shadowClient(t)
+
+	// An apply configuration without spec leaves state unset on the wire.
+	applied, err := cs.UpdatesV1alpha1().BottlerocketShadows().Apply(ctx,
+		updatesapply.BottlerocketShadow(node.Name).
+			WithOwnerReferences(applymetav1.OwnerReference().
+				WithAPIVersion("v1").WithKind("Node").WithName(node.Name).WithUID(node.UID)).
+			WithSpec(updatesapply.BottlerocketShadowSpec().WithVersion("")),
+		metav1.ApplyOptions{FieldManager: "test", Force: true})
+	if err != nil {
+		t.Fatalf("applying: %v", err)
+	}
+	if applied.Spec.State != updatesv1alpha1.StateIdle {
+		t.Errorf("spec.state = %q, want defaulted Idle", applied.Spec.State)
+	}
+
+	// Status is applied through its own subresource with its own manager.
+	st, err := cs.UpdatesV1alpha1().BottlerocketShadows().ApplyStatus(ctx,
+		updatesapply.BottlerocketShadow(node.Name).WithStatus(updatesapply.BottlerocketShadowStatus().
+			WithCurrentState(updatesv1alpha1.StateIdle).WithCurrentVersion("1.20.0").WithTargetVersion("1.20.0").
+			WithConditions(applymetav1.Condition().WithType(updatesv1alpha1.ConditionDrainBlocked).
+				WithStatus(metav1.ConditionFalse).WithReason("NotDraining").WithMessage("").
+				WithLastTransitionTime(metav1.Now()))),
+		metav1.ApplyOptions{FieldManager: "agent", Force: true})
+	if err != nil {
+		t.Fatalf("applying status: %v", err)
+	}
+	if st.Status.CurrentVersion != "1.20.0" || len(st.Status.Conditions) != 1 {
+		t.Errorf("status after apply = %+v", st.Status)
+	}
+}
+
+func TestInformerAndListerSeeShadows(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	cs := shadowClient(t)
+	node := createUnmanagedNode(t, "api-informer")
+
+	factory := externalversions.NewSharedInformerFactory(cs, 0)
+	informer := factory.Updates().V1alpha1().BottlerocketShadows()
+	lister := informer.Lister()
+	seen := make(chan struct{}, 1)
+	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if s, ok := obj.(*updatesv1alpha1.BottlerocketShadow); ok && s.Name == node.Name && s.Status.CurrentVersion == "1.21.0" {
+				select {
+				case seen <- struct{}{}:
+				default:
+				}
+			}
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
+		t.Fatal("cache did not sync")
+	}
+
+	created, err := cs.UpdatesV1alpha1().BottlerocketShadows().Create(ctx, newShadow(node), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.CurrentVersion = "1.21.0"
+	if _, err := cs.UpdatesV1alpha1().BottlerocketShadows().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-seen:
+	case <-ctx.Done():
+		t.Fatal("the informer never delivered the status update")
+	}
+	got, err := lister.Get(node.Name)
+	if err != nil || got.Status.CurrentVersion != "1.21.0" {
+		t.Fatalf("lister.Get = %+v, %v", got, err)
+	}
+}
+
+// TestShadowIsGarbageCollectedWithItsNode: the ownerReference the operator
+// sets is enough; kube-controller-manager's garbage collector does the rest.
+func TestShadowIsGarbageCollectedWithItsNode(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	env := testenv.Env(t)
+	c := shadowClient(t).UpdatesV1alpha1().BottlerocketShadows()
+	node := createUnmanagedNode(t, "api-gc")
+	if _, err := c.Create(ctx, newShadow(node), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.DeleteNode(ctx, node.Name); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Get(ctx, node.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		t.Fatalf("shadow of a deleted node was not garbage-collected: %v", err)
+	}
+}
+
+// TestKubectlGetBrsShowsTheRollout: the short name and printer columns make
+// `kubectl get brs` the at-a-glance view of a rollout.
+func TestKubectlGetBrsShowsTheRollout(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	env := testenv.Env(t)
+	c := shadowClient(t).UpdatesV1alpha1().BottlerocketShadows()
+	node := createUnmanagedNode(t, "api-kubectl")
+	s, err := c.Create(ctx, newShadow(node), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Status = updatesv1alpha1.BottlerocketShadowStatus{
+		CurrentState: updatesv1alpha1.StateIdle, CurrentVersion: "1.20.0", TargetVersion: "1.21.0", CrashCount: 2,
+	}
+	if _, err := c.UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.CommandContext(ctx, env.Binary(framework.Kubectl), "get", "brs", node.Name, "--kubeconfig="+env.Kubeconfig)
+	cmd.Env = []string{"HOME=" + t.TempDir()}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get brs: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("kubectl get brs printed %d lines, want header and one row:\n%s", len(lines), out)
+	}
+	if got, want := strings.Fields(lines[0]), []string{"NAME", "STATE", "DESIRED", "CURRENT", "TARGET", "VERSION", "CRASH", "AGE"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("header = %v, want %v", got, want)
+	}
+	row := strings.Fields(lines[1])
+	// VERSION is empty while Idle, so the row has one field fewer than the header.
+	if len(row) < 7 || row[0] != node.Name || row[1] != "Idle" || row[2] != "Idle" || row[3] != "1.20.0" || row[4] != "1.21.0" || row[5] != "2" {
+		t.Errorf("row = %v, want %s Idle Idle 1.20.0 1.21.0 2 <age>", row, node.Name)
+	}
+}

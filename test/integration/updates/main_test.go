@@ -1,0 +1,18 @@
+// Package updates_test proves the BottlerocketShadow API on a real API server:
+// the CRD controller-gen writes is accepted and served, its validation rejects
+// what DESIGN §7 forbids, spec and status are written through separate
+// endpoints, and the generated clientset, listers, informers and apply
+// configurations work against it.
+package updates_test
+
+import (
+	"os"
+	"testing"
+
+	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/testenv"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunTestMain(m, framework.WithCRDs()))
+}
