@@ -11,8 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/cache"
 	applymetav1 "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	updatesapply "nodehealth.io/client-go/applyconfiguration/updates/v1alpha1"
