@@ -8,6 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 )
 
 // nodeFacts are the parts of a Node an evaluation reads.
@@ -45,12 +47,12 @@ type extensionStatus struct {
 
 // Extension status reasons.
 const (
-	extReady          = "Ready"
-	extLeaseMissing   = "LeaseMissing"
-	extLeaseReleased  = "LeaseReleased"
-	extLeaseExpired   = "LeaseExpired"
-	extNeverRenewed   = "NeverRenewed"
-	extStartupTimeout = "StartupTimeout"
+	extReady          = nodev1alpha1.ExtensionReady
+	extLeaseMissing   = nodev1alpha1.ExtensionLeaseMissing
+	extLeaseReleased  = nodev1alpha1.ExtensionLeaseReleased
+	extLeaseExpired   = nodev1alpha1.ExtensionLeaseExpired
+	extNeverRenewed   = nodev1alpha1.ExtensionNeverRenewed
+	extStartupTimeout = nodev1alpha1.ExtensionStartupTimeout
 )
 
 // decision is what one evaluation wants done to a node.
@@ -385,7 +387,7 @@ func conditionFor(now time.Time, st *nodeState, d decision, suspendedWhy string)
 	sort.Strings(sig)
 	switch {
 	case st.gated && d.suppressed:
-		status, reason = v1.ConditionFalse, "GatingSuspended"
+		status, reason = v1.ConditionFalse, nodev1alpha1.ReasonGatingSuspended
 		message = "Not tainted although extensions are not ready: " + suspendedWhy + ". Not ready: " + strings.Join(failing, ", ")
 	case st.gated:
 		status, reason = v1.ConditionFalse, string(st.cause)
@@ -396,10 +398,10 @@ func conditionFor(now time.Time, st *nodeState, d decision, suspendedWhy string)
 			message += " Waiting for every required extension to renew its Lease after the node was gated."
 		}
 	default:
-		status, reason = v1.ConditionTrue, "ExtensionsReady"
+		status, reason = v1.ConditionTrue, nodev1alpha1.ReasonExtensionsReady
 		message = "Every required system extension is ready."
 		if countGating(d.statuses) == 0 {
-			reason, message = "NoRequiredExtensions", "The node lists no system extension that affects readiness."
+			reason, message = nodev1alpha1.ReasonNoRequiredExtensions, "The node lists no system extension that affects readiness."
 		}
 	}
 	if len(info) > 0 {

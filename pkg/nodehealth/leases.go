@@ -12,7 +12,7 @@ import (
 
 // DefaultLeaseDuration applies to Leases without spec.leaseDurationSeconds; it
 // is the kubelet's node Lease duration.
-const DefaultLeaseDuration = 40 * time.Second
+const DefaultLeaseDuration = nodev1alpha1.DefaultLeaseDuration
 
 // leaseObservation is what the controller knows about one extension Lease. Its
 // freshness is judged by observedAt, the controller's own clock at the moment

@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 )
 
 // gateCause says why a node is gated. The values are the reasons of the
@@ -14,13 +16,13 @@ type gateCause string
 
 const (
 	causeNone          gateCause = ""
-	causeNew           gateCause = "NodeRegistered"
-	causeRebooted      gateCause = "NodeRebooted"
-	causeRecreated     gateCause = "NodeRecreated"
-	causeFoundGated    gateCause = "ControllerStarted"
-	causeNotReady      gateCause = "ExtensionsNotReady"
-	causeMaintenance   gateCause = "PlannedMaintenance"
-	causeStartupExpiry gateCause = "StartupTimeout"
+	causeNew           gateCause = nodev1alpha1.ReasonNodeRegistered
+	causeRebooted      gateCause = nodev1alpha1.ReasonNodeRebooted
+	causeRecreated     gateCause = nodev1alpha1.ReasonNodeRecreated
+	causeFoundGated    gateCause = nodev1alpha1.ReasonControllerStarted
+	causeNotReady      gateCause = nodev1alpha1.ReasonExtensionsNotReady
+	causeMaintenance   gateCause = nodev1alpha1.ReasonPlannedMaintenance
+	causeStartupExpiry gateCause = nodev1alpha1.ReasonStartupTimeout
 )
 
 // bootCause reports whether a cause starts a bootstrap gate, which gates even

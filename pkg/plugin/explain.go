@@ -15,16 +15,17 @@ import (
 // SystemExtensionsReady condition means (pkg/nodehealth/state.go and
 // evaluate.go).
 var conditionReasons = map[string]string{
-	"NodeRegistered":       "the node is new, and a new node waits until every required extension has renewed its Lease",
-	"NodeRebooted":         "the node rebooted, and after a reboot every required extension must renew its Lease again",
-	"NodeRecreated":        "the node was deleted and created again under the same name, so it waits for its extensions like a new node",
-	"ControllerStarted":    "the controller (re)started or changed leader and found the node gated; it waits for fresh renewals it observes itself",
-	"ExtensionsNotReady":   "a required extension stopped being ready after the node had been ready",
-	"PlannedMaintenance":   "an extension released its Lease for planned maintenance (for example the OS updater before a reboot); this never escalates to eviction",
-	"StartupTimeout":       "an extension did not become ready within the startup timeout of its rule, and the rule keeps the node gated",
-	"GatingSuspended":      "extensions are not ready, but the controller is not adding failure taints right now (too many failing nodes, or it cannot see its own writes)",
-	"ExtensionsReady":      "every required extension is ready",
-	"NoRequiredExtensions": "the node lists no extension that affects readiness, so it is never gated",
+	nodev1alpha1.ReasonNodeRegistered:       "the node is new, and a new node waits until every required extension has renewed its Lease",
+	nodev1alpha1.ReasonNodeRebooted:         "the node rebooted, and after a reboot every required extension must renew its Lease again",
+	nodev1alpha1.ReasonNodeRecreated:        "the node was deleted and created again under the same name, so it waits for its extensions like a new node",
+	nodev1alpha1.ReasonControllerStarted:    "the controller (re)started or changed leader and found the node gated; it waits for fresh renewals it observes itself",
+	nodev1alpha1.ReasonExtensionsNotReady:   "a required extension stopped being ready after the node had been ready",
+	nodev1alpha1.ReasonPlannedMaintenance:   "an extension released its Lease for planned maintenance (for example the OS updater before a reboot); this never escalates to eviction",
+	nodev1alpha1.ReasonStartupTimeout:       "an extension did not become ready within the startup timeout of its rule, and the rule keeps the node gated",
+	nodev1alpha1.ReasonGatingSuspended:      "extensions are not ready, but the controller is not adding failure taints right now (too many failing nodes, or it cannot see its own writes)",
+	nodev1alpha1.ReasonExtensionsReady:      "every required extension is ready",
+	nodev1alpha1.ReasonNoRequiredExtensions: "the node lists no extension that affects readiness, so it is never gated",
+	nodev1alpha1.ReasonNodeExcluded:         "the node is labelled " + nodev1alpha1.ExcludeLabel + "=true; the controller removed its taint and no longer evaluates it",
 }
 
 // explain returns, in sentences, why the node is or is not gated.

@@ -15,19 +15,19 @@ import (
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 )
 
-// Extension states, the same names the node-health controller uses in the
-// SystemExtensionsReady condition (pkg/nodehealth/evaluate.go).
+// Extension states, the names the node-health controller uses in the
+// SystemExtensionsReady condition.
 const (
-	StateReady         = "Ready"
-	StateLeaseMissing  = "LeaseMissing"
-	StateLeaseReleased = "LeaseReleased"
-	StateLeaseExpired  = "LeaseExpired"
-	StateNeverRenewed  = "NeverRenewed"
+	StateReady         = nodev1alpha1.ExtensionReady
+	StateLeaseMissing  = nodev1alpha1.ExtensionLeaseMissing
+	StateLeaseReleased = nodev1alpha1.ExtensionLeaseReleased
+	StateLeaseExpired  = nodev1alpha1.ExtensionLeaseExpired
+	StateNeverRenewed  = nodev1alpha1.ExtensionNeverRenewed
 )
 
 // defaultLeaseDuration applies to Leases without spec.leaseDurationSeconds,
-// as in the controller: the kubelet's node Lease duration.
-const defaultLeaseDuration = 40 * time.Second
+// as in the controller.
+const defaultLeaseDuration = nodev1alpha1.DefaultLeaseDuration
 
 // clockSkewTolerance is how far in the future a renewTime may be before it
 // is flagged: API server, node and this machine never agree to the
