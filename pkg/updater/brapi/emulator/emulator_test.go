@@ -1,0 +1,332 @@
+package emulator
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
+
+	"nodehealth.io/nodehealth/pkg/updater/brapi"
+)
+
+func tempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "brapiem") // short: Unix socket paths are limited
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+func start(t *testing.T, cfg Config) *Emulator {
+	t.Helper()
+	if cfg.SocketPath == "" {
+		cfg.SocketPath = filepath.Join(tempDir(t), "api.sock")
+	}
+	if cfg.Version == "" {
+		cfg.Version = "1.20.0"
+	}
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
+// do sends a raw request and returns status and body.
+func do(t *testing.T, e *Emulator, method, path, body string) (int, string) {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", e.cfg.SocketPath)
+	}}}
+	req, err := http.NewRequest(method, "http://localhost"+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func expect(t *testing.T, e *Emulator, method, path, body string, want int) string {
+	t.Helper()
+	code, got := do(t, e, method, path, body)
+	if code != want {
+		t.Fatalf("%s %s: %d %s, want %d", method, path, code, got, want)
+	}
+	return got
+}
+
+func status(t *testing.T, e *Emulator) brapi.UpdateStatus {
+	t.Helper()
+	var s brapi.UpdateStatus
+	if err := json.Unmarshal([]byte(expect(t, e, "GET", "/updates/status", "", 200)), &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestWireShapes(t *testing.T) {
+	e := start(t, Config{Offered: []string{"1.21.0"}, Variant: "aws-k8s-1.33", Arch: "aarch64"})
+	if got := expect(t, e, "GET", "/updates/status", "", 404); !strings.Contains(got, "uninitialized") {
+		t.Errorf("404 body %q", got)
+	}
+	expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(expect(t, e, "GET", "/updates/status", "", 200)), &raw); err != nil {
+		t.Fatal(err)
+	}
+	// The dispatcher's snake_case field names, versions as strings.
+	for _, k := range []string{"update_state", "available_updates", "chosen_update", "active_partition", "staging_partition", "most_recent_command"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("status lacks %q: %v", k, raw)
+		}
+	}
+	if got := raw["chosen_update"]; !jsonEqual(got, map[string]any{"arch": "aarch64", "version": "1.21.0", "variant": "aws-k8s-1.33"}) {
+		t.Errorf("chosen_update %v", got)
+	}
+	cmd := raw["most_recent_command"].(map[string]any)
+	if cmd["cmd_type"] != "refresh" || cmd["cmd_status"] != "Success" || cmd["exit_status"] != 0.0 {
+		t.Errorf("most_recent_command %v", cmd)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, cmd["timestamp"].(string)); err != nil {
+		t.Errorf("timestamp: %v", err)
+	}
+	if raw["staging_partition"] != nil || raw["update_state"] != "Available" {
+		t.Errorf("status %v", raw)
+	}
+	if got := expect(t, e, "GET", "/os", "", 200); !strings.Contains(got, `"version_id":"1.20.0"`) {
+		t.Errorf("/os %s", got)
+	}
+	if got := expect(t, e, "GET", "/settings?keys=settings.updates.version-lock", "", 200); got != `{"updates":{"version-lock":"latest"}}` {
+		t.Errorf("/settings %s", got)
+	}
+	expect(t, e, "GET", "/actions/reboot", "", 405)
+	expect(t, e, "DELETE", "/settings", "", 405)
+	expect(t, e, "GET", "/services", "", 404)
+}
+
+func jsonEqual(a, b any) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+func TestVersionLockChoosesUpdate(t *testing.T) {
+	for _, tc := range []struct {
+		lock, want string
+	}{
+		{"latest", "1.22.0"},
+		{"1.21.0", "1.21.0"},
+		{"v1.21.0", "1.21.0"},
+		{"1.19.0", "1.19.0"}, // a lock may go back
+		{"1.20.0", ""},       // the running version: nothing to do
+		{"1.23.0", ""},       // not offered
+	} {
+		e := start(t, Config{Offered: []string{"1.19.0", "1.21.0", "1.22.0", "1.22.0-rc1"}, VersionLock: tc.lock})
+		expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+		s := status(t, e)
+		if s.ChosenVersion() != tc.want {
+			t.Errorf("lock %s: chosen %q, want %q", tc.lock, s.ChosenVersion(), tc.want)
+		}
+		wantState := brapi.StateAvailable
+		if tc.want == "" {
+			wantState = brapi.StateIdle
+		}
+		if s.UpdateState != wantState {
+			t.Errorf("lock %s: state %s, want %s", tc.lock, s.UpdateState, wantState)
+		}
+		if !slices.Equal(s.AvailableUpdates, []string{"1.22.0", "1.22.0-rc1", "1.21.0", "1.19.0"}) {
+			t.Errorf("available %v", s.AvailableUpdates)
+		}
+	}
+}
+
+func TestStateMachine(t *testing.T) {
+	e := start(t, Config{Offered: []string{"1.21.0"}})
+	// Nothing may happen before an update is chosen.
+	expect(t, e, "POST", "/actions/prepare-update", "", 409)
+	expect(t, e, "POST", "/actions/activate-update", "", 409)
+	expect(t, e, "POST", "/actions/deactivate-update", "", 409)
+	expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+	expect(t, e, "POST", "/actions/activate-update", "", 409)
+	expect(t, e, "POST", "/actions/prepare-update", "", 204)
+	// Refreshing beyond Available keeps the state.
+	expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+	if s := status(t, e); s.UpdateState != brapi.StateStaged {
+		t.Fatalf("refresh in Staged moved to %s", s.UpdateState)
+	}
+	// Prepare may run again in Staged.
+	expect(t, e, "POST", "/actions/prepare-update", "", 204)
+	expect(t, e, "POST", "/actions/deactivate-update", "", 409)
+	expect(t, e, "POST", "/actions/activate-update", "", 204)
+	expect(t, e, "POST", "/actions/prepare-update", "", 409)
+	expect(t, e, "POST", "/actions/activate-update", "", 409)
+	// The offer is withdrawn: a refresh in Ready keeps Ready, chooses nothing.
+	e.mu.Lock()
+	e.state.Offered = []string{}
+	e.mu.Unlock()
+	expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+	s := status(t, e)
+	if s.UpdateState != brapi.StateReady || s.ChosenUpdate != nil || s.ActivatedVersion() != "1.21.0" {
+		t.Fatalf("refresh in Ready: %+v", s)
+	}
+	expect(t, e, "POST", "/actions/deactivate-update", "", 204)
+	if s := status(t, e); s.UpdateState != brapi.StateStaged || s.ActivatedVersion() != "" {
+		t.Fatalf("after deactivate: %+v", s)
+	}
+	// Prepare with nothing chosen: 404.
+	expect(t, e, "POST", "/actions/prepare-update", "", 404)
+}
+
+func TestCommandRunsForItsDelay(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := start(t, Config{Offered: []string{"1.21.0"}, Clock: clk, Delays: Delays{Refresh: time.Minute}})
+	expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+	expect(t, e, "GET", "/updates/status", "", 423)
+	expect(t, e, "POST", "/actions/prepare-update", "", 423)
+	if st := e.State(); st.InFlight == nil || st.InFlight.Cmd != brapi.CommandRefresh {
+		t.Fatalf("in flight: %+v", st.InFlight)
+	}
+	clk.Step(59 * time.Second)
+	expect(t, e, "GET", "/updates/status", "", 423)
+	clk.Step(time.Second)
+	s := status(t, e)
+	if s.UpdateState != brapi.StateAvailable || !s.MostRecentCommand.Timestamp.Equal(clk.Now()) {
+		t.Fatalf("after the delay: %+v", s)
+	}
+	// Two commands at the same instant get distinct timestamps.
+	e.SetDelays(Delays{})
+	expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+	if s2 := status(t, e); !s2.MostRecentCommand.Timestamp.After(s.MostRecentCommand.Timestamp) {
+		t.Errorf("timestamps %v then %v", s.MostRecentCommand.Timestamp, s2.MostRecentCommand.Timestamp)
+	}
+}
+
+func TestSettings(t *testing.T) {
+	e := start(t, Config{})
+	for _, body := range []string{
+		`not json`,
+		`{"motd": "hi"}`,
+		`{"updates": {"ignore-waves": true}}`,
+		`{"updates": {"version-lock": 3}}`,
+		`{"updates": {"version-lock": "banana"}}`,
+	} {
+		if got := expect(t, e, "PATCH", "/settings", body, 400); got == "" {
+			t.Errorf("PATCH %s: 400 without a reason", body)
+		}
+	}
+	expect(t, e, "POST", "/tx/commit_and_apply", "", 422)
+	expect(t, e, "PATCH", "/settings?tx=mine", `{"updates": {"version-lock": "1.21.0"}}`, 204)
+	// Another transaction commits nothing of ours.
+	expect(t, e, "POST", "/tx/commit_and_apply", "", 422)
+	if got := expect(t, e, "POST", "/tx/commit_and_apply?tx=mine", "", 200); got != `["settings.updates.version-lock"]` {
+		t.Errorf("commit answered %s", got)
+	}
+	if st := e.State(); st.VersionLock != "1.21.0" {
+		t.Errorf("lock %q", st.VersionLock)
+	}
+}
+
+func TestStateFileSurvivesRestart(t *testing.T) {
+	dir := tempDir(t)
+	cfg := Config{SocketPath: filepath.Join(dir, "api.sock"), StateFile: filepath.Join(dir, "state.json"), Version: "1.20.0", Offered: []string{"1.21.0"}}
+	e := start(t, cfg)
+	expect(t, e, "PATCH", "/settings", `{"updates": {"version-lock": "1.21.0"}}`, 204)
+	expect(t, e, "POST", "/tx/commit_and_apply", "", 200)
+	expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+	expect(t, e, "POST", "/actions/prepare-update", "", 204)
+	expect(t, e, "POST", "/actions/activate-update", "", 204)
+	e.Close()
+
+	// Restarted with other flags: the file wins for the host, the flags'
+	// offer is added.
+	cfg.Version = "1.0.0"
+	cfg.Offered = []string{"1.22.0"}
+	rebooted := make(chan RebootEvent, 1)
+	cfg.RebootHook = func(_ context.Context, ev RebootEvent) error { rebooted <- ev; return nil }
+	e2 := start(t, cfg)
+	st := e2.State()
+	if st.Running != "1.20.0" || st.VersionLock != "1.21.0" || st.Status == nil || st.Status.UpdateState != brapi.StateReady || !slices.Equal(st.Offered, []string{"1.22.0", "1.21.0"}) {
+		t.Fatalf("restored state: %+v", st)
+	}
+	expect(t, e2, "POST", "/actions/reboot", "", 204)
+	if ev := <-rebooted; ev.To != "1.21.0" {
+		t.Errorf("rebooting into %s", ev.To)
+	}
+	if err := e2.WaitForReboots(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	e2.Close()
+	e3 := start(t, cfg)
+	if st := e3.State(); st.Running != "1.21.0" || st.Reboots != 1 || st.Status != nil {
+		t.Errorf("after reboot and restart: running %s reboots %d status %+v", st.Running, st.Reboots, st.Status)
+	}
+
+	// A corrupt state file is an error, not a silent reset.
+	if err := os.WriteFile(cfg.StateFile, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "state.json") {
+		t.Errorf("corrupt state file: %v", err)
+	}
+}
+
+func TestControlAPI(t *testing.T) {
+	e := start(t, Config{Faults: Faults{DropNext: 5}})
+	// Control paths are exempt from faults.
+	var st State
+	if err := json.Unmarshal([]byte(expect(t, e, "POST", "/emulator/offer", `{"versions": ["1.21.0", "v1.20.5"]}`, 200)), &st); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(st.Offered, []string{"1.21.0", "v1.20.5"}) {
+		t.Errorf("offered %v", st.Offered)
+	}
+	expect(t, e, "POST", "/emulator/offer", `{"versions": ["1.21.0"]}`, 200)
+	if got := e.State().Offered; len(got) != 2 {
+		t.Errorf("offering twice duplicated: %v", got)
+	}
+	expect(t, e, "POST", "/emulator/offer", `{"versions": ["soon"]}`, 400)
+	expect(t, e, "POST", "/emulator/offer", `{}`, 400)
+	expect(t, e, "PUT", "/emulator/faults", `{"prepareFails": true, "nope": 1}`, 400)
+	expect(t, e, "PUT", "/emulator/faults", `{"prepareFails": true, "neverComesUp": true}`, 200)
+	if got := expect(t, e, "GET", "/emulator/faults", "", 200); !strings.Contains(got, `"prepareFails":true`) || strings.Contains(got, "dropNext") {
+		t.Errorf("faults %s", got)
+	}
+	if got := expect(t, e, "GET", "/emulator/state", "", 200); !strings.Contains(got, `"running":"1.20.0"`) {
+		t.Errorf("state %s", got)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	sock := filepath.Join(tempDir(t), "api.sock")
+	for _, cfg := range []Config{
+		{Version: "1.20.0"},
+		{SocketPath: sock},
+		{SocketPath: sock, Version: "one"},
+		{SocketPath: sock, Version: "1.20.0", Offered: []string{"x"}},
+		{SocketPath: sock, Version: "1.20.0", VersionLock: "newest"},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v) accepted", cfg)
+		}
+	}
+}
