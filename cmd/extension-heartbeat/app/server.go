@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"nodehealth.io/heartbeat"
@@ -82,7 +81,9 @@ func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConf
 	if err != nil {
 		return err
 	}
-	client, err := kubernetes.NewForConfig(restConfig)
+	// The lean client: only the Lease and SelfSubjectReview types are
+	// linked, not client-go's clientset of every API group (issue 12).
+	client, err := heartbeat.NewClient(restConfig)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/heartbeat"
+	"nodehealth.io/heartbeat/clientset"
 	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
@@ -54,8 +55,14 @@ func TestLibraryCreatesRenewsReleases(t *testing.T) {
 		t.Fatalf("the extension may read Nodes (%v); the test would not prove the SelfSubjectReview path", err)
 	}
 
+	// The lean client (protobuf, two API groups), as an extension without a
+	// clientset builds it.
+	client, err := heartbeat.NewClient(ext.sa.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var failing atomic.Pointer[error]
-	r, err := heartbeat.New(ext.sa.Client, heartbeat.Options{
+	r, err := heartbeat.New(client, heartbeat.Options{
 		Namespace:     leaseNS,
 		NodeName:      "n1",
 		Extension:     "kube-proxy",
@@ -129,7 +136,8 @@ func TestDeletingNodeCollectsLeases(t *testing.T) {
 	var names []string
 	for _, name := range []string{"kube-proxy", "cni"} {
 		ext := newExtension(t, name, node, leaseNS)
-		r, err := heartbeat.New(ext.sa.Client, heartbeat.Options{Namespace: leaseNS, NodeName: node, Extension: name, Holder: ext.pod})
+		// Through the clientset adapter, as an extension that has one.
+		r, err := heartbeat.New(clientset.New(ext.sa.Client), heartbeat.Options{Namespace: leaseNS, NodeName: node, Extension: name, Holder: ext.pod})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +168,7 @@ func TestDeletingNodeCollectsLeases(t *testing.T) {
 func TestLeaseNameOverLimitRefused(t *testing.T) {
 	t.Parallel()
 	node := strings.Repeat("n", 63) + "." + strings.Repeat("o", 63) + "." + strings.Repeat("d", 63) + "." + strings.Repeat("e", 55)
-	_, err := heartbeat.New(testenv.Env(t).Client, heartbeat.Options{NodeName: node, Extension: "device-plugin", Holder: "p"})
+	_, err := heartbeat.New(clientset.New(testenv.Env(t).Client), heartbeat.Options{NodeName: node, Extension: "device-plugin", Holder: "p"})
 	if err == nil || !strings.Contains(err.Error(), "253") {
 		t.Errorf("New: %v, want an error naming the 253-character limit", err)
 	}

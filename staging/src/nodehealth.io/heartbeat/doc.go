@@ -5,6 +5,10 @@
 //
 // # Using it
 //
+//	cfg, err := rest.InClusterConfig()
+//	...
+//	client, err := heartbeat.NewClient(cfg) // or clientset.New(cs), below
+//	...
 //	r, err := heartbeat.New(client, heartbeat.Options{
 //		NodeName:  os.Getenv("NODE_NAME"), // downward API: spec.nodeName
 //		Extension: "kube-proxy",
@@ -16,6 +20,17 @@
 //	if shuttingDown {
 //		_ = r.Release(context.WithoutCancel(ctx), heartbeat.ReasonTerminating, "shutting down")
 //	}
+//
+// # The client
+//
+// A Renewer needs five calls of the API server, the Client interface: get,
+// create and update a coordination.k8s.io/v1 Lease, a SelfSubjectReview,
+// and, failing that, a Node's UID. NewClient builds one from a *rest.Config
+// that links and registers only those two API groups and speaks protobuf;
+// client-go's clientset would link the types of every API group, most of a
+// small process's memory. A process that already has a clientset passes
+// clientset.New(cs) (package nodehealth.io/heartbeat/clientset) instead and
+// pays nothing more; a process without one never links that package.
 //
 // # What it writes
 //

@@ -13,9 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/heartbeat"
+	"nodehealth.io/heartbeat/clientset"
 )
 
 // errTerminated is the context cause of a SIGTERM in this example; a process
@@ -25,14 +27,13 @@ var errTerminated = errors.New("terminated")
 
 // An extension (here kube-proxy) renews its Lease while its own health
 // endpoint answers, and releases it when it shuts down so that the node is
-// gated at once. In a pod the client comes from rest.InClusterConfig and the
-// node and pod names from the downward API; the example runs against a fake
-// clientset.
+// gated at once. In a pod the client comes from heartbeat.NewClient (see
+// ExampleNewClient) and the node and pod names from the downward API; the
+// example runs against a fake clientset, through the clientset adapter.
 func Example() {
-	// In a pod: cfg, _ := rest.InClusterConfig(); client, _ := kubernetes.NewForConfig(cfg)
-	var client kubernetes.Interface = fake.NewClientset()
+	var cs kubernetes.Interface = fake.NewClientset()
 
-	r, err := heartbeat.New(client, heartbeat.Options{
+	r, err := heartbeat.New(clientset.New(cs), heartbeat.Options{
 		NodeName:  "node-1",           // os.Getenv("NODE_NAME"), from spec.nodeName
 		Extension: "kube-proxy",       // a DNS label: the Lease is kube-proxy.node-1
 		Holder:    "kube-proxy-x7k2p", // os.Getenv("POD_NAME"), from metadata.name
@@ -66,7 +67,7 @@ func Example() {
 	for !r.Holding() {
 		time.Sleep(10 * time.Millisecond)
 	}
-	printLease(client)
+	printLease(cs)
 	cancel(errTerminated)
 	<-done
 
@@ -78,11 +79,38 @@ func Example() {
 			fmt.Println(err)
 		}
 	}
-	printLease(client)
+	printLease(cs)
 
 	// Output:
 	// kube-proxy.node-1 holder="kube-proxy-x7k2p" reason=""
 	// kube-proxy.node-1 holder="" reason="Terminating"
+}
+
+// An extension without a client-go clientset builds the heartbeat's own lean
+// client from its REST configuration: it links and registers only the Lease
+// and SelfSubjectReview types, and speaks protobuf. An extension that has a
+// clientset passes clientset.New(cs) instead and pays nothing more.
+func ExampleNewClient() {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	client, err := heartbeat.NewClient(cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r, err := heartbeat.New(client, heartbeat.Options{
+		NodeName:  os.Getenv("NODE_NAME"),
+		Extension: "my-csi-node",
+		Holder:    os.Getenv("POD_NAME"),
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = r.Run(context.TODO())
 }
 
 // healthz is a minimal HTTP probe. The example's endpoint does not exist, so

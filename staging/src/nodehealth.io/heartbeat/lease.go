@@ -6,7 +6,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,7 +48,7 @@ func (r *Renewer) apply(ctx context.Context, want target) error {
 	for attempt := 0; attempt < 2; attempt++ {
 		current := r.lease
 		if current == nil || attempt > 0 {
-			got, err := r.leases.Get(ctx, r.name, metav1.GetOptions{})
+			got, err := r.client.GetLease(ctx, r.opts.Namespace, r.name)
 			switch {
 			case apierrors.IsNotFound(err):
 				return r.create(ctx, want)
@@ -75,7 +74,7 @@ func (r *Renewer) apply(ctx context.Context, want target) error {
 		next := current.DeepCopy()
 		r.ensureOwner(ctx, next)
 		r.mutate(next, want)
-		updated, err := r.leases.Update(ctx, next, metav1.UpdateOptions{})
+		updated, err := r.client.UpdateLease(ctx, next)
 		if err == nil {
 			r.lease = updated
 			r.countRelease(want)
@@ -100,7 +99,7 @@ func (r *Renewer) create(ctx context.Context, want target) error {
 	}
 	r.ensureOwner(ctx, lease)
 	r.mutate(lease, want)
-	created, err := r.leases.Create(ctx, lease, metav1.CreateOptions{})
+	created, err := r.client.CreateLease(ctx, lease)
 	if err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			// Created concurrently; the next write starts from a GET.
@@ -219,17 +218,17 @@ func (r *Renewer) resolveOwner(ctx context.Context) {
 	}
 	var why []string
 	definite := true
-	review, err := r.client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	user, err := r.client.ReviewSelf(ctx)
 	switch {
 	case err != nil:
 		why = append(why, fmt.Sprintf("SelfSubjectReview failed: %v", err))
 		definite = definite && isDefinite(err)
 	default:
-		extra := review.Status.UserInfo.Extra
+		extra := user.Extra
 		names, uids := extra[extraNodeName], extra[extraNodeUID]
 		switch {
 		case len(names) == 0 || len(uids) == 0:
-			why = append(why, fmt.Sprintf("the credentials of %q carry no node (not a pod-bound service-account token)", review.Status.UserInfo.Username))
+			why = append(why, fmt.Sprintf("the credentials of %q carry no node (not a pod-bound service-account token)", user.Username))
 		case names[0] != r.opts.NodeName:
 			why = append(why, fmt.Sprintf("the credentials are bound to node %q, not %q", names[0], r.opts.NodeName))
 		default:
@@ -238,10 +237,10 @@ func (r *Renewer) resolveOwner(ctx context.Context) {
 			return
 		}
 	}
-	node, err := r.client.CoreV1().Nodes().Get(ctx, r.opts.NodeName, metav1.GetOptions{})
+	uid, err := r.client.NodeUID(ctx, r.opts.NodeName)
 	if err == nil {
-		r.owner = ownerState{resolved: true, uid: node.UID}
-		logger.V(2).Info("Found the node's UID by reading the Node", "uid", node.UID)
+		r.owner = ownerState{resolved: true, uid: uid}
+		logger.V(2).Info("Found the node's UID by reading the Node", "uid", uid)
 		return
 	}
 	why = append(why, fmt.Sprintf("reading Node %s failed: %v", r.opts.NodeName, err))

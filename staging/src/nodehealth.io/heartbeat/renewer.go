@@ -10,8 +10,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/client-go/kubernetes"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/klog/v2"
 )
 
@@ -26,8 +24,7 @@ import (
 // (do nothing: the new process renews the still-valid Lease, and one
 // ConfigMap edit does not gate every node).
 type Renewer struct {
-	leases coordinationv1client.LeaseInterface
-	client kubernetes.Interface
+	client Client
 	opts   Options
 	name   string
 	m      *metrics
@@ -85,11 +82,13 @@ type target struct {
 	reason, message string
 }
 
-// New returns a Renewer for the Lease of opts.Extension on opts.NodeName. It
-// fails when an option is invalid, for instance when "<extension>.<node>"
-// would be longer than the 253 characters an object name may have, or when
-// the metrics cannot be registered.
-func New(client kubernetes.Interface, opts Options) (*Renewer, error) {
+// New returns a Renewer for the Lease of opts.Extension on opts.NodeName,
+// written through client: NewClient(restConfig) in a process without a
+// clientset, clientset.New(cs) (package nodehealth.io/heartbeat/clientset)
+// in one that has one. It fails when an option is invalid, for instance when
+// "<extension>.<node>" would be longer than the 253 characters an object name
+// may have, or when the metrics cannot be registered.
+func New(client Client, opts Options) (*Renewer, error) {
 	if client == nil {
 		return nil, errors.New("heartbeat: a client is required")
 	}
@@ -99,7 +98,6 @@ func New(client kubernetes.Interface, opts Options) (*Renewer, error) {
 	}
 	r := &Renewer{
 		client: client,
-		leases: client.CoordinationV1().Leases(opts.Namespace),
 		opts:   opts,
 		name:   name,
 		m:      newMetrics(opts.Extension),

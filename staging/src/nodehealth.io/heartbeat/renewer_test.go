@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/heartbeat/clientset"
 )
 
 const (
@@ -86,7 +87,7 @@ func newHarness(t *testing.T, opts Options, objects ...k8sruntime.Object) *harne
 	}
 	opts.Clock = h.clk
 	opts.Registerer = h.reg
-	r, err := New(h.client, opts)
+	r, err := New(clientset.New(h.client), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,7 +532,7 @@ func TestNoReleaseOnReloadExit(t *testing.T) {
 
 	// The next process (another holder name after a pod restart, or the same)
 	// renews it without a release in between.
-	r2, err := New(h.client, Options{NodeName: testNode, Extension: testExt, Holder: testHolder, Clock: h.clk})
+	r2, err := New(clientset.New(h.client), Options{NodeName: testNode, Extension: testExt, Holder: testHolder, Clock: h.clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,7 +614,7 @@ func TestReleaseLeavesAnotherHoldersLeaseAlone(t *testing.T) {
 
 func TestLeaseNameOver253CharactersRefused(t *testing.T) {
 	node := strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 50)
-	_, err := New(fake.NewClientset(), Options{NodeName: node, Extension: "csi-node-driver", Holder: "p"})
+	_, err := New(clientset.New(fake.NewClientset()), Options{NodeName: node, Extension: "csi-node-driver", Holder: "p"})
 	if err == nil || !strings.Contains(err.Error(), "253") {
 		t.Fatalf("New with a %d-character node name: %v, want an error naming the 253 limit", len(node), err)
 	}
@@ -627,7 +628,7 @@ func TestInvalidOptions(t *testing.T) {
 		"interval too long":  {NodeName: testNode, Extension: testExt, Holder: "p", RenewInterval: 40 * time.Second},
 		"fractional seconds": {NodeName: testNode, Extension: testExt, Holder: "p", LeaseDuration: 1500 * time.Millisecond, RenewInterval: time.Second},
 	} {
-		if _, err := New(fake.NewClientset(), opts); err == nil {
+		if _, err := New(clientset.New(fake.NewClientset()), opts); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
@@ -733,11 +734,11 @@ func TestHealthzReportsAStuckLoop(t *testing.T) {
 func TestMetricsOfTwoRenewersShareARegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	for _, ext := range []string{"kube-proxy", "cni"} {
-		if _, err := New(fake.NewClientset(), Options{NodeName: testNode, Extension: ext, Holder: "p", Registerer: reg}); err != nil {
+		if _, err := New(clientset.New(fake.NewClientset()), Options{NodeName: testNode, Extension: ext, Holder: "p", Registerer: reg}); err != nil {
 			t.Fatalf("%s: %v", ext, err)
 		}
 	}
-	if _, err := New(fake.NewClientset(), Options{NodeName: testNode, Extension: "cni", Holder: "p", Registerer: reg}); err == nil {
+	if _, err := New(clientset.New(fake.NewClientset()), Options{NodeName: testNode, Extension: "cni", Holder: "p", Registerer: reg}); err == nil {
 		t.Error("registering the same extension twice did not fail")
 	}
 	n, err := testutil.GatherAndCount(reg, "nodehealth_heartbeat_holding")
