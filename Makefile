@@ -98,10 +98,16 @@ help: ## List the targets.
 # Benchmarks of the node-health controller (test/bench; results in docs/benchmarks.md).
 # Not part of make test. BENCH_NODES is the comma-separated node counts of bench-scale.
 BENCH_NODES ?= 100,500,1000
+# How long bench-footprint measures after the processes settled.
+BENCH_DURATION ?= 10m
 
 .PHONY: bench-controller
 bench-controller: ## Go benchmark of the controller's per-event cost on one core (fake clientset, no API server).
 	$(GO) test ./test/bench -run='^$$' -bench=. -benchmem -cpu=1
+
+.PHONY: bench-footprint
+bench-footprint: controlplane ## Per-node footprint: extension-heartbeat (each probe) beside two reference renewers, release builds (BENCH_DURATION=10m).
+	$(GO) run ./test/bench/footprint --duration=$(BENCH_DURATION)
 
 .PHONY: bench-scale
 bench-scale: controlplane build ## Scale benchmark on the real control plane with kwok nodes (BENCH_NODES=100,500,1000; minutes).
