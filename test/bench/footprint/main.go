@@ -83,6 +83,7 @@ type subject struct {
 type sample struct {
 	at                   time.Time
 	rss, rssFile, rssAno int64 // KiB
+	pss                  int64 // KiB; shared pages divided among their users
 	cpuTicks             int64 // utime+stime, in USER_HZ (100/s on Linux)
 }
 
@@ -235,6 +236,15 @@ func measure(s *subject) (sample, error) {
 			smp.rssAno = v
 		}
 	}
+	rollup, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return smp, err
+	}
+	for _, line := range strings.Split(string(rollup), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
+			smp.pss, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return smp, err
@@ -256,8 +266,8 @@ func printTable(w io.Writer, subjects []*subject, interval time.Duration) {
 			refREST = s.end.rss
 		}
 	}
-	fmt.Fprintln(w, "| process | binary MB | RSS after start MiB | RSS at end MiB (file + anon) | ÷ refrest | CPU % of a core | CPU ms per renewal |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| process | binary MB | RSS after start MiB | RSS at end MiB (file + anon) | ÷ refrest | PSS at end MiB | CPU % of a core | CPU ms per renewal |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, s := range subjects {
 		st, _ := os.Stat(s.binary)
 		elapsed := s.end.at.Sub(s.start.at)
@@ -267,11 +277,12 @@ func printTable(w io.Writer, subjects []*subject, interval time.Duration) {
 		if refREST > 0 {
 			ratio = fmt.Sprintf("%.2f", float64(s.end.rss)/float64(refREST))
 		}
-		fmt.Fprintf(w, "| %s | %.1f | %s | %s (%s + %s) | %s | %.3f | %.1f |\n", s.name, float64(st.Size())/1e6,
-			mib(s.start.rss), mib(s.end.rss), mib(s.end.rssFile), mib(s.end.rssAno), ratio,
+		fmt.Fprintf(w, "| %s | %.1f | %s | %s (%s + %s) | %s | %s | %.3f | %.1f |\n", s.name, float64(st.Size())/1e6,
+			mib(s.start.rss), mib(s.end.rss), mib(s.end.rssFile), mib(s.end.rssAno), ratio, mib(s.end.pss),
 			100*cpu.Seconds()/elapsed.Seconds(), float64(cpu.Milliseconds())/renewals)
 	}
-	fmt.Fprintf(w, "\nCPU is utime+stime from /proc/<pid>/stat (10 ms ticks) over %s; renewals are counted as elapsed ÷ %s.\n",
+	fmt.Fprintf(w, "\nPSS divides the pages of the one extension-heartbeat binary among the sidecars running it, as the kernel shares them.\n")
+	fmt.Fprintf(w, "CPU is utime+stime from /proc/<pid>/stat (10 ms ticks) over %s; renewals are counted as elapsed ÷ %s.\n",
 		subjects[0].end.at.Sub(subjects[0].start.at).Round(time.Second), interval)
 }
 
