@@ -62,7 +62,9 @@ func TestLeanClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateLease(ctx, created); !apierrors.IsAlreadyExists(err) {
+	again := created.DeepCopy()
+	again.ResourceVersion = ""
+	if _, err := c.CreateLease(ctx, again); !apierrors.IsAlreadyExists(err) {
 		t.Errorf("creating it twice: %v, want AlreadyExists", err)
 	}
 	got, err := c.GetLease(ctx, leaseNS, created.Name)
