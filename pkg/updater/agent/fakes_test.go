@@ -304,7 +304,6 @@ type harness struct {
 	lease   *fakeLease
 	pods    *fakePods
 	events  *fakeEvents
-	boots   int
 	// noController keeps the fake node-health controller from tainting.
 	noController bool
 }
