@@ -117,7 +117,9 @@ func (e *Environment) StartSimNode(ctx context.Context, opts SimNodeOptions) (*S
 		return nil, err
 	}
 	s := &SimNode{env: e, opts: opts, dir: dir, Socket: filepath.Join(dir, "api.sock")}
-	if _, err := e.CreateNode(ctx, opts.Name, opts.Labels); err != nil {
+	// kwok initializes a new node's status (with an empty bootID) once; a
+	// bootID written before that could be overwritten, so wait for it.
+	if _, err := e.CreateReadyNode(ctx, opts.Name, opts.Labels); err != nil {
 		return nil, err
 	}
 	if _, err := e.SetBootID(ctx, opts.Name, BootID(opts.Name, 0)); err != nil {
