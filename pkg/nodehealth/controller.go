@@ -56,6 +56,7 @@ type Controller struct {
 	blast   *blastRadius
 	rules   map[string]*Rule
 	canary  *canary
+	drains  drainers
 
 	mu    sync.Mutex
 	nodes map[string]*nodeState

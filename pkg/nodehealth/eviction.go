@@ -2,20 +2,58 @@ package nodehealth
 
 import (
 	"context"
-	"fmt"
-	"strings"
+	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
+
+	"nodehealth.io/nodehealth/pkg/drain"
 )
 
+// EventEvictionFailed names a pod whose eviction failed for a reason other
+// than a PodDisruptionBudget; the other pods are evicted meanwhile.
+const EventEvictionFailed = "EvictionFailed"
+
 // mirrorPodAnnotation marks static pods' mirrors, which cannot be evicted.
-const mirrorPodAnnotation = "kubernetes.io/config.mirror"
+const mirrorPodAnnotation = drain.MirrorPodAnnotation
+
+// Back-off of one pod whose eviction is refused (blocked by a budget or
+// failed); other pods of the node are not held up by it.
+const (
+	evictionInitialBackoff = 5 * time.Second
+	evictionMaxBackoff     = 5 * time.Minute
+)
+
+// drainers holds the drain in progress of each escalated node, so that the
+// per-pod back-off survives between retries. A node's entry goes when its
+// evictions are all issued or it no longer fails.
+type drainers struct {
+	mu sync.Mutex
+	m  map[string]*drain.Drainer
+}
+
+func (d *drainers) get(name string, create func() *drain.Drainer) *drain.Drainer {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = map[string]*drain.Drainer{}
+	}
+	dr := d.m[name]
+	if dr == nil {
+		dr = create()
+		d.m[name] = dr
+	}
+	return dr
+}
+
+func (d *drainers) forget(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.m, name)
+}
 
 func (c *Controller) evictionWorker(ctx context.Context) {
 	for c.processNextEviction(ctx) {
@@ -28,27 +66,36 @@ func (c *Controller) processNextEviction(ctx context.Context) bool {
 		return false
 	}
 	defer c.evictions.Done(name)
-	retry, err := c.escalate(ctx, name)
+	after, err := c.escalateNode(ctx, name)
 	switch {
 	case err != nil:
 		utilruntime.HandleErrorWithContext(ctx, err, "Escalating node failed, will retry", "node", name)
 		c.evictions.AddRateLimited(name)
-	case retry:
-		c.evictions.AddRateLimited(name)
+	case after > 0:
+		// The drain's per-pod back-off decides when the node is due again.
+		c.evictions.Forget(name)
+		c.evictions.AddAfter(name, after)
 	default:
 		c.evictions.Forget(name)
 	}
 	return true
 }
 
-// escalate evicts the pods of a node whose extension failed long enough, or
-// asks for the NoExecute taint. It reports whether blocked evictions need a
-// retry. The cluster-wide rate limit applies once per node escalation; retries
-// of blocked evictions do not consume it.
+// escalate reports whether the node's escalation needs a retry.
 func (c *Controller) escalate(ctx context.Context, name string) (bool, error) {
+	after, err := c.escalateNode(ctx, name)
+	return after > 0, err
+}
+
+// escalateNode evicts the pods of a node whose extension failed long enough,
+// or asks for the NoExecute taint. It returns when the node needs another
+// pass for refused evictions (0: none). The cluster-wide rate limit applies
+// once per node escalation; retries of refused evictions do not consume it.
+func (c *Controller) escalateNode(ctx context.Context, name string) (time.Duration, error) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "node", name)
 	if !c.stillFailing(name) {
-		return false, nil
+		c.drains.forget(name)
+		return 0, nil
 	}
 	c.mu.Lock()
 	st := c.nodes[name]
@@ -56,11 +103,12 @@ func (c *Controller) escalate(ctx context.Context, name string) (bool, error) {
 	c.mu.Unlock()
 	if first {
 		if err := c.evictionLimiter.Wait(ctx); err != nil {
-			return false, err
+			return 0, err
 		}
 		// The wait may have been long: check again.
 		if !c.stillFailing(name) {
-			return false, nil
+			c.drains.forget(name)
+			return 0, nil
 		}
 		c.mu.Lock()
 		st.escalated = true
@@ -68,7 +116,7 @@ func (c *Controller) escalate(ctx context.Context, name string) (bool, error) {
 	}
 	node, err := c.nodeLister.Get(name)
 	if err != nil {
-		return false, client404(err)
+		return 0, client404(err)
 	}
 
 	switch c.opts.Eviction.Mode {
@@ -77,16 +125,16 @@ func (c *Controller) escalate(ctx context.Context, name string) (bool, error) {
 		c.metrics.Evictions.WithLabelValues("noexecute").Inc()
 		if c.opts.DryRun {
 			c.metrics.DryRunActions.WithLabelValues("noexecute").Inc()
-			return false, nil
+			return 0, nil
 		}
 		c.recorder.Eventf(node, v1.EventTypeWarning, EventEvictingPods,
 			"A required extension failed %s ago; adding taint %s:NoExecute", c.opts.Eviction.Timeout, c.opts.TaintKey)
 		c.queue.Add(name)
-		return false, nil
+		return 0, nil
 	case EvictionModeEvict:
 		return c.evictPods(ctx, node, first)
 	default:
-		return false, nil
+		return 0, nil
 	}
 }
 
@@ -123,98 +171,63 @@ func client404(err error) error {
 // evictPods evicts, through the Eviction API, every pod on the node except
 // DaemonSet pods (they would come back at once), mirror pods (they cannot be
 // evicted), finished pods and pods that tolerate the readiness taint (they
-// chose to run on gated nodes, like the extensions themselves).
-func (c *Controller) evictPods(ctx context.Context, node *v1.Node, first bool) (bool, error) {
+// chose to run on gated nodes, like the extensions themselves). A refused
+// eviction backs off only its pod, named in an Event; the others proceed.
+func (c *Controller) evictPods(ctx context.Context, node *v1.Node, first bool) (time.Duration, error) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "node", node.Name)
-	pods, err := c.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node.Name).String(),
-	})
-	if err != nil {
-		return false, fmt.Errorf("listing pods of node %s: %w", node.Name, err)
-	}
-	taint := v1.Taint{Key: c.opts.TaintKey, Effect: c.opts.TaintEffect}
-	var evictable []*v1.Pod
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if skipEviction(pod, &taint) {
-			continue
+	d := c.drains.get(node.Name, func() *drain.Drainer { return c.newDrainer(node) })
+	if first || c.opts.DryRun {
+		pods, err := d.Admitted(ctx)
+		if err != nil {
+			return 0, err
 		}
-		evictable = append(evictable, pod)
-	}
-	if len(evictable) == 0 {
-		return false, nil
-	}
-	if first && !c.opts.DryRun {
-		c.recorder.Eventf(node, v1.EventTypeWarning, EventEvictingPods,
-			"A required extension failed %s ago; evicting %d pods through the Eviction API", c.opts.Eviction.Timeout, len(evictable))
-	}
-	logger.Info("Evicting pods of a node whose required extension failed", "pods", len(evictable), "timeout", c.opts.Eviction.Timeout)
-	blocked := 0
-	for _, pod := range evictable {
+		if len(pods) == 0 {
+			c.drains.forget(node.Name)
+			return 0, nil
+		}
+		logger.Info("Evicting pods of a node whose required extension failed", "pods", len(pods), "timeout", c.opts.Eviction.Timeout, "dryRun", c.opts.DryRun)
 		if c.opts.DryRun {
-			c.metrics.DryRunActions.WithLabelValues("evict").Inc()
-			continue
+			c.metrics.DryRunActions.WithLabelValues("evict").Add(float64(len(pods)))
+			c.drains.forget(node.Name)
+			return 0, nil
 		}
-		err := c.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
-			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
-		})
-		switch {
-		case err == nil:
-			c.metrics.Evictions.WithLabelValues("evicted").Inc()
-			logger.V(2).Info("Evicted pod", "pod", klog.KObj(pod))
-		case apierrors.IsNotFound(err):
-		case apierrors.IsTooManyRequests(err):
-			blocked++
-			c.metrics.Evictions.WithLabelValues("blocked").Inc()
-			why := blockingBudget(err)
-			logger.Info("Eviction blocked; will retry with back-off", "pod", klog.KObj(pod), "reason", why)
-			c.recorder.Eventf(node, v1.EventTypeWarning, EventEvictionBlocked, "Cannot evict pod %s/%s yet: %s", pod.Namespace, pod.Name, why)
-		default:
-			c.metrics.Evictions.WithLabelValues("error").Inc()
-			return true, fmt.Errorf("evicting pod %s/%s: %w", pod.Namespace, pod.Name, err)
-		}
+		c.recorder.Eventf(node, v1.EventTypeWarning, EventEvictingPods,
+			"A required extension failed %s ago; evicting %d pods through the Eviction API", c.opts.Eviction.Timeout, len(pods))
 	}
-	return blocked > 0, nil
+	st, err := d.Pass(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if st.EvictionsIssued() {
+		c.drains.forget(node.Name)
+		return 0, nil
+	}
+	return max(st.NextAttempt.Sub(c.clock.Now()), time.Millisecond), nil
 }
 
-func skipEviction(pod *v1.Pod, taint *v1.Taint) bool {
-	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed || pod.DeletionTimestamp != nil {
-		return true
-	}
-	if _, mirror := pod.Annotations[mirrorPodAnnotation]; mirror {
-		return true
-	}
-	for _, ref := range pod.OwnerReferences {
-		if ref.Controller != nil && *ref.Controller && ref.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	for i := range pod.Spec.Tolerations {
-		if pod.Spec.Tolerations[i].ToleratesTaint(klog.Background(), taint, false) {
-			return true
-		}
-	}
-	return false
-}
-
-// blockingBudget names the PodDisruptionBudget behind a 429 from the Eviction
-// API, from the causes the API server attaches.
-func blockingBudget(err error) string {
-	var status apierrors.APIStatus
-	msg := err.Error()
-	if s, ok := err.(apierrors.APIStatus); ok {
-		status = s
-	}
-	if status != nil && status.Status().Details != nil {
-		var causes []string
-		for _, cause := range status.Status().Details.Causes {
-			if cause.Type == policyv1.DisruptionBudgetCause || cause.Message != "" {
-				causes = append(causes, cause.Message)
+// newDrainer drains a node with the escalation's filter; its report counts
+// each attempt and names every refused pod in an Event on the Node.
+func (c *Controller) newDrainer(node *v1.Node) *drain.Drainer {
+	ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
+	taint := v1.Taint{Key: c.opts.TaintKey, Effect: c.opts.TaintEffect}
+	return drain.New(drain.NewClient(c.client.CoreV1(), c.client.PolicyV1()), node.Name, c.clock, drain.Options{
+		Filter:         drain.All(drain.SkipDaemonSetAndMirrorPods, drain.SkipTolerating(taint)),
+		InitialBackoff: evictionInitialBackoff,
+		MaxBackoff:     evictionMaxBackoff,
+		Report: func(r drain.Result) {
+			retry := r.RetryAt.Sub(c.clock.Now()).Round(time.Second)
+			switch r.Outcome {
+			case drain.Evicted:
+				c.metrics.Evictions.WithLabelValues("evicted").Inc()
+			case drain.Blocked:
+				c.metrics.Evictions.WithLabelValues("blocked").Inc()
+				c.recorder.Eventf(ref, v1.EventTypeWarning, EventEvictionBlocked,
+					"Cannot evict pod %s/%s yet, retrying in %s: %s", r.Pod.Namespace, r.Pod.Name, retry, r.Reason)
+			case drain.Failed:
+				c.metrics.Evictions.WithLabelValues("error").Inc()
+				c.recorder.Eventf(ref, v1.EventTypeWarning, EventEvictionFailed,
+					"Evicting pod %s/%s failed, retrying in %s; the node's other pods are evicted meanwhile: %s", r.Pod.Namespace, r.Pod.Name, retry, r.Reason)
 			}
-		}
-		if len(causes) > 0 {
-			return strings.Join(causes, "; ")
-		}
-	}
-	return msg
+		},
+	})
 }
