@@ -3,6 +3,7 @@ package leaderelection
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,6 +94,17 @@ func TestLostLeadershipIsAnError(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset()
 	e := newElector(t, client, "a")
+	var stolen atomic.Bool
+	// Another replica takes the lease (as after a partition): renewals by
+	// "a" now fail. The fake clientset does not check resourceVersions, so
+	// it is told to answer "a"'s stale optimistic update with a conflict.
+	client.PrependReactor("update", "leases", func(action core.Action) (bool, runtime.Object, error) {
+		l := action.(core.UpdateAction).GetObject().(*coordinationv1.Lease)
+		if stolen.Load() && ptr.Deref(l.Spec.HolderIdentity, "") == "a" {
+			return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), name, errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
 	leading := make(chan struct{})
 	workEnded := make(chan struct{})
 	done := make(chan error, 1)
@@ -104,20 +116,11 @@ func TestLostLeadershipIsAnError(t *testing.T) {
 		})
 	}()
 	<-leading
-	// Another replica takes the lease (as after a partition): renewals by
-	// "a" now fail. The fake clientset does not check resourceVersions, so
-	// it is told to answer "a"'s stale optimistic update with a conflict.
-	client.PrependReactor("update", "leases", func(action core.Action) (bool, runtime.Object, error) {
-		l := action.(core.UpdateAction).GetObject().(*coordinationv1.Lease)
-		if ptr.Deref(l.Spec.HolderIdentity, "") == "a" {
-			return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), name, errors.New("the object has been modified"))
-		}
-		return false, nil, nil
-	})
 	l, err := client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	stolen.Store(true)
 	l.Spec.HolderIdentity = ptr.To("b")
 	l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now().Add(time.Hour)}
 	l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
