@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
@@ -184,7 +185,32 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error
 	if workCtx.Err() == nil {
 		return ErrLostLeadership
 	}
+	e.releaseIfHeld(context.WithoutCancel(ctx), logger)
 	return nil
+}
+
+// releaseIfHeld releases the lease if it names this replica although the
+// elector does not know it leads: a stop that cancelled the request creating
+// or acquiring the lease may have come after the API server stored it, and
+// client-go releases only a lease it knows it holds.
+func (e *Elector) releaseIfHeld(ctx context.Context, logger klog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
+	defer cancel()
+	record, _, err := e.lock.Get(ctx)
+	if err != nil || record.HolderIdentity != e.cfg.Identity {
+		return
+	}
+	now := metav1.NewTime(time.Now())
+	if err := e.lock.Update(ctx, resourcelock.LeaderElectionRecord{
+		LeaderTransitions:    record.LeaderTransitions,
+		LeaseDurationSeconds: 1,
+		RenewTime:            now,
+		AcquireTime:          now,
+	}); err != nil {
+		logger.Info("Could not release a lease acquired while stopping; it expires after its duration", "err", err)
+		return
+	}
+	logger.Info("Released a lease acquired while stopping")
 }
 
 // Release stops the work and gives up the lease, waiting until both are done

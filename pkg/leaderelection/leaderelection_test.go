@@ -150,3 +150,28 @@ func TestReleaseBeforeRun(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// A stop that cancels the request creating the lease after the API server
+// stored it: the elector never knew it led, but the lease names it; Run
+// releases it rather than leaving the other replica to wait it out.
+func TestStopDuringAcquireReleasesAStoredLease(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	client := fake.NewClientset()
+	client.PrependReactor("create", "leases", func(action core.Action) (bool, runtime.Object, error) {
+		if err := client.Tracker().Create(coordinationv1.SchemeGroupVersion.WithResource("leases"),
+			action.(core.CreateAction).GetObject(), ns); err != nil {
+			return true, nil, err
+		}
+		cancel() // SIGTERM while the answer is on its way
+		return true, nil, context.Canceled
+	})
+	e := newElector(t, client, "a")
+	if err := e.Run(ctx, func(context.Context) { t.Error("led although the acquisition failed") }); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := holder(t, client); got != "" {
+		t.Errorf("lease held by %q after stopping, want released", got)
+	}
+}

@@ -200,6 +200,12 @@ func TestSIGTERMReleasesLeadership(t *testing.T) {
 	if leader == a {
 		follower = b
 	}
+	// The Lease can name a replica a moment before that replica hears back.
+	if err := wait.PollUntilContextTimeout(waitCtx(t), 50*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+		return strings.Contains(leader.LogTail(200), "Became the leader; starting"), nil
+	}); err != nil {
+		t.Fatalf("the leader never started leading: %v", err)
+	}
 	if err := syscall.Kill(leader.Pid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
