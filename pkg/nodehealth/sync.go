@@ -64,20 +64,12 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	}
 	c.mu.Unlock()
 
-	desired := desiredExtensions(list, node, c.opts.Rules, c.registrations(name), c.opts.LeaseNamespace)
-	var listValue *string
-	if !equalLists(desired, list, name, c.opts.LeaseNamespace) {
-		encoded, err := nodev1alpha1.EncodeSystemExtensions(desired, name, c.opts.LeaseNamespace)
-		if err != nil {
-			// Only possible when rules and registrations overflow the
-			// limits; keep the current list and say so.
-			c.reportInvalidList(ctx, node, fmt.Errorf("the list the rules and registrations ask for cannot be written: %w", err))
-			return nil
-		}
-		if len(desired) == 0 {
-			encoded = ""
-		}
-		listValue = &encoded
+	desired, _, err := c.desiredList(node, list)
+	if err != nil {
+		// Only possible when rules and registrations overflow the limits;
+		// keep the current list and say so.
+		c.reportInvalidList(ctx, node, err)
+		return nil
 	}
 	exts := resolveExtensions(desired, name, c.opts.LeaseNamespace, c.rules)
 
@@ -176,7 +168,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		}
 	}
 
-	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, listValue: listValue}
+	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, list: c.listFor}
 	// The boot record is kept only on nodes that list gating extensions:
 	// nodes that do not use nodehealth are never written.
 	if countGating(d.statuses) > 0 && (d.recordBoot || (d.ended && !d.taint)) {
@@ -224,6 +216,39 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		c.queue.AddAfter(name, d.nextCheck.Sub(now))
 	}
 	return nil
+}
+
+// desiredList returns the extension list rules and registrations want on a
+// node whose current list is current, and the annotation value to write (nil
+// when the list is already right).
+func (c *Controller) desiredList(node *v1.Node, current []nodev1alpha1.SystemExtension) ([]nodev1alpha1.SystemExtension, *string, error) {
+	name := node.Name
+	desired := desiredExtensions(current, node, c.opts.Rules, c.registrations(name), c.opts.LeaseNamespace)
+	if equalLists(desired, current, name, c.opts.LeaseNamespace) {
+		return desired, nil, nil
+	}
+	encoded, err := nodev1alpha1.EncodeSystemExtensions(desired, name, c.opts.LeaseNamespace)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the list the rules and registrations ask for cannot be written: %w", err)
+	}
+	if len(desired) == 0 {
+		encoded = ""
+	}
+	return desired, &encoded, nil
+}
+
+// listFor computes the annotation value to write on node (nil: none) from the
+// node itself, so that a write retried on a fresh read keeps the entries
+// other writers added since the cached read.
+func (c *Controller) listFor(node *v1.Node) (*string, error) {
+	current, err := nodev1alpha1.DecodeSystemExtensions(node.Annotations[nodev1alpha1.SystemExtensionsAnnotation], c.opts.LeaseNamespace)
+	if err != nil {
+		// Someone wrote an invalid list meanwhile: never rewrite it; the
+		// node's next sync reports it.
+		return nil, fmt.Errorf("the extension list of node %s became invalid while writing it: %w", node.Name, err)
+	}
+	_, value, err := c.desiredList(node, current)
+	return value, err
 }
 
 // registrations lists the extensions that self-register on a node.
