@@ -189,7 +189,8 @@ type EvictionConfiguration struct {
 // evicting a large part of the cluster at once. Failing nodes are counted among
 // nodes that list at least one extension that affects readiness; protection
 // starts when more than 2 nodes fail and the share reaches a threshold, and
-// ends when the share falls 5 points below it.
+// ends when the share falls below max(threshold − 5 points, threshold / 2) or
+// 2 or fewer nodes fail, so that every threshold has a reachable end.
 type BlastRadiusConfiguration struct {
 	// ClusterThresholdPercent is the share of failing nodes, cluster-wide, at
 	// which new failure taints and evictions stop (0-100; 100 protects only
