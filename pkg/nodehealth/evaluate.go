@@ -2,12 +2,14 @@ package nodehealth
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 )
@@ -61,8 +63,10 @@ type decision struct {
 	// effect) and its NoExecute variant should be on the node.
 	taint     bool
 	noExecute bool
-	// recordBoot: write the boot record for the node's current boot and UID.
+	// recordBoot: write record, the boot record for the node's current
+	// boot and UID.
 	recordBoot bool
+	record     bootRecord
 	statuses   []extensionStatus
 	// suppressed: the node should be gated for a failure but the taint is
 	// withheld because gating is suspended.
@@ -136,8 +140,10 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 		// Found gated after a start or a failover: the gate stands, and the
 		// extensions must renew again after this moment.
 		st.gate(causeFoundGated, now)
-		st.readyInBoot = f.hasRecord && f.record.UID == f.uid && f.record.BootID == f.bootID
+		st.readyInBoot = f.hasRecord && f.record.sameBoot(f.uid, f.bootID)
+		st.restoreFailedOpen(f)
 	case firstSight:
+		st.restoreFailedOpen(f)
 		// Found untainted after a start or a failover: the node is in
 		// service, so a failure of its extensions is a failure (counted for
 		// the blast radius), not a bootstrap. This is what keeps a first
@@ -258,6 +264,16 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 		// Only a node that listed gating extensions before is "ungated"; a
 		// node that never did was never gated by this controller.
 		d.ended = wasGated && st.hadGating
+		if d.ended {
+			// Released by failing open: the node is in service.
+			st.readyInBoot = true
+		}
+		d.record = st.wantRecord(f)
+		if len(st.failedOpen) > 0 {
+			// Every gating extension failed open: the record is what tells
+			// a restarted controller so.
+			d.recordBoot = !f.hasRecord || !equalRecords(f.record, d.record)
+		}
 		if f.tainted && !st.hadGating && len(st.failedOpen) == 0 {
 			graceEnd := st.firstSeen.Add(env.opts.RegistrationGrace)
 			if now.Before(graceEnd) {
@@ -340,7 +356,8 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 			d.suppressed = true
 		}
 	}
-	if !st.gated && (!f.hasRecord || f.record.UID != f.uid || f.record.BootID != f.bootID) {
+	d.record = st.wantRecord(f)
+	if !st.gated && (!f.hasRecord || !equalRecords(f.record, d.record)) {
 		d.recordBoot = true
 	}
 
@@ -357,6 +374,24 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 	// gate; it is added only once the rate-limited escalation marked the node.
 	d.noExecute = st.gated && (f.noExecute || (st.escalated && env.opts.Eviction.Mode == EvictionModeNoExecute))
 	return d
+}
+
+// restoreFailedOpen takes the extensions that failed open in this boot from the
+// boot record, after a start or a failover: without it, a node released by
+// failurePolicy Ungate would be taken for a node whose extension just failed.
+func (s *nodeState) restoreFailedOpen(f nodeFacts) {
+	if f.hasRecord && f.record.sameBoot(f.uid, f.bootID) && len(f.record.FailedOpen) > 0 {
+		s.failedOpen = sets.New(f.record.FailedOpen...)
+	}
+}
+
+// wantRecord is the boot record the node should carry once it is ungated.
+func (s *nodeState) wantRecord(f nodeFacts) bootRecord {
+	return bootRecord{BootID: f.bootID, UID: f.uid, FailedOpen: sets.List(s.failedOpen)}
+}
+
+func equalRecords(a, b bootRecord) bool {
+	return a.BootID == b.BootID && a.UID == b.UID && slices.Equal(a.FailedOpen, b.FailedOpen)
 }
 
 // conditionFor builds the SystemExtensionsReady condition of a decision, and a
@@ -409,6 +444,18 @@ func conditionFor(now time.Time, st *nodeState, d decision, suspendedWhy string)
 	}
 	signature = string(status) + "|" + reason + "|" + strings.Join(sig, ",")
 	return status, reason, message, signature
+}
+
+// countAffecting counts the extensions that affect readiness, whether they
+// gate the node now or failed open.
+func countAffecting(statuses []extensionStatus) int {
+	n := 0
+	for _, s := range statuses {
+		if s.affects {
+			n++
+		}
+	}
+	return n
 }
 
 func countGating(statuses []extensionStatus) int {

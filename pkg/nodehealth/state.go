@@ -37,10 +37,20 @@ func (c gateCause) bootstrap() bool {
 
 // bootRecord is the value of the nodehealth.io/boot annotation: the bootID and
 // UID the node was last seen ready with. It lets a controller that was down
-// during a reboot or a re-creation still notice it.
+// during a reboot or a re-creation still notice it. FailedOpen lists the
+// extensions released by a startup timeout with failurePolicy Ungate in this
+// boot, so that a restarted controller does not take their absence for a
+// failure (docs/controller.md, "The boot record").
 type bootRecord struct {
-	BootID string    `json:"bootID,omitempty"`
-	UID    types.UID `json:"uid"`
+	BootID     string    `json:"bootID,omitempty"`
+	UID        types.UID `json:"uid"`
+	FailedOpen []string  `json:"failedOpen,omitempty"`
+}
+
+// sameBoot reports whether the record was written in the node's current boot
+// of its current incarnation.
+func (r bootRecord) sameBoot(uid types.UID, bootID string) bool {
+	return r.UID == uid && r.BootID == bootID
 }
 
 func parseBootRecord(value string) (bootRecord, bool) {

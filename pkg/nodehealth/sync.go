@@ -171,8 +171,8 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, list: c.listFor}
 	// The boot record is kept only on nodes that list gating extensions:
 	// nodes that do not use nodehealth are never written.
-	if countGating(d.statuses) > 0 && (d.recordBoot || (d.ended && !d.taint)) {
-		rec := bootRecord{BootID: facts.bootID, UID: facts.uid}.String()
+	if countAffecting(d.statuses) > 0 && (d.recordBoot || (d.ended && !d.taint)) {
+		rec := d.record.String()
 		if node.Annotations[nodev1alpha1.BootAnnotation] != rec {
 			w.bootRecord = &rec
 		}
