@@ -83,9 +83,11 @@ func (k *canary) run(ctx context.Context) {
 					"interval", k.interval, "staleAfter", staleAfterIntervals*k.interval)
 				k.c.metrics.OwnViewStale.Set(1)
 				k.c.metrics.Suspensions.WithLabelValues("own-view").Inc()
+				k.c.updateEscalationClocks(k.c.clock.Now())
 			} else {
 				logger.Info("Observing my own canary renewals again: resuming taint additions and evictions")
 				k.c.metrics.OwnViewStale.Set(0)
+				k.c.updateEscalationClocks(k.c.clock.Now())
 				k.c.enqueueAll()
 			}
 		}

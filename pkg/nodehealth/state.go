@@ -71,6 +71,7 @@ func (r bootRecord) String() string {
 type nodeState struct {
 	uid       types.UID
 	bootID    string
+	zone      string
 	firstSeen time.Time
 
 	// gated is the controller's decision that the node must carry the taint;

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
@@ -91,6 +92,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	}
 	live := c.live.Has(name)
 	c.live.Delete(name)
+	st.zone = facts.zone
 	c.indexLeaseRefs(name, exts)
 	prevExtReady := st.extReady
 	wasGated, wasSuppressed := st.gated, st.suppressed
@@ -136,7 +138,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	c.updateContribution(name, contribution{reason: gateReason(st), notReady: notReadyNames(d.statuses), tracked: countGating(d.statuses) > 0})
 	c.mu.Unlock()
 
-	c.handleSuspensionChanges(ctx, changes)
+	c.handleSuspensionChanges(ctx, changes, now)
 
 	for _, to := range d.startupTimeouts {
 		c.metrics.StartupTimeouts.WithLabelValues(string(to.policy)).Inc()
@@ -251,6 +253,22 @@ func (c *Controller) listFor(node *v1.Node) (*string, error) {
 	return value, err
 }
 
+// updateEscalationClocks pauses the eviction clock of every failing node whose
+// escalation is suspended at at (blast radius of its zone or the cluster, or
+// the controller's own view) and resumes the others.
+func (c *Controller) updateEscalationClocks(at time.Time) {
+	ownViewStale := c.canary != nil && c.canary.stale()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.nodes {
+		if !st.failing {
+			continue
+		}
+		suspended, _ := c.blast.suspended(st.zone)
+		st.escalationClock(at, suspended || ownViewStale)
+	}
+}
+
 // registrations lists the extensions that self-register on a node.
 func (c *Controller) registrations(node string) []registration {
 	objs, err := c.leaseIndexer.ByIndex(leaseNodeIndex, node)
@@ -318,7 +336,7 @@ func (c *Controller) forgetNode(name string) {
 	c.dropLeaseRefs(name)
 	c.updateContribution(name, contribution{})
 	c.mu.Unlock()
-	c.handleSuspensionChanges(context.Background(), c.blast.update(name, "", false, false))
+	c.handleSuspensionChanges(context.Background(), c.blast.update(name, "", false, false), c.clock.Now())
 }
 
 func (c *Controller) reportInvalidList(ctx context.Context, node *v1.Node, err error) {
@@ -415,8 +433,15 @@ func notReadyNames(statuses []extensionStatus) []string {
 	return out
 }
 
-func (c *Controller) handleSuspensionChanges(ctx context.Context, changes []suspensionChange) {
+// handleSuspensionChanges reports suspensions that began or ended at at, and
+// pauses or resumes the eviction clock of every failing node at that instant:
+// a node not synced during the suspension must not have the suspension
+// counted as failure time.
+func (c *Controller) handleSuspensionChanges(ctx context.Context, changes []suspensionChange, at time.Time) {
 	logger := klog.FromContext(ctx)
+	if len(changes) > 0 {
+		c.updateEscalationClocks(at)
+	}
 	for _, ch := range changes {
 		scope := "cluster"
 		if strings.HasPrefix(ch.scope, "zone ") {
