@@ -249,6 +249,25 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 			allPlanned = allPlanned && s.planned
 		}
 	}
+	// A planned release lasts until that Lease renews: while it does not,
+	// the node's other failures are planned too (the updater reboots the
+	// node, and its other extensions expire meanwhile).
+	for _, s := range d.statuses {
+		if s.planned && st.gated {
+			st.plannedExts.Insert(s.name)
+		}
+		if s.ready {
+			st.plannedExts.Delete(s.name)
+		}
+	}
+	for name := range st.plannedExts {
+		if !slices.ContainsFunc(d.statuses, func(s extensionStatus) bool { return s.name == name }) {
+			st.plannedExts.Delete(name)
+		}
+	}
+	if len(notReady) > 0 && len(st.plannedExts) > 0 {
+		allPlanned = true
+	}
 
 	// Nodes without gating extensions are never gated. A taint placed at
 	// creation stays for the registration grace, so that extensions have time
@@ -294,13 +313,19 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 			st.gate(cause, now)
 			d.started = true
 			for _, s := range notReady {
+				if s.planned {
+					st.plannedExts.Insert(s.name)
+				}
+			}
+			for _, s := range notReady {
 				if !s.failedAt.IsZero() && (d.detectedAt.IsZero() || s.failedAt.Before(d.detectedAt)) {
 					d.detectedAt = s.failedAt
 				}
 			}
 		} else if st.cause == causeFoundGated {
 			// Found gated at a start: once an extension is known not to be
-			// ready, that is the reason, not the restart.
+			// ready, that is the reason, not the restart. The gate stays
+			// full (st.full): every extension must still renew.
 			st.cause = causeNotReady
 			if allPlanned {
 				st.cause = causeMaintenance
@@ -318,9 +343,15 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 			}
 		}
 	} else if st.gated {
+		// A failed-only gate waits for the extensions that failed (or were
+		// added) since gateStart; the others never stopped renewing, and
+		// waiting for their next renewal is needless downtime.
 		latest := time.Time{}
 		fresh := true
 		for _, s := range gating {
+			if !st.full && !st.scope.Has(s.name) {
+				continue
+			}
 			fresh = fresh && s.renewedSinceGate
 			if s.lastRenewal.After(latest) {
 				latest = s.lastRenewal
@@ -336,6 +367,18 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 		// controller on an existing cluster): adopt the node as ready rather
 		// than gating every node of the cluster at once.
 		st.readyInBoot = true
+	}
+
+	if st.gated && !st.full {
+		for _, s := range notReady {
+			st.scope.Insert(s.name)
+		}
+		for _, s := range gating {
+			if _, known := st.extReady[s.name]; !known && len(st.extReady) > 0 {
+				// Added to the list during the gate.
+				st.scope.Insert(s.name)
+			}
+		}
 	}
 
 	// Failing nodes count toward the blast radius whether tainted or not.

@@ -79,6 +79,15 @@ type nodeState struct {
 	gated     bool
 	gateStart time.Time
 	cause     gateCause
+	// full: every extension must renew after gateStart to ungate (bootstrap,
+	// reboot, re-creation, found gated at start). Otherwise the gate is
+	// failed-only: only the extensions in scope must renew.
+	full  bool
+	scope sets.Set[string]
+	// plannedExts are the extensions released for maintenance during this
+	// gate; while any is not ready again, the node's other failures are
+	// planned too (no eviction clock, no blast-radius count).
+	plannedExts sets.Set[string]
 	// readyInBoot is true once the node was ungated (or found ready) in its
 	// current boot: only then is a failure a failure rather than bootstrap.
 	readyInBoot bool
@@ -110,7 +119,8 @@ type nodeState struct {
 }
 
 func newNodeState(now time.Time) *nodeState {
-	return &nodeState{firstSeen: now, failedOpen: sets.New[string](), startupExpired: sets.New[string](), extReady: map[string]bool{}}
+	return &nodeState{firstSeen: now, failedOpen: sets.New[string](), startupExpired: sets.New[string](), extReady: map[string]bool{},
+		scope: sets.New[string](), plannedExts: sets.New[string]()}
 }
 
 // gate starts a gate for cause at now.
@@ -118,7 +128,12 @@ func (s *nodeState) gate(cause gateCause, now time.Time) {
 	s.gated = true
 	s.gateStart = now
 	s.cause = cause
+	// Bootstrap and found-at-start gates are full; a reboot or a
+	// re-creation during any gate restarts it as full.
+	s.full = cause.bootstrap() || cause == causeFoundGated
+	s.scope = sets.New[string]()
 	if cause.bootstrap() {
+		s.plannedExts = sets.New[string]()
 		s.readyInBoot = false
 		s.failedOpen = sets.New[string]()
 		s.startupExpired = sets.New[string]()
@@ -129,6 +144,9 @@ func (s *nodeState) gate(cause gateCause, now time.Time) {
 func (s *nodeState) ungate() {
 	s.gated = false
 	s.cause = causeNone
+	s.full = false
+	s.scope = sets.New[string]()
+	s.plannedExts = sets.New[string]()
 	s.readyInBoot = true
 	s.resetEscalation()
 }
