@@ -45,13 +45,15 @@ func (o *leaseObservation) expiresAt(grace time.Duration) time.Time {
 // by the workers.
 type leaseTracker struct {
 	clock clock.PassiveClock
+	// minDuration is the shortest duration honoured (Options.MinimumLeaseDuration).
+	minDuration time.Duration
 
 	mu     sync.RWMutex
 	leases map[string]*leaseObservation // by namespace/name
 }
 
-func newLeaseTracker(clk clock.PassiveClock) *leaseTracker {
-	return &leaseTracker{clock: clk, leases: map[string]*leaseObservation{}}
+func newLeaseTracker(clk clock.PassiveClock, minDuration time.Duration) *leaseTracker {
+	return &leaseTracker{clock: clk, minDuration: minDuration, leases: map[string]*leaseObservation{}}
 }
 
 // observe records the Lease as seen now and reports whether what readiness
@@ -67,6 +69,7 @@ func (t *leaseTracker) observe(lease *coordinationv1.Lease) (changed bool) {
 	if lease.Spec.LeaseDurationSeconds != nil && *lease.Spec.LeaseDurationSeconds > 0 {
 		next.duration = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
 	}
+	next.duration = max(next.duration, t.minDuration)
 	if lease.Spec.RenewTime != nil {
 		next.renewTime = lease.Spec.RenewTime.Time
 	}
@@ -90,6 +93,20 @@ func (t *leaseTracker) observe(lease *coordinationv1.Lease) (changed bool) {
 	}
 	return prev.holder != next.holder || !prev.observedAt.Equal(next.observedAt) ||
 		prev.duration != next.duration || prev.reason != next.reason || prev.message != next.message
+}
+
+// refresh counts every renewed Lease as observed at now: after the
+// controller's own view recovers, renewals it may have missed while its watch
+// was stale must not expire anything, so every Lease gets a full duration of
+// grace, as at a start.
+func (t *leaseTracker) refresh(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, o := range t.leases {
+		if !o.observedAt.IsZero() && !o.released() {
+			o.observedAt = now
+		}
+	}
 }
 
 // forget drops a deleted Lease.
