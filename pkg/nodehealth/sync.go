@@ -132,7 +132,9 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	// A condition someone else overwrote (a status writer working from a
 	// stale read) is put back: the signature alone only says what this
 	// controller last wrote, not what the node holds.
-	drifted := st.conditionSig != "" && (countGating(d.statuses) > 0 || hasCondition(node)) && !conditionMatches(node, status, reason)
+	// In a dry run nothing is written, so the node never holds what this
+	// controller would write: that is not drift.
+	drifted := !c.opts.DryRun && st.conditionSig != "" && (countGating(d.statuses) > 0 || hasCondition(node)) && !conditionMatches(node, status, reason)
 	conditionChanged := sig != st.conditionSig || drifted
 	escalated := st.escalated
 	c.updateContribution(name, contribution{reason: gateReason(st), notReady: notReadyNames(d.statuses), tracked: countGating(d.statuses) > 0})

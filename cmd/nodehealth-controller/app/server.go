@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -101,12 +102,19 @@ func run(ctx context.Context, rt *options.Runtime[*config.NodeHealthControllerCo
 		return err
 	}
 
+	// controllers counts running controllers, so that run returns only once
+	// their workers have drained: a sync cut off mid-write by the process
+	// exiting is what graceful shutdown is for.
+	var controllers sync.WaitGroup
+	defer controllers.Wait()
 	runController := func(ctx context.Context) {
+		defer controllers.Done()
 		if err := startController(ctx, client, opts, int(cfg.Workers), metrics); err != nil {
 			logger.Error(err, "Controller failed")
 		}
 	}
 	if !cfg.LeaderElection.LeaderElect {
+		controllers.Add(1)
 		go runController(ctx)
 		select {
 		case <-ctx.Done():
@@ -154,6 +162,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.NodeHealthControllerCo
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				logger.Info("Became the leader; starting the controller")
+				controllers.Add(1)
 				runController(ctx)
 			},
 			OnStoppedLeading: func() {
