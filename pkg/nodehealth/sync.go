@@ -46,12 +46,20 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 
 	if node.Labels[nodev1alpha1.ExcludeLabel] == "true" {
 		c.forgetNode(name)
-		if countTaints(node, c.opts.TaintKey) == 0 {
-			return nil
+		if countTaints(node, c.opts.TaintKey) > 0 {
+			logger.Info("Removing the readiness taint from an excluded node", "label", nodev1alpha1.ExcludeLabel+"=true")
+			if _, err := c.writeNode(ctx, node, nodeWrite{taint: false, noExecute: false, reason: "node excluded"}); err != nil {
+				return err
+			}
 		}
-		logger.Info("Removing the readiness taint from an excluded node", "label", nodev1alpha1.ExcludeLabel+"=true")
-		_, err := c.writeNode(ctx, node, nodeWrite{taint: false, noExecute: false, reason: "node excluded"})
-		return err
+		// A condition left from before the exclusion (possibly False) would
+		// keep telling readers the node's extensions are not ready, though
+		// nothing evaluates them any more.
+		if hasCondition(node) && !conditionMatches(node, v1.ConditionUnknown, nodev1alpha1.ReasonNodeExcluded) {
+			return c.writeCondition(ctx, node, v1.ConditionUnknown, nodev1alpha1.ReasonNodeExcluded,
+				fmt.Sprintf("The node is labelled %s=true: the controller does not evaluate its system extensions and never gates it.", nodev1alpha1.ExcludeLabel))
+		}
+		return nil
 	}
 
 	list, err := nodev1alpha1.DecodeSystemExtensions(node.Annotations[nodev1alpha1.SystemExtensionsAnnotation], c.opts.LeaseNamespace)
