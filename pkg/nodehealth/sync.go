@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -398,7 +399,7 @@ func (c *Controller) updateContribution(node string, next contribution) {
 		c.metrics.GatedNodes.WithLabelValues(string(prev.reason)).Dec()
 	}
 	for _, e := range prev.notReady {
-		c.metrics.NotReadyNodes.WithLabelValues(e).Dec()
+		c.metrics.notReadySeries.dec(e)
 	}
 	if prev.invalid {
 		c.metrics.InvalidLists.Dec()
@@ -409,9 +410,17 @@ func (c *Controller) updateContribution(node string, next contribution) {
 	if next.reason != "" {
 		c.metrics.GatedNodes.WithLabelValues(string(next.reason)).Inc()
 	}
+	// notReady becomes the label values the node is counted under, so that
+	// the next update takes it from the same series.
+	labels := make([]string, 0, len(next.notReady))
 	for _, e := range next.notReady {
-		c.metrics.NotReadyNodes.WithLabelValues(e).Inc()
+		l := c.metrics.notReadySeries.label(e)
+		if !slices.Contains(labels, l) {
+			labels = append(labels, l)
+			c.metrics.notReadySeries.inc(l)
+		}
 	}
+	next.notReady = labels
 	if next.invalid {
 		c.metrics.InvalidLists.Inc()
 	}
