@@ -41,8 +41,9 @@ type extensionStatus struct {
 	reason      string
 	detail      string
 	lastRenewal time.Time
-	// failedAt is when the extension stopped being ready, as the controller
-	// saw it: the expiry instant, or when a release was observed.
+	// failedAt is when the extension stopped being ready: the expiry
+	// instant, when the release was observed, or when the Lease was deleted
+	// (or first seen missing).
 	failedAt         time.Time
 	renewedSinceGate bool
 }
@@ -158,6 +159,8 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 	var gating, notReady []*extensionStatus
 	allPlanned := true
 	d.statuses = make([]extensionStatus, 0, len(exts))
+	missing := map[string]time.Time{}
+	defer func() { st.missing = missing }()
 	for _, e := range exts {
 		s := extensionStatus{name: e.name, lease: e.lease.String(), affects: e.affects}
 		s.gating = e.affects && !st.failedOpen.Has(e.name)
@@ -165,6 +168,11 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 		switch {
 		case !ok:
 			s.reason, s.detail = extLeaseMissing, fmt.Sprintf("lease %s does not exist", s.lease)
+			s.failedAt = st.missingSince(e.name, now)
+			if at, deleted := env.tracker.deletedAt(e.lease.Namespace, e.lease.Name); deleted && at.Before(s.failedAt) {
+				s.failedAt = at
+			}
+			missing[e.name] = s.failedAt
 		case obs.released():
 			s.reason = extLeaseReleased
 			s.planned = env.opts.MaintenanceReasons.Has(obs.reason)
@@ -175,7 +183,7 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 			if obs.message != "" {
 				s.detail += ": " + obs.message
 			}
-			s.failedAt = obs.observedAt
+			s.failedAt = obs.releasedAt
 		case obs.observedAt.IsZero():
 			s.reason, s.detail = extNeverRenewed, fmt.Sprintf("lease %s was never renewed", s.lease)
 		case !now.Before(obs.expiresAt(grace)):
@@ -417,6 +425,15 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 	// gate; it is added only once the rate-limited escalation marked the node.
 	d.noExecute = st.gated && (f.noExecute || (st.escalated && env.opts.Eviction.Mode == EvictionModeNoExecute))
 	return d
+}
+
+// missingSince is when the controller first saw the extension's Lease
+// missing, or now.
+func (s *nodeState) missingSince(extension string, now time.Time) time.Time {
+	if at, ok := s.missing[extension]; ok {
+		return at
+	}
+	return now
 }
 
 // restoreFailedOpen takes the extensions that failed open in this boot from the

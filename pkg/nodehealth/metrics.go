@@ -104,7 +104,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		TaintWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "taint_writes_total",
 			Help: "Node writes that add or remove the readiness taint, by operation (add, remove, noexecute) and result (success, conflict, error)."}, []string{"operation", "result"}),
 		DetectionLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: "detection_latency_seconds",
-			Help: "From the instant an extension stopped being ready (Lease expiry or observed release) to the readiness taint being written.", Buckets: latencyBuckets}),
+			Help: "From the instant an extension stopped being ready (Lease expiry, observed release, or Lease deletion or first seen missing) to the readiness taint being written.", Buckets: latencyBuckets}),
 		UngateLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: "ungate_latency_seconds",
 			Help: "From observing the last required renewal to the readiness taint being removed.", Buckets: latencyBuckets}),
 		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "evictions_total",

@@ -102,6 +102,10 @@ type nodeState struct {
 	handledBoot string
 	handledUID  types.UID
 
+	// missing holds when each extension's Lease was first seen missing, so
+	// that the failure is timed from then (detection_latency_seconds).
+	missing map[string]time.Time
+
 	// failing: an unplanned failure after the node was ready in this boot.
 	failing bool
 	// The eviction clock: elapsed time of failure not counting suspensions.
