@@ -3,6 +3,10 @@ package nodehealth
 import (
 	"fmt"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 )
 
 // Every threshold validation accepts (1–100 %) has a resume point a cluster
@@ -56,5 +60,32 @@ func TestBlastRadiusResumeBoundaries(t *testing.T) {
 				t.Fatalf("still suspended at %d failing", tc.resumeAt)
 			}
 		})
+	}
+}
+
+// A controller restarted during an incident finds the failing nodes
+// untainted (their taints were suspended). It must count all of them before
+// it syncs the first: counting node by node, the first failing nodes it syncs
+// would be judged alone and tainted.
+func TestRestartDuringAnIncidentDoesNotTaintBeforeCounting(t *testing.T) {
+	var objs []runtime.Object
+	for i := range 6 {
+		objs = append(objs, readyNode(fmt.Sprintf("n%d", i)))
+	}
+	f := newFixture(t, testOptions(), objs...)
+	// n4 and n5 renew; n0–n3 (4 of 6, over the 50 % threshold) do not.
+	f.renew("kube-proxy", "n4")
+	f.renew("kube-proxy", "n5")
+	f.c.primeBlastRadius(f.ctx)
+	for i := range 6 {
+		f.sync(fmt.Sprintf("n%d", i))
+	}
+	for i := range 6 {
+		if f.tainted(fmt.Sprintf("n%d", i)) {
+			t.Errorf("n%d tainted although 4 of 6 nodes fail (cluster threshold 50%%)", i)
+		}
+	}
+	if c := f.condition("n0"); c.Reason != nodev1alpha1.ReasonGatingSuspended {
+		t.Errorf("condition of a failing node: %+v, want reason %s", c, nodev1alpha1.ReasonGatingSuspended)
 	}
 }

@@ -305,6 +305,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.nodesSynced, c.leasesSynced) {
 		return
 	}
+	c.primeBlastRadius(ctx)
 	if c.canary != nil {
 		wg.Go(func() { c.canary.run(ctx) })
 	}

@@ -12,6 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
@@ -63,37 +64,16 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		return nil
 	}
 
-	list, err := nodev1alpha1.DecodeSystemExtensions(node.Annotations[nodev1alpha1.SystemExtensionsAnnotation], c.opts.LeaseNamespace)
+	exts, facts, err := c.nodeInputs(node)
 	if err != nil {
 		c.reportInvalidList(ctx, node, err)
 		return nil
 	}
+
 	c.mu.Lock()
 	if st := c.nodes[name]; st != nil && st.invalidList != "" {
 		st.invalidList = ""
 	}
-	c.mu.Unlock()
-
-	desired, _, err := c.desiredList(node, list)
-	if err != nil {
-		// Only possible when rules and registrations overflow the limits;
-		// keep the current list and say so.
-		c.reportInvalidList(ctx, node, err)
-		return nil
-	}
-	exts := resolveExtensions(desired, name, c.opts.LeaseNamespace, c.rules)
-
-	facts := nodeFacts{
-		name:      name,
-		uid:       node.UID,
-		bootID:    node.Status.NodeInfo.BootID,
-		zone:      node.Labels[zoneLabel],
-		tainted:   hasTaint(node, c.opts.TaintKey, c.opts.TaintEffect),
-		noExecute: hasTaint(node, c.opts.TaintKey, v1.TaintEffectNoExecute),
-	}
-	facts.record, facts.hasRecord = parseBootRecord(node.Annotations[nodev1alpha1.BootAnnotation])
-
-	c.mu.Lock()
 	st := c.nodes[name]
 	if st == nil {
 		st = newNodeState(now)
@@ -229,6 +209,73 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		c.queue.AddAfter(name, d.nextCheck.Sub(now))
 	}
 	return nil
+}
+
+// nodeInputs reads what an evaluation of node needs: the extensions it
+// requires (as rules and registrations will have its list) and its facts. An
+// error means its list cannot be judged: it cannot be parsed, or rules and
+// registrations overflow the limits.
+func (c *Controller) nodeInputs(node *v1.Node) ([]requiredExtension, nodeFacts, error) {
+	list, err := nodev1alpha1.DecodeSystemExtensions(node.Annotations[nodev1alpha1.SystemExtensionsAnnotation], c.opts.LeaseNamespace)
+	if err != nil {
+		return nil, nodeFacts{}, err
+	}
+	desired, _, err := c.desiredList(node, list)
+	if err != nil {
+		return nil, nodeFacts{}, err
+	}
+	exts := resolveExtensions(desired, node.Name, c.opts.LeaseNamespace, c.rules)
+	facts := nodeFacts{
+		name:      node.Name,
+		uid:       node.UID,
+		bootID:    node.Status.NodeInfo.BootID,
+		zone:      node.Labels[zoneLabel],
+		tainted:   hasTaint(node, c.opts.TaintKey, c.opts.TaintEffect),
+		noExecute: hasTaint(node, c.opts.TaintKey, v1.TaintEffectNoExecute),
+	}
+	facts.record, facts.hasRecord = parseBootRecord(node.Annotations[nodev1alpha1.BootAnnotation])
+	return exts, facts, nil
+}
+
+// primeBlastRadius counts every node of the caches for the blast radius
+// before the first sync. Without it, a controller restarted during an
+// incident would judge the first nodes it syncs against counters that hold
+// only those nodes, and taint them although most of the cluster fails. Each
+// node is evaluated on a scratch state as its first sync will evaluate it;
+// nothing is written and no state is kept.
+func (c *Controller) primeBlastRadius(ctx context.Context) {
+	nodes, err := c.nodeLister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	now := c.clock.Now()
+	var changes []suspensionChange
+	for _, node := range nodes {
+		if node.Labels[nodev1alpha1.ExcludeLabel] == "true" {
+			continue
+		}
+		exts, facts, err := c.nodeInputs(node)
+		if err != nil {
+			continue
+		}
+		c.mu.Lock()
+		live := c.live.Has(node.Name)
+		c.mu.Unlock()
+		env := evalEnv{
+			now:       now,
+			opts:      &c.opts,
+			tracker:   c.tracker,
+			live:      live,
+			suspended: func(string) bool { return false },
+			updateFailing: func(failing, tracked bool) {
+				changes = append(changes, c.blast.update(node.Name, facts.zone, tracked, failing)...)
+			},
+		}
+		evaluate(env, facts, newNodeState(now), exts)
+	}
+	failing := len(c.blast.failingNodes())
+	klog.FromContext(ctx).Info("Counted the nodes for the blast radius before the first sync", "nodes", len(nodes), "failing", failing)
+	c.handleSuspensionChanges(ctx, changes, now)
 }
 
 // desiredList returns the extension list rules and registrations want on a
@@ -412,15 +459,15 @@ func (c *Controller) updateContribution(node string, next contribution) {
 	}
 	// notReady becomes the label values the node is counted under, so that
 	// the next update takes it from the same series.
-	labels := make([]string, 0, len(next.notReady))
+	series := make([]string, 0, len(next.notReady))
 	for _, e := range next.notReady {
 		l := c.metrics.notReadySeries.label(e)
-		if !slices.Contains(labels, l) {
-			labels = append(labels, l)
+		if !slices.Contains(series, l) {
+			series = append(series, l)
 			c.metrics.notReadySeries.inc(l)
 		}
 	}
-	next.notReady = labels
+	next.notReady = series
 	if next.invalid {
 		c.metrics.InvalidLists.Inc()
 	}
