@@ -59,8 +59,8 @@ func TestEvaluate(t *testing.T) {
 		failedFor time.Duration // eviction clock already run
 
 		wantTaint, wantSuppressed, wantStarted, wantEnded, wantEscalate bool
-		wantCause                                                      gateCause
-		wantFailing                                                    bool
+		wantCause                                                       gateCause
+		wantFailing                                                     bool
 	}{
 		{name: "found untainted and ready: adopted, not gated",
 			leases: map[string]*leaseAt{"a": fresh, "b": fresh}},
