@@ -33,6 +33,11 @@ const (
 
 const zoneLabel = v1.LabelTopologyZone
 
+// syncNode brings one node in line with its extensions. Like nodelifecycle's
+// monitorNodeHealth it runs named steps: read the node and what it requires
+// (nodeInputs), evaluate it under the lock (evaluateNode), announce what
+// changed (announce: logs, metrics, Events) and apply the decision (apply:
+// the Node write, the condition, escalation and the next check).
 func (c *Controller) syncNode(ctx context.Context, name string) error {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "node", name)
 	ctx = klog.NewContext(ctx, logger)
@@ -44,67 +49,98 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	now := c.clock.Now()
-
 	if node.Labels[nodev1alpha1.ExcludeLabel] == "true" {
-		c.forgetNode(name)
-		if countTaints(node, c.opts.TaintKey) > 0 {
-			logger.Info("Removing the readiness taint from an excluded node", "label", nodev1alpha1.ExcludeLabel+"=true")
-			if _, err := c.writeNode(ctx, node, nodeWrite{taint: false, noExecute: false, reason: "node excluded"}); err != nil {
-				return err
-			}
-		}
-		// A condition left from before the exclusion (possibly False) would
-		// keep telling readers the node's extensions are not ready, though
-		// nothing evaluates them any more.
-		if hasCondition(node) && !conditionMatches(node, v1.ConditionUnknown, nodev1alpha1.ReasonNodeExcluded) {
-			return c.writeCondition(ctx, node, v1.ConditionUnknown, nodev1alpha1.ReasonNodeExcluded,
-				fmt.Sprintf("The node is labelled %s=true: the controller does not evaluate its system extensions and never gates it.", nodev1alpha1.ExcludeLabel))
-		}
-		return nil
+		return c.syncExcluded(ctx, node)
 	}
-
 	exts, facts, err := c.nodeInputs(node)
 	if err != nil {
 		c.reportInvalidList(ctx, node, err)
 		return nil
 	}
+	r := c.evaluateNode(node, exts, facts)
+	c.handleSuspensionChanges(ctx, r.changes, r.now)
+	c.announce(ctx, node, r)
+	return c.apply(ctx, node, r)
+}
 
-	c.mu.Lock()
-	if st := c.nodes[name]; st != nil && st.invalidList != "" {
-		st.invalidList = ""
+// syncExcluded leaves an excluded node alone, after taking off the taint and
+// saying in the condition that it is not evaluated.
+func (c *Controller) syncExcluded(ctx context.Context, node *v1.Node) error {
+	c.forgetNode(node.Name)
+	if countTaints(node, c.opts.TaintKey) > 0 {
+		klog.FromContext(ctx).Info("Removing the readiness taint from an excluded node", "label", nodev1alpha1.ExcludeLabel+"=true")
+		if _, err := c.writeNode(ctx, node, nodeWrite{taint: false, noExecute: false, reason: "node excluded"}); err != nil {
+			return err
+		}
 	}
+	// A condition left from before the exclusion (possibly False) would
+	// keep telling readers the node's extensions are not ready, though
+	// nothing evaluates them any more.
+	if hasCondition(node) && !conditionMatches(node, v1.ConditionUnknown, nodev1alpha1.ReasonNodeExcluded) {
+		return c.writeCondition(ctx, node, v1.ConditionUnknown, nodev1alpha1.ReasonNodeExcluded,
+			fmt.Sprintf("The node is labelled %s=true: the controller does not evaluate its system extensions and never gates it.", nodev1alpha1.ExcludeLabel))
+	}
+	return nil
+}
+
+// nodeResult is one evaluation of a node and what it changed, for announce
+// and apply.
+type nodeResult struct {
+	now  time.Time
+	st   *nodeState
+	d    decision
+	live bool
+	// What the node's state said before the evaluation.
+	prevExtReady            map[string]bool
+	wasGated, wasSuppressed bool
+	escalated               bool
+	changes                 []suspensionChange
+	suspendedWhy            string
+	status                  v1.ConditionStatus
+	reason, message, sig    string
+	conditionChanged        bool
+}
+
+// evaluateNode runs evaluate on the node's state under the lock and updates
+// what the lock guards: the Lease references, the blast radius and the
+// gauges.
+func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts nodeFacts) nodeResult {
+	name := node.Name
+	r := nodeResult{now: c.clock.Now()}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	st := c.nodes[name]
 	if st == nil {
-		st = newNodeState(now)
+		st = newNodeState(r.now)
 		c.nodes[name] = st
 	}
-	live := c.live.Has(name)
+	r.st = st
+	st.invalidList = ""
+	r.live = c.live.Has(name)
 	c.live.Delete(name)
 	st.zone = facts.zone
 	c.indexLeaseRefs(name, exts)
-	prevExtReady := st.extReady
-	wasGated, wasSuppressed := st.gated, st.suppressed
-	var changes []suspensionChange
-	suspendedWhy := ""
+	r.prevExtReady = st.extReady
+	r.wasGated, r.wasSuppressed = st.gated, st.suppressed
 	env := evalEnv{
-		now:          now,
+		now:          r.now,
 		opts:         &c.opts,
 		tracker:      c.tracker,
-		live:         live,
+		live:         r.live,
 		ownViewStale: c.canary != nil && c.canary.stale(),
 		suspended: func(zone string) bool {
 			s, why := c.blast.suspended(zone)
-			suspendedWhy = why
+			r.suspendedWhy = why
 			return s
 		},
 		updateFailing: func(failing, tracked bool) {
-			changes = c.blast.update(name, facts.zone, tracked, failing)
+			r.changes = c.blast.update(name, facts.zone, tracked, failing)
 		},
 	}
-	d := evaluate(env, facts, st, exts)
+	r.d = evaluate(env, facts, st, exts)
+	d := r.d
 	if env.ownViewStale && d.suppressed {
-		suspendedWhy = "the controller does not observe its own canary Lease renewals, so it does not trust its view"
+		r.suspendedWhy = "the controller does not observe its own canary Lease renewals, so it does not trust its view"
 	}
 	st.suppressed = d.suppressed
 	newExtReady := map[string]bool{}
@@ -112,55 +148,64 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		newExtReady[s.name] = s.ready
 	}
 	st.extReady = newExtReady
-	status, reason, message, sig := conditionFor(now, st, d, suspendedWhy)
-	if st.conditionSig == "" && conditionMatches(node, status, reason) {
+	r.status, r.reason, r.message, r.sig = conditionFor(r.now, st, d, r.suspendedWhy)
+	if st.conditionSig == "" && conditionMatches(node, r.status, r.reason) {
 		// After a start or a failover, a condition that already says the
 		// same is adopted rather than rewritten on every node.
-		st.conditionSig = sig
+		st.conditionSig = r.sig
 	}
 	// A condition someone else overwrote (a status writer working from a
 	// stale read) is put back: the signature alone only says what this
 	// controller last wrote, not what the node holds.
 	// In a dry run nothing is written, so the node never holds what this
 	// controller would write: that is not drift.
-	drifted := !c.opts.DryRun && st.conditionSig != "" && (countGating(d.statuses) > 0 || hasCondition(node)) && !conditionMatches(node, status, reason)
-	conditionChanged := sig != st.conditionSig || drifted
-	escalated := st.escalated
+	drifted := !c.opts.DryRun && st.conditionSig != "" && (countGating(d.statuses) > 0 || hasCondition(node)) && !conditionMatches(node, r.status, r.reason)
+	r.conditionChanged = r.sig != st.conditionSig || drifted
+	r.escalated = st.escalated
 	c.updateContribution(name, contribution{reason: gateReason(st), notReady: notReadyNames(d.statuses), tracked: countGating(d.statuses) > 0})
-	c.mu.Unlock()
+	return r
+}
 
-	c.handleSuspensionChanges(ctx, changes, now)
-
+// announce logs and counts startup timeouts and records the Events of each
+// extension's transitions and of a withheld taint.
+func (c *Controller) announce(ctx context.Context, node *v1.Node, r nodeResult) {
+	logger := klog.FromContext(ctx)
+	d := r.d
 	for _, to := range d.startupTimeouts {
 		c.metrics.StartupTimeouts.WithLabelValues(string(to.policy)).Inc()
 		logger.Info("Extension missed its startup timeout", "extension", to.extension, "timeout", to.timeout, "failurePolicy", to.policy)
 	}
-
-	// Events on transitions of each extension.
-	if !c.opts.DryRun {
-		for _, s := range d.statuses {
-			was, known := prevExtReady[s.name]
-			switch {
-			case s.ready && known && !was:
-				c.recorder.Eventf(node, v1.EventTypeNormal, EventExtensionReady, "Extension %s is ready (lease %s)", s.name, s.lease)
-			case !s.ready && (!known || was) && !(live && s.reason == extLeaseMissing):
-				c.recorder.Eventf(node, v1.EventTypeWarning, EventExtensionNotReady, "Extension %s is not ready: %s: %s", s.name, s.reason, s.detail)
-			}
-		}
-		for _, to := range d.startupTimeouts {
-			action := "keeping the node gated (failurePolicy KeepGated)"
-			if to.policy == FailurePolicyUngate {
-				action = "no longer gating the node until it becomes ready (failurePolicy Ungate)"
-			}
-			c.recorder.Eventf(node, v1.EventTypeWarning, EventExtensionNotReady,
-				"Extension %s did not become ready within its startup timeout of %s; %s", to.extension, to.timeout, action)
-		}
-		if d.suppressed && !wasSuppressed {
-			c.recorder.Eventf(node, v1.EventTypeWarning, EventGatingSuspended, "Not tainting the node although %s: %s",
-				strings.Join(notReadyNames(d.statuses), ", ")+" not ready", suspendedWhy)
+	if c.opts.DryRun {
+		return
+	}
+	for _, s := range d.statuses {
+		was, known := r.prevExtReady[s.name]
+		switch {
+		case s.ready && known && !was:
+			c.recorder.Eventf(node, v1.EventTypeNormal, EventExtensionReady, "Extension %s is ready (lease %s)", s.name, s.lease)
+		case !s.ready && (!known || was) && !(r.live && s.reason == extLeaseMissing):
+			c.recorder.Eventf(node, v1.EventTypeWarning, EventExtensionNotReady, "Extension %s is not ready: %s: %s", s.name, s.reason, s.detail)
 		}
 	}
+	for _, to := range d.startupTimeouts {
+		action := "keeping the node gated (failurePolicy KeepGated)"
+		if to.policy == FailurePolicyUngate {
+			action = "no longer gating the node until it becomes ready (failurePolicy Ungate)"
+		}
+		c.recorder.Eventf(node, v1.EventTypeWarning, EventExtensionNotReady,
+			"Extension %s did not become ready within its startup timeout of %s; %s", to.extension, to.timeout, action)
+	}
+	if d.suppressed && !r.wasSuppressed {
+		c.recorder.Eventf(node, v1.EventTypeWarning, EventGatingSuspended, "Not tainting the node although %s: %s",
+			strings.Join(notReadyNames(d.statuses), ", ")+" not ready", r.suspendedWhy)
+	}
+}
 
+// apply writes the decision: the taint, the list and the boot record in one
+// Node write, then the condition; it queues the escalation and the next
+// check.
+func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) error {
+	d, st, name := r.d, r.st, node.Name
 	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, list: c.listFor}
 	// The boot record is kept only on nodes that list gating extensions:
 	// nodes that do not use nodehealth are never written.
@@ -170,8 +215,11 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 			w.bootRecord = &rec
 		}
 	}
-	if d.started || (st.gated && !wasGated) {
-		w.reason = "gated: " + reason
+	c.mu.Lock()
+	gated := st.gated
+	c.mu.Unlock()
+	if d.started || (gated && !r.wasGated) {
+		w.reason = "gated: " + r.reason
 	} else if d.ended {
 		w.reason = "ungated"
 	}
@@ -184,29 +232,29 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		if !d.detectedAt.IsZero() {
 			c.metrics.DetectionLatency.Observe(c.clock.Since(d.detectedAt).Seconds())
 		}
-		c.recorder.Eventf(node, v1.EventTypeWarning, EventNodeGated, "Added taint %s:%s: %s", c.opts.TaintKey, c.opts.TaintEffect, message)
+		c.recorder.Eventf(node, v1.EventTypeWarning, EventNodeGated, "Added taint %s:%s: %s", c.opts.TaintKey, c.opts.TaintEffect, r.message)
 	}
 	if written.taintRemoved {
 		if d.ended && d.ungateLatency > 0 {
-			c.metrics.UngateLatency.Observe(d.ungateLatency.Seconds() + c.clock.Since(now).Seconds())
+			c.metrics.UngateLatency.Observe(d.ungateLatency.Seconds() + c.clock.Since(r.now).Seconds())
 		}
-		c.recorder.Eventf(node, v1.EventTypeNormal, EventNodeUngated, "Removed taint %s: %s", c.opts.TaintKey, message)
+		c.recorder.Eventf(node, v1.EventTypeNormal, EventNodeUngated, "Removed taint %s: %s", c.opts.TaintKey, r.message)
 	}
 
-	if conditionChanged && (countGating(d.statuses) > 0 || hasCondition(node)) {
-		if err := c.writeCondition(ctx, node, status, reason, message); err != nil {
+	if r.conditionChanged && (countGating(d.statuses) > 0 || hasCondition(node)) {
+		if err := c.writeCondition(ctx, node, r.status, r.reason, r.message); err != nil {
 			return err
 		}
 		c.mu.Lock()
-		st.conditionSig = sig
+		st.conditionSig = r.sig
 		c.mu.Unlock()
 	}
 
-	if d.escalate && !escalated {
+	if d.escalate && !r.escalated {
 		c.evictions.Add(name)
 	}
 	if !d.nextCheck.IsZero() {
-		c.queue.AddAfter(name, d.nextCheck.Sub(now))
+		c.queue.AddAfter(name, d.nextCheck.Sub(r.now))
 	}
 	return nil
 }
