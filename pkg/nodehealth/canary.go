@@ -125,7 +125,7 @@ func (k *canary) reportRenewError(logger klog.Logger, err error) {
 		k.denied = true
 		k.mu.Unlock()
 		if first {
-			logger.Error(err, "The API server refuses the canary Lease: the controller cannot check its own view and will suspend taint additions and evictions. Check that RBAC and the ValidatingAdmissionPolicy in deploy/extensions/policy.yaml admit this controller's ServiceAccount",
+			logger.Error(err, "The API server refuses the canary Lease: the controller cannot check its own view and will suspend taint additions and evictions. Check that this controller's ServiceAccount is bound to the controller's Role in the extension namespace: it grants the Lease permissions and the permission renew canaryleases.nodehealth.io by which the ValidatingAdmissionPolicy in deploy/extensions/policy.yaml recognises the controller",
 				"identity", k.cfg.identity)
 		}
 		return
