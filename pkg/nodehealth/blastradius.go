@@ -7,6 +7,8 @@ import (
 
 // hysteresis is how far below its threshold the failing share must fall before
 // a suspension ends, so that one node flapping at the edge does not toggle it.
+// For thresholds of 10 % or less the gap is half the threshold instead, so
+// that every threshold has a resume point above zero (resumeBelow).
 const hysteresis = 0.05
 
 // minFailingToSuspend: a suspension needs more than this many failing nodes, so
@@ -53,10 +55,18 @@ func (c *counter) reevaluate(threshold float64) bool {
 	switch {
 	case !c.suspended && c.failing > minFailingToSuspend && c.share() >= threshold:
 		c.suspended = true
-	case c.suspended && c.share() < threshold-hysteresis:
+	case c.suspended && (c.failing <= minFailingToSuspend || c.share() < resumeBelow(threshold)):
 		c.suspended = false
 	}
 	return was != c.suspended
+}
+
+// resumeBelow is the failing share under which a suspension ends:
+// max(threshold − 5 points, threshold / 2) (DESIGN §5). Half the threshold
+// keeps the resume point above zero for small thresholds, where
+// threshold − 5 points would never be reached.
+func resumeBelow(threshold float64) float64 {
+	return max(threshold-hysteresis, threshold/2)
 }
 
 func newBlastRadius(opts BlastRadiusOptions) *blastRadius {

@@ -8,7 +8,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
@@ -18,21 +20,37 @@ import (
 // controller observing its own renewal before it stops trusting its view.
 const staleAfterIntervals = 3
 
+// canaryConfig is what the canary needs: narrow inputs, like kwok's
+// NodeLeaseControllerConfig, so it can be reused and tested on its own.
+type canaryConfig struct {
+	client    kubernetes.Interface
+	namespace string
+	// identity is the holderIdentity the canary writes; only renewals with
+	// it prove the watch is current.
+	identity string
+	clock    clock.WithTicker
+	interval time.Duration
+	// onChange is called, from the canary's goroutine, when the view turns
+	// stale or current again, with the instant of the change.
+	onChange func(ctx context.Context, stale bool, at time.Time)
+}
+
 // canary checks that the controller sees the world as it is. It renews a Lease
 // and watches for its own renewals through the same Lease informer that feeds
 // readiness: if its watch is stuck or far behind, every extension Lease would
 // look expired, and the controller must not taint the cluster for it.
 type canary struct {
-	c        *Controller
-	interval time.Duration
+	cfg canaryConfig
 
 	mu           sync.Mutex
 	lastObserved time.Time
 	isStale      bool
+	// denied is set once a renewal was refused, so it is explained once.
+	denied bool
 }
 
-func newCanary(c *Controller, interval time.Duration) *canary {
-	return &canary{c: c, interval: interval, lastObserved: c.clock.Now()}
+func newCanary(cfg canaryConfig) *canary {
+	return &canary{cfg: cfg, lastObserved: cfg.clock.Now()}
 }
 
 // observed is called for every event of the canary Lease.
@@ -43,8 +61,8 @@ func (k *canary) observed(lease *coordinationv1.Lease) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	// Only our own renewals prove the watch is current.
-	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == k.c.opts.Identity {
-		k.lastObserved = k.c.clock.Now()
+	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == k.cfg.identity {
+		k.lastObserved = k.cfg.clock.Now()
 	}
 }
 
@@ -58,35 +76,35 @@ func (k *canary) stale() bool {
 func (k *canary) check(now time.Time) (stale, changed bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	stale = now.Sub(k.lastObserved) > staleAfterIntervals*k.interval
+	stale = now.Sub(k.lastObserved) > staleAfterIntervals*k.cfg.interval
 	changed = stale != k.isStale
 	k.isStale = stale
 	return stale, changed
 }
 
 func (k *canary) run(ctx context.Context) {
-	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(k.c.opts.LeaseNamespace, nodev1alpha1.ControllerCanaryLease))
+	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(k.cfg.namespace, nodev1alpha1.ControllerCanaryLease))
 	k.mu.Lock()
 	// A full set of intervals of grace from the start.
-	k.lastObserved = k.c.clock.Now()
+	k.lastObserved = k.cfg.clock.Now()
 	k.mu.Unlock()
-	ticker := k.c.clock.NewTicker(k.interval)
+	ticker := k.cfg.clock.NewTicker(k.cfg.interval)
 	defer ticker.Stop()
 	for {
 		if err := k.renew(ctx); err != nil && ctx.Err() == nil {
-			logger.Error(err, "Renewing the canary Lease failed")
+			k.reportRenewError(logger, err)
 		}
-		stale, changed := k.check(k.c.clock.Now())
+		now := k.cfg.clock.Now()
+		stale, changed := k.check(now)
 		if changed {
 			if stale {
 				logger.Info("Not observing my own canary renewals: suspending taint additions and evictions until my view of the cluster is current again",
-					"interval", k.interval, "staleAfter", staleAfterIntervals*k.interval)
-				k.c.metrics.OwnViewStale.Set(1)
-				k.c.metrics.Suspensions.WithLabelValues("own-view").Inc()
+					"interval", k.cfg.interval, "staleAfter", staleAfterIntervals*k.cfg.interval)
 			} else {
-				logger.Info("Observing my own canary renewals again: resuming taint additions and evictions")
-				k.c.metrics.OwnViewStale.Set(0)
-				k.c.enqueueAll()
+				logger.Info("Observing my own canary renewals again: resuming taint additions and evictions; every Lease gets a full duration of grace from now")
+			}
+			if k.cfg.onChange != nil {
+				k.cfg.onChange(ctx, stale, now)
 			}
 		}
 		select {
@@ -97,15 +115,33 @@ func (k *canary) run(ctx context.Context) {
 	}
 }
 
+// reportRenewError explains a refused renewal once: an admission policy that
+// does not admit this controller's identity (a renamed ServiceAccount) makes
+// the controller blind, which must not look like a passing network error.
+func (k *canary) reportRenewError(logger klog.Logger, err error) {
+	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+		k.mu.Lock()
+		first := !k.denied
+		k.denied = true
+		k.mu.Unlock()
+		if first {
+			logger.Error(err, "The API server refuses the canary Lease: the controller cannot check its own view and will suspend taint additions and evictions. Check that this controller's ServiceAccount is bound to the controller's Role in the extension namespace: it grants the Lease permissions and the permission renew canaryleases.nodehealth.io by which the ValidatingAdmissionPolicy in deploy/extensions/policy.yaml recognises the controller",
+				"identity", k.cfg.identity)
+		}
+		return
+	}
+	logger.Error(err, "Renewing the canary Lease failed")
+}
+
 func (k *canary) renew(ctx context.Context) error {
-	leases := k.c.client.CoordinationV1().Leases(k.c.opts.LeaseNamespace)
-	now := metav1.NewMicroTime(k.c.clock.Now())
-	duration := int32((staleAfterIntervals * k.interval).Seconds())
+	leases := k.cfg.client.CoordinationV1().Leases(k.cfg.namespace)
+	now := metav1.NewMicroTime(k.cfg.clock.Now())
+	duration := int32(max((staleAfterIntervals * k.cfg.interval).Seconds(), 1))
 	lease, err := leases.Get(ctx, nodev1alpha1.ControllerCanaryLease, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		_, err = leases.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: nodev1alpha1.ControllerCanaryLease, Namespace: k.c.opts.LeaseNamespace},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(k.c.opts.Identity), RenewTime: &now,
+			ObjectMeta: metav1.ObjectMeta{Name: nodev1alpha1.ControllerCanaryLease, Namespace: k.cfg.namespace},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(k.cfg.identity), RenewTime: &now,
 				LeaseDurationSeconds: ptr.To(duration)},
 		}, metav1.CreateOptions{})
 		return err
@@ -113,7 +149,7 @@ func (k *canary) renew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lease.Spec.HolderIdentity = ptr.To(k.c.opts.Identity)
+	lease.Spec.HolderIdentity = ptr.To(k.cfg.identity)
 	lease.Spec.RenewTime = &now
 	lease.Spec.LeaseDurationSeconds = ptr.To(duration)
 	_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})

@@ -110,7 +110,7 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodehealth_evictions", Clock: clk, MetricsProvider: metrics.queues}),
 		evictionLimiter: flowcontrol.NewTokenBucketRateLimiterWithClock(float32(rate), 1, clk),
-		tracker:         newLeaseTracker(clk),
+		tracker:         newLeaseTracker(clk, opts.MinimumLeaseDuration),
 		blast:           newBlastRadius(opts.BlastRadius),
 		rules:           map[string]*Rule{},
 		nodes:           map[string]*nodeState{},
@@ -123,7 +123,8 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 		c.rules[opts.Rules[i].Name] = &c.opts.Rules[i]
 	}
 	if opts.CanaryInterval > 0 && !opts.DryRun {
-		c.canary = newCanary(c, opts.CanaryInterval)
+		c.canary = newCanary(canaryConfig{client: client, namespace: opts.LeaseNamespace, identity: opts.Identity,
+			clock: clk, interval: opts.CanaryInterval, onChange: c.ownViewChanged})
 	}
 
 	if err := leaseInformer.Informer().AddIndexers(cache.Indexers{leaseNodeIndex: indexLeaseByNode}); err != nil {
@@ -305,6 +306,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.nodesSynced, c.leasesSynced) {
 		return
 	}
+	c.primeBlastRadius(ctx)
 	if c.canary != nil {
 		wg.Go(func() { c.canary.run(ctx) })
 	}
@@ -316,6 +318,31 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		wait.JitterUntilWithContext(ctx, func(ctx context.Context) { c.enqueueAll() }, safetyResync, 0.1, false)
 	})
 	<-ctx.Done()
+}
+
+// ownViewChanged is the canary's callback. Going stale pauses every eviction
+// clock. Recovering resumes them, and, as after a start, counts every Lease as
+// observed now (a full duration of grace: renewals missed through a stale
+// watch must not expire anything) and restarts every gate at now, keeping its
+// scope, so that only renewals observed from now on ungate.
+func (c *Controller) ownViewChanged(ctx context.Context, stale bool, at time.Time) {
+	if stale {
+		c.metrics.OwnViewStale.Set(1)
+		c.metrics.Suspensions.WithLabelValues("own-view").Inc()
+		c.updateEscalationClocks(at)
+		return
+	}
+	c.metrics.OwnViewStale.Set(0)
+	c.tracker.refresh(at)
+	c.mu.Lock()
+	for _, st := range c.nodes {
+		if st.gated {
+			st.gateStart = at
+		}
+	}
+	c.mu.Unlock()
+	c.updateEscalationClocks(at)
+	c.enqueueAll()
 }
 
 func (c *Controller) enqueueAll() {

@@ -452,7 +452,8 @@ func TestExcludedNodeLosesTheTaintAndIsLeftAlone(t *testing.T) {
 		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: "other", Effect: v1.TaintEffectNoSchedule})
 	}))
 	f.sync("n1")
-	f.expectWrites("patch nodes")
+	// The taint goes, and the condition readyNode carries says excluded.
+	f.expectWrites("patch nodes", "patch nodes/status")
 	if got := fmtTaints(f.node("n1")); got != "other:NoSchedule" {
 		t.Fatalf("taints %q, want only the other taint", got)
 	}
@@ -941,4 +942,31 @@ func TestRenewalOfATemplatedLeaseReachesItsNode(t *testing.T) {
 	if len(f.c.leaseRefs) != 0 || len(f.c.nodeLeaseRefs) != 0 {
 		t.Fatalf("references kept after the node went: %v %v", f.c.leaseRefs, f.c.nodeLeaseRefs)
 	}
+}
+
+// An excluded node must not keep a condition that says its extensions are not
+// ready: nothing evaluates them any more.
+func TestExcludedNodeConditionSaysExcluded(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1", withTaint))
+	f.sync("n1")
+	if c := f.condition("n1"); c.Status != v1.ConditionFalse {
+		t.Fatalf("setup: condition %+v, want False", c)
+	}
+	f.updateNode("n1", func(n *v1.Node) {
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels[nodev1alpha1.ExcludeLabel] = "true"
+	})
+	f.writes()
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("an excluded node must lose the taint")
+	}
+	if c := f.condition("n1"); c.Status != v1.ConditionUnknown || c.Reason != nodev1alpha1.ReasonNodeExcluded {
+		t.Fatalf("condition %+v, want Unknown/%s", c, nodev1alpha1.ReasonNodeExcluded)
+	}
+	f.writes()
+	f.sync("n1")
+	f.expectWrites()
 }

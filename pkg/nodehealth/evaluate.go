@@ -2,12 +2,14 @@ package nodehealth
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 )
@@ -39,8 +41,9 @@ type extensionStatus struct {
 	reason      string
 	detail      string
 	lastRenewal time.Time
-	// failedAt is when the extension stopped being ready, as the controller
-	// saw it: the expiry instant, or when a release was observed.
+	// failedAt is when the extension stopped being ready: the expiry
+	// instant, when the release was observed, or when the Lease was deleted
+	// (or first seen missing).
 	failedAt         time.Time
 	renewedSinceGate bool
 }
@@ -61,8 +64,10 @@ type decision struct {
 	// effect) and its NoExecute variant should be on the node.
 	taint     bool
 	noExecute bool
-	// recordBoot: write the boot record for the node's current boot and UID.
+	// recordBoot: write record, the boot record for the node's current
+	// boot and UID.
 	recordBoot bool
+	record     bootRecord
 	statuses   []extensionStatus
 	// suppressed: the node should be gated for a failure but the taint is
 	// withheld because gating is suspended.
@@ -105,17 +110,66 @@ type evalEnv struct {
 	updateFailing func(failing, tracked bool)
 }
 
-// evaluate runs one step of a node's gate state machine (DESIGN §5).
+// evaluate runs one step of a node's gate state machine (DESIGN §5). It is
+// the controller's decision function: it reads nothing but its arguments
+// (the Lease tracker in env holds what the informer observed) and writes
+// nothing but st, so a table of (state, facts, Leases) → decision tests it.
+// The steps follow kube-controller-manager's nodelifecycle split:
+//
+//	bootChange        reboots, re-creations, nodes found at a start
+//	extensionStatuses each extension's readiness from its Lease
+//	startupTimeouts   the startup timeouts of a bootstrap gate
+//	plannedReleases   which failures are planned
+//	gateTransition    gate, re-reason or ungate
+//	failure           blast-radius count and the taint (suppressed or not)
+//	escalation        the eviction clock
 func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension) decision {
-	now := env.now
-	var d decision
-	earliest := func(t time.Time) {
-		if !t.IsZero() && t.After(now) && (d.nextCheck.IsZero() || t.Before(d.nextCheck)) {
-			d.nextCheck = t
-		}
+	e := &evaluation{env: env, now: env.now, f: f, st: st, exts: exts, allPlanned: true}
+	e.bootChange()
+	e.extensionStatuses()
+	e.startupTimeouts()
+	e.plannedReleases()
+	if len(e.gating) == 0 {
+		e.noGatingExtensions()
+		return e.d
 	}
+	st.hadGating = true
+	e.gateTransition()
+	e.failure()
+	e.escalation()
+	return e.d
+}
 
-	// Reboots and re-creations, seen live or through the boot record.
+// evaluation is one run of evaluate: its inputs and what the steps found so
+// far.
+type evaluation struct {
+	env  evalEnv
+	now  time.Time
+	f    nodeFacts
+	st   *nodeState
+	exts []requiredExtension
+	d    decision
+
+	// gating are the statuses of the extensions that gate the node,
+	// notReady those of them that are not ready; allPlanned: every not
+	// ready one is planned.
+	gating, notReady []*extensionStatus
+	allPlanned       bool
+	// failing and suspended: set by failure, read by escalation.
+	failing, suspended bool
+}
+
+// earliest lowers the decision's nextCheck to t if t is a future instant.
+func (e *evaluation) earliest(t time.Time) {
+	if !t.IsZero() && t.After(e.now) && (e.d.nextCheck.IsZero() || t.Before(e.d.nextCheck)) {
+		e.d.nextCheck = t
+	}
+}
+
+// bootChange starts a full gate on a reboot or a re-creation, seen live or
+// through the boot record, and adopts a node seen for the first time.
+func (e *evaluation) bootChange() {
+	st, f, now := e.st, e.f, e.now
 	firstSight := st.uid == ""
 	switch {
 	case !firstSight && f.uid != st.uid:
@@ -130,14 +184,16 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 	case f.hasRecord && f.record.BootID != "" && f.bootID != "" && f.record.BootID != f.bootID && st.handledBoot != f.bootID:
 		st.gate(causeRebooted, now)
 		st.handledBoot = f.bootID
-	case firstSight && env.live:
+	case firstSight && e.env.live:
 		st.gate(causeNew, now)
 	case firstSight && f.tainted:
 		// Found gated after a start or a failover: the gate stands, and the
 		// extensions must renew again after this moment.
 		st.gate(causeFoundGated, now)
-		st.readyInBoot = f.hasRecord && f.record.UID == f.uid && f.record.BootID == f.bootID
+		st.readyInBoot = f.hasRecord && f.record.sameBoot(f.uid, f.bootID)
+		st.restoreFailedOpen(f)
 	case firstSight:
+		st.restoreFailedOpen(f)
 		// Found untainted after a start or a failover: the node is in
 		// service, so a failure of its extensions is a failure (counted for
 		// the blast radius), not a bootstrap. This is what keeps a first
@@ -146,22 +202,29 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 		st.readyInBoot = true
 	}
 	st.uid, st.bootID = f.uid, f.bootID
+}
 
-	// Evaluate every extension.
-	grace := env.opts.RenewalGrace
-	var gating, notReady []*extensionStatus
-	allPlanned := true
-	d.statuses = make([]extensionStatus, 0, len(exts))
-	for _, e := range exts {
-		s := extensionStatus{name: e.name, lease: e.lease.String(), affects: e.affects}
-		s.gating = e.affects && !st.failedOpen.Has(e.name)
-		obs, ok := env.tracker.get(e.lease.Namespace, e.lease.Name)
+// extensionStatuses judges every extension by its Lease.
+func (e *evaluation) extensionStatuses() {
+	st, now := e.st, e.now
+	grace := e.env.opts.RenewalGrace
+	missing := map[string]time.Time{}
+	e.d.statuses = make([]extensionStatus, 0, len(e.exts))
+	for _, ext := range e.exts {
+		s := extensionStatus{name: ext.name, lease: ext.lease.String(), affects: ext.affects}
+		s.gating = ext.affects && !st.failedOpen.Has(ext.name)
+		obs, ok := e.env.tracker.get(ext.lease.Namespace, ext.lease.Name)
 		switch {
 		case !ok:
 			s.reason, s.detail = extLeaseMissing, fmt.Sprintf("lease %s does not exist", s.lease)
+			s.failedAt = st.missingSince(ext.name, now)
+			if at, deleted := e.env.tracker.deletedAt(ext.lease.Namespace, ext.lease.Name); deleted && at.Before(s.failedAt) {
+				s.failedAt = at
+			}
+			missing[ext.name] = s.failedAt
 		case obs.released():
 			s.reason = extLeaseReleased
-			s.planned = env.opts.MaintenanceReasons.Has(obs.reason)
+			s.planned = e.env.opts.MaintenanceReasons.Has(obs.reason)
 			s.detail = "released"
 			if obs.reason != "" {
 				s.detail += ", reason " + obs.reason
@@ -169,7 +232,7 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 			if obs.message != "" {
 				s.detail += ": " + obs.message
 			}
-			s.failedAt = obs.observedAt
+			s.failedAt = obs.releasedAt
 		case obs.observedAt.IsZero():
 			s.reason, s.detail = extNeverRenewed, fmt.Sprintf("lease %s was never renewed", s.lease)
 		case !now.Before(obs.expiresAt(grace)):
@@ -179,7 +242,7 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 				now.Sub(obs.observedAt).Round(time.Second), obs.duration, grace)
 		default:
 			s.ready, s.reason = true, extReady
-			earliest(obs.expiresAt(grace))
+			e.earliest(obs.expiresAt(grace))
 		}
 		if ok {
 			s.lastRenewal = obs.observedAt
@@ -189,122 +252,144 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 				s.renewedSinceGate = false
 			}
 		}
-		if s.ready && st.failedOpen.Has(e.name) {
+		if s.ready && st.failedOpen.Has(ext.name) {
 			// Failing open lasts until the extension becomes ready; from
 			// then on it gates like any other.
-			st.failedOpen.Delete(e.name)
-			s.gating = e.affects
+			st.failedOpen.Delete(ext.name)
+			s.gating = ext.affects
 		}
-		d.statuses = append(d.statuses, s)
+		e.d.statuses = append(e.d.statuses, s)
 	}
-	for i := range d.statuses {
-		s := &d.statuses[i]
-		if s.gating {
-			gating = append(gating, s)
-		}
-	}
+	st.missing = missing
+	e.collectGating()
+}
 
-	// Startup timeouts apply while the node waits for its extensions after
-	// a bootstrap gate.
-	if st.gated && !st.readyInBoot {
-		for i, e := range exts {
-			s := &d.statuses[i]
-			if !s.gating || e.rule == nil || e.rule.StartupTimeout <= 0 || (s.ready && s.renewedSinceGate) {
-				continue
-			}
-			deadline := st.gateStart.Add(e.rule.StartupTimeout)
-			if now.Before(deadline) {
-				earliest(deadline)
-				continue
-			}
-			if !st.failedOpen.Has(e.name) && !st.startupExpired.Has(e.name) {
-				d.startupTimeouts = append(d.startupTimeouts, startupTimeout{extension: e.name, timeout: e.rule.StartupTimeout, policy: e.rule.FailurePolicy})
-			}
-			if e.rule.FailurePolicy == FailurePolicyUngate {
-				st.failedOpen.Insert(e.name)
-				s.gating = false
-				s.detail += fmt.Sprintf("; startup timeout %s passed, not gating the node until it becomes ready", e.rule.StartupTimeout)
-			} else {
-				st.startupExpired.Insert(e.name)
-				s.reason = extStartupTimeout
-				s.detail += fmt.Sprintf("; not ready %s after the node was gated (startup timeout), keeping the node gated", e.rule.StartupTimeout)
-			}
-		}
-		gating = gating[:0]
-		for i := range d.statuses {
-			if d.statuses[i].gating {
-				gating = append(gating, &d.statuses[i])
-			}
+// collectGating lists the gating statuses.
+func (e *evaluation) collectGating() {
+	e.gating = e.gating[:0]
+	for i := range e.d.statuses {
+		if e.d.statuses[i].gating {
+			e.gating = append(e.gating, &e.d.statuses[i])
 		}
 	}
-	for _, s := range gating {
+}
+
+// startupTimeouts apply while the node waits for its extensions after a
+// bootstrap gate: an extension past its timeout fails open (Ungate) or keeps
+// the node gated and says so (KeepGated).
+func (e *evaluation) startupTimeouts() {
+	st, now := e.st, e.now
+	if !st.gated || st.readyInBoot {
+		return
+	}
+	for i, ext := range e.exts {
+		s := &e.d.statuses[i]
+		if !s.gating || ext.rule == nil || ext.rule.StartupTimeout <= 0 || (s.ready && s.renewedSinceGate) {
+			continue
+		}
+		deadline := st.gateStart.Add(ext.rule.StartupTimeout)
+		if now.Before(deadline) {
+			e.earliest(deadline)
+			continue
+		}
+		if !st.failedOpen.Has(ext.name) && !st.startupExpired.Has(ext.name) {
+			e.d.startupTimeouts = append(e.d.startupTimeouts, startupTimeout{extension: ext.name, timeout: ext.rule.StartupTimeout, policy: ext.rule.FailurePolicy})
+		}
+		if ext.rule.FailurePolicy == FailurePolicyUngate {
+			st.failedOpen.Insert(ext.name)
+			s.gating = false
+			s.detail += fmt.Sprintf("; startup timeout %s passed, not gating the node until it becomes ready", ext.rule.StartupTimeout)
+		} else {
+			st.startupExpired.Insert(ext.name)
+			s.reason = extStartupTimeout
+			s.detail += fmt.Sprintf("; not ready %s after the node was gated (startup timeout), keeping the node gated", ext.rule.StartupTimeout)
+		}
+	}
+	e.collectGating()
+}
+
+// plannedReleases finds the gating extensions that are not ready, and
+// whether their failure is planned. A planned release lasts until that Lease
+// renews: while it does not, the node's other failures are planned too (the
+// updater reboots the node, and its other extensions expire meanwhile).
+func (e *evaluation) plannedReleases() {
+	st := e.st
+	for _, s := range e.gating {
 		if !s.ready {
-			notReady = append(notReady, s)
-			allPlanned = allPlanned && s.planned
+			e.notReady = append(e.notReady, s)
+			e.allPlanned = e.allPlanned && s.planned
 		}
 	}
-
-	// Nodes without gating extensions are never gated. A taint placed at
-	// creation stays for the registration grace, so that extensions have time
-	// to register themselves.
-	if len(gating) == 0 {
-		wasGated := st.gated
-		if st.gated {
-			st.gated = false
-			st.cause = causeNone
+	for _, s := range e.d.statuses {
+		if s.planned && st.gated {
+			st.plannedExts.Insert(s.name)
 		}
-		st.resetEscalation()
-		env.updateFailing(false, false)
-		// Only a node that listed gating extensions before is "ungated"; a
-		// node that never did was never gated by this controller.
-		d.ended = wasGated && st.hadGating
-		if f.tainted && !st.hadGating && len(st.failedOpen) == 0 {
-			graceEnd := st.firstSeen.Add(env.opts.RegistrationGrace)
-			if now.Before(graceEnd) {
-				d.taint = true
-				earliest(graceEnd)
-			}
+		if s.ready {
+			st.plannedExts.Delete(s.name)
 		}
-		return d
 	}
-	st.hadGating = true
+	for name := range st.plannedExts {
+		if !slices.ContainsFunc(e.d.statuses, func(s extensionStatus) bool { return s.name == name }) {
+			st.plannedExts.Delete(name)
+		}
+	}
+	if len(e.notReady) > 0 && len(st.plannedExts) > 0 {
+		e.allPlanned = true
+	}
+}
 
-	if len(notReady) > 0 {
-		if !st.gated {
-			cause := causeNotReady
-			if allPlanned {
-				cause = causeMaintenance
-			}
-			st.gate(cause, now)
-			d.started = true
-			for _, s := range notReady {
-				if !s.failedAt.IsZero() && (d.detectedAt.IsZero() || s.failedAt.Before(d.detectedAt)) {
-					d.detectedAt = s.failedAt
-				}
-			}
-		} else if st.cause == causeFoundGated {
-			// Found gated at a start: once an extension is known not to be
-			// ready, that is the reason, not the restart.
-			st.cause = causeNotReady
-			if allPlanned {
-				st.cause = causeMaintenance
-			}
-		} else if st.cause == causeMaintenance && !allPlanned {
-			st.cause = causeNotReady
-		} else if st.cause == causeNotReady && allPlanned {
-			st.cause = causeMaintenance
+// noGatingExtensions decides for a node without gating extensions: it is
+// never gated. A taint placed at creation stays for the registration grace,
+// so that extensions have time to register themselves.
+func (e *evaluation) noGatingExtensions() {
+	st, f, now := e.st, e.f, e.now
+	wasGated := st.gated
+	if st.gated {
+		st.gated = false
+		st.cause = causeNone
+	}
+	st.resetEscalation()
+	e.env.updateFailing(false, false)
+	// Only a node that listed gating extensions before is "ungated"; a
+	// node that never did was never gated by this controller.
+	e.d.ended = wasGated && st.hadGating
+	if e.d.ended {
+		// Released by failing open: the node is in service.
+		st.readyInBoot = true
+	}
+	e.d.record = st.wantRecord(f)
+	if len(st.failedOpen) > 0 {
+		// Every gating extension failed open: the record is what tells
+		// a restarted controller so.
+		e.d.recordBoot = !f.hasRecord || !equalRecords(f.record, e.d.record)
+	}
+	if f.tainted && !st.hadGating && len(st.failedOpen) == 0 {
+		graceEnd := st.firstSeen.Add(e.env.opts.RegistrationGrace)
+		if now.Before(graceEnd) {
+			e.d.taint = true
+			e.earliest(graceEnd)
 		}
-		if len(st.startupExpired) > 0 && !st.readyInBoot {
-			for _, s := range notReady {
-				if s.reason == extStartupTimeout {
-					st.cause = causeStartupExpiry
-				}
-			}
-		}
-	} else if st.gated {
+	}
+}
+
+// gateTransition gates a node whose gating extension is not ready, keeps the
+// gate's reason current, and ungates once the extensions in the gate's scope
+// renewed after it began.
+func (e *evaluation) gateTransition() {
+	st, now := e.st, e.now
+	switch {
+	case len(e.notReady) > 0:
+		e.stayOrBecomeGated()
+	case st.gated:
+		// A failed-only gate waits for the extensions that failed (or were
+		// added) since gateStart; the others never stopped renewing, and
+		// waiting for their next renewal is needless downtime.
 		latest := time.Time{}
 		fresh := true
-		for _, s := range gating {
+		for _, s := range e.gating {
+			if !st.full && !st.scope.Has(s.name) {
+				continue
+			}
 			fresh = fresh && s.renewedSinceGate
 			if s.lastRenewal.After(latest) {
 				latest = s.lastRenewal
@@ -312,51 +397,141 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 		}
 		if fresh {
 			st.ungate()
-			d.ended = true
-			d.ungateLatency = now.Sub(latest)
+			e.d.ended = true
+			e.d.ungateLatency = now.Sub(latest)
 		}
-	} else if !st.readyInBoot {
+	case !st.readyInBoot:
 		// Found ready without a record of this boot (first start of the
 		// controller on an existing cluster): adopt the node as ready rather
 		// than gating every node of the cluster at once.
 		st.readyInBoot = true
 	}
 
+	if st.gated && !st.full {
+		for _, s := range e.notReady {
+			st.scope.Insert(s.name)
+		}
+		for _, s := range e.gating {
+			if _, known := st.extReady[s.name]; !known && len(st.extReady) > 0 {
+				// Added to the list during the gate.
+				st.scope.Insert(s.name)
+			}
+		}
+	}
+}
+
+// stayOrBecomeGated handles a node with gating extensions not ready.
+func (e *evaluation) stayOrBecomeGated() {
+	st, now := e.st, e.now
+	switch {
+	case !st.gated:
+		cause := causeNotReady
+		if e.allPlanned {
+			cause = causeMaintenance
+		}
+		st.gate(cause, now)
+		e.d.started = true
+		for _, s := range e.notReady {
+			if s.planned {
+				st.plannedExts.Insert(s.name)
+			}
+		}
+		for _, s := range e.notReady {
+			if !s.failedAt.IsZero() && (e.d.detectedAt.IsZero() || s.failedAt.Before(e.d.detectedAt)) {
+				e.d.detectedAt = s.failedAt
+			}
+		}
+	case st.cause == causeFoundGated:
+		// Found gated at a start: once an extension is known not to be
+		// ready, that is the reason, not the restart. The gate stays
+		// full (st.full): every extension must still renew.
+		st.cause = causeNotReady
+		if e.allPlanned {
+			st.cause = causeMaintenance
+		}
+	case st.cause == causeMaintenance && !e.allPlanned:
+		st.cause = causeNotReady
+	case st.cause == causeNotReady && e.allPlanned:
+		st.cause = causeMaintenance
+	}
+	if len(st.startupExpired) > 0 && !st.readyInBoot {
+		for _, s := range e.notReady {
+			if s.reason == extStartupTimeout {
+				st.cause = causeStartupExpiry
+			}
+		}
+	}
+}
+
+// failure counts the node for the blast radius and decides the taint: untaints
+// always proceed; additions wait while the controller cannot trust its own
+// view, and failure taints while gating is suspended.
+func (e *evaluation) failure() {
+	st, f := e.st, e.f
 	// Failing nodes count toward the blast radius whether tainted or not.
-	failing := st.gated && st.readyInBoot && !allPlanned && len(notReady) > 0
+	failing := st.gated && st.readyInBoot && !e.allPlanned && len(e.notReady) > 0
 	if failing != st.failing && !failing {
 		st.resetEscalation()
 	}
 	st.failing = failing
-	env.updateFailing(failing, true)
-	suspended := env.suspended(f.zone)
+	e.failing = failing
+	e.env.updateFailing(failing, true)
+	e.suspended = e.env.suspended(f.zone)
 
-	d.taint = st.gated
-	if st.gated && !f.tainted {
-		// Untaints always proceed; additions wait while the controller cannot
-		// trust its own view, and failure taints while gating is suspended.
-		if env.ownViewStale || (failing && suspended) {
-			d.taint = false
-			d.suppressed = true
-		}
+	e.d.taint = st.gated
+	if st.gated && !f.tainted && (e.env.ownViewStale || (failing && e.suspended)) {
+		e.d.taint = false
+		e.d.suppressed = true
 	}
-	if !st.gated && (!f.hasRecord || f.record.UID != f.uid || f.record.BootID != f.bootID) {
-		d.recordBoot = true
+	e.d.record = st.wantRecord(f)
+	if !st.gated && (!f.hasRecord || !equalRecords(f.record, e.d.record)) {
+		e.d.recordBoot = true
 	}
+}
 
-	// Escalation: only unplanned failures after the node was ready.
-	if failing && env.opts.Eviction.Mode != EvictionModeNone && env.opts.Eviction.Timeout >= 0 {
-		elapsed := st.escalationClock(now, suspended || env.ownViewStale)
-		if elapsed >= env.opts.Eviction.Timeout {
-			d.escalate = !suspended && !env.ownViewStale && !st.escalated
-		} else if !suspended && !env.ownViewStale {
-			earliest(now.Add(env.opts.Eviction.Timeout - elapsed))
+// escalation runs the eviction clock of an unplanned failure after the node
+// was ready, paused while escalation is suspended.
+func (e *evaluation) escalation() {
+	st, now, opts := e.st, e.now, e.env.opts
+	held := e.suspended || e.env.ownViewStale
+	if e.failing && opts.Eviction.Mode != EvictionModeNone && opts.Eviction.Timeout >= 0 {
+		elapsed := st.escalationClock(now, held)
+		if elapsed >= opts.Eviction.Timeout {
+			e.d.escalate = !held && !st.escalated
+		} else if !held {
+			e.earliest(now.Add(opts.Eviction.Timeout - elapsed))
 		}
 	}
 	// The NoExecute variant stays while the node is gated and goes with the
 	// gate; it is added only once the rate-limited escalation marked the node.
-	d.noExecute = st.gated && (f.noExecute || (st.escalated && env.opts.Eviction.Mode == EvictionModeNoExecute))
-	return d
+	e.d.noExecute = st.gated && (e.f.noExecute || (st.escalated && opts.Eviction.Mode == EvictionModeNoExecute))
+}
+
+// missingSince is when the controller first saw the extension's Lease
+// missing, or now.
+func (s *nodeState) missingSince(extension string, now time.Time) time.Time {
+	if at, ok := s.missing[extension]; ok {
+		return at
+	}
+	return now
+}
+
+// restoreFailedOpen takes the extensions that failed open in this boot from the
+// boot record, after a start or a failover: without it, a node released by
+// failurePolicy Ungate would be taken for a node whose extension just failed.
+func (s *nodeState) restoreFailedOpen(f nodeFacts) {
+	if f.hasRecord && f.record.sameBoot(f.uid, f.bootID) && len(f.record.FailedOpen) > 0 {
+		s.failedOpen = sets.New(f.record.FailedOpen...)
+	}
+}
+
+// wantRecord is the boot record the node should carry once it is ungated.
+func (s *nodeState) wantRecord(f nodeFacts) bootRecord {
+	return bootRecord{BootID: f.bootID, UID: f.uid, FailedOpen: sets.List(s.failedOpen)}
+}
+
+func equalRecords(a, b bootRecord) bool {
+	return a.BootID == b.BootID && a.UID == b.UID && slices.Equal(a.FailedOpen, b.FailedOpen)
 }
 
 // conditionFor builds the SystemExtensionsReady condition of a decision, and a
@@ -409,6 +584,18 @@ func conditionFor(now time.Time, st *nodeState, d decision, suspendedWhy string)
 	}
 	signature = string(status) + "|" + reason + "|" + strings.Join(sig, ",")
 	return status, reason, message, signature
+}
+
+// countAffecting counts the extensions that affect readiness, whether they
+// gate the node now or failed open.
+func countAffecting(statuses []extensionStatus) int {
+	n := 0
+	for _, s := range statuses {
+		if s.affects {
+			n++
+		}
+	}
+	return n
 }
 
 func countGating(statuses []extensionStatus) int {

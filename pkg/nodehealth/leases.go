@@ -27,6 +27,10 @@ type leaseObservation struct {
 	// observedAt is when the controller last observed a renewal; zero when the
 	// Lease was never renewed.
 	observedAt time.Time
+	// releasedAt is when the controller observed the release (the holder
+	// becoming empty); zero while the Lease is held. A release keeps the
+	// last renewTime, so observedAt says nothing about when it happened.
+	releasedAt time.Time
 	reason     string
 	message    string
 }
@@ -45,13 +49,25 @@ func (o *leaseObservation) expiresAt(grace time.Duration) time.Time {
 // by the workers.
 type leaseTracker struct {
 	clock clock.PassiveClock
+	// minDuration is the shortest duration honoured (Options.MinimumLeaseDuration).
+	minDuration time.Duration
 
 	mu     sync.RWMutex
 	leases map[string]*leaseObservation // by namespace/name
+	// deleted remembers when Leases were deleted, so that a missing Lease's
+	// failure is timed from its deletion rather than from the sync that
+	// noticed it. Entries go when the Lease comes back or after
+	// deletedMemory.
+	deleted map[string]time.Time
 }
 
-func newLeaseTracker(clk clock.PassiveClock) *leaseTracker {
-	return &leaseTracker{clock: clk, leases: map[string]*leaseObservation{}}
+// deletedMemory bounds how long a deletion instant is remembered: a node
+// whose Lease vanished is synced within moments, and the Leases of deleted
+// nodes must not be remembered forever.
+const deletedMemory = time.Hour
+
+func newLeaseTracker(clk clock.PassiveClock, minDuration time.Duration) *leaseTracker {
+	return &leaseTracker{clock: clk, minDuration: minDuration, leases: map[string]*leaseObservation{}, deleted: map[string]time.Time{}}
 }
 
 // observe records the Lease as seen now and reports whether what readiness
@@ -67,6 +83,7 @@ func (t *leaseTracker) observe(lease *coordinationv1.Lease) (changed bool) {
 	if lease.Spec.LeaseDurationSeconds != nil && *lease.Spec.LeaseDurationSeconds > 0 {
 		next.duration = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
 	}
+	next.duration = max(next.duration, t.minDuration)
 	if lease.Spec.RenewTime != nil {
 		next.renewTime = lease.Spec.RenewTime.Time
 	}
@@ -75,7 +92,14 @@ func (t *leaseTracker) observe(lease *coordinationv1.Lease) (changed bool) {
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	delete(t.deleted, key)
 	prev, known := t.leases[key]
+	if next.released() {
+		next.releasedAt = t.clock.Now()
+		if known && prev.released() {
+			next.releasedAt = prev.releasedAt
+		}
+	}
 	switch {
 	case lease.Spec.RenewTime == nil:
 		// Never renewed: not ready whatever its holder says.
@@ -92,11 +116,42 @@ func (t *leaseTracker) observe(lease *coordinationv1.Lease) (changed bool) {
 		prev.duration != next.duration || prev.reason != next.reason || prev.message != next.message
 }
 
-// forget drops a deleted Lease.
+// refresh counts every renewed Lease as observed at now: after the
+// controller's own view recovers, renewals it may have missed while its watch
+// was stale must not expire anything, so every Lease gets a full duration of
+// grace, as at a start.
+func (t *leaseTracker) refresh(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, o := range t.leases {
+		if !o.observedAt.IsZero() && !o.released() {
+			o.observedAt = now
+		}
+	}
+}
+
+// forget drops a deleted Lease, remembering when it went.
 func (t *leaseTracker) forget(namespace, name string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.leases, namespace+"/"+name)
+	now := t.clock.Now()
+	for key, at := range t.deleted {
+		if now.Sub(at) > deletedMemory {
+			delete(t.deleted, key)
+		}
+	}
+	key := namespace + "/" + name
+	delete(t.leases, key)
+	t.deleted[key] = now
+}
+
+// deletedAt returns when a Lease the tracker knew was deleted, if it
+// remembers.
+func (t *leaseTracker) deletedAt(namespace, name string) (time.Time, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	at, ok := t.deleted[namespace+"/"+name]
+	return at, ok
 }
 
 // get returns a copy of what is known about a Lease.

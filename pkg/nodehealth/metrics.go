@@ -28,6 +28,65 @@ type Metrics struct {
 	EvaluationDurations prometheus.Histogram
 
 	queues *queueMetrics
+	// notReadySeries bounds and cleans up the extension label of
+	// NotReadyNodes.
+	notReadySeries *extensionSeries
+}
+
+// maxExtensionSeries caps the distinct extension label values of
+// extension_not_ready_nodes. Extension names come from node annotations and
+// Lease names, which anyone allowed to write them chooses; past the cap,
+// further extensions are counted under otherExtensionsLabel.
+const maxExtensionSeries = 100
+
+// otherExtensionsLabel is the extension label of the extensions past the cap.
+const otherExtensionsLabel = "_other"
+
+// extensionSeries keeps the extension series of a gauge vector to those with
+// a non-zero value, at most limit of them (plus otherExtensionsLabel). It is
+// not safe for concurrent use: the controller calls it under its lock.
+type extensionSeries struct {
+	gauge  *prometheus.GaugeVec
+	limit  int
+	counts map[string]int
+}
+
+func newExtensionSeries(gauge *prometheus.GaugeVec, limit int) *extensionSeries {
+	return &extensionSeries{gauge: gauge, limit: limit, counts: map[string]int{}}
+}
+
+// label is the label value extension is counted under: its own name while it
+// has a series or there is room for one.
+func (e *extensionSeries) label(extension string) string {
+	if _, ok := e.counts[extension]; ok || extension == otherExtensionsLabel {
+		return extension
+	}
+	n := len(e.counts)
+	if _, ok := e.counts[otherExtensionsLabel]; ok {
+		n--
+	}
+	if n < e.limit {
+		return extension
+	}
+	return otherExtensionsLabel
+}
+
+// inc counts one more node under label (from label()).
+func (e *extensionSeries) inc(label string) {
+	e.counts[label]++
+	e.gauge.WithLabelValues(label).Inc()
+}
+
+// dec counts one node less under label, and deletes the series at zero so
+// that extensions that are gone do not keep series forever.
+func (e *extensionSeries) dec(label string) {
+	if e.counts[label] <= 1 {
+		delete(e.counts, label)
+		e.gauge.DeleteLabelValues(label)
+		return
+	}
+	e.counts[label]--
+	e.gauge.WithLabelValues(label).Dec()
 }
 
 // latencyBuckets span 10 ms to ~80 s: the targets are around one second, and
@@ -41,11 +100,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		GatedNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "gated_nodes",
 			Help: "Nodes the controller gates, by reason (NodeRegistered, NodeRebooted, NodeRecreated, ControllerStarted, ExtensionsNotReady, PlannedMaintenance, StartupTimeout)."}, []string{"reason"}),
 		NotReadyNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "extension_not_ready_nodes",
-			Help: "Nodes on which a listed extension is not ready, by extension."}, []string{"extension"}),
+			Help: "Nodes on which a listed extension is not ready, by extension. Series exist only while non-zero; past 100 extensions, further ones are counted under extension=\"_other\"."}, []string{"extension"}),
 		TaintWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "taint_writes_total",
 			Help: "Node writes that add or remove the readiness taint, by operation (add, remove, noexecute) and result (success, conflict, error)."}, []string{"operation", "result"}),
 		DetectionLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: "detection_latency_seconds",
-			Help: "From the instant an extension stopped being ready (Lease expiry or observed release) to the readiness taint being written.", Buckets: latencyBuckets}),
+			Help: "From the instant an extension stopped being ready (Lease expiry, observed release, or Lease deletion or first seen missing) to the readiness taint being written.", Buckets: latencyBuckets}),
 		UngateLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: "ungate_latency_seconds",
 			Help: "From observing the last required renewal to the readiness taint being removed.", Buckets: latencyBuckets}),
 		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "evictions_total",
@@ -74,6 +133,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Time to evaluate and write one node.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
 		queues: newQueueMetrics(),
 	}
+	m.notReadySeries = newExtensionSeries(m.NotReadyNodes, maxExtensionSeries)
 	if reg != nil {
 		reg.MustRegister(m.GatedNodes, m.NotReadyNodes, m.TaintWrites, m.DetectionLatency, m.UngateLatency, m.Evictions,
 			m.GatingSuspended, m.Suspensions, m.InvalidLists, m.ListWrites, m.DryRunActions, m.ConditionWrites,

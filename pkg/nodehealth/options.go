@@ -93,6 +93,10 @@ type Options struct {
 	// CanaryInterval is how often the controller renews its canary Lease;
 	// zero disables the canary.
 	CanaryInterval time.Duration
+	// MinimumLeaseDuration: Leases with a shorter duration are treated as
+	// this long, so that the canary notices a stale view before any Lease
+	// can expire. Zero honours every duration.
+	MinimumLeaseDuration time.Duration
 	// Identity is this controller instance's name (canary holder identity).
 	Identity string
 	// DryRun computes and logs every change but writes nothing.
@@ -112,6 +116,11 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("unsupported taint effect %q", o.TaintEffect)
 	case o.RenewalGrace < 0 || o.RegistrationGrace < 0:
 		return fmt.Errorf("grace periods must not be negative")
+	case o.CanaryInterval < 0 || o.MinimumLeaseDuration < 0:
+		return fmt.Errorf("canary interval and minimum lease duration must not be negative")
+	case o.CanaryInterval > 0 && o.MinimumLeaseDuration > 0 && staleAfterIntervals*o.CanaryInterval >= o.MinimumLeaseDuration+o.RenewalGrace:
+		return fmt.Errorf("%d × canary interval (%s) must be less than minimum lease duration + renewal grace (%s): the controller must notice a stale view before any Lease can expire",
+			staleAfterIntervals, staleAfterIntervals*o.CanaryInterval, o.MinimumLeaseDuration+o.RenewalGrace)
 	}
 	for _, r := range o.Rules {
 		if r.Name == "" || r.Extension == "" || r.Selector == nil {

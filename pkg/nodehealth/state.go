@@ -37,10 +37,20 @@ func (c gateCause) bootstrap() bool {
 
 // bootRecord is the value of the nodehealth.io/boot annotation: the bootID and
 // UID the node was last seen ready with. It lets a controller that was down
-// during a reboot or a re-creation still notice it.
+// during a reboot or a re-creation still notice it. FailedOpen lists the
+// extensions released by a startup timeout with failurePolicy Ungate in this
+// boot, so that a restarted controller does not take their absence for a
+// failure (docs/controller.md, "The boot record").
 type bootRecord struct {
-	BootID string    `json:"bootID,omitempty"`
-	UID    types.UID `json:"uid"`
+	BootID     string    `json:"bootID,omitempty"`
+	UID        types.UID `json:"uid"`
+	FailedOpen []string  `json:"failedOpen,omitempty"`
+}
+
+// sameBoot reports whether the record was written in the node's current boot
+// of its current incarnation.
+func (r bootRecord) sameBoot(uid types.UID, bootID string) bool {
+	return r.UID == uid && r.BootID == bootID
 }
 
 func parseBootRecord(value string) (bootRecord, bool) {
@@ -61,6 +71,7 @@ func (r bootRecord) String() string {
 type nodeState struct {
 	uid       types.UID
 	bootID    string
+	zone      string
 	firstSeen time.Time
 
 	// gated is the controller's decision that the node must carry the taint;
@@ -68,6 +79,15 @@ type nodeState struct {
 	gated     bool
 	gateStart time.Time
 	cause     gateCause
+	// full: every extension must renew after gateStart to ungate (bootstrap,
+	// reboot, re-creation, found gated at start). Otherwise the gate is
+	// failed-only: only the extensions in scope must renew.
+	full  bool
+	scope sets.Set[string]
+	// plannedExts are the extensions released for maintenance during this
+	// gate; while any is not ready again, the node's other failures are
+	// planned too (no eviction clock, no blast-radius count).
+	plannedExts sets.Set[string]
 	// readyInBoot is true once the node was ungated (or found ready) in its
 	// current boot: only then is a failure a failure rather than bootstrap.
 	readyInBoot bool
@@ -81,6 +101,10 @@ type nodeState struct {
 	// mismatch already acted on, so a stale record gates only once.
 	handledBoot string
 	handledUID  types.UID
+
+	// missing holds when each extension's Lease was first seen missing, so
+	// that the failure is timed from then (detection_latency_seconds).
+	missing map[string]time.Time
 
 	// failing: an unplanned failure after the node was ready in this boot.
 	failing bool
@@ -99,7 +123,8 @@ type nodeState struct {
 }
 
 func newNodeState(now time.Time) *nodeState {
-	return &nodeState{firstSeen: now, failedOpen: sets.New[string](), startupExpired: sets.New[string](), extReady: map[string]bool{}}
+	return &nodeState{firstSeen: now, failedOpen: sets.New[string](), startupExpired: sets.New[string](), extReady: map[string]bool{},
+		scope: sets.New[string](), plannedExts: sets.New[string]()}
 }
 
 // gate starts a gate for cause at now.
@@ -107,7 +132,12 @@ func (s *nodeState) gate(cause gateCause, now time.Time) {
 	s.gated = true
 	s.gateStart = now
 	s.cause = cause
+	// Bootstrap and found-at-start gates are full; a reboot or a
+	// re-creation during any gate restarts it as full.
+	s.full = cause.bootstrap() || cause == causeFoundGated
+	s.scope = sets.New[string]()
 	if cause.bootstrap() {
+		s.plannedExts = sets.New[string]()
 		s.readyInBoot = false
 		s.failedOpen = sets.New[string]()
 		s.startupExpired = sets.New[string]()
@@ -118,6 +148,9 @@ func (s *nodeState) gate(cause gateCause, now time.Time) {
 func (s *nodeState) ungate() {
 	s.gated = false
 	s.cause = causeNone
+	s.full = false
+	s.scope = sets.New[string]()
+	s.plannedExts = sets.New[string]()
 	s.readyInBoot = true
 	s.resetEscalation()
 }

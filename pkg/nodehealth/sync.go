@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
@@ -30,6 +33,11 @@ const (
 
 const zoneLabel = v1.LabelTopologyZone
 
+// syncNode brings one node in line with its extensions. Like nodelifecycle's
+// monitorNodeHealth it runs named steps: read the node and what it requires
+// (nodeInputs), evaluate it under the lock (evaluateNode), announce what
+// changed (announce: logs, metrics, Events) and apply the decision (apply:
+// the Node write, the condition, escalation and the next check).
 func (c *Controller) syncNode(ctx context.Context, name string) error {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "node", name)
 	ctx = klog.NewContext(ctx, logger)
@@ -41,87 +49,98 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	now := c.clock.Now()
-
 	if node.Labels[nodev1alpha1.ExcludeLabel] == "true" {
-		c.forgetNode(name)
-		if countTaints(node, c.opts.TaintKey) == 0 {
-			return nil
-		}
-		logger.Info("Removing the readiness taint from an excluded node", "label", nodev1alpha1.ExcludeLabel+"=true")
-		_, err := c.writeNode(ctx, node, nodeWrite{taint: false, noExecute: false, reason: "node excluded"})
-		return err
+		return c.syncExcluded(ctx, node)
 	}
-
-	list, err := nodev1alpha1.DecodeSystemExtensions(node.Annotations[nodev1alpha1.SystemExtensionsAnnotation], c.opts.LeaseNamespace)
+	exts, facts, err := c.nodeInputs(node)
 	if err != nil {
 		c.reportInvalidList(ctx, node, err)
 		return nil
 	}
-	c.mu.Lock()
-	if st := c.nodes[name]; st != nil && st.invalidList != "" {
-		st.invalidList = ""
-	}
-	c.mu.Unlock()
+	r := c.evaluateNode(node, exts, facts)
+	c.handleSuspensionChanges(ctx, r.changes, r.now)
+	c.announce(ctx, node, r)
+	return c.apply(ctx, node, r)
+}
 
-	desired := desiredExtensions(list, node, c.opts.Rules, c.registrations(name), c.opts.LeaseNamespace)
-	var listValue *string
-	if !equalLists(desired, list, name, c.opts.LeaseNamespace) {
-		encoded, err := nodev1alpha1.EncodeSystemExtensions(desired, name, c.opts.LeaseNamespace)
-		if err != nil {
-			// Only possible when rules and registrations overflow the
-			// limits; keep the current list and say so.
-			c.reportInvalidList(ctx, node, fmt.Errorf("the list the rules and registrations ask for cannot be written: %w", err))
-			return nil
+// syncExcluded leaves an excluded node alone, after taking off the taint and
+// saying in the condition that it is not evaluated.
+func (c *Controller) syncExcluded(ctx context.Context, node *v1.Node) error {
+	c.forgetNode(node.Name)
+	if countTaints(node, c.opts.TaintKey) > 0 {
+		klog.FromContext(ctx).Info("Removing the readiness taint from an excluded node", "label", nodev1alpha1.ExcludeLabel+"=true")
+		if _, err := c.writeNode(ctx, node, nodeWrite{taint: false, noExecute: false, reason: "node excluded"}); err != nil {
+			return err
 		}
-		if len(desired) == 0 {
-			encoded = ""
-		}
-		listValue = &encoded
 	}
-	exts := resolveExtensions(desired, name, c.opts.LeaseNamespace, c.rules)
-
-	facts := nodeFacts{
-		name:      name,
-		uid:       node.UID,
-		bootID:    node.Status.NodeInfo.BootID,
-		zone:      node.Labels[zoneLabel],
-		tainted:   hasTaint(node, c.opts.TaintKey, c.opts.TaintEffect),
-		noExecute: hasTaint(node, c.opts.TaintKey, v1.TaintEffectNoExecute),
+	// A condition left from before the exclusion (possibly False) would
+	// keep telling readers the node's extensions are not ready, though
+	// nothing evaluates them any more.
+	if hasCondition(node) && !conditionMatches(node, v1.ConditionUnknown, nodev1alpha1.ReasonNodeExcluded) {
+		return c.writeCondition(ctx, node, v1.ConditionUnknown, nodev1alpha1.ReasonNodeExcluded,
+			fmt.Sprintf("The node is labelled %s=true: the controller does not evaluate its system extensions and never gates it.", nodev1alpha1.ExcludeLabel))
 	}
-	facts.record, facts.hasRecord = parseBootRecord(node.Annotations[nodev1alpha1.BootAnnotation])
+	return nil
+}
 
+// nodeResult is one evaluation of a node and what it changed, for announce
+// and apply.
+type nodeResult struct {
+	now  time.Time
+	st   *nodeState
+	d    decision
+	live bool
+	// What the node's state said before the evaluation.
+	prevExtReady            map[string]bool
+	wasGated, wasSuppressed bool
+	escalated               bool
+	changes                 []suspensionChange
+	suspendedWhy            string
+	status                  v1.ConditionStatus
+	reason, message, sig    string
+	conditionChanged        bool
+}
+
+// evaluateNode runs evaluate on the node's state under the lock and updates
+// what the lock guards: the Lease references, the blast radius and the
+// gauges.
+func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts nodeFacts) nodeResult {
+	name := node.Name
+	r := nodeResult{now: c.clock.Now()}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	st := c.nodes[name]
 	if st == nil {
-		st = newNodeState(now)
+		st = newNodeState(r.now)
 		c.nodes[name] = st
 	}
-	live := c.live.Has(name)
+	r.st = st
+	st.invalidList = ""
+	r.live = c.live.Has(name)
 	c.live.Delete(name)
+	st.zone = facts.zone
 	c.indexLeaseRefs(name, exts)
-	prevExtReady := st.extReady
-	wasGated, wasSuppressed := st.gated, st.suppressed
-	var changes []suspensionChange
-	suspendedWhy := ""
+	r.prevExtReady = st.extReady
+	r.wasGated, r.wasSuppressed = st.gated, st.suppressed
 	env := evalEnv{
-		now:          now,
+		now:          r.now,
 		opts:         &c.opts,
 		tracker:      c.tracker,
-		live:         live,
+		live:         r.live,
 		ownViewStale: c.canary != nil && c.canary.stale(),
 		suspended: func(zone string) bool {
 			s, why := c.blast.suspended(zone)
-			suspendedWhy = why
+			r.suspendedWhy = why
 			return s
 		},
 		updateFailing: func(failing, tracked bool) {
-			changes = c.blast.update(name, facts.zone, tracked, failing)
+			r.changes = c.blast.update(name, facts.zone, tracked, failing)
 		},
 	}
-	d := evaluate(env, facts, st, exts)
+	r.d = evaluate(env, facts, st, exts)
+	d := r.d
 	if env.ownViewStale && d.suppressed {
-		suspendedWhy = "the controller does not observe its own canary Lease renewals, so it does not trust its view"
+		r.suspendedWhy = "the controller does not observe its own canary Lease renewals, so it does not trust its view"
 	}
 	st.suppressed = d.suppressed
 	newExtReady := map[string]bool{}
@@ -129,64 +148,78 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		newExtReady[s.name] = s.ready
 	}
 	st.extReady = newExtReady
-	status, reason, message, sig := conditionFor(now, st, d, suspendedWhy)
-	if st.conditionSig == "" && conditionMatches(node, status, reason) {
+	r.status, r.reason, r.message, r.sig = conditionFor(r.now, st, d, r.suspendedWhy)
+	if st.conditionSig == "" && conditionMatches(node, r.status, r.reason) {
 		// After a start or a failover, a condition that already says the
 		// same is adopted rather than rewritten on every node.
-		st.conditionSig = sig
+		st.conditionSig = r.sig
 	}
 	// A condition someone else overwrote (a status writer working from a
 	// stale read) is put back: the signature alone only says what this
 	// controller last wrote, not what the node holds.
-	drifted := st.conditionSig != "" && (countGating(d.statuses) > 0 || hasCondition(node)) && !conditionMatches(node, status, reason)
-	conditionChanged := sig != st.conditionSig || drifted
-	escalated := st.escalated
+	// In a dry run nothing is written, so the node never holds what this
+	// controller would write: that is not drift.
+	drifted := !c.opts.DryRun && st.conditionSig != "" && (countGating(d.statuses) > 0 || hasCondition(node)) && !conditionMatches(node, r.status, r.reason)
+	r.conditionChanged = r.sig != st.conditionSig || drifted
+	r.escalated = st.escalated
 	c.updateContribution(name, contribution{reason: gateReason(st), notReady: notReadyNames(d.statuses), tracked: countGating(d.statuses) > 0})
-	c.mu.Unlock()
+	return r
+}
 
-	c.handleSuspensionChanges(ctx, changes)
-
+// announce logs and counts startup timeouts and records the Events of each
+// extension's transitions and of a withheld taint.
+func (c *Controller) announce(ctx context.Context, node *v1.Node, r nodeResult) {
+	logger := klog.FromContext(ctx)
+	d := r.d
 	for _, to := range d.startupTimeouts {
 		c.metrics.StartupTimeouts.WithLabelValues(string(to.policy)).Inc()
 		logger.Info("Extension missed its startup timeout", "extension", to.extension, "timeout", to.timeout, "failurePolicy", to.policy)
 	}
-
-	// Events on transitions of each extension.
-	if !c.opts.DryRun {
-		for _, s := range d.statuses {
-			was, known := prevExtReady[s.name]
-			switch {
-			case s.ready && known && !was:
-				c.recorder.Eventf(node, v1.EventTypeNormal, EventExtensionReady, "Extension %s is ready (lease %s)", s.name, s.lease)
-			case !s.ready && (!known || was) && !(live && s.reason == extLeaseMissing):
-				c.recorder.Eventf(node, v1.EventTypeWarning, EventExtensionNotReady, "Extension %s is not ready: %s: %s", s.name, s.reason, s.detail)
-			}
-		}
-		for _, to := range d.startupTimeouts {
-			action := "keeping the node gated (failurePolicy KeepGated)"
-			if to.policy == FailurePolicyUngate {
-				action = "no longer gating the node until it becomes ready (failurePolicy Ungate)"
-			}
-			c.recorder.Eventf(node, v1.EventTypeWarning, EventExtensionNotReady,
-				"Extension %s did not become ready within its startup timeout of %s; %s", to.extension, to.timeout, action)
-		}
-		if d.suppressed && !wasSuppressed {
-			c.recorder.Eventf(node, v1.EventTypeWarning, EventGatingSuspended, "Not tainting the node although %s: %s",
-				strings.Join(notReadyNames(d.statuses), ", ")+" not ready", suspendedWhy)
+	if c.opts.DryRun {
+		return
+	}
+	for _, s := range d.statuses {
+		was, known := r.prevExtReady[s.name]
+		switch {
+		case s.ready && known && !was:
+			c.recorder.Eventf(node, v1.EventTypeNormal, EventExtensionReady, "Extension %s is ready (lease %s)", s.name, s.lease)
+		case !s.ready && (!known || was) && !(r.live && s.reason == extLeaseMissing):
+			c.recorder.Eventf(node, v1.EventTypeWarning, EventExtensionNotReady, "Extension %s is not ready: %s: %s", s.name, s.reason, s.detail)
 		}
 	}
+	for _, to := range d.startupTimeouts {
+		action := "keeping the node gated (failurePolicy KeepGated)"
+		if to.policy == FailurePolicyUngate {
+			action = "no longer gating the node until it becomes ready (failurePolicy Ungate)"
+		}
+		c.recorder.Eventf(node, v1.EventTypeWarning, EventExtensionNotReady,
+			"Extension %s did not become ready within its startup timeout of %s; %s", to.extension, to.timeout, action)
+	}
+	if d.suppressed && !r.wasSuppressed {
+		c.recorder.Eventf(node, v1.EventTypeWarning, EventGatingSuspended, "Not tainting the node although %s: %s",
+			strings.Join(notReadyNames(d.statuses), ", ")+" not ready", r.suspendedWhy)
+	}
+}
 
-	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, listValue: listValue}
+// apply writes the decision: the taint, the list and the boot record in one
+// Node write, then the condition; it queues the escalation and the next
+// check.
+func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) error {
+	d, st, name := r.d, r.st, node.Name
+	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, list: c.listFor}
 	// The boot record is kept only on nodes that list gating extensions:
 	// nodes that do not use nodehealth are never written.
-	if countGating(d.statuses) > 0 && (d.recordBoot || (d.ended && !d.taint)) {
-		rec := bootRecord{BootID: facts.bootID, UID: facts.uid}.String()
+	if countAffecting(d.statuses) > 0 && (d.recordBoot || (d.ended && !d.taint)) {
+		rec := d.record.String()
 		if node.Annotations[nodev1alpha1.BootAnnotation] != rec {
 			w.bootRecord = &rec
 		}
 	}
-	if d.started || (st.gated && !wasGated) {
-		w.reason = "gated: " + reason
+	c.mu.Lock()
+	gated := st.gated
+	c.mu.Unlock()
+	if d.started || (gated && !r.wasGated) {
+		w.reason = "gated: " + r.reason
 	} else if d.ended {
 		w.reason = "ungated"
 	}
@@ -199,31 +232,147 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		if !d.detectedAt.IsZero() {
 			c.metrics.DetectionLatency.Observe(c.clock.Since(d.detectedAt).Seconds())
 		}
-		c.recorder.Eventf(node, v1.EventTypeWarning, EventNodeGated, "Added taint %s:%s: %s", c.opts.TaintKey, c.opts.TaintEffect, message)
+		c.recorder.Eventf(node, v1.EventTypeWarning, EventNodeGated, "Added taint %s:%s: %s", c.opts.TaintKey, c.opts.TaintEffect, r.message)
 	}
 	if written.taintRemoved {
 		if d.ended && d.ungateLatency > 0 {
-			c.metrics.UngateLatency.Observe(d.ungateLatency.Seconds() + c.clock.Since(now).Seconds())
+			c.metrics.UngateLatency.Observe(d.ungateLatency.Seconds() + c.clock.Since(r.now).Seconds())
 		}
-		c.recorder.Eventf(node, v1.EventTypeNormal, EventNodeUngated, "Removed taint %s: %s", c.opts.TaintKey, message)
+		c.recorder.Eventf(node, v1.EventTypeNormal, EventNodeUngated, "Removed taint %s: %s", c.opts.TaintKey, r.message)
 	}
 
-	if conditionChanged && (countGating(d.statuses) > 0 || hasCondition(node)) {
-		if err := c.writeCondition(ctx, node, status, reason, message); err != nil {
+	if r.conditionChanged && (countGating(d.statuses) > 0 || hasCondition(node)) {
+		if err := c.writeCondition(ctx, node, r.status, r.reason, r.message); err != nil {
 			return err
 		}
 		c.mu.Lock()
-		st.conditionSig = sig
+		st.conditionSig = r.sig
 		c.mu.Unlock()
 	}
 
-	if d.escalate && !escalated {
+	if d.escalate && !r.escalated {
 		c.evictions.Add(name)
 	}
 	if !d.nextCheck.IsZero() {
-		c.queue.AddAfter(name, d.nextCheck.Sub(now))
+		c.queue.AddAfter(name, d.nextCheck.Sub(r.now))
 	}
 	return nil
+}
+
+// nodeInputs reads what an evaluation of node needs: the extensions it
+// requires (as rules and registrations will have its list) and its facts. An
+// error means its list cannot be judged: it cannot be parsed, or rules and
+// registrations overflow the limits.
+func (c *Controller) nodeInputs(node *v1.Node) ([]requiredExtension, nodeFacts, error) {
+	list, err := nodev1alpha1.DecodeSystemExtensions(node.Annotations[nodev1alpha1.SystemExtensionsAnnotation], c.opts.LeaseNamespace)
+	if err != nil {
+		return nil, nodeFacts{}, err
+	}
+	desired, _, err := c.desiredList(node, list)
+	if err != nil {
+		return nil, nodeFacts{}, err
+	}
+	exts := resolveExtensions(desired, node.Name, c.opts.LeaseNamespace, c.rules)
+	facts := nodeFacts{
+		name:      node.Name,
+		uid:       node.UID,
+		bootID:    node.Status.NodeInfo.BootID,
+		zone:      node.Labels[zoneLabel],
+		tainted:   hasTaint(node, c.opts.TaintKey, c.opts.TaintEffect),
+		noExecute: hasTaint(node, c.opts.TaintKey, v1.TaintEffectNoExecute),
+	}
+	facts.record, facts.hasRecord = parseBootRecord(node.Annotations[nodev1alpha1.BootAnnotation])
+	return exts, facts, nil
+}
+
+// primeBlastRadius counts every node of the caches for the blast radius
+// before the first sync. Without it, a controller restarted during an
+// incident would judge the first nodes it syncs against counters that hold
+// only those nodes, and taint them although most of the cluster fails. Each
+// node is evaluated on a scratch state as its first sync will evaluate it;
+// nothing is written and no state is kept.
+func (c *Controller) primeBlastRadius(ctx context.Context) {
+	nodes, err := c.nodeLister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	now := c.clock.Now()
+	var changes []suspensionChange
+	for _, node := range nodes {
+		if node.Labels[nodev1alpha1.ExcludeLabel] == "true" {
+			continue
+		}
+		exts, facts, err := c.nodeInputs(node)
+		if err != nil {
+			continue
+		}
+		c.mu.Lock()
+		live := c.live.Has(node.Name)
+		c.mu.Unlock()
+		env := evalEnv{
+			now:       now,
+			opts:      &c.opts,
+			tracker:   c.tracker,
+			live:      live,
+			suspended: func(string) bool { return false },
+			updateFailing: func(failing, tracked bool) {
+				changes = append(changes, c.blast.update(node.Name, facts.zone, tracked, failing)...)
+			},
+		}
+		evaluate(env, facts, newNodeState(now), exts)
+	}
+	failing := len(c.blast.failingNodes())
+	klog.FromContext(ctx).Info("Counted the nodes for the blast radius before the first sync", "nodes", len(nodes), "failing", failing)
+	c.handleSuspensionChanges(ctx, changes, now)
+}
+
+// desiredList returns the extension list rules and registrations want on a
+// node whose current list is current, and the annotation value to write (nil
+// when the list is already right).
+func (c *Controller) desiredList(node *v1.Node, current []nodev1alpha1.SystemExtension) ([]nodev1alpha1.SystemExtension, *string, error) {
+	name := node.Name
+	desired := desiredExtensions(current, node, c.opts.Rules, c.registrations(name), c.opts.LeaseNamespace)
+	if equalLists(desired, current, name, c.opts.LeaseNamespace) {
+		return desired, nil, nil
+	}
+	encoded, err := nodev1alpha1.EncodeSystemExtensions(desired, name, c.opts.LeaseNamespace)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the list the rules and registrations ask for cannot be written: %w", err)
+	}
+	if len(desired) == 0 {
+		encoded = ""
+	}
+	return desired, &encoded, nil
+}
+
+// listFor computes the annotation value to write on node (nil: none) from the
+// node itself, so that a write retried on a fresh read keeps the entries
+// other writers added since the cached read.
+func (c *Controller) listFor(node *v1.Node) (*string, error) {
+	current, err := nodev1alpha1.DecodeSystemExtensions(node.Annotations[nodev1alpha1.SystemExtensionsAnnotation], c.opts.LeaseNamespace)
+	if err != nil {
+		// Someone wrote an invalid list meanwhile: never rewrite it; the
+		// node's next sync reports it.
+		return nil, fmt.Errorf("the extension list of node %s became invalid while writing it: %w", node.Name, err)
+	}
+	_, value, err := c.desiredList(node, current)
+	return value, err
+}
+
+// updateEscalationClocks pauses the eviction clock of every failing node whose
+// escalation is suspended at at (blast radius of its zone or the cluster, or
+// the controller's own view) and resumes the others.
+func (c *Controller) updateEscalationClocks(at time.Time) {
+	ownViewStale := c.canary != nil && c.canary.stale()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.nodes {
+		if !st.failing {
+			continue
+		}
+		suspended, _ := c.blast.suspended(st.zone)
+		st.escalationClock(at, suspended || ownViewStale)
+	}
 }
 
 // registrations lists the extensions that self-register on a node.
@@ -293,7 +442,7 @@ func (c *Controller) forgetNode(name string) {
 	c.dropLeaseRefs(name)
 	c.updateContribution(name, contribution{})
 	c.mu.Unlock()
-	c.handleSuspensionChanges(context.Background(), c.blast.update(name, "", false, false))
+	c.handleSuspensionChanges(context.Background(), c.blast.update(name, "", false, false), c.clock.Now())
 }
 
 func (c *Controller) reportInvalidList(ctx context.Context, node *v1.Node, err error) {
@@ -345,7 +494,7 @@ func (c *Controller) updateContribution(node string, next contribution) {
 		c.metrics.GatedNodes.WithLabelValues(string(prev.reason)).Dec()
 	}
 	for _, e := range prev.notReady {
-		c.metrics.NotReadyNodes.WithLabelValues(e).Dec()
+		c.metrics.notReadySeries.dec(e)
 	}
 	if prev.invalid {
 		c.metrics.InvalidLists.Dec()
@@ -356,9 +505,17 @@ func (c *Controller) updateContribution(node string, next contribution) {
 	if next.reason != "" {
 		c.metrics.GatedNodes.WithLabelValues(string(next.reason)).Inc()
 	}
+	// notReady becomes the label values the node is counted under, so that
+	// the next update takes it from the same series.
+	series := make([]string, 0, len(next.notReady))
 	for _, e := range next.notReady {
-		c.metrics.NotReadyNodes.WithLabelValues(e).Inc()
+		l := c.metrics.notReadySeries.label(e)
+		if !slices.Contains(series, l) {
+			series = append(series, l)
+			c.metrics.notReadySeries.inc(l)
+		}
 	}
+	next.notReady = series
 	if next.invalid {
 		c.metrics.InvalidLists.Inc()
 	}
@@ -390,8 +547,15 @@ func notReadyNames(statuses []extensionStatus) []string {
 	return out
 }
 
-func (c *Controller) handleSuspensionChanges(ctx context.Context, changes []suspensionChange) {
+// handleSuspensionChanges reports suspensions that began or ended at at, and
+// pauses or resumes the eviction clock of every failing node at that instant:
+// a node not synced during the suspension must not have the suspension
+// counted as failure time.
+func (c *Controller) handleSuspensionChanges(ctx context.Context, changes []suspensionChange, at time.Time) {
 	logger := klog.FromContext(ctx)
+	if len(changes) > 0 {
+		c.updateEscalationClocks(at)
+	}
 	for _, ch := range changes {
 		scope := "cluster"
 		if strings.HasPrefix(ch.scope, "zone ") {

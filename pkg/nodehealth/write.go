@@ -73,9 +73,13 @@ func conditionMatches(node *v1.Node, status v1.ConditionStatus, reason string) b
 type nodeWrite struct {
 	taint     bool
 	noExecute bool
-	// listValue and bootRecord, when set, are new annotation values; an empty
-	// list value removes the annotation.
-	listValue  *string
+	// list, when set, computes the node's extension list from the node being
+	// written: the list it returns (nil: leave the annotation as it is; an
+	// empty value removes it). It runs again on every fresh read after a
+	// conflict, so that an entry another writer added meanwhile is merged,
+	// never overwritten with the list computed from the stale read.
+	list func(node *v1.Node) (*string, error)
+	// bootRecord, when set, is the new value of the boot annotation.
 	bootRecord *string
 	// reason is logged with the write.
 	reason string
@@ -93,7 +97,7 @@ func (ch writeChanges) empty() bool {
 
 // changes compares the wanted state with a node: nil taints means the taint
 // list is already right.
-func (w nodeWrite) changes(node *v1.Node, key string, effect v1.TaintEffect) writeChanges {
+func (w nodeWrite) changes(node *v1.Node, key string, effect v1.TaintEffect) (writeChanges, error) {
 	var ch writeChanges
 	has, hasNX := hasTaint(node, key, effect), hasTaint(node, key, v1.TaintEffectNoExecute)
 	ch.taintAdded, ch.taintRemoved = w.taint && !has, !w.taint && has
@@ -122,17 +126,23 @@ func (w nodeWrite) changes(node *v1.Node, key string, effect v1.TaintEffect) wri
 		ch.taints = taints
 	}
 	ch.annotations = map[string]*string{}
-	if w.listValue != nil && node.Annotations[nodev1alpha1.SystemExtensionsAnnotation] != *w.listValue {
-		if *w.listValue == "" {
-			ch.annotations[nodev1alpha1.SystemExtensionsAnnotation] = nil
-		} else {
-			ch.annotations[nodev1alpha1.SystemExtensionsAnnotation] = w.listValue
+	if w.list != nil {
+		value, err := w.list(node)
+		if err != nil {
+			return writeChanges{}, err
+		}
+		if value != nil && node.Annotations[nodev1alpha1.SystemExtensionsAnnotation] != *value {
+			if *value == "" {
+				ch.annotations[nodev1alpha1.SystemExtensionsAnnotation] = nil
+			} else {
+				ch.annotations[nodev1alpha1.SystemExtensionsAnnotation] = value
+			}
 		}
 	}
 	if w.bootRecord != nil && node.Annotations[nodev1alpha1.BootAnnotation] != *w.bootRecord {
 		ch.annotations[nodev1alpha1.BootAnnotation] = w.bootRecord
 	}
-	return ch
+	return ch, nil
 }
 
 func btoi(b bool) int {
@@ -145,14 +155,18 @@ func btoi(b bool) int {
 // writeNode brings the node's taints and annotations to w with one JSON merge
 // patch carrying metadata.resourceVersion. Taints are an atomic list, so the
 // whole list is sent; the resourceVersion makes a concurrent writer's change
-// fail the patch with 409 instead of being overwritten, and the patch is then
-// recomputed on a fresh GET. Nothing is written when nothing differs. It
+// fail the patch with 409 instead of being overwritten, and the whole patch,
+// taints and extension list alike, is then recomputed from a fresh GET.
+// Nothing is written when nothing differs. It
 // returns what the written patch changed, which is nothing in a dry run.
 func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) (writeChanges, error) {
 	logger := klog.FromContext(ctx)
 	current := node
 	for attempt := 0; ; attempt++ {
-		ch := w.changes(current, c.opts.TaintKey, c.opts.TaintEffect)
+		ch, err := w.changes(current, c.opts.TaintKey, c.opts.TaintEffect)
+		if err != nil {
+			return writeChanges{}, err
+		}
 		if ch.empty() {
 			return writeChanges{}, nil
 		}

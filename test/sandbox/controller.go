@@ -132,6 +132,9 @@ extensionRules:
 %s# Short for the sandbox (default 10s): an extension is not ready 15s after its
 # last renewal with the sandbox's 10s Leases.
 renewalGrace: %s
+# Short for the sandbox (default 5s): the own-view guard must fire before the
+# sandbox's 10s Leases can expire, 3 × canaryInterval < 10s + renewalGrace.
+canaryInterval: 2s
 registrationGrace: 30s
 eviction:
   mode: Evict

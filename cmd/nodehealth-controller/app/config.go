@@ -2,7 +2,6 @@ package app
 
 import (
 	"fmt"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,10 +11,6 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/config/validation"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
 )
-
-// canaryInterval is how often the controller renews its canary Lease
-// (DESIGN §5: every 5 s, stale after 3 intervals unseen).
-const canaryInterval = 5 * time.Second
 
 // controllerOptions translates the validated configuration into the plain
 // values the controller takes; the controller never sees the config API.
@@ -36,8 +31,9 @@ func controllerOptions(cfg *config.NodeHealthControllerConfiguration) (nodehealt
 			ClusterThreshold: float64(cfg.BlastRadius.ClusterThresholdPercent) / 100,
 			ZoneThreshold:    float64(cfg.BlastRadius.ZoneThresholdPercent) / 100,
 		},
-		CanaryInterval: canaryInterval,
-		DryRun:         cfg.DryRun,
+		CanaryInterval:       cfg.CanaryInterval.Duration,
+		MinimumLeaseDuration: cfg.MinimumLeaseDuration.Duration,
+		DryRun:               cfg.DryRun,
 	}
 	for i, r := range cfg.ExtensionRules {
 		selector, err := metav1.LabelSelectorAsSelector(r.NodeSelector)

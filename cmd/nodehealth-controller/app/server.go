@@ -109,6 +109,10 @@ func run(ctx context.Context, rt *options.Runtime[*config.NodeHealthControllerCo
 		return err
 	}
 
+	// run returns only once the controller's workers have drained (the
+	// elector waits for the work before it releases the lease; without
+	// election, done is sent after the controller returned): a sync cut off
+	// mid-write by the process exiting is what graceful shutdown is for.
 	runController := func(ctx context.Context) {
 		if err := startController(ctx, client, opts, int(cfg.Workers), metrics); err != nil {
 			logger.Error(err, "Controller failed")

@@ -37,16 +37,18 @@ type NodeHealthControllerConfiguration struct {
 	FeatureGates     map[string]bool
 	Serving          ServingConfiguration
 
-	LeaseNamespace     string
-	Taint              TaintConfiguration
-	ExtensionRules     []ExtensionRule
-	RenewalGrace       metav1.Duration
-	RegistrationGrace  metav1.Duration
-	MaintenanceReasons []string
-	Eviction           EvictionConfiguration
-	BlastRadius        BlastRadiusConfiguration
-	DryRun             bool
-	Workers            int32
+	LeaseNamespace       string
+	Taint                TaintConfiguration
+	ExtensionRules       []ExtensionRule
+	RenewalGrace         metav1.Duration
+	CanaryInterval       metav1.Duration
+	MinimumLeaseDuration metav1.Duration
+	RegistrationGrace    metav1.Duration
+	MaintenanceReasons   []string
+	Eviction             EvictionConfiguration
+	BlastRadius          BlastRadiusConfiguration
+	DryRun               bool
+	Workers              int32
 }
 
 // TaintEffect is the effect of the readiness taint.

@@ -212,6 +212,8 @@ func (in *NodeHealthControllerConfiguration) DeepCopyInto(out *NodeHealthControl
 		}
 	}
 	out.RenewalGrace = in.RenewalGrace
+	out.CanaryInterval = in.CanaryInterval
+	out.MinimumLeaseDuration = in.MinimumLeaseDuration
 	out.RegistrationGrace = in.RegistrationGrace
 	if in.MaintenanceReasons != nil {
 		in, out := &in.MaintenanceReasons, &out.MaintenanceReasons

@@ -461,7 +461,9 @@ func testExactRules(t *testing.T, ctx context.Context) {
 	want := map[string][]rule{
 		systemNamespace: {{lease, "leases", "create", ""}, {lease, "leases", "get", controllerName}, {lease, "leases", "update", controllerName}},
 		leaseNamespace: {{lease, "leases", "get", ""}, {lease, "leases", "list", ""}, {lease, "leases", "watch", ""},
-			{lease, "leases", "create", ""}, {lease, "leases", "update", canaryLease}},
+			{lease, "leases", "create", ""}, {lease, "leases", "update", canaryLease},
+			// The virtual permission deploy/extensions/policy.yaml recognises the controller by.
+			{"nodehealth.io", "canaryleases", "renew", ""}},
 		metav1.NamespaceDefault: {{"", "events", "create", ""}, {"", "events", "patch", ""}},
 		metav1.NamespaceSystem:  nil,
 		"kube-node-lease":       nil,

@@ -8,6 +8,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -287,4 +288,89 @@ func TestGarbageCollectionUnaffected(t *testing.T) {
 	if err := framework.WaitForDeletion[*coordinationv1.Lease](ctx, lw, leaseNamespace, l.Name); err != nil {
 		t.Fatalf("the garbage collector did not delete the Lease of the deleted node: %v", err)
 	}
+}
+
+// The policy recognises the controller by its RBAC, not by its name: a
+// controller whose ServiceAccount was renamed (here: another name in another
+// namespace, bound to the controller's Role) renews its canary Lease and is
+// still held to writing nothing else. Before, the policy named the identity
+// and a renamed controller was refused its canary and went blind.
+func TestRenamedControllerIdentity(t *testing.T) {
+	installSecurity(t)
+	ctx := testenv.Context(t)
+	env := testenv.Env(t)
+	const ns, name = "default", "renamed-nodehealth-controller"
+	sa, err := env.ClientForServiceAccount(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "nodehealth-controller"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
+	}
+	if _, err := env.Client.RbacV1().RoleBindings(leaseNamespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.RbacV1().RoleBindings(leaseNamespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+		deleteLease(t, canaryLeaseName)
+	})
+	leases := sa.Client.CoordinationV1().Leases(leaseNamespace)
+	var canary *coordinationv1.Lease
+	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		canary, err = leases.Create(ctx, newLease(canaryLeaseName, "renamed-abc"), metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			canary, err = leases.Get(ctx, canaryLeaseName, metav1.GetOptions{})
+		}
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("renamed controller creates its canary Lease: %v", err)
+	}
+	canary.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+	_, err = leases.Update(ctx, canary, metav1.UpdateOptions{})
+	wantAllowed(t, "renamed controller renews its canary Lease", err)
+
+	createNode(t, "n1")
+	_, err = leases.Create(ctx, newLease("kube-proxy.n1", "renamed-abc"), metav1.CreateOptions{})
+	wantDenied(t, "renamed controller creates an extension Lease", err, "writes only its canary Lease")
+}
+
+// An identity granted everything by wildcards (cluster-admin) is not taken
+// for the controller: without a node name in its token it is refused like any
+// extension, not admitted to the canary.
+func TestWildcardIdentityIsNotTheController(t *testing.T) {
+	installSecurity(t)
+	ctx := testenv.Context(t)
+	env := testenv.Env(t)
+	const ns, name = "default", "wildcard-admin"
+	sa, err := env.ClientForServiceAccount(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
+	}
+	if _, err := env.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		deleteLease(t, canaryLeaseName)
+	})
+	leases := sa.Client.CoordinationV1().Leases(leaseNamespace)
+	// Wait until RBAC admits it (a Get is not admitted by the policy), then
+	// the policy alone decides.
+	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := leases.Get(ctx, "absent", metav1.GetOptions{})
+		return err == nil || apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = leases.Create(ctx, newLease(canaryLeaseName, "admin-abc"), metav1.CreateOptions{})
+	wantDenied(t, "a cluster-admin ServiceAccount without a node name creates the canary Lease", err, "carries no node name")
 }

@@ -56,9 +56,14 @@ extensionRules:
   startupTimeout: 0s
 renewalGrace: %s
 registrationGrace: %s
+# The test's Leases last leaseSeconds: honour them, and renew the canary
+# often enough for that (3 × canaryInterval < minimumLeaseDuration + renewalGrace).
+minimumLeaseDuration: %s
+canaryInterval: %s
 eviction:
   mode: None
-`, leaderLeaseName, leaderNS, h.env.Kubeconfig, h.leaseNS, groupLabel, h.group, renewalGrace, registrationGrace)
+`, leaderLeaseName, leaderNS, h.env.Kubeconfig, h.leaseNS, groupLabel, h.group, renewalGrace, registrationGrace,
+		leaseSeconds*time.Second, time.Second)
 	path := filepath.Join(t.TempDir(), "nodehealth-controller.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

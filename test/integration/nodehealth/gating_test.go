@@ -422,3 +422,47 @@ func TestRuleFollowsNodeLabels(t *testing.T) {
 		return n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] == manualList
 	})
 }
+
+// A node released by failurePolicy Ungate stays released across a real
+// restart of the controller: the new controller reads from the boot record
+// that the extension failed open in this boot, and neither taints the node
+// nor counts it as failing.
+func TestFailOpenSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "failopen")
+	open := h.rule("open", nil)
+	open.StartupTimeout = 2 * time.Second
+	open.FailurePolicy = nodehealth.FailurePolicyUngate
+	opts := h.options(h.rule("cni", nil), open)
+	first := h.startController(t, opts)
+	node := h.createNode(t, "failopen-n1")
+	h.startRenewer(t, "cni", node)
+	h.nodes.wait(t, node, "ungated without the failed-open extension",
+		all(ungated, conditionIs(v1.ConditionTrue, "", "open ("), func(n *v1.Node) bool {
+			return strings.Contains(n.Annotations[nodev1alpha1.BootAnnotation], `"failedOpen":["open"]`)
+		}))
+	first.stop()
+
+	mark := h.nodes.mark(node)
+	second := h.startController(t, opts)
+	// The new controller evaluated the node once it tracks it; its gauges
+	// are set in the same step as its decision.
+	waitCounter(t, "the restarted controller's tracked nodes", 1, func() float64 {
+		return second.metric("nodehealth_tracked_nodes", nil)
+	})
+	// A label change makes the new controller evaluate the node again after
+	// its first look, so a wrong decision would have been written by then.
+	evaluations := second.metric("nodehealth_evaluations_total", nil)
+	poke := "1"
+	h.labelNode(t, node, "it.nodehealth.io/poke", &poke)
+	waitCounter(t, "another evaluation", evaluations+1, func() float64 {
+		return second.metric("nodehealth_evaluations_total", nil)
+	})
+	if got := second.metric("nodehealth_gated_nodes", nil); got != 0 {
+		t.Errorf("the restarted controller gates %v nodes, want 0", got)
+	}
+	if got := second.metric("nodehealth_taint_writes_total", nil); got != 0 {
+		t.Errorf("the restarted controller wrote %v taints, want none", got)
+	}
+	h.nodes.checkHistory(t, node, mark, "never tainted after the restart", ungated)
+}

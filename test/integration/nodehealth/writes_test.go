@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/test/framework"
@@ -301,5 +304,124 @@ func TestConcurrentTaintWriter(t *testing.T) {
 	}
 	if w != len(writes)-1 {
 		t.Errorf("only %d of the writer's %d writes were seen in the node's history", w+1, len(writes))
+	}
+}
+
+// A writer adding manual entries to a node's extension list in a tight loop
+// (what kubectl nodehealth register does: read, add, Update with the
+// resourceVersion it read, retry on conflict) while the controller rewrites
+// the same list for a rule that starts and stops matching and for a Lease
+// that registers itself and goes away: no entry is ever lost, in any version
+// of the node (DESIGN §4).
+func TestConcurrentListWritersLoseNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "listwriter")
+	const needs = "it.nodehealth.io/needs"
+	h.startController(t, h.options(h.rule("agent", map[string]string{needs: "agent"})))
+	node := h.createNode(t, "listwriter-n1")
+	mark := h.nodes.mark(node)
+	nodes := h.env.Client.CoreV1().Nodes()
+
+	// Paced so that the writer overlaps several rounds of the controller's
+	// own list writes below.
+	const entries = 50
+	const pace = 100 * time.Millisecond
+	writerDone := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		ticker := time.NewTicker(pace)
+		defer ticker.Stop()
+		for i := range entries {
+			<-ticker.C
+			for {
+				n, err := nodes.Get(ctx, node, metav1.GetOptions{})
+				if err != nil {
+					writerDone <- err
+					return
+				}
+				list, err := nodev1alpha1.DecodeSystemExtensions(n.Annotations[nodev1alpha1.SystemExtensionsAnnotation], h.leaseNS)
+				if err != nil {
+					writerDone <- err
+					return
+				}
+				list = append(list, nodev1alpha1.SystemExtension{Name: fmt.Sprintf("manual-%d", i), AffectsReadiness: ptr.To(false)})
+				value, err := nodev1alpha1.EncodeSystemExtensions(list, node, h.leaseNS)
+				if err != nil {
+					writerDone <- err
+					return
+				}
+				n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = value
+				_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
+				if apierrors.IsConflict(err) {
+					continue
+				}
+				if err != nil {
+					writerDone <- err
+					return
+				}
+				break
+			}
+		}
+		writerDone <- nil
+	}()
+
+	// Meanwhile the controller has list writes of its own to make.
+	agent := "agent"
+	var writerErr error
+	done := false
+	for round := 0; !done; round++ {
+		h.labelNode(t, node, needs, &agent)
+		h.nodes.wait(t, node, "rule entry added", listHas("agent", nodev1alpha1.RuleSource("agent")))
+		r := h.startRenewer(t, "selfreg", node, leaseLabels(map[string]string{
+			nodev1alpha1.RegisterLabel: "true", nodev1alpha1.AffectsReadinessLabel: "false"}))
+		h.nodes.wait(t, node, "self-registered entry added", listHas("selfreg", nodev1alpha1.SourceLease))
+		h.labelNode(t, node, needs, nil)
+		r.stop()
+		h.deleteLease(t, "selfreg", node)
+		h.nodes.wait(t, node, "rule and self-registered entries removed", func(n *v1.Node) bool {
+			return !listHas("agent", nodev1alpha1.RuleSource("agent"))(n) && !listHas("selfreg", nodev1alpha1.SourceLease)(n)
+		})
+		select {
+		case writerErr = <-writerDone:
+			done = true
+		default:
+		}
+	}
+	if writerErr != nil {
+		t.Fatalf("writer: %v", writerErr)
+	}
+
+	// Every version of the node holds every manual entry an earlier one held.
+	seen := map[string]bool{}
+	for _, n := range h.nodes.since(node, mark) {
+		list, err := nodev1alpha1.DecodeSystemExtensions(n.Annotations[nodev1alpha1.SystemExtensionsAnnotation], h.leaseNS)
+		if err != nil {
+			t.Fatalf("version %s: %v", n.ResourceVersion, err)
+		}
+		have := map[string]bool{}
+		for _, e := range list {
+			have[e.Name] = true
+		}
+		for name := range seen {
+			if !have[name] {
+				t.Fatalf("version %s lost manual entry %s: %s", n.ResourceVersion, name, describeNode(n))
+			}
+		}
+		for name := range have {
+			if strings.HasPrefix(name, "manual-") {
+				seen[name] = true
+			}
+		}
+	}
+	final, err := nodes.Get(waitCtx(t), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := extensionList(t, final, h.leaseNS)
+	for i := range entries {
+		if !slices.ContainsFunc(list, func(e nodev1alpha1.SystemExtension) bool { return e.Name == fmt.Sprintf("manual-%d", i) }) {
+			t.Errorf("manual-%d is missing from the final list %s", i, final.Annotations[nodev1alpha1.SystemExtensionsAnnotation])
+		}
 	}
 }

@@ -72,6 +72,10 @@ func SetDefaults_NodeHealthControllerConfiguration(obj *configv1alpha1.NodeHealt
 		obj.Taint.Effect = configv1alpha1.TaintEffectNoSchedule
 	}
 	setDuration(&obj.RenewalGrace, 10*time.Second)
+	// 3 × 5 s = 15 s < 10 s + 10 s: the canary fires before the shortest
+	// Lease the controller honours can expire.
+	setDuration(&obj.CanaryInterval, 5*time.Second)
+	setDuration(&obj.MinimumLeaseDuration, 10*time.Second)
 	setDuration(&obj.RegistrationGrace, 30*time.Second)
 	if len(obj.MaintenanceReasons) == 0 {
 		obj.MaintenanceReasons = []string{nodev1alpha1.ReasonUpdating}

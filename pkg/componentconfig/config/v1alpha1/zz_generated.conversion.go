@@ -537,6 +537,12 @@ func autoConvert_v1alpha1_NodeHealthControllerConfiguration_To_config_NodeHealth
 	if err := v1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.RenewalGrace, &out.RenewalGrace, s); err != nil {
 		return err
 	}
+	if err := v1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.CanaryInterval, &out.CanaryInterval, s); err != nil {
+		return err
+	}
+	if err := v1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.MinimumLeaseDuration, &out.MinimumLeaseDuration, s); err != nil {
+		return err
+	}
 	if err := v1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.RegistrationGrace, &out.RegistrationGrace, s); err != nil {
 		return err
 	}
@@ -590,6 +596,12 @@ func autoConvert_config_NodeHealthControllerConfiguration_To_v1alpha1_NodeHealth
 		out.ExtensionRules = nil
 	}
 	if err := v1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.RenewalGrace, &out.RenewalGrace, s); err != nil {
+		return err
+	}
+	if err := v1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.CanaryInterval, &out.CanaryInterval, s); err != nil {
+		return err
+	}
+	if err := v1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.MinimumLeaseDuration, &out.MinimumLeaseDuration, s); err != nil {
 		return err
 	}
 	if err := v1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.RegistrationGrace, &out.RegistrationGrace, s); err != nil {

@@ -64,6 +64,7 @@ func ValidateNodeHealthControllerConfiguration(c *config.NodeHealthControllerCon
 
 	errs = append(errs, validateNonNegativeDuration(c.RenewalGrace, field.NewPath("renewalGrace"))...)
 	errs = append(errs, validateNonNegativeDuration(c.RegistrationGrace, field.NewPath("registrationGrace"))...)
+	errs = append(errs, validateCanary(c)...)
 
 	reasonsPath := field.NewPath("maintenanceReasons")
 	reasons := sets.New[string]()
@@ -101,6 +102,32 @@ func ValidateNodeHealthControllerConfiguration(c *config.NodeHealthControllerCon
 	return errs
 }
 
+// canaryIntervals is how many canary intervals pass unobserved before the
+// controller stops trusting its view (pkg/nodehealth).
+const canaryIntervals = 3
+
+// validateCanary checks that the own-view guard fires before any Lease can
+// expire: 3 × canaryInterval < minimumLeaseDuration + renewalGrace (DESIGN §5).
+func validateCanary(c *config.NodeHealthControllerConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	intervalPath, minPath := field.NewPath("canaryInterval"), field.NewPath("minimumLeaseDuration")
+	if c.CanaryInterval.Duration <= 0 {
+		errs = append(errs, field.Invalid(intervalPath, c.CanaryInterval.Duration.String(), "must be greater than zero"))
+	}
+	if c.MinimumLeaseDuration.Duration < time.Second {
+		errs = append(errs, field.Invalid(minPath, c.MinimumLeaseDuration.Duration.String(), "must be at least 1s (Lease durations are whole seconds)"))
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if guard, expiry := canaryIntervals*c.CanaryInterval.Duration, c.MinimumLeaseDuration.Duration+c.RenewalGrace.Duration; guard >= expiry {
+		errs = append(errs, field.Invalid(intervalPath, c.CanaryInterval.Duration.String(), fmt.Sprintf(
+			"3 × canaryInterval (%s) must be less than minimumLeaseDuration + renewalGrace (%s + %s = %s), so that the controller notices it cannot see its own writes before any Lease could expire; shorten canaryInterval or lengthen minimumLeaseDuration",
+			guard, c.MinimumLeaseDuration.Duration, c.RenewalGrace.Duration, expiry)))
+	}
+	return errs
+}
+
 func validateExtensionRule(r *config.ExtensionRule, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, validateExtensionName(r.Name, path.Child("name"))...)
@@ -133,6 +160,14 @@ func validateLeaseNameTemplate(tmpl, extension string, path *field.Path) field.E
 	sample := RenderLeaseName(tmpl, extension, "node-1.example")
 	if msgs := utilvalidation.IsDNS1123Subdomain(sample); len(msgs) > 0 {
 		return field.ErrorList{field.Invalid(path, tmpl, fmt.Sprintf("must give a valid Lease name (for node %q it gives %q: %s)", "node-1.example", sample, strings.Join(msgs, "; ")))}
+	}
+	// The admission policy in deploy/ lets a node's extensions write only
+	// Leases whose name, after the first dot, is exactly their node's name;
+	// any other shape would deny every renewal.
+	if dot := strings.Index(sample, "."); dot <= 0 || sample[dot+1:] != "node-1.example" {
+		return field.ErrorList{field.Invalid(path, tmpl, fmt.Sprintf(
+			"must have the form <prefix without dots>.{node} (for node %q it gives %q): the admission policy admits a Lease only when the part after its first dot is the node's name",
+			"node-1.example", sample))}
 	}
 	return nil
 }

@@ -58,6 +58,20 @@ type NodeHealthControllerConfiguration struct {
 	// kube-controller-manager's node grace period.
 	RenewalGrace *metav1.Duration `json:"renewalGrace,omitempty"`
 
+	// CanaryInterval is how often the controller renews its canary Lease
+	// (nodehealth-controller-canary in leaseNamespace) and expects to observe
+	// that renewal through its own watch. After 3 intervals without observing
+	// one it stops adding taints and evicting until it does again. It must
+	// fire before any Lease can expire: 3 × canaryInterval must be less than
+	// minimumLeaseDuration + renewalGrace.
+	CanaryInterval *metav1.Duration `json:"canaryInterval,omitempty"`
+
+	// MinimumLeaseDuration is the shortest Lease duration the controller
+	// honours: a Lease whose leaseDurationSeconds is shorter is treated as
+	// this long, so that the canary always notices a stale view before such
+	// a Lease could expire.
+	MinimumLeaseDuration *metav1.Duration `json:"minimumLeaseDuration,omitempty"`
+
 	// RegistrationGrace is how long a taint placed at node creation (kubelet
 	// registerWithTaints or the admission policy) stays on a node that still
 	// lists no required extension; the grace gives rules and self-registering
@@ -189,7 +203,8 @@ type EvictionConfiguration struct {
 // evicting a large part of the cluster at once. Failing nodes are counted among
 // nodes that list at least one extension that affects readiness; protection
 // starts when more than 2 nodes fail and the share reaches a threshold, and
-// ends when the share falls 5 points below it.
+// ends when the share falls below max(threshold − 5 points, threshold / 2) or
+// 2 or fewer nodes fail, so that every threshold has a reachable end.
 type BlastRadiusConfiguration struct {
 	// ClusterThresholdPercent is the share of failing nodes, cluster-wide, at
 	// which new failure taints and evictions stop (0-100; 100 protects only

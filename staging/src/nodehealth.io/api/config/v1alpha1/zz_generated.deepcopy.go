@@ -261,6 +261,16 @@ func (in *NodeHealthControllerConfiguration) DeepCopyInto(out *NodeHealthControl
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.CanaryInterval != nil {
+		in, out := &in.CanaryInterval, &out.CanaryInterval
+		*out = new(v1.Duration)
+		**out = **in
+	}
+	if in.MinimumLeaseDuration != nil {
+		in, out := &in.MinimumLeaseDuration, &out.MinimumLeaseDuration
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.RegistrationGrace != nil {
 		in, out := &in.RegistrationGrace, &out.RegistrationGrace
 		*out = new(v1.Duration)

@@ -1,0 +1,75 @@
+package nodehealth
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	core "k8s.io/client-go/testing"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+)
+
+// A manual entry added between the controller's cached read and its patch
+// (kubectl nodehealth register, kubectl annotate) survives the retry: the
+// retried patch recomputes the list from the fresh node (DESIGN §4).
+func TestConflictRetryKeepsAConcurrentListEntry(t *testing.T) {
+	f := newFixture(t, testOptions(), newNode("n1"))
+	f.live("n1")
+	conflicts := 0
+	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "" || conflicts > 0 {
+			return false, nil, nil
+		}
+		conflicts++
+		obj, _ := f.client.Tracker().Get(v1.SchemeGroupVersion.WithResource("nodes"), "", "n1")
+		n := obj.(*v1.Node).DeepCopy()
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = `[{"name":"gpu"}]`
+		n.ResourceVersion = "2"
+		if err := f.client.Tracker().Update(v1.SchemeGroupVersion.WithResource("nodes"), n, ""); err != nil {
+			t.Fatal(err)
+		}
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", nil)
+	})
+	f.sync("n1")
+	if conflicts != 1 {
+		t.Fatalf("the test's conflict did not happen (%d)", conflicts)
+	}
+	got := f.node("n1").Annotations[nodev1alpha1.SystemExtensionsAnnotation]
+	if want := `[{"name":"gpu"},{"name":"kube-proxy","source":"rule/kube-proxy"}]`; got != want {
+		t.Fatalf("list after the retried write: got %s, want %s (the concurrent manual entry must survive)", got, want)
+	}
+}
+
+// A list that became invalid meanwhile is never rewritten: the write fails
+// and the node is retried, where the sync reports the list.
+func TestConflictRetryNeverRewritesAListThatBecameInvalid(t *testing.T) {
+	f := newFixture(t, testOptions(), newNode("n1"))
+	f.live("n1")
+	conflicts := 0
+	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "" || conflicts > 0 {
+			return false, nil, nil
+		}
+		conflicts++
+		obj, _ := f.client.Tracker().Get(v1.SchemeGroupVersion.WithResource("nodes"), "", "n1")
+		n := obj.(*v1.Node).DeepCopy()
+		n.Annotations = map[string]string{nodev1alpha1.SystemExtensionsAnnotation: `[{"name":"gpu"`}
+		n.ResourceVersion = "2"
+		if err := f.client.Tracker().Update(v1.SchemeGroupVersion.WithResource("nodes"), n, ""); err != nil {
+			t.Fatal(err)
+		}
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", nil)
+	})
+	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+		t.Fatal("sync succeeded although the list became invalid during the write")
+	}
+	if got := f.node("n1").Annotations[nodev1alpha1.SystemExtensionsAnnotation]; got != `[{"name":"gpu"` {
+		t.Fatalf("invalid list was rewritten to %s", got)
+	}
+}
