@@ -65,6 +65,9 @@ extensionRules:
       %s: "true"
   startupTimeout: 0s
 renewalGrace: 2s
+# 3 × canaryInterval must stay below minimumLeaseDuration + renewalGrace
+# (10s + 2s): the own-view guard fires before any Lease can expire.
+canaryInterval: 2s
 registrationGrace: 5s
 eviction:
   mode: None
