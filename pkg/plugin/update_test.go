@@ -7,7 +7,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -117,7 +116,7 @@ func TestUpdateResume(t *testing.T) {
 	}
 	for _, n := range []string{"n1", "n3"} {
 		obj, _ := client.Tracker().Get(updatesv1alpha1.SchemeGroupVersion.WithResource("bottlerocketshadows"), "", n)
-		s := obj.(runtime.Object).(*updatesv1alpha1.BottlerocketShadow)
+		s := obj.(*updatesv1alpha1.BottlerocketShadow)
 		if halts(s.Annotations[updatesv1alpha1.FailedAnnotation], s.Annotations[updatesv1alpha1.ResumeAnnotation]) {
 			t.Errorf("%s still halts after resume: %v", n, s.Annotations)
 		}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -225,6 +224,3 @@ func (c *Controller) event(s *updatesv1alpha1.BottlerocketShadow, eventType, rea
 	}
 	c.recorder.Event(ref, eventType, reason, msg)
 }
-
-// specEqual is used to skip writes that would change nothing.
-var specEqual = equality.Semantic.DeepEqual

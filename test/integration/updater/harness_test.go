@@ -285,7 +285,7 @@ func watchHistory(t *testing.T, ctx context.Context, nodes ...string) *history {
 		h.observe(&list.Items[i], ours)
 	}
 	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) { return c.Watch(ctx, o) },
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return c.Watch(ctx, o) },
 	})
 	if err != nil {
 		t.Fatal(err)
