@@ -66,10 +66,13 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 			}
 		}
 		logger.Info("Update failed before the reboot; returning the node to Idle", "state", spec, "crashCount", s.Status.CrashCount, "cause", msg)
+		if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", nil); err != nil {
+			return err
+		}
 		c.event(s, v1.EventTypeWarning, "UpdateAborted", "Update to %s failed in %s (%s); the node retries after its back-off (crash count %d)",
 			s.Spec.Version, spec, msg, s.Status.CrashCount)
 		c.metrics.Aborts.Inc()
-		return c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", nil)
+		return nil
 	}
 
 	since := now
@@ -78,9 +81,12 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	}
 	deadline := since.Add(c.opts.Deadlines.of(spec))
 	if !now.Before(deadline) {
+		if err := c.fail(ctx, s, ReasonDeadlineExceeded, fmt.Sprintf("%s: the node was in %s for longer than %s (agent reports %q)",
+			ReasonDeadlineExceeded, spec, c.opts.Deadlines.of(spec), s.Status.CurrentState)); err != nil {
+			return err
+		}
 		c.metrics.DeadlineExpiries.WithLabelValues(string(spec)).Inc()
-		return c.fail(ctx, s, ReasonDeadlineExceeded, fmt.Sprintf("%s: the node was in %s for longer than %s (agent reports %q)",
-			ReasonDeadlineExceeded, spec, c.opts.Deadlines.of(spec), s.Status.CurrentState))
+		return nil
 	}
 	// Re-armed on every sync, so a failover picks deadlines up from the
 	// stored transition time.
@@ -98,8 +104,11 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	}
 	to := next[spec]
 	logger.V(2).Info("Agent reached the desired state; moving on", "from", spec, "to", to)
+	if err := c.writeSpec(ctx, s, to, s.Spec.Version, nil); err != nil {
+		return err
+	}
 	c.event(s, v1.EventTypeNormal, "UpdateProgressing", "Update to %s: %s done, now %s", s.Spec.Version, spec, to)
-	return c.writeSpec(ctx, s, to, s.Spec.Version, nil)
+	return nil
 }
 
 // healthGate passes the node after postRebootSoak of continuous readiness
@@ -148,11 +157,14 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 // rollout, spec returns to Idle and the slot is freed, in one write.
 func (c *Controller) fail(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, reason, msg string) error {
 	klog.FromContext(ctx).Info("Update failed; halting the rollout", "node", s.Name, "reason", reason, "message", msg)
-	c.event(s, v1.EventTypeWarning, "UpdateFailed", "%s; the rollout is halted until `kubectl nodehealth update resume %s`", msg, s.Name)
-	return c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", map[string]string{
+	if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", map[string]string{
 		updatesv1alpha1.FailedAnnotation:        c.now().UTC().Format(time.RFC3339),
 		updatesv1alpha1.FailureReasonAnnotation: msg,
-	})
+	}); err != nil {
+		return err
+	}
+	c.event(s, v1.EventTypeWarning, "UpdateFailed", "%s; the rollout is halted until `kubectl nodehealth update resume %s`", msg, s.Name)
+	return nil
 }
 
 // startedAnnotation remembers when the node's current update started, for
