@@ -1,11 +1,16 @@
 package updater
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clienttesting "k8s.io/client-go/testing"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
@@ -146,5 +151,21 @@ func TestDeadlineAfterFailover(t *testing.T) {
 	f.expect([]string{"update n1 Idle  failed=DeadlineExceeded:"})
 	if got := testutilCounter(f.c.metrics.DeadlineExpiries.WithLabelValues(string(rebooted))); got != 1 {
 		t.Errorf("deadline expiries = %v, want 1", got)
+	}
+}
+
+// A write that loses to a concurrent writer (the agent, a user) is retried
+// from a fresh read: the sync fails, and nothing is announced.
+func TestConflictIsRetried(t *testing.T) {
+	f := newFixture(t, defaultOptions(), nil, []*updatesv1alpha1.BottlerocketShadow{mkShadow("n1", staged, staged)})
+	f.client.PrependReactor("update", "bottlerocketshadows", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "updates.nodehealth.io", Resource: "bottlerocketshadows"}, "n1", errors.New("modified"))
+	})
+	err := f.c.syncShadow(f.ctx, "n1")
+	if !apierrors.IsConflict(err) {
+		t.Fatalf("err = %v, want the conflict", err)
+	}
+	if got := f.events(); len(got) != 0 {
+		t.Errorf("events after a failed write: %v", got)
 	}
 }
