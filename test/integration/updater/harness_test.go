@@ -65,7 +65,12 @@ func baseOptions(t *testing.T) updater.Options {
 // createNodes creates nodes nothing simulates (their status is what the test
 // writes), labelled for this test, listing the updater extension and fully
 // ready, as the node-health controller would leave them.
-func createNodes(t *testing.T, names ...string) {
+func createNodes(t *testing.T, names ...string) { createNodesReady(t, true, names...) }
+
+// createNodesReady is createNodes with the nodes' readiness chosen: a node
+// that is not ready is never started, which lets a test decide which node
+// goes first.
+func createNodesReady(t *testing.T, ready bool, names ...string) {
 	t.Helper()
 	env := testenv.Env(t)
 	ctx := testenv.Context(t)
@@ -87,7 +92,7 @@ func createNodes(t *testing.T, names ...string) {
 				t.Errorf("cleanup of shadow %s: %v", name, err)
 			}
 		})
-		setReady(t, ctx, name, true)
+		setReady(t, ctx, name, ready)
 	}
 }
 

@@ -51,7 +51,10 @@ func TestHealthGateHaltsUntilResume(t *testing.T) {
 	ctx := ctxFor(t, 3*time.Minute)
 	nodes := []string{"gate-a", "gate-b", "gate-c"}
 	h := watchHistory(t, ctx, nodes...)
-	createNodes(t, nodes...)
+	// Only gate-b may start at first; the others become eligible once it
+	// failed, and must then wait for the resume.
+	createNodesReady(t, false, "gate-a", "gate-c")
+	createNodes(t, "gate-b")
 	a := startAgent(t, ctx, nodes...)
 	a.mu.Lock()
 	a.unhealthy["gate-b"] = true
@@ -60,19 +63,21 @@ func TestHealthGateHaltsUntilResume(t *testing.T) {
 	opts.Deadlines.MonitoringUpdate = 5 * time.Second
 	op := startOperator(t, opts)
 
-	waitShadow(t, ctx, "gate-a", "updated", updated)
 	s := waitShadow(t, ctx, "gate-b", "failed", failed)
 	if r := s.Annotations[updatesv1alpha1.FailureReasonAnnotation]; !strings.Contains(r, "DeadlineExceeded") || !strings.Contains(r, "MonitoringUpdate") {
 		t.Errorf("failure reason %q", r)
 	}
-	never(t, ctx, 4*time.Second, "halted rollout", "gate-c")
+	setReady(t, ctx, "gate-a", true)
+	setReady(t, ctx, "gate-c", true)
+	never(t, ctx, 4*time.Second, "halted rollout", "gate-a", "gate-c")
 
 	// The halt is recorded in the shadow, not in the operator's memory.
 	op.stop()
 	startOperator(t, opts)
-	never(t, ctx, 4*time.Second, "halted rollout after a restart", "gate-c")
+	never(t, ctx, 4*time.Second, "halted rollout after a restart", "gate-a", "gate-c")
 
 	resume(t, ctx, "gate-b")
+	waitShadow(t, ctx, "gate-a", "updated after resume", updated)
 	waitShadow(t, ctx, "gate-c", "updated after resume", updated)
 	if _, starts := h.snapshot(); starts["gate-b"] != 1 {
 		t.Errorf("gate-b started %d times, want 1 (a failed node is not retried by itself)", starts["gate-b"])
@@ -85,7 +90,8 @@ func TestHealthGateHaltsUntilResume(t *testing.T) {
 func TestStuckNodeFailsAndFreesItsSlot(t *testing.T) {
 	ctx := ctxFor(t, 3*time.Minute)
 	nodes := []string{"stuck-a", "stuck-b"}
-	createNodes(t, nodes...)
+	createNodes(t, "stuck-a")
+	createNodesReady(t, false, "stuck-b")
 	a := startAgent(t, ctx, nodes...)
 	a.mu.Lock()
 	a.stuckIn["stuck-a"] = updatesv1alpha1.StateStagedAndPerformedUpdate
@@ -101,6 +107,8 @@ func TestStuckNodeFailsAndFreesItsSlot(t *testing.T) {
 	if s.Status.CurrentState != updatesv1alpha1.StateStagedAndPerformedUpdate {
 		t.Fatalf("the hung agent reports %q", s.Status.CurrentState)
 	}
+	setReady(t, ctx, "stuck-b", true)
+	never(t, ctx, 3*time.Second, "halted rollout", "stuck-b")
 	resume(t, ctx, "stuck-a")
 	waitShadow(t, ctx, "stuck-b", "updated in the freed slot", updated)
 }
@@ -157,7 +165,8 @@ func resumeAgent(t *testing.T, ctx context.Context, name string) {
 func TestPauseLetsInFlightFinish(t *testing.T) {
 	ctx := ctxFor(t, 3*time.Minute)
 	nodes := []string{"pause-a", "pause-b", "pause-c"}
-	createNodes(t, nodes...)
+	createNodes(t, "pause-a")
+	createNodesReady(t, false, "pause-b", "pause-c")
 	a := startAgent(t, ctx, nodes...)
 	a.mu.Lock()
 	a.stuckIn["pause-a"] = updatesv1alpha1.StateStagedAndPerformedUpdate
@@ -174,6 +183,8 @@ func TestPauseLetsInFlightFinish(t *testing.T) {
 	a.mu.Lock()
 	delete(a.stuckIn, "pause-a")
 	a.mu.Unlock()
+	setReady(t, ctx, "pause-b", true)
+	setReady(t, ctx, "pause-c", true)
 	resumeAgent(t, ctx, "pause-a")
 	waitShadow(t, ctx, "pause-a", "finished while paused", updated)
 	never(t, ctx, 4*time.Second, "paused rollout", "pause-b", "pause-c")
