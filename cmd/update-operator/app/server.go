@@ -98,7 +98,11 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateOperatorConfigur
 	if err != nil {
 		return err
 	}
-	shadows, err := versioned.NewForConfig(restConfig)
+	// Custom resources are served as JSON only: clientConnection.contentType
+	// (protobuf by default) applies to the core client alone.
+	shadowConfig := *restConfig
+	shadowConfig.ContentType, shadowConfig.AcceptContentTypes = "application/json", "application/json"
+	shadows, err := versioned.NewForConfig(&shadowConfig)
 	if err != nil {
 		return err
 	}
