@@ -82,11 +82,13 @@ postRebootSoak: 1s
 	}
 
 	first := start("update-operator-failover-a")
-	if _, err := env.WaitForLease(ctx, "default", leaseName, func(l *coordinationv1.Lease) bool {
+	lease, err := env.WaitForLease(ctx, "default", leaseName, func(l *coordinationv1.Lease) bool {
 		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
-	}); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
+	firstLeader := *lease.Spec.HolderIdentity
 	start("update-operator-failover-b")
 	// failover-1 hangs in its drain; kill the leader while it does.
 	waitShadow(t, ctx, "failover-1", "draining", func(s *updatesv1alpha1.BottlerocketShadow) bool {
@@ -96,6 +98,11 @@ postRebootSoak: 1s
 		t.Fatal(err)
 	}
 	<-first.Done()
+	if _, err := env.WaitForLease(ctx, "default", leaseName, func(l *coordinationv1.Lease) bool {
+		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && *l.Spec.HolderIdentity != firstLeader
+	}); err != nil {
+		t.Fatalf("the second replica did not take over: %v", err)
+	}
 	a.mu.Lock()
 	delete(a.stuckIn, "failover-1")
 	a.mu.Unlock()
