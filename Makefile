@@ -29,6 +29,23 @@ all: build
 build: ## Build every binary of cmd/ into _output/bin.
 	$(GO) build -o $(BIN_DIR)/ ./cmd/...
 
+# Per-node binaries run on every node (a sidecar per extension, a DaemonSet),
+# so their memory is paid thousands of times: their release builds are
+# static, stripped and path-trimmed, and leave grpc's request tracing out
+# (docs/benchmarks.md, "Per-node footprint"). Add update-agent here when it
+# lands in cmd/.
+NODE_BINARIES ?= extension-heartbeat
+RELEASE_DIR := $(CURDIR)/_output/release
+RELEASE_TAGS := grpcnotrace
+RELEASE_LDFLAGS := -s -w
+
+.PHONY: release-build
+release-build: ## Release builds of the per-node binaries (NODE_BINARIES) into _output/release: static, -trimpath, -s -w.
+	@mkdir -p $(RELEASE_DIR)
+	for b in $(NODE_BINARIES); do \
+		CGO_ENABLED=0 $(GO) build -trimpath -tags=$(RELEASE_TAGS) -ldflags="$(RELEASE_LDFLAGS)" -o $(RELEASE_DIR)/$$b ./cmd/$$b || exit 1; \
+	done
+
 .PHONY: controlplane
 controlplane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok (once).
 	hack/build-controlplane.sh
@@ -81,10 +98,16 @@ help: ## List the targets.
 # Benchmarks of the node-health controller (test/bench; results in docs/benchmarks.md).
 # Not part of make test. BENCH_NODES is the comma-separated node counts of bench-scale.
 BENCH_NODES ?= 100,500,1000
+# How long bench-footprint measures after the processes settled.
+BENCH_DURATION ?= 10m
 
 .PHONY: bench-controller
 bench-controller: ## Go benchmark of the controller's per-event cost on one core (fake clientset, no API server).
 	$(GO) test ./test/bench -run='^$$' -bench=. -benchmem -cpu=1
+
+.PHONY: bench-footprint
+bench-footprint: controlplane ## Per-node footprint: extension-heartbeat (each probe) beside two reference renewers, release builds (BENCH_DURATION=10m).
+	$(GO) run ./test/bench/footprint --duration=$(BENCH_DURATION)
 
 .PHONY: bench-scale
 bench-scale: controlplane build ## Scale benchmark on the real control plane with kwok nodes (BENCH_NODES=100,500,1000; minutes).

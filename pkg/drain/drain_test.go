@@ -21,6 +21,8 @@ import (
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"nodehealth.io/nodehealth/pkg/drain/clientset"
 )
 
 const (
@@ -249,7 +251,7 @@ func TestPass(t *testing.T) {
 				api.refuse[k] = v
 			}
 			var reports []Result
-			d := New(NewClient(api.client.CoreV1(), api.client.PolicyV1()), node, testingclock.NewFakeClock(t0),
+			d := New(clientset.New(api.client.CoreV1(), api.client.PolicyV1()), node, testingclock.NewFakeClock(t0),
 				Options{Filter: tc.filter, Report: func(r Result) { reports = append(reports, r) }})
 			st, err := d.Pass(ctx)
 			if err != nil {
@@ -285,7 +287,7 @@ func TestPassBacksOffRefusedPods(t *testing.T) {
 	api := newFakeAPI(t, newPod("a"), newPod("b"))
 	api.refuse["a"] = []error{budgetError("pdb"), budgetError("pdb"), budgetError("pdb"), throttled, budgetError("pdb")}
 	clk := testingclock.NewFakeClock(t0)
-	d := New(NewClient(api.client.CoreV1(), api.client.PolicyV1()), node, clk,
+	d := New(clientset.New(api.client.CoreV1(), api.client.PolicyV1()), node, clk,
 		Options{InitialBackoff: time.Second, MaxBackoff: 4 * time.Second})
 
 	steps := []struct {
@@ -331,7 +333,7 @@ func TestPassListFailure(t *testing.T) {
 	api.client.PrependReactor("list", "pods", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("etcd is down")
 	})
-	d := New(NewClient(api.client.CoreV1(), api.client.PolicyV1()), node, testingclock.NewFakeClock(t0), Options{})
+	d := New(clientset.New(api.client.CoreV1(), api.client.PolicyV1()), node, testingclock.NewFakeClock(t0), Options{})
 	if _, err := d.Pass(ctx); err == nil || !strings.Contains(err.Error(), "listing pods of node n1") || !apierrors.IsServiceUnavailable(err) {
 		t.Fatalf("err = %v, want the list failure naming the node", err)
 	}
@@ -359,7 +361,7 @@ func TestDrainWaitsForBackoffAndTermination(t *testing.T) {
 	api.refuse["b"] = []error{budgetError("web-pdb"), budgetError("web-pdb")}
 	clk := &timerClock{FakeClock: testingclock.NewFakeClock(t0), timers: make(chan time.Duration)}
 	var reports []string
-	d := New(NewClient(api.client.CoreV1(), api.client.PolicyV1()), node, clk, Options{
+	d := New(clientset.New(api.client.CoreV1(), api.client.PolicyV1()), node, clk, Options{
 		Filter: SkipDaemonSetAndMirrorPods, InitialBackoff: 5 * time.Second, PollInterval: 2 * time.Second,
 		Report: func(r Result) { reports = append(reports, r.String()) },
 	})
@@ -420,7 +422,7 @@ func TestDrainEndsWithContextNamingWhatIsLeft(t *testing.T) {
 	api := newFakeAPI(t, newPod("a"), newPod("b"))
 	api.refuse["b"] = []error{budgetError("web-pdb"), budgetError("web-pdb"), budgetError("web-pdb")}
 	clk := &timerClock{FakeClock: testingclock.NewFakeClock(t0), timers: make(chan time.Duration)}
-	d := New(NewClient(api.client.CoreV1(), api.client.PolicyV1()), node, clk, Options{})
+	d := New(clientset.New(api.client.CoreV1(), api.client.PolicyV1()), node, clk, Options{})
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() {
@@ -454,7 +456,7 @@ func TestDrainRetriesFailedLists(t *testing.T) {
 		return false, nil, nil
 	})
 	clk := &timerClock{FakeClock: testingclock.NewFakeClock(t0), timers: make(chan time.Duration)}
-	d := New(NewClient(api.client.CoreV1(), api.client.PolicyV1()), node, clk, Options{InitialBackoff: time.Second})
+	d := New(clientset.New(api.client.CoreV1(), api.client.PolicyV1()), node, clk, Options{InitialBackoff: time.Second})
 	done := make(chan error)
 	go func() {
 		_, err := d.Drain(ctx)

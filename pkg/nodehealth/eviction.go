@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"nodehealth.io/nodehealth/pkg/drain"
+	drainclientset "nodehealth.io/nodehealth/pkg/drain/clientset"
 )
 
 // EventEvictionFailed names a pod whose eviction failed for a reason other
@@ -208,9 +209,9 @@ func (c *Controller) evictPods(ctx context.Context, node *v1.Node, first bool) (
 // newDrainer drains a node with the escalation's filter; its report counts
 // each attempt and names every refused pod in an Event on the Node.
 func (c *Controller) newDrainer(node *v1.Node) *drain.Drainer {
-	ref := &v1.ObjectReference{Kind: "Node", Name: node.Name, UID: node.UID}
+	ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
 	taint := v1.Taint{Key: c.opts.TaintKey, Effect: c.opts.TaintEffect}
-	return drain.New(drain.NewClient(c.client.CoreV1(), c.client.PolicyV1()), node.Name, c.clock, drain.Options{
+	return drain.New(drainclientset.New(c.client.CoreV1(), c.client.PolicyV1()), node.Name, c.clock, drain.Options{
 		Filter:         drain.All(drain.SkipDaemonSetAndMirrorPods, drain.SkipTolerating(taint)),
 		InitialBackoff: evictionInitialBackoff,
 		MaxBackoff:     evictionMaxBackoff,

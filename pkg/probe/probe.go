@@ -4,6 +4,10 @@
 // Each probe is a func(ctx) error whose error says what failed, because that
 // text becomes the nodehealth.io/message of a released Lease and, through
 // the controller, the message of the node's condition.
+//
+// The package takes plain values (Spec), not the configuration API: the
+// sidecar converts its configuration, so that a per-node binary links no
+// more than it runs.
 package probe
 
 import (
@@ -20,12 +24,7 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"k8s.io/utils/clock"
-
-	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 )
 
 // Func checks once; nil means healthy. It must honour ctx's deadline.
@@ -35,36 +34,72 @@ type Func func(ctx context.Context) error
 // an error message, never a whole download.
 const maxBody = 10 << 10
 
-// New returns the probe a validated ProbeConfiguration describes.
-func New(cfg config.ProbeConfiguration) (Func, error) {
+// Spec selects one probe: exactly one of its fields is set.
+type Spec struct {
+	HTTP *HTTPOptions
+	TCP  *TCPOptions
+	GRPC *GRPCOptions
+	File *FileOptions
+}
+
+// TCPOptions configure a tcp probe.
+type TCPOptions struct {
+	// Address is host:port.
+	Address string
+}
+
+// GRPCOptions configure a grpc probe.
+type GRPCOptions struct {
+	// Address is host:port of a plaintext gRPC server.
+	Address string
+	// Service is the name asked about; empty asks for the server's overall
+	// health.
+	Service string
+}
+
+// FileOptions configure a file probe.
+type FileOptions struct {
+	Path string
+	// MaxAge is how long ago the file may have been modified at most.
+	MaxAge time.Duration
+	// Clock is injected by tests; default the real clock.
+	Clock clock.PassiveClock
+}
+
+// New returns the probe s describes.
+func New(s Spec) (Func, error) {
 	switch {
-	case cfg.HTTP != nil:
-		return HTTP(HTTPOptions{URL: cfg.HTTP.URL, CAFile: cfg.HTTP.CAFile, InsecureSkipTLSVerify: cfg.HTTP.InsecureSkipTLSVerify})
-	case cfg.TCP != nil:
-		return TCP(cfg.TCP.Address), nil
-	case cfg.GRPC != nil:
-		return GRPC(cfg.GRPC.Address, cfg.GRPC.Service), nil
-	case cfg.File != nil:
-		return File(cfg.File.Path, cfg.File.MaxAge.Duration, clock.RealClock{}), nil
+	case s.HTTP != nil:
+		return HTTP(*s.HTTP)
+	case s.TCP != nil:
+		return TCP(s.TCP.Address), nil
+	case s.GRPC != nil:
+		return GRPC(s.GRPC.Address, s.GRPC.Service), nil
+	case s.File != nil:
+		clk := s.File.Clock
+		if clk == nil {
+			clk = clock.RealClock{}
+		}
+		return File(s.File.Path, s.File.MaxAge, clk), nil
 	}
 	return nil, errors.New("no probe configured: set one of http, tcp, grpc and file")
 }
 
-// Describe names a probe configuration in one line, for logs.
-func Describe(cfg config.ProbeConfiguration) string {
+// String names the probe in one line, for logs.
+func (s Spec) String() string {
 	switch {
-	case cfg.HTTP != nil:
-		return "http " + cfg.HTTP.URL
-	case cfg.TCP != nil:
-		return "tcp " + cfg.TCP.Address
-	case cfg.GRPC != nil:
-		s := "grpc " + cfg.GRPC.Address
-		if cfg.GRPC.Service != "" {
-			s += " service " + cfg.GRPC.Service
+	case s.HTTP != nil:
+		return "http " + s.HTTP.URL
+	case s.TCP != nil:
+		return "tcp " + s.TCP.Address
+	case s.GRPC != nil:
+		d := "grpc " + s.GRPC.Address
+		if s.GRPC.Service != "" {
+			d += " service " + s.GRPC.Service
 		}
-		return s
-	case cfg.File != nil:
-		return fmt.Sprintf("file %s (max age %s)", cfg.File.Path, cfg.File.MaxAge.Duration)
+		return d
+	case s.File != nil:
+		return fmt.Sprintf("file %s (max age %s)", s.File.Path, s.File.MaxAge)
 	}
 	return "none"
 }
@@ -159,33 +194,6 @@ func TCP(address string) Func {
 			return fmt.Errorf("tcp %s: %w", address, err)
 		}
 		return conn.Close()
-	}
-}
-
-// GRPC returns a probe that calls grpc.health.v1.Health/Check on a plaintext
-// server and succeeds when it answers SERVING. Like the kubelet's gRPC probe
-// it opens a new connection per probe.
-func GRPC(address, service string) Func {
-	name := "grpc " + address
-	if service != "" {
-		name += " service " + service
-	}
-	return func(ctx context.Context) error {
-		conn, err := grpc.NewClient("passthrough:///"+address,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithUserAgent("nodehealth-extension-heartbeat"))
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		defer conn.Close()
-		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		if s := resp.GetStatus(); s != healthpb.HealthCheckResponse_SERVING {
-			return fmt.Errorf("%s: status %s", name, s)
-		}
-		return nil
 	}
 }
 

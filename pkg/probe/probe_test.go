@@ -15,10 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingclock "k8s.io/utils/clock/testing"
-
-	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 )
 
 func ctx(t *testing.T) context.Context {
@@ -182,20 +179,20 @@ func TestFile(t *testing.T) {
 }
 
 func TestNewAndDescribe(t *testing.T) {
-	for want, cfg := range map[string]config.ProbeConfiguration{
-		"http http://127.0.0.1:10256/healthz": {HTTP: &config.HTTPProbe{URL: "http://127.0.0.1:10256/healthz"}},
-		"tcp 127.0.0.1:9099":                  {TCP: &config.TCPProbe{Address: "127.0.0.1:9099"}},
-		"grpc 127.0.0.1:9808 service csi":     {GRPC: &config.GRPCProbe{Address: "127.0.0.1:9808", Service: "csi"}},
-		"file /x (max age 1m0s)":              {File: &config.FileProbe{Path: "/x", MaxAge: metav1.Duration{Duration: time.Minute}}},
+	for want, cfg := range map[string]Spec{
+		"http http://127.0.0.1:10256/healthz": {HTTP: &HTTPOptions{URL: "http://127.0.0.1:10256/healthz"}},
+		"tcp 127.0.0.1:9099":                  {TCP: &TCPOptions{Address: "127.0.0.1:9099"}},
+		"grpc 127.0.0.1:9808 service csi":     {GRPC: &GRPCOptions{Address: "127.0.0.1:9808", Service: "csi"}},
+		"file /x (max age 1m0s)":              {File: &FileOptions{Path: "/x", MaxAge: time.Minute}},
 	} {
-		if got := Describe(cfg); got != want {
-			t.Errorf("Describe = %q, want %q", got, want)
+		if got := cfg.String(); got != want {
+			t.Errorf("String = %q, want %q", got, want)
 		}
 		if p, err := New(cfg); err != nil || p == nil {
 			t.Errorf("New(%s): %v", want, err)
 		}
 	}
-	if _, err := New(config.ProbeConfiguration{}); err == nil {
+	if _, err := New(Spec{}); err == nil {
 		t.Error("New without a probe kind succeeded")
 	}
 }

@@ -73,7 +73,8 @@ func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConf
 	}
 	logger := klog.FromContext(ctx)
 	holder := Holder()
-	probeFunc, err := probe.New(cfg.Probe)
+	probeSpec := ProbeSpec(cfg.Probe)
+	probeFunc, err := probe.New(probeSpec)
 	if err != nil {
 		return err
 	}
@@ -114,7 +115,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConf
 		"lease", namespace+"/"+lease,
 		"leaseDuration", cfg.Lease.Duration.Duration,
 		"renewInterval", cfg.Lease.RenewInterval.Duration,
-		"probe", probe.Describe(cfg.Probe),
+		"probe", probeSpec.String(),
 		"probePeriod", cfg.Probe.Period.Duration,
 		"probeTimeout", cfg.Probe.Timeout.Duration,
 		"failureThreshold", cfg.Probe.FailureThreshold,
@@ -167,6 +168,23 @@ func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConf
 	}
 	logger.Info("Released the Lease", "reason", reason)
 	return nil
+}
+
+// ProbeSpec converts the configuration's probe into the probe package's plain
+// options; package probe does not import the configuration API.
+func ProbeSpec(c config.ProbeConfiguration) probe.Spec {
+	var s probe.Spec
+	switch {
+	case c.HTTP != nil:
+		s.HTTP = &probe.HTTPOptions{URL: c.HTTP.URL, CAFile: c.HTTP.CAFile, InsecureSkipTLSVerify: c.HTTP.InsecureSkipTLSVerify}
+	case c.TCP != nil:
+		s.TCP = &probe.TCPOptions{Address: c.TCP.Address}
+	case c.GRPC != nil:
+		s.GRPC = &probe.GRPCOptions{Address: c.GRPC.Address, Service: c.GRPC.Service}
+	case c.File != nil:
+		s.File = &probe.FileOptions{Path: c.File.Path, MaxAge: c.File.MaxAge.Duration}
+	}
+	return s
 }
 
 // ReleaseTimeout bounds the release on shutdown; it must fit well within the

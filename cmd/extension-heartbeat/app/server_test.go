@@ -7,9 +7,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options/optionstest"
+	"nodehealth.io/nodehealth/pkg/probe"
 )
 
 func runCommand(t *testing.T, args ...string) (stdout, stderr string, code int) {
@@ -109,5 +115,35 @@ func TestHolder(t *testing.T) {
 	t.Setenv(PodNameEnv, "")
 	if host, _ := os.Hostname(); Holder() != host {
 		t.Errorf("Holder() = %q, want the host name %q", Holder(), host)
+	}
+}
+
+// Every field of every probe kind reaches the probe package.
+func TestProbeSpec(t *testing.T) {
+	for name, tc := range map[string]struct {
+		in   config.ProbeConfiguration
+		want probe.Spec
+	}{
+		"https": {
+			in:   config.ProbeConfiguration{HTTP: &config.HTTPProbe{URL: "https://127.0.0.1:9443/healthz", CAFile: "/ca.pem", InsecureSkipTLSVerify: true}},
+			want: probe.Spec{HTTP: &probe.HTTPOptions{URL: "https://127.0.0.1:9443/healthz", CAFile: "/ca.pem", InsecureSkipTLSVerify: true}},
+		},
+		"tcp": {
+			in:   config.ProbeConfiguration{TCP: &config.TCPProbe{Address: "127.0.0.1:9099"}},
+			want: probe.Spec{TCP: &probe.TCPOptions{Address: "127.0.0.1:9099"}},
+		},
+		"grpc": {
+			in:   config.ProbeConfiguration{GRPC: &config.GRPCProbe{Address: "127.0.0.1:9808", Service: "csi"}},
+			want: probe.Spec{GRPC: &probe.GRPCOptions{Address: "127.0.0.1:9808", Service: "csi"}},
+		},
+		"file": {
+			in:   config.ProbeConfiguration{File: &config.FileProbe{Path: "/run/plugin/alive", MaxAge: metav1.Duration{Duration: 2 * time.Minute}}},
+			want: probe.Spec{File: &probe.FileOptions{Path: "/run/plugin/alive", MaxAge: 2 * time.Minute}},
+		},
+		"none": {},
+	} {
+		if diff := cmp.Diff(tc.want, ProbeSpec(tc.in)); diff != "" {
+			t.Errorf("%s: -want +got:\n%s", name, diff)
+		}
 	}
 }

@@ -224,7 +224,8 @@ type UpdateAgentConfiguration struct {
 	FeatureGates     map[string]bool
 	Serving          ServingConfiguration
 
-	APISocketPath string
-	DrainTimeout  metav1.Duration
-	Lease         LeaseSettings
+	APISocketPath       string
+	DrainTimeout        metav1.Duration
+	UpdateCheckInterval metav1.Duration
+	Lease               LeaseSettings
 }

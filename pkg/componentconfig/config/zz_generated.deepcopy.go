@@ -362,6 +362,7 @@ func (in *UpdateAgentConfiguration) DeepCopyInto(out *UpdateAgentConfiguration) 
 	}
 	out.Serving = in.Serving
 	out.DrainTimeout = in.DrainTimeout
+	out.UpdateCheckInterval = in.UpdateCheckInterval
 	out.Lease = in.Lease
 	return
 }

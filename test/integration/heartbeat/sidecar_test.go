@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
@@ -76,7 +77,12 @@ func TestSidecarProcess(t *testing.T) {
 	if msg := l.Annotations[nodev1alpha1.MessageAnnotation]; !strings.Contains(msg, "503") || !strings.Contains(msg, "service proxy is not synced") {
 		t.Errorf("message %q, want the probe's error", msg)
 	}
-	if !strings.Contains(httpGet(t, first.metricsURL()), `nodehealth_heartbeat_releases_total{extension="kube-proxy",reason="ProbeFailed"} 1`) {
+	// The watch can deliver the release before the sidecar has read the API
+	// server's answer and counted it; give the counter a moment.
+	counted := func(context.Context) (bool, error) {
+		return strings.Contains(httpGet(t, first.metricsURL()), `nodehealth_heartbeat_releases_total{extension="kube-proxy",reason="ProbeFailed"} 1`), nil
+	}
+	if err := wait.PollUntilContextTimeout(testenv.Context(t), 100*time.Millisecond, 10*time.Second, true, counted); err != nil {
 		t.Error("/metrics does not count the release")
 	}
 

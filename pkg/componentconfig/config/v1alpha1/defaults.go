@@ -198,6 +198,9 @@ func SetDefaults_UpdateAgentConfiguration(obj *configv1alpha1.UpdateAgentConfigu
 		obj.APISocketPath = DefaultBottlerocketAPISocketPath
 	}
 	setDuration(&obj.DrainTimeout, 10*time.Minute)
+	// Brupop's agent checks every two minutes too; a refresh is one local
+	// call and at most one status write when the offer changed.
+	setDuration(&obj.UpdateCheckInterval, 2*time.Minute)
 	SetDefaults_LeaseSettings(&obj.Lease)
 }
 

@@ -792,6 +792,9 @@ func autoConvert_v1alpha1_UpdateAgentConfiguration_To_config_UpdateAgentConfigur
 	if err := v1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.DrainTimeout, &out.DrainTimeout, s); err != nil {
 		return err
 	}
+	if err := v1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.UpdateCheckInterval, &out.UpdateCheckInterval, s); err != nil {
+		return err
+	}
 	if err := Convert_v1alpha1_LeaseSettings_To_config_LeaseSettings(&in.Lease, &out.Lease, s); err != nil {
 		return err
 	}
@@ -817,6 +820,9 @@ func autoConvert_config_UpdateAgentConfiguration_To_v1alpha1_UpdateAgentConfigur
 	}
 	out.APISocketPath = in.APISocketPath
 	if err := v1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.DrainTimeout, &out.DrainTimeout, s); err != nil {
+		return err
+	}
+	if err := v1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.UpdateCheckInterval, &out.UpdateCheckInterval, s); err != nil {
 		return err
 	}
 	if err := Convert_config_LeaseSettings_To_v1alpha1_LeaseSettings(&in.Lease, &out.Lease, s); err != nil {

@@ -293,6 +293,7 @@ func ValidateUpdateAgentConfiguration(c *config.UpdateAgentConfiguration) field.
 		errs = append(errs, field.Required(field.NewPath("apiSocketPath"), ""))
 	}
 	errs = append(errs, validatePositiveDuration(c.DrainTimeout, field.NewPath("drainTimeout"))...)
+	errs = append(errs, validatePositiveDuration(c.UpdateCheckInterval, field.NewPath("updateCheckInterval"))...)
 	errs = append(errs, validateLeaseSettings(&c.Lease, field.NewPath("lease"))...)
 	return errs
 }

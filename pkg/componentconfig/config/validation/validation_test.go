@@ -199,6 +199,7 @@ func TestValidateUpdateAgentConfiguration(t *testing.T) {
 	run(t, validAgent, ValidateUpdateAgentConfiguration, []testCase[C]{
 		{"socket", func(c C) { c.APISocketPath = "" }, "apiSocketPath", "Required"},
 		{"drain timeout", func(c C) { c.DrainTimeout = d("0s") }, "drainTimeout", "greater than zero"},
+		{"update check interval", func(c C) { c.UpdateCheckInterval = d("-1m") }, "updateCheckInterval", "greater than zero"},
 		{"lease", func(c C) { c.Lease.RenewInterval = d("1m") }, "lease.renewInterval", "shorter than duration"},
 		{"qps", func(c C) { c.ClientConnection.Burst = 0 }, "clientConnection.burst", "at least 1"},
 		{"serving", func(c C) { c.Serving.MetricsBindAddress = "nohost" }, "serving.metricsBindAddress", "host:port"},

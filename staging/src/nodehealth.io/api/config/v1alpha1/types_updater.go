@@ -144,6 +144,11 @@ type UpdateAgentConfiguration struct {
 	// instead of waiting forever.
 	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
 
+	// UpdateCheckInterval is how often the agent asks the Bottlerocket API
+	// for the offered version (refresh-updates) and reports it as the
+	// shadow's status.targetVersion while the node is Idle.
+	UpdateCheckInterval *metav1.Duration `json:"updateCheckInterval,omitempty"`
+
 	// Lease configures the agent's own extension Lease (extension
 	// bottlerocket-updater), which it releases with reason Updating before
 	// draining.

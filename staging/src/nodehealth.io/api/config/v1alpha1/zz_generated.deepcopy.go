@@ -454,6 +454,11 @@ func (in *UpdateAgentConfiguration) DeepCopyInto(out *UpdateAgentConfiguration) 
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.UpdateCheckInterval != nil {
+		in, out := &in.UpdateCheckInterval, &out.UpdateCheckInterval
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	in.Lease.DeepCopyInto(&out.Lease)
 	return
 }

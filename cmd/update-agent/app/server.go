@@ -1,0 +1,212 @@
+// Package app builds the update-agent command: it wires the
+// UpdateAgentConfiguration into the agent (package pkg/updater/agent), its
+// Bottlerocket API client, its lean API clients and its Lease renewer, serves
+// /healthz and /metrics, and releases the Lease on SIGTERM with the reason
+// the update state calls for.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"nodehealth.io/heartbeat"
+
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/componentconfig/config"
+	"nodehealth.io/nodehealth/pkg/componentconfig/config/validation"
+	"nodehealth.io/nodehealth/pkg/componentconfig/options"
+	"nodehealth.io/nodehealth/pkg/updater/agent"
+	"nodehealth.io/nodehealth/pkg/updater/brapi"
+)
+
+// NodeNameEnv is the environment variable --node-name falls back to; the
+// DaemonSet fills it from the downward API (spec.nodeName).
+const NodeNameEnv = "NODE_NAME"
+
+// PodNameEnv holds the pod name (downward API), the Lease's holderIdentity.
+const PodNameEnv = "POD_NAME"
+
+// Instance holds the values that differ per node and therefore stay flags.
+type Instance struct {
+	NodeName string
+}
+
+// NewCommand returns the update-agent command.
+func NewCommand() *cobra.Command {
+	instance := &Instance{}
+	o, err := options.NewWithInstanceFlags(options.UpdateAgent(), func(fs *pflag.FlagSet) {
+		fs.StringVar(&instance.NodeName, "node-name", os.Getenv(NodeNameEnv),
+			"The name of the node this agent runs on (its BottlerocketShadow has that name). Defaults to the "+NodeNameEnv+" environment variable.")
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "error: %v\n", err)
+		os.Exit(1)
+	}
+	return options.NewCommand(o, options.CommandInfo{
+		Use:   "update-agent",
+		Short: "Updates one Bottlerocket node as its BottlerocketShadow asks",
+		Long: `update-agent runs on every Bottlerocket node the update operator manages (a
+DaemonSet). It reports the node's running and offered OS versions in the
+status of the node's BottlerocketShadow and carries out the step the
+operator asks for in its spec: stage and activate the update while the node
+serves; release its Lease (bottlerocket-updater.<node>, reason Updating) so
+the node-health controller taints the node, drain it through the Eviction API
+and reboot; report the new version after the boot.
+
+It talks to Bottlerocket's API over its Unix socket (apiSocketPath, default
+/run/api.sock). It never cordons and never writes anything of another node.
+It may be killed at any step: the state lives in the shadow and in
+Bottlerocket, and a node is never rebooted twice for one update.
+
+Configuration comes from --config (an UpdateAgentConfiguration of
+config.nodehealth.io/v1alpha1); the node name from --node-name or NODE_NAME,
+the Lease holder from POD_NAME (default: the host name).`,
+	}, func(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfiguration]) error {
+		return run(ctx, rt, instance)
+	})
+}
+
+func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfiguration], instance *Instance) error {
+	cfg := rt.Config
+	if err := validation.ValidateNodeName(instance.NodeName, updatesv1alpha1.UpdaterExtension); err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx).WithValues("node", instance.NodeName)
+	ctx = klog.NewContext(ctx, logger)
+	restConfig, err := options.RESTConfig(cfg.ClientConnection, "update-agent")
+	if err != nil {
+		return err
+	}
+	leaseClient, err := heartbeat.NewClient(restConfig)
+	if err != nil {
+		return err
+	}
+	kube, err := agent.NewKubeClient(restConfig, instance.NodeName)
+	if err != nil {
+		return err
+	}
+	renewer, err := heartbeat.New(leaseClient, heartbeat.Options{
+		Namespace:     cfg.Lease.Namespace,
+		NodeName:      instance.NodeName,
+		Extension:     updatesv1alpha1.UpdaterExtension,
+		Holder:        holder(),
+		LeaseDuration: cfg.Lease.Duration.Duration,
+		RenewInterval: cfg.Lease.RenewInterval.Duration,
+		// The updater registers itself as one more system extension.
+		Register:   true,
+		Registerer: rt.Registry,
+	})
+	if err != nil {
+		return err
+	}
+	api := brapi.New(brapi.Options{SocketPath: cfg.APISocketPath})
+	a, err := agent.New(agent.Clients{
+		Shadows: kube, Nodes: kube, API: api, Lease: renewer, Drain: kube, Events: kube,
+	}, agent.Options{
+		NodeName:            instance.NodeName,
+		UpdateCheckInterval: cfg.UpdateCheckInterval.Duration,
+		DrainTimeout:        cfg.DrainTimeout.Duration,
+		Clock:               clock.RealClock{},
+	})
+	if err != nil {
+		return err
+	}
+	namespace, lease := renewer.LeaseName()
+	logger.Info("Starting with effective configuration",
+		"configFile", rt.ConfigFile,
+		"apiSocket", cfg.APISocketPath,
+		"lease", namespace+"/"+lease,
+		"updateCheckInterval", cfg.UpdateCheckInterval.Duration,
+		"drainTimeout", cfg.DrainTimeout.Duration,
+	)
+	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
+	if err != nil {
+		return err
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	// Before the renewer runs: a process restarted between the release and
+	// the reboot must not renew the Lease.
+	if err := retry(runCtx, func() error { return a.InitLease(runCtx) }); err != nil {
+		return shutdown(ctx, a, err)
+	}
+	leaseDone := make(chan struct{})
+	go func() {
+		defer close(leaseDone)
+		_ = renewer.Run(runCtx)
+	}()
+	if err := kube.Start(runCtx, a.Wake); err != nil {
+		stop()
+		<-leaseDone
+		return shutdown(ctx, a, err)
+	}
+	agentDone := make(chan struct{})
+	go func() {
+		defer close(agentDone)
+		a.Run(runCtx)
+	}()
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-serveErrs:
+	}
+	stop()
+	<-agentDone
+	<-leaseDone
+	if serveErr != nil {
+		return serveErr
+	}
+	return shutdown(ctx, a, nil)
+}
+
+// shutdown releases the Lease when the process was told to stop (SIGTERM):
+// reason Terminating while Idle, Updating during an update. A restart for a
+// changed configuration file leaves it held.
+func shutdown(ctx context.Context, a *agent.Agent, err error) error {
+	if !errors.Is(context.Cause(ctx), options.ErrTerminated) {
+		return err
+	}
+	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if rerr := a.Shutdown(releaseCtx); rerr != nil {
+		klog.FromContext(ctx).Error(rerr, "Releasing the Lease on shutdown failed; it will expire instead")
+	}
+	return nil
+}
+
+// retry calls f until it succeeds or ctx ends, backing off up to 30s.
+func retry(ctx context.Context, f func() error) error {
+	delay := time.Second
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		klog.FromContext(ctx).Error(err, "Retrying", "in", delay)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", context.Cause(ctx), err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+func holder() string {
+	if name := os.Getenv(PodNameEnv); name != "" {
+		return name
+	}
+	if name, err := os.Hostname(); err == nil && name != "" {
+		return name
+	}
+	return "update-agent"
+}

@@ -1,0 +1,58 @@
+package app
+
+import (
+	"strings"
+	"testing"
+
+	"nodehealth.io/nodehealth/pkg/componentconfig/options/optionstest"
+)
+
+func runCommand(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	return optionstest.Run(NewCommand, args...)
+}
+
+// The example in deploy/ and the DaemonSet's copy are complete files the
+// binary accepts as they are.
+func TestExampleConfigsAccepted(t *testing.T) {
+	for _, path := range []string{"../../../deploy/config/update-agent.yaml", "../../../deploy/update-agent/config.yaml"} {
+		out, stderr, code := runCommand(t, "--config", path, "--write-config-to", "-")
+		if code != 0 || stderr != "" {
+			t.Fatalf("%s: exit %d: %s", path, code, stderr)
+		}
+		for _, want := range []string{"kind: UpdateAgentConfiguration", "updateCheckInterval: 2m0s", "drainTimeout: 10m0s", "apiSocketPath: /run/api.sock"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: the effective configuration lacks %q:\n%s", path, want, out)
+			}
+		}
+	}
+}
+
+func TestBadConfigExitsWithOneLine(t *testing.T) {
+	optionstest.BadInputExitsWithOneLine(t, NewCommand, "UpdateAgentConfiguration")
+}
+
+func TestHelpListsOnlyOwnFlags(t *testing.T) {
+	stdout, _, code := runCommand(t, "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"--config", "--write-config-to", "--kubeconfig", "--node-name", "-v, --v", "never rebooted twice"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{"--log-dir", "--alsologtostderr", "--leader-elect", "--dry-run"} {
+		if strings.Contains(stdout, unwanted) {
+			t.Errorf("--help shows %q", unwanted)
+		}
+	}
+}
+
+func TestNodeNameRequired(t *testing.T) {
+	t.Setenv(NodeNameEnv, "")
+	_, stderr, code := runCommand(t, "--config", "../../../deploy/config/update-agent.yaml", "--healthz-bind-address=127.0.0.1:1", "--metrics-bind-address=127.0.0.1:1")
+	if code == 0 || !strings.Contains(stderr, "NODE_NAME") {
+		t.Errorf("exit %d: %q", code, stderr)
+	}
+}

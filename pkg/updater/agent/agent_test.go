@@ -1,0 +1,690 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/updater/brapi"
+	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
+)
+
+const (
+	idle       = updatesv1alpha1.StateIdle
+	staged     = updatesv1alpha1.StateStagedAndPerformedUpdate
+	rebootedTo = updatesv1alpha1.StateRebootedIntoUpdate
+	monitoring = updatesv1alpha1.StateMonitoringUpdate
+	errorReset = updatesv1alpha1.StateErrorReset
+)
+
+func mustSync(t *testing.T, h *harness, a *Agent) time.Duration {
+	t.Helper()
+	d, err := h.sync(a)
+	if err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	return d
+}
+
+func TestWaitsForTheShadowAndWritesTheFirstStatus(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	a := h.newAgent()
+	if d := mustSync(t, h, a); d != 2*time.Minute {
+		t.Errorf("without a shadow the agent waits %v, want the update check interval", d)
+	}
+	if !h.lease.isHeld() {
+		t.Error("without a shadow the agent must still renew its Lease (it is alive)")
+	}
+	h.shadows.create()
+	mustSync(t, h, a)
+	st := h.status()
+	if st.CurrentState != idle || st.CurrentVersion != "1.20.0" || st.TargetVersion != "1.21.0" {
+		t.Fatalf("first status = %+v, want Idle 1.20.0 → 1.21.0", st)
+	}
+}
+
+func TestRefreshesTheOfferedVersionEveryInterval(t *testing.T) {
+	h := newHarness(t, emulator.Config{})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	if st := h.status(); st.TargetVersion != "1.20.0" {
+		t.Fatalf("nothing offered: targetVersion = %q, want the running 1.20.0", st.TargetVersion)
+	}
+	if err := h.em.Offer("1.22.0"); err != nil {
+		t.Fatal(err)
+	}
+	writes := h.shadows.writes
+	h.clk.Step(time.Minute)
+	if d := mustSync(t, h, a); d != time.Minute {
+		t.Errorf("before the interval the agent waits %v more, want 1m", d)
+	}
+	if h.status().TargetVersion != "1.20.0" || h.shadows.writes != writes {
+		t.Fatal("the agent refreshed before updateCheckInterval")
+	}
+	h.clk.Step(time.Minute)
+	mustSync(t, h, a)
+	if got := h.status().TargetVersion; got != "1.22.0" {
+		t.Fatalf("after the interval targetVersion = %q, want 1.22.0", got)
+	}
+	h.clk.Step(2 * time.Minute)
+	writes = h.shadows.writes
+	mustSync(t, h, a)
+	if h.shadows.writes != writes {
+		t.Error("a refresh that found nothing new wrote the shadow")
+	}
+}
+
+// update drives a whole update with a fresh agent before every sync when
+// restart is true; it returns after the node is Idle again or after max
+// syncs.
+func (h *harness) update(version string, restart bool, max int) {
+	h.t.Helper()
+	a := h.newAgent()
+	for i := 0; i < max; i++ {
+		if restart {
+			a = h.newAgent()
+			if err := a.InitLease(context.Background()); err != nil {
+				h.t.Fatal(err)
+			}
+			h.settle()
+		}
+		if _, err := h.sync(a); err != nil {
+			h.t.Logf("sync %d: %v", i, err)
+		}
+		h.operator(version)
+		s := h.shadows.get()
+		if s.Spec.State == idle && s.Status.CurrentState == idle && s.Status.CurrentVersion == version {
+			return
+		}
+	}
+	h.t.Fatalf("the update did not finish in %d syncs: %+v", max, h.shadows.get())
+}
+
+func TestFullUpdate(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, VersionLock: "latest"})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+
+	// StagedAndPerformedUpdate: lock recorded, pinned, restored; the node
+	// keeps serving (Lease held, no drain).
+	h.operator("1.21.0")
+	mustSync(t, h, a)
+	h.expectState(staged)
+	st := h.status()
+	if st.PreviousVersionLock != "latest" {
+		t.Errorf("previousVersionLock = %q, want latest", st.PreviousVersionLock)
+	}
+	em := h.em.State()
+	if em.VersionLock != "latest" {
+		t.Errorf("the version lock is %q after activation, want it restored to latest", em.VersionLock)
+	}
+	if v := em.Status.ActivatedVersion(); v != "1.21.0" {
+		t.Errorf("activated version = %q, want 1.21.0", v)
+	}
+	if !h.lease.isHeld() || len(h.pods.evicted) > 0 {
+		t.Fatal("staging must not release the Lease or drain")
+	}
+
+	// RebootedIntoUpdate: release (Updating), taint, drain, marker, reboot.
+	h.operator("1.21.0")
+	h.noController = true
+	mustSync(t, h, a)
+	if got := h.lease.releases(); !slices.Equal(got, []string{"Updating"}) {
+		t.Fatalf("Lease releases = %v, want [Updating]", got)
+	}
+	if len(h.pods.evicted) > 0 {
+		t.Fatal("the agent evicted pods before the readiness taint was on the node")
+	}
+	h.noController = false
+	h.settle() // the controller taints
+	for i := 0; i < 5 && h.em.State().Reboots == 0; i++ {
+		mustSync(t, h, a)
+	}
+	if got := h.em.State().Reboots; got != 1 {
+		t.Fatalf("reboots = %d, want 1", got)
+	}
+	if !slices.Equal(h.pods.evicted, []string{"web-1", "web-2"}) {
+		t.Errorf("evicted %v, want web-1 and web-2 (no DaemonSet or mirror pod)", h.pods.evicted)
+	}
+	for i, tainted := range h.pods.taintAtEviction {
+		if !tainted {
+			t.Errorf("eviction %d happened on an untainted node", i)
+		}
+	}
+	if got := h.status().RebootFromBootID; got != "boot-0" {
+		t.Errorf("rebootFromBootID = %q, want boot-0", got)
+	}
+	if h.lease.isHeld() {
+		t.Fatal("the Lease was renewed before the agent saw the new bootID")
+	}
+	mustSync(t, h, a)
+	h.expectState(rebootedTo)
+	if st := h.status(); st.CurrentVersion != "1.21.0" {
+		t.Errorf("currentVersion = %q after the reboot, want 1.21.0", st.CurrentVersion)
+	}
+	last := h.lease.calls[len(h.lease.calls)-1]
+	if last.release || last.bootID != "boot-1" {
+		t.Errorf("the Lease was last %+v, want renewed with the new bootID boot-1", last)
+	}
+	for i := 0; i < 3; i++ {
+		mustSync(t, h, a)
+	}
+	if got := h.em.State().RebootRequests; got != 1 {
+		t.Fatalf("reboot requests = %d, want exactly 1", got)
+	}
+
+	// MonitoringUpdate, then Idle: crashCount resets.
+	h.operator("1.21.0")
+	mustSync(t, h, a)
+	h.expectState(monitoring)
+	h.operator("1.21.0")
+	mustSync(t, h, a)
+	st = h.status()
+	if st.CurrentState != idle || st.CrashCount != 0 || st.RebootFromBootID != "" || st.PreviousVersionLock != "" {
+		t.Errorf("after the update status = %+v, want Idle with the bookkeeping cleared", st)
+	}
+	if h.events.find(ReasonUpdated) == nil || h.events.find(ReasonRebooting) == nil {
+		t.Errorf("events %+v lack Rebooting and Updated", h.events.events)
+	}
+}
+
+func TestRestoresAUserVersionLock(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0", "1.22.0"}, VersionLock: "1.21.0"})
+	h.shadows.create()
+	h.update("1.21.0", false, 20)
+	if got := h.em.State().VersionLock; got != "1.21.0" {
+		t.Errorf("version lock = %q after the update, want the user's 1.21.0", got)
+	}
+}
+
+// TestKilledAfterEverySync restarts the agent before every sync: the state
+// is in the shadow and in Bottlerocket, so the update still finishes, with
+// one reboot.
+func TestKilledAfterEverySync(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.shadows.create()
+	h.update("1.21.0", true, 40)
+	if st := h.em.State(); st.Reboots != 1 || st.RebootRequests != 1 {
+		t.Fatalf("reboots = %d, requests = %d, want 1 and 1", st.Reboots, st.RebootRequests)
+	}
+	for i, tainted := range h.pods.taintAtEviction {
+		if !tainted {
+			t.Errorf("eviction %d happened on an untainted node", i)
+		}
+	}
+}
+
+func TestPrepareFailsThenAborts(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, Faults: emulator.Faults{PrepareFails: true}})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	mustSync(t, h, a)
+	h.expectState(errorReset)
+	st := h.status()
+	c := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.ConditionUpdateFailed)
+	if st.CrashCount != 1 || st.StateTransitionFailureTimestamp == nil || c == nil || c.Reason != ReasonPrepareFailed {
+		t.Fatalf("status = %+v, want crashCount 1, a failure time and UpdateFailed/PrepareFailed", st)
+	}
+	if got := h.em.State().VersionLock; got != "1.21.0" {
+		t.Fatalf("version lock = %q while failed, want the pin 1.21.0 (restored by the abort)", got)
+	}
+	h.operator("1.21.0") // → Idle
+	mustSync(t, h, a)
+	h.expectState(idle)
+	if got := h.em.State().VersionLock; got != "latest" {
+		t.Errorf("version lock = %q after the abort, want latest", got)
+	}
+	if st := h.status(); st.CrashCount != 1 || st.PreviousVersionLock != "" {
+		t.Errorf("after the abort status = %+v, want crashCount kept at 1", st)
+	}
+	if h.em.State().RebootRequests != 0 || !h.lease.isHeld() {
+		t.Error("a failed staging must not reboot, and the Lease stays held")
+	}
+}
+
+func TestActivateFails(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, Faults: emulator.Faults{ActivateFails: true}})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	mustSync(t, h, a)
+	h.expectState(errorReset)
+	if c := meta.FindStatusCondition(h.status().Conditions, updatesv1alpha1.ConditionUpdateFailed); c == nil || c.Reason != ReasonActivateFailed {
+		t.Fatalf("conditions %+v, want UpdateFailed/ActivateFailed", h.status().Conditions)
+	}
+}
+
+// toRebooting brings a node to spec RebootedIntoUpdate with status
+// StagedAndPerformedUpdate.
+func toRebooting(t *testing.T, h *harness, a *Agent) {
+	t.Helper()
+	h.shadows.create()
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	mustSync(t, h, a)
+	h.expectState(staged)
+	h.operator("1.21.0")
+}
+
+func TestTaintNeverAppearsFailsAndAbortDeactivates(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	h.noController = true
+	d := mustSync(t, h, a)
+	h.expectState(staged)
+	if d > 10*time.Second {
+		t.Errorf("waiting for the taint, the agent looks again after %v, want at most the retry interval", d)
+	}
+	h.clk.Step(2*time.Minute - time.Second)
+	mustSync(t, h, a)
+	h.expectState(staged)
+	h.clk.Step(time.Second)
+	mustSync(t, h, a)
+	h.expectState(errorReset)
+	if c := meta.FindStatusCondition(h.status().Conditions, updatesv1alpha1.ConditionUpdateFailed); c == nil || c.Reason != ReasonTaintNotApplied {
+		t.Fatalf("conditions %+v, want UpdateFailed/%s", h.status().Conditions, ReasonTaintNotApplied)
+	}
+	if len(h.pods.evicted) != 0 {
+		t.Fatal("evicted pods without the taint")
+	}
+	if h.lease.isHeld() {
+		t.Fatal("the Lease was renewed while spec is still RebootedIntoUpdate")
+	}
+	// Abort: the activated update is deactivated, the Lease renewed.
+	h.operator("1.21.0")
+	mustSync(t, h, a)
+	h.expectState(idle)
+	em := h.em.State()
+	if em.Status.UpdateState != brapi.StateStaged || em.Status.ActivatedVersion() != "" {
+		t.Errorf("after the abort the update is %s (activated %q), want deactivated", em.Status.UpdateState, em.Status.ActivatedVersion())
+	}
+	if !h.lease.isHeld() {
+		t.Error("the abort must renew the Lease")
+	}
+	for _, r := range h.lease.releases() {
+		if r != "Updating" {
+			t.Errorf("released with %q during the update", r)
+		}
+	}
+}
+
+func TestDrainBlockedByABudgetThenProceeds(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.pods.setBudget("web-2", "web-pdb")
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	mustSync(t, h, a) // release; the controller taints
+	mustSync(t, h, a) // first drain pass
+	st := h.status()
+	c := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
+	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "web-pdb") || !strings.Contains(c.Message, "default/web-2") {
+		t.Fatalf("DrainBlocked = %+v, want True naming the PDB web-pdb and pod default/web-2", c)
+	}
+	if e := h.events.find(ReasonDrainBlocked); e == nil || !strings.Contains(e.message, "web-pdb") || e.typ != "Warning" {
+		t.Fatalf("events %+v, want a Warning DrainBlocked naming web-pdb", h.events.events)
+	}
+	if h.em.State().RebootRequests != 0 {
+		t.Fatal("rebooted with a pod left")
+	}
+	h.pods.setBudget("web-2", "")
+	h.clk.Step(time.Minute) // past the pod's back-off
+	for i := 0; i < 3 && h.em.State().Reboots == 0; i++ {
+		mustSync(t, h, a)
+	}
+	if h.em.State().Reboots != 1 {
+		t.Fatal("the update did not proceed once the budget allowed the eviction")
+	}
+	if c := meta.FindStatusCondition(h.status().Conditions, updatesv1alpha1.ConditionDrainBlocked); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("DrainBlocked = %+v after the drain, want False", c)
+	}
+}
+
+func TestDrainTimeoutFails(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.pods.setBudget("web-2", "web-pdb")
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	mustSync(t, h, a)
+	mustSync(t, h, a)
+	h.clk.Step(10 * time.Minute)
+	mustSync(t, h, a)
+	h.expectState(errorReset)
+	c := meta.FindStatusCondition(h.status().Conditions, updatesv1alpha1.ConditionUpdateFailed)
+	if c == nil || c.Reason != ReasonDrainTimeout || !strings.Contains(c.Message, "web-pdb") {
+		t.Fatalf("UpdateFailed = %+v, want DrainTimeout naming web-pdb", c)
+	}
+	if h.em.State().RebootRequests != 0 {
+		t.Fatal("rebooted after a failed drain")
+	}
+	if !slices.Equal(h.pods.names(), []string{"web-2", "agent", "static"}) {
+		t.Errorf("pods left %v", h.pods.names())
+	}
+}
+
+// TestLostRebootAnswerNeverRebootsTwice: the reboot request's connection
+// drops; the agent cannot tell whether it reached the host, so it waits for
+// the bootID and never asks again.
+func TestLostRebootAnswerNeverRebootsTwice(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	mustSync(t, h, a)
+	// The drain pass, then the next call after the list is the reboot.
+	mustSync(t, h, a)
+	h.em.UpdateFaults(func(f *emulator.Faults) { f.DropNext = 1 })
+	mustSync(t, h, a)
+	if h.status().RebootFromBootID != "boot-0" {
+		t.Fatalf("rebootFromBootID = %q, want boot-0 written before the reboot", h.status().RebootFromBootID)
+	}
+	if h.events.find(ReasonRebootUncertain) == nil {
+		t.Errorf("events %+v, want RebootUncertain", h.events.events)
+	}
+	for i := 0; i < 3; i++ {
+		mustSync(t, h, h.newAgent()) // restarted agents too
+	}
+	if got := h.em.State().RebootRequests; got != 0 {
+		t.Fatalf("reboot requests = %d, want 0: the dropped one never arrived and the agent must not ask again", got)
+	}
+}
+
+func TestRebootHangsNeverAsksTwice(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, Faults: emulator.Faults{RebootHangs: true}})
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	for i := 0; i < 6; i++ {
+		mustSync(t, h, a)
+		h.clk.Step(time.Minute)
+	}
+	if got := h.em.State().RebootRequests; got != 1 {
+		t.Fatalf("reboot requests = %d, want 1", got)
+	}
+	h.expectState(staged)
+}
+
+func TestWrongVersionAfterReboot(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, Faults: emulator.Faults{NeverComesUp: true}})
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	for i := 0; i < 6 && h.status().CurrentState != rebootedTo; i++ {
+		mustSync(t, h, a)
+	}
+	h.expectState(rebootedTo)
+	st := h.status()
+	c := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.ConditionUpdateFailed)
+	if st.CurrentVersion != "1.20.0" || c == nil || c.Reason != ReasonWrongVersion {
+		t.Fatalf("status = %+v, want currentVersion 1.20.0 and UpdateFailed/%s", st, ReasonWrongVersion)
+	}
+	if h.em.State().Reboots != 1 {
+		t.Fatal("want one reboot")
+	}
+}
+
+func TestInitLeaseAfterARestartMidDrain(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.pods.setBudget("web-1", "pdb")
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	mustSync(t, h, a)
+	mustSync(t, h, a)
+	h.lease.held = true // what a new process's renewer would do on its own
+	b := h.newAgent()
+	if err := b.InitLease(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h.lease.isHeld() {
+		t.Fatal("a restarted agent mid-drain must keep the Lease released")
+	}
+	if got := h.lease.releases(); got[len(got)-1] != "Updating" {
+		t.Errorf("released with %v, want Updating", got)
+	}
+}
+
+func TestShutdownReleaseReason(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	if err := a.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.operator("1.21.0")
+	mustSync(t, h, a)
+	if err := a.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.lease.releases(); !slices.Equal(got, []string{"Terminating", "Updating"}) {
+		t.Errorf("releases = %v, want Terminating while Idle, Updating during the update", got)
+	}
+}
+
+func TestSpecWithoutVersionFails(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	h.shadows.setSpec(staged, "")
+	mustSync(t, h, a)
+	h.expectState(errorReset)
+}
+
+func TestVersionNotOfferedFails(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	h.shadows.setSpec(staged, "1.23.0")
+	mustSync(t, h, a)
+	h.expectState(errorReset)
+	if c := meta.FindStatusCondition(h.status().Conditions, updatesv1alpha1.ConditionUpdateFailed); c == nil || c.Reason != ReasonNotOffered {
+		t.Fatalf("conditions %+v", h.status().Conditions)
+	}
+}
+
+func TestTransientAPIErrorsRetryThenFail(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	h.em.Stop() // the API is down: connections refused
+	for i := 1; i < DefaultTransientAttempts; i++ {
+		if _, err := h.sync(a); err == nil {
+			t.Fatalf("attempt %d: want an error while the API is down", i)
+		}
+		h.expectState(idle)
+	}
+	mustSync(t, h, a)
+	h.expectState(errorReset)
+	if err := h.em.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOperatorAbortAfterTheReboot(t *testing.T) {
+	// The operator calls off a node whose status is RebootedIntoUpdate (its
+	// health gate failed): nothing to deactivate; Idle, crashCount kept.
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	for i := 0; i < 6 && h.status().CurrentState != rebootedTo; i++ {
+		mustSync(t, h, a)
+	}
+	h.shadows.setSpec(idle, "")
+	mustSync(t, h, a)
+	h.expectState(idle)
+	if h.status().CurrentVersion != "1.21.0" || h.em.State().Reboots != 1 {
+		t.Fatalf("status %+v", h.status())
+	}
+}
+
+var errKilled = errors.New("killed")
+
+// killer makes one agent process die at its n-th call of any client: that
+// call takes effect (the answer is what is lost), every later call of the
+// same process fails without effect.
+type killer struct {
+	n, calls int
+	dead     bool
+}
+
+func (k *killer) call(do func() error) error {
+	if k.dead {
+		return errKilled
+	}
+	k.calls++
+	err := do()
+	if k.calls == k.n {
+		k.dead = true
+		return errKilled
+	}
+	return err
+}
+
+type killAPI struct {
+	k *killer
+	BottlerocketAPI
+}
+
+func (a killAPI) OS(ctx context.Context) (r *brapi.OSInfo, err error) {
+	e := a.k.call(func() error { r, err = a.BottlerocketAPI.OS(ctx); return err })
+	return r, e
+}
+
+func (a killAPI) status(ctx context.Context, f func(context.Context) (*brapi.UpdateStatus, error)) (r *brapi.UpdateStatus, err error) {
+	e := a.k.call(func() error { r, err = f(ctx); return err })
+	return r, e
+}
+
+func (a killAPI) UpdateStatus(ctx context.Context) (*brapi.UpdateStatus, error) {
+	return a.status(ctx, a.BottlerocketAPI.UpdateStatus)
+}
+func (a killAPI) RefreshUpdates(ctx context.Context) (*brapi.UpdateStatus, error) {
+	return a.status(ctx, a.BottlerocketAPI.RefreshUpdates)
+}
+func (a killAPI) PrepareUpdate(ctx context.Context) (*brapi.UpdateStatus, error) {
+	return a.status(ctx, a.BottlerocketAPI.PrepareUpdate)
+}
+func (a killAPI) ActivateUpdate(ctx context.Context) (*brapi.UpdateStatus, error) {
+	return a.status(ctx, a.BottlerocketAPI.ActivateUpdate)
+}
+func (a killAPI) DeactivateUpdate(ctx context.Context) (*brapi.UpdateStatus, error) {
+	return a.status(ctx, a.BottlerocketAPI.DeactivateUpdate)
+}
+func (a killAPI) Reboot(ctx context.Context) error {
+	return a.k.call(func() error { return a.BottlerocketAPI.Reboot(ctx) })
+}
+func (a killAPI) VersionLock(ctx context.Context) (l string, err error) {
+	e := a.k.call(func() error { l, err = a.BottlerocketAPI.VersionLock(ctx); return err })
+	return l, e
+}
+func (a killAPI) SetVersionLock(ctx context.Context, lock string) error {
+	return a.k.call(func() error { return a.BottlerocketAPI.SetVersionLock(ctx, lock) })
+}
+
+type killShadows struct {
+	k *killer
+	ShadowClient
+}
+
+func (s killShadows) GetShadow(ctx context.Context, name string) (r *updatesv1alpha1.BottlerocketShadow, err error) {
+	e := s.k.call(func() error { r, err = s.ShadowClient.GetShadow(ctx, name); return err })
+	return r, e
+}
+
+func (s killShadows) UpdateShadowStatus(ctx context.Context, sh *updatesv1alpha1.BottlerocketShadow) (r *updatesv1alpha1.BottlerocketShadow, err error) {
+	e := s.k.call(func() error { r, err = s.ShadowClient.UpdateShadowStatus(ctx, sh); return err })
+	return r, e
+}
+
+type killLease struct {
+	k *killer
+	Lease
+}
+
+func (l killLease) Release(ctx context.Context, reason, message string) error {
+	return l.k.call(func() error { return l.Lease.Release(ctx, reason, message) })
+}
+func (l killLease) Resume() { _ = l.k.call(func() error { l.Lease.Resume(); return nil }) }
+
+// TestKilledAtEveryCall kills the agent at each of its calls in turn, in a
+// whole update, and restarts it: every run finishes the update with exactly
+// one reboot and never drains an untainted node.
+func TestKilledAtEveryCall(t *testing.T) {
+	for n := 1; ; n++ {
+		h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+		h.shadows.create()
+		killed := false
+		var k *killer
+		start := func(kill int) *Agent {
+			k = &killer{n: kill}
+			c := h.clients()
+			c.API = killAPI{k, c.API}
+			c.Shadows = killShadows{k, c.Shadows}
+			c.Lease = killLease{k, c.Lease}
+			a, err := New(c, h.options())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.InitLease(context.Background()); err != nil && !errors.Is(err, errKilled) {
+				t.Fatal(err)
+			}
+			return a
+		}
+		a := start(n)
+		done := false
+		for i := 0; i < 60 && !done; i++ {
+			if k.dead {
+				killed = true
+				a = start(0) // the restarted process is never killed
+			}
+			_, _ = h.sync(a)
+			h.operator("1.21.0")
+			s := h.shadows.get()
+			done = s.Spec.State == idle && s.Status.CurrentState == idle && s.Status.CurrentVersion == "1.21.0"
+		}
+		if !done {
+			// Killed between writing rebootFromBootID and posting the reboot:
+			// the marker says a reboot may have been asked for in this boot,
+			// so the agent never asks (DESIGN §7: never twice); the node
+			// waits, and the operator's RebootedIntoUpdate deadline fails it.
+			if st, em := h.status(), h.em.State(); st.RebootFromBootID == "boot-0" && h.node.bootID() == "boot-0" && em.RebootRequests == 0 {
+				t.Logf("killed at call %d, right after the reboot marker: no reboot, the node waits for the operator's deadline", n)
+				continue
+			}
+			t.Fatalf("killed at call %d: the update did not finish: %+v", n, h.shadows.get())
+		}
+		if st := h.em.State(); st.RebootRequests != 1 || st.Reboots != 1 {
+			t.Fatalf("killed at call %d: %d reboot requests, %d reboots; want exactly 1", n, st.RebootRequests, st.Reboots)
+		}
+		if st := h.status(); st.CrashCount != 0 {
+			t.Fatalf("killed at call %d: crashCount %d, want 0 (a kill is not a failure)", n, st.CrashCount)
+		}
+		for i, tainted := range h.pods.taintAtEviction {
+			if !tainted {
+				t.Fatalf("killed at call %d: eviction %d on an untainted node", n, i)
+			}
+		}
+		for _, r := range h.lease.releases() {
+			if r != "Updating" {
+				t.Fatalf("killed at call %d: Lease released with %q", n, r)
+			}
+		}
+		if !killed {
+			t.Logf("a clean update makes %d calls; killed at each of them", n-1)
+			return
+		}
+	}
+}

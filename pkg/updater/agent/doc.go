@@ -1,0 +1,26 @@
+// Package agent is the Bottlerocket update agent of one node (DESIGN §7): it
+// acts on its BottlerocketShadow's spec.state and reports what it reached in
+// the shadow's status, talking to the node's Bottlerocket API.
+//
+// What it owns:
+//   - the node's side of the update state machine: keeping the offered
+//     version current while Idle; StagedAndPerformedUpdate (record, pin and
+//     restore the version lock around prepare and activate, the node keeps
+//     serving); RebootedIntoUpdate (release the bottlerocket-updater Lease with
+//     reason Updating, wait for the node-health controller's readiness taint,
+//     drain through the Eviction API, write rebootFromBootID, reboot; after the
+//     boot verify the version and renew the Lease); MonitoringUpdate; and the
+//     abort of an update that failed before its reboot;
+//   - the never-twice rule: once rebootFromBootID is written the agent never
+//     asks for a reboot again in that boot; a Node bootID different from it
+//     proves the reboot happened.
+//
+// All state lives in the shadow and in Bottlerocket, never only in memory, so
+// the agent may be killed at any step and a new process continues where the
+// old one stopped. In-memory state (the drain's per-pod back-off, when the
+// taint wait and the drain began) only bounds waits and is rebuilt on start.
+//
+// The agent takes narrow interfaces (ShadowClient, NodeGetter, BottlerocketAPI,
+// Lease, drain.Client, EventRecorder) and an injected clock. It never writes a
+// Node, never cordons, and never reads or writes another node's shadow.
+package agent

@@ -1,0 +1,418 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/updater/brapi"
+	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
+)
+
+const nodeName = "node-1"
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// fakeShadows is an API server for one shadow: resourceVersions, conflicts,
+// spec writes by the test (the operator) and status writes by the agent.
+type fakeShadows struct {
+	mu     sync.Mutex
+	shadow *updatesv1alpha1.BottlerocketShadow
+	rv     int
+	writes int
+}
+
+var shadowResource = schema.GroupResource{Group: "updates.nodehealth.io", Resource: "bottlerocketshadows"}
+
+func (f *fakeShadows) GetShadow(_ context.Context, name string) (*updatesv1alpha1.BottlerocketShadow, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.shadow == nil || f.shadow.Name != name {
+		return nil, apierrors.NewNotFound(shadowResource, name)
+	}
+	return f.shadow.DeepCopy(), nil
+}
+
+func (f *fakeShadows) UpdateShadowStatus(_ context.Context, s *updatesv1alpha1.BottlerocketShadow) (*updatesv1alpha1.BottlerocketShadow, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.shadow == nil || f.shadow.Name != s.Name {
+		return nil, apierrors.NewNotFound(shadowResource, s.Name)
+	}
+	if s.ResourceVersion != f.shadow.ResourceVersion {
+		return nil, apierrors.NewConflict(shadowResource, s.Name, errors.New("the object has been modified"))
+	}
+	f.rv++
+	f.writes++
+	f.shadow.Status = *s.Status.DeepCopy()
+	f.shadow.ResourceVersion = strconv.Itoa(f.rv)
+	return f.shadow.DeepCopy(), nil
+}
+
+// create plays the operator creating the shadow with spec Idle.
+func (f *fakeShadows) create() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rv++
+	f.shadow = &updatesv1alpha1.BottlerocketShadow{
+		ObjectMeta: metav1.ObjectMeta{Name: nodeName, ResourceVersion: strconv.Itoa(f.rv)},
+		Spec:       updatesv1alpha1.BottlerocketShadowSpec{State: updatesv1alpha1.StateIdle},
+	}
+}
+
+// setSpec plays the operator writing spec.
+func (f *fakeShadows) setSpec(state updatesv1alpha1.ShadowState, version string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rv++
+	f.shadow.Spec.State, f.shadow.Spec.Version = state, version
+	f.shadow.ResourceVersion = strconv.Itoa(f.rv)
+}
+
+func (f *fakeShadows) get() *updatesv1alpha1.BottlerocketShadow {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.shadow.DeepCopy()
+}
+
+// fakeNode is the agent's Node; the emulator's reboot hook changes its bootID.
+type fakeNode struct {
+	mu   sync.Mutex
+	node *v1.Node
+}
+
+func (f *fakeNode) GetNode(_ context.Context, name string) (*v1.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.node.Name != name {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
+	}
+	return f.node.DeepCopy(), nil
+}
+
+func (f *fakeNode) bootID() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.node.Status.NodeInfo.BootID
+}
+
+func (f *fakeNode) setBootID(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.node.Status.NodeInfo.BootID = id
+}
+
+func (f *fakeNode) setTaint(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var taints []v1.Taint
+	for _, t := range f.node.Spec.Taints {
+		if t.Key != "nodehealth.io/not-ready" {
+			taints = append(taints, t)
+		}
+	}
+	if on {
+		taints = append(taints, v1.Taint{Key: "nodehealth.io/not-ready", Effect: v1.TaintEffectNoSchedule})
+	}
+	f.node.Spec.Taints = taints
+}
+
+func (f *fakeNode) tainted() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return hasTaint(f.node, "nodehealth.io/not-ready")
+}
+
+// leaseCall is one call of the Lease.
+type leaseCall struct {
+	release bool
+	reason  string
+	bootID  string // the Node's bootID at the call
+}
+
+type fakeLease struct {
+	mu    sync.Mutex
+	node  *fakeNode
+	held  bool
+	calls []leaseCall
+}
+
+func (f *fakeLease) Release(_ context.Context, reason, _ string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held = false
+	f.calls = append(f.calls, leaseCall{release: true, reason: reason, bootID: f.node.bootID()})
+	return nil
+}
+
+func (f *fakeLease) Resume() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held = true
+	f.calls = append(f.calls, leaseCall{bootID: f.node.bootID()})
+}
+
+func (f *fakeLease) isHeld() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held
+}
+
+func (f *fakeLease) releases() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, c := range f.calls {
+		if c.release {
+			out = append(out, c.reason)
+		}
+	}
+	return out
+}
+
+// fakePods is the Eviction API for the node's pods: an evicted pod is gone
+// at once; budget[pod] names a PodDisruptionBudget refusing its eviction.
+type fakePods struct {
+	mu      sync.Mutex
+	pods    []v1.Pod
+	budget  map[string]string
+	evicted []string
+	// taintAtEviction records, per eviction, whether the node was tainted.
+	node            *fakeNode
+	taintAtEviction []bool
+}
+
+func (f *fakePods) ListPods(_ context.Context, node string) ([]v1.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []v1.Pod
+	for _, p := range f.pods {
+		if p.Spec.NodeName == node {
+			out = append(out, *p.DeepCopy())
+		}
+	}
+	return out, nil
+}
+
+func (f *fakePods) Evict(_ context.Context, pod *v1.Pod) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b := f.budget[pod.Name]; b != "" {
+		err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause,
+			Message: fmt.Sprintf("The disruption budget %s needs 1 healthy pods and has 1 currently", b)}}
+		return err
+	}
+	for i, p := range f.pods {
+		if p.Name == pod.Name && p.Namespace == pod.Namespace {
+			f.pods = append(f.pods[:i], f.pods[i+1:]...)
+			f.evicted = append(f.evicted, pod.Name)
+			f.taintAtEviction = append(f.taintAtEviction, f.node.tainted())
+			return nil
+		}
+	}
+	return apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, pod.Name)
+}
+
+func (f *fakePods) setBudget(pod, budget string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if budget == "" {
+		delete(f.budget, pod)
+		return
+	}
+	f.budget[pod] = budget
+}
+
+func (f *fakePods) names() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, p := range f.pods {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+type event struct{ typ, reason, message string }
+
+type fakeEvents struct {
+	mu     sync.Mutex
+	events []event
+}
+
+func (f *fakeEvents) Event(_ *updatesv1alpha1.BottlerocketShadow, typ, reason, message string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, event{typ, reason, message})
+}
+
+func (f *fakeEvents) find(reason string) *event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.events {
+		if f.events[i].reason == reason {
+			e := f.events[i]
+			return &e
+		}
+	}
+	return nil
+}
+
+func pod(name string, mutate ...func(*v1.Pod)) v1.Pod {
+	p := v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+		Spec: v1.PodSpec{NodeName: nodeName}, Status: v1.PodStatus{Phase: v1.PodRunning}}
+	for _, m := range mutate {
+		m(&p)
+	}
+	return p
+}
+
+func daemonSetPod(p *v1.Pod) {
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "ds", Controller: ptr.To(true)}}
+}
+
+func mirrorPod(p *v1.Pod) { p.Annotations = map[string]string{"kubernetes.io/config.mirror": "x"} }
+
+// harness is one node: an emulated Bottlerocket host, its Node, its shadow,
+// its Lease and pods, and a fake node-health controller that taints the node
+// while the Lease is released.
+type harness struct {
+	t       *testing.T
+	clk     *testingclock.FakeClock
+	em      *emulator.Emulator
+	api     *brapi.Client
+	shadows *fakeShadows
+	node    *fakeNode
+	lease   *fakeLease
+	pods    *fakePods
+	events  *fakeEvents
+	// noController keeps the fake node-health controller from tainting.
+	noController bool
+}
+
+func newHarness(t *testing.T, cfg emulator.Config) *harness {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "agent") // short: Unix socket paths are limited
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	h := &harness{t: t, clk: testingclock.NewFakeClock(t0), shadows: &fakeShadows{}, events: &fakeEvents{}}
+	h.node = &fakeNode{node: &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName},
+		Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{BootID: "boot-0"}}}}
+	h.lease = &fakeLease{node: h.node}
+	h.pods = &fakePods{node: h.node, budget: map[string]string{}, pods: []v1.Pod{
+		pod("web-1"), pod("web-2"), pod("agent", daemonSetPod), pod("static", mirrorPod)}}
+	cfg.SocketPath = filepath.Join(dir, "api.sock")
+	if cfg.Version == "" {
+		cfg.Version = "1.20.0"
+	}
+	cfg.RebootHook = func(ctx context.Context, ev emulator.RebootEvent) error {
+		h.node.setBootID(fmt.Sprintf("boot-%d", ev.Reboot))
+		return nil
+	}
+	em, err := emulator.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := em.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(em.Close)
+	h.em = em
+	// The client runs on the real clock with tiny waits: the emulator
+	// without delays finishes every command at once.
+	h.api = brapi.New(brapi.Options{SocketPath: cfg.SocketPath, PollInterval: time.Millisecond, CommandTimeout: 5 * time.Second,
+		Retry: brapi.Backoff{Initial: time.Millisecond, Factor: 2, Max: 5 * time.Millisecond, Attempts: 3}, Clock: clock.RealClock{}})
+	return h
+}
+
+func (h *harness) clients() Clients {
+	return Clients{Shadows: h.shadows, Nodes: h.node, API: h.api, Lease: h.lease, Drain: h.pods, Events: h.events}
+}
+
+func (h *harness) options() Options {
+	return Options{NodeName: nodeName, Clock: h.clk, UpdateCheckInterval: 2 * time.Minute, DrainTimeout: 10 * time.Minute,
+		TaintTimeout: 2 * time.Minute, RetryInterval: 10 * time.Second}
+}
+
+func (h *harness) newAgent() *Agent {
+	h.t.Helper()
+	a, err := New(h.clients(), h.options())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return a
+}
+
+// sync runs one Sync, then lets the world react: the emulated host finishes
+// a requested reboot, and the fake node-health controller taints the node
+// while the Lease is released.
+func (h *harness) sync(a *Agent) (time.Duration, error) {
+	h.t.Helper()
+	d, err := a.Sync(context.Background())
+	h.settle()
+	return d, err
+}
+
+func (h *harness) settle() {
+	h.t.Helper()
+	if st := h.em.State(); st.RebootRequests > st.Reboots && !st.Faults.RebootHangs {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := h.em.WaitForReboots(ctx, st.RebootRequests); err != nil {
+			h.t.Fatalf("the emulated host did not reboot: %v", err)
+		}
+	}
+	if !h.noController {
+		h.node.setTaint(!h.lease.isHeld())
+	}
+}
+
+// operator moves spec one step when status reached it, like the update
+// operator; ErrorReset is answered with Idle.
+func (h *harness) operator(version string) {
+	s := h.shadows.get()
+	switch {
+	case s.Status.CurrentState == updatesv1alpha1.StateErrorReset && s.Spec.State != updatesv1alpha1.StateIdle:
+		h.shadows.setSpec(updatesv1alpha1.StateIdle, "")
+	case s.Status.CurrentState != s.Spec.State:
+	case s.Spec.State == updatesv1alpha1.StateIdle:
+		if s.Status.TargetVersion != "" && s.Status.TargetVersion != s.Status.CurrentVersion && version != "" {
+			h.shadows.setSpec(updatesv1alpha1.StateStagedAndPerformedUpdate, version)
+		}
+	case s.Spec.State == updatesv1alpha1.StateStagedAndPerformedUpdate:
+		h.shadows.setSpec(updatesv1alpha1.StateRebootedIntoUpdate, s.Spec.Version)
+	case s.Spec.State == updatesv1alpha1.StateRebootedIntoUpdate:
+		h.shadows.setSpec(updatesv1alpha1.StateMonitoringUpdate, s.Spec.Version)
+	case s.Spec.State == updatesv1alpha1.StateMonitoringUpdate:
+		h.shadows.setSpec(updatesv1alpha1.StateIdle, "")
+	}
+}
+
+func (h *harness) status() updatesv1alpha1.BottlerocketShadowStatus { return h.shadows.get().Status }
+
+func (h *harness) expectState(want updatesv1alpha1.ShadowState) {
+	h.t.Helper()
+	if got := h.status().CurrentState; got != want {
+		h.t.Fatalf("status.currentState = %q, want %q (status %+v)", got, want, h.status())
+	}
+}

@@ -1,0 +1,473 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/drain"
+	"nodehealth.io/nodehealth/pkg/updater/brapi"
+)
+
+// syncIdle keeps the offered version current, completes a successful update
+// (MonitoringUpdate → Idle) and aborts an update the operator called off.
+func (a *Agent) syncIdle(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) (time.Duration, error) {
+	switch shadow.Status.CurrentState {
+	case updatesv1alpha1.StateStagedAndPerformedUpdate, updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateErrorReset:
+		return a.abort(ctx, shadow, node)
+	case updatesv1alpha1.StateMonitoringUpdate:
+		return a.complete(ctx, shadow)
+	}
+	a.hold()
+	now := a.opts.Clock.Now()
+	if shadow.Status.CurrentState != "" && shadow.Status.CurrentVersion != "" && now.Before(a.nextCheck) {
+		return a.nextCheck.Sub(now), nil
+	}
+	current, target, err := a.versions(ctx)
+	if err != nil {
+		return a.opts.RetryInterval, fmt.Errorf("checking for updates: %w", err)
+	}
+	if _, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		st.CurrentState = updatesv1alpha1.StateIdle
+		st.CurrentVersion, st.TargetVersion = current, target
+	}); err != nil {
+		return a.opts.RetryInterval, err
+	}
+	a.nextCheck = now.Add(a.opts.UpdateCheckInterval)
+	return a.opts.UpdateCheckInterval, nil
+}
+
+// complete ends a successful update: crashCount resets (only here), the
+// update's bookkeeping is cleared. A MonitoringUpdate the operator failed
+// (the shadow is marked failed, not resumed) is not a success.
+func (a *Agent) complete(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (time.Duration, error) {
+	a.hold()
+	success := !failedNotResumed(shadow)
+	current, target, err := a.versions(ctx)
+	if err != nil {
+		return a.opts.RetryInterval, fmt.Errorf("checking for updates after the update: %w", err)
+	}
+	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		st.CurrentState = updatesv1alpha1.StateIdle
+		st.CurrentVersion, st.TargetVersion = current, target
+		st.RebootFromBootID, st.PreviousVersionLock = "", ""
+		meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
+		if success {
+			st.CrashCount = 0
+			meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionUpdateFailed)
+		}
+	})
+	if err != nil {
+		return a.opts.RetryInterval, err
+	}
+	if success {
+		a.c.Events.Event(out, v1.EventTypeNormal, ReasonUpdated, fmt.Sprintf("Node %s runs Bottlerocket %s", a.opts.NodeName, current))
+	}
+	a.nextCheck = a.opts.Clock.Now().Add(a.opts.UpdateCheckInterval)
+	return 0, nil
+}
+
+// failedNotResumed reports whether the operator marked the shadow failed
+// after its last resume.
+func failedNotResumed(shadow *updatesv1alpha1.BottlerocketShadow) bool {
+	failed, err := time.Parse(time.RFC3339, shadow.Annotations[updatesv1alpha1.FailedAnnotation])
+	if err != nil {
+		return false
+	}
+	resume, err := time.Parse(time.RFC3339, shadow.Annotations[updatesv1alpha1.ResumeAnnotation])
+	return err != nil || failed.After(resume)
+}
+
+// abort rolls back an update that will not go on (DESIGN §7): deactivate the
+// update when it was activated but not booted into, restore the version
+// lock, renew the Lease, report Idle. Each step is idempotent, so a restart
+// in the middle repeats it harmlessly.
+func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) (time.Duration, error) {
+	logger := klog.FromContext(ctx)
+	if !rebooted(shadow, node) {
+		s, err := a.c.API.UpdateStatus(ctx)
+		if err != nil && !brapi.IsNotFound(err) {
+			return a.opts.RetryInterval, fmt.Errorf("aborting the update: %w", err)
+		}
+		if v := s.ActivatedVersion(); v != "" {
+			logger.Info("Aborting the update: deactivating it", "version", v)
+			if _, err := a.c.API.DeactivateUpdate(ctx); err != nil {
+				return a.opts.RetryInterval, fmt.Errorf("aborting the update: %w", err)
+			}
+		}
+	}
+	if lock := shadow.Status.PreviousVersionLock; lock != "" {
+		if err := a.c.API.SetVersionLock(ctx, lock); err != nil {
+			return a.opts.RetryInterval, fmt.Errorf("aborting the update: restoring the version lock %q: %w", lock, err)
+		}
+	}
+	a.hold()
+	current, target, err := a.versions(ctx)
+	if err != nil {
+		return a.opts.RetryInterval, fmt.Errorf("aborting the update: %w", err)
+	}
+	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		st.CurrentState = updatesv1alpha1.StateIdle
+		st.CurrentVersion, st.TargetVersion = current, target
+		st.RebootFromBootID, st.PreviousVersionLock = "", ""
+		meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
+	})
+	if err != nil {
+		return a.opts.RetryInterval, err
+	}
+	logger.Info("Update aborted; the node is Idle", "running", current)
+	a.c.Events.Event(out, v1.EventTypeNormal, ReasonAborted, fmt.Sprintf("Update to %s called off; node %s stays on %s", shadow.Spec.Version, a.opts.NodeName, current))
+	a.nextCheck = a.opts.Clock.Now().Add(a.opts.UpdateCheckInterval)
+	return 0, nil
+}
+
+// stepError is a failed step: definite (the update fails now) or transient
+// (tried again, at most TransientAttempts times).
+type stepError struct {
+	reason    string
+	err       error
+	transient bool
+}
+
+func (e *stepError) Error() string { return e.err.Error() }
+
+func stepFailed(reason string, err error) *stepError {
+	return &stepError{reason: reason, err: err, transient: isTransient(err)}
+}
+
+// isTransient: the API could not be reached or answered 5xx/423 even after
+// the client's own retries — it may be restarting. A command that ran and
+// failed, a 4xx or a malformed answer will not change by trying again.
+func isTransient(err error) bool {
+	if brapi.IsCommandFailed(err) || errors.Is(err, brapi.ErrMalformed) {
+		return false
+	}
+	code := brapi.StatusCode(err)
+	return code == 0 || code >= 500 || code == http.StatusLocked
+}
+
+// handle turns a step error into a retry or a failure report.
+func (a *Agent) handle(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, serr *stepError) (time.Duration, error) {
+	if serr.transient {
+		a.transient++
+		if a.transient < a.opts.TransientAttempts {
+			return a.opts.RetryInterval, fmt.Errorf("%s (attempt %d of %d): %w", serr.reason, a.transient, a.opts.TransientAttempts, serr.err)
+		}
+	}
+	return a.fail(ctx, shadow, serr.reason, serr.err)
+}
+
+// fail reports a failure before the reboot: ErrorReset, crashCount+1, the
+// failure time and an UpdateFailed condition saying what failed. The
+// operator then asks for Idle and the agent aborts.
+func (a *Agent) fail(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, reason string, cause error) (time.Duration, error) {
+	klog.FromContext(ctx).Error(cause, "Update failed before the reboot", "reason", reason, "version", shadow.Spec.Version)
+	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		st.CurrentState = updatesv1alpha1.StateErrorReset
+		st.CrashCount++
+		now := a.now()
+		st.StateTransitionFailureTimestamp = &now
+		a.setCondition(st, updatesv1alpha1.ConditionUpdateFailed, metav1.ConditionTrue, reason, cause.Error())
+	})
+	if err != nil {
+		return a.opts.RetryInterval, err
+	}
+	a.c.Events.Event(out, v1.EventTypeWarning, reason, fmt.Sprintf("Update to %s failed: %v", shadow.Spec.Version, cause))
+	a.resetAttempt()
+	return a.opts.UpdateCheckInterval, nil
+}
+
+// syncStage stages and activates spec.version while the node keeps serving.
+func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (time.Duration, error) {
+	switch shadow.Status.CurrentState {
+	case updatesv1alpha1.StateIdle, "":
+	case updatesv1alpha1.StateStagedAndPerformedUpdate:
+		a.hold()
+		return a.opts.UpdateCheckInterval, nil
+	default:
+		// ErrorReset: waiting for the operator to ask for Idle.
+		return a.opts.UpdateCheckInterval, nil
+	}
+	a.hold()
+	version := shadow.Spec.Version
+	if version == "" {
+		return a.fail(ctx, shadow, ReasonNoVersion, errors.New("spec.version is empty: the operator did not say which version to stage"))
+	}
+	logger := klog.FromContext(ctx).WithValues("version", version)
+
+	// Record the lock before changing it, so that a restart restores the
+	// user's value and never our pin.
+	if shadow.Status.PreviousVersionLock == "" {
+		lock, err := a.c.API.VersionLock(ctx)
+		if err != nil {
+			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the version lock: %w", err)))
+		}
+		out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) { st.PreviousVersionLock = lock })
+		if err != nil {
+			return a.opts.RetryInterval, err
+		}
+		shadow = out
+	}
+	if err := a.c.API.SetVersionLock(ctx, version); err != nil {
+		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("pinning the version lock to %s: %w", version, err)))
+	}
+	s, err := a.c.API.UpdateStatus(ctx)
+	if err != nil && !brapi.IsNotFound(err) {
+		return a.handle(ctx, shadow, stepFailed(ReasonPrepareFailed, err))
+	}
+	switch {
+	case brapi.SameVersion(s.ActivatedVersion(), version):
+		logger.Info("Update already staged and activated")
+	case brapi.SameVersion(s.StagedVersion(), version):
+		logger.Info("Update already staged; activating it")
+		if _, err := a.c.API.ActivateUpdate(ctx); err != nil {
+			return a.handle(ctx, shadow, stepFailed(ReasonActivateFailed, err))
+		}
+	default:
+		s, err := a.c.API.RefreshUpdates(ctx)
+		if err != nil {
+			return a.handle(ctx, shadow, stepFailed(ReasonPrepareFailed, err))
+		}
+		if chosen := s.ChosenVersion(); !brapi.SameVersion(chosen, version) {
+			if chosen == "" {
+				chosen = "none"
+			}
+			return a.fail(ctx, shadow, ReasonNotOffered, fmt.Errorf("version %s is not offered to this node (with the lock pinned to it the updater chose %s; offered: %s)",
+				version, chosen, strings.Join(s.AvailableUpdates, ", ")))
+		}
+		logger.Info("Preparing the update")
+		if s, err = a.c.API.PrepareUpdate(ctx); err != nil {
+			return a.handle(ctx, shadow, stepFailed(ReasonPrepareFailed, err))
+		}
+		if !brapi.SameVersion(s.StagedVersion(), version) {
+			return a.fail(ctx, shadow, ReasonPrepareFailed, fmt.Errorf("prepare staged %q, not %s", s.StagedVersion(), version))
+		}
+		logger.Info("Activating the update")
+		if _, err := a.c.API.ActivateUpdate(ctx); err != nil {
+			return a.handle(ctx, shadow, stepFailed(ReasonActivateFailed, err))
+		}
+	}
+	if err := a.c.API.SetVersionLock(ctx, shadow.Status.PreviousVersionLock); err != nil {
+		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("restoring the version lock %q: %w", shadow.Status.PreviousVersionLock, err)))
+	}
+	if _, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		st.CurrentState = updatesv1alpha1.StateStagedAndPerformedUpdate
+		meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
+	}); err != nil {
+		return a.opts.RetryInterval, err
+	}
+	logger.Info("Update staged and activated; the node keeps serving until it reboots")
+	a.transient = 0
+	return a.opts.UpdateCheckInterval, nil
+}
+
+// syncReboot releases the Lease, waits for the readiness taint, drains,
+// records the bootID and reboots; after the boot it verifies the version and
+// renews the Lease.
+func (a *Agent) syncReboot(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) (time.Duration, error) {
+	switch shadow.Status.CurrentState {
+	case updatesv1alpha1.StateStagedAndPerformedUpdate:
+	case updatesv1alpha1.StateRebootedIntoUpdate:
+		a.hold()
+		return a.opts.UpdateCheckInterval, nil
+	default:
+		// ErrorReset: the Lease stays released until the abort.
+		return a.opts.UpdateCheckInterval, nil
+	}
+	if rebooted(shadow, node) {
+		return a.afterReboot(ctx, shadow, node)
+	}
+	logger := klog.FromContext(ctx).WithValues("version", shadow.Spec.Version)
+	if err := a.release(ctx, fmt.Sprintf("rebooting into Bottlerocket %s", shadow.Spec.Version)); err != nil {
+		return a.opts.RetryInterval, err
+	}
+	if shadow.Status.RebootFromBootID != "" {
+		// The reboot was asked for in this boot (maybe by a process that was
+		// killed right after). Never ask twice: wait for the new bootID; the
+		// operator's deadline catches a reboot that never happens.
+		logger.V(2).Info("Reboot already requested; waiting for the node to boot", "rebootFromBootID", shadow.Status.RebootFromBootID)
+		return a.opts.RetryInterval, nil
+	}
+
+	// No cordon: the node-health controller's taint, asked for by the
+	// release, is the one mechanism that keeps new pods off the node.
+	now := a.opts.Clock.Now()
+	if !hasTaint(node, a.opts.ReadinessTaintKey) {
+		if a.taintWaitStart.IsZero() {
+			a.taintWaitStart = now
+			logger.Info("Lease released; waiting for the readiness taint", "taint", a.opts.ReadinessTaintKey, "timeout", a.opts.TaintTimeout)
+		}
+		if waited := now.Sub(a.taintWaitStart); waited >= a.opts.TaintTimeout {
+			return a.fail(ctx, shadow, ReasonTaintNotApplied, fmt.Errorf("the readiness taint %s did not appear on node %s within %s of releasing the %s Lease: is the node-health controller running?",
+				a.opts.ReadinessTaintKey, a.opts.NodeName, a.opts.TaintTimeout, updatesv1alpha1.UpdaterExtension))
+		}
+		return min(a.opts.RetryInterval, a.opts.TaintTimeout-now.Sub(a.taintWaitStart)), nil
+	}
+
+	done, after, err := a.drain(ctx, shadow)
+	if err != nil || !done {
+		return after, err
+	}
+
+	bootID := node.Status.NodeInfo.BootID
+	if bootID == "" {
+		return a.fail(ctx, shadow, ReasonNoBootID, fmt.Errorf("node %s reports no bootID: the reboot could not be told from a restart", a.opts.NodeName))
+	}
+	// The marker first: from here on this boot never asks for a reboot again.
+	shadow, err = a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		st.RebootFromBootID = bootID
+		a.setCondition(st, updatesv1alpha1.ConditionDrainBlocked, metav1.ConditionFalse, ReasonDrained, "every pod that is not a DaemonSet or mirror pod was evicted")
+	})
+	if err != nil {
+		return a.opts.RetryInterval, err
+	}
+	logger.Info("Rebooting", "bootID", bootID)
+	a.c.Events.Event(shadow, v1.EventTypeNormal, ReasonRebooting, fmt.Sprintf("Node %s drained; rebooting into Bottlerocket %s", a.opts.NodeName, shadow.Spec.Version))
+	if err := a.c.API.Reboot(ctx); err != nil {
+		// The request may have reached the host. Whether it rebooted is
+		// told by the Node's bootID, never by asking again.
+		logger.Error(err, "The reboot request failed; not asking again, waiting for the Node's bootID to tell")
+		a.c.Events.Event(shadow, v1.EventTypeWarning, ReasonRebootUncertain, fmt.Sprintf("Reboot request failed (%v); the agent waits for the node's bootID to change and never asks twice", err))
+	}
+	return a.opts.RetryInterval, nil
+}
+
+// drain evicts every pod but DaemonSet and mirror pods, one pass per sync.
+// It reports a blocking PodDisruptionBudget or pod in the DrainBlocked
+// condition and an Event, and fails the update after DrainTimeout.
+func (a *Agent) drain(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (bool, time.Duration, error) {
+	logger := klog.FromContext(ctx)
+	now := a.opts.Clock.Now()
+	if a.drainer == nil {
+		opts := a.opts.Drain
+		opts.Filter = drain.SkipDaemonSetAndMirrorPods
+		opts.Report = nil
+		a.drainer = drain.New(a.c.Drain, a.opts.NodeName, a.opts.Clock, opts)
+		a.drainStart = now
+		logger.Info("Draining the node", "timeout", a.opts.DrainTimeout)
+	}
+	st, err := a.drainer.Pass(ctx)
+	if err != nil {
+		return false, a.opts.RetryInterval, fmt.Errorf("draining: listing the node's pods: %w", err)
+	}
+	if st.Done() {
+		logger.Info("Node drained", "took", now.Sub(a.drainStart))
+		return true, 0, nil
+	}
+	var blocked []string
+	for _, r := range st.Pending {
+		blocked = append(blocked, r.String())
+	}
+	message := strings.Join(blocked, "; ")
+	if len(blocked) > 0 {
+		out, err := a.writeStatus(ctx, shadow, func(s *updatesv1alpha1.BottlerocketShadowStatus) {
+			a.setCondition(s, updatesv1alpha1.ConditionDrainBlocked, metav1.ConditionTrue, ReasonDrainBlocked, message)
+		})
+		if err != nil {
+			return false, a.opts.RetryInterval, err
+		}
+		shadow = out
+		if message != a.blockedEvent {
+			a.blockedEvent = message
+			a.c.Events.Event(shadow, v1.EventTypeWarning, ReasonDrainBlocked, "Drain blocked: "+message)
+		}
+	}
+	if elapsed := now.Sub(a.drainStart); elapsed >= a.opts.DrainTimeout {
+		left := message
+		if n := len(st.Terminating); n > 0 {
+			left = strings.TrimPrefix(left+fmt.Sprintf("; %d pods still terminating", n), "; ")
+		}
+		_, err := a.fail(ctx, shadow, ReasonDrainTimeout, fmt.Errorf("the drain of node %s did not finish within %s: %s", a.opts.NodeName, a.opts.DrainTimeout, left))
+		return false, a.opts.UpdateCheckInterval, err
+	}
+	wait := a.drainPoll()
+	if !st.NextAttempt.IsZero() {
+		if until := st.NextAttempt.Sub(now); len(st.Terminating) == 0 || until < wait {
+			wait = until
+		}
+	}
+	wait = min(max(wait, time.Millisecond), a.drainStart.Add(a.opts.DrainTimeout).Sub(now))
+	return false, wait, nil
+}
+
+func (a *Agent) drainPoll() time.Duration {
+	if a.opts.Drain.PollInterval > 0 {
+		return a.opts.Drain.PollInterval
+	}
+	return drain.DefaultPollInterval
+}
+
+// afterReboot runs once the Node shows a bootID other than rebootFromBootID.
+func (a *Agent) afterReboot(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) (time.Duration, error) {
+	logger := klog.FromContext(ctx)
+	os, err := a.c.API.OS(ctx)
+	if err != nil {
+		return a.opts.RetryInterval, fmt.Errorf("after the reboot: %w", err)
+	}
+	target := os.VersionID
+	if s, err := a.c.API.RefreshUpdates(ctx); err == nil && s.ChosenVersion() != "" {
+		target = s.ChosenVersion()
+	} else if err != nil {
+		logger.Error(err, "Refreshing the offered version after the reboot failed; reporting the running one")
+	}
+	// The Node shows the new bootID: renew, so the node-health controller
+	// can ungate the node once every extension renewed after the boot.
+	a.hold()
+	wrong := !brapi.SameVersion(os.VersionID, shadow.Spec.Version)
+	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		st.CurrentState = updatesv1alpha1.StateRebootedIntoUpdate
+		st.CurrentVersion, st.TargetVersion = os.VersionID, target
+		meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
+		if wrong {
+			now := a.now()
+			st.StateTransitionFailureTimestamp = &now
+			a.setCondition(st, updatesv1alpha1.ConditionUpdateFailed, metav1.ConditionTrue, ReasonWrongVersion,
+				fmt.Sprintf("node booted %s (bootID %s) but runs Bottlerocket %s, not %s", node.Name, node.Status.NodeInfo.BootID, os.VersionID, shadow.Spec.Version))
+		}
+	})
+	if err != nil {
+		return a.opts.RetryInterval, err
+	}
+	if wrong {
+		logger.Info("Rebooted, but into the wrong version", "running", os.VersionID, "wanted", shadow.Spec.Version)
+		a.c.Events.Event(out, v1.EventTypeWarning, ReasonWrongVersion, fmt.Sprintf("Node %s rebooted but runs %s, not %s", a.opts.NodeName, os.VersionID, shadow.Spec.Version))
+	} else {
+		logger.Info("Rebooted into the update", "running", os.VersionID, "bootID", node.Status.NodeInfo.BootID)
+		a.c.Events.Event(out, v1.EventTypeNormal, ReasonRebooted, fmt.Sprintf("Node %s rebooted into Bottlerocket %s", a.opts.NodeName, os.VersionID))
+	}
+	a.resetAttempt()
+	return a.opts.UpdateCheckInterval, nil
+}
+
+// syncMonitoring reports MonitoringUpdate: the operator now watches the
+// node's readiness and soaks.
+func (a *Agent) syncMonitoring(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (time.Duration, error) {
+	a.hold()
+	if shadow.Status.CurrentState != updatesv1alpha1.StateRebootedIntoUpdate {
+		return a.opts.UpdateCheckInterval, nil
+	}
+	if _, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		st.CurrentState = updatesv1alpha1.StateMonitoringUpdate
+	}); err != nil {
+		return a.opts.RetryInterval, err
+	}
+	return a.opts.UpdateCheckInterval, nil
+}
+
+func hasTaint(node *v1.Node, key string) bool {
+	for _, t := range node.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}

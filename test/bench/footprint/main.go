@@ -1,0 +1,362 @@
+// Command footprint measures what the per-node processes cost a node, side by
+// side in one run on the real local control plane of test/framework: the
+// extension-heartbeat sidecar with each probe type (http, https, tcp, grpc,
+// file) at production defaults (renew every 10 s, Lease 40 s, probe every
+// 10 s), and two reference Lease renewers the benchmark builds itself — one
+// on client-go's full clientset (refclientset), one on a REST client with a
+// scheme of coordination/v1 only (refrest) — so that every figure can be read
+// as a ratio on the same machine; and a third, libclientset, which embeds
+// nodehealth.io/heartbeat in a process that has the full clientset (what the
+// library adds to such an extension). Every binary is built with the release
+// flags of `make release-build`.
+//
+// For each process it prints the binary size, VmRSS (and its file-backed and
+// anonymous parts) after --settle and at the end of --duration, and the CPU
+// used between the two, per second and per renewal. docs/benchmarks.md
+// records the results. Run it from the repository root after
+// `make controlplane`:
+//
+//	go run ./test/bench/footprint --duration=10m
+//
+// or `make bench-footprint`.
+package main
+
+import (
+	"context"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/test/framework"
+)
+
+const nodeName = "bench-node"
+
+// releaseFlags are those of `make release-build`.
+var releaseFlags = []string{"-trimpath", "-tags=grpcnotrace", "-ldflags=-s -w"}
+
+func main() {
+	duration := flag.Duration("duration", 10*time.Minute, "how long every process runs after --settle")
+	settle := flag.Duration("settle", 30*time.Second, "time after start before the first sample")
+	interval := flag.Duration("interval", 10*time.Second, "renew interval (and probe period) of every process")
+	keep := flag.Bool("keep", false, "keep the control plane's directory (logs)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *duration, *settle, *interval, *keep); err != nil {
+		fmt.Fprintf(os.Stderr, "footprint: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// subject is one measured process.
+type subject struct {
+	name   string
+	binary string
+	args   []string
+	env    []string
+	proc   *framework.Process
+
+	start, end sample
+}
+
+type sample struct {
+	at                   time.Time
+	rss, rssFile, rssAno int64 // KiB
+	pss                  int64 // KiB; shared pages divided among their users
+	cpuTicks             int64 // utime+stime, in USER_HZ (100/s on Linux)
+}
+
+func run(ctx context.Context, duration, settle, interval time.Duration, keep bool) error {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "footprint-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+
+	bins := map[string]string{}
+	for name, pkg := range map[string]string{
+		"extension-heartbeat": "./cmd/extension-heartbeat",
+		"refclientset":        "./test/bench/footprint/refclientset",
+		"refrest":             "./test/bench/footprint/refrest",
+		"libclientset":        "./test/bench/footprint/libclientset",
+	} {
+		bins[name] = filepath.Join(work, name)
+		args := append([]string{"build"}, releaseFlags...)
+		cmd := exec.CommandContext(ctx, "go", append(args, "-o", bins[name], pkg)...)
+		cmd.Dir, cmd.Env, cmd.Stderr = root, append(os.Environ(), "CGO_ENABLED=0"), os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("building %s: %w", pkg, err)
+		}
+	}
+
+	opts := []framework.Option{framework.WithoutControllerManager(), framework.WithoutScheduler(), framework.WithoutKwok()}
+	if keep {
+		opts = append(opts, framework.WithKeepArtifacts())
+	}
+	env, err := framework.Start(ctx, opts...)
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nodev1alpha1.DefaultLeaseNamespace}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := env.CreateNode(ctx, nodeName, nil); err != nil {
+		return err
+	}
+
+	probes, err := startProbeTargets(ctx, work)
+	if err != nil {
+		return err
+	}
+	ports, err := framework.FreeLoopbackPorts(2 * len(probes))
+	if err != nil {
+		return err
+	}
+	var subjects []*subject
+	for i, p := range probes {
+		cfg := filepath.Join(work, "heartbeat-"+p.kind+".yaml")
+		data := fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
+kind: ExtensionHeartbeatConfiguration
+extensionName: bench-%s
+serving:
+  metricsBindAddress: 127.0.0.1:%d
+  healthzBindAddress: 127.0.0.1:%d
+lease:
+  renewInterval: %s
+probe:
+  period: %s
+%s`, p.kind, ports[2*i], ports[2*i+1], interval, interval, p.config)
+		if err := os.WriteFile(cfg, []byte(data), 0o600); err != nil {
+			return err
+		}
+		subjects = append(subjects, &subject{
+			name:   "extension-heartbeat (" + p.kind + ")",
+			binary: bins["extension-heartbeat"],
+			args:   []string{"--config=" + cfg, "--kubeconfig=" + env.Kubeconfig},
+			env:    []string{"NODE_NAME=" + nodeName, "POD_NAME=bench-" + p.kind},
+		})
+	}
+	for _, ref := range []string{"refclientset", "refrest"} {
+		subjects = append(subjects, &subject{
+			name:   ref + " (reference)",
+			binary: bins[ref],
+			args:   []string{"--kubeconfig=" + env.Kubeconfig, "--interval=" + interval.String(), "--name=" + ref + "." + nodeName},
+		})
+	}
+	subjects = append(subjects, &subject{
+		name:   "libclientset (refclientset + the library)",
+		binary: bins["libclientset"],
+		args:   []string{"--kubeconfig=" + env.Kubeconfig, "--interval=" + interval.String(), "--node=" + nodeName},
+	})
+
+	for i, s := range subjects {
+		s.proc, err = env.StartProcess(framework.ProcessSpec{Name: fmt.Sprintf("subject-%d", i), Path: s.binary, Args: s.args, Env: s.env})
+		if err != nil {
+			return fmt.Errorf("starting %s: %w", s.name, err)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "footprint: %d processes started; first sample in %s, last after %s more\n", len(subjects), settle, duration)
+	if err := sleep(ctx, settle); err != nil {
+		return err
+	}
+	for _, s := range subjects {
+		if s.start, err = measure(s); err != nil {
+			return err
+		}
+	}
+	if err := sleep(ctx, duration); err != nil {
+		return err
+	}
+	for _, s := range subjects {
+		if s.end, err = measure(s); err != nil {
+			return err
+		}
+	}
+	printTable(os.Stdout, subjects, interval)
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func measure(s *subject) (sample, error) {
+	if exited, err := s.proc.Exited(); exited {
+		return sample{}, fmt.Errorf("%s exited (%v): %s", s.name, err, s.proc.LogTail(20))
+	}
+	pid := s.proc.Pid()
+	smp := sample{at: time.Now()}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return smp, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			smp.rss = v
+		case "RssFile:":
+			smp.rssFile = v
+		case "RssAnon:":
+			smp.rssAno = v
+		}
+	}
+	rollup, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return smp, err
+	}
+	for _, line := range strings.Split(string(rollup), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
+			smp.pss, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return smp, err
+	}
+	// Fields after the command name, which is in parentheses and may hold
+	// spaces: utime and stime are fields 14 and 15 of the whole line.
+	rest := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	utime, _ := strconv.ParseInt(rest[11], 10, 64)
+	stime, _ := strconv.ParseInt(rest[12], 10, 64)
+	smp.cpuTicks = utime + stime
+	return smp, nil
+}
+
+func printTable(w io.Writer, subjects []*subject, interval time.Duration) {
+	mib := func(kib int64) string { return fmt.Sprintf("%.1f", float64(kib)/1024) }
+	var refREST int64
+	for _, s := range subjects {
+		if strings.HasPrefix(s.name, "refrest") {
+			refREST = s.end.rss
+		}
+	}
+	fmt.Fprintln(w, "| process | binary MB | RSS after start MiB | RSS at end MiB (file + anon) | ÷ refrest | PSS at end MiB | CPU % of a core | CPU ms per renewal |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, s := range subjects {
+		st, _ := os.Stat(s.binary)
+		elapsed := s.end.at.Sub(s.start.at)
+		cpu := time.Duration(s.end.cpuTicks-s.start.cpuTicks) * 10 * time.Millisecond
+		renewals := float64(elapsed) / float64(interval)
+		ratio := "–"
+		if refREST > 0 {
+			ratio = fmt.Sprintf("%.2f", float64(s.end.rss)/float64(refREST))
+		}
+		fmt.Fprintf(w, "| %s | %.1f | %s | %s (%s + %s) | %s | %s | %.3f | %.1f |\n", s.name, float64(st.Size())/1e6,
+			mib(s.start.rss), mib(s.end.rss), mib(s.end.rssFile), mib(s.end.rssAno), ratio, mib(s.end.pss),
+			100*cpu.Seconds()/elapsed.Seconds(), float64(cpu.Milliseconds())/renewals)
+	}
+	fmt.Fprintf(w, "\nPSS divides the pages of the one extension-heartbeat binary among the sidecars running it, as the kernel shares them.\n")
+	fmt.Fprintf(w, "CPU is utime+stime from /proc/<pid>/stat (10 ms ticks) over %s; renewals are counted as elapsed ÷ %s.\n",
+		subjects[0].end.at.Sub(subjects[0].start.at).Round(time.Second), interval)
+}
+
+// probeTarget is something for one sidecar to probe, and the probe section of
+// its configuration.
+type probeTarget struct {
+	kind, config string
+}
+
+// startProbeTargets serves one healthy target per probe type; they live until
+// ctx ends.
+func startProbeTargets(ctx context.Context, dir string) ([]probeTarget, error) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	plain := httptest.NewServer(ok)
+	secure := httptest.NewTLSServer(ok)
+	caFile := filepath.Join(dir, "ca.pem")
+	// httptest's certificate is its own CA, valid for 127.0.0.1.
+	cert := secure.Certificate()
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}), 0o600); err != nil {
+		return nil, err
+	}
+
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for {
+			c, err := tcp.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+
+	grpcLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	go func() { _ = srv.Serve(grpcLis) }()
+
+	file := filepath.Join(dir, "alive")
+	touch := func() error { return os.WriteFile(file, nil, 0o600) }
+	if err := touch(); err != nil {
+		return nil, err
+	}
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = touch()
+			}
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		plain.Close()
+		secure.Close()
+		_ = tcp.Close()
+		srv.Stop()
+	}()
+
+	return []probeTarget{
+		{"http", "  http:\n    url: " + plain.URL + "/healthz\n"},
+		{"https", "  http:\n    url: " + secure.URL + "/healthz\n    caFile: " + caFile + "\n"},
+		{"tcp", "  tcp:\n    address: " + tcp.Addr().String() + "\n"},
+		{"grpc", "  grpc:\n    address: " + grpcLis.Addr().String() + "\n"},
+		{"file", "  file:\n    path: " + file + "\n    maxAge: 1m\n"},
+	}, nil
+}

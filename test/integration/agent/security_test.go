@@ -1,0 +1,135 @@
+package agent_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	versioned "nodehealth.io/client-go/clientset/versioned"
+	"nodehealth.io/nodehealth/test/framework/testenv"
+)
+
+// agentClient returns a shadow client authenticated as the update agent with
+// a token bound to its DaemonSet pod on node (as the kubelet's projected
+// token), or an unbound token when node is "".
+func agentClient(t *testing.T, node string) versioned.Interface {
+	t.Helper()
+	env := testenv.Env(t)
+	ctx := testenv.Context(t)
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if node != "" {
+		var pod *corev1.Pod
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+			pods, err := env.Client.CoreV1().Pods(agentNamespace).List(ctx, metav1.ListOptions{
+				LabelSelector: "app.kubernetes.io/name=update-agent", FieldSelector: "spec.nodeName=" + node})
+			if err != nil || len(pods.Items) == 0 {
+				return false, nil
+			}
+			pod = &pods.Items[0]
+			return true, nil
+		})
+		if err != nil {
+			t.Fatalf("no update-agent DaemonSet pod on %s: %v", node, err)
+		}
+		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
+	}
+	tr, err := env.Client.CoreV1().ServiceAccounts(agentNamespace).CreateToken(ctx, agentSA, req, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(env.Config)
+	cfg.BearerToken = tr.Status.Token
+	c, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// writeStatus updates the shadow's status as c, retrying only while RBAC
+// has not reached the authorizer's cache yet.
+func writeStatus(t *testing.T, c versioned.Interface, name string) error {
+	t.Helper()
+	ctx := testenv.Context(t)
+	var err error
+	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var s *updatesv1alpha1.BottlerocketShadow
+		s, err = shadows(t).UpdatesV1alpha1().BottlerocketShadows().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s.Status.CurrentState = updatesv1alpha1.StateIdle
+		s.Status.CurrentVersion = "1.20.0"
+		s.Status.TargetVersion = "1.20." + time.Now().Format("150405")
+		_, err = c.UpdatesV1alpha1().BottlerocketShadows().UpdateStatus(ctx, s, metav1.UpdateOptions{})
+		return !apierrors.IsForbidden(err) && !apierrors.IsConflict(err), nil
+	})
+	return err
+}
+
+func wantDenied(t *testing.T, what string, err error, contains ...string) {
+	t.Helper()
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), agentPolicy) {
+		t.Errorf("%s: want a denial by %s, got %v", what, agentPolicy, err)
+		return
+	}
+	for _, c := range contains {
+		if !strings.Contains(err.Error(), c) {
+			t.Errorf("%s: denial %q does not say %q", what, err, c)
+		}
+	}
+}
+
+// An agent's pod-bound token may write the status of its own node's shadow
+// and of no other: not another node's, not a dotted name that ends in its
+// node's; an unbound token of the agent's ServiceAccount writes none; and no
+// agent token may write a shadow's spec.
+func TestAgentWritesOnlyItsOwnShadowStatus(t *testing.T) {
+	installAgent(t)
+	for _, n := range []string{"sec-n1", "b.sec-n1"} {
+		testenv.CreateNode(t, n, managedLabels)
+		createShadow(t, n)
+	}
+	onN1, onBN1 := agentClient(t, "sec-n1"), agentClient(t, "b.sec-n1")
+
+	// The policy is loaded through an informer; wait until it denies.
+	ctx := testenv.Context(t)
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+		err := writeStatus(t, onN1, "b.sec-n1")
+		return apierrors.IsInvalid(err), nil
+	})
+	if err != nil {
+		t.Fatalf("the admission policy was never enforced: %v", err)
+	}
+
+	if err := writeStatus(t, onN1, "sec-n1"); err != nil {
+		t.Errorf("agent on sec-n1 writes its own shadow's status: %v", err)
+	}
+	if err := writeStatus(t, onBN1, "b.sec-n1"); err != nil {
+		t.Errorf("agent on b.sec-n1 writes its own shadow's status: %v", err)
+	}
+	wantDenied(t, "agent on sec-n1 writes shadow b.sec-n1 (whose name ends in .sec-n1)", writeStatus(t, onN1, "b.sec-n1"),
+		"on node sec-n1", "not b.sec-n1")
+	wantDenied(t, "agent on b.sec-n1 writes shadow sec-n1", writeStatus(t, onBN1, "sec-n1"), "on node b.sec-n1")
+	wantDenied(t, "an unbound agent token writes shadow sec-n1", writeStatus(t, agentClient(t, ""), "sec-n1"), "carries no node name")
+
+	// The spec is the operator's: RBAC gives the agent no write of it.
+	s, err := onN1.UpdatesV1alpha1().BottlerocketShadows().Get(ctx, "sec-n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("agent reads its shadow: %v", err)
+	}
+	s.Spec.State = updatesv1alpha1.StateStagedAndPerformedUpdate
+	if _, err := onN1.UpdatesV1alpha1().BottlerocketShadows().Update(ctx, s, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("agent writes its shadow's spec: want Forbidden, got %v", err)
+	}
+}
