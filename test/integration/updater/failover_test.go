@@ -1,0 +1,132 @@
+package updater_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/testenv"
+)
+
+// Two real update-operator processes behind leader election: the leader is
+// SIGKILLed mid-rollout (no release), the other takes over from the shadows
+// once the Lease expires, no node is started twice, and the limit holds over
+// the whole run.
+func TestLeaderFailover(t *testing.T) {
+	env := testenv.Env(t)
+	ctx := ctxFor(t, 4*time.Minute)
+	nodes := []string{"failover-1", "failover-2", "failover-3", "failover-4"}
+	h := watchHistory(t, ctx, nodes...)
+	createNodes(t, nodes...)
+	a := startAgent(t, ctx, nodes...)
+	a.mu.Lock()
+	a.stuckIn["failover-1"] = updatesv1alpha1.StateStagedAndPerformedUpdate
+	a.mu.Unlock()
+
+	bin := filepath.Join(t.TempDir(), "update-operator")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/update-operator")
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building update-operator: %v\n%s", err, out)
+	}
+	k, v := testLabel(t)
+	leaseName := "update-operator-failover-test"
+	start := func(name string) *framework.Process {
+		cfg := fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
+kind: UpdateOperatorConfiguration
+clientConnection:
+  kubeconfig: %q
+leaderElection:
+  leaderElect: true
+  resourceNamespace: default
+  resourceName: %s
+  leaseDuration: 4s
+  renewDeadline: 3s
+  retryPeriod: 500ms
+serving:
+  metricsBindAddress: 127.0.0.1:%d
+  healthzBindAddress: 127.0.0.1:%d
+managedNodeSelector:
+  matchLabels:
+    %q: %q
+maxConcurrentUpdates: 2
+stateDeadlines:
+  stagedAndPerformedUpdate: 1m
+  rebootedIntoUpdate: 1m
+  monitoringUpdate: 1m
+postRebootSoak: 1s
+`, env.Kubeconfig, leaseName, freePort(t), freePort(t), k, v)
+		path := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p, err := env.StartProcess(framework.ProcessSpec{Name: name, Path: bin, Args: []string{"--config", path, "--v=2"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Stop(5 * time.Second) })
+		return p
+	}
+
+	first := start("update-operator-failover-a")
+	lease, err := env.WaitForLease(ctx, "default", leaseName, func(l *coordinationv1.Lease) bool {
+		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstLeader := *lease.Spec.HolderIdentity
+	start("update-operator-failover-b")
+	// failover-1 hangs in its drain; kill the leader while it does.
+	waitShadow(t, ctx, "failover-1", "draining", func(s *updatesv1alpha1.BottlerocketShadow) bool {
+		return s.Spec.State == updatesv1alpha1.StateRebootedIntoUpdate
+	})
+	if err := syscall.Kill(first.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-first.Done()
+	if _, err := env.WaitForLease(ctx, "default", leaseName, func(l *coordinationv1.Lease) bool {
+		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && *l.Spec.HolderIdentity != firstLeader
+	}); err != nil {
+		t.Fatalf("the second replica did not take over: %v", err)
+	}
+	a.mu.Lock()
+	delete(a.stuckIn, "failover-1")
+	a.mu.Unlock()
+	resumeAgent(t, ctx, "failover-1")
+	for _, n := range nodes {
+		waitShadow(t, ctx, n, "updated after the failover", updated)
+	}
+	most, starts := h.snapshot()
+	if most > 2 {
+		t.Errorf("%d nodes counted as updating at once, limit 2", most)
+	}
+	for _, n := range nodes {
+		if starts[n] != 1 {
+			t.Errorf("%s started %d times, want 1", n, starts[n])
+		}
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
