@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -18,8 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -29,6 +26,7 @@ import (
 	"nodehealth.io/client-go/informers/externalversions"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
+	"nodehealth.io/nodehealth/pkg/leaderelection"
 	"nodehealth.io/nodehealth/pkg/shadow"
 	"nodehealth.io/nodehealth/pkg/updater"
 )
@@ -36,10 +34,6 @@ import (
 // NodeNameEnv is the environment variable --node-name falls back to; the
 // Deployment fills it from the downward API (spec.nodeName).
 const NodeNameEnv = "NODE_NAME"
-
-// leaderElectionQPS is the leader-election client's own budget, so that
-// renewals never wait behind the controllers' traffic.
-const leaderElectionQPS = 5
 
 // workers per controller: every start is serialized through one queue key
 // anyway; two workers let deadlines and soaks of other nodes proceed while
@@ -108,100 +102,53 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateOperatorConfigur
 	}
 	metrics := updater.NewMetrics(rt.Registry)
 
-	var electionChecker *leaderelection.HealthzAdaptor
-	if cfg.LeaderElection.LeaderElect {
-		electionChecker = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-	}
-	health := func() error {
-		if electionChecker != nil {
-			return electionChecker.Check(nil)
+	var elector *leaderelection.Elector
+	health := func() error { return nil }
+	if le := cfg.LeaderElection; le.LeaderElect {
+		elector, err = leaderelection.New(restConfig, leaderelection.Config{
+			Name:          "update-operator",
+			Identity:      identity,
+			ResourceLock:  le.ResourceLock,
+			Namespace:     le.ResourceNamespace,
+			LockName:      le.ResourceName,
+			LeaseDuration: le.LeaseDuration.Duration,
+			RenewDeadline: le.RenewDeadline.Duration,
+			RetryPeriod:   le.RetryPeriod.Duration,
+		})
+		if err != nil {
+			return err
 		}
-		return nil
+		health = elector.Check
+		// A changed configuration restarts the process: stop the
+		// controllers and release leadership first, so that the other
+		// replica takes over without waiting out the lease.
+		rt.OnConfigChange(func(hookCtx context.Context) {
+			logger.Info("Configuration changed: releasing leadership before restarting")
+			elector.Release(hookCtx)
+		})
 	}
 	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, health)
 	if err != nil {
 		return err
 	}
 
+	// run returns only once the controllers have stopped: the elector waits
+	// for the work before it releases the lease, and without election done
+	// is sent after the controllers returned.
 	runControllers := func(ctx context.Context) {
 		if err := startControllers(ctx, kube, shadows, opts, metrics); err != nil {
 			logger.Error(err, "Update operator failed")
 		}
 	}
-	if !cfg.LeaderElection.LeaderElect {
-		go runControllers(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-serveErrs:
-			return err
-		}
+	done := make(chan error, 1)
+	if elector == nil {
+		go func() { runControllers(ctx); done <- nil }()
+	} else {
+		go func() { done <- elector.Run(ctx, runControllers) }()
 	}
-
-	// Leader election with release on shutdown; this mirrors
-	// nodehealth-controller's wiring.
-	electionConfig := *restConfig
-	electionConfig.QPS, electionConfig.Burst = leaderElectionQPS, 2*leaderElectionQPS
-	electionClient, err := kubernetes.NewForConfig(&electionConfig)
-	if err != nil {
-		return err
-	}
-	le := cfg.LeaderElection
-	lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
-		electionClient.CoreV1(), electionClient.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
-	if err != nil {
-		return fmt.Errorf("leader election lock: %w", err)
-	}
-	// The elector's context ends on SIGTERM and on a configuration change,
-	// so leadership is released at once and the other replica takes over
-	// without waiting out the lease.
-	electionCtx, stopElection := context.WithCancel(ctx)
-	defer stopElection()
-	released := make(chan struct{})
-	rt.OnConfigChange(func(hookCtx context.Context) {
-		logger.Info("Configuration changed: releasing leadership before restarting")
-		stopElection()
-		select {
-		case <-released:
-		case <-hookCtx.Done():
-		}
-	})
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   le.LeaseDuration.Duration,
-		RenewDeadline:   le.RenewDeadline.Duration,
-		RetryPeriod:     le.RetryPeriod.Duration,
-		ReleaseOnCancel: true,
-		Name:            "update-operator",
-		WatchDog:        electionChecker,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				logger.Info("Became the leader; starting the shadow and update controllers")
-				runControllers(ctx)
-			},
-			OnStoppedLeading: func() { logger.Info("Stopped leading") },
-			OnNewLeader: func(id string) {
-				if id != identity {
-					logger.Info("Another replica leads", "leader", id)
-				}
-			},
-		},
-	})
-	if err != nil {
-		return err
-	}
-	go func() {
-		defer close(released)
-		elector.Run(electionCtx)
-	}()
 	select {
-	case <-released:
-		if ctx.Err() == nil && electionCtx.Err() == nil {
-			// Lost leadership without being asked to stop: exit, so the pod
-			// restarts clean instead of running a second, divergent leader.
-			return fmt.Errorf("lost leadership")
-		}
-		return nil
+	case err := <-done:
+		return err
 	case err := <-serveErrs:
 		return err
 	}
