@@ -32,9 +32,8 @@ build: ## Build every binary of cmd/ into _output/bin.
 # Per-node binaries run on every node (a sidecar per extension, a DaemonSet),
 # so their memory is paid thousands of times: their release builds are
 # static, stripped and path-trimmed, and leave grpc's request tracing out
-# (docs/benchmarks.md, "Per-node footprint"). Add update-agent here when it
-# lands in cmd/.
-NODE_BINARIES ?= extension-heartbeat
+# (docs/benchmarks.md, "Per-node footprint").
+NODE_BINARIES ?= extension-heartbeat update-agent
 RELEASE_DIR := $(CURDIR)/_output/release
 RELEASE_TAGS := grpcnotrace
 RELEASE_LDFLAGS := -s -w
