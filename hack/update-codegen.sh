@@ -37,7 +37,8 @@ if grep -rqs --include='*.go' -E '^\s*//\s*\+genclient\s*$' "$api_dir"; then
 
   nodehealth::tools::install sigs.k8s.io/controller-tools/cmd/controller-gen
   mkdir -p deploy/crds
-  rm -f deploy/crds/*.yaml
+  # kustomization.yaml is hand-written (it lists the CRDs for kustomize).
+  find deploy/crds -name "*.yaml" ! -name kustomization.yaml -delete
   (cd "$api_dir" && "$GOBIN/controller-gen" crd:crdVersions=v1 paths=./... \
     output:crd:artifacts:config="$NODEHEALTH_ROOT/deploy/crds")
 fi

@@ -5,6 +5,8 @@
 //	kubectl nodehealth explain NODE       why a node is (not) gated, in sentences
 //	kubectl nodehealth register NODE EXT  add a manual entry to the node's list
 //	kubectl nodehealth unregister NODE EXT
+//	kubectl nodehealth update status      where each node is in its OS update, what halts the rollout
+//	kubectl nodehealth update resume NODE lift the halt a node's failed update caused
 //
 // The logic lives here, out of cmd/, so that it is tested with a fake
 // clientset; cmd/kubectl-nodehealth only wires standard streams.
@@ -25,6 +27,7 @@ import (
 	"k8s.io/utils/clock"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	versioned "nodehealth.io/client-go/clientset/versioned"
 )
 
 // Options are the settings every subcommand shares.
@@ -45,6 +48,9 @@ type Options struct {
 
 	// NewClient builds the clientset; tests replace it with a fake.
 	NewClient func() (kubernetes.Interface, error)
+	// NewShadowClient builds the BottlerocketShadow clientset; tests
+	// replace it with a fake.
+	NewShadowClient func() (versioned.Interface, error)
 	// Clock is the clock ages are measured with.
 	Clock clock.PassiveClock
 }
@@ -66,6 +72,13 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 			return nil, err
 		}
 		return kubernetes.NewForConfig(cfg)
+	}
+	o.NewShadowClient = func() (versioned.Interface, error) {
+		cfg, err := o.ConfigFlags.ToRESTConfig()
+		if err != nil {
+			return nil, err
+		}
+		return versioned.NewForConfig(cfg)
 	}
 	return o
 }
@@ -108,7 +121,7 @@ SystemExtensionsReady condition, shown with every node, is authoritative.`,
 	flags.DurationVar(&o.RenewalGrace, "renewal-grace", o.RenewalGrace,
 		"The controller's renewalGrace, added to a Lease's duration before it is shown as expired.")
 
-	cmd.AddCommand(newStatusCommand(o), newExplainCommand(o), newRegisterCommand(o), newUnregisterCommand(o))
+	cmd.AddCommand(newStatusCommand(o), newExplainCommand(o), newRegisterCommand(o), newUnregisterCommand(o), newUpdateCommand(o))
 	return cmd
 }
 

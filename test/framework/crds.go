@@ -46,6 +46,9 @@ func (e *Environment) InstallCRDs(ctx context.Context) error {
 	}
 	crds := dyn.Resource(crdResource)
 	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue // kustomize's list of the CRDs, not a CRD
+		}
 		objs, err := readUnstructured(f)
 		if err != nil {
 			return err

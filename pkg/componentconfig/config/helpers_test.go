@@ -26,7 +26,7 @@ var nonPathFields = sets.New(
 	"ExtensionRules[].NodeSelector.MatchExpressions[].Operator", "ExtensionRules[].NodeSelector.MatchExpressions[].Values[]",
 	"Eviction.Mode",
 	"ExtensionName", "Lease.Namespace", "Probe.HTTP.URL", "Probe.TCP.Address", "Probe.GRPC.Address", "Probe.GRPC.Service",
-	"ManagedNodeSelector.MatchLabels{}", "ManagedNodeSelector.MatchExpressions[].Key",
+	"ManagedNodeSelector.MatchLabels{}", "ManagedNodeSelector.MatchExpressions[].Key", "TargetVersion",
 	"ManagedNodeSelector.MatchExpressions[].Operator", "ManagedNodeSelector.MatchExpressions[].Values[]",
 	"MaxConcurrentUpdates.StrVal", "MaxConcurrentUpdatesPerZone.StrVal", "UpdateWindows[].Schedule",
 )

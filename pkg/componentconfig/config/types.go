@@ -193,6 +193,8 @@ type UpdateOperatorConfiguration struct {
 	MaxConcurrentUpdatesPerZone *intstr.IntOrString
 	UpdateWindows               []UpdateWindow
 	Paused                      bool
+	TargetVersion               string
+	DryRun                      bool
 	StateDeadlines              StateDeadlines
 	PostRebootSoak              metav1.Duration
 }

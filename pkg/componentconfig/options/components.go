@@ -64,7 +64,11 @@ func UpdateOperator() Component[*config.UpdateOperatorConfiguration] {
 		Common: func(c *config.UpdateOperatorConfiguration) Common {
 			return Common{&c.ClientConnection, &c.LeaderElection, &c.Debugging, &c.Logging, &c.FeatureGates, &c.Serving}
 		},
-		Validate:       validation.ValidateUpdateOperatorConfiguration,
+		Validate: validation.ValidateUpdateOperatorConfiguration,
+		BindFlags: func(c *config.UpdateOperatorConfiguration, fss *cliflag.NamedFlagSets) {
+			fss.FlagSet(SectionMisc).BoolVar(&c.DryRun, "dry-run", c.DryRun,
+				"Log and count every shadow write (creations, deletions, state changes, failures) without making it. Overrides dryRun.")
+		},
 		NewFeatureGate: features.NewFeatureGate,
 	}
 }

@@ -177,10 +177,11 @@ func SetDefaults_UpdateOperatorConfiguration(obj *configv1alpha1.UpdateOperatorC
 	if obj.MaxConcurrentUpdates == nil {
 		obj.MaxConcurrentUpdates = ptr.To(intstr.FromInt32(1))
 	}
-	// The drain is bounded by the agents' 10 minute drainTimeout; download
-	// and staging take a few minutes more.
-	setDuration(&obj.StateDeadlines.StagedAndPerformedUpdate, 30*time.Minute)
-	setDuration(&obj.StateDeadlines.RebootedIntoUpdate, 15*time.Minute)
+	// Download, staging and activation take minutes. The drain happens in
+	// RebootedIntoUpdate: the agents' 10 minute drainTimeout plus a boot
+	// must fit in it.
+	setDuration(&obj.StateDeadlines.StagedAndPerformedUpdate, 15*time.Minute)
+	setDuration(&obj.StateDeadlines.RebootedIntoUpdate, 30*time.Minute)
 	setDuration(&obj.StateDeadlines.MonitoringUpdate, 20*time.Minute)
 	setDuration(&obj.PostRebootSoak, 5*time.Minute)
 }

@@ -858,6 +858,8 @@ func autoConvert_v1alpha1_UpdateOperatorConfiguration_To_config_UpdateOperatorCo
 	out.MaxConcurrentUpdatesPerZone = (*intstr.IntOrString)(unsafe.Pointer(in.MaxConcurrentUpdatesPerZone))
 	out.UpdateWindows = *(*[]config.UpdateWindow)(unsafe.Pointer(&in.UpdateWindows))
 	out.Paused = in.Paused
+	out.TargetVersion = in.TargetVersion
+	out.DryRun = in.DryRun
 	if err := Convert_v1alpha1_StateDeadlines_To_config_StateDeadlines(&in.StateDeadlines, &out.StateDeadlines, s); err != nil {
 		return err
 	}
@@ -894,6 +896,8 @@ func autoConvert_config_UpdateOperatorConfiguration_To_v1alpha1_UpdateOperatorCo
 	out.MaxConcurrentUpdatesPerZone = (*intstr.IntOrString)(unsafe.Pointer(in.MaxConcurrentUpdatesPerZone))
 	out.UpdateWindows = *(*[]configv1alpha1.UpdateWindow)(unsafe.Pointer(&in.UpdateWindows))
 	out.Paused = in.Paused
+	out.TargetVersion = in.TargetVersion
+	out.DryRun = in.DryRun
 	if err := Convert_config_StateDeadlines_To_v1alpha1_StateDeadlines(&in.StateDeadlines, &out.StateDeadlines, s); err != nil {
 		return err
 	}

@@ -24,6 +24,8 @@ import (
 	componentbasevalidation "k8s.io/component-base/config/validation"
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
+	"nodehealth.io/nodehealth/pkg/updater/brapi"
+	"nodehealth.io/nodehealth/pkg/updater/window"
 )
 
 // ValidateNodeHealthControllerConfiguration validates the controller's
@@ -238,10 +240,15 @@ func ValidateUpdateOperatorConfiguration(c *config.UpdateOperatorConfiguration) 
 	}
 	windowsPath := field.NewPath("updateWindows")
 	for i, w := range c.UpdateWindows {
-		if err := ValidateCronSchedule(w.Schedule); err != nil {
+		if _, err := window.ParseSchedule(w.Schedule); err != nil {
 			errs = append(errs, field.Invalid(windowsPath.Index(i).Child("schedule"), w.Schedule, err.Error()))
 		}
 		errs = append(errs, validatePositiveDuration(w.Duration, windowsPath.Index(i).Child("duration"))...)
+	}
+	if c.TargetVersion != "" {
+		if _, err := brapi.ParseVersion(c.TargetVersion); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("targetVersion"), c.TargetVersion, err.Error()))
+		}
 	}
 	deadlinesPath := field.NewPath("stateDeadlines")
 	errs = append(errs, validatePositiveDuration(c.StateDeadlines.StagedAndPerformedUpdate, deadlinesPath.Child("stagedAndPerformedUpdate"))...)

@@ -57,6 +57,18 @@ type UpdateOperatorConfiguration struct {
 	// Paused stops nodes from starting an update; nodes in flight finish.
 	Paused bool `json:"paused,omitempty"`
 
+	// TargetVersion pins the Bottlerocket version every managed node is
+	// updated to (for example "1.20.3"). Empty means each node goes to the
+	// version its own Bottlerocket API offers. A node already newer than the
+	// pin is never downgraded (an Event says so); changing the pin affects
+	// only nodes that have not started their update.
+	TargetVersion string `json:"targetVersion,omitempty"`
+
+	// DryRun makes the operator log and report the shadow writes it would
+	// make (creating shadows, starting and advancing updates, recording
+	// failures) without making them.
+	DryRun bool `json:"dryRun,omitempty"`
+
 	// StateDeadlines bound how long a node may stay in each state before the
 	// update counts as failed and the rollout halts.
 	StateDeadlines StateDeadlines `json:"stateDeadlines"`
@@ -81,16 +93,18 @@ type UpdateWindow struct {
 // StateDeadlines are the longest times a node may spend in each non-Idle
 // update state.
 type StateDeadlines struct {
-	// StagedAndPerformedUpdate covers download, staging and the drain. It
-	// must be longer than the agents' drainTimeout.
+	// StagedAndPerformedUpdate covers downloading, staging and activating
+	// the update; the node keeps serving meanwhile. Default 15m.
 	StagedAndPerformedUpdate *metav1.Duration `json:"stagedAndPerformedUpdate,omitempty"`
 
-	// RebootedIntoUpdate covers the reboot until the agent reports the new
-	// version.
+	// RebootedIntoUpdate covers waiting for the readiness taint, the drain,
+	// the reboot and the boot until the agent reports the new version. It
+	// must exceed the agents' drainTimeout plus the node's boot time (not
+	// checked here: the agents have their own configuration). Default 30m.
 	RebootedIntoUpdate *metav1.Duration `json:"rebootedIntoUpdate,omitempty"`
 
 	// MonitoringUpdate covers waiting for full readiness plus the
-	// postRebootSoak. It must be longer than postRebootSoak.
+	// postRebootSoak. It must be longer than postRebootSoak. Default 20m.
 	MonitoringUpdate *metav1.Duration `json:"monitoringUpdate,omitempty"`
 }
 

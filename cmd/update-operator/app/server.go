@@ -1,0 +1,260 @@
+// Package app builds the update-operator command: it turns the
+// UpdateOperatorConfiguration into the plain values of packages shadow and
+// updater, and runs both controllers behind leader election.
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	versioned "nodehealth.io/client-go/clientset/versioned"
+	nodehealthscheme "nodehealth.io/client-go/clientset/versioned/scheme"
+	"nodehealth.io/client-go/informers/externalversions"
+	"nodehealth.io/nodehealth/pkg/componentconfig/config"
+	"nodehealth.io/nodehealth/pkg/componentconfig/options"
+	"nodehealth.io/nodehealth/pkg/shadow"
+	"nodehealth.io/nodehealth/pkg/updater"
+)
+
+// NodeNameEnv is the environment variable --node-name falls back to; the
+// Deployment fills it from the downward API (spec.nodeName).
+const NodeNameEnv = "NODE_NAME"
+
+// leaderElectionQPS is the leader-election client's own budget, so that
+// renewals never wait behind the controllers' traffic.
+const leaderElectionQPS = 5
+
+// workers per controller: every start is serialized through one queue key
+// anyway; two workers let deadlines and soaks of other nodes proceed while
+// one write is slow.
+const workers = 2
+
+// NewCommand returns the update-operator command.
+func NewCommand() *cobra.Command {
+	var nodeName string
+	o, err := options.NewWithInstanceFlags(options.UpdateOperator(), func(fs *pflag.FlagSet) {
+		fs.StringVar(&nodeName, "node-name", os.Getenv(NodeNameEnv),
+			"The node this replica runs on; the leader updates that node last. Defaults to the "+NodeNameEnv+" environment variable; may be empty.")
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "error: %v\n", err)
+		os.Exit(1)
+	}
+	return options.NewCommand(o, options.CommandInfo{
+		Use:   "update-operator",
+		Short: "Rolls Bottlerocket OS updates across nodes, gated on node readiness",
+		Long: `update-operator keeps a BottlerocketShadow (updates.nodehealth.io/v1alpha1) for
+every node matching managedNodeSelector and drives each node's update agent
+through Idle → StagedAndPerformedUpdate → RebootedIntoUpdate →
+MonitoringUpdate → Idle, at most maxConcurrentUpdates nodes at once, inside
+the update windows, with a deadline per state and node readiness
+(SystemExtensionsReady) as the health gate after each reboot. A failure after
+a reboot halts the rollout until "kubectl nodehealth update resume NODE".
+
+Configuration comes from --config (an UpdateOperatorConfiguration of
+config.nodehealth.io/v1alpha1); see docs/config and docs/updater.md.`,
+	}, func(ctx context.Context, rt *options.Runtime[*config.UpdateOperatorConfiguration]) error {
+		return run(ctx, rt, nodeName)
+	})
+}
+
+func run(ctx context.Context, rt *options.Runtime[*config.UpdateOperatorConfiguration], nodeName string) error {
+	logger := klog.FromContext(ctx)
+	cfg := rt.Config
+	opts, err := updaterOptions(cfg, nodeName)
+	if err != nil {
+		return err
+	}
+	hostname, _ := os.Hostname()
+	identity := hostname + "_" + string(uuid.NewUUID())
+	logger.Info("Starting with effective configuration", "configFile", rt.ConfigFile, "identity", identity,
+		"managedNodeSelector", opts.Selector.String(), "maxConcurrentUpdates", opts.MaxConcurrent.String(),
+		"updateWindows", len(opts.Windows), "paused", opts.Paused, "targetVersion", opts.TargetVersion,
+		"postRebootSoak", opts.PostRebootSoak, "ownNode", opts.OwnNode, "dryRun", opts.DryRun,
+		"leaderElect", cfg.LeaderElection.LeaderElect)
+
+	restConfig, err := options.RESTConfig(cfg.ClientConnection, "update-operator")
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	shadows, err := versioned.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	metrics := updater.NewMetrics(rt.Registry)
+
+	var electionChecker *leaderelection.HealthzAdaptor
+	if cfg.LeaderElection.LeaderElect {
+		electionChecker = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	}
+	health := func() error {
+		if electionChecker != nil {
+			return electionChecker.Check(nil)
+		}
+		return nil
+	}
+	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, health)
+	if err != nil {
+		return err
+	}
+
+	runControllers := func(ctx context.Context) {
+		if err := startControllers(ctx, kube, shadows, opts, metrics); err != nil {
+			logger.Error(err, "Update operator failed")
+		}
+	}
+	if !cfg.LeaderElection.LeaderElect {
+		go runControllers(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-serveErrs:
+			return err
+		}
+	}
+
+	// Leader election with release on shutdown; this mirrors
+	// nodehealth-controller's wiring.
+	electionConfig := *restConfig
+	electionConfig.QPS, electionConfig.Burst = leaderElectionQPS, 2*leaderElectionQPS
+	electionClient, err := kubernetes.NewForConfig(&electionConfig)
+	if err != nil {
+		return err
+	}
+	le := cfg.LeaderElection
+	lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
+		electionClient.CoreV1(), electionClient.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
+	if err != nil {
+		return fmt.Errorf("leader election lock: %w", err)
+	}
+	// The elector's context ends on SIGTERM and on a configuration change,
+	// so leadership is released at once and the other replica takes over
+	// without waiting out the lease.
+	electionCtx, stopElection := context.WithCancel(ctx)
+	defer stopElection()
+	released := make(chan struct{})
+	rt.OnConfigChange(func(hookCtx context.Context) {
+		logger.Info("Configuration changed: releasing leadership before restarting")
+		stopElection()
+		select {
+		case <-released:
+		case <-hookCtx.Done():
+		}
+	})
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   le.LeaseDuration.Duration,
+		RenewDeadline:   le.RenewDeadline.Duration,
+		RetryPeriod:     le.RetryPeriod.Duration,
+		ReleaseOnCancel: true,
+		Name:            "update-operator",
+		WatchDog:        electionChecker,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				logger.Info("Became the leader; starting the shadow and update controllers")
+				runControllers(ctx)
+			},
+			OnStoppedLeading: func() { logger.Info("Stopped leading") },
+			OnNewLeader: func(id string) {
+				if id != identity {
+					logger.Info("Another replica leads", "leader", id)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer close(released)
+		elector.Run(electionCtx)
+	}()
+	select {
+	case <-released:
+		if ctx.Err() == nil && electionCtx.Err() == nil {
+			// Lost leadership without being asked to stop: exit, so the pod
+			// restarts clean instead of running a second, divergent leader.
+			return fmt.Errorf("lost leadership")
+		}
+		return nil
+	case err := <-serveErrs:
+		return err
+	}
+}
+
+// startControllers builds the informers once leadership is won and runs both
+// controllers until ctx ends. The update controller confirms its counts with
+// a consistent LIST before its first start, so a cache filled a moment ago
+// cannot overshoot the limits.
+func startControllers(ctx context.Context, kube kubernetes.Interface, client versioned.Interface, opts updater.Options, metrics *updater.Metrics) error {
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(transformNode))
+	shadowFactory := externalversions.NewSharedInformerFactory(client, 0)
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(3)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	// Events go to shadows and Nodes: the recorder needs both kinds.
+	eventScheme := runtime.NewScheme()
+	if err := kubescheme.AddToScheme(eventScheme); err != nil {
+		return err
+	}
+	if err := nodehealthscheme.AddToScheme(eventScheme); err != nil {
+		return err
+	}
+	recorder := broadcaster.NewRecorder(eventScheme, v1.EventSource{Component: "update-operator"})
+
+	shadows, err := shadow.NewController(client, nodeFactory.Core().V1().Nodes(), shadowFactory.Updates().V1alpha1().BottlerocketShadows(),
+		recorder, shadow.Options{Selector: opts.Selector, DryRun: opts.DryRun})
+	if err != nil {
+		return err
+	}
+	updates, err := updater.NewController(client, nodeFactory.Core().V1().Nodes(), shadowFactory.Updates().V1alpha1().BottlerocketShadows(),
+		recorder, clock.RealClock{}, opts, metrics)
+	if err != nil {
+		return err
+	}
+	nodeFactory.Start(ctx.Done())
+	shadowFactory.Start(ctx.Done())
+	defer nodeFactory.Shutdown()
+	defer shadowFactory.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		shadows.Run(ctx, workers)
+	}()
+	updates.Run(ctx, workers)
+	<-done
+	return nil
+}
+
+// transformNode drops what the operator never reads (managed fields, images)
+// to keep the node cache small on large clusters.
+func transformNode(obj interface{}) (interface{}, error) {
+	if n, ok := obj.(*v1.Node); ok {
+		n.ManagedFields = nil
+		n.Status.Images = nil
+	}
+	return obj, nil
+}

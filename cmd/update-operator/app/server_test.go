@@ -1,0 +1,90 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"nodehealth.io/nodehealth/pkg/componentconfig/config"
+	"nodehealth.io/nodehealth/pkg/componentconfig/config/latest"
+	"nodehealth.io/nodehealth/pkg/componentconfig/options/optionstest"
+)
+
+func runCommand(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	return optionstest.Run(NewCommand, args...)
+}
+
+// --write-config-to - prints a complete file the binary accepts unchanged;
+// the shipped example is accepted too.
+func TestWriteConfigToRoundTrip(t *testing.T) {
+	first, stderr, code := runCommand(t, "--write-config-to", "-")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(first, "kind: UpdateOperatorConfiguration") || !strings.Contains(first, "rebootedIntoUpdate: 30m0s") {
+		t.Fatalf("not the defaulted v1alpha1 file:\n%s", first)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(first), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second, stderr, code := runCommand(t, "--config", path, "--write-config-to", "-")
+	if code != 0 || stderr != "" || second != first {
+		t.Fatalf("exit %d: %s\nre-written configuration differs:\n%s\n---\n%s", code, stderr, first, second)
+	}
+	for _, example := range []string{"../../../deploy/config/update-operator.yaml", "../../../deploy/update-operator/config.yaml"} {
+		if _, stderr, code := runCommand(t, "--config", example, "--write-config-to", filepath.Join(t.TempDir(), "out.yaml")); code != 0 || stderr != "" {
+			t.Fatalf("%s: exit %d: %s", example, code, stderr)
+		}
+	}
+}
+
+func TestBadConfigExitsWithOneLine(t *testing.T) {
+	optionstest.BadInputExitsWithOneLine(t, NewCommand, "UpdateOperatorConfiguration")
+}
+
+func TestHelp(t *testing.T) {
+	stdout, _, code := runCommand(t, "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"--config", "--write-config-to", "--kubeconfig", "--leader-elect", "--dry-run", "--node-name", "-v, --v"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{"--log-dir", "--alsologtostderr"} {
+		if strings.Contains(stdout, unwanted) {
+			t.Errorf("--help shows %q", unwanted)
+		}
+	}
+}
+
+func TestUpdaterOptions(t *testing.T) {
+	cfg, err := latest.UpdateOperatorConfiguration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.UpdateWindows = []config.UpdateWindow{{Schedule: "0 2 * * *", Duration: metav1.Duration{Duration: time.Hour}}}
+	cfg.TargetVersion = "1.20.3"
+	opts, err := updaterOptions(cfg, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !opts.Selector.Matches(labels.Set{"bottlerocket.aws/updater-interface-version": "2.0.0"}) || opts.Selector.Matches(labels.Set{}) {
+		t.Errorf("selector %v", opts.Selector)
+	}
+	open, next := opts.Windows.State(time.Date(2026, 1, 1, 2, 30, 0, 0, time.UTC))
+	if !open || next.Hour() != 3 {
+		t.Errorf("window open=%v next=%v", open, next)
+	}
+	if opts.OwnNode != "n1" || opts.TargetVersion != "1.20.3" || opts.Deadlines.RebootedIntoUpdate != 30*time.Minute {
+		t.Errorf("options %+v", opts)
+	}
+}

@@ -1,0 +1,255 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	versioned "nodehealth.io/client-go/clientset/versioned"
+)
+
+func newUpdateCommand(o *Options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "update",
+		Short: "Show and steer the Bottlerocket update rollout (BottlerocketShadows)",
+		Long: `The update operator drives each managed node through
+Idle → StagedAndPerformedUpdate → RebootedIntoUpdate → MonitoringUpdate → Idle.
+A failure after a reboot (a missed deadline, the wrong version, the health gate
+not passed) is recorded on the node's BottlerocketShadow and halts the rollout
+until it is resumed. See docs/updater.md.`,
+	}
+	cmd.AddCommand(newUpdateStatusCommand(o), newUpdateResumeCommand(o))
+	return cmd
+}
+
+// UpdateNode is one node's row of `update status`.
+type UpdateNode struct {
+	Name          string `json:"name"`
+	Desired       string `json:"desired"`
+	State         string `json:"state"`
+	Current       string `json:"currentVersion,omitempty"`
+	Target        string `json:"targetVersion,omitempty"`
+	Version       string `json:"version,omitempty"`
+	CrashCount    int32  `json:"crashCount,omitempty"`
+	Since         string `json:"since,omitempty"`
+	Failed        string `json:"failed,omitempty"`
+	FailureReason string `json:"failureReason,omitempty"`
+	Resumed       string `json:"resumed,omitempty"`
+	// Halting is true while this node's failure halts the rollout.
+	Halting bool `json:"halting"`
+	// Problem is the agent's DrainBlocked or UpdateFailed message.
+	Problem string `json:"problem,omitempty"`
+}
+
+// UpdateReport is the output of `update status -o json`.
+type UpdateReport struct {
+	Time metav1.Time `json:"time"`
+	// HaltedBy names the nodes whose failures halt the rollout.
+	HaltedBy []string     `json:"haltedBy"`
+	Nodes    []UpdateNode `json:"nodes"`
+}
+
+func newUpdateStatusCommand(o *Options) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status [NODE...]",
+		Short: "Show where each node is in its update and what halts the rollout",
+		Long: `Show, per node with a BottlerocketShadow, the state the operator wants
+(DESIRED) and the state its agent reports (STATE), the running and offered
+versions, the version being installed, the crash count, and any failure
+recorded by the operator. Failures that halt the rollout are listed first, with
+the command that resumes it. A pause or a closed update window is part of the
+operator's configuration and is not shown here (see its logs and the
+update_operator_rollout_halted metric).`,
+		Example: `  kubectl nodehealth update status
+  kubectl nodehealth update status node-1 -o json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "" && output != "json" {
+				return fmt.Errorf("--output %q is not supported: use json", output)
+			}
+			client, err := o.NewShadowClient()
+			if err != nil {
+				return err
+			}
+			report, err := updateStatus(cmd.Context(), client, args, o.Clock.Now())
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				enc := json.NewEncoder(o.Out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(report)
+			}
+			return printUpdateStatus(o.Out, report)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json.")
+	return cmd
+}
+
+func updateStatus(ctx context.Context, client versioned.Interface, names []string, now time.Time) (UpdateReport, error) {
+	report := UpdateReport{Time: metav1.NewTime(now), HaltedBy: []string{}, Nodes: []UpdateNode{}}
+	var items []updatesv1alpha1.BottlerocketShadow
+	if len(names) == 0 {
+		list, err := client.UpdatesV1alpha1().BottlerocketShadows().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return report, fmt.Errorf("listing BottlerocketShadows: %w", err)
+		}
+		items = list.Items
+	} else {
+		for _, n := range names {
+			s, err := client.UpdatesV1alpha1().BottlerocketShadows().Get(ctx, n, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return report, fmt.Errorf("node %s has no BottlerocketShadow: the update operator does not manage it", n)
+			}
+			if err != nil {
+				return report, err
+			}
+			items = append(items, *s)
+		}
+	}
+	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
+	for _, s := range items {
+		row := UpdateNode{
+			Name: s.Name, Desired: string(s.Spec.State), State: string(s.Status.CurrentState),
+			Current: s.Status.CurrentVersion, Target: s.Status.TargetVersion, Version: s.Spec.Version, CrashCount: s.Status.CrashCount,
+			Failed: s.Annotations[updatesv1alpha1.FailedAnnotation], FailureReason: s.Annotations[updatesv1alpha1.FailureReasonAnnotation],
+			Resumed: s.Annotations[updatesv1alpha1.ResumeAnnotation],
+		}
+		if row.State == "" {
+			row.State = "<no agent>"
+		}
+		if t := s.Spec.StateTransitionTimestamp; t != nil {
+			row.Since = now.Sub(t.Time).Round(time.Second).String()
+		}
+		for _, c := range s.Status.Conditions {
+			if c.Status == metav1.ConditionTrue && (c.Type == updatesv1alpha1.ConditionDrainBlocked || c.Type == updatesv1alpha1.ConditionUpdateFailed) {
+				row.Problem = c.Type + ": " + c.Message
+			}
+		}
+		row.Halting = halts(row.Failed, row.Resumed)
+		if row.Halting {
+			report.HaltedBy = append(report.HaltedBy, s.Name)
+		}
+		report.Nodes = append(report.Nodes, row)
+	}
+	return report, nil
+}
+
+// halts mirrors the operator's rule: a failure halts while it is newer than
+// the resume time (an unreadable failure time halts too).
+func halts(failed, resumed string) bool {
+	if failed == "" {
+		return false
+	}
+	f, err := time.Parse(time.RFC3339, failed)
+	if err != nil {
+		return true
+	}
+	r, err := time.Parse(time.RFC3339, resumed)
+	return err != nil || f.After(r)
+}
+
+func printUpdateStatus(out io.Writer, r UpdateReport) error {
+	if len(r.HaltedBy) > 0 {
+		fmt.Fprintf(out, "Rollout HALTED by failed updates on: %s\n", strings.Join(r.HaltedBy, ", "))
+		for _, n := range r.Nodes {
+			if n.Halting {
+				fmt.Fprintf(out, "  %s failed at %s: %s\n", n.Name, n.Failed, n.FailureReason)
+			}
+		}
+		fmt.Fprintf(out, "After fixing the cause: kubectl nodehealth update resume NODE\n\n")
+	} else if len(r.Nodes) > 0 {
+		fmt.Fprintf(out, "No failure halts the rollout.\n\n")
+	}
+	if len(r.Nodes) == 0 {
+		fmt.Fprintln(out, "No BottlerocketShadows: the update operator manages no node.")
+		return nil
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tDESIRED\tSTATE\tSINCE\tCURRENT\tTARGET\tVERSION\tCRASH\tNOTE")
+	for _, n := range r.Nodes {
+		note := n.Problem
+		if n.Failed != "" {
+			note = "failed " + n.Failed
+			if !n.Halting {
+				note += " (resumed)"
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", n.Name, n.Desired, n.State, dash(n.Since), dash(n.Current),
+			dash(n.Target), dash(n.Version), n.CrashCount, note)
+	}
+	return w.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newUpdateResumeCommand(o *Options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "resume NODE",
+		Short: "Lift the halt caused by a node's failed update",
+		Long: `Record on the node's BottlerocketShadow (annotation
+` + updatesv1alpha1.ResumeAnnotation + `) that its failed update was dealt with. The rollout
+continues once no shadow has a failure newer than its resume time. The failed
+node itself is updated again only if it still runs an older version.`,
+		Example: `  kubectl nodehealth update resume node-1`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client, err := o.NewShadowClient()
+			if err != nil {
+				return err
+			}
+			return resumeNode(cmd.Context(), client, args[0], o.Clock.Now(), o.Out)
+		},
+	}
+}
+
+func resumeNode(ctx context.Context, client versioned.Interface, name string, now time.Time, out io.Writer) error {
+	shadows := client.UpdatesV1alpha1().BottlerocketShadows()
+	s, err := shadows.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("node %s has no BottlerocketShadow: the update operator does not manage it", name)
+	}
+	if err != nil {
+		return err
+	}
+	failed := s.Annotations[updatesv1alpha1.FailedAnnotation]
+	if failed == "" {
+		fmt.Fprintf(out, "%s has no failed update; nothing to resume\n", name)
+		return nil
+	}
+	// Not before the failure even with a skewed local clock, so the resume
+	// always lifts the failure it was run for.
+	at := now.UTC().Truncate(time.Second)
+	if f, err := time.Parse(time.RFC3339, failed); err == nil && f.After(at) {
+		at = f
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": s.ResourceVersion,
+		"annotations":     map[string]string{updatesv1alpha1.ResumeAnnotation: at.Format(time.RFC3339)},
+	}})
+	if err != nil {
+		return err
+	}
+	if _, err := shadows.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("resuming %s: %w", name, err)
+	}
+	fmt.Fprintf(out, "%s resumed: its failure at %s (%s) no longer halts the rollout\n", name, failed, s.Annotations[updatesv1alpha1.FailureReasonAnnotation])
+	return nil
+}

@@ -1,0 +1,127 @@
+package plugin
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	versioned "nodehealth.io/client-go/clientset/versioned"
+	shadowfake "nodehealth.io/client-go/clientset/versioned/fake"
+)
+
+func shadowFixture(name string, spec, status updatesv1alpha1.ShadowState, annotations map[string]string) *updatesv1alpha1.BottlerocketShadow {
+	return &updatesv1alpha1.BottlerocketShadow{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations, ResourceVersion: "5"},
+		Spec:       updatesv1alpha1.BottlerocketShadowSpec{State: spec, StateTransitionTimestamp: &metav1.Time{Time: now.Add(-90 * time.Second)}},
+		Status:     updatesv1alpha1.BottlerocketShadowStatus{CurrentState: status, CurrentVersion: "1.19.0", TargetVersion: "1.20.0"},
+	}
+}
+
+func runUpdate(t *testing.T, client versioned.Interface, args ...string) (string, error) {
+	t.Helper()
+	o, out := testOptions(kubefake.NewClientset())
+	o.NewShadowClient = func() (versioned.Interface, error) { return client, nil }
+	cmd := NewCommandWithOptions(o)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(t.Context())
+	return out.String(), err
+}
+
+func rfc(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func TestUpdateStatus(t *testing.T) {
+	failedAt := now.Add(-time.Hour)
+	client := shadowfake.NewSimpleClientset(
+		shadowFixture("n2", updatesv1alpha1.StateIdle, updatesv1alpha1.StateMonitoringUpdate, map[string]string{
+			updatesv1alpha1.FailedAnnotation: rfc(failedAt), updatesv1alpha1.FailureReasonAnnotation: "DeadlineExceeded: too slow"}),
+		shadowFixture("n1", updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateStagedAndPerformedUpdate, nil),
+		shadowFixture("n3", updatesv1alpha1.StateIdle, updatesv1alpha1.StateIdle, map[string]string{
+			updatesv1alpha1.FailedAnnotation: rfc(failedAt), updatesv1alpha1.ResumeAnnotation: rfc(now)}),
+	)
+	out, err := runUpdate(t, client, "update", "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Rollout HALTED by failed updates on: n2\n",
+		"n2 failed at " + rfc(failedAt) + ": DeadlineExceeded: too slow",
+		"kubectl nodehealth update resume NODE",
+		"NODE  DESIRED             STATE                     SINCE  CURRENT  TARGET  VERSION  CRASH  NOTE",
+		"n1    RebootedIntoUpdate  StagedAndPerformedUpdate  1m30s  1.19.0   1.20.0",
+		"(resumed)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Index(out, "n1  ") > strings.Index(out, "n2  ") {
+		t.Errorf("rows not sorted by node:\n%s", out)
+	}
+
+	out, err = runUpdate(t, client, "update", "status", "n3", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r UpdateReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Nodes) != 1 || r.Nodes[0].Halting || len(r.HaltedBy) != 0 {
+		t.Errorf("report %+v", r)
+	}
+	if _, err := runUpdate(t, client, "update", "status", "missing"); err == nil || !strings.Contains(err.Error(), "no BottlerocketShadow") {
+		t.Errorf("missing node: %v", err)
+	}
+}
+
+func TestUpdateResume(t *testing.T) {
+	failedAt := now.Add(-time.Hour)
+	client := shadowfake.NewSimpleClientset(
+		shadowFixture("n1", updatesv1alpha1.StateIdle, updatesv1alpha1.StateIdle, map[string]string{
+			updatesv1alpha1.FailedAnnotation: rfc(failedAt), updatesv1alpha1.FailureReasonAnnotation: "WrongVersion"}),
+		shadowFixture("n2", updatesv1alpha1.StateIdle, updatesv1alpha1.StateIdle, nil),
+		// A failure stamped by a clock ahead of ours.
+		shadowFixture("n3", updatesv1alpha1.StateIdle, updatesv1alpha1.StateIdle, map[string]string{
+			updatesv1alpha1.FailedAnnotation: rfc(now.Add(time.Minute))}),
+	)
+	out, err := runUpdate(t, client, "update", "resume", "n1")
+	if err != nil || !strings.Contains(out, "n1 resumed") {
+		t.Fatalf("%v: %s", err, out)
+	}
+	out, err = runUpdate(t, client, "update", "resume", "n2")
+	if err != nil || !strings.Contains(out, "nothing to resume") {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if _, err := runUpdate(t, client, "update", "resume", "n3"); err != nil {
+		t.Fatal(err)
+	}
+	var patches []string
+	for _, a := range client.Actions() {
+		if p, ok := a.(clienttesting.PatchAction); ok {
+			patches = append(patches, p.GetName()+" "+string(p.GetPatch()))
+		}
+	}
+	want := []string{
+		`n1 {"metadata":{"annotations":{"updates.nodehealth.io/resume":"` + rfc(now) + `"},"resourceVersion":"5"}}`,
+		`n3 {"metadata":{"annotations":{"updates.nodehealth.io/resume":"` + rfc(now.Add(time.Minute)) + `"},"resourceVersion":"5"}}`,
+	}
+	if strings.Join(patches, "\n") != strings.Join(want, "\n") {
+		t.Errorf("patches:\n%s\nwant:\n%s", strings.Join(patches, "\n"), strings.Join(want, "\n"))
+	}
+	for _, n := range []string{"n1", "n3"} {
+		obj, _ := client.Tracker().Get(updatesv1alpha1.SchemeGroupVersion.WithResource("bottlerocketshadows"), "", n)
+		s := obj.(*updatesv1alpha1.BottlerocketShadow)
+		if halts(s.Annotations[updatesv1alpha1.FailedAnnotation], s.Annotations[updatesv1alpha1.ResumeAnnotation]) {
+			t.Errorf("%s still halts after resume: %v", n, s.Annotations)
+		}
+	}
+	if _, err := runUpdate(t, client, "update", "resume"); err == nil {
+		t.Error("resume without a node accepted")
+	}
+}

@@ -1,0 +1,226 @@
+package updater
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	versioned "nodehealth.io/client-go/clientset/versioned"
+	updatesinformers "nodehealth.io/client-go/informers/externalversions/updates/v1alpha1"
+	updateslisters "nodehealth.io/client-go/listers/updates/v1alpha1"
+)
+
+// startKey is the queue key of the start pass, which decides which Idle
+// nodes may start. It is never a node name, and a workqueue never hands one
+// key to two workers at once, so starts are serialized and the concurrency
+// limits cannot be overshot by parallel workers.
+const startKey = ""
+
+// ZoneLabel is the well-known label the per-zone limit groups nodes by.
+const ZoneLabel = v1.LabelTopologyZone
+
+// Controller is the update controller.
+type Controller struct {
+	client   versioned.Interface
+	opts     Options
+	clock    clock.PassiveClock
+	recorder record.EventRecorder
+	metrics  *Metrics
+
+	nodeLister    corelisters.NodeLister
+	shadowLister  updateslisters.BottlerocketShadowLister
+	nodesSynced   cache.InformerSynced
+	shadowsSynced cache.InformerSynced
+
+	queue workqueue.TypedRateLimitingInterface[string]
+	// after schedules a key; tests replace it to see every timer.
+	after func(key string, d time.Duration)
+
+	mu sync.Mutex
+	// soakSince is when each node in MonitoringUpdate was last seen become
+	// fully ready. It is memory only: an operator restart starts the soak
+	// over, which errs on the side of a longer soak.
+	soakSince map[string]time.Time
+	// halted is the reason the rollout was last found halted ("" when not)
+	// and haltedBy the nodes whose failures held it, so halts and resumes
+	// are announced once.
+	halted   string
+	haltedBy map[string]bool
+	// lastHealthyEnd is when the last node passed its health gate, for the
+	// delay until the next node starts.
+	lastHealthyEnd time.Time
+	// told remembers the Events already sent about a node not being
+	// startable, by node, so a blocked node is reported once per cause.
+	told map[string]string
+}
+
+// NewController wires the controller to its informers. recorder may be nil;
+// metrics may be nil.
+func NewController(client versioned.Interface, nodeInformer coreinformers.NodeInformer,
+	shadowInformer updatesinformers.BottlerocketShadowInformer, recorder record.EventRecorder,
+	clk clock.WithTicker, opts Options, metrics *Metrics) (*Controller, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.LeaseNamespace == "" {
+		opts.LeaseNamespace = nodev1alpha1.DefaultLeaseNamespace
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	if recorder == nil {
+		recorder = &record.FakeRecorder{}
+	}
+	c := &Controller{
+		client:   client,
+		opts:     opts,
+		clock:    clk,
+		recorder: recorder,
+		metrics:  metrics,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "updater", Clock: clk}),
+		nodeLister:   nodeInformer.Lister(),
+		shadowLister: shadowInformer.Lister(),
+		soakSince:    map[string]time.Time{},
+		told:         map[string]string{},
+	}
+	c.after = c.queue.AddAfter
+	nodeHandler, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueueNode,
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, ok1 := oldObj.(*v1.Node)
+			n, ok2 := newObj.(*v1.Node)
+			if !ok1 || !ok2 || nodeChanged(o, n) {
+				c.enqueueNode(newObj)
+			}
+		},
+		DeleteFunc: c.enqueueNode,
+	})
+	if err != nil {
+		return nil, err
+	}
+	shadowHandler, err := shadowInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueShadow,
+		UpdateFunc: func(_, newObj interface{}) { c.enqueueShadow(newObj) },
+		DeleteFunc: c.enqueueShadow,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.nodesSynced = nodeHandler.HasSynced
+	c.shadowsSynced = shadowHandler.HasSynced
+	return c, nil
+}
+
+// nodeChanged reports whether an update touches what the controller reads:
+// labels (selector, zone, exclusion), the extension list and the
+// SystemExtensionsReady condition; kubelet heartbeats do not.
+func nodeChanged(a, b *v1.Node) bool {
+	if a.ResourceVersion == b.ResourceVersion { // a resync
+		return true
+	}
+	ca, cb := extensionsReady(a), extensionsReady(b)
+	return !labels.Equals(a.Labels, b.Labels) ||
+		a.Annotations[nodev1alpha1.SystemExtensionsAnnotation] != b.Annotations[nodev1alpha1.SystemExtensionsAnnotation] ||
+		(ca == nil) != (cb == nil) || (ca != nil && (ca.Status != cb.Status || ca.Reason != cb.Reason))
+}
+
+func extensionsReady(n *v1.Node) *v1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == nodev1alpha1.SystemExtensionsReadyCondition {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func (c *Controller) enqueueNode(obj interface{}) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if n, ok := obj.(*v1.Node); ok {
+		c.queue.Add(n.Name)
+		c.queue.Add(startKey)
+	}
+}
+
+func (c *Controller) enqueueShadow(obj interface{}) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if s, ok := obj.(*updatesv1alpha1.BottlerocketShadow); ok {
+		c.queue.Add(s.Name)
+		c.queue.Add(startKey)
+	}
+}
+
+// Run processes the queue until ctx ends. Call it only while leading: the
+// first start pass confirms the counts with a consistent LIST.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting update controller", "dryRun", c.opts.DryRun, "paused", c.opts.Paused, "targetVersion", c.opts.TargetVersion)
+	defer logger.Info("Shutting down update controller")
+	if !cache.WaitForNamedCacheSync("updater", ctx.Done(), c.nodesSynced, c.shadowsSynced) {
+		return
+	}
+	c.queue.Add(startKey)
+	for i := 0; i < workers; i++ {
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			for c.processNext(ctx) {
+			}
+		}, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	var err error
+	if key == startKey {
+		err = c.syncStart(ctx)
+	} else {
+		err = c.syncShadow(ctx, key)
+	}
+	if err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Syncing update state", "key", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// event records an Event on the shadow and on its Node, so `kubectl describe
+// node` tells the update story too.
+func (c *Controller) event(s *updatesv1alpha1.BottlerocketShadow, eventType, reason, format string, args ...interface{}) {
+	msg := fmt.Sprintf(format, args...)
+	c.recorder.Event(s, eventType, reason, msg)
+	ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: s.Name}
+	for _, o := range s.OwnerReferences {
+		if o.Kind == "Node" {
+			ref.UID = o.UID
+		}
+	}
+	c.recorder.Event(ref, eventType, reason, msg)
+}

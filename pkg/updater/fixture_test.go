@@ -1,0 +1,261 @@
+package updater
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	kubeinformers "k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/client-go/clientset/versioned/fake"
+	"nodehealth.io/client-go/informers/externalversions"
+)
+
+const (
+	idle      = updatesv1alpha1.StateIdle
+	staged    = updatesv1alpha1.StateStagedAndPerformedUpdate
+	rebooted  = updatesv1alpha1.StateRebootedIntoUpdate
+	monitor   = updatesv1alpha1.StateMonitoringUpdate
+	errReset  = updatesv1alpha1.StateErrorReset
+	oldV      = "1.19.0"
+	newV      = "1.20.0"
+	soak      = 5 * time.Minute
+	stagedDL  = 15 * time.Minute
+	rebootDL  = 30 * time.Minute
+	monitorDL = 20 * time.Minute
+)
+
+// t0 is a whole second, as the API stores times.
+var t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+
+func defaultOptions() Options {
+	return Options{
+		Selector:       labels.SelectorFromSet(labels.Set{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}),
+		MaxConcurrent:  intstr.FromInt32(1),
+		Deadlines:      Deadlines{StagedAndPerformedUpdate: stagedDL, RebootedIntoUpdate: rebootDL, MonitoringUpdate: monitorDL},
+		PostRebootSoak: soak,
+	}
+}
+
+type nodeMod func(*v1.Node)
+
+// mkNode is a managed, healthy node listing the updater extension.
+func mkNode(name string, mods ...nodeMod) *v1.Node {
+	n := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: "uid-" + "n",
+			Labels:      map[string]string{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue},
+			Annotations: map[string]string{nodev1alpha1.SystemExtensionsAnnotation: `[{"name":"bottlerocket-updater","source":"lease"},{"name":"kube-proxy"}]`}},
+		Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: nodev1alpha1.SystemExtensionsReadyCondition, Status: v1.ConditionTrue,
+			Reason: nodev1alpha1.ReasonExtensionsReady}}},
+	}
+	for _, m := range mods {
+		m(n)
+	}
+	return n
+}
+
+func zone(z string) nodeMod { return func(n *v1.Node) { n.Labels[ZoneLabel] = z } }
+func unready(reason string) nodeMod {
+	return func(n *v1.Node) {
+		n.Status.Conditions[0].Status = v1.ConditionFalse
+		n.Status.Conditions[0].Reason = reason
+	}
+}
+func readyReason(reason string) nodeMod {
+	return func(n *v1.Node) { n.Status.Conditions[0].Reason = reason }
+}
+func noCondition(n *v1.Node)    { n.Status.Conditions = nil }
+func label(k, v string) nodeMod { return func(n *v1.Node) { n.Labels[k] = v } }
+func unmanaged(n *v1.Node)      { delete(n.Labels, updatesv1alpha1.ManagedNodeLabel) }
+func extensions(list string) nodeMod {
+	return func(n *v1.Node) { n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = list }
+}
+
+type shadowMod func(*updatesv1alpha1.BottlerocketShadow)
+
+// mkShadow is a shadow whose agent reports oldV with newV offered.
+func mkShadow(name string, spec, status updatesv1alpha1.ShadowState, mods ...shadowMod) *updatesv1alpha1.BottlerocketShadow {
+	s := &updatesv1alpha1.BottlerocketShadow{
+		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: "uid-" + "n"}}},
+		Spec:   updatesv1alpha1.BottlerocketShadowSpec{State: spec},
+		Status: updatesv1alpha1.BottlerocketShadowStatus{CurrentState: status, CurrentVersion: oldV, TargetVersion: newV},
+	}
+	if spec != idle {
+		s.Spec.Version = newV
+		s.Spec.StateTransitionTimestamp = &metav1.Time{Time: t0}
+	}
+	for _, m := range mods {
+		m(s)
+	}
+	return s
+}
+
+func since(d time.Duration) shadowMod {
+	return func(s *updatesv1alpha1.BottlerocketShadow) {
+		s.Spec.StateTransitionTimestamp = &metav1.Time{Time: t0.Add(-d)}
+	}
+}
+func running(v string) shadowMod {
+	return func(s *updatesv1alpha1.BottlerocketShadow) { s.Status.CurrentVersion = v }
+}
+func offered(v string) shadowMod {
+	return func(s *updatesv1alpha1.BottlerocketShadow) { s.Status.TargetVersion = v }
+}
+func annotate(k, v string) shadowMod {
+	return func(s *updatesv1alpha1.BottlerocketShadow) {
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[k] = v
+	}
+}
+func failedAt(t time.Time) shadowMod {
+	return annotate(updatesv1alpha1.FailedAnnotation, t.Format(time.RFC3339))
+}
+func resumedAt(t time.Time) shadowMod {
+	return annotate(updatesv1alpha1.ResumeAnnotation, t.Format(time.RFC3339))
+}
+func crashed(count int32, at time.Time) shadowMod {
+	return func(s *updatesv1alpha1.BottlerocketShadow) {
+		s.Status.CrashCount = count
+		s.Status.StateTransitionFailureTimestamp = &metav1.Time{Time: at}
+	}
+}
+
+type fixture struct {
+	t      *testing.T
+	ctx    context.Context
+	c      *Controller
+	client *fake.Clientset
+	clock  *testingclock.FakeClock
+	rec    *record.FakeRecorder
+	timers map[string][]time.Duration
+	// listed, when set, is what the consistent LIST returns instead of the
+	// cache's content (a cache behind the API server).
+	listed []*updatesv1alpha1.BottlerocketShadow
+
+	nodes, shadows cache.Indexer
+}
+
+func newFixture(t *testing.T, opts Options, nodes []*v1.Node, shadows []*updatesv1alpha1.BottlerocketShadow) *fixture {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	var objs []runtime.Object
+	for _, s := range shadows {
+		objs = append(objs, s.DeepCopy())
+	}
+	f := &fixture{t: t, ctx: ctx, client: fake.NewSimpleClientset(objs...), clock: testingclock.NewFakeClock(t0),
+		rec: record.NewFakeRecorder(100), timers: map[string][]time.Duration{}}
+	kf := kubeinformers.NewSharedInformerFactory(kubefake.NewClientset(), 0)
+	sf := externalversions.NewSharedInformerFactory(f.client, 0)
+	c, err := NewController(f.client, kf.Core().V1().Nodes(), sf.Updates().V1alpha1().BottlerocketShadows(), f.rec, f.clock, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.after = func(key string, d time.Duration) { f.timers[key] = append(f.timers[key], d) }
+	for _, n := range nodes {
+		_ = kf.Core().V1().Nodes().Informer().GetIndexer().Add(n)
+	}
+	for _, s := range shadows {
+		_ = sf.Updates().V1alpha1().BottlerocketShadows().Informer().GetIndexer().Add(s)
+	}
+	f.client.PrependReactor("list", "bottlerocketshadows", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if rv := a.(clienttesting.ListActionImpl).ListOptions.ResourceVersion; rv != "" {
+			return true, nil, fmt.Errorf("LIST with resourceVersion %q is not a consistent read", rv)
+		}
+		if f.listed == nil {
+			return false, nil, nil
+		}
+		l := &updatesv1alpha1.BottlerocketShadowList{}
+		for _, s := range f.listed {
+			l.Items = append(l.Items, *s)
+		}
+		return true, l, nil
+	})
+	f.c = c
+	f.nodes = kf.Core().V1().Nodes().Informer().GetIndexer()
+	f.shadows = sf.Updates().V1alpha1().BottlerocketShadows().Informer().GetIndexer()
+	f.client.ClearActions()
+	return f
+}
+
+// actions renders the client's calls: "list", or
+// "update NAME STATE VERSION" plus " failed=REASON" when the update records a
+// failure.
+func (f *fixture) actions() []string {
+	var out []string
+	for _, a := range f.client.Actions() {
+		switch a := a.(type) {
+		case clienttesting.ListAction:
+			out = append(out, "list")
+		case clienttesting.UpdateAction:
+			s := a.GetObject().(*updatesv1alpha1.BottlerocketShadow)
+			str := fmt.Sprintf("update %s %s %s", s.Name, s.Spec.State, s.Spec.Version)
+			if a.GetSubresource() != "" {
+				str += " subresource=" + a.GetSubresource()
+			}
+			if s.Spec.StateTransitionTimestamp == nil || !s.Spec.StateTransitionTimestamp.Time.Equal(f.clock.Now().Truncate(time.Second)) {
+				str += " (transition time not now)"
+			}
+			if v, ok := s.Annotations[updatesv1alpha1.FailedAnnotation]; ok && v == f.clock.Now().UTC().Format(time.RFC3339) {
+				str += " failed=" + strings.Fields(s.Annotations[updatesv1alpha1.FailureReasonAnnotation])[0]
+			}
+			out = append(out, strings.TrimSpace(str))
+		default:
+			out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
+		}
+	}
+	return out
+}
+
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.rec.Events:
+			out = append(out, strings.Join(strings.Fields(e)[:2], " "))
+		default:
+			return out
+		}
+	}
+}
+
+func (f *fixture) expect(want []string) {
+	f.t.Helper()
+	got := f.actions()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		f.t.Errorf("actions:\n  got  %q\n  want %q", got, want)
+	}
+	f.client.ClearActions()
+}
+
+// distinct reduces the events recorded on shadow and Node to one per reason.
+func distinct(events []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range events {
+		if !seen[e] {
+			seen[e] = true
+			out = append(out, e)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,218 @@
+package updater
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/updater/window"
+)
+
+func windows(t *testing.T, schedule string, d time.Duration) window.Set {
+	t.Helper()
+	w, err := window.Parse([]string{schedule}, []time.Duration{d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func TestSyncStart(t *testing.T) {
+	type S = []*updatesv1alpha1.BottlerocketShadow
+	type N = []*v1.Node
+	start := func(name, version string) string { return "update " + name + " StagedAndPerformedUpdate " + version }
+	cases := []struct {
+		name    string
+		opts    func(*Options)
+		nodes   N
+		shadows S
+		listed  S // the API server's view when the cache is behind
+		want    []string
+		events  []string
+		timer   []time.Duration // start-pass timers
+	}{
+		{name: "one eligible node starts with its offered version", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)},
+			want: []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "pin overrides the offered version", opts: func(o *Options) { o.TargetVersion = "1.19.5" },
+			nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)},
+			want: []string{"list", start("a", "1.19.5")}, events: []string{"Normal UpdateStarted"}},
+		{name: "pin older than the node: never downgraded", opts: func(o *Options) { o.TargetVersion = "1.18.0" },
+			nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}, events: []string{"Normal DowngradeRefused"}},
+		{name: "offered version equals the running one", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle, offered(oldV))}},
+		{name: "nothing offered: never started", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle, offered(""))}},
+		{name: "agent has not reported yet", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, "", running(""), offered(""))}},
+		{name: "unmanaged node never started", nodes: N{mkNode("a", unmanaged)}, shadows: S{mkShadow("a", idle, idle)}},
+		{name: "paused: none starts", opts: func(o *Options) { o.Paused = true }, nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}},
+		{name: "halted by a failure", nodes: N{mkNode("a"), mkNode("b")},
+			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, rebooted, failedAt(t0.Add(-time.Hour)), since(time.Hour))}},
+		{name: "halted by a failure newer than its resume", nodes: N{mkNode("a"), mkNode("b")},
+			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, failedAt(t0.Add(-time.Hour)), resumedAt(t0.Add(-2*time.Hour)))}},
+		{name: "resumed failure no longer halts", nodes: N{mkNode("a"), mkNode("b")},
+			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, running(newV), failedAt(t0.Add(-time.Hour)), resumedAt(t0))},
+			want:    []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "halt found only in the consistent LIST", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)},
+			listed: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, failedAt(t0))}, want: []string{"list"}},
+		{name: "window closed: none starts, timer to its opening",
+			opts:  func(o *Options) { o.Windows = windows(t, "0 12 * * *", time.Hour) },
+			nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}, timer: []time.Duration{2 * time.Hour}},
+		{name: "window open at its first second",
+			opts:  func(o *Options) { o.Windows = windows(t, "0 10 * * *", time.Hour) },
+			nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}, want: []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "window closed at its last instant",
+			opts:  func(o *Options) { o.Windows = windows(t, "0 9 * * *", time.Hour) },
+			nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}, timer: []time.Duration{23 * time.Hour}},
+		{name: "back-off 2^2 minutes not over", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle, crashed(2, t0.Add(-3*time.Minute)))},
+			timer: []time.Duration{time.Minute}},
+		{name: "back-off 2^2 minutes over", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle, crashed(2, t0.Add(-4*time.Minute)))},
+			want: []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "back-off capped at 24h", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle, crashed(30, t0.Add(-23*time.Hour)))},
+			timer: []time.Duration{time.Hour}},
+		{name: "back-off cap over", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle, crashed(30, t0.Add(-24*time.Hour)))},
+			want: []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "not ready: not started", nodes: N{mkNode("a", unready("ExtensionsNotReady"))}, shadows: S{mkShadow("a", idle, idle)},
+			events: []string{"Normal UpdateBlocked"}},
+		{name: "updater extension not listed", nodes: N{mkNode("a", extensions(`[{"name":"kube-proxy"}]`))}, shadows: S{mkShadow("a", idle, idle)},
+			events: []string{"Normal UpdateBlocked"}},
+		{name: "unparsable extension list", nodes: N{mkNode("a", extensions(`{`))}, shadows: S{mkShadow("a", idle, idle)},
+			events: []string{"Normal UpdateBlocked"}},
+		{name: "excluded node", nodes: N{mkNode("a", label(nodev1alpha1.ExcludeLabel, "true"))}, shadows: S{mkShadow("a", idle, idle)},
+			events: []string{"Normal UpdateBlocked"}},
+		{name: "limit 1 held by a node in flight", nodes: N{mkNode("a"), mkNode("b")},
+			shadows: S{mkShadow("a", idle, idle), mkShadow("b", rebooted, staged)}, want: []string{"list"}},
+		{name: "spec Idle but status still in flight counts", nodes: N{mkNode("a"), mkNode("b")},
+			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, monitor, running(newV))}, want: []string{"list"}},
+		{name: "a failed node does not count", opts: func(o *Options) { o.MaxConcurrent = intstr.FromInt32(1) }, nodes: N{mkNode("a"), mkNode("b")},
+			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, rebooted, failedAt(t0.Add(-time.Hour)), resumedAt(t0), since(time.Hour))},
+			want:    []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "limit 2: one more beside the one in flight, in name order", opts: func(o *Options) { o.MaxConcurrent = intstr.FromInt32(2) },
+			nodes:   N{mkNode("a"), mkNode("b"), mkNode("c"), mkNode("d")},
+			shadows: S{mkShadow("a", staged, idle), mkShadow("c", idle, idle), mkShadow("b", idle, idle), mkShadow("d", idle, idle)},
+			want:    []string{"list", start("b", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "limit 50% of 4 managed nodes", opts: func(o *Options) { o.MaxConcurrent = intstr.FromString("50%") },
+			nodes:   N{mkNode("a"), mkNode("b"), mkNode("c"), mkNode("d")},
+			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle), mkShadow("c", idle, idle), mkShadow("d", idle, idle)},
+			want:    []string{"list", start("a", newV), start("b", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "limit 10% of 4 nodes is still 1", opts: func(o *Options) { o.MaxConcurrent = intstr.FromString("10%") },
+			nodes:   N{mkNode("a"), mkNode("b")},
+			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle)},
+			want:    []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "stale cache: the LIST shows the slot taken", opts: func(o *Options) { o.MaxConcurrent = intstr.FromInt32(1) },
+			nodes: N{mkNode("a"), mkNode("b")}, shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle)},
+			listed: S{mkShadow("a", idle, idle), mkShadow("b", staged, idle)}, want: []string{"list"}},
+		{name: "stale cache: the LIST shows the candidate already started", opts: func(o *Options) { o.MaxConcurrent = intstr.FromInt32(3) },
+			nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)},
+			listed: S{mkShadow("a", staged, idle)}, want: []string{"list"}},
+		{name: "per-zone limit skips the busy zone",
+			opts: func(o *Options) {
+				o.MaxConcurrent = intstr.FromInt32(3)
+				o.MaxConcurrentPerZone = ptr.To(intstr.FromInt32(1))
+			},
+			nodes:   N{mkNode("a1", zone("a")), mkNode("a2", zone("a")), mkNode("b1", zone("b")), mkNode("b2", zone("b"))},
+			shadows: S{mkShadow("a1", staged, staged), mkShadow("a2", idle, idle), mkShadow("b1", idle, idle), mkShadow("b2", idle, idle)},
+			want:    []string{"list", start("b1", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "per-zone percentage of the zone's nodes",
+			opts: func(o *Options) {
+				o.MaxConcurrent = intstr.FromInt32(10)
+				o.MaxConcurrentPerZone = ptr.To(intstr.FromString("50%"))
+			},
+			nodes:   N{mkNode("a1", zone("a")), mkNode("a2", zone("a")), mkNode("a3", zone("a")), mkNode("a4", zone("a")), mkNode("b1", zone("b"))},
+			shadows: S{mkShadow("a1", idle, idle), mkShadow("a2", idle, idle), mkShadow("a3", idle, idle), mkShadow("a4", idle, idle), mkShadow("b1", idle, idle)},
+			want:    []string{"list", start("a1", newV), start("a2", newV), start("b1", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "own node waits for the others", opts: func(o *Options) { o.MaxConcurrent = intstr.FromInt32(5); o.OwnNode = "a" },
+			nodes: N{mkNode("a"), mkNode("b")}, shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle)},
+			want: []string{"list", start("b", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "own node waits while another is in flight", opts: func(o *Options) { o.MaxConcurrent = intstr.FromInt32(5); o.OwnNode = "a" },
+			nodes: N{mkNode("a"), mkNode("b")}, shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, monitor, running(newV))},
+			want: []string{"list"}},
+		{name: "own node last of all", opts: func(o *Options) { o.OwnNode = "a" },
+			nodes: N{mkNode("a"), mkNode("b")}, shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, running(newV))},
+			want: []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "own node not held by a blocked node", opts: func(o *Options) { o.OwnNode = "a" },
+			nodes: N{mkNode("a"), mkNode("b", unready("ExtensionsNotReady"))}, shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle)},
+			want: []string{"list", start("a", newV)}, events: []string{"Normal UpdateBlocked", "Normal UpdateStarted"}},
+		{name: "dry run lists but writes nothing", opts: func(o *Options) { o.DryRun = true },
+			nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}, want: []string{"list"}, events: []string{"Normal UpdateStarted"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := defaultOptions()
+			if tc.opts != nil {
+				tc.opts(&opts)
+			}
+			f := newFixture(t, opts, tc.nodes, tc.shadows)
+			f.listed = tc.listed
+			if err := f.c.syncStart(f.ctx); err != nil {
+				t.Fatal(err)
+			}
+			f.expect(tc.want)
+			if got := distinct(f.events()); strings.Join(got, ",") != strings.Join(tc.events, ",") {
+				t.Errorf("events = %v, want %v", got, tc.events)
+			}
+			if got := f.timers[startKey]; !equalDurations(got, tc.timer) {
+				t.Errorf("start timers = %v, want %v", got, tc.timer)
+			}
+		})
+	}
+}
+
+// TestHaltAndResume: a failure halts starts and is announced; a resume
+// newer than the failure lifts it with an Event on that shadow, and the next
+// node starts in the same pass.
+func TestHaltAndResume(t *testing.T) {
+	failed := mkShadow("b", idle, idle, running(newV), failedAt(t0), since(0))
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("a"), mkNode("b")}, []*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, idle), failed})
+	if err := f.c.syncStart(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(nil)
+	if got := testutilCounter(f.c.metrics.RolloutHalted.WithLabelValues(HaltUpdateFailed)); got != 1 {
+		t.Errorf("rollout_halted{UpdateFailed} = %v, want 1", got)
+	}
+	f.clock.Step(time.Minute)
+	resumed := failed.DeepCopy()
+	resumedAt(f.clock.Now())(resumed)
+	_ = f.shadows.Update(resumed)
+	_ = f.client.Tracker().Update(updatesv1alpha1.SchemeGroupVersion.WithResource("bottlerocketshadows"), resumed, "")
+	f.client.ClearActions()
+	if err := f.c.syncStart(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"list", "update a StagedAndPerformedUpdate 1.20.0"})
+	if got := distinct(f.events()); strings.Join(got, ",") != "Normal UpdateResumed,Normal UpdateStarted" {
+		t.Errorf("events = %v", got)
+	}
+	if got := testutilCounter(f.c.metrics.RolloutHalted.WithLabelValues(HaltUpdateFailed)); got != 0 {
+		t.Errorf("rollout_halted{UpdateFailed} = %v, want 0", got)
+	}
+}
+
+// TestInFlightFinishes: a pause or a closed window stops starts, never the
+// nodes already updating.
+func TestInFlightFinishes(t *testing.T) {
+	for name, mod := range map[string]func(*Options){
+		"paused":        func(o *Options) { o.Paused = true },
+		"window closed": func(o *Options) { o.Windows = windows(t, "0 3 * * *", time.Hour) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			opts := defaultOptions()
+			mod(&opts)
+			opts.MaxConcurrent = intstr.FromInt32(2)
+			f := newFixture(t, opts, []*v1.Node{mkNode("a"), mkNode("b")},
+				[]*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, idle), mkShadow("b", staged, staged)})
+			if err := f.c.syncStart(f.ctx); err != nil {
+				t.Fatal(err)
+			}
+			f.expect(nil)
+			if err := f.c.syncShadow(f.ctx, "b"); err != nil {
+				t.Fatal(err)
+			}
+			f.expect([]string{"update b RebootedIntoUpdate 1.20.0"})
+		})
+	}
+}

@@ -1,0 +1,104 @@
+package updater
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+)
+
+// maxBackoff caps the retry delay after failures before the reboot.
+const maxBackoff = 24 * time.Hour
+
+// next is the state the operator moves spec to once the agent reached the
+// current one.
+var next = map[updatesv1alpha1.ShadowState]updatesv1alpha1.ShadowState{
+	updatesv1alpha1.StateStagedAndPerformedUpdate: updatesv1alpha1.StateRebootedIntoUpdate,
+	updatesv1alpha1.StateRebootedIntoUpdate:       updatesv1alpha1.StateMonitoringUpdate,
+	updatesv1alpha1.StateMonitoringUpdate:         updatesv1alpha1.StateIdle,
+}
+
+func inFlight(s updatesv1alpha1.ShadowState) bool {
+	return s == updatesv1alpha1.StateStagedAndPerformedUpdate || s == updatesv1alpha1.StateRebootedIntoUpdate ||
+		s == updatesv1alpha1.StateMonitoringUpdate
+}
+
+func (d Deadlines) of(s updatesv1alpha1.ShadowState) time.Duration {
+	switch s {
+	case updatesv1alpha1.StateStagedAndPerformedUpdate:
+		return d.StagedAndPerformedUpdate
+	case updatesv1alpha1.StateRebootedIntoUpdate:
+		return d.RebootedIntoUpdate
+	case updatesv1alpha1.StateMonitoringUpdate:
+		return d.MonitoringUpdate
+	}
+	return 0
+}
+
+func annotationTime(s *updatesv1alpha1.BottlerocketShadow, key string) (time.Time, bool) {
+	v, ok := s.Annotations[key]
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	return t, err == nil
+}
+
+// halting reports whether this shadow's recorded failure halts the rollout:
+// its failed time is newer than its resume time (or it was never resumed).
+// An unparsable failed annotation halts too: it was meant to.
+func halting(s *updatesv1alpha1.BottlerocketShadow) bool {
+	if _, ok := s.Annotations[updatesv1alpha1.FailedAnnotation]; !ok {
+		return false
+	}
+	failed, ok := annotationTime(s, updatesv1alpha1.FailedAnnotation)
+	if !ok {
+		return true
+	}
+	resume, ok := annotationTime(s, updatesv1alpha1.ResumeAnnotation)
+	return !ok || failed.After(resume)
+}
+
+// markedFailed reports whether the node's current update attempt was failed
+// by the operator: the failure is not older than the last spec transition
+// (failing writes both in one update; a later start moves the transition on).
+func markedFailed(s *updatesv1alpha1.BottlerocketShadow) bool {
+	failed, ok := annotationTime(s, updatesv1alpha1.FailedAnnotation)
+	if !ok {
+		return false
+	}
+	return s.Spec.StateTransitionTimestamp != nil && !failed.Before(s.Spec.StateTransitionTimestamp.Time.Truncate(time.Second))
+}
+
+// counts reports whether a shadow counts toward the concurrency limits
+// (DESIGN §7): its spec is not Idle, or its agent still reports an update
+// state and the operator has not failed it.
+func counts(s *updatesv1alpha1.BottlerocketShadow) bool {
+	return s.Spec.State != updatesv1alpha1.StateIdle || (inFlight(s.Status.CurrentState) && !markedFailed(s))
+}
+
+// backoffUntil is when a node that failed before its reboot may retry:
+// 2^crashCount minutes after the failure, at most 24 hours.
+func backoffUntil(s *updatesv1alpha1.BottlerocketShadow) time.Time {
+	if s.Status.CrashCount <= 0 || s.Status.StateTransitionFailureTimestamp == nil {
+		return time.Time{}
+	}
+	d := maxBackoff
+	if s.Status.CrashCount < 11 { // 2^11 minutes > 24h
+		d = min(time.Duration(1<<s.Status.CrashCount)*time.Minute, maxBackoff)
+	}
+	return s.Status.StateTransitionFailureTimestamp.Add(d)
+}
+
+// healthy reports the health gate's signal: SystemExtensionsReady True with
+// reason ExtensionsReady, which the node-health controller sets only after
+// every extension renewed after the reboot.
+func healthy(n *v1.Node) bool {
+	if n == nil {
+		return false
+	}
+	c := extensionsReady(n)
+	return c != nil && c.Status == v1.ConditionTrue && c.Reason == nodev1alpha1.ReasonExtensionsReady
+}

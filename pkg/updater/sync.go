@@ -1,0 +1,198 @@
+package updater
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/updater/brapi"
+)
+
+// Failure reasons recorded in the failure-reason annotation's first word and
+// in the halt metric.
+const (
+	ReasonDeadlineExceeded = "DeadlineExceeded"
+	ReasonWrongVersion     = "WrongVersion"
+)
+
+// now is the operator's clock at the resolution the API stores times in, so
+// deadlines computed before and after a write agree.
+func (c *Controller) now() time.Time { return c.clock.Now().Truncate(time.Second) }
+
+// syncShadow drives one node's update: it reacts to the agent's reports,
+// enforces the current state's deadline and runs the health gate.
+func (c *Controller) syncShadow(ctx context.Context, name string) error {
+	logger := klog.FromContext(ctx).WithValues("node", name)
+	s, err := c.shadowLister.Get(name)
+	if apierrors.IsNotFound(err) {
+		c.mu.Lock()
+		delete(c.soakSince, name)
+		delete(c.told, name)
+		c.mu.Unlock()
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	node, err := c.nodeLister.Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if apierrors.IsNotFound(err) {
+		node = nil
+	}
+	spec := s.Spec.State
+	if spec == updatesv1alpha1.StateIdle || spec == "" {
+		c.mu.Lock()
+		delete(c.soakSince, name)
+		c.mu.Unlock()
+		return nil
+	}
+	now := c.now()
+
+	// The agent failed before the reboot: it aborts once spec is Idle and
+	// retries after its back-off. No halt.
+	if s.Status.CurrentState == updatesv1alpha1.StateErrorReset {
+		msg := "the agent reported a failure"
+		for _, cond := range s.Status.Conditions {
+			if cond.Type == updatesv1alpha1.ConditionUpdateFailed {
+				msg = fmt.Sprintf("%s: %s", cond.Reason, cond.Message)
+			}
+		}
+		logger.Info("Update failed before the reboot; returning the node to Idle", "state", spec, "crashCount", s.Status.CrashCount, "cause", msg)
+		if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", nil); err != nil {
+			return err
+		}
+		c.event(s, v1.EventTypeWarning, "UpdateAborted", "Update to %s failed in %s (%s); the node retries after its back-off (crash count %d)",
+			s.Spec.Version, spec, msg, s.Status.CrashCount)
+		c.metrics.Aborts.Inc()
+		return nil
+	}
+
+	since := now
+	if s.Spec.StateTransitionTimestamp != nil {
+		since = s.Spec.StateTransitionTimestamp.Time
+	}
+	deadline := since.Add(c.opts.Deadlines.of(spec))
+	if !now.Before(deadline) {
+		if err := c.fail(ctx, s, ReasonDeadlineExceeded, fmt.Sprintf("%s: the node was in %s for longer than %s (agent reports %q)",
+			ReasonDeadlineExceeded, spec, c.opts.Deadlines.of(spec), s.Status.CurrentState)); err != nil {
+			return err
+		}
+		c.metrics.DeadlineExpiries.WithLabelValues(string(spec)).Inc()
+		return nil
+	}
+	// Re-armed on every sync, so a failover picks deadlines up from the
+	// stored transition time.
+	c.after(name, deadline.Sub(now))
+
+	if spec == updatesv1alpha1.StateMonitoringUpdate {
+		return c.healthGate(ctx, s, node, now)
+	}
+	if s.Status.CurrentState != spec {
+		return nil // the agent is working on it
+	}
+	if spec == updatesv1alpha1.StateRebootedIntoUpdate && !brapi.SameVersion(s.Status.CurrentVersion, s.Spec.Version) {
+		return c.fail(ctx, s, ReasonWrongVersion, fmt.Sprintf("%s: the node rebooted into %q, not %q",
+			ReasonWrongVersion, s.Status.CurrentVersion, s.Spec.Version))
+	}
+	to := next[spec]
+	logger.V(2).Info("Agent reached the desired state; moving on", "from", spec, "to", to)
+	if err := c.writeSpec(ctx, s, to, s.Spec.Version, nil); err != nil {
+		return err
+	}
+	c.event(s, v1.EventTypeNormal, "UpdateProgressing", "Update to %s: %s done, now %s", s.Spec.Version, spec, to)
+	return nil
+}
+
+// healthGate passes the node after postRebootSoak of continuous readiness
+// once its agent reports MonitoringUpdate; any lapse starts the soak over.
+func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, node *v1.Node, now time.Time) error {
+	c.mu.Lock()
+	start, soaking := c.soakSince[s.Name]
+	if !healthy(node) {
+		delete(c.soakSince, s.Name)
+		c.mu.Unlock()
+		if soaking {
+			klog.FromContext(ctx).Info("Node lost full readiness during its soak; the soak starts over", "node", s.Name)
+		}
+		return nil
+	}
+	if !soaking {
+		start = now
+		c.soakSince[s.Name] = now
+	}
+	c.mu.Unlock()
+	if s.Status.CurrentState != updatesv1alpha1.StateMonitoringUpdate {
+		return nil
+	}
+	if left := start.Add(c.opts.PostRebootSoak).Sub(now); left > 0 {
+		c.after(s.Name, left)
+		return nil
+	}
+	if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", nil); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.soakSince, s.Name)
+	c.lastHealthyEnd = c.clock.Now()
+	c.mu.Unlock()
+	c.event(s, v1.EventTypeNormal, "UpdateSucceeded", "Node runs %s and stayed fully ready for %s", s.Status.CurrentVersion, c.opts.PostRebootSoak)
+	if t := s.Annotations[startedAnnotation]; t != "" {
+		if started, err := time.Parse(time.RFC3339, t); err == nil {
+			c.metrics.UpdateDuration.Observe(now.Sub(started).Seconds())
+		}
+	}
+	klog.FromContext(ctx).Info("Update passed its health gate", "node", s.Name, "version", s.Status.CurrentVersion)
+	return nil
+}
+
+// fail records a failure after the reboot: the failed annotations halt the
+// rollout, spec returns to Idle and the slot is freed, in one write.
+func (c *Controller) fail(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, reason, msg string) error {
+	klog.FromContext(ctx).Info("Update failed; halting the rollout", "node", s.Name, "reason", reason, "message", msg)
+	if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", map[string]string{
+		updatesv1alpha1.FailedAnnotation:        c.now().UTC().Format(time.RFC3339),
+		updatesv1alpha1.FailureReasonAnnotation: msg,
+	}); err != nil {
+		return err
+	}
+	c.event(s, v1.EventTypeWarning, "UpdateFailed", "%s; the rollout is halted until `kubectl nodehealth update resume %s`", msg, s.Name)
+	return nil
+}
+
+// startedAnnotation remembers when the node's current update started, for
+// the duration histogram across operator restarts. It is informational.
+const startedAnnotation = "updates.nodehealth.io/started"
+
+// writeSpec moves a shadow's spec with an update guarded by the
+// resourceVersion the decision was made on: if the agent or a user changed
+// the shadow meanwhile, the write fails and the shadow is judged again.
+func (c *Controller) writeSpec(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, state updatesv1alpha1.ShadowState,
+	version string, annotations map[string]string) error {
+	n := s.DeepCopy()
+	n.Spec = updatesv1alpha1.BottlerocketShadowSpec{State: state, Version: version, StateTransitionTimestamp: &metav1.Time{Time: c.now()}}
+	if len(annotations) > 0 && n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	for k, v := range annotations {
+		n.Annotations[k] = v
+	}
+	if c.opts.DryRun {
+		c.metrics.DryRunActions.WithLabelValues(string(state)).Inc()
+		klog.FromContext(ctx).Info("Dry run: would set the shadow's state", "node", s.Name, "from", s.Spec.State, "to", state, "version", version, "annotations", annotations)
+		return nil
+	}
+	_, err := c.client.UpdatesV1alpha1().BottlerocketShadows().Update(ctx, n, metav1.UpdateOptions{FieldManager: "update-operator"})
+	if err != nil {
+		return fmt.Errorf("setting shadow %s to %s: %w", s.Name, state, err)
+	}
+	c.metrics.Transitions.WithLabelValues(string(state)).Inc()
+	return nil
+}

@@ -1,0 +1,171 @@
+package updater
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clienttesting "k8s.io/client-go/testing"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+)
+
+func TestSyncShadow(t *testing.T) {
+	cases := []struct {
+		name   string
+		node   *v1.Node
+		shadow *updatesv1alpha1.BottlerocketShadow
+		dryRun bool
+		want   []string
+		timer  []time.Duration // timers armed for the node
+		events []string
+	}{
+		{name: "idle shadow: nothing", shadow: mkShadow("n1", idle, idle)},
+		{name: "staged reached: reboot next", shadow: mkShadow("n1", staged, staged, since(time.Minute)),
+			want: []string{"update n1 RebootedIntoUpdate 1.20.0"}, timer: []time.Duration{stagedDL - time.Minute},
+			events: []string{"Normal UpdateProgressing"}},
+		{name: "staged in progress: deadline armed", shadow: mkShadow("n1", staged, idle, since(time.Minute)),
+			timer: []time.Duration{stagedDL - time.Minute}},
+		{name: "staged one second before its deadline", shadow: mkShadow("n1", staged, idle, since(stagedDL-time.Second)),
+			timer: []time.Duration{time.Second}},
+		{name: "staged at its deadline fails and halts", shadow: mkShadow("n1", staged, idle, since(stagedDL)),
+			want: []string{"update n1 Idle  failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
+		{name: "staged deadline beats the agent's late report", shadow: mkShadow("n1", staged, staged, since(stagedDL+time.Minute)),
+			want: []string{"update n1 Idle  failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
+		{name: "rebooted into the right version: monitoring next", shadow: mkShadow("n1", rebooted, rebooted, running(newV)),
+			want: []string{"update n1 MonitoringUpdate 1.20.0"}, timer: []time.Duration{rebootDL}, events: []string{"Normal UpdateProgressing"}},
+		{name: "rebooted into v-prefixed same version", shadow: mkShadow("n1", rebooted, rebooted, running("v1.20.0")),
+			want: []string{"update n1 MonitoringUpdate 1.20.0"}, timer: []time.Duration{rebootDL}, events: []string{"Normal UpdateProgressing"}},
+		{name: "rebooted into the wrong version fails and halts", shadow: mkShadow("n1", rebooted, rebooted, running(oldV)),
+			want: []string{"update n1 Idle  failed=WrongVersion:"}, timer: []time.Duration{rebootDL}, events: []string{"Warning UpdateFailed"}},
+		{name: "rebooted draining: deadline armed", shadow: mkShadow("n1", rebooted, staged, since(10*time.Minute)),
+			timer: []time.Duration{rebootDL - 10*time.Minute}},
+		{name: "rebooted at its deadline fails", shadow: mkShadow("n1", rebooted, staged, since(rebootDL)),
+			want: []string{"update n1 Idle  failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
+		{name: "error reset before the reboot: idle, no halt", shadow: mkShadow("n1", staged, errReset, crashed(1, t0)),
+			want: []string{"update n1 Idle"}, events: []string{"Warning UpdateAborted"}},
+		{name: "error reset during the drain: idle, no halt", shadow: mkShadow("n1", rebooted, errReset, crashed(2, t0)),
+			want: []string{"update n1 Idle"}, events: []string{"Warning UpdateAborted"}},
+		{name: "monitoring, healthy: soak armed", node: mkNode("n1"), shadow: mkShadow("n1", monitor, monitor, running(newV)),
+			timer: []time.Duration{monitorDL, soak}},
+		{name: "monitoring, agent not there yet: soak runs, no timer", node: mkNode("n1"), shadow: mkShadow("n1", monitor, rebooted, running(newV)),
+			timer: []time.Duration{monitorDL}},
+		{name: "monitoring, not ready: waits", node: mkNode("n1", unready(nodev1alpha1.ReasonNodeRebooted)),
+			shadow: mkShadow("n1", monitor, monitor, running(newV)), timer: []time.Duration{monitorDL}},
+		{name: "monitoring, True for another reason is not the gate", node: mkNode("n1", readyReason(nodev1alpha1.ReasonNoRequiredExtensions)),
+			shadow: mkShadow("n1", monitor, monitor, running(newV)), timer: []time.Duration{monitorDL}},
+		{name: "monitoring, condition missing: waits", node: mkNode("n1", noCondition),
+			shadow: mkShadow("n1", monitor, monitor, running(newV)), timer: []time.Duration{monitorDL}},
+		{name: "monitoring, node gone: waits for the deadline", shadow: mkShadow("n1", monitor, monitor, running(newV)),
+			timer: []time.Duration{monitorDL}},
+		{name: "monitoring at its deadline fails", node: mkNode("n1"), shadow: mkShadow("n1", monitor, monitor, running(newV), since(monitorDL)),
+			want: []string{"update n1 Idle  failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
+		{name: "dry run writes nothing", dryRun: true, shadow: mkShadow("n1", staged, staged),
+			timer: []time.Duration{stagedDL}, events: []string{"Normal UpdateProgressing"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := defaultOptions()
+			opts.DryRun = tc.dryRun
+			var nodes []*v1.Node
+			if tc.node != nil {
+				nodes = append(nodes, tc.node)
+			}
+			f := newFixture(t, opts, nodes, []*updatesv1alpha1.BottlerocketShadow{tc.shadow})
+			if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+				t.Fatal(err)
+			}
+			f.expect(tc.want)
+			if got := f.timers["n1"]; !equalDurations(got, tc.timer) {
+				t.Errorf("timers = %v, want %v", got, tc.timer)
+			}
+			if got := distinct(f.events()); strings.Join(got, ",") != strings.Join(tc.events, ",") {
+				t.Errorf("events = %v, want %v", got, tc.events)
+			}
+		})
+	}
+}
+
+func equalDurations(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestHealthGateSoak walks one node through its soak: readiness lost half
+// way starts the soak over; it passes only after postRebootSoak of
+// continuous readiness.
+func TestHealthGateSoak(t *testing.T) {
+	node := mkNode("n1")
+	s := mkShadow("n1", monitor, monitor, running(newV))
+	f := newFixture(t, defaultOptions(), []*v1.Node{node}, []*updatesv1alpha1.BottlerocketShadow{s})
+	step := func(d time.Duration, n *v1.Node, want ...string) {
+		t.Helper()
+		f.clock.Step(d)
+		_ = f.nodes.Update(n)
+		if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+			t.Fatal(err)
+		}
+		f.expect(want)
+	}
+	step(0, node)                                                               // soak starts at t0
+	step(3*time.Minute, mkNode("n1", unready(nodev1alpha1.ReasonNodeRebooted))) // lost: starts over
+	step(time.Minute, node)                                                     // soak starts again at t0+4m
+	step(soak-time.Second, node)                                                // one second short
+	if got := f.timers["n1"]; got[len(got)-1] != time.Second {
+		t.Errorf("last timer = %v, want the remaining 1s", got[len(got)-1])
+	}
+	step(time.Second, node, "update n1 Idle")
+	if got := distinct(f.events()); strings.Join(got, ",") != "Normal UpdateSucceeded" {
+		t.Errorf("events = %v", got)
+	}
+}
+
+// TestDeadlineAfterFailover: a new leader re-arms the deadline from the
+// stored transition time, not from its own start.
+func TestDeadlineAfterFailover(t *testing.T) {
+	s := mkShadow("n1", rebooted, staged, since(25*time.Minute))
+	f := newFixture(t, defaultOptions(), nil, []*updatesv1alpha1.BottlerocketShadow{s})
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.timers["n1"]; !equalDurations(got, []time.Duration{5 * time.Minute}) {
+		t.Fatalf("timers = %v, want the 5m left", got)
+	}
+	f.clock.Step(5 * time.Minute)
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"update n1 Idle  failed=DeadlineExceeded:"})
+	if got := testutilCounter(f.c.metrics.DeadlineExpiries.WithLabelValues(string(rebooted))); got != 1 {
+		t.Errorf("deadline expiries = %v, want 1", got)
+	}
+}
+
+// A write that loses to a concurrent writer (the agent, a user) is retried
+// from a fresh read: the sync fails, and nothing is announced.
+func TestConflictIsRetried(t *testing.T) {
+	f := newFixture(t, defaultOptions(), nil, []*updatesv1alpha1.BottlerocketShadow{mkShadow("n1", staged, staged)})
+	f.client.PrependReactor("update", "bottlerocketshadows", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "updates.nodehealth.io", Resource: "bottlerocketshadows"}, "n1", errors.New("modified"))
+	})
+	err := f.c.syncShadow(f.ctx, "n1")
+	if !apierrors.IsConflict(err) {
+		t.Fatalf("err = %v, want the conflict", err)
+	}
+	if got := f.events(); len(got) != 0 {
+		t.Errorf("events after a failed write: %v", got)
+	}
+}

@@ -1,0 +1,415 @@
+package updater_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/client-go/clientset/versioned"
+	"nodehealth.io/client-go/informers/externalversions"
+	"nodehealth.io/nodehealth/pkg/shadow"
+	"nodehealth.io/nodehealth/pkg/updater"
+	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/testenv"
+)
+
+const (
+	oldVersion = "1.19.0"
+	newVersion = "1.20.0"
+)
+
+func shadows(t *testing.T) versioned.Interface {
+	t.Helper()
+	c, err := versioned.NewForConfig(testenv.Env(t).Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// testLabel selects one test's nodes.
+func testLabel(t *testing.T) (string, string) { return "updater-it/test", t.Name() }
+
+func baseOptions(t *testing.T) updater.Options {
+	k, v := testLabel(t)
+	return updater.Options{
+		Selector:      labels.SelectorFromSet(labels.Set{k: v}),
+		MaxConcurrent: intstr.FromInt32(1),
+		Deadlines: updater.Deadlines{StagedAndPerformedUpdate: 20 * time.Second, RebootedIntoUpdate: 20 * time.Second,
+			MonitoringUpdate: 20 * time.Second},
+		PostRebootSoak: time.Second,
+	}
+}
+
+// createNodes creates nodes nothing simulates (their status is what the test
+// writes), labelled for this test, listing the updater extension and fully
+// ready, as the node-health controller would leave them.
+func createNodes(t *testing.T, names ...string) { createNodesReady(t, true, names...) }
+
+// createNodesReady is createNodes with the nodes' readiness chosen: a node
+// that is not ready is never started, which lets a test decide which node
+// goes first.
+func createNodesReady(t *testing.T, ready bool, names ...string) {
+	t.Helper()
+	env := testenv.Env(t)
+	ctx := testenv.Context(t)
+	k, v := testLabel(t)
+	for _, name := range names {
+		n := framework.NewUnmanagedNode(name, map[string]string{k: v})
+		n.Annotations = map[string]string{nodev1alpha1.SystemExtensionsAnnotation: `[{"name":"bottlerocket-updater","source":"lease"}]`}
+		if _, err := env.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			// Tests run one after the other against one API server, and the
+			// operator counts and halts on every shadow: leave none behind.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = env.DeleteNode(ctx, name)
+			_ = shadows(t).UpdatesV1alpha1().BottlerocketShadows().Delete(ctx, name, metav1.DeleteOptions{})
+			if err := framework.WaitForDeletion[*updatesv1alpha1.BottlerocketShadow](ctx, shadowLW(t, name), "", name); err != nil {
+				t.Errorf("cleanup of shadow %s: %v", name, err)
+			}
+		})
+		setReady(t, ctx, name, ready)
+	}
+}
+
+// setReady writes the node's SystemExtensionsReady condition as the
+// node-health controller does.
+func setReady(t *testing.T, ctx context.Context, node string, ready bool) {
+	t.Helper()
+	cond := map[string]any{"type": nodev1alpha1.SystemExtensionsReadyCondition, "status": "True", "reason": nodev1alpha1.ReasonExtensionsReady,
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+	if !ready {
+		cond["status"], cond["reason"] = "False", nodev1alpha1.ReasonNodeRebooted
+	}
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{cond}}})
+	if _, err := testenv.Env(t).Client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		t.Errorf("setting %s ready=%v: %v", node, ready, err)
+	}
+}
+
+// operator runs the shadow and update controllers in-process until stopped.
+type operator struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startOperator(t *testing.T, opts updater.Options) *operator {
+	t.Helper()
+	env := testenv.Env(t)
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(klog.NewContext(testenv.Context(t), logger))
+	client := shadows(t)
+	nodeFactory := informers.NewSharedInformerFactory(env.Client, 0)
+	shadowFactory := externalversions.NewSharedInformerFactory(client, 0)
+	recorder := record.NewFakeRecorder(1000)
+	go func() { // drain: the tests assert API state, not Events
+		for {
+			select {
+			case <-recorder.Events:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	sc, err := shadow.NewController(client, nodeFactory.Core().V1().Nodes(), shadowFactory.Updates().V1alpha1().BottlerocketShadows(),
+		recorder, shadow.Options{Selector: opts.Selector, DryRun: opts.DryRun})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, err := updater.NewController(client, nodeFactory.Core().V1().Nodes(), shadowFactory.Updates().V1alpha1().BottlerocketShadows(),
+		recorder, clock.RealClock{}, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeFactory.Start(ctx.Done())
+	shadowFactory.Start(ctx.Done())
+	o := &operator{cancel: cancel, done: make(chan struct{})}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); sc.Run(ctx, 2) }()
+	go func() { defer wg.Done(); uc.Run(ctx, 2) }()
+	go func() {
+		wg.Wait()
+		nodeFactory.Shutdown()
+		shadowFactory.Shutdown()
+		close(o.done)
+	}()
+	t.Cleanup(o.stop)
+	return o
+}
+
+// stop kills the operator and waits until none of its goroutines can write.
+func (o *operator) stop() {
+	o.cancel()
+	<-o.done
+}
+
+// agent plays the update agents of a set of nodes: it reports the state the
+// operator asks for, "reboots" into spec.version (the node-health side then
+// reports the node not ready until it is Monitoring), and returns to Idle.
+type agent struct {
+	t      *testing.T
+	client versioned.Interface
+	mu     sync.Mutex
+	// stuckIn makes a node's agent stop once it reported this state, as an
+	// agent hanging in a drain would.
+	stuckIn map[string]updatesv1alpha1.ShadowState
+	// unhealthy nodes never become fully ready after their reboot.
+	unhealthy map[string]bool
+}
+
+func startAgent(t *testing.T, ctx context.Context, nodes ...string) *agent {
+	a := &agent{t: t, client: shadows(t), stuckIn: map[string]updatesv1alpha1.ShadowState{}, unhealthy: map[string]bool{}}
+	ours := map[string]bool{}
+	for _, n := range nodes {
+		ours[n] = true
+	}
+	factory := externalversions.NewSharedInformerFactory(a.client, 0)
+	inf := factory.Updates().V1alpha1().BottlerocketShadows().Informer()
+	queue := make(chan string, 1000)
+	enqueue := func(obj any) {
+		if s, ok := obj.(*updatesv1alpha1.BottlerocketShadow); ok && ours[s.Name] {
+			queue <- s.Name
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }})
+	factory.Start(ctx.Done())
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case name := <-queue:
+				a.act(ctx, name)
+			}
+		}
+	}()
+	t.Cleanup(factory.Shutdown)
+	return a
+}
+
+func (a *agent) act(ctx context.Context, name string) {
+	var becameState updatesv1alpha1.ShadowState
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := a.client.UpdatesV1alpha1().BottlerocketShadows().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		want := s.Spec.State
+		st := &s.Status
+		a.mu.Lock()
+		stuck := a.stuckIn[name]
+		a.mu.Unlock()
+		switch {
+		case st.CurrentState == "":
+			st.CurrentState, st.CurrentVersion, st.TargetVersion = updatesv1alpha1.StateIdle, oldVersion, newVersion
+		case want == st.CurrentState || (stuck != "" && st.CurrentState == stuck):
+			return nil
+		case want == updatesv1alpha1.StateRebootedIntoUpdate:
+			st.CurrentState, st.CurrentVersion, st.RebootFromBootID = want, s.Spec.Version, "boot-1"
+		case want == updatesv1alpha1.StateIdle:
+			st.CurrentState = want
+			if st.CurrentVersion == st.TargetVersion {
+				st.CrashCount, st.StateTransitionFailureTimestamp = 0, nil
+			}
+		default:
+			st.CurrentState = want
+		}
+		becameState = st.CurrentState
+		_, err = a.client.UpdatesV1alpha1().BottlerocketShadows().UpdateStatus(ctx, s, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		if ctx.Err() == nil && !apierrors.IsNotFound(err) {
+			a.t.Errorf("agent of %s: %v", name, err)
+		}
+		return
+	}
+	// The node-health side: a reboot gates the node; it is fully ready again
+	// once its extensions renewed (here: when Monitoring begins).
+	a.mu.Lock()
+	unhealthy := a.unhealthy[name]
+	a.mu.Unlock()
+	switch becameState {
+	case updatesv1alpha1.StateRebootedIntoUpdate:
+		setReady(a.t, ctx, name, false)
+	case updatesv1alpha1.StateMonitoringUpdate:
+		if !unhealthy {
+			setReady(a.t, ctx, name, true)
+		}
+	}
+}
+
+// recorder watches every shadow of a test for the whole run: the most that
+// ever counted as updating (DESIGN §7's definition) and the starts per node.
+type history struct {
+	mu       sync.Mutex
+	current  map[string]bool
+	max      int
+	starts   map[string]int
+	lastSpec map[string]updatesv1alpha1.ShadowState
+}
+
+func watchHistory(t *testing.T, ctx context.Context, nodes ...string) *history {
+	t.Helper()
+	h := &history{current: map[string]bool{}, starts: map[string]int{}, lastSpec: map[string]updatesv1alpha1.ShadowState{}}
+	ours := map[string]bool{}
+	for _, n := range nodes {
+		ours[n] = true
+	}
+	c := shadows(t).UpdatesV1alpha1().BottlerocketShadows()
+	list, err := c.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		h.observe(&list.Items[i], ours)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return c.Watch(ctx, o) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for ev := range w.ResultChan() {
+			s, ok := ev.Object.(*updatesv1alpha1.BottlerocketShadow)
+			if !ok {
+				continue
+			}
+			if ev.Type == watch.Deleted {
+				h.mu.Lock()
+				delete(h.current, s.Name)
+				h.mu.Unlock()
+				continue
+			}
+			h.observe(s, ours)
+		}
+	}()
+	t.Cleanup(w.Stop)
+	return h
+}
+
+func (h *history) observe(s *updatesv1alpha1.BottlerocketShadow, ours map[string]bool) {
+	if !ours[s.Name] {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.current[s.Name] = counts(s)
+	n := 0
+	for _, c := range h.current {
+		if c {
+			n++
+		}
+	}
+	h.max = max(h.max, n)
+	if h.lastSpec[s.Name] == updatesv1alpha1.StateIdle && s.Spec.State == updatesv1alpha1.StateStagedAndPerformedUpdate {
+		h.starts[s.Name]++
+	}
+	h.lastSpec[s.Name] = s.Spec.State
+}
+
+// counts is DESIGN §7's definition, written out independently of pkg/updater.
+func counts(s *updatesv1alpha1.BottlerocketShadow) bool {
+	if s.Spec.State != updatesv1alpha1.StateIdle {
+		return true
+	}
+	switch s.Status.CurrentState {
+	case updatesv1alpha1.StateStagedAndPerformedUpdate, updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateMonitoringUpdate:
+	default:
+		return false
+	}
+	failed, err := time.Parse(time.RFC3339, s.Annotations[updatesv1alpha1.FailedAnnotation])
+	return err != nil || s.Spec.StateTransitionTimestamp == nil || failed.Before(s.Spec.StateTransitionTimestamp.Time)
+}
+
+func (h *history) snapshot() (int, map[string]int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	starts := map[string]int{}
+	for k, v := range h.starts {
+		starts[k] = v
+	}
+	return h.max, starts
+}
+
+func shadowLW(t *testing.T, name string) cache.ListerWatcher {
+	return framework.NamedListWatch(shadows(t).UpdatesV1alpha1().RESTClient(), "bottlerocketshadows", "", name)
+}
+
+// waitShadow waits until the node's shadow satisfies cond.
+func waitShadow(t *testing.T, ctx context.Context, name string, what string, cond func(*updatesv1alpha1.BottlerocketShadow) bool) *updatesv1alpha1.BottlerocketShadow {
+	t.Helper()
+	s, err := framework.WaitFor(ctx, shadowLW(t, name), cond)
+	if err != nil {
+		t.Fatalf("shadow %s: %s: %v", name, what, err)
+	}
+	return s
+}
+
+func updated(s *updatesv1alpha1.BottlerocketShadow) bool {
+	return s.Spec.State == updatesv1alpha1.StateIdle && s.Status.CurrentState == updatesv1alpha1.StateIdle &&
+		s.Status.CurrentVersion == newVersion
+}
+
+func failed(s *updatesv1alpha1.BottlerocketShadow) bool {
+	_, ok := s.Annotations[updatesv1alpha1.FailedAnnotation]
+	return ok && s.Spec.State == updatesv1alpha1.StateIdle
+}
+
+// resume writes the resume annotation as `kubectl nodehealth update resume`
+// does.
+func resume(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, updatesv1alpha1.ResumeAnnotation, time.Now().UTC().Add(time.Second).Format(time.RFC3339))
+	if _, err := shadows(t).UpdatesV1alpha1().BottlerocketShadows().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// never asserts that for d no shadow of names leaves Idle in spec: a
+// negative observed over a watch, for as long as the test can afford.
+func never(t *testing.T, ctx context.Context, d time.Duration, why string, names ...string) {
+	t.Helper()
+	ours := map[string]bool{}
+	for _, n := range names {
+		ours[n] = true
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	lw := cache.NewListWatchFromClient(shadows(t).UpdatesV1alpha1().RESTClient(), "bottlerocketshadows", "", fields.Everything())
+	s, err := framework.WaitFor(wctx, lw, func(s *updatesv1alpha1.BottlerocketShadow) bool {
+		return ours[s.Name] && s.Spec.State != updatesv1alpha1.StateIdle
+	})
+	if err == nil {
+		t.Fatalf("%s: %s left Idle: spec %s", why, s.Name, s.Spec.State)
+	}
+	if ctx.Err() != nil {
+		t.Fatal(ctx.Err())
+	}
+}
