@@ -209,7 +209,7 @@ func (c *Controller) evictPods(ctx context.Context, node *v1.Node, first bool) (
 // newDrainer drains a node with the escalation's filter; its report counts
 // each attempt and names every refused pod in an Event on the Node.
 func (c *Controller) newDrainer(node *v1.Node) *drain.Drainer {
-	ref := &v1.ObjectReference{Kind: "Node", Name: node.Name, UID: node.UID}
+	ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
 	taint := v1.Taint{Key: c.opts.TaintKey, Effect: c.opts.TaintEffect}
 	return drain.New(drainclientset.New(c.client.CoreV1(), c.client.PolicyV1()), node.Name, c.clock, drain.Options{
 		Filter:         drain.All(drain.SkipDaemonSetAndMirrorPods, drain.SkipTolerating(taint)),

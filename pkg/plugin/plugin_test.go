@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -367,8 +368,7 @@ func newAPIServer(objs ...runtime.Object) *apiServer {
 		}
 		var patch struct {
 			Metadata struct {
-				ResourceVersion string             `json:"resourceVersion"`
-				Annotations     map[string]*string `json:"annotations"`
+				ResourceVersion string `json:"resourceVersion"`
 			} `json:"metadata"`
 		}
 		if err := json.Unmarshal(p.GetPatch(), &patch); err != nil {
@@ -381,12 +381,19 @@ func newAPIServer(objs ...runtime.Object) *apiServer {
 		if patch.Metadata.ResourceVersion != n.ResourceVersion {
 			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, n.Name, errors.New("the object has been modified"))
 		}
-		for k, v := range patch.Metadata.Annotations {
-			if v == nil {
-				delete(n.Annotations, k)
-			} else {
-				n.Annotations[k] = *v
-			}
+		// Apply it as the API server does (a null removes a key, or the
+		// whole map).
+		current, err := json.Marshal(n)
+		if err != nil {
+			return true, nil, err
+		}
+		merged, err := jsonpatch.MergePatch(current, p.GetPatch())
+		if err != nil {
+			return true, nil, apierrors.NewBadRequest(err.Error())
+		}
+		n = &corev1.Node{}
+		if err := json.Unmarshal(merged, n); err != nil {
+			return true, nil, err
 		}
 		return true, n, s.write(n)
 	})

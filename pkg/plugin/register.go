@@ -2,20 +2,18 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 // FieldManager names the plugin's writes in managedFields.
@@ -42,45 +40,35 @@ var ErrRefused = errors.New("refused")
 type editFunc func(node string, list []nodev1alpha1.SystemExtension) (next []nodev1alpha1.SystemExtension, changed bool, msg string, err error)
 
 // editList is the resourceVersion-guarded read-modify-write of a node's
-// extension list: GET the Node, decode the annotation with the shared codec,
-// apply edit, encode, and send a JSON merge patch that carries the
-// resourceVersion read. If anybody wrote the Node in between, the API server
-// answers 409 Conflict and the loop starts over from a fresh GET, so
-// concurrent writers never lose each other's entries.
+// extension list through nodeutil.PatchNode: GET the Node, decode the
+// annotation with the shared codec, apply edit, encode, and send a JSON merge
+// patch that carries the resourceVersion read. If anybody wrote the Node in
+// between, the API server answers 409 Conflict and the edit starts over from
+// a fresh GET, so concurrent writers never lose each other's entries.
 func editList(ctx context.Context, client kubernetes.Interface, node, leaseNamespace string, edit editFunc) (string, error) {
 	var msg string
-	attempts := 0
-	err := retry.RetryOnConflict(conflictBackoff, func() error {
-		attempts++
-		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		value := n.Annotations[nodev1alpha1.SystemExtensionsAnnotation]
-		list, err := nodev1alpha1.DecodeSystemExtensions(value, leaseNamespace)
-		if err != nil {
-			// Never rewrite what cannot be parsed: entries in it may belong
-			// to someone, and only a person can tell which.
-			return fmt.Errorf("%w: node %s: %v; refusing to rewrite an annotation that cannot be parsed: fix it, or remove it with `kubectl annotate node %s %s-`",
-				ErrRefused, node, err, node, nodev1alpha1.SystemExtensionsAnnotation)
-		}
-		next, changed, m, err := edit(node, list)
-		if err != nil {
-			return err
-		}
-		msg = m
-		if !changed {
-			return nil
-		}
-		patch, err := listPatch(n.ResourceVersion, next, node, leaseNamespace)
-		if err != nil {
-			return err
-		}
-		_, err = client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
-		return err
-	})
+	_, _, err := nodeutil.PatchNode(ctx, client.CoreV1().Nodes(), node,
+		nodeutil.PatchOptions{FieldManager: FieldManager, Backoff: conflictBackoff}, func(n *corev1.Node) error {
+			value := n.Annotations[nodev1alpha1.SystemExtensionsAnnotation]
+			list, err := nodev1alpha1.DecodeSystemExtensions(value, leaseNamespace)
+			if err != nil {
+				// Never rewrite what cannot be parsed: entries in it may
+				// belong to someone, and only a person can tell which.
+				return fmt.Errorf("%w: node %s: %v; refusing to rewrite an annotation that cannot be parsed: fix it, or remove it with `kubectl annotate node %s %s-`",
+					ErrRefused, node, err, node, nodev1alpha1.SystemExtensionsAnnotation)
+			}
+			next, changed, m, err := edit(node, list)
+			if err != nil {
+				return err
+			}
+			msg = m
+			if !changed {
+				return nil
+			}
+			return setList(n, next, leaseNamespace)
+		})
 	if apierrors.IsConflict(err) {
-		return "", fmt.Errorf("node %s kept changing while updating its extension list; gave up after %d attempts: %w", node, attempts, err)
+		return "", fmt.Errorf("updating the extension list: %w", err)
 	}
 	if apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("node %s not found", node)
@@ -88,24 +76,22 @@ func editList(ctx context.Context, client kubernetes.Interface, node, leaseNames
 	return msg, err
 }
 
-// listPatch returns a JSON merge patch setting the annotation to the encoded
-// list (removing it when the list is empty) and carrying resourceVersion, so
-// that the API server rejects it if the Node changed since it was read.
-func listPatch(resourceVersion string, list []nodev1alpha1.SystemExtension, node, leaseNamespace string) ([]byte, error) {
-	var value any // nil removes the annotation
-	if len(list) > 0 {
-		encoded, err := nodev1alpha1.EncodeSystemExtensions(list, node, leaseNamespace)
-		if err != nil {
-			return nil, err
-		}
-		value = encoded
+// setList sets the annotation to the encoded list, removing it when the list
+// is empty.
+func setList(n *corev1.Node, list []nodev1alpha1.SystemExtension, leaseNamespace string) error {
+	if len(list) == 0 {
+		delete(n.Annotations, nodev1alpha1.SystemExtensionsAnnotation)
+		return nil
 	}
-	return json.Marshal(map[string]any{
-		"metadata": map[string]any{
-			"resourceVersion": resourceVersion,
-			"annotations":     map[string]any{nodev1alpha1.SystemExtensionsAnnotation: value},
-		},
-	})
+	encoded, err := nodev1alpha1.EncodeSystemExtensions(list, n.Name, leaseNamespace)
+	if err != nil {
+		return err
+	}
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = encoded
+	return nil
 }
 
 // RegisterOptions describe the entry `register` writes.

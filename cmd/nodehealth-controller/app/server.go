@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
@@ -16,20 +15,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
+	"nodehealth.io/nodehealth/pkg/leaderelection"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
 )
-
-// leaderElectionQPS is the leader-election client's own budget, so that
-// renewals never wait behind the controller's work traffic.
-const leaderElectionQPS = 5
 
 // NewCommand returns the nodehealth-controller command.
 func NewCommand() *cobra.Command {
@@ -85,16 +79,30 @@ func run(ctx context.Context, rt *options.Runtime[*config.NodeHealthControllerCo
 	}
 	metrics := nodehealth.NewMetrics(rt.Registry)
 
-	var electionChecker *leaderelection.HealthzAdaptor
-	var elector *leaderelection.LeaderElector
-	if cfg.LeaderElection.LeaderElect {
-		electionChecker = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-	}
-	health := func() error {
-		if electionChecker != nil {
-			return electionChecker.Check(nil)
+	var elector *leaderelection.Elector
+	health := func() error { return nil }
+	if le := cfg.LeaderElection; le.LeaderElect {
+		elector, err = leaderelection.New(restConfig, leaderelection.Config{
+			Name:          "nodehealth-controller",
+			Identity:      opts.Identity,
+			ResourceLock:  le.ResourceLock,
+			Namespace:     le.ResourceNamespace,
+			LockName:      le.ResourceName,
+			LeaseDuration: le.LeaseDuration.Duration,
+			RenewDeadline: le.RenewDeadline.Duration,
+			RetryPeriod:   le.RetryPeriod.Duration,
+		})
+		if err != nil {
+			return err
 		}
-		return nil
+		health = elector.Check
+		// A changed configuration restarts the process: stop the
+		// controller and release leadership first, so that the other
+		// replica takes over without waiting out the lease.
+		rt.OnConfigChange(func(hookCtx context.Context) {
+			logger.Info("Configuration changed: releasing leadership before restarting")
+			elector.Release(hookCtx)
+		})
 	}
 	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, health)
 	if err != nil {
@@ -106,82 +114,17 @@ func run(ctx context.Context, rt *options.Runtime[*config.NodeHealthControllerCo
 			logger.Error(err, "Controller failed")
 		}
 	}
-	if !cfg.LeaderElection.LeaderElect {
-		go runController(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-serveErrs:
-			return err
-		}
+	done := make(chan error, 1)
+	if elector == nil {
+		go func() { runController(ctx); done <- nil }()
+	} else {
+		// SIGTERM ends ctx: the elector stops the controller, waits for
+		// it, then releases the lease.
+		go func() { done <- elector.Run(ctx, runController) }()
 	}
-
-	electionConfig := *restConfig
-	electionConfig.QPS, electionConfig.Burst = leaderElectionQPS, 2*leaderElectionQPS
-	electionClient, err := kubernetes.NewForConfig(&electionConfig)
-	if err != nil {
-		return err
-	}
-	le := cfg.LeaderElection
-	lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
-		electionClient.CoreV1(), electionClient.CoordinationV1(),
-		resourcelock.ResourceLockConfig{Identity: opts.Identity})
-	if err != nil {
-		return fmt.Errorf("leader election lock: %w", err)
-	}
-	// The elector's own context ends on SIGTERM and on a configuration
-	// change, so that leadership is released at once (ReleaseOnCancel) and the
-	// other replica takes over without waiting out the lease.
-	electionCtx, stopElection := context.WithCancel(ctx)
-	defer stopElection()
-	released := make(chan struct{})
-	rt.OnConfigChange(func(hookCtx context.Context) {
-		logger.Info("Configuration changed: releasing leadership before restarting")
-		stopElection()
-		select {
-		case <-released:
-		case <-hookCtx.Done():
-		}
-	})
-	elector, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   le.LeaseDuration.Duration,
-		RenewDeadline:   le.RenewDeadline.Duration,
-		RetryPeriod:     le.RetryPeriod.Duration,
-		ReleaseOnCancel: true,
-		Name:            "nodehealth-controller",
-		WatchDog:        electionChecker,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				logger.Info("Became the leader; starting the controller")
-				runController(ctx)
-			},
-			OnStoppedLeading: func() {
-				logger.Info("Stopped leading")
-			},
-			OnNewLeader: func(identity string) {
-				if identity != opts.Identity {
-					logger.Info("Another replica leads", "leader", identity)
-				}
-			},
-		},
-	})
-	if err != nil {
-		return err
-	}
-	go func() {
-		defer close(released)
-		elector.Run(electionCtx)
-	}()
 	select {
-	case <-released:
-		if ctx.Err() == nil && electionCtx.Err() == nil {
-			// Lost leadership without being asked to stop: exit so that the
-			// pod restarts with a clean state rather than running a second,
-			// possibly divergent controller.
-			return fmt.Errorf("lost leadership")
-		}
-		return nil
+	case err := <-done:
+		return err
 	case err := <-serveErrs:
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
-	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/pkg/nodehealth/uninstall"
 )
 
 func newUninstallCommand() *cobra.Command {
@@ -37,7 +37,7 @@ Stop the controller first (scale its Deployment to 0), or it puts everything bac
 				return err
 			}
 			out := cmd.OutOrStdout()
-			res, err := nodehealth.Uninstall(cmd.Context(), client, taintKey, leaseNamespace, func(format string, args ...interface{}) {
+			res, err := uninstall.Uninstall(cmd.Context(), client, taintKey, leaseNamespace, func(format string, args ...interface{}) {
 				fmt.Fprintf(out, format+"\n", args...)
 			})
 			fmt.Fprintf(out, "changed %d nodes: removed %d taints, %d annotations, %d conditions\n", res.Nodes, res.Taints, res.Annotations, res.Conditions)

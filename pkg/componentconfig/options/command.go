@@ -6,75 +6,38 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"sync"
-	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
 	cliflag "k8s.io/component-base/cli/flag"
-	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 
+	"nodehealth.io/nodehealth/pkg/componentconfig/config"
+	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/features"
 )
 
-var (
-	// ErrConfigChanged is the cause of the run context's cancellation when a
-	// valid new configuration file appeared. Components tell it apart from
-	// ErrTerminated with context.Cause: the extension heartbeat must not
-	// release its Lease for a restart, only for a real shutdown (DESIGN §6).
-	ErrConfigChanged = errors.New("configuration file changed; restarting to apply it")
-	// ErrTerminated is the cause when SIGTERM or SIGINT arrived.
-	ErrTerminated = errTerminated
+// The binary runtime lives in package server; these names keep the binaries'
+// single import of options working.
+type (
+	// Runtime is server.Runtime.
+	Runtime[T runtime.Object] = server.Runtime[T]
+	// HealthCheck is server.HealthCheck.
+	HealthCheck = server.HealthCheck
 )
 
-// ShutdownHookTimeout bounds the shutdown hooks run before a restart for a
-// changed configuration, so that a stuck hook cannot keep the old
-// configuration running forever.
-const ShutdownHookTimeout = 30 * time.Second
+var (
+	// ErrConfigChanged is server.ErrConfigChanged.
+	ErrConfigChanged = server.ErrConfigChanged
+	// ErrTerminated is server.ErrTerminated.
+	ErrTerminated = server.ErrTerminated
+)
 
-// Runtime is what a component's run function gets: the validated
-// configuration and the process-wide pieces around it.
-type Runtime[T runtime.Object] struct {
-	// Config is the validated, effective configuration.
-	Config T
-	// ConfigFile is --config (empty when none was given).
-	ConfigFile string
-	// FeatureGate has the configuration's featureGates applied.
-	FeatureGate featuregate.FeatureGate
-	// Registry is served at /metrics; components register their metrics
-	// here. It already holds the Go and process collectors and the config
-	// watcher's metrics.
-	Registry *prometheus.Registry
-
-	mu    sync.Mutex
-	hooks []func(context.Context)
-}
-
-// OnConfigChange registers a hook that runs when a valid new configuration
-// file appeared, before the run context is cancelled with ErrConfigChanged
-// and the process exits 0 so that the pod restarts with the new file. The
-// controller releases its leadership here; the heartbeat registers nothing
-// (its Lease stays held across the restart).
-func (r *Runtime[T]) OnConfigChange(hook func(ctx context.Context)) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.hooks = append(r.hooks, hook)
-}
-
-func (r *Runtime[T]) runHooks(ctx context.Context) {
-	r.mu.Lock()
-	hooks := append([]func(context.Context){}, r.hooks...)
-	r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, ShutdownHookTimeout)
-	defer cancel()
-	for _, hook := range hooks {
-		hook(ctx)
-	}
+// Serve is server.Serve.
+func Serve(ctx context.Context, serving config.ServingConfiguration, enableProfiling bool, registry *prometheus.Registry, healthz HealthCheck) (<-chan error, error) {
+	return server.Serve(ctx, serving, enableProfiling, registry, healthz)
 }
 
 // RunFunc runs a component until ctx is cancelled; context.Cause(ctx) says
@@ -136,30 +99,20 @@ func execute[T runtime.Object](cmd *cobra.Command, o *Options[T], args []string,
 
 	rt := &Runtime[T]{Config: cfg, ConfigFile: o.ConfigFile, FeatureGate: o.gate, Registry: prometheus.NewRegistry()}
 	rt.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := NewWatchMetrics(rt.Registry)
+	metrics := server.NewWatchMetrics(rt.Registry)
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	logger := klog.Background().WithName(o.component.Name)
 	ctx = klog.NewContext(ctx, logger)
 
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(signals)
-	go func() {
-		select {
-		case sig := <-signals:
-			logger.Info("Received signal, shutting down", "signal", sig.String())
-			cancel(ErrTerminated)
-		case <-ctx.Done():
-		}
-	}()
+	defer server.CancelOnSignal(ctx, cancel)()
 
 	if o.ConfigFile != "" && o.gate.Enabled(features.ConfigFileWatch) {
-		watcher := NewFileWatcher(o.ConfigFile, res.ConfigData, metrics,
+		watcher := server.NewFileWatcher(o.ConfigFile, res.ConfigData, metrics,
 			func(data []byte) (bool, error) { return o.Reload(data, args, cfg) },
 			func() {
-				rt.runHooks(ctx)
+				rt.RunConfigChangeHooks(ctx)
 				cancel(ErrConfigChanged)
 			})
 		go watcher.Run(ctx)

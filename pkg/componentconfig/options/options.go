@@ -11,12 +11,12 @@
 //     applied, and the whole configuration validated before anything starts;
 //   - --write-config-to FILE|- printing the effective configuration;
 //   - --help listing only this binary's flags, grouped;
-//   - a watch on the configuration file that restarts the binary cleanly when
-//     a valid new version appears (see watch.go).
+//   - NewCommand, which runs the binary with package server's runtime
+//     (signals, serving, and a watch on the configuration file that restarts
+//     the binary cleanly when a valid new version appears).
 package options
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -342,5 +342,3 @@ func WriteConfig(cfg runtime.Object) ([]byte, error) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
-
-var errTerminated = errors.New("terminated by signal")

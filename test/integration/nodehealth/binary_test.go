@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/test/framework"
@@ -181,6 +182,50 @@ func TestLeaderElectionFailover(t *testing.T) {
 	}
 	if exited, _ := follower.Exited(); exited {
 		t.Errorf("the new leader exited:\n%s", follower.LogTail(40))
+	}
+}
+
+// SIGTERM stops the leader's controller and then releases the leader Lease
+// (pkg/leaderelection): by the time the process has exited, the Lease no
+// longer names it, so the follower need not wait out the lease; the leader
+// exits 0 and the follower takes over.
+func TestSIGTERMReleasesLeadership(t *testing.T) {
+	h := newHarness(t, "release")
+	leaderNS := testenv.NewNamespace(t, "nh-release")
+	config := h.writeControllerConfig(t, leaderNS)
+	a := h.startBinary(t, "nodehealth-controller-a", config)
+	b := h.startBinary(t, "nodehealth-controller-b", config)
+	first := h.waitLeader(t, leaderNS, "a leader", func(string) bool { return true })
+	leader, follower := processOf(t, first, a, b), a
+	if leader == a {
+		follower = b
+	}
+	// The Lease can name a replica a moment before that replica hears back.
+	if err := wait.PollUntilContextTimeout(waitCtx(t), 50*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+		return strings.Contains(leader.LogTail(200), "Became the leader; starting"), nil
+	}); err != nil {
+		t.Fatalf("the leader never started leading: %v", err)
+	}
+	if err := syscall.Kill(leader.Pid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-leader.Done()
+	if exited, err := leader.Exited(); !exited || err != nil {
+		t.Errorf("leader after SIGTERM: exited %v, %v; want exit 0\n%s", exited, err, leader.LogTail(30))
+	}
+	l, err := h.env.Client.CoordinationV1().Leases(leaderNS).Get(waitCtx(t), leaderLeaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holder := ptr.Deref(l.Spec.HolderIdentity, ""); holder == first {
+		t.Fatalf("the Lease still names the stopped leader %s: leadership was not released before exit", first)
+	}
+	if !strings.Contains(leader.LogTail(60), "Work stopped; releasing leadership") {
+		t.Errorf("the leader did not stop its work before releasing:\n%s", leader.LogTail(30))
+	}
+	second := h.waitLeader(t, leaderNS, "the follower to take over", func(holder string) bool { return holder != first })
+	if p := processOf(t, second, a, b); p != follower {
+		t.Fatalf("new leader %s is not the surviving process", second)
 	}
 }
 

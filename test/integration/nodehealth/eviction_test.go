@@ -175,6 +175,65 @@ func TestEvictModeHonoursPodDisruptionBudget(t *testing.T) {
 	}
 }
 
+// Issue 9 defect 5 on the real API server: a pod that two
+// PodDisruptionBudgets select cannot be evicted (the API server answers 500).
+// That failure is named in an EvictionFailed Event and backs off only that
+// pod: the node's other pod is evicted meanwhile, and the failing one once a
+// budget is deleted.
+func TestFailingEvictionDoesNotBlockTheNode(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "evictfail")
+	opts := h.options(h.rule("agent", nil))
+	opts.Eviction = nodehealth.EvictionOptions{Mode: nodehealth.EvictionModeEvict, Timeout: 2 * time.Second, NodesPerSecond: 10}
+	run := h.startController(t, opts)
+	ns := testenv.NewNamespace(t, "evictfail")
+	node := h.createNode(t, "evictfail-n1")
+	r := h.startRenewer(t, "agent", node)
+	h.nodes.wait(t, node, "ready", readyNode)
+
+	ctx := waitCtx(t)
+	twoBudgets := map[string]string{"app": "two-budgets"}
+	// Created first so that it is listed (and fails) before the other pod.
+	stuck := h.createRunningPod(t, ns, newPod("a-two-budgets", node, twoBudgets))
+	plain := h.createRunningPod(t, ns, newPod("b-plain", node, nil))
+	for _, name := range []string{"budget-1", "budget-2"} {
+		if _, err := h.env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: policyv1.PodDisruptionBudgetSpec{
+				MinAvailable: ptr.To(intstr.FromInt32(0)),
+				Selector:     &metav1.LabelSelector{MatchLabels: twoBudgets},
+			},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	r.stop()
+	h.nodes.wait(t, node, "tainted", gated)
+	h.waitEvent(t, node, nodehealth.EventEvictionFailed, "pod "+ns+"/"+stuck.Name, "more than one PodDisruptionBudget")
+	if err := framework.WaitForDeletion[*v1.Pod](ctx, framework.NamedListWatch(h.env.Client.CoreV1().RESTClient(), "pods", ns, plain.Name),
+		ns, plain.Name); err != nil {
+		t.Fatalf("the other pod was not evicted while one eviction failed: %v", err)
+	}
+	if p, err := h.env.Client.CoreV1().Pods(ns).Get(ctx, stuck.Name, metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
+		t.Fatalf("the pod selected by two budgets was evicted: %v", err)
+	}
+
+	if err := h.env.Client.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, "budget-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.WaitForDeletion[*v1.Pod](ctx, framework.NamedListWatch(h.env.Client.CoreV1().RESTClient(), "pods", ns, stuck.Name),
+		ns, stuck.Name); err != nil {
+		t.Fatalf("the backed-off pod was not evicted once one budget was left: %v", err)
+	}
+	if got := run.metric("nodehealth_evictions_total", map[string]string{"result": "error"}); got < 1 {
+		t.Errorf("evictions_total{result=error} = %v, want >= 1", got)
+	}
+	if got := run.metric("nodehealth_evictions_total", map[string]string{"result": "evicted"}); got < 2 {
+		t.Errorf("evictions_total{result=evicted} = %v, want >= 2", got)
+	}
+}
+
 // NoExecute mode adds the NoExecute variant of the taint after the eviction
 // timeout; kube-controller-manager's taint-eviction controller removes the
 // pods that do not tolerate it. Recovery removes both taints.
