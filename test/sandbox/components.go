@@ -44,6 +44,13 @@ type Stopper interface {
 	Stop()
 }
 
+// Restarter is implemented by a Component whose processes end and start again
+// on their own, e.g. on a simulated node's reboot; the sandbox does not stop
+// when one of them exits.
+type Restarter interface {
+	Restarts(process string) bool
+}
+
 // Env is what a Component gets to work with.
 type Env struct {
 	*framework.Environment
@@ -65,6 +72,7 @@ type Env struct {
 var components = []Component{
 	&extensionsComponent{},
 	&controllerComponent{},
+	&updaterComponent{},
 }
 
 // ProductBinary returns the path of a binary of cmd/ in <repo root>/_output/bin. When it

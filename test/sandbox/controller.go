@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/nodehealth/test/framework"
 )
 
@@ -107,7 +108,10 @@ func (c *controllerComponent) TryThis() []string {
 func controllerConfig(kubeconfig string, metricsPort, healthzPort int) string {
 	var rules strings.Builder
 	for _, e := range sandboxExtensions {
-		fmt.Fprintf(&rules, "- name: %s\n  nodeSelector: {}\n  affectsReadiness: true\n  startupTimeout: 10m\n", e.name)
+		// The simulated Bottlerocket nodes (updater.go) run only the
+		// extensions that register themselves.
+		fmt.Fprintf(&rules, "- name: %s\n  nodeSelector:\n    matchExpressions:\n    - {key: %s, operator: DoesNotExist}\n  affectsReadiness: true\n  startupTimeout: 10m\n",
+			e.name, updatesv1alpha1.ManagedNodeLabel)
 	}
 	return fmt.Sprintf(`# Written by the sandbox (test/sandbox/controller.go) at every start.
 apiVersion: config.nodehealth.io/v1alpha1
@@ -126,8 +130,8 @@ leaseNamespace: %s
 taint:
   key: %s
   effect: NoSchedule
-# Every sandbox node requires these extensions; the sandbox runs an
-# extension-heartbeat for each of them on every node.
+# Every sandbox-node-N requires these extensions; the sandbox runs an
+# extension-heartbeat for each of them on those nodes.
 extensionRules:
 %s# Short for the sandbox (default 10s): an extension is not ready 15s after its
 # last renewal with the sandbox's 10s Leases.

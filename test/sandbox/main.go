@@ -125,7 +125,16 @@ func run(ctx context.Context, stopSignals context.CancelFunc, nodeCount int, dir
 // waitForShutdown returns on SIGINT/SIGTERM, or with an error when a process of the
 // sandbox dies on its own (the sandbox would silently stop working otherwise).
 func waitForShutdown(ctx context.Context, stopSignals context.CancelFunc, env *framework.Environment) error {
-	procs := env.Processes()
+	var procs []*framework.Process
+next:
+	for _, p := range env.Processes() {
+		for _, c := range components {
+			if r, ok := c.(Restarter); ok && r.Restarts(p.Name) {
+				continue next
+			}
+		}
+		procs = append(procs, p)
+	}
 	cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}}
 	for _, p := range procs {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.Done())})

@@ -1,0 +1,381 @@
+package rollout_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	versioned "nodehealth.io/client-go/clientset/versioned"
+	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
+	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/testenv"
+)
+
+const (
+	oldVersion  = "1.20.0"
+	newVersion  = "1.21.0"
+	agentPolicy = "nodehealth-update-agent-own-shadow"
+	waitTimeout = 3 * time.Minute
+	taintKey    = "nodehealth.io/not-ready"
+)
+
+var managedLabels = map[string]string{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}
+
+func repoPath(t testing.TB, elem ...string) string {
+	t.Helper()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(append([]string{root}, elem...)...)
+}
+
+// kubectl runs the control plane's kubectl as the admin from the repository
+// root.
+func kubectl(t testing.TB, ctx context.Context, args ...string) error {
+	t.Helper()
+	env := testenv.Env(t)
+	cmd := exec.CommandContext(ctx, env.Binary(framework.Kubectl), append([]string{"--kubeconfig=" + env.Kubeconfig}, args...)...)
+	cmd.Dir = repoPath(t)
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return nil
+}
+
+var (
+	deployOnce sync.Once
+	deployErr  error
+)
+
+// install applies what a user applies for the agents: the namespaces and
+// extension security, then deploy/update-agent/ as it is (kwok runs the
+// DaemonSet's pods, whose tokens the agent processes use).
+func install(t *testing.T) {
+	t.Helper()
+	deployOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		for _, args := range [][]string{
+			{"apply", "--server-side", "-f", "deploy/controller/namespaces.yaml", "-f", "deploy/controller/rbac.yaml"},
+			{"apply", "--server-side", "-k", "deploy/extensions/"},
+			{"apply", "--server-side", "-k", "deploy/update-agent/"},
+		} {
+			if deployErr = kubectl(t, ctx, args...); deployErr != nil {
+				return
+			}
+		}
+		// The agents' status writes go through the admission policy: wait
+		// until it is in force.
+		policies := testenv.Env(t).Client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+		deployErr = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			p, err := policies.Get(ctx, agentPolicy, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return p.Status.ObservedGeneration == p.Generation && p.Status.TypeChecking != nil, nil
+		})
+	})
+	if deployErr != nil {
+		t.Fatal(deployErr)
+	}
+}
+
+func shadowClient(t testing.TB) versioned.Interface {
+	t.Helper()
+	c, err := versioned.NewForConfig(testenv.Env(t).Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// component is a nodehealth binary the test runs, with its metrics endpoint.
+type component struct {
+	*framework.Process
+	metricsURL string
+}
+
+// start writes config (with %[1]s the kubeconfig and %[2]s a free loopback
+// address for /metrics and /healthz) and runs binary with it.
+func start(t *testing.T, binary, config string, extraArgs ...string) *component {
+	t.Helper()
+	env := testenv.Env(t)
+	addr := testenv.FreeLoopbackAddresses(t, 1)[0]
+	path := filepath.Join(t.TempDir(), binary+".yaml")
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(config, env.Kubeconfig, addr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := env.StartProcess(framework.ProcessSpec{
+		Name: binary + "-" + strings.ReplaceAll(t.Name(), "/", "-"),
+		Path: filepath.Join(binDir, binary),
+		Args: append([]string{"--config", path, "-v=2"}, extraArgs...),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last lines of %s:\n%s", p.Name, p.LogTail(60))
+		}
+		if err := p.Stop(10 * time.Second); err != nil {
+			t.Errorf("stopping %s: %v", p.Name, err)
+		}
+	})
+	return &component{Process: p, metricsURL: "http://" + addr + "/metrics"}
+}
+
+// startController runs the node-health controller with escalation on and
+// fast: a failure it treated as unplanned would add the NoExecute taint 2s
+// later, which the test's node watch would see. Planned releases must never
+// get there.
+func startController(t *testing.T) *component {
+	t.Helper()
+	return start(t, "nodehealth-controller", `apiVersion: config.nodehealth.io/v1alpha1
+kind: NodeHealthControllerConfiguration
+leaderElection:
+  leaderElect: false
+clientConnection:
+  kubeconfig: %[1]s
+serving:
+  metricsBindAddress: %[2]s
+  healthzBindAddress: %[2]s
+registrationGrace: 5s
+renewalGrace: 2s
+# 3 × canaryInterval must stay below minimumLeaseDuration + renewalGrace
+# (10s + 2s) so the own-view guard fires before any Lease could expire.
+canaryInterval: 2s
+eviction:
+  mode: NoExecute
+  timeout: 2s
+  nodesPerSecond: 10
+`)
+}
+
+// startOperator runs the update operator with test-sized deadlines and soak.
+func startOperator(t *testing.T, maxConcurrent int) *component {
+	t.Helper()
+	return start(t, "update-operator", `apiVersion: config.nodehealth.io/v1alpha1
+kind: UpdateOperatorConfiguration
+leaderElection:
+  leaderElect: false
+clientConnection:
+  kubeconfig: %[1]s
+serving:
+  metricsBindAddress: %[2]s
+  healthzBindAddress: %[2]s
+maxConcurrentUpdates: `+strconv.Itoa(maxConcurrent)+`
+postRebootSoak: 2s
+stateDeadlines:
+  stagedAndPerformedUpdate: 60s
+  rebootedIntoUpdate: 90s
+  monitoringUpdate: 60s
+`)
+}
+
+// metric returns the sum of the samples of name (optionally only those with
+// the given labels) at url.
+func metric(t *testing.T, url, name string, labels map[string]string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("parsing %s: %v", url, err)
+	}
+	var sum float64
+	f, ok := families[name]
+	if !ok {
+		return 0
+	}
+next:
+	for _, m := range f.GetMetric() {
+		for k, v := range labels {
+			found := false
+			for _, l := range m.GetLabel() {
+				if l.GetName() == k && l.GetValue() == v {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			sum += m.Counter.GetValue()
+		case m.Gauge != nil:
+			sum += m.Gauge.GetValue()
+		}
+	}
+	return sum
+}
+
+// startNodes starts simulated managed nodes, each with its update agent and
+// one more system extension (an extension-heartbeat sidecar that registers
+// itself), and waits until the node-health controller let each serve.
+func startNodes(t *testing.T, faults map[string]emulator.Faults, names ...string) map[string]*framework.SimNode {
+	t.Helper()
+	env := testenv.Env(t)
+	ctx := testenv.Context(t)
+	probe := filepath.Join(t.TempDir(), "healthy")
+	if err := os.WriteFile(probe, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]*framework.SimNode{}
+	for _, name := range names {
+		dir := t.TempDir()
+		addr := testenv.FreeLoopbackAddresses(t, 1)[0]
+		hb := filepath.Join(dir, "cni.yaml")
+		if err := os.WriteFile(hb, []byte(fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
+kind: ExtensionHeartbeatConfiguration
+clientConnection:
+  kubeconfig: %s
+serving:
+  metricsBindAddress: %s
+  healthzBindAddress: %s
+extensionName: cni
+register: true
+lease:
+  duration: 10s
+  renewInterval: 2s
+probe:
+  file:
+    path: %s
+    maxAge: 24h
+  period: 1s
+`, env.Kubeconfig, addr, addr, probe)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := env.StartSimNode(ctx, framework.SimNodeOptions{
+			Name: name, Labels: managedLabels, Version: oldVersion,
+			Faults:      faults[name],
+			AgentBinary: filepath.Join(binDir, "update-agent"),
+			AgentConfig: func(kubeconfig, socket, servingAddr string) string {
+				return fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
+kind: UpdateAgentConfiguration
+clientConnection:
+  kubeconfig: %s
+serving:
+  metricsBindAddress: %s
+  healthzBindAddress: %s
+apiSocketPath: %s
+updateCheckInterval: 2s
+drainTimeout: 30s
+`, kubeconfig, servingAddr, servingAddr, socket)
+			},
+			Heartbeats: []framework.ProcessSpec{{
+				Name: name + "-cni",
+				Path: filepath.Join(binDir, "extension-heartbeat"),
+				Args: []string{"--config", hb, "--node-name", name, "-v=2"},
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[name] = s
+		t.Cleanup(func() {
+			if t.Failed() {
+				if p := s.Agent(); p != nil {
+					t.Logf("last lines of %s:\n%s", p.Name, p.LogTail(40))
+				}
+			}
+			s.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = env.DeleteNode(ctx, name)
+			_ = shadowClient(t).UpdatesV1alpha1().BottlerocketShadows().Delete(ctx, name, metav1.DeleteOptions{})
+		})
+	}
+	for _, name := range names {
+		waitServing(t, name)
+	}
+	return nodes
+}
+
+func tainted(n *corev1.Node, effect corev1.TaintEffect) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == taintKey && (effect == "" || t.Effect == effect) {
+			return true
+		}
+	}
+	return false
+}
+
+func extensionsReady(n *corev1.Node) (corev1.ConditionStatus, string) {
+	for _, c := range n.Status.Conditions {
+		if c.Type == "SystemExtensionsReady" {
+			return c.Status, c.Reason
+		}
+	}
+	return "", ""
+}
+
+// waitServing waits until the node lists both extensions, they are ready and
+// the node is not gated.
+func waitServing(t *testing.T, node string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(testenv.Context(t), waitTimeout)
+	defer cancel()
+	if _, err := testenv.Env(t).WaitForNode(ctx, node, func(n *corev1.Node) bool {
+		list := n.Annotations["nodehealth.io/system-extensions"]
+		st, _ := extensionsReady(n)
+		return st == corev1.ConditionTrue && !tainted(n, "") &&
+			strings.Contains(list, updatesv1alpha1.UpdaterExtension) && strings.Contains(list, `"cni"`)
+	}); err != nil {
+		t.Fatalf("node %s never served with both extensions: %v", node, err)
+	}
+}
+
+// waitShadows waits until cond holds for every named shadow.
+func waitShadows(t *testing.T, what string, cond func(*updatesv1alpha1.BottlerocketShadow) bool, names ...string) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	c := shadowClient(t).UpdatesV1alpha1().BottlerocketShadows()
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		for _, n := range names {
+			s, err := c.Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			if !cond(s) {
+				last = fmt.Sprintf("%s: spec %+v status %+v annotations %v", n, s.Spec, s.Status, s.Annotations)
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for shadows: %s: %v (last: %s)", what, err, last)
+	}
+}
