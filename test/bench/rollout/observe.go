@@ -35,11 +35,25 @@ type timeline struct {
 	done        map[string]bool
 	updating    map[string]bool
 	maxUpdating int
+
+	// limit is maxConcurrentUpdates scaled; pending are the slots freed while
+	// the rollout was at its limit, oldest first, that no start has taken yet.
+	limit   int
+	pending []freed
+	// reaction pairs each start that took a pending slot with the healthy end
+	// that freed it; gateReaction with the operator's gate decision on it.
+	reaction, gateReaction []time.Duration
+	gateAt                 map[string]time.Time
 }
 
-func watchShadows(ctx context.Context, client versioned.Interface) (*timeline, error) {
+type freed struct {
+	at   time.Time
+	node string
+}
+
+func watchShadows(ctx context.Context, client versioned.Interface, limit int) (*timeline, error) {
 	t := &timeline{last: map[string]*updatesv1alpha1.BottlerocketShadow{}, startsPer: map[string]int{},
-		done: map[string]bool{}, updating: map[string]bool{}}
+		done: map[string]bool{}, updating: map[string]bool{}, limit: limit, gateAt: map[string]time.Time{}}
 	c := client.UpdatesV1alpha1().BottlerocketShadows()
 	list, err := c.List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -80,6 +94,7 @@ func (t *timeline) observe(s *updatesv1alpha1.BottlerocketShadow, at time.Time) 
 		}
 		if prev.Spec.State == updatesv1alpha1.StateMonitoringUpdate && s.Spec.State == updatesv1alpha1.StateIdle {
 			t.gatePassed = append(t.gatePassed, at)
+			t.gateAt[s.Name] = at
 		}
 		if prev.Status.CurrentState == updatesv1alpha1.StateMonitoringUpdate && s.Status.CurrentState == updatesv1alpha1.StateIdle &&
 			s.Status.CurrentVersion == newVersion {
@@ -88,14 +103,33 @@ func (t *timeline) observe(s *updatesv1alpha1.BottlerocketShadow, at time.Time) 
 	}
 	t.done[s.Name] = s.Spec.State == updatesv1alpha1.StateIdle && s.Status.CurrentState == updatesv1alpha1.StateIdle &&
 		s.Status.CurrentVersion == newVersion
+	before := t.number()
 	t.updating[s.Name] = counts(s)
+	n := t.number()
+	t.maxUpdating = max(t.maxUpdating, n)
+	switch {
+	case n < before && before+len(t.pending) >= t.limit:
+		// A slot freed while every slot was taken (or already owed to a
+		// start): the operator should fill it now.
+		t.pending = append(t.pending, freed{at: at, node: s.Name})
+	case n > before && len(t.pending) > 0:
+		f := t.pending[0]
+		t.pending = t.pending[1:]
+		t.reaction = append(t.reaction, at.Sub(f.at))
+		if g, ok := t.gateAt[f.node]; ok {
+			t.gateReaction = append(t.gateReaction, at.Sub(g))
+		}
+	}
+}
+
+func (t *timeline) number() int {
 	n := 0
 	for _, u := range t.updating {
 		if u {
 			n++
 		}
 	}
-	t.maxUpdating = max(t.maxUpdating, n)
+	return n
 }
 
 // counts is DESIGN §7's "counts toward maxConcurrentUpdates".
@@ -126,20 +160,6 @@ func (t *timeline) progress() (shadows, reporting, done int) {
 		}
 	}
 	return len(t.last), reporting, done
-}
-
-// delays pairs the starts after the first wave with the slot-freeing events
-// that let them happen, in order: the i-th start beyond the first `limit`
-// belongs to the i-th freeing event. Each freeing lets exactly one more node
-// start while nodes remain, so the pairing holds whatever the order of nodes.
-func delays(frees, starts []time.Time, limit int) []time.Duration {
-	frees = sorted(frees)
-	starts = sorted(starts)
-	var out []time.Duration
-	for i := limit; i < len(starts) && i-limit < len(frees); i++ {
-		out = append(out, starts[i].Sub(frees[i-limit]))
-	}
-	return out
 }
 
 func sorted(ts []time.Time) []time.Time {
