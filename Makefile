@@ -108,6 +108,15 @@ bench-controller: ## Go benchmark of the controller's per-event cost on one core
 bench-footprint: controlplane ## Per-node footprint: extension-heartbeat (each probe) beside two reference renewers, release builds (BENCH_DURATION=10m).
 	$(GO) run ./test/bench/footprint --duration=$(BENCH_DURATION)
 
+# bench-rollout runs 100,500 unless BENCH_NODES is given; BENCH_ROLLOUT_FLAGS
+# passes more flags (e.g. --operator-qps=200; `go run ./test/bench/rollout -h`).
+comma := ,
+BENCH_ROLLOUT_FLAGS ?=
+
+.PHONY: bench-rollout
+bench-rollout: controlplane ## Update-operator rollout over kwok nodes, agents played in-process (BENCH_NODES=100,500; minutes).
+	$(GO) run ./test/bench/rollout --nodes=$(if $(filter file,$(origin BENCH_NODES)),100$(comma)500,$(BENCH_NODES)) $(BENCH_ROLLOUT_FLAGS)
+
 .PHONY: bench-scale
 bench-scale: controlplane build ## Scale benchmark on the real control plane with kwok nodes (BENCH_NODES=100,500,1000; minutes).
 	$(GO) run ./test/bench/scale --nodes=$(BENCH_NODES)

@@ -1,0 +1,454 @@
+// Command rollout benchmarks the update operator (DESIGN §7) on the real local
+// control plane of test/framework: kwok simulates N nodes labelled for the
+// updater and listing the bottlerocket-updater extension, the real
+// update-operator binary (built by this program) runs as a process with
+// maxConcurrentUpdates 10 % and a short postRebootSoak, and the agents' side
+// and the node-health side are played in-process (hundreds of agent processes
+// do not fit a small machine), with instant updates. For each node count it
+// measures the total rollout time, the delay from one node's healthy end to
+// the next node leaving Idle, and the operator's CPU and memory, and prints a
+// markdown table. docs/benchmarks.md records the results.
+//
+// Run it from the repository root after `make controlplane`:
+//
+//	go run ./test/bench/rollout --nodes=100,500
+//
+// or `make bench-rollout BENCH_NODES=100,500`. Each node count runs on a fresh
+// control plane.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/client-go/clientset/versioned"
+	"nodehealth.io/nodehealth/test/framework"
+)
+
+const (
+	oldVersion        = "1.19.0"
+	newVersion        = "1.20.0"
+	operatorNamespace = "nodehealth-system"
+	interfaceLabel    = "bottlerocket.aws/updater-interface-version"
+)
+
+type config struct {
+	nodes       []int
+	concurrency string
+	soak        time.Duration
+	agentWork   int
+	timeout     time.Duration
+	keep        bool
+	qps         int
+}
+
+type result struct {
+	nodes, limit     int
+	total            time.Duration // operator start → every node updated
+	rollout          time.Duration // first start → last healthy end
+	starts, maxSeen  int
+	twice            int
+	freeP50, freeP99 time.Duration // healthy end (status Idle) → next start
+	freeMax          time.Duration
+	gateP50, gateP99 time.Duration // operator's gate decision (spec Idle) → next start
+	pairs            int
+	opMeanDelay      float64 // the operator's own next_start_delay_seconds mean
+	cpuSeconds       float64
+	cpuShare         float64
+	rss, hwm         int64
+	agentErrors      int64
+	loadAvg          string
+}
+
+func main() {
+	var c config
+	nodes := flag.String("nodes", "100,500", "comma-separated node counts; each runs on a fresh control plane")
+	flag.StringVar(&c.concurrency, "max-concurrent", "10%", "maxConcurrentUpdates of the operator")
+	flag.DurationVar(&c.soak, "soak", time.Second, "postRebootSoak of the operator")
+	flag.IntVar(&c.agentWork, "agent-workers", 16, "concurrent workers of the in-process agents")
+	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "give up on a rollout after this long")
+	flag.IntVar(&c.qps, "operator-qps", 0, "clientConnection.qps of the operator, burst twice that (0: the operator's default, 20 and 40)")
+	flag.BoolVar(&c.keep, "keep", false, "keep each run's control-plane directory (logs)")
+	flag.Parse()
+	for _, s := range strings.Split(*nodes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "rollout: bad --nodes value %q\n", s)
+			os.Exit(2)
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	bin, cleanup, err := buildOperator(ctx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rollout: %v\n", err)
+		os.Exit(1)
+	}
+	defer cleanup()
+
+	var results []*result
+	for _, n := range c.nodes {
+		logf("=== %d nodes, maxConcurrentUpdates %s, postRebootSoak %s", n, c.concurrency, c.soak)
+		r, err := runRollout(ctx, c, n, bin)
+		if r != nil {
+			results = append(results, r)
+			fmt.Println()
+			fmt.Println(markdown(c, results))
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rollout: %d nodes: %v\n", n, err)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	if len(results) == 0 {
+		os.Exit(1)
+	}
+}
+
+// buildOperator builds cmd/update-operator into a temporary directory, so the
+// figures are always of the checked-out code.
+func buildOperator(ctx context.Context) (string, func(), error) {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return "", nil, err
+	}
+	dir, err := os.MkdirTemp("", "bench-rollout-")
+	if err != nil {
+		return "", nil, err
+	}
+	bin := filepath.Join(dir, "update-operator")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/update-operator")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("building the update operator: %w", err)
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
+}
+
+func runRollout(ctx context.Context, c config, nodeCount int, bin string) (*result, error) {
+	opts := []framework.Option{framework.WithCRDs(), framework.WithoutScheduler(), framework.WithLogf(logf)}
+	if c.keep {
+		opts = append(opts, framework.WithKeepArtifacts())
+	}
+	env, err := framework.Start(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			logf("stopping the control plane: %v", err)
+		}
+	}()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 2000, 4000
+	cfg.UserAgent = "nodehealth-bench-rollout"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	shadows, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+
+	// Nodes: kwok-simulated, managed by the updater, fully ready.
+	names := make([]string, nodeCount)
+	started := time.Now()
+	err = parallel(ctx, nodeCount, 16, func(i int) error {
+		names[i] = fmt.Sprintf("bench-node-%04d", i)
+		n := framework.NewKwokNode(names[i], map[string]string{interfaceLabel: "2.0.0"})
+		n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = `[{"name":"bottlerocket-updater","source":"lease"}]`
+		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		return setReady(ctx, client, names[i], true)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating nodes: %w", err)
+	}
+	// kwok initialises each node's status after it appears; make sure the
+	// condition survived that before the operator looks.
+	if err := waitUntil(ctx, 2*time.Minute, nil, func() bool {
+		list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		ok := 0
+		for i := range list.Items {
+			n := &list.Items[i]
+			kwokReady, ours := false, false
+			for _, c := range n.Status.Conditions {
+				kwokReady = kwokReady || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
+				ours = ours || (c.Type == nodev1alpha1.SystemExtensionsReadyCondition && c.Status == corev1.ConditionTrue)
+			}
+			if kwokReady && !ours {
+				_ = setReady(ctx, client, n.Name, true)
+			}
+			if kwokReady && ours {
+				ok++
+			}
+		}
+		return ok == nodeCount
+	}); err != nil {
+		return nil, fmt.Errorf("waiting for kwok to make the nodes ready: %w", err)
+	}
+	logf("created %d ready nodes in %s", nodeCount, time.Since(started).Round(100*time.Millisecond))
+
+	agentCtx, stopAgents := context.WithCancel(ctx)
+	defer stopAgents()
+	a, err := startAgents(agentCtx, shadows, client, c.agentWork)
+	if err != nil {
+		return nil, err
+	}
+	limit := limitOf(c.concurrency, nodeCount)
+	tl, err := watchShadows(agentCtx, shadows, limit)
+	if err != nil {
+		return nil, err
+	}
+
+	metricsURL, proc, err := startOperator(env, c, bin)
+	if err != nil {
+		return nil, err
+	}
+	opStart := time.Now()
+	before := readProc(proc.Pid())
+	if err := waitUntil(ctx, c.timeout, proc, func() bool {
+		_, _, done := tl.progress()
+		return done == nodeCount
+	}); err != nil {
+		s, rep, done := tl.progress()
+		return nil, fmt.Errorf("%d shadows, %d reporting, %d updated: %w", s, rep, done, err)
+	}
+	total := time.Since(opStart)
+	after := readProc(proc.Pid())
+	r := &result{nodes: nodeCount, total: total, loadAvg: loadAverage(), agentErrors: a.errors.Load(), rss: after.rss, hwm: after.hwm}
+	// The process had started before the first reading; its CPU before that is
+	// only exec and runtime start, counted too.
+	r.cpuSeconds = after.cpu.Seconds()
+	r.cpuShare = (after.cpu - before.cpu).Seconds() / total.Seconds()
+
+	tl.mu.Lock()
+	r.starts, r.maxSeen = len(tl.starts), tl.maxUpdating
+	for _, n := range tl.startsPer {
+		if n > 1 {
+			r.twice++
+		}
+	}
+	r.limit = limit
+	free, gate := tl.reaction, tl.gateReaction
+	if s, e := sorted(tl.starts), sorted(tl.healthyEnds); len(s) > 0 && len(e) > 0 {
+		r.rollout = e[len(e)-1].Sub(s[0])
+	}
+	tl.mu.Unlock()
+	r.pairs = len(free)
+	r.freeP50, r.freeP99, r.freeMax = percentile(free, 50), percentile(free, 99), percentile(free, 100)
+	r.gateP50, r.gateP99 = percentile(gate, 50), percentile(gate, 99)
+	if m, err := scrape(ctx, metricsURL); err == nil && m["update_operator_next_start_delay_seconds_count"] > 0 {
+		r.opMeanDelay = m["update_operator_next_start_delay_seconds_sum"] / m["update_operator_next_start_delay_seconds_count"]
+	}
+	logf("%d nodes updated in %s (%d starts, at most %d updating, limit %d); healthy end → next start p50 %s p99 %s (n=%d); operator %.1f%% of a core, RSS %.1f MiB",
+		nodeCount, total.Round(100*time.Millisecond), r.starts, r.maxSeen, r.limit, r.freeP50, r.freeP99, r.pairs, 100*r.cpuShare, float64(r.rss)/(1<<20))
+	if exited, err := proc.Exited(); exited {
+		return r, fmt.Errorf("the operator exited (%v): %s", err, proc.LogTail(20))
+	}
+	return r, nil
+}
+
+// limitOf is maxConcurrentUpdates scaled as §7 says: a percentage of the
+// managed nodes rounded down, at least 1.
+func limitOf(v string, nodes int) int {
+	if p, ok := strings.CutSuffix(v, "%"); ok {
+		n, _ := strconv.Atoi(p)
+		return max(1, n*nodes/100)
+	}
+	n, _ := strconv.Atoi(v)
+	return max(1, n)
+}
+
+func startOperator(env *framework.Environment, c config, bin string) (string, *framework.Process, error) {
+	ports, err := framework.FreeLoopbackPorts(2)
+	if err != nil {
+		return "", nil, err
+	}
+	cfg := fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
+kind: UpdateOperatorConfiguration
+leaderElection:
+  leaderElect: true
+  resourceNamespace: %s
+clientConnection:
+  kubeconfig: %s
+serving:
+  metricsBindAddress: 127.0.0.1:%d
+  healthzBindAddress: 127.0.0.1:%d
+managedNodeSelector:
+  matchLabels:
+    %s: "2.0.0"
+maxConcurrentUpdates: %q
+postRebootSoak: %s
+`, operatorNamespace, env.Kubeconfig, ports[0], ports[1], interfaceLabel, c.concurrency, c.soak)
+	if c.qps > 0 {
+		cfg = strings.Replace(cfg, "  kubeconfig:", fmt.Sprintf("  qps: %d\n  burst: %d\n  kubeconfig:", c.qps, 2*c.qps), 1)
+	}
+	path := filepath.Join(env.Dir, "update-operator.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		return "", nil, err
+	}
+	p, err := env.StartProcess(framework.ProcessSpec{Name: "update-operator", Path: bin, Args: []string{"--config", path}})
+	if err != nil {
+		return "", nil, err
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]), p, nil
+}
+
+// scrape reads the unlabelled samples of a /metrics page.
+func scrape(ctx context.Context, url string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	m := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 2 && !strings.HasPrefix(f[0], "#") {
+			if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+				m[f[0]] = v
+			}
+		}
+	}
+	return m, sc.Err()
+}
+
+// waitUntil polls cond every 100ms until it holds, timeout passes, or p (when
+// set) exits.
+func waitUntil(ctx context.Context, timeout time.Duration, p *framework.Process, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if p != nil {
+			if exited, err := p.Exited(); exited {
+				return fmt.Errorf("the operator exited (%v); last lines of %s:\n%s", err, p.LogPath, p.LogTail(20))
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s", timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func parallel(ctx context.Context, n, workers int, fn func(i int) error) error {
+	idx := make(chan int)
+	errs := make(chan error, n)
+	done := make(chan struct{})
+	for range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range idx {
+				if err := fn(i); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		idx <- i
+	}
+	close(idx)
+	for range workers {
+		<-done
+	}
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return ctx.Err()
+	}
+}
+
+func markdown(c config, rs []*result) string {
+	var b strings.Builder
+	b.WriteString("| |")
+	for _, r := range rs {
+		fmt.Fprintf(&b, " %d nodes |", r.nodes)
+	}
+	b.WriteString("\n|---|")
+	for range rs {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
+	row := func(name string, f func(r *result) string) {
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, r := range rs {
+			fmt.Fprintf(&b, " %s |", f(r))
+		}
+		b.WriteString("\n")
+	}
+	ms := func(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
+	mib := func(v int64) string { return fmt.Sprintf("%.1f MiB", float64(v)/(1<<20)) }
+	row("maxConcurrentUpdates "+c.concurrency+" → limit", func(r *result) string { return fmt.Sprint(r.limit) })
+	row("Most nodes counted as updating (watch)", func(r *result) string { return fmt.Sprint(r.maxSeen) })
+	row("Starts / nodes started twice", func(r *result) string { return fmt.Sprintf("%d / %d", r.starts, r.twice) })
+	row("Operator start → every node updated", func(r *result) string { return fmt.Sprintf("%.1f s", r.total.Seconds()) })
+	row("First start → last healthy end", func(r *result) string { return fmt.Sprintf("%.1f s", r.rollout.Seconds()) })
+	row("Healthy end (status back to Idle) → next node leaves Idle, p50 / p99 (max)", func(r *result) string {
+		return fmt.Sprintf("%s / %s (%s), n=%d", ms(r.freeP50), ms(r.freeP99), ms(r.freeMax), r.pairs)
+	})
+	row("Operator's gate decision (spec back to Idle) → next node leaves Idle, p50 / p99", func(r *result) string {
+		return ms(r.gateP50) + " / " + ms(r.gateP99)
+	})
+	row("Operator's next_start_delay_seconds, mean", func(r *result) string { return fmt.Sprintf("%d ms", int(r.opMeanDelay*1000)) })
+	row("Operator CPU over the rollout (% of one core)", func(r *result) string { return fmt.Sprintf("%.1f%%", 100*r.cpuShare) })
+	row("Operator CPU time in total", func(r *result) string { return fmt.Sprintf("%.1f s", r.cpuSeconds) })
+	row("Operator RSS at the end (peak)", func(r *result) string { return mib(r.rss) + " (" + mib(r.hwm) + ")" })
+	row("In-process agent errors (not conflicts)", func(r *result) string { return fmt.Sprint(r.agentErrors) })
+	row("Load average at the end", func(r *result) string { return r.loadAvg })
+	qps := "the default client rate limit (qps 20, burst 40)"
+	if c.qps > 0 {
+		qps = fmt.Sprintf("client rate limit qps %d, burst %d", c.qps, 2*c.qps)
+	}
+	fmt.Fprintf(&b, "\npostRebootSoak %s; instant updates; agents and node-health side in-process (%d workers); operator with %s.\n", c.soak, c.agentWork, qps)
+	return b.String()
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s rollout: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
