@@ -13,8 +13,10 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
@@ -81,6 +83,8 @@ type SimNode struct {
 	config     string
 	closed     bool
 	rebootErr  error
+	// stopReporter ends the bootID reporter.
+	stopReporter context.CancelFunc
 }
 
 // BootID returns the bootID a SimNode reports in its boot number n.
@@ -125,6 +129,7 @@ func (e *Environment) StartSimNode(ctx context.Context, opts SimNodeOptions) (*S
 	if _, err := e.SetBootID(ctx, opts.Name, BootID(opts.Name, 0)); err != nil {
 		return nil, err
 	}
+	s.startBootIDReporter()
 	em, err := emulator.New(emulator.Config{
 		SocketPath: s.Socket, StateFile: filepath.Join(dir, "state.json"),
 		Version: opts.Version, Offered: opts.Offered, Faults: opts.Faults, Delays: opts.Delays,
@@ -361,12 +366,53 @@ func (s *SimNode) setRebootErr(err error) {
 	s.rebootErr = err
 }
 
+// startBootIDReporter keeps the Node's bootID at the SimNode's current boot,
+// as a kubelet reports its bootID in every status update: kwok sometimes
+// writes node status from a stale read and clears or reverts the bootID, and
+// an agent that finds no bootID cannot tell a reboot from a restart.
+func (s *SimNode) startBootIDReporter() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopReporter = cancel
+	lw := cache.NewListWatchFromClient(s.env.Client.CoreV1().RESTClient(), "nodes", "",
+		fields.OneTermEqualSelector("metadata.name", s.opts.Name))
+	check := func(obj any) {
+		node, ok := obj.(*corev1.Node)
+		if !ok {
+			return
+		}
+		s.mu.Lock()
+		want, closed := BootID(s.opts.Name, s.boot), s.closed
+		s.mu.Unlock()
+		if closed || node.Status.NodeInfo.BootID == want {
+			return
+		}
+		s.env.Logf("simnode %s: bootID is %q, reporting %q again", s.opts.Name, node.Status.NodeInfo.BootID, want)
+		pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+		defer pcancel()
+		if _, err := s.env.SetBootID(pctx, s.opts.Name, want); err != nil && ctx.Err() == nil {
+			s.env.Logf("simnode %s: %v", s.opts.Name, err)
+		}
+	}
+	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: lw,
+		ObjectType:    &corev1.Node{},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    check,
+			UpdateFunc: func(_, obj any) { check(obj) },
+		},
+	})
+	go informer.RunWithContext(ctx)
+}
+
 // Close stops the processes and the emulator and removes the node's files;
 // the Node object stays.
 func (s *SimNode) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	if s.stopReporter != nil {
+		s.stopReporter()
+	}
 	s.stopProcesses(syscall.SIGKILL)
 	if s.Emulator != nil {
 		s.Emulator.Close()
