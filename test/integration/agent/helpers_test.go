@@ -1,13 +1,10 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,36 +23,11 @@ import (
 const (
 	agentNamespace = "nodehealth-update-agent"
 	agentSA        = "update-agent"
-	agentPolicy    = "nodehealth-update-agent-own-shadow"
+	agentPolicy    = framework.UpdateAgentPolicy
 	waitTimeout    = 3 * time.Minute
 )
 
 var managedLabels = map[string]string{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}
-
-func repoPath(t testing.TB, elem ...string) string {
-	t.Helper()
-	root, err := framework.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(append([]string{root}, elem...)...)
-}
-
-// kubectl runs the control plane's kubectl as the admin from the repository
-// root.
-func kubectl(t testing.TB, ctx context.Context, args ...string) error {
-	t.Helper()
-	env := testenv.Env(t)
-	cmd := exec.CommandContext(ctx, env.Binary(framework.Kubectl), append([]string{"--kubeconfig=" + env.Kubeconfig}, args...)...)
-	cmd.Dir = repoPath(t)
-	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out.String())
-	}
-	return nil
-}
 
 var (
 	deployOnce sync.Once
@@ -70,30 +42,7 @@ func installAgent(t *testing.T) {
 	deployOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		for _, args := range [][]string{
-			{"apply", "--server-side", "-f", "deploy/controller/namespaces.yaml", "-f", "deploy/controller/rbac.yaml"},
-			{"apply", "--server-side", "-k", "deploy/extensions/"},
-			{"apply", "--server-side", "-k", "deploy/update-agent/"},
-		} {
-			if deployErr = kubectl(t, ctx, args...); deployErr != nil {
-				return
-			}
-		}
-		// The CEL must type-check without warnings.
-		policies := testenv.Env(t).Client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
-		deployErr = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			p, err := policies.Get(ctx, agentPolicy, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			if p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
-				return false, nil
-			}
-			if w := p.Status.TypeChecking.ExpressionWarnings; len(w) > 0 {
-				return false, fmt.Errorf("policy %s has type-checking warnings: %+v", agentPolicy, w)
-			}
-			return true, nil
-		})
+		deployErr = testenv.Env(t).InstallUpdateAgent(ctx)
 	})
 	if deployErr != nil {
 		t.Fatal(deployErr)

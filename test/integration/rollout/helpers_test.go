@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,37 +30,11 @@ import (
 const (
 	oldVersion  = "1.20.0"
 	newVersion  = "1.21.0"
-	agentPolicy = "nodehealth-update-agent-own-shadow"
 	waitTimeout = 3 * time.Minute
 	taintKey    = "nodehealth.io/not-ready"
 )
 
 var managedLabels = map[string]string{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}
-
-func repoPath(t testing.TB, elem ...string) string {
-	t.Helper()
-	root, err := framework.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(append([]string{root}, elem...)...)
-}
-
-// kubectl runs the control plane's kubectl as the admin from the repository
-// root.
-func kubectl(t testing.TB, ctx context.Context, args ...string) error {
-	t.Helper()
-	env := testenv.Env(t)
-	cmd := exec.CommandContext(ctx, env.Binary(framework.Kubectl), append([]string{"--kubeconfig=" + env.Kubeconfig}, args...)...)
-	cmd.Dir = repoPath(t)
-	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out.String())
-	}
-	return nil
-}
 
 var (
 	deployOnce sync.Once
@@ -76,25 +49,7 @@ func install(t *testing.T) {
 	deployOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		for _, args := range [][]string{
-			{"apply", "--server-side", "-f", "deploy/controller/namespaces.yaml", "-f", "deploy/controller/rbac.yaml"},
-			{"apply", "--server-side", "-k", "deploy/extensions/"},
-			{"apply", "--server-side", "-k", "deploy/update-agent/"},
-		} {
-			if deployErr = kubectl(t, ctx, args...); deployErr != nil {
-				return
-			}
-		}
-		// The agents' status writes go through the admission policy: wait
-		// until it is in force.
-		policies := testenv.Env(t).Client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
-		deployErr = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			p, err := policies.Get(ctx, agentPolicy, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			return p.Status.ObservedGeneration == p.Generation && p.Status.TypeChecking != nil, nil
-		})
+		deployErr = testenv.Env(t).InstallUpdateAgent(ctx)
 	})
 	if deployErr != nil {
 		t.Fatal(deployErr)

@@ -1,0 +1,74 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// UpdateAgentPolicy is the ValidatingAdmissionPolicy of deploy/update-agent
+// that keeps each agent's pod-bound token to its own shadow's status.
+const UpdateAgentPolicy = "nodehealth-update-agent-own-shadow"
+
+// Kubectl runs the control plane's kubectl as the admin from the repository
+// root (so manifest paths are relative to it), with no ~/.kube of the
+// developer's, and returns its combined output.
+func (e *Environment) Kubectl(ctx context.Context, args ...string) ([]byte, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	home, err := os.MkdirTemp("", "kubectl-home-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(home)
+	cmd := exec.CommandContext(ctx, e.Binary(Kubectl), append([]string{"--kubeconfig=" + e.Kubeconfig}, args...)...)
+	cmd.Dir = root
+	cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin"}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.Bytes(), nil
+}
+
+// InstallUpdateAgent applies what a user applies for the update agents: the
+// namespaces and extension security of deploy/controller and
+// deploy/extensions, then deploy/update-agent as it is (kwok runs the
+// DaemonSet's pods, whose bound tokens SimNodes give their agents). It
+// returns once the own-shadow admission policy is type-checked, without
+// warnings, so the agents' status writes go through it.
+func (e *Environment) InstallUpdateAgent(ctx context.Context) error {
+	for _, args := range [][]string{
+		{"apply", "--server-side", "-f", "deploy/controller/namespaces.yaml", "-f", "deploy/controller/rbac.yaml"},
+		{"apply", "--server-side", "-k", "deploy/extensions/"},
+		{"apply", "--server-side", "-k", "deploy/update-agent/"},
+	} {
+		if _, err := e.Kubectl(ctx, args...); err != nil {
+			return err
+		}
+	}
+	policies := e.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	return wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		p, err := policies.Get(ctx, UpdateAgentPolicy, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
+			return false, nil
+		}
+		if w := p.Status.TypeChecking.ExpressionWarnings; len(w) > 0 {
+			return false, fmt.Errorf("policy %s has type-checking warnings: %+v", UpdateAgentPolicy, w)
+		}
+		return true, nil
+	})
+}
