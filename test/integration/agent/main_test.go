@@ -7,10 +7,9 @@
 package agent_test
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"nodehealth.io/nodehealth/test/framework"
@@ -32,20 +31,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	root, err := framework.RepoRoot()
-	if err != nil {
+	if err := framework.BuildCommands(context.Background(), dir, "./cmd/update-agent", "./cmd/nodehealth-controller"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cmd := exec.Command(goBin, "build", "-o", dir+string(filepath.Separator), "./cmd/update-agent", "./cmd/nodehealth-controller")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		return 1
 	}
 	binDir = dir

@@ -10,10 +10,9 @@
 package rollout_test
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"nodehealth.io/nodehealth/test/framework"
@@ -35,21 +34,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	root, err := framework.RepoRoot()
-	if err != nil {
+	if err := framework.BuildCommands(context.Background(), dir, "./cmd/update-agent", "./cmd/update-operator", "./cmd/nodehealth-controller", "./cmd/extension-heartbeat"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cmd := exec.Command(goBin, "build", "-o", dir+string(filepath.Separator),
-		"./cmd/update-agent", "./cmd/update-operator", "./cmd/nodehealth-controller", "./cmd/extension-heartbeat")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		return 1
 	}
 	binDir = dir

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -32,16 +31,11 @@ func TestLeaderFailover(t *testing.T) {
 	a.stuckIn["failover-1"] = updatesv1alpha1.StateStagedAndPerformedUpdate
 	a.mu.Unlock()
 
-	bin := filepath.Join(t.TempDir(), "update-operator")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/update-operator")
-	root, err := framework.RepoRoot()
-	if err != nil {
+	binDir := t.TempDir()
+	if err := framework.BuildCommands(ctx, binDir, "./cmd/update-operator"); err != nil {
 		t.Fatal(err)
 	}
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building update-operator: %v\n%s", err, out)
-	}
+	bin := filepath.Join(binDir, "update-operator")
 	k, v := testLabel(t)
 	leaseName := "update-operator-failover-test"
 	start := func(name string) *framework.Process {
