@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"nodehealth.io/heartbeat"
+	"nodehealth.io/heartbeat/prommetrics"
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config/validation"
@@ -88,6 +89,10 @@ func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConf
 	if err != nil {
 		return err
 	}
+	metrics, err := prommetrics.New(rt.Registry, cfg.ExtensionName)
+	if err != nil {
+		return fmt.Errorf("registering the heartbeat metrics: %w", err)
+	}
 	renewer, err := heartbeat.New(client, heartbeat.Options{
 		Namespace:        cfg.Lease.Namespace,
 		NodeName:         instance.NodeName,
@@ -102,7 +107,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConf
 		SuccessThreshold: int(cfg.Probe.SuccessThreshold),
 		Register:         cfg.Register,
 		AffectsReadiness: &cfg.AffectsReadiness,
-		Registerer:       rt.Registry,
+		Metrics:          metrics,
 	})
 	if err != nil {
 		return err

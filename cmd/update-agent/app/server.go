@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodehealth.io/heartbeat"
+	"nodehealth.io/heartbeat/prommetrics"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
@@ -93,6 +94,10 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfigurati
 	if err != nil {
 		return err
 	}
+	heartbeatMetrics, err := prommetrics.New(rt.Registry, updatesv1alpha1.UpdaterExtension)
+	if err != nil {
+		return fmt.Errorf("registering the heartbeat metrics: %w", err)
+	}
 	renewer, err := heartbeat.New(leaseClient, heartbeat.Options{
 		Namespace:     cfg.Lease.Namespace,
 		NodeName:      instance.NodeName,
@@ -101,8 +106,8 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfigurati
 		LeaseDuration: cfg.Lease.Duration.Duration,
 		RenewInterval: cfg.Lease.RenewInterval.Duration,
 		// The updater registers itself as one more system extension.
-		Register:   true,
-		Registerer: rt.Registry,
+		Register: true,
+		Metrics:  heartbeatMetrics,
 	})
 	if err != nil {
 		return err

@@ -45,7 +45,15 @@ func TestCoreLinksOnlyItsOwnAPIGroups(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
-	if bad := linksAllGroups(strings.Fields(string(out))); len(bad) > 0 {
+	deps := strings.Fields(string(out))
+	if bad := linksAllGroups(deps); len(bad) > 0 {
 		t.Errorf("nodehealth.io/heartbeat links %v; use nodehealth.io/heartbeat/clientset for clientset users instead", bad)
+	}
+	// Metrics are an interface: an extension that wants none links no
+	// metrics library (package prommetrics is the Prometheus one).
+	for _, d := range deps {
+		if strings.HasPrefix(d, "github.com/prometheus/") {
+			t.Errorf("nodehealth.io/heartbeat links %s; metrics belong in package prommetrics", d)
+		}
 	}
 }

@@ -67,7 +67,8 @@
 //
 // # Metrics
 //
-// Registered on Options.Registerer, each with the constant label extension:
+// Reported through Options.Metrics; package nodehealth.io/heartbeat/prommetrics
+// exports them to Prometheus, each with the constant label extension:
 // nodehealth_heartbeat_renewals_total, nodehealth_heartbeat_renewal_failures_total,
 // nodehealth_heartbeat_releases_total{reason}, nodehealth_heartbeat_probe_duration_seconds{result},
 // nodehealth_heartbeat_holding and nodehealth_heartbeat_last_renewal_timestamp_seconds.

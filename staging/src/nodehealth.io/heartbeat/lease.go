@@ -115,7 +115,7 @@ func (r *Renewer) create(ctx context.Context, want target) error {
 
 func (r *Renewer) countRelease(want target) {
 	if !want.hold {
-		r.m.releases.WithLabelValues(want.reason).Inc()
+		r.m.Released(want.reason)
 	}
 }
 

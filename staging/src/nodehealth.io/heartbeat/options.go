@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
@@ -107,8 +106,10 @@ type Options struct {
 
 	// Clock is injected by tests; default the real clock.
 	Clock clock.WithTicker
-	// Registerer receives the renewer's metrics; nil registers nothing.
-	Registerer prometheus.Registerer
+	// Metrics receives the renewer's observations; nil records nothing.
+	// prommetrics.New(registerer, extension) (package
+	// nodehealth.io/heartbeat/prommetrics) exports them to Prometheus.
+	Metrics Metrics
 }
 
 // complete fills in defaults and validates; it returns the Lease name.

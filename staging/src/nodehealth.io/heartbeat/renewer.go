@@ -27,7 +27,7 @@ type Renewer struct {
 	client Client
 	opts   Options
 	name   string
-	m      *metrics
+	m      Metrics
 	// jitter returns a number in [0, 1); tests may replace it.
 	jitter func() float64
 
@@ -100,12 +100,12 @@ func New(client Client, opts Options) (*Renewer, error) {
 		client: client,
 		opts:   opts,
 		name:   name,
-		m:      newMetrics(opts.Extension),
+		m:      opts.Metrics,
 		jitter: rand.Float64,
 		wake:   make(chan struct{}, 1),
 	}
-	if err := r.m.register(opts.Registerer); err != nil {
-		return nil, fmt.Errorf("heartbeat: registering metrics: %w", err)
+	if r.m == nil {
+		r.m = noMetrics{}
 	}
 	return r, nil
 }
@@ -281,11 +281,7 @@ func (r *Renewer) probe(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("probe timed out after %s", r.opts.ProbeTimeout)
 	}
-	result := "success"
-	if err != nil {
-		result = "failure"
-	}
-	r.m.probeDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	r.m.Probed(time.Since(start), err == nil)
 	return err
 }
 
@@ -369,7 +365,7 @@ func (r *Renewer) writeLocked(ctx context.Context) error {
 			// Shutting down; not a failure of the API server.
 			return err
 		}
-		r.m.renewalFailures.Inc()
+		r.m.RenewalFailed()
 		if r.retryDelay == 0 {
 			r.retryDelay = MinRetryInterval
 		} else {
@@ -385,9 +381,8 @@ func (r *Renewer) writeLocked(ctx context.Context) error {
 	}
 	r.retryDelay = 0
 	if want.hold {
-		r.m.renewals.Inc()
+		r.m.Renewed(now)
 		r.lastRenew = now
-		r.m.lastRenewal.Set(float64(now.UnixNano()) / 1e9)
 		if !r.holding.Load() {
 			logger.Info("Holding the Lease")
 		}
@@ -402,9 +397,5 @@ func (r *Renewer) writeLocked(ctx context.Context) error {
 
 func (r *Renewer) setHoldingLocked(h bool) {
 	r.holding.Store(h)
-	if h {
-		r.m.holding.Set(1)
-	} else {
-		r.m.holding.Set(0)
-	}
+	r.m.Holding(h)
 }

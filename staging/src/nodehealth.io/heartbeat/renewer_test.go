@@ -28,6 +28,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/heartbeat/clientset"
+	"nodehealth.io/heartbeat/prommetrics"
 )
 
 const (
@@ -71,6 +72,42 @@ type harness struct {
 	done   chan struct{}
 }
 
+// metric returns the value of the extension's counter or gauge name, of the
+// series whose one variable label has value label ("" for none).
+func (h *harness) metric(name, label string) float64 {
+	h.t.Helper()
+	families, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var variable string
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "extension" {
+					variable = l.GetValue()
+				}
+			}
+			if variable != label {
+				continue
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+		return 0
+	}
+	h.t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// The Prometheus implementation is the one the sidecar uses.
+var _ Metrics = (*prommetrics.Metrics)(nil)
+
 func newHarness(t *testing.T, opts Options, objects ...k8sruntime.Object) *harness {
 	t.Helper()
 	h := &harness{t: t, clk: testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), reg: prometheus.NewRegistry()}
@@ -86,7 +123,11 @@ func newHarness(t *testing.T, opts Options, objects ...k8sruntime.Object) *harne
 		opts.Holder = testHolder
 	}
 	opts.Clock = h.clk
-	opts.Registerer = h.reg
+	m, err := prommetrics.New(h.reg, opts.Extension)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Metrics = m
 	r, err := New(clientset.New(h.client), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -297,7 +338,7 @@ func TestCreatesLeaseWithLabelsOwnerAndHolder(t *testing.T) {
 	if !h.r.Holding() {
 		t.Error("Holding() = false")
 	}
-	if v := testutil.ToFloat64(h.r.m.holding); v != 1 {
+	if v := h.metric("nodehealth_heartbeat_holding", ""); v != 1 {
 		t.Errorf("holding gauge %v", v)
 	}
 }
@@ -329,7 +370,7 @@ func TestRenewCadenceWithinJitterBounds(t *testing.T) {
 	if !jittered {
 		t.Error("no renewal interval was stretched by jitter")
 	}
-	if v := testutil.ToFloat64(h.r.m.renewals); int(v) != len(ws) {
+	if v := h.metric("nodehealth_heartbeat_renewals_total", ""); int(v) != len(ws) {
 		t.Errorf("renewals metric %v, want %d", v, len(ws))
 	}
 }
@@ -381,7 +422,7 @@ func TestBackoffOnErrorsIsBoundedAndResets(t *testing.T) {
 	if gap := ok[1].at.Sub(ok[0].at); gap < DefaultRenewInterval {
 		t.Errorf("after recovery the next renewal came after %s, want the renew interval", gap)
 	}
-	if v := testutil.ToFloat64(h.r.m.renewalFailures); v != 12 {
+	if v := h.metric("nodehealth_heartbeat_renewal_failures_total", ""); v != 12 {
 		t.Errorf("renewal failures metric %v, want 12", v)
 	}
 }
@@ -448,10 +489,10 @@ func TestReleaseOnFailureThresholdAndReacquire(t *testing.T) {
 	if !l.Spec.AcquireTime.Time.Equal(last.at) {
 		t.Errorf("acquireTime %v, want the re-acquisition %v", l.Spec.AcquireTime, last.at)
 	}
-	if v := testutil.ToFloat64(h.r.m.releases.WithLabelValues(ReasonProbeFailed)); v != 1 {
+	if v := h.metric("nodehealth_heartbeat_releases_total", ReasonProbeFailed); v != 1 {
 		t.Errorf("releases{reason=ProbeFailed} = %v", v)
 	}
-	if c := testutil.CollectAndCount(h.r.m.probeDuration); c != 2 {
+	if c, err := testutil.GatherAndCount(h.reg, "nodehealth_heartbeat_probe_duration_seconds"); c != 2 || err != nil {
 		t.Errorf("probe duration series %d, want success and failure", c)
 	}
 }
@@ -508,7 +549,7 @@ func TestReleaseOnShutdown(t *testing.T) {
 		l.Annotations[nodev1alpha1.MessageAnnotation] != "kube-proxy is shutting down" {
 		t.Errorf("lease after shutdown: holder %v annotations %v", l.Spec.HolderIdentity, l.Annotations)
 	}
-	if v := testutil.ToFloat64(h.r.m.releases.WithLabelValues(ReasonTerminating)); v != 1 {
+	if v := h.metric("nodehealth_heartbeat_releases_total", ReasonTerminating); v != 1 {
 		t.Errorf("releases{reason=Terminating} = %v", v)
 	}
 }
@@ -587,7 +628,7 @@ func TestConflictRereadsAndKeepsOtherChanges(t *testing.T) {
 	if l.Labels["team"] != "network" || ptr.Deref(l.Spec.HolderIdentity, "") != testHolder {
 		t.Errorf("lease after conflict: %+v", l)
 	}
-	if v := testutil.ToFloat64(h.r.m.renewalFailures); v != 0 {
+	if v := h.metric("nodehealth_heartbeat_renewal_failures_total", ""); v != 0 {
 		t.Errorf("a resolved conflict counted as %v failures", v)
 	}
 }
@@ -728,22 +769,6 @@ func TestHealthzReportsAStuckLoop(t *testing.T) {
 	h.r.lastLoop.Store(h.clk.Now().Add(-10 * time.Minute).UnixNano())
 	if err := h.r.Healthz(); err == nil {
 		t.Error("no error for a loop that has not run for 10m")
-	}
-}
-
-func TestMetricsOfTwoRenewersShareARegistry(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	for _, ext := range []string{"kube-proxy", "cni"} {
-		if _, err := New(clientset.New(fake.NewClientset()), Options{NodeName: testNode, Extension: ext, Holder: "p", Registerer: reg}); err != nil {
-			t.Fatalf("%s: %v", ext, err)
-		}
-	}
-	if _, err := New(clientset.New(fake.NewClientset()), Options{NodeName: testNode, Extension: "cni", Holder: "p", Registerer: reg}); err == nil {
-		t.Error("registering the same extension twice did not fail")
-	}
-	n, err := testutil.GatherAndCount(reg, "nodehealth_heartbeat_holding")
-	if err != nil || n != 2 {
-		t.Errorf("holding series %d (%v), want 2", n, err)
 	}
 }
 
