@@ -66,6 +66,10 @@ type FileOptions struct {
 	Clock clock.PassiveClock
 }
 
+// ErrGRPCNotBuiltIn is New's error for a grpc probe in a build with the
+// nogrpcprobe tag (GRPCBuiltIn false).
+var ErrGRPCNotBuiltIn = errors.New("this build has no grpc probe (nogrpcprobe build tag); use the full build, extension-heartbeat-grpc")
+
 // New returns the probe s describes.
 func New(s Spec) (Func, error) {
 	switch {
@@ -74,6 +78,9 @@ func New(s Spec) (Func, error) {
 	case s.TCP != nil:
 		return TCP(s.TCP.Address), nil
 	case s.GRPC != nil:
+		if !GRPCBuiltIn {
+			return nil, fmt.Errorf("grpc probe of %s: %w", s.GRPC.Address, ErrGRPCNotBuiltIn)
+		}
 		return GRPC(s.GRPC.Address, s.GRPC.Service), nil
 	case s.File != nil:
 		clk := s.File.Clock

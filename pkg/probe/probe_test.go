@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -139,27 +136,6 @@ func TestTCP(t *testing.T) {
 	check(t, "closed", TCP(closedAddress(t))(ctx(t)), "connection refused")
 }
 
-func TestGRPC(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(srv, hs)
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(srv.Stop)
-	addr := l.Addr().String()
-
-	check(t, "overall SERVING", GRPC(addr, "")(ctx(t)), "")
-	hs.SetServingStatus("csi", healthpb.HealthCheckResponse_NOT_SERVING)
-	check(t, "service NOT_SERVING", GRPC(addr, "csi")(ctx(t)), "status NOT_SERVING")
-	hs.SetServingStatus("csi", healthpb.HealthCheckResponse_SERVING)
-	check(t, "service SERVING", GRPC(addr, "csi")(ctx(t)), "")
-	check(t, "unknown service", GRPC(addr, "nope")(ctx(t)), "NotFound")
-	check(t, "nothing listening", GRPC(closedAddress(t), "")(ctx(t)), "Unavailable")
-}
-
 func TestFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "heartbeat")
 	clk := testingclock.NewFakePassiveClock(time.Now())
@@ -187,6 +163,9 @@ func TestNewAndDescribe(t *testing.T) {
 	} {
 		if got := cfg.String(); got != want {
 			t.Errorf("String = %q, want %q", got, want)
+		}
+		if cfg.GRPC != nil && !GRPCBuiltIn {
+			continue // nogrpc_test.go
 		}
 		if p, err := New(cfg); err != nil || p == nil {
 			t.Errorf("New(%s): %v", want, err)

@@ -75,6 +75,9 @@ func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConf
 	logger := klog.FromContext(ctx)
 	holder := Holder()
 	probeSpec := ProbeSpec(cfg.Probe)
+	if probeSpec.GRPC != nil && !probe.GRPCBuiltIn {
+		return execGRPCBuild(logger)
+	}
 	probeFunc, err := probe.New(probeSpec)
 	if err != nil {
 		return err
