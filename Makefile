@@ -32,10 +32,12 @@ build: ## Build every binary of cmd/ into _output/bin.
 # Per-node binaries run on every node (a sidecar per extension, a DaemonSet),
 # so their memory is paid thousands of times: their release builds are
 # static, stripped and path-trimmed, and leave grpc's request tracing out
-# (docs/benchmarks.md, "Per-node footprint").
+# (docs/benchmarks.md, "Per-node footprint"). extension-heartbeat is built
+# without the grpc probe (nogrpcprobe) and, beside it, in full as
+# extension-heartbeat-grpc, which it executes when a grpc probe is configured.
 NODE_BINARIES ?= extension-heartbeat update-agent
 RELEASE_DIR := $(CURDIR)/_output/release
-RELEASE_TAGS := grpcnotrace
+RELEASE_TAGS := grpcnotrace,nogrpcprobe
 RELEASE_LDFLAGS := -s -w
 
 .PHONY: release-build
@@ -44,6 +46,7 @@ release-build: ## Release builds of the per-node binaries (NODE_BINARIES) into _
 	for b in $(NODE_BINARIES); do \
 		CGO_ENABLED=0 $(GO) build -trimpath -tags=$(RELEASE_TAGS) -ldflags="$(RELEASE_LDFLAGS)" -o $(RELEASE_DIR)/$$b ./cmd/$$b || exit 1; \
 	done
+	CGO_ENABLED=0 $(GO) build -trimpath -tags=grpcnotrace -ldflags="$(RELEASE_LDFLAGS)" -o $(RELEASE_DIR)/extension-heartbeat-grpc ./cmd/extension-heartbeat
 
 .PHONY: controlplane
 controlplane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok (once).
@@ -106,7 +109,7 @@ bench-controller: ## Go benchmark of the controller's per-event cost on one core
 
 .PHONY: bench-footprint
 bench-footprint: controlplane ## Per-node footprint: extension-heartbeat (each probe) beside two reference renewers, release builds (BENCH_DURATION=10m).
-	$(GO) run ./test/bench/footprint --duration=$(BENCH_DURATION)
+	$(GO) run ./test/bench/footprint --duration=$(BENCH_DURATION) --results=docs/benchmarks/data/footprint.json
 
 # bench-rollout runs 100,500 unless BENCH_NODES is given; BENCH_ROLLOUT_FLAGS
 # passes more flags (e.g. --operator-qps=200; `go run ./test/bench/rollout -h`).

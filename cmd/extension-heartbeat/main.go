@@ -10,5 +10,6 @@ import (
 )
 
 func main() {
+	app.SetMaxProcs()
 	os.Exit(options.Run(app.NewCommand()))
 }

@@ -8,7 +8,9 @@
 // as a ratio on the same machine; and a third, libclientset, which embeds
 // nodehealth.io/heartbeat in a process that has the full clientset (what the
 // library adds to such an extension). Every binary is built with the release
-// flags of `make release-build`.
+// flags of `make release-build`: extension-heartbeat without the grpc probe
+// and extension-heartbeat-grpc beside it, which the grpc subject's
+// extension-heartbeat executes in its place.
 //
 // For each process it prints the binary size, VmRSS (and its file-backed and
 // anonymous parts) after --settle and at the end of --duration, and the CPU
@@ -16,9 +18,11 @@
 // records the results. Run it from the repository root after
 // `make controlplane`:
 //
-//	go run ./test/bench/footprint --duration=10m
+//	go run ./test/bench/footprint --duration=10m --results=docs/benchmarks/data/footprint.json
 //
-// or `make bench-footprint`.
+// or `make bench-footprint`. --results writes the figures as JSON (package
+// test/bench/results, benchmark "footprint"): one Point per process, in the
+// order the Notes list, Nodes 0.
 package main
 
 import (
@@ -27,6 +31,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -46,24 +51,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/test/bench/results"
 	"nodehealth.io/nodehealth/test/framework"
 )
 
 const nodeName = "bench-node"
 
-// releaseFlags are those of `make release-build`.
-var releaseFlags = []string{"-trimpath", "-tags=grpcnotrace", "-ldflags=-s -w"}
+// releaseFlags are those of `make release-build`; extension-heartbeat is
+// built with nogrpcprobe too, and in full as extension-heartbeat-grpc.
+var releaseFlags = []string{"-trimpath", "-ldflags=-s -w"}
+
+const releaseTags = "grpcnotrace"
 
 func main() {
 	duration := flag.Duration("duration", 10*time.Minute, "how long every process runs after --settle")
 	settle := flag.Duration("settle", 30*time.Second, "time after start before the first sample")
 	interval := flag.Duration("interval", 10*time.Second, "renew interval (and probe period) of every process")
 	keep := flag.Bool("keep", false, "keep the control plane's directory (logs)")
+	resultsFile := flag.String("results", "", "also write the figures as JSON (package test/bench/results) to this file")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *duration, *settle, *interval, *keep); err != nil {
+	if err := run(ctx, *duration, *settle, *interval, *keep, *resultsFile); err != nil {
 		fmt.Fprintf(os.Stderr, "footprint: %v\n", err)
 		os.Exit(1)
 	}
@@ -73,6 +83,7 @@ func main() {
 type subject struct {
 	name   string
 	binary string
+	size   string // the executable whose size is reported (after any exec)
 	args   []string
 	env    []string
 	proc   *framework.Process
@@ -87,7 +98,7 @@ type sample struct {
 	cpuTicks             int64 // utime+stime, in USER_HZ (100/s on Linux)
 }
 
-func run(ctx context.Context, duration, settle, interval time.Duration, keep bool) error {
+func run(ctx context.Context, duration, settle, interval time.Duration, keep bool, resultsFile string) error {
 	root, err := framework.RepoRoot()
 	if err != nil {
 		return err
@@ -99,14 +110,16 @@ func run(ctx context.Context, duration, settle, interval time.Duration, keep boo
 	defer os.RemoveAll(work)
 
 	bins := map[string]string{}
-	for name, pkg := range map[string]string{
-		"extension-heartbeat": "./cmd/extension-heartbeat",
-		"refclientset":        "./test/bench/footprint/refclientset",
-		"refrest":             "./test/bench/footprint/refrest",
-		"libclientset":        "./test/bench/footprint/libclientset",
+	for _, b := range []struct{ name, pkg, tags string }{
+		{"extension-heartbeat", "./cmd/extension-heartbeat", releaseTags + ",nogrpcprobe"},
+		{"extension-heartbeat-grpc", "./cmd/extension-heartbeat", releaseTags},
+		{"refclientset", "./test/bench/footprint/refclientset", releaseTags},
+		{"refrest", "./test/bench/footprint/refrest", releaseTags},
+		{"libclientset", "./test/bench/footprint/libclientset", releaseTags},
 	} {
+		name, pkg := b.name, b.pkg
 		bins[name] = filepath.Join(work, name)
-		args := append([]string{"build"}, releaseFlags...)
+		args := append([]string{"build", "-tags=" + b.tags}, releaseFlags...)
 		cmd := exec.CommandContext(ctx, "go", append(args, "-o", bins[name], pkg)...)
 		cmd.Dir, cmd.Env, cmd.Stderr = root, append(os.Environ(), "CGO_ENABLED=0"), os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -155,9 +168,16 @@ probe:
 		if err := os.WriteFile(cfg, []byte(data), 0o600); err != nil {
 			return err
 		}
+		// The grpc subject starts extension-heartbeat like the others; it
+		// executes extension-heartbeat-grpc in its place, whose size counts.
+		size := bins["extension-heartbeat"]
+		if p.kind == "grpc" {
+			size = bins["extension-heartbeat-grpc"]
+		}
 		subjects = append(subjects, &subject{
 			name:   "extension-heartbeat (" + p.kind + ")",
 			binary: bins["extension-heartbeat"],
+			size:   size,
 			args:   []string{"--config=" + cfg, "--kubeconfig=" + env.Kubeconfig},
 			env:    []string{"NODE_NAME=" + nodeName, "POD_NAME=bench-" + p.kind},
 		})
@@ -166,12 +186,14 @@ probe:
 		subjects = append(subjects, &subject{
 			name:   ref + " (reference)",
 			binary: bins[ref],
+			size:   bins[ref],
 			args:   []string{"--kubeconfig=" + env.Kubeconfig, "--interval=" + interval.String(), "--name=" + ref + "." + nodeName},
 		})
 	}
 	subjects = append(subjects, &subject{
 		name:   "libclientset (refclientset + the library)",
 		binary: bins["libclientset"],
+		size:   bins["libclientset"],
 		args:   []string{"--kubeconfig=" + env.Kubeconfig, "--interval=" + interval.String(), "--node=" + nodeName},
 	})
 
@@ -182,6 +204,7 @@ probe:
 		}
 	}
 	fmt.Fprintf(os.Stderr, "footprint: %d processes started; first sample in %s, last after %s more\n", len(subjects), settle, duration)
+	loadStart := loadavg()
 	if err := sleep(ctx, settle); err != nil {
 		return err
 	}
@@ -198,8 +221,61 @@ probe:
 			return err
 		}
 	}
+	loadEnd := loadavg()
 	printTable(os.Stdout, subjects, interval)
+	fmt.Printf("Load averages (1, 5, 15 min) at the first sample: %s; at the last: %s.\n", loadStart, loadEnd)
+	if resultsFile == "" {
+		return nil
+	}
+	doc := results.New("footprint", time.Now())
+	var names []string
+	for _, s := range subjects {
+		names = append(names, s.name)
+		doc.Points = append(doc.Points, s.point(interval))
+	}
+	doc.Notes = fmt.Sprintf("One point per process, in this order: %s. Release builds; renew interval and probe period %s, lease 40s; "+
+		"rssStartMiB after %s, rssAfterMiB %s later (rssFileMiB + rssAnonMiB, pssMiB at the end); cpuPercent of one core between the two samples. "+
+		"Load averages (1, 5, 15 min) at the first sample %s, at the last %s (the machine was shared with other work).",
+		strings.Join(names, "; "), interval, settle, duration, loadStart, loadEnd)
+	if err := doc.Write(resultsFile); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "footprint: wrote %s\n", resultsFile)
 	return nil
+}
+
+// loadavg returns the first three fields of /proc/loadavg.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// point is s's figures for the results document.
+func (s *subject) point(interval time.Duration) results.Point {
+	mib := func(kib int64) float64 { return math.Round(float64(kib)/1024*10) / 10 }
+	var size int64
+	if st, err := os.Stat(s.size); err == nil {
+		size = st.Size()
+	}
+	elapsed := s.end.at.Sub(s.start.at)
+	cpu := time.Duration(s.end.cpuTicks-s.start.cpuTicks) * 10 * time.Millisecond
+	return results.Point{Metrics: map[string]float64{
+		"binaryMB":        math.Round(float64(size)/1e5) / 10,
+		"rssStartMiB":     mib(s.start.rss),
+		"rssAfterMiB":     mib(s.end.rss),
+		"rssFileMiB":      mib(s.end.rssFile),
+		"rssAnonMiB":      mib(s.end.rssAno),
+		"pssMiB":          mib(s.end.pss),
+		"cpuPercent":      math.Round(100*cpu.Seconds()/elapsed.Seconds()*1000) / 1000,
+		"cpuMsPerRenewal": math.Round(float64(cpu.Milliseconds())/(float64(elapsed)/float64(interval))*10) / 10,
+	}}
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -269,7 +345,7 @@ func printTable(w io.Writer, subjects []*subject, interval time.Duration) {
 	fmt.Fprintln(w, "| process | binary MB | RSS after start MiB | RSS at end MiB (file + anon) | ÷ refrest | PSS at end MiB | CPU % of a core | CPU ms per renewal |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, s := range subjects {
-		st, _ := os.Stat(s.binary)
+		st, _ := os.Stat(s.size)
 		elapsed := s.end.at.Sub(s.start.at)
 		cpu := time.Duration(s.end.cpuTicks-s.start.cpuTicks) * 10 * time.Millisecond
 		renewals := float64(elapsed) / float64(interval)
