@@ -130,10 +130,13 @@ type Environment struct {
 
 	opts      options
 	ca        *ca
+	admin     *keyPair
 	ownsDir   bool
 	keep      atomic.Bool // set from signal handlers too
 	mu        sync.Mutex
 	processes []*Process
+	// ready waits until a restarted process of that name is usable.
+	ready     map[string]func(context.Context, *Process) error
 	stopOnce  sync.Once
 	stopErr   error
 }
