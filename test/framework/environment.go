@@ -136,9 +136,9 @@ type Environment struct {
 	mu        sync.Mutex
 	processes []*Process
 	// ready waits until a restarted process of that name is usable.
-	ready     map[string]func(context.Context, *Process) error
-	stopOnce  sync.Once
-	stopErr   error
+	ready    map[string]func(context.Context, *Process) error
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // Start brings up etcd, kube-apiserver, kube-controller-manager, kube-scheduler and

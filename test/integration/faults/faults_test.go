@@ -283,4 +283,3 @@ func TestConfigEditedTwentyTimes(t *testing.T) {
 	f.waitEvicted(t)
 	f.check(t, true)
 }
-

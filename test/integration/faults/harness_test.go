@@ -65,10 +65,10 @@ type fleet struct {
 	nodes   []string
 	client  kubernetes.Interface
 
-	mu      sync.Mutex
-	stopped map[string]bool
-	history map[string][]version
-	marks   map[string]int
+	mu        sync.Mutex
+	stopped   map[string]bool
+	history   map[string][]version
+	marks     map[string]int
 	renewErrs int
 
 	stopRenew chan struct{}
