@@ -83,9 +83,15 @@ func (s *Supervisor) Started() <-chan struct{} {
 // Stop ends supervision and stops the current process (SIGTERM, then SIGKILL
 // after grace).
 func (s *Supervisor) Stop(grace time.Duration) error {
+	s.Detach()
+	return s.Current().Stop(grace)
+}
+
+// Detach ends supervision and leaves the current process running; the
+// Environment's Stop still stops it.
+func (s *Supervisor) Detach() {
 	s.cancel()
 	<-s.done
-	return s.Current().Stop(grace)
 }
 
 func (s *Supervisor) loop(ctx context.Context) {
