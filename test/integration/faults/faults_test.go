@@ -14,10 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
 // Fault 1: kube-apiserver restarted during a burst of extension failures on
@@ -210,9 +210,8 @@ func TestConfigEditedTwentyTimes(t *testing.T) {
 	var gaps []time.Duration
 	var holders []string
 	var vacantSince time.Time
-	lw := cache.NewListWatchFromClient(f.env.Client.CoordinationV1().RESTClient(), "leases", cs.leaderNS,
-		fields.OneTermEqualSelector("metadata.name", leaderName))
-	w, err := lw.Watch(metav1.ListOptions{})
+	w, err := f.env.Client.CoordinationV1().Leases(cs.leaderNS).Watch(testenv.ContextWithTimeout(t, 10*time.Minute),
+		metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", leaderName).String()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -253,11 +253,6 @@ func (f *fleet) failing() []string {
 	return out
 }
 
-func (f *fleet) healthy() []string {
-	failing := f.failing()
-	return slices.DeleteFunc(slices.Clone(f.nodes), func(n string) bool { return slices.Contains(failing, n) })
-}
-
 // record watches the fleet's nodes for the whole test and keeps every
 // version whose readiness taint differs from the previous one. The informer
 // resumes its watch from the last resourceVersion after an API server or
