@@ -124,9 +124,25 @@ func roundAll(ds []time.Duration) []time.Duration {
 // stops forwarding, connections stay open) while the API server and the
 // extensions carry on. Nothing is tainted from the stale view, whichever
 // guard fires first; after recovery a node that failed during the stall is
-// tainted only after a full Lease duration of grace.
+// tainted only after a full Lease duration of grace. In "canary" the
+// leader keeps its leadership through the stall (renewDeadline 20 s > the
+// 16 s stall), so the own-view guard alone must hold back the Leases that
+// expire 8 s in; in "leadership-lost" the leader also gives up after 10 s,
+// exits and is restarted.
 func TestStalledConnection(t *testing.T) {
-	f := newFleet(t, "stall", 30)
+	for _, tc := range []struct {
+		name     string
+		election leaderElection
+	}{
+		{"canary", leaderElection{30 * time.Second, 20 * time.Second, 2 * time.Second}},
+		{"leadership-lost", defaultElection},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testStalledConnection(t, "stall-"+tc.name[:4], tc.election) })
+	}
+}
+
+func testStalledConnection(t *testing.T, group string, election leaderElection) {
+	f := newFleet(t, group, 30)
 	proxy, err := framework.StartProxy(strings.TrimPrefix(f.env.APIServerURL, "https://"))
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +152,7 @@ func TestStalledConnection(t *testing.T) {
 	if err := f.env.WriteAdminKubeconfig(kubeconfig, "https://"+proxy.Addr()); err != nil {
 		t.Fatal(err)
 	}
-	f.startControllers(t, 1, controllerConfig{election: defaultElection, kubeconfig: kubeconfig})
+	cs := f.startControllers(t, 1, controllerConfig{election: election, kubeconfig: kubeconfig})
 	f.settle(t)
 
 	proxy.Stall()
@@ -156,6 +172,7 @@ func TestStalledConnection(t *testing.T) {
 	f.waitEvicted(t)
 	quiet(expiry + 3*canaryInterval)
 	f.check(t, true)
+	t.Logf("controller restarts: %d", cs.reps[0].Restarts())
 }
 
 // Fault 5: SIGTERM to the leader during a burst of failures: its in-flight
