@@ -66,10 +66,20 @@ func (k *canary) observed(lease *coordinationv1.Lease) {
 	}
 }
 
+// stale reports whether the view is stale now. It also compares the clock
+// itself, so that a decision taken between the moment the view turned stale
+// and the run loop's check of it (a starved goroutine) already holds back.
 func (k *canary) stale() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.isStale
+	return k.isStale || k.cfg.clock.Since(k.lastObserved) > staleAfterIntervals*k.cfg.interval
+}
+
+// staleAt is when the view turns stale unless a renewal is observed first.
+func (k *canary) staleAt() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.lastObserved.Add(staleAfterIntervals * k.cfg.interval)
 }
 
 // check updates the stale state and reports a change.
@@ -82,18 +92,26 @@ func (k *canary) check(now time.Time) (stale, changed bool) {
 	return stale, changed
 }
 
+// run renews the canary and checks the view until ctx ends. Renewals and
+// checks are separate loops: a renewal that hangs (etcd paused, a stalled
+// connection) must not hold back the check, which is the very guard against
+// that outage; the check wakes exactly when the view would turn stale, so
+// that the guard fires 3 intervals after the last observed renewal, before
+// any Lease can expire (validation keeps 3 × canaryInterval below
+// minimumLeaseDuration + renewalGrace).
 func (k *canary) run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(k.cfg.namespace, nodev1alpha1.ControllerCanaryLease))
 	k.mu.Lock()
 	// A full set of intervals of grace from the start.
 	k.lastObserved = k.cfg.clock.Now()
 	k.mu.Unlock()
-	ticker := k.cfg.clock.NewTicker(k.cfg.interval)
-	defer ticker.Stop()
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		k.renewLoop(ctx, logger)
+	}()
+	defer func() { <-renewed }()
 	for {
-		if err := k.renew(ctx); err != nil && ctx.Err() == nil {
-			k.reportRenewError(logger, err)
-		}
 		now := k.cfg.clock.Now()
 		stale, changed := k.check(now)
 		if changed {
@@ -107,6 +125,31 @@ func (k *canary) run(ctx context.Context) {
 				k.cfg.onChange(ctx, stale, now)
 			}
 		}
+		// Check again at the next interval, or when the view turns stale
+		// if that is sooner.
+		next := k.cfg.interval
+		if !stale {
+			next = min(next, k.staleAt().Sub(now)+time.Millisecond)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-k.cfg.clock.After(max(next, time.Millisecond)):
+		}
+	}
+}
+
+// renewLoop renews the canary every interval; each attempt is bounded by the
+// interval, so that the next one goes out on time after a hung request.
+func (k *canary) renewLoop(ctx context.Context, logger klog.Logger) {
+	ticker := k.cfg.clock.NewTicker(k.cfg.interval)
+	defer ticker.Stop()
+	for {
+		renewCtx, cancel := context.WithTimeout(ctx, k.cfg.interval)
+		if err := k.renew(renewCtx); err != nil && ctx.Err() == nil {
+			k.reportRenewError(logger, err)
+		}
+		cancel()
 		select {
 		case <-ctx.Done():
 			return

@@ -27,8 +27,11 @@ func TestOwnViewRecoveryGivesEveryLeaseFullGrace(t *testing.T) {
 	f.c.ownViewChanged(f.ctx, true, f.clock.Now())
 	f.clock.Step(44 * time.Second)
 	// It catches up: the canary is observed, the view recovers.
-	f.putLease(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "nodehealth-controller-canary"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("controller-a"), RenewTime: &metav1.MicroTime{Time: f.clock.Now()}}})
+	canaryRenewed := func() {
+		f.putLease(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "nodehealth-controller-canary"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("controller-a"), RenewTime: &metav1.MicroTime{Time: f.clock.Now()}}})
+	}
+	canaryRenewed()
 	if stale, changed := f.c.canary.check(f.clock.Now()); stale || !changed {
 		t.Fatal("canary did not recover")
 	}
@@ -37,12 +40,15 @@ func TestOwnViewRecoveryGivesEveryLeaseFullGrace(t *testing.T) {
 	if f.tainted("n1") {
 		t.Fatal("tainted at the recovery for renewals the stale watch missed")
 	}
+	// The view stays current (the canary keeps being observed).
 	f.clock.Step(49 * time.Second)
+	canaryRenewed()
 	f.sync("n1")
 	if f.tainted("n1") {
 		t.Fatal("tainted within a full duration plus grace of the recovery")
 	}
 	f.clock.Step(time.Second)
+	canaryRenewed()
 	f.sync("n1")
 	if !f.tainted("n1") {
 		t.Fatal("not tainted a full duration plus grace after the recovery without a renewal")

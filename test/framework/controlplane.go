@@ -178,14 +178,18 @@ func (e *Environment) startEtcd(ctx context.Context) (string, error) {
 		return "", err
 	}
 	started := time.Now()
-	httpClient := &http.Client{}
-	if err := waitUntil(ctx, p, "healthy", func(ctx context.Context) error {
-		body, err := httpGet(ctx, httpClient, clientURL+"/health")
-		if err == nil && !strings.Contains(body, `"health":"true"`) {
-			err = fmt.Errorf("unhealthy: %s", body)
-		}
-		return err
-	}); err != nil {
+	ready := func(ctx context.Context, p *Process) error {
+		httpClient := &http.Client{}
+		return waitUntil(ctx, p, "healthy", func(ctx context.Context) error {
+			body, err := httpGet(ctx, httpClient, clientURL+"/health")
+			if err == nil && !strings.Contains(body, `"health":"true"`) {
+				err = fmt.Errorf("unhealthy: %s", body)
+			}
+			return err
+		})
+	}
+	e.setReady(Etcd, ready)
+	if err := ready(ctx, p); err != nil {
 		return "", err
 	}
 	e.opts.logf("etcd ready on %s in %s", clientURL, time.Since(started).Round(100*time.Millisecond))
@@ -237,6 +241,7 @@ func (e *Environment) startAPIServer(ctx context.Context, etcdURL string) error 
 	if err != nil {
 		return err
 	}
+	e.admin = admin
 	e.Kubeconfig = e.path("admin.kubeconfig")
 	if err := e.writeKubeconfig(e.Kubeconfig, AdminUser, admin); err != nil {
 		return err
@@ -254,13 +259,17 @@ func (e *Environment) startAPIServer(ctx context.Context, etcdURL string) error 
 	}
 
 	started := time.Now()
-	if err := waitUntil(ctx, p, "ready", func(ctx context.Context) error {
-		body, err := e.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err != nil {
-			return fmt.Errorf("%w: %s", err, body)
-		}
-		return nil
-	}); err != nil {
+	ready := func(ctx context.Context, p *Process) error {
+		return waitUntil(ctx, p, "ready", func(ctx context.Context) error {
+			body, err := e.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			if err != nil {
+				return fmt.Errorf("%w: %s", err, body)
+			}
+			return nil
+		})
+	}
+	e.setReady(KubeAPIServer, ready)
+	if err := ready(ctx, p); err != nil {
 		return err
 	}
 	e.opts.logf("kube-apiserver ready on %s in %s", e.APIServerURL, time.Since(started).Round(100*time.Millisecond))
@@ -413,8 +422,19 @@ func (e *Environment) componentKubeconfig(component, user string) (string, error
 
 // writeKubeconfig writes a self-contained kubeconfig (certificates embedded).
 func (e *Environment) writeKubeconfig(path, user string, kp *keyPair) error {
+	return e.writeKubeconfigFor(e.APIServerURL, path, user, kp)
+}
+
+// WriteAdminKubeconfig writes a kubeconfig like Kubeconfig's (the admin user)
+// that reaches the API server at server instead, e.g. through a Proxy:
+// "https://" + proxy.Addr(). The serving certificate is valid for 127.0.0.1.
+func (e *Environment) WriteAdminKubeconfig(path, server string) error {
+	return e.writeKubeconfigFor(server, path, AdminUser, e.admin)
+}
+
+func (e *Environment) writeKubeconfigFor(server, path, user string, kp *keyPair) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["nodehealth"] = &clientcmdapi.Cluster{Server: e.APIServerURL, CertificateAuthorityData: e.ca.certPEM}
+	cfg.Clusters["nodehealth"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: e.ca.certPEM}
 	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: kp.certPEM, ClientKeyData: kp.keyPEM}
 	cfg.Contexts["nodehealth"] = &clientcmdapi.Context{Cluster: "nodehealth", AuthInfo: user}
 	cfg.CurrentContext = "nodehealth"

@@ -130,12 +130,15 @@ type Environment struct {
 
 	opts      options
 	ca        *ca
+	admin     *keyPair
 	ownsDir   bool
 	keep      atomic.Bool // set from signal handlers too
 	mu        sync.Mutex
 	processes []*Process
-	stopOnce  sync.Once
-	stopErr   error
+	// ready waits until a restarted process of that name is usable.
+	ready    map[string]func(context.Context, *Process) error
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // Start brings up etcd, kube-apiserver, kube-controller-manager, kube-scheduler and

@@ -38,6 +38,7 @@ type Process struct {
 	Name    string
 	LogPath string
 
+	spec    ProcessSpec
 	cmd     *exec.Cmd
 	logFile *os.File
 	done    chan struct{}
@@ -75,6 +76,8 @@ func (p *Process) Stop(grace time.Duration) error {
 	// Signal the whole group (negative pid): a binary that forks helpers takes them
 	// along. Errors only mean the group is already gone.
 	_ = syscall.Kill(-p.Pid(), syscall.SIGTERM)
+	// A paused process (Pause) only handles the SIGTERM once it runs again.
+	_ = syscall.Kill(-p.Pid(), syscall.SIGCONT)
 	select {
 	case <-p.done:
 		return nil
@@ -146,7 +149,7 @@ func startProcess(spec ProcessSpec, logPath string) (*Process, error) {
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s (%s): %w", spec.Name, spec.Path, err)
 	}
-	p := &Process{Name: spec.Name, LogPath: logPath, cmd: cmd, logFile: logFile, done: make(chan struct{})}
+	p := &Process{Name: spec.Name, LogPath: logPath, spec: spec, cmd: cmd, logFile: logFile, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.done)

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -64,6 +67,9 @@ type Env struct {
 	KubeconfigPath string
 	// Nodes are the names of the kwok-simulated nodes, all Ready.
 	Nodes []string
+
+	mu          sync.Mutex
+	supervisors map[string]*framework.Supervisor
 }
 
 // components is the plug-in point of the sandbox. To add a component, implement
@@ -91,4 +97,64 @@ func (e *Env) ProductBinary(ctx context.Context, name string) (string, error) {
 		return "", fmt.Errorf("building %s (try `make build`): %w", name, err)
 	}
 	return path, nil
+}
+
+// Supervise starts a long-running process of a component and keeps it running
+// as a kubelet keeps a container: when it exits — the controller gives up on
+// lost leadership, a heartbeat on a vanished API server — it is started again
+// after a back-off (1s doubling to 30s, shorter than a kubelet's 10s to 5m so
+// the sandbox recovers quickly), and the sandbox says so. onRestart, when not
+// nil, runs before each restart. The sandbox does not stop when a supervised
+// process exits.
+func (e *Env) Supervise(ctx context.Context, spec framework.ProcessSpec, onRestart func()) (*framework.Supervisor, error) {
+	s, err := e.Environment.Supervise(ctx, spec, framework.SupervisorOptions{
+		InitialBackoff: time.Second,
+		MaxBackoff:     30 * time.Second,
+		ResetAfter:     time.Minute,
+		OnExit: func(p *framework.Process, err error, backoff time.Duration) {
+			fmt.Printf("sandbox: %s exited (%v); restarting it in %s, as a kubelet restarts a container (log: %s)\n",
+				p.Name, exitErr(p), backoff, display(p.LogPath))
+			if onRestart != nil {
+				onRestart()
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.supervisors == nil {
+		e.supervisors = map[string]*framework.Supervisor{}
+	}
+	e.supervisors[spec.Name] = s
+	return s, nil
+}
+
+// supervised reports whether a process of this name is restarted when it exits.
+func (e *Env) supervised(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.supervisors[name]
+	return ok
+}
+
+// stopSupervising ends every restart loop, so that the shutdown's SIGTERMs
+// are final.
+func (e *Env) stopSupervising() {
+	e.mu.Lock()
+	sups := maps.Clone(e.supervisors)
+	e.mu.Unlock()
+	for _, s := range sups {
+		s.Detach()
+	}
+}
+
+// exitErr is how a process exited: "exit status 1", "signal: killed", or
+// "exit status 0" for a clean exit.
+func exitErr(p *framework.Process) string {
+	if _, err := p.Exited(); err != nil {
+		return err.Error()
+	}
+	return "exit status 0"
 }

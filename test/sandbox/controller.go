@@ -66,14 +66,17 @@ func (c *controllerComponent) Start(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	p, err := env.StartProcess(framework.ProcessSpec{
+	// Like a Deployment's pod, the controller is restarted when it exits: it
+	// does on lost leadership (a control-plane hiccup), to start clean.
+	s, err := env.Supervise(ctx, framework.ProcessSpec{
 		Name: "nodehealth-controller",
 		Path: bin,
 		Args: []string{"--config", c.configPath},
-	})
+	}, nil)
 	if err != nil {
 		return err
 	}
+	p := s.Current()
 	c.logPath = p.LogPath
 
 	// Ready when it serves /healthz, and the nodes registered with the taint are
@@ -81,8 +84,8 @@ func (c *controllerComponent) Start(ctx context.Context, env *Env) error {
 	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for {
-		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("nodehealth-controller exited (%v); last lines of %s:\n%s", err, display(p.LogPath), p.LogTail(20))
+		if s.Restarts() > 0 {
+			return fmt.Errorf("nodehealth-controller exited (%v) before it was ready; last lines of %s:\n%s", exitErr(p), display(p.LogPath), p.LogTail(20))
 		}
 		if healthy(waitCtx, c.healthzURL) && allUngated(waitCtx, env) {
 			return nil

@@ -84,7 +84,9 @@ type heartbeatProcess struct {
 	node       string
 	configPath string
 	servingURL string // /metrics and /healthz of the heartbeat itself
-	proc       *framework.Process
+	// sup keeps the heartbeat running: it is restarted when it exits (a lost
+	// API server), as a kubelet restarts a sidecar.
+	sup *framework.Supervisor
 	// paused is true while the process is SIGSTOPped (crash file or reboot); guarded by
 	// extensionsComponent.mu.
 	paused bool
@@ -162,11 +164,17 @@ func (c *extensionsComponent) Start(ctx context.Context, env *Env) error {
 			if err := os.WriteFile(h.configPath, []byte(cfg), 0o644); err != nil {
 				return err
 			}
-			h.proc, err = env.StartProcess(framework.ProcessSpec{
+			h.sup, err = env.Supervise(ctx, framework.ProcessSpec{
 				Name: "extension-heartbeat." + h.lease(),
 				Path: bin,
 				Args: []string{"--config", h.configPath, "--node-name", node},
 				Env:  []string{"POD_NAME=" + h.podName()},
+			}, func() {
+				// A restarted heartbeat runs: the next sync pauses it
+				// again if its crash file is still there.
+				c.mu.Lock()
+				h.paused = false
+				c.mu.Unlock()
 			})
 			if err != nil {
 				return err
@@ -187,8 +195,8 @@ func (c *extensionsComponent) waitForLeases(ctx context.Context, env *Env) error
 	defer cancel()
 	for {
 		for _, h := range c.heartbeats {
-			if exited, err := h.proc.Exited(); exited {
-				return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", h.proc.Name, err, display(h.proc.LogPath), h.proc.LogTail(20))
+			if p := h.sup.Current(); h.sup.Restarts() > 0 {
+				return fmt.Errorf("%s exited (%v) before it held its Lease; last lines of %s:\n%s", p.Name, exitErr(p), display(p.LogPath), p.LogTail(20))
 			}
 		}
 		held := 0
@@ -218,7 +226,7 @@ func (c *extensionsComponent) Stop() {
 	c.shuttingDown = true
 	for _, h := range c.heartbeats {
 		if h.paused {
-			_ = syscall.Kill(h.proc.Pid(), syscall.SIGCONT)
+			_ = syscall.Kill(h.sup.Current().Pid(), syscall.SIGCONT)
 			h.paused = false
 		}
 	}
@@ -335,15 +343,15 @@ func (c *extensionsComponent) syncPausesLocked() {
 		rebooting := time.Now().Before(c.boots[h.node].rebootedAt.Add(h.ext.rebootDelay))
 		switch {
 		case (crashed || rebooting) && !h.paused:
-			if err := syscall.Kill(h.proc.Pid(), syscall.SIGSTOP); err != nil {
+			if err := syscall.Kill(h.sup.Current().Pid(), syscall.SIGSTOP); err != nil {
 				continue
 			}
 			h.paused = true
 			if crashed {
-				fmt.Printf("sandbox: %s on %s hangs (extension-heartbeat pid %d stopped with SIGSTOP): its Lease is neither renewed nor released, and expires\n", h.ext.name, h.node, h.proc.Pid())
+				fmt.Printf("sandbox: %s on %s hangs (extension-heartbeat pid %d stopped with SIGSTOP): its Lease is neither renewed nor released, and expires\n", h.ext.name, h.node, h.sup.Current().Pid())
 			}
 		case !crashed && !rebooting && h.paused:
-			if err := syscall.Kill(h.proc.Pid(), syscall.SIGCONT); err != nil {
+			if err := syscall.Kill(h.sup.Current().Pid(), syscall.SIGCONT); err != nil {
 				continue
 			}
 			h.paused = false
@@ -392,7 +400,7 @@ func (c *extensionsComponent) TryThis() []string {
 			fmt.Sprintf("curl -s %s/cni/%s", c.healthBase, n2),
 			fmt.Sprintf("cat %s", display(cni2.configPath)),
 			fmt.Sprintf("curl -s %s/metrics | grep ^nodehealth_heartbeat_", cni2.servingURL),
-			fmt.Sprintf("tail -f %s", display(cni2.proc.LogPath)),
+			fmt.Sprintf("tail -f %s", display(cni2.sup.Current().LogPath)),
 		)
 	}
 	return lines

@@ -62,8 +62,10 @@ func run(ctx context.Context, stopSignals context.CancelFunc, nodeCount int, dir
 	if err != nil {
 		return err
 	}
+	env := &Env{Environment: fenv, RepoRoot: root, Dir: dir, KubeconfigPath: filepath.Join(dir, "kubeconfig")}
 	defer func() {
 		fmt.Println("sandbox: stopping...")
+		env.stopSupervising()
 		for i := len(components) - 1; i >= 0; i-- {
 			if s, ok := components[i].(Stopper); ok {
 				s.Stop()
@@ -75,7 +77,6 @@ func run(ctx context.Context, stopSignals context.CancelFunc, nodeCount int, dir
 		fmt.Println("sandbox: stopped; logs are in", display(fenv.LogDir))
 	}()
 
-	env := &Env{Environment: fenv, RepoRoot: root, Dir: dir, KubeconfigPath: filepath.Join(dir, "kubeconfig")}
 	kubeconfig, err := os.ReadFile(fenv.Kubeconfig)
 	if err != nil {
 		return err
@@ -119,15 +120,19 @@ func run(ctx context.Context, stopSignals context.CancelFunc, nodeCount int, dir
 	}
 
 	printUsage(env)
-	return waitForShutdown(ctx, stopSignals, fenv)
+	return waitForShutdown(ctx, stopSignals, env)
 }
 
 // waitForShutdown returns on SIGINT/SIGTERM, or with an error when a process of the
 // sandbox dies on its own (the sandbox would silently stop working otherwise).
-func waitForShutdown(ctx context.Context, stopSignals context.CancelFunc, env *framework.Environment) error {
+// Supervised processes (Env.Supervise) are restarted instead.
+func waitForShutdown(ctx context.Context, stopSignals context.CancelFunc, env *Env) error {
 	var procs []*framework.Process
 next:
 	for _, p := range env.Processes() {
+		if env.supervised(p.Name) {
+			continue
+		}
 		for _, c := range components {
 			if r, ok := c.(Restarter); ok && r.Restarts(p.Name) {
 				continue next

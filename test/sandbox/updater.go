@@ -84,11 +84,12 @@ func (u *updaterComponent) Start(ctx context.Context, env *Env) error {
 	if err := os.WriteFile(u.configPath, []byte(operatorConfig(env.KubeconfigPath, ports[0])), 0o644); err != nil {
 		return err
 	}
-	p, err := env.StartProcess(framework.ProcessSpec{Name: "update-operator", Path: operator, Args: []string{"--config", u.configPath}})
+	// Restarted when it exits, like the controller (it exits on lost leadership).
+	s, err := env.Supervise(ctx, framework.ProcessSpec{Name: "update-operator", Path: operator, Args: []string{"--config", u.configPath}}, nil)
 	if err != nil {
 		return err
 	}
-	u.logPath = p.LogPath
+	u.logPath = s.Current().LogPath
 
 	// The emulators run in this process and log with klog: into a file,
 	// not over the usage text.

@@ -1,0 +1,103 @@
+// Package faults injects real faults into the local control plane of
+// test/framework while the real nodehealth-controller binary runs, and
+// checks that nodehealth loses no taint, never flaps and never evicts twice:
+// kube-apiserver restarted during a burst of failures, etcd restarted and
+// paused, the leader SIGKILLed ten times, a stalled connection, SIGTERM
+// during a burst, and a configuration edited twenty times.
+//
+// The tests change the whole control plane (they restart etcd and the API
+// server), so they run one at a time. Each has its own nodes (plain Node
+// objects; the test renews their extension Leases), its own Lease namespace
+// and its own leader Lease. A watch records every version of the test's
+// nodes over the whole run, and the API server's audit log records every
+// eviction request, so the assertions are exact: how many times each node
+// was tainted and each pod evicted. docs/reliability.md describes each fault
+// and the figures these tests print.
+package faults_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/testenv"
+)
+
+// auditPolicy records every eviction request (and nothing else), whoever
+// sends it and whatever the answer: a second eviction of the same pod is
+// visible even when it is refused.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["create"]
+  resources:
+  - group: ""
+    resources: ["pods/eviction"]
+- level: None
+`
+
+var (
+	// auditLog is the API server's audit log (JSON lines).
+	auditLog string
+	// controllerBin is cmd/nodehealth-controller built from the working tree.
+	controllerBin string
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "nodehealth-faults-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	auditLog = filepath.Join(dir, "audit.log")
+
+	// Build while the control plane starts.
+	go func() {
+		defer close(builtDone)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		builtErr = framework.BuildCommands(ctx, dir, "./cmd/nodehealth-controller")
+	}()
+	controllerBin = filepath.Join(dir, "nodehealth-controller")
+
+	// No kube-controller-manager: its node-lifecycle controller would taint
+	// the test's kubelet-less nodes unreachable and its taint-eviction
+	// controller would delete their pods, mixing its writes with the ones
+	// under test. No scheduler, no kwok: pods are bound by nodeName and
+	// nodes are plain objects.
+	code := testenv.RunTestMain(m,
+		framework.WithoutControllerManager(), framework.WithoutScheduler(), framework.WithoutKwok(),
+		framework.WithAPIServerFlags("--audit-policy-file="+policy, "--audit-log-path="+auditLog,
+			"--audit-log-mode=blocking", "--audit-log-format=json"))
+	<-builtDone
+	return code
+}
+
+var (
+	builtDone = make(chan struct{})
+	builtErr  error
+)
+
+// binary returns the controller binary once it is built.
+func binary(t testing.TB) string {
+	t.Helper()
+	<-builtDone
+	if builtErr != nil {
+		t.Fatal(builtErr)
+	}
+	return controllerBin
+}
