@@ -1,0 +1,3 @@
+module nodehealth.io/nodehealth/hack/tools/helm
+
+go 1.26.0
