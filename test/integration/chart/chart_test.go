@@ -58,7 +58,7 @@ func TestChartGatesAndUngatesNode(t *testing.T) {
 		if strings.TrimSpace(doc) == "" {
 			continue
 		}
-		if regexp.MustCompile(`(?m)^apiVersion: `+regexp.QuoteMeta(prometheusOperatorGroup)).MatchString(doc) {
+		if regexp.MustCompile(`(?m)^apiVersion: ` + regexp.QuoteMeta(prometheusOperatorGroup)).MatchString(doc) {
 			skipped++
 			continue
 		}
