@@ -61,7 +61,7 @@ verify: ## Fail on stale generated code, gofmt, untidy go.mod, go vet or staticc
 	hack/verify.sh
 
 .PHONY: test
-test: controlplane test-unit test-fuzz test-integration ## Everything: unit, fuzz (briefly), integration and e2e.
+test: controlplane test-unit test-fuzz test-chart test-integration ## Everything: unit, fuzz (briefly), chart, integration and e2e.
 
 .PHONY: tools
 tools: $(GOTESTSUM)
@@ -78,7 +78,7 @@ test-fuzz: ## Run every go test -fuzz target for FUZZTIME (seed corpora run in t
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: test-integration
-test-integration: controlplane tools ## Integration and e2e tests against the real local control plane.
+test-integration: controlplane tools helm ## Integration and e2e tests against the real local control plane.
 	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -count=1 -timeout=45m $(INTEGRATION_PKGS)
 
 .PHONY: sandbox
@@ -123,3 +123,24 @@ bench-rollout: controlplane ## Update-operator rollout over kwok nodes, agents p
 .PHONY: bench-scale
 bench-scale: controlplane build ## Scale benchmark on the real control plane with kwok nodes (BENCH_NODES=100,500,1000; minutes).
 	$(GO) run ./test/bench/scale --nodes=$(BENCH_NODES)
+
+# The Helm chart (deploy/charts/nodehealth). Its tests and the Helm CLI are
+# separate modules built with GOWORK=off, so Helm's k8s.io/* versions never
+# reach the product's modules. test/integration/chart (in test-integration)
+# applies the chart's golden render to the real control plane, and
+# test/integration/docs runs docs/install.md, which needs the helm binary.
+HELM := $(CURDIR)/_output/tools/bin/helm
+
+.PHONY: helm
+helm: $(HELM) ## Build the Helm v4 CLI (pinned in hack/tools/helm) into _output/tools/bin.
+
+$(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
+	cd hack/tools/helm && GOWORK=off $(GO) build -o $(HELM) helm.sh/helm/v4/cmd/helm
+
+.PHONY: test-chart
+test-chart: ## Chart tests with the Helm SDK: golden renders, values schema, RBAC identical to deploy/.
+	cd deploy/charts/test && GOWORK=off $(GO) test -vet=off -count=1 ./...
+
+.PHONY: update-chart-golden
+update-chart-golden: ## Rewrite the chart's golden renders (deploy/charts/test/testdata) after an intended change.
+	cd deploy/charts/test && GOWORK=off $(GO) test -vet=off -count=1 -run TestGolden . -update

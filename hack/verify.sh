@@ -17,7 +17,7 @@ if [[ -n "$unformatted" ]]; then
 fi
 
 step "go mod tidy"
-for m in "${NODEHEALTH_MODULES[@]}" hack/tools test/controlplane/kubernetes test/controlplane/etcd; do
+for m in "${NODEHEALTH_MODULES[@]}" hack/tools hack/tools/helm deploy/charts/test test/controlplane/kubernetes test/controlplane/etcd; do
   if ! (cd "$m" && GOWORK=off GOFLAGS=-mod=mod go mod tidy -diff >/dev/null 2>&1); then
     echo "go.mod/go.sum of $m are not tidy (run 'cd $m && GOWORK=off go mod tidy'):" >&2
     (cd "$m" && GOWORK=off GOFLAGS=-mod=mod go mod tidy -diff 2>&1 | head -20) >&2 || true
@@ -41,6 +41,13 @@ nodehealth::tools::install honnef.co/go/tools/cmd/staticcheck
 
 step "generated code"
 hack/verify-codegen.sh || failed=1
+
+# The chart's tests are their own module (GOWORK=off, out of go.work); the
+# golden renders must match the chart (make update-chart-golden). -vet=off:
+# vetting the test computes analysis facts for all of Helm and its k8s.io
+# dependencies, many cold minutes for one small test file.
+step "chart golden renders"
+(cd deploy/charts/test && GOWORK=off go test -vet=off -count=1 -run 'TestGolden' .) || failed=1
 
 if [[ $failed != 0 ]]; then
   echo "verify FAILED" >&2

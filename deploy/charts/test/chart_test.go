@@ -1,0 +1,291 @@
+package test
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	"sigs.k8s.io/yaml"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the chart")
+
+const (
+	chartDir  = "../nodehealth"
+	deployDir = "../.."
+)
+
+// The golden renders: what `helm template nodehealth deploy/charts/nodehealth`
+// prints for the default values and for values that switch everything on
+// and set every kind of value. make verify fails when they are stale; the
+// chart integration test applies full.yaml to a real control plane.
+func TestGolden(t *testing.T) {
+	for _, tc := range []struct{ name, values string }{
+		{"default", ""},
+		{"full", "testdata/full-values.yaml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := render(t, valuesFile(t, tc.values))
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", tc.name+".yaml")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run: cd deploy/charts/test && GOWORK=off go test . -run TestGolden -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("the render of %s differs from %s; if the change is intended, run\n"+
+					"  cd deploy/charts/test && GOWORK=off go test . -run TestGolden -update\n%s",
+					tc.name, golden, firstDifference(string(want), got))
+			}
+		})
+	}
+}
+
+// A misspelt or misplaced value fails the install with the schema's message
+// naming it, instead of being ignored; inside the configuration objects too.
+func TestSchemaRejectsBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		name, values string
+		want         *regexp.Regexp
+	}{
+		{"unknown top-level key", "controler:\n  enabled: true\n", regexp.MustCompile(`additional properties 'controler' not allowed`)},
+		{"misspelt component key", "controller:\n  replica: 3\n", regexp.MustCompile(`at '/controller': additional properties 'replica' not allowed`)},
+		{"misspelt config field", "controller:\n  config:\n    extensionRule: []\n", regexp.MustCompile(`at '/controller/config': additional properties 'extensionRule' not allowed`)},
+		{"nested config field", "controller:\n  config:\n    blastRadius:\n      clusterThreshold: 30\n", regexp.MustCompile(`at '/controller/config/blastRadius': additional properties 'clusterThreshold' not allowed`)},
+		{"config field of a list item", "controller:\n  config:\n    extensionRules:\n    - name: x\n      nodeSelector: {}\n      startupTimeOut: 5m\n", regexp.MustCompile(`at '/controller/config/extensionRules/0': additional properties 'startupTimeOut' not allowed`)},
+		{"wrong type", "controller:\n  config:\n    workers: many\n", regexp.MustCompile(`at '/controller/config/workers': got string, want (integer|null)`)},
+		{"duration as a number", "updateOperator:\n  config:\n    postRebootSoak: 300\n", regexp.MustCompile(`at '/updateOperator/config/postRebootSoak': got number, want (null or )?string`)},
+		{"another Kind", "updateAgent:\n  config:\n    kind: UpdateOperatorConfiguration\n", regexp.MustCompile(`at '/updateAgent/config/kind': value must be 'UpdateAgentConfiguration'`)},
+		{"heartbeat config", "exampleSidecars:\n  kubeProxy:\n    config:\n      probe:\n        htp: {}\n", regexp.MustCompile(`at '/exampleSidecars/kubeProxy/config/probe': additional properties 'htp' not allowed`)},
+		{"bad pull policy", "image:\n  pullPolicy: Sometimes\n", regexp.MustCompile(`at '/image/pullPolicy': value must be one of`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "values.yaml")
+			if err := os.WriteFile(path, []byte(tc.values), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := render(t, valuesFile(t, path))
+			if err == nil {
+				t.Fatalf("values\n%s\nwere accepted", tc.values)
+			}
+			if !tc.want.MatchString(err.Error()) {
+				t.Errorf("error\n%v\ndoes not match %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// The chart's default configurations are those of the kustomize bases, so
+// that both install methods run the same configuration.
+func TestDefaultConfigsMatchKustomize(t *testing.T) {
+	values := valuesFile(t, filepath.Join(chartDir, "values.yaml"))
+	for component, file := range map[string]string{
+		"controller":     "controller/config.yaml",
+		"updateOperator": "update-operator/config.yaml",
+		"updateAgent":    "update-agent/config.yaml",
+	} {
+		data, err := os.ReadFile(filepath.Join(deployDir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want map[string]any
+		if err := yaml.Unmarshal(data, &want); err != nil {
+			t.Fatal(err)
+		}
+		got := values[component].(map[string]any)["config"]
+		if !reflect.DeepEqual(got, want) {
+			gotY, _ := yaml.Marshal(got)
+			t.Errorf("values.yaml %s.config differs from deploy/%s:\n--- values.yaml\n%s--- deploy/%s\n%s", component, file, gotY, file, data)
+		}
+	}
+}
+
+// The chart grants exactly the RBAC of the kustomize bases, rule for rule:
+// every Role, ClusterRole and binding of deploy/ for the enabled
+// components, and no other. (The chart renders them from copies of the same
+// files; this catches a stale copy and any RBAC written into a template.)
+func TestRBACMatchesKustomize(t *testing.T) {
+	out, err := render(t, valuesFile(t, "testdata/full-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rbacObjects(t, out)
+	want := map[string]map[string]any{}
+	for _, f := range []string{"controller/rbac.yaml", "extensions/rbac.yaml", "update-operator/rbac.yaml", "update-agent/rbac.yaml"} {
+		data, err := os.ReadFile(filepath.Join(deployDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range rbacObjects(t, string(data)) {
+			want[k] = v
+		}
+	}
+	// The example sidecars' bindings: deploy/examples/<x>/rbac.yaml with the
+	// subjects the kustomize Component fills in from the DaemonSet.
+	full := valuesFile(t, "testdata/full-values.yaml")
+	defaults := valuesFile(t, filepath.Join(chartDir, "values.yaml"))
+	for key, dir := range map[string]string{"kubeProxy": "kube-proxy", "csiNode": "csi-node", "devicePlugin": "device-plugin", "loggingAgent": "logging-agent"} {
+		ex := map[string]any{}
+		for _, vals := range []map[string]any{defaults, full} {
+			set, _ := vals["exampleSidecars"].(map[string]any)[key].(map[string]any)
+			for k, v := range set {
+				ex[k] = v
+			}
+		}
+		if ex["enabled"] != true {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(deployDir, "examples", dir, "rbac.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range rbacObjects(t, string(data)) {
+			v["subjects"] = []any{map[string]any{"kind": "ServiceAccount", "name": ex["serviceAccount"], "namespace": ex["namespace"]}}
+			want[k] = v
+		}
+	}
+	for k, w := range want {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("the chart does not render %s", k)
+			continue
+		}
+		if !reflect.DeepEqual(g, w) {
+			gy, _ := yaml.Marshal(g)
+			wy, _ := yaml.Marshal(w)
+			t.Errorf("%s differs:\n--- chart\n%s--- kustomize\n%s", k, gy, wy)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("the chart renders %s, which the kustomize bases do not grant", k)
+		}
+	}
+}
+
+// rbacObjects returns the RBAC objects of a YAML stream by kind/namespace/name,
+// reduced to what grants: rules, roleRef and subjects.
+func rbacObjects(t *testing.T, stream string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(stream, -1) {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("%v\n%s", err, doc)
+		}
+		kind, _ := obj["kind"].(string)
+		switch kind {
+		case "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "ServiceAccount":
+		default:
+			continue
+		}
+		meta := obj["metadata"].(map[string]any)
+		key := kind + " " + strings.TrimPrefix(fmtString(meta["namespace"])+"/", "/") + fmtString(meta["name"])
+		reduced := map[string]any{}
+		for _, f := range []string{"rules", "roleRef", "subjects", "aggregationRule"} {
+			if v, ok := obj[f]; ok {
+				reduced[f] = v
+			}
+		}
+		out[key] = reduced
+	}
+	return out
+}
+
+func fmtString(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// valuesFile reads a values file; "" is no values.
+func valuesFile(t *testing.T, path string) map[string]any {
+	t.Helper()
+	if path == "" {
+		return map[string]any{}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string]any{}
+	if err := yaml.Unmarshal(data, &vals); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return vals
+}
+
+// render is `helm template nodehealth deploy/charts/nodehealth` with the
+// SDK: a client-only dry-run install, which validates the values against
+// values.schema.json.
+func render(t *testing.T, vals map[string]any) (string, error) {
+	t.Helper()
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return renderChart(ch, vals)
+}
+
+func renderChart(ch *chart.Chart, vals map[string]any) (string, error) {
+	install := action.NewInstall(action.NewConfiguration())
+	install.DryRunStrategy = action.DryRunClient
+	install.ReleaseName = "nodehealth"
+	install.Namespace = "default"
+	install.Replace = true
+	// The control plane the integration tests apply the render to.
+	kubeVersion, err := common.ParseKubeVersion("v1.37.1")
+	if err != nil {
+		return "", err
+	}
+	install.KubeVersion = kubeVersion
+	rel, err := install.Run(ch, vals)
+	if err != nil {
+		return "", err
+	}
+	r := rel.(*releasev1.Release)
+	var out bytes.Buffer
+	out.WriteString(strings.TrimSpace(r.Manifest))
+	out.WriteString("\n")
+	return out.String(), nil
+}
+
+// firstDifference shows the lines around the first differing line.
+func firstDifference(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(w) || i < len(g); i++ {
+		if i >= len(w) || i >= len(g) || w[i] != g[i] {
+			lo := max(0, i-3)
+			var b strings.Builder
+			for j := lo; j < i+4; j++ {
+				if j < len(w) {
+					b.WriteString("- " + w[j] + "\n")
+				}
+			}
+			for j := lo; j < i+4; j++ {
+				if j < len(g) {
+					b.WriteString("+ " + g[j] + "\n")
+				}
+			}
+			return b.String()
+		}
+	}
+	return ""
+}

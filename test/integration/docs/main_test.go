@@ -1,0 +1,22 @@
+// Package docs_test runs the commands of the documentation against the real
+// local control plane, so that a documented command never breaks silently:
+// every ```sh block of docs/install.md and README.md, in order, with
+// KUBECONFIG set and kubectl, helm and nodehealth-controller on PATH. A block
+// that cannot run here is marked, on the line before it,
+//
+//	<!-- doc-test: skip: why it cannot run here -->
+//
+// and the test logs it with its reason; blocks in other languages (```yaml,
+// ```console, ...) are illustrations and not run.
+package docs_test
+
+import (
+	"os"
+	"testing"
+
+	"nodehealth.io/nodehealth/test/framework/testenv"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunTestMain(m))
+}
