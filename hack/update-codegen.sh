@@ -46,3 +46,7 @@ fi
 if [[ -x hack/update-config-docs.sh ]]; then
   hack/update-config-docs.sh
 fi
+
+if [[ -x hack/update-monitoring.sh ]]; then
+  hack/update-monitoring.sh
+fi
