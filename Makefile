@@ -61,7 +61,7 @@ verify: ## Fail on stale generated code, gofmt, untidy go.mod, go vet or staticc
 	hack/verify.sh
 
 .PHONY: test
-test: controlplane test-unit test-fuzz test-chart test-integration ## Everything: unit, fuzz (briefly), chart, integration and e2e.
+test: controlplane test-unit test-fuzz test-chart test-monitoring test-integration ## Everything: unit, fuzz (briefly), chart, alert rules and dashboards, integration and e2e.
 
 .PHONY: tools
 tools: $(GOTESTSUM)
@@ -80,6 +80,23 @@ test-fuzz: ## Run every go test -fuzz target for FUZZTIME (seed corpora run in t
 .PHONY: test-integration
 test-integration: controlplane tools helm ## Integration and e2e tests against the real local control plane.
 	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -count=1 -timeout=45m $(INTEGRATION_PKGS)
+
+# promtool, built once from the Prometheus Go module pinned in test/monitoring
+# (its own module, outside go.work; remove_all_sd leaves the service discovery
+# SDKs out), unit-tests the alerting rules of deploy/monitoring.
+PROMTOOL ?= $(CURDIR)/_output/tools/bin/promtool
+
+.PHONY: promtool
+promtool: $(PROMTOOL)
+
+$(PROMTOOL): test/monitoring/go.mod test/monitoring/go.sum
+	cd test/monitoring && GOWORK=off $(GO) build -tags remove_all_sd -o $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool
+
+.PHONY: test-monitoring
+test-monitoring: $(PROMTOOL) ## Alert rule tests (promtool) and the dashboards' and rules' PromQL checked against the registered metrics.
+	$(PROMTOOL) check rules deploy/monitoring/nodehealth.rules.yaml
+	$(PROMTOOL) test rules deploy/monitoring/tests/*.yaml
+	cd test/monitoring && GOWORK=off $(GO) test -count=1 ./...
 
 .PHONY: sandbox
 sandbox: controlplane build ## Start the sandbox; Ctrl-C stops everything.

@@ -47,6 +47,11 @@ if [[ -x hack/update-config-docs.sh ]]; then
   hack/update-config-docs.sh
 fi
 
+if [[ -x hack/update-monitoring.sh ]]; then
+  hack/update-monitoring.sh
+fi
+
+# The chart copies deploy/ (monitoring included), so it runs last.
 if [[ -x hack/update-chart.sh ]]; then
   hack/update-chart.sh
 fi

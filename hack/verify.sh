@@ -25,6 +25,14 @@ for m in "${NODEHEALTH_MODULES[@]}" hack/tools hack/tools/helm deploy/charts/tes
   fi
 done
 
+# test/monitoring pins Prometheus (promtool, the PromQL checks): -e, because a
+# service discovery dependency that remove_all_sd builds out is not on the
+# module proxy.
+if ! (cd test/monitoring && GOWORK=off GOFLAGS=-mod=mod go mod tidy -e -diff >/dev/null 2>&1); then
+  echo "go.mod/go.sum of test/monitoring are not tidy (run 'cd test/monitoring && GOWORK=off go mod tidy -e')" >&2
+  failed=1
+fi
+
 # Every package of every product module, through go.work.
 pkgs=()
 for m in "${NODEHEALTH_MODULES[@]}"; do
@@ -34,6 +42,9 @@ done
 
 step "go vet"
 go vet "${pkgs[@]}" || failed=1
+
+step "go vet (test/monitoring)"
+(cd test/monitoring && GOWORK=off go vet ./...) || failed=1
 
 step "staticcheck"
 nodehealth::tools::install honnef.co/go/tools/cmd/staticcheck

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -48,6 +49,9 @@ type Config struct {
 	ResourceLock, Namespace, LockName string
 	// LeaseDuration, RenewDeadline and RetryPeriod as in client-go.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Leading, if not nil, is set to 1 while the work runs as leader and
+	// to 0 otherwise (NewLeadingGauge).
+	Leading prometheus.Gauge
 }
 
 // Elector campaigns for one component.
@@ -83,6 +87,12 @@ func New(restConfig *rest.Config, cfg Config) (*Elector, error) {
 func NewWithLock(lock resourcelock.Interface, cfg Config) *Elector {
 	return &Elector{cfg: cfg, lock: lock, watchdog: leaderelection.NewLeaderHealthzAdaptor(healthzTimeout),
 		done: make(chan struct{})}
+}
+
+func (e *Elector) setLeading(v float64) {
+	if e.cfg.Leading != nil {
+		e.cfg.Leading.Set(v)
+	}
 }
 
 // Check is a health check for /healthz: it fails when this replica leads
@@ -163,6 +173,8 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error
 				defer cancel()
 				defer context.AfterFunc(workCtx, cancel)()
 				logger.Info("Became the leader; starting")
+				e.setLeading(1)
+				defer e.setLeading(0)
 				lead(leadCtx)
 			},
 			OnStoppedLeading: func() {

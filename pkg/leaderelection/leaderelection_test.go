@@ -3,10 +3,13 @@ package leaderelection
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -173,5 +176,48 @@ func TestStopDuringAcquireReleasesAStoredLease(t *testing.T) {
 	}
 	if got := holder(t, client); got != "" {
 		t.Errorf("lease held by %q after stopping, want released", got)
+	}
+}
+
+// The leading gauge is 1 exactly while the work runs as leader: 0 before
+// the lease is won and again once the work has returned.
+func TestLeadingGauge(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	client := fake.NewClientset()
+	reg := prometheus.NewPedanticRegistry()
+	gauge := NewLeadingGauge(reg, "component")
+	e := newElector(t, client, "a")
+	e.cfg.Leading = gauge
+	if got := testutil.ToFloat64(gauge); got != 0 {
+		t.Fatalf("leading before Run = %v, want 0", got)
+	}
+	whileLeading := make(chan float64, 1)
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Run(ctx, func(ctx context.Context) {
+			whileLeading <- testutil.ToFloat64(gauge)
+			<-stop
+		})
+	}()
+	if got := <-whileLeading; got != 1 {
+		t.Errorf("leading while the work runs = %v, want 1", got)
+	}
+	cancel()
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := testutil.ToFloat64(gauge); got != 0 {
+		t.Errorf("leading after Run returned = %v, want 0", got)
+	}
+	want := `# HELP nodehealth_leader_election_leading 1 while this replica runs the component's work (leads, or runs without leader election), 0 otherwise.
+# TYPE nodehealth_leader_election_leading gauge
+nodehealth_leader_election_leading{name="component"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), LeadingMetricName); err != nil {
+		t.Error(err)
 	}
 }

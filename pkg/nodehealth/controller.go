@@ -72,10 +72,13 @@ type Controller struct {
 }
 
 type contribution struct {
-	reason   gateCause
-	notReady []string
-	invalid  bool
-	tracked  bool
+	reason gateCause
+	// gatedSince is when the node became gated (for any reason, without
+	// interruption since): nodehealth_longest_gate_seconds.
+	gatedSince time.Time
+	notReady   []string
+	invalid    bool
+	tracked    bool
 }
 
 // NewController wires the controller to its informers. The informers should
@@ -122,6 +125,8 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 	for i := range opts.Rules {
 		c.rules[opts.Rules[i].Name] = &c.opts.Rules[i]
 	}
+	longestGate := c.longestGates
+	metrics.LongestGate.source.Store(&longestGate)
 	if opts.CanaryInterval > 0 && !opts.DryRun {
 		c.canary = newCanary(canaryConfig{client: client, namespace: opts.LeaseNamespace, identity: opts.Identity,
 			clock: clk, interval: opts.CanaryInterval, onChange: c.ownViewChanged})

@@ -1,6 +1,8 @@
 package nodehealth
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -26,6 +28,8 @@ type Metrics struct {
 	TrackedNodes        prometheus.Gauge
 	EvaluationsTotal    prometheus.Counter
 	EvaluationDurations prometheus.Histogram
+	// LongestGate is read at scrape time from the running controller.
+	LongestGate *gateAges
 
 	queues *queueMetrics
 	// notReadySeries bounds and cleans up the extension label of
@@ -131,14 +135,40 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Node evaluations."}),
 		EvaluationDurations: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: "evaluation_duration_seconds",
 			Help: "Time to evaluate and write one node.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
+		LongestGate: &gateAges{desc: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "", "longest_gate_seconds"),
+			"How long the longest-gated of the nodes gated for this reason has been gated without interruption (as seen by the current leader: a failover restarts the count). Series exist only for reasons some node is gated for.",
+			[]string{"reason"}, nil)},
 		queues: newQueueMetrics(),
 	}
 	m.notReadySeries = newExtensionSeries(m.NotReadyNodes, maxExtensionSeries)
 	if reg != nil {
 		reg.MustRegister(m.GatedNodes, m.NotReadyNodes, m.TaintWrites, m.DetectionLatency, m.UngateLatency, m.Evictions,
 			m.GatingSuspended, m.Suspensions, m.InvalidLists, m.ListWrites, m.DryRunActions, m.ConditionWrites,
-			m.StartupTimeouts, m.OwnViewStale, m.TrackedNodes, m.EvaluationsTotal, m.EvaluationDurations)
+			m.StartupTimeouts, m.OwnViewStale, m.TrackedNodes, m.EvaluationsTotal, m.EvaluationDurations, m.LongestGate)
 		reg.MustRegister(m.queues.collectors()...)
 	}
 	return m
+}
+
+// gateAges is nodehealth_longest_gate_seconds. Computed when scraped rather
+// than kept up to date, because a gate's age grows without any event: a
+// node that stays gated is exactly the one no sync touches. The alert on
+// nodes gated too long reads it.
+type gateAges struct {
+	desc *prometheus.Desc
+	// source returns the longest gate age by reason; set by the running
+	// controller (a new one after a failover replaces it).
+	source atomic.Pointer[func() map[gateCause]float64]
+}
+
+func (g *gateAges) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g *gateAges) Collect(ch chan<- prometheus.Metric) {
+	source := g.source.Load()
+	if source == nil {
+		return
+	}
+	for reason, seconds := range (*source)() {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, seconds, string(reason))
+	}
 }

@@ -2,6 +2,7 @@ package nodehealth
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,4 +111,52 @@ func TestDetectionLatencyOfADeletedLease(t *testing.T) {
 	if n, sum := histogram(t, f.c.metrics.DetectionLatency); n != 1 || sum != 2 {
 		t.Fatalf("detection latency: %d samples summing to %vs, want one of 2s (deleted 2s before the taint)", n, sum)
 	}
+}
+
+// nodehealth_longest_gate_seconds grows while a node stays gated, without
+// any sync, keeps counting when the node's gate reason changes, reports the
+// longest of several nodes, and has no series once no node is gated.
+func TestLongestGateSeconds(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"), readyNode("n2"))
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(f.c.metrics.LongestGate)
+	expect := func(want string) {
+		t.Helper()
+		if want != "" {
+			want = "# HELP nodehealth_longest_gate_seconds How long the longest-gated of the nodes gated for this reason has been gated without interruption (as seen by the current leader: a failover restarts the count). Series exist only for reasons some node is gated for.\n" +
+				"# TYPE nodehealth_longest_gate_seconds gauge\n" + want
+		}
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "nodehealth_longest_gate_seconds"); err != nil {
+			t.Error(err)
+		}
+	}
+	expect("")
+
+	f.sync("n1") // kube-proxy has no Lease: gated
+	f.clock.Step(30 * time.Second)
+	f.sync("n2")
+	f.clock.Step(90 * time.Second)
+	expect(`nodehealth_longest_gate_seconds{reason="ExtensionsNotReady"} 120` + "\n")
+
+	// n1 recovers: n2's gate is now the longest.
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	expect(`nodehealth_longest_gate_seconds{reason="ExtensionsNotReady"} 90` + "\n")
+
+	// A change of reason keeps the node's gate age.
+	f.c.mu.Lock()
+	prev := f.c.contributions["n2"]
+	next := prev
+	next.reason = causeStartupExpiry
+	f.c.updateContribution("n2", next)
+	f.c.mu.Unlock()
+	f.clock.Step(10 * time.Second)
+	expect(`nodehealth_longest_gate_seconds{reason="StartupTimeout"} 100` + "\n")
+
+	f.renew("kube-proxy", "n2")
+	f.sync("n2")
+	if f.tainted("n2") {
+		t.Fatal("n2 still gated after its extension renewed")
+	}
+	expect("")
 }

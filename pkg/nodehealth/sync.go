@@ -504,6 +504,10 @@ func (c *Controller) updateContribution(node string, next contribution) {
 	}
 	if next.reason != "" {
 		c.metrics.GatedNodes.WithLabelValues(string(next.reason)).Inc()
+		next.gatedSince = prev.gatedSince
+		if prev.reason == "" {
+			next.gatedSince = c.clock.Now()
+		}
 	}
 	// notReady becomes the label values the node is counted under, so that
 	// the next update takes it from the same series.
@@ -527,6 +531,25 @@ func (c *Controller) updateContribution(node string, next contribution) {
 		return
 	}
 	c.contributions[node] = next
+}
+
+// longestGates returns, by reason, how long the longest-gated node has been
+// gated (nodehealth_longest_gate_seconds).
+func (c *Controller) longestGates() map[gateCause]float64 {
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[gateCause]float64{}
+	for _, contrib := range c.contributions {
+		if contrib.reason == "" {
+			continue
+		}
+		age := now.Sub(contrib.gatedSince).Seconds()
+		if longest, ok := out[contrib.reason]; !ok || age > longest {
+			out[contrib.reason] = age
+		}
+	}
+	return out
 }
 
 func gateReason(st *nodeState) gateCause {

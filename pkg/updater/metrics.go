@@ -1,6 +1,8 @@
 package updater
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
@@ -14,6 +16,7 @@ const metricsNamespace = "update_operator"
 type Metrics struct {
 	NodesByState     *prometheus.GaugeVec
 	NodesByVersion   *prometheus.GaugeVec
+	StateEntered     *prometheus.GaugeVec
 	RolloutHalted    *prometheus.GaugeVec
 	DeadlineExpiries *prometheus.CounterVec
 	Transitions      *prometheus.CounterVec
@@ -31,6 +34,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Managed nodes by the state their agent reports (status.currentState; Unknown before the first report)."}, []string{"state"}),
 		NodesByVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "nodes_by_version",
 			Help: "Managed nodes by the Bottlerocket version they run (status.currentVersion)."}, []string{"version"}),
+		StateEntered: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "oldest_state_entered_timestamp_seconds",
+			Help: "Unix time at which the node longest in this update state (spec.state StagedAndPerformedUpdate, RebootedIntoUpdate or MonitoringUpdate) entered it; a series exists only while some node is in the state. time() minus it is how long that node has been there."}, []string{"state"}),
 		RolloutHalted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "rollout_halted",
 			Help: "1 while no node may start an update for this reason (Paused, UpdateFailed, OutsideWindow)."}, []string{"reason"}),
 		DeadlineExpiries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "deadline_expiries_total",
@@ -51,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16)}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.NodesByState, m.NodesByVersion, m.RolloutHalted, m.DeadlineExpiries, m.Transitions,
+		reg.MustRegister(m.NodesByState, m.NodesByVersion, m.StateEntered, m.RolloutHalted, m.DeadlineExpiries, m.Transitions,
 			m.DryRunActions, m.Starts, m.Aborts, m.UpdateDuration, m.NextStartDelay)
 	}
 	return m
@@ -61,14 +66,22 @@ var allStates = []updatesv1alpha1.ShadowState{updatesv1alpha1.StateIdle, updates
 	updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateMonitoringUpdate, updatesv1alpha1.StateErrorReset}
 
 // updateGauges recomputes the per-state and per-version gauges from the
-// cache.
+// cache. The start pass calls it on every shadow change.
 func (c *Controller) updateGauges(shadows []*updatesv1alpha1.BottlerocketShadow) {
 	byState := map[string]float64{"Unknown": 0}
 	for _, st := range allStates {
 		byState[string(st)] = 0
 	}
 	byVersion := map[string]float64{}
+	// The oldest entry into each in-flight spec state: a timestamp, so the
+	// gauge needs no update while a stuck node does not move.
+	entered := map[updatesv1alpha1.ShadowState]time.Time{}
 	for _, s := range shadows {
+		if spec := s.Spec.State; inFlight(spec) && s.Spec.StateTransitionTimestamp != nil {
+			if t, ok := entered[spec]; !ok || s.Spec.StateTransitionTimestamp.Time.Before(t) {
+				entered[spec] = s.Spec.StateTransitionTimestamp.Time
+			}
+		}
 		st := string(s.Status.CurrentState)
 		if _, ok := byState[st]; !ok {
 			st = "Unknown"
@@ -85,5 +98,9 @@ func (c *Controller) updateGauges(shadows []*updatesv1alpha1.BottlerocketShadow)
 	c.metrics.NodesByVersion.Reset()
 	for v, n := range byVersion {
 		c.metrics.NodesByVersion.WithLabelValues(v).Set(n)
+	}
+	c.metrics.StateEntered.Reset()
+	for st, t := range entered {
+		c.metrics.StateEntered.WithLabelValues(string(st)).Set(float64(t.Unix()))
 	}
 }

@@ -78,6 +78,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.NodeHealthControllerCo
 		return err
 	}
 	metrics := nodehealth.NewMetrics(rt.Registry)
+	leading := leaderelection.NewLeadingGauge(rt.Registry, "nodehealth-controller")
 
 	var elector *leaderelection.Elector
 	health := func() error { return nil }
@@ -91,6 +92,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.NodeHealthControllerCo
 			LeaseDuration: le.LeaseDuration.Duration,
 			RenewDeadline: le.RenewDeadline.Duration,
 			RetryPeriod:   le.RetryPeriod.Duration,
+			Leading:       leading,
 		})
 		if err != nil {
 			return err
@@ -120,7 +122,13 @@ func run(ctx context.Context, rt *options.Runtime[*config.NodeHealthControllerCo
 	}
 	done := make(chan error, 1)
 	if elector == nil {
-		go func() { runController(ctx); done <- nil }()
+		// The only replica: it runs the work as long as it runs.
+		go func() {
+			leading.Set(1)
+			runController(ctx)
+			leading.Set(0)
+			done <- nil
+		}()
 	} else {
 		// SIGTERM ends ctx: the elector stops the controller, waits for
 		// it, then releases the lease.

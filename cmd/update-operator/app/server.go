@@ -101,6 +101,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateOperatorConfigur
 		return err
 	}
 	metrics := updater.NewMetrics(rt.Registry)
+	leading := leaderelection.NewLeadingGauge(rt.Registry, "update-operator")
 
 	var elector *leaderelection.Elector
 	health := func() error { return nil }
@@ -114,6 +115,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateOperatorConfigur
 			LeaseDuration: le.LeaseDuration.Duration,
 			RenewDeadline: le.RenewDeadline.Duration,
 			RetryPeriod:   le.RetryPeriod.Duration,
+			Leading:       leading,
 		})
 		if err != nil {
 			return err
@@ -142,7 +144,13 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateOperatorConfigur
 	}
 	done := make(chan error, 1)
 	if elector == nil {
-		go func() { runControllers(ctx); done <- nil }()
+		// The only replica: it runs the work as long as it runs.
+		go func() {
+			leading.Set(1)
+			runControllers(ctx)
+			leading.Set(0)
+			done <- nil
+		}()
 	} else {
 		go func() { done <- elector.Run(ctx, runControllers) }()
 	}

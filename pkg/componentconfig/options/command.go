@@ -98,8 +98,7 @@ func execute[T runtime.Object](cmd *cobra.Command, o *Options[T], args []string,
 	}
 
 	rt := &Runtime[T]{Config: cfg, ConfigFile: o.ConfigFile, FeatureGate: o.gate, Registry: prometheus.NewRegistry()}
-	rt.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := server.NewWatchMetrics(rt.Registry)
+	metrics := RegisterCommonMetrics(rt.Registry)
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -124,6 +123,14 @@ func execute[T runtime.Object](cmd *cobra.Command, o *Options[T], args []string,
 	}
 	klog.Flush()
 	return err
+}
+
+// RegisterCommonMetrics registers the metrics every component serves besides
+// its own: the Go runtime's, the process's and the configuration watcher's.
+// hack/metrics-list calls it too, to list what each binary serves.
+func RegisterCommonMetrics(reg prometheus.Registerer) *server.WatchMetrics {
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return server.NewWatchMetrics(reg)
 }
 
 func writeConfigTo[T runtime.Object](o *Options[T], cfg T, stdout, stderr io.Writer) error {
