@@ -33,11 +33,12 @@ done
 for ex in deploy/examples/*/heartbeat.yaml; do
   copy "$ex"
 done
-# deploy/monitoring/ (dashboards *.json, PrometheusRule and ServiceMonitor
-# YAML) is optional: the chart's monitoring switches render whatever is there.
+# deploy/monitoring/: the chart renders the PrometheusRule and the Grafana
+# dashboards; the plain rules file, the rule tests and the kustomization are
+# for the other ways in (docs/monitoring.md) and stay out of the chart.
 mkdir -p "$files/monitoring"
 if [[ -d deploy/monitoring ]]; then
-  find deploy/monitoring -maxdepth 2 -type f \( -name '*.json' -o -name '*.yaml' \) | sort | while read -r f; do
+  find deploy/monitoring -maxdepth 2 -type f \( -path '*/dashboards/*.json' -o -name 'prometheusrule.yaml' \) | sort | while read -r f; do
     copy "$f"
   done
 fi

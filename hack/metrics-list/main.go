@@ -23,6 +23,7 @@ import (
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/heartbeat"
+	"nodehealth.io/heartbeat/prommetrics"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
 	"nodehealth.io/nodehealth/pkg/leaderelection"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
@@ -53,13 +54,18 @@ var binaries = map[string]func(reg prometheus.Registerer) error{
 	},
 }
 
-// newRenewer builds a heartbeat Renewer (never run) for its metrics.
+// newRenewer builds a heartbeat Renewer (never run) with the Prometheus
+// metrics the sidecar and the update agent wire into it.
 func newRenewer(reg prometheus.Registerer, extension string) error {
 	client, err := heartbeat.NewClient(&rest.Config{Host: "https://unused.invalid"})
 	if err != nil {
 		return err
 	}
-	_, err = heartbeat.New(client, heartbeat.Options{Namespace: "ns", NodeName: "node", Extension: extension, Holder: "pod", Registerer: reg})
+	metrics, err := prommetrics.New(reg, extension)
+	if err != nil {
+		return err
+	}
+	_, err = heartbeat.New(client, heartbeat.Options{Namespace: "ns", NodeName: "node", Extension: extension, Holder: "pod", Metrics: metrics})
 	return err
 }
 
