@@ -23,7 +23,7 @@ func hugeLease() *coordinationv1.Lease {
 	l := lease("kube-proxy", "n1", strings.Repeat("h", 50_000), t0)
 	l.Labels["junk"] = "x"
 	l.Annotations = map[string]string{
-		"junk":                          strings.Repeat("j", 200_000),
+		"junk":                         strings.Repeat("j", 200_000),
 		nodev1alpha1.ReasonAnnotation:  strings.Repeat("R", 10_000),
 		nodev1alpha1.MessageAnnotation: strings.Repeat("é", 50_000),
 	}
