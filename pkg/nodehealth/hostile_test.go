@@ -206,3 +206,24 @@ func TestTooManyRegistrationsReportedOnce(t *testing.T) {
 		t.Errorf("list after the extra Leases went: %d entries, %v", len(list), err)
 	}
 }
+
+// A self-registering Lease registers on the node its name names, whatever
+// its labels claim: the admission policy checks only the name, so a label is
+// no way onto another node.
+func TestRegistrationFollowsTheName(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = nil
+	f := newFixture(t, opts, readyNode("n1", func(n *v1.Node) { delete(n.Annotations, nodev1alpha1.SystemExtensionsAnnotation) }),
+		readyNode("n2", func(n *v1.Node) { delete(n.Annotations, nodev1alpha1.SystemExtensionsAnnotation) }))
+	l := lease("rogue", "n1", "holder", t0)
+	l.Labels = map[string]string{nodev1alpha1.RegisterLabel: "true", nodev1alpha1.NodeLabel: "n2"}
+	f.putLease(l)
+	f.sync("n1")
+	f.sync("n2")
+	if got := f.node("n2").Annotations[nodev1alpha1.SystemExtensionsAnnotation]; got != "" {
+		t.Errorf("n2's list became %q from a Lease named for n1", got)
+	}
+	if got := f.node("n1").Annotations[nodev1alpha1.SystemExtensionsAnnotation]; !strings.Contains(got, `"rogue"`) {
+		t.Errorf("n1's list is %q, want the rogue registration", got)
+	}
+}
