@@ -62,12 +62,20 @@ func TestMassExtensionFailure(t *testing.T) {
 	// suspendedOrTainted: a failing node is either tainted (its failure was
 	// judged before the share reached the threshold) or withheld with the
 	// suspension's reason in its condition.
-	suspendedOrTainted := func(scope string) func(*v1.Node) bool {
+	// The condition names the scope that withheld the taint when the node
+	// was judged: released zone by zone, a zone may reach its threshold
+	// before the cluster does.
+	suspendedOrTainted := func(scopes ...string) func(*v1.Node) bool {
 		return func(n *v1.Node) bool {
 			if tainted(n) {
 				return conditionIs(v1.ConditionFalse, nodev1alpha1.ReasonExtensionsNotReady, extension)(n)
 			}
-			return conditionIs(v1.ConditionFalse, nodev1alpha1.ReasonGatingSuspended, scope, extension+" (LeaseReleased")(n)
+			for _, scope := range scopes {
+				if conditionIs(v1.ConditionFalse, nodev1alpha1.ReasonGatingSuspended, scope, extension+" (LeaseReleased")(n) {
+					return true
+				}
+			}
+			return false
 		}
 	}
 	countTainted := func(names []string) (n int, withheld string) {
@@ -81,11 +89,11 @@ func TestMassExtensionFailure(t *testing.T) {
 		return n, withheld
 	}
 
-	t.Run("every node at once", func(t *testing.T) {
+	if !t.Run("every node at once", func(t *testing.T) {
 		start := time.Now()
 		w.release(t, all)
 		run.waitMetric(t, "nodehealth_gating_suspended", map[string]string{"scope": "cluster"}, 1)
-		w.waitNodes(t, all, "tainted before the suspension or withheld by it", suspendedOrTainted("nodes in the cluster are failing"))
+		w.waitNodes(t, all, "tainted before the suspension or withheld by it", suspendedOrTainted("nodes in the cluster are failing", "nodes in zone "))
 		// The suspension begins when the failing share reaches 20 %: 40
 		// of 200. Nodes judged before that are tainted, never more.
 		n, withheld := countTainted(all)
@@ -96,7 +104,7 @@ func TestMassExtensionFailure(t *testing.T) {
 		if withheld == "" {
 			t.Fatal("no node was withheld")
 		}
-		w.waitEvent(t, withheld, nodehealth.EventGatingSuspended, "Not tainting the node although kube-proxy not ready", "nodes in the cluster are failing")
+		w.waitEvent(t, withheld, nodehealth.EventGatingSuspended, "Not tainting the node although kube-proxy not ready", "are failing")
 		if got := run.metric("nodehealth_suspensions_total", map[string]string{"scope": "cluster"}); got != 1 {
 			t.Errorf("suspensions_total{scope=cluster} = %v, want 1", got)
 		}
@@ -123,7 +131,9 @@ func TestMassExtensionFailure(t *testing.T) {
 		if len(nx) > 0 || run.metric("nodehealth_evictions_total", nil) != 0 {
 			t.Errorf("escalations during the recovery: NoExecute on %v, evictions_total %v", nx, run.metric("nodehealth_evictions_total", nil))
 		}
-	})
+	}) {
+		return
+	}
 
 	t.Run("60 percent of one zone", func(t *testing.T) {
 		_, before, _ := w.counts()
