@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
@@ -225,5 +226,35 @@ func TestRegistrationFollowsTheName(t *testing.T) {
 	}
 	if got := f.node("n1").Annotations[nodev1alpha1.SystemExtensionsAnnotation]; !strings.Contains(got, `"rogue"`) {
 		t.Errorf("n1's list is %q, want the rogue registration", got)
+	}
+}
+
+// A self-registering Lease the informer has stored but its handler has not
+// observed yet (another event of the node is being synced meanwhile) is not
+// registered by that sync: it would be judged missing and gate a ready node.
+// Found by TestHostileInput, where Leases register by the thousand.
+func TestRegistrationWaitsForItsObservation(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = nil
+	f := newFixture(t, opts, readyNode("n1", func(n *v1.Node) {
+		n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = `[{"name":"kube-proxy"}]`
+	}), lease("kube-proxy", "n1", "holder", t0))
+	f.sync("n1")
+	f.writes()
+	l := lease("x", "n1", "holder", t0)
+	l.Labels[nodev1alpha1.RegisterLabel] = "true"
+	// In the store, not yet through the handler.
+	if err := f.leaseIndexer().Add(l); err != nil {
+		t.Fatal(err)
+	}
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("a registration not yet observed gated the node")
+	}
+	// The handler observes it: registered, ready, no gate.
+	f.c.leaseChanged(klog.FromContext(f.ctx), nil, l.DeepCopy())
+	f.sync("n1")
+	if f.tainted("n1") || !strings.Contains(f.node("n1").Annotations[nodev1alpha1.SystemExtensionsAnnotation], `"x"`) {
+		t.Fatalf("after the observation: tainted=%v list=%q", f.tainted("n1"), f.node("n1").Annotations[nodev1alpha1.SystemExtensionsAnnotation])
 	}
 }

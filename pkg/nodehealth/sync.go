@@ -437,6 +437,12 @@ func (c *Controller) registrations(node string) []registration {
 		if err != nil {
 			continue
 		}
+		if _, observed := c.tracker.get(lease.Namespace, lease.Name); !observed {
+			// The informer stores a Lease before its handler observes it:
+			// registered now, it would be judged missing and gate the node
+			// for a moment. Its handler enqueues the node right after.
+			continue
+		}
 		out = append(out, registration{extension: ext, affectsReadiness: lease.Labels[nodev1alpha1.AffectsReadinessLabel] != "false"})
 	}
 	return out
