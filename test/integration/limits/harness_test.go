@@ -277,7 +277,14 @@ func (w *world) patchLeases(t testing.TB, nodes []string, patchOf func(string) [
 // the test on the first error.
 func parallel(t testing.TB, n int, do func(ctx context.Context, i int) error) {
 	t.Helper()
-	ctx := waitCtx(t)
+	if err := parallelErr(waitCtx(t), n, do); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// parallelErr runs do(i) for i in [0, n) with parallelWrites at once and
+// returns the first error; it may run on any goroutine.
+func parallelErr(ctx context.Context, n int, do func(ctx context.Context, i int) error) error {
 	work := make(chan int)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
@@ -296,9 +303,7 @@ func parallel(t testing.TB, n int, do func(ctx context.Context, i int) error) {
 	close(work)
 	wg.Wait()
 	close(errs)
-	if err := <-errs; err != nil {
-		t.Fatal(err)
-	}
+	return <-errs
 }
 
 // events returns the messages of the Events with reason on node.
