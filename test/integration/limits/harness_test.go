@@ -217,7 +217,12 @@ func (w *world) createNodes(t testing.TB, names []string, labelsOf func(string) 
 		return err
 	})
 	t.Cleanup(func() {
-		parallel(t, len(names), func(ctx context.Context, i int) error { return w.env.DeleteNode(ctx, names[i]) })
+		// The test's contexts are canceled by now.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := parallelErr(ctx, len(names), func(ctx context.Context, i int) error { return w.env.DeleteNode(ctx, names[i]) }); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
 	})
 }
 
