@@ -204,7 +204,8 @@ func TestAttackerCannotWriteAnotherNodesShadowStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shadow := &updatesv1alpha1.BottlerocketShadow{ObjectMeta: metav1.ObjectMeta{Name: atkOther}}
+	shadow := &updatesv1alpha1.BottlerocketShadow{ObjectMeta: metav1.ObjectMeta{Name: atkOther},
+		Spec: updatesv1alpha1.BottlerocketShadowSpec{State: updatesv1alpha1.StateIdle}}
 	if _, err := admin.UpdatesV1alpha1().BottlerocketShadows().Create(ctx, shadow, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
