@@ -233,6 +233,14 @@ func (c *Controller) leaseChanged(logger klog.Logger, oldObj, newObj interface{}
 		return
 	}
 	prev, known := c.tracker.get(lease.Namespace, lease.Name)
+	if !known {
+		if _, _, err := nodev1alpha1.ParseLeaseName(lease.Name); err != nil {
+			// Said once per Lease: such a Lease belongs to no node by its
+			// name, and counts only where a node's list names it.
+			logger.Info("Lease name is not <extension>.<node>: it gates no node unless a node's extension list references it by name",
+				"lease", klog.KObj(lease), "err", err)
+		}
+	}
 	changed := c.tracker.observe(lease)
 	if old, ok := oldObj.(*coordinationv1.Lease); ok && changed && known && c.quietRenewal(prev, old, lease) {
 		return

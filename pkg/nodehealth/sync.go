@@ -2,6 +2,7 @@ package nodehealth
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -264,13 +265,20 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 // error means its list cannot be judged: it cannot be parsed, or rules and
 // registrations overflow the limits.
 func (c *Controller) nodeInputs(node *v1.Node) ([]requiredExtension, nodeFacts, error) {
-	list, err := nodev1alpha1.DecodeSystemExtensions(node.Annotations[nodev1alpha1.SystemExtensionsAnnotation], c.opts.LeaseNamespace)
+	list, err := decodeCachedList(node, c.opts.LeaseNamespace)
 	if err != nil {
 		return nil, nodeFacts{}, err
 	}
+	if n := c.registrationCount(node.Name); n > nodev1alpha1.MaxSystemExtensions {
+		// Checked before the registrations are collected, sorted and encoded:
+		// a node with thousands of self-registering Leases costs one index
+		// lookup per sync, not thousands of entries.
+		return nil, nodeFacts{}, listBuildError{kind: "registrations", err: fmt.Errorf("%d Leases self-register (label %s=true) on this node, more than the limit of %d entries in its list; "+
+			"delete the extra Leases", n, nodev1alpha1.RegisterLabel, nodev1alpha1.MaxSystemExtensions)}
+	}
 	desired, _, err := c.desiredList(node, list)
 	if err != nil {
-		return nil, nodeFacts{}, err
+		return nil, nodeFacts{}, listBuildError{kind: "desired", err: err}
 	}
 	exts := resolveExtensions(desired, node.Name, c.opts.LeaseNamespace, c.rules)
 	facts := nodeFacts{
@@ -375,6 +383,44 @@ func (c *Controller) updateEscalationClocks(at time.Time) {
 	}
 }
 
+// listBuildError says that a node's list parses but the list rules and
+// registrations ask for cannot be built; kind tells the problems apart so
+// that each is reported once, however the counts in its message move.
+type listBuildError struct {
+	kind string
+	err  error
+}
+
+func (e listBuildError) Error() string { return e.err.Error() }
+func (e listBuildError) Unwrap() error { return e.err }
+
+// decodeCachedList decodes the extension list of a Node from the informer
+// cache, where TransformNode left a marker in place of an oversized value.
+func decodeCachedList(node *v1.Node, namespace string) ([]nodev1alpha1.SystemExtension, error) {
+	value := node.Annotations[nodev1alpha1.SystemExtensionsAnnotation]
+	if size, ok := oversizedLength(value); ok {
+		return nil, fmt.Errorf("annotation %s is %d bytes, more than the limit of %d",
+			nodev1alpha1.SystemExtensionsAnnotation, size, nodev1alpha1.MaxSystemExtensionsAnnotationBytes)
+	}
+	return nodev1alpha1.DecodeSystemExtensions(value, namespace)
+}
+
+// registrationCount counts the Leases whose name belongs to node and that ask
+// to self-register (an upper bound of its registrations).
+func (c *Controller) registrationCount(node string) int {
+	objs, err := c.leaseIndexer.ByIndex(leaseNodeIndex, node)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, obj := range objs {
+		if lease, ok := obj.(*coordinationv1.Lease); ok && lease.Labels[nodev1alpha1.RegisterLabel] == "true" {
+			n++
+		}
+	}
+	return n
+}
+
 // registrations lists the extensions that self-register on a node.
 func (c *Controller) registrations(node string) []registration {
 	objs, err := c.leaseIndexer.ByIndex(leaseNodeIndex, node)
@@ -389,6 +435,12 @@ func (c *Controller) registrations(node string) []registration {
 		}
 		ext, _, err := nodev1alpha1.ParseLeaseName(lease.Name)
 		if err != nil {
+			continue
+		}
+		if _, observed := c.tracker.get(lease.Namespace, lease.Name); !observed {
+			// The informer stores a Lease before its handler observes it:
+			// registered now, it would be judged missing and gate the node
+			// for a moment. Its handler enqueues the node right after.
 			continue
 		}
 		out = append(out, registration{extension: ext, affectsReadiness: lease.Labels[nodev1alpha1.AffectsReadinessLabel] != "false"})
@@ -456,8 +508,16 @@ func (c *Controller) reportInvalidList(ctx context.Context, node *v1.Node, err e
 		st.gated = hasTaint(node, c.opts.TaintKey, c.opts.TaintEffect)
 		c.nodes[node.Name] = st
 	}
-	first := st.invalidList != value
-	st.invalidList = value
+	// What is reported once: the annotation's value, and for a list that
+	// parses but cannot be built, the kind of problem (not its counts,
+	// which move with every Lease an overflowing node gains).
+	key, what := value, "Cannot parse annotation "+nodev1alpha1.SystemExtensionsAnnotation
+	var build listBuildError
+	if errors.As(err, &build) {
+		key, what = build.kind+"|"+value, "Cannot build the extension list of annotation "+nodev1alpha1.SystemExtensionsAnnotation
+	}
+	first := st.invalidList != key
+	st.invalidList = key
 	prev := c.contributions[node.Name]
 	prev.invalid = true
 	c.updateContribution(node.Name, prev)
@@ -465,16 +525,15 @@ func (c *Controller) reportInvalidList(ctx context.Context, node *v1.Node, err e
 	if !first {
 		return
 	}
-	klog.FromContext(ctx).Error(err, "Cannot parse the node's extension list; keeping its gate state and leaving the annotation as it is",
-		"annotation", nodev1alpha1.SystemExtensionsAnnotation)
+	klog.FromContext(ctx).Error(err, what+"; keeping the node's gate state and leaving the annotation as it is")
 	if c.opts.DryRun {
 		return
 	}
 	c.recorder.Eventf(node, v1.EventTypeWarning, EventInvalidExtensionList,
-		"Cannot parse annotation %s; the node keeps its gate state until it is fixed: %v", nodev1alpha1.SystemExtensionsAnnotation, err)
+		"%s; the node keeps its gate state until it is fixed: %v", what, err)
 	// The controller cannot judge the node: say so in the condition.
-	message := fmt.Sprintf("Cannot parse annotation %s, so the controller cannot tell whether the node's extensions are ready; the node keeps its current gate state. %v",
-		nodev1alpha1.SystemExtensionsAnnotation, err)
+	message := fmt.Sprintf("%s, so the controller cannot tell whether the node's extensions are ready; the node keeps its current gate state. %v",
+		what, err)
 	if werr := c.writeCondition(ctx, node, v1.ConditionUnknown, EventInvalidExtensionList, message); werr != nil {
 		klog.FromContext(ctx).Error(werr, "Writing the condition of a node with an invalid extension list")
 		return
