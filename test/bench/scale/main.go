@@ -41,6 +41,8 @@ type config struct {
 	out           string
 	keep          bool
 	controllerEnv []string
+	profileDir    string
+	resultsPath   string
 }
 
 func main() {
@@ -55,6 +57,8 @@ func main() {
 	flag.IntVar(&c.workers, "workers", 64, "concurrent requests of the load generator")
 	flag.StringVar(&c.out, "out", "", "also append the markdown results to this file")
 	flag.BoolVar(&c.keep, "keep", false, "keep each run's control-plane directory (logs)")
+	flag.StringVar(&c.profileDir, "profile-dir", "", "write the controller's CPU profile (over the steady window) and heap profile (at its end) here, per node count")
+	flag.StringVar(&c.resultsPath, "results", "docs/benchmarks/data/scale.json", "write machine-readable results here (test/bench/results); empty: none")
 	env := flag.String("controller-env", "", "comma-separated NAME=VALUE environment of the controller process, e.g. GOMEMLIMIT=48MiB")
 	flag.Parse()
 	for _, s := range strings.Split(*nodes, ",") {

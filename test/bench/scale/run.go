@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -175,12 +177,22 @@ func runScale(ctx context.Context, c config, nodeCount int, controllerBin string
 	renewals0, failures0 := gen.renewals.Load(), gen.failures.Load()
 	gen.startMeasuring()
 	windowStart := time.Now()
+	profiled := make(chan struct{})
+	if c.profileDir != "" {
+		go func() {
+			defer close(profiled)
+			saveProfiles(ctx, metricsURL, c.profileDir, nodeCount, c.steady)
+		}()
+	} else {
+		close(profiled)
+	}
 	select {
 	case <-time.After(c.steady):
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	window := time.Since(windowStart)
+	<-profiled
 	latencies, lags := gen.stopMeasuring()
 	r.loadAvg = loadAverage()
 	r.achievedRate = float64(gen.renewals.Load()-renewals0) / window.Seconds()
@@ -476,4 +488,36 @@ func markdown(c config, rs []*result) string {
 		fmt.Fprintf(&b, "Controller environment: %s.\n", strings.Join(c.controllerEnv, " "))
 	}
 	return b.String()
+}
+
+// saveProfiles fetches the controller's CPU profile over most of the steady window and
+// its heap profile at the end (pprof is on by default on the metrics port).
+func saveProfiles(ctx context.Context, metricsURL, dir string, nodes int, window time.Duration) {
+	base := strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/"
+	secs := max(1, int((window - 5*time.Second).Seconds()))
+	fetch := func(path, file string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		if err != nil {
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			logf("profile %s: %v", path, err)
+			return
+		}
+		defer resp.Body.Close()
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return
+		}
+		f, err := os.Create(filepath.Join(dir, file))
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		_, _ = io.Copy(f, resp.Body)
+		logf("saved %s", filepath.Join(dir, file))
+	}
+	fetch(fmt.Sprintf("profile?seconds=%d", secs), fmt.Sprintf("cpu-%d.pprof", nodes))
+	fetch("heap?gc=1", fmt.Sprintf("heap-%d.pprof", nodes))
+	fetch("allocs", fmt.Sprintf("allocs-%d.pprof", nodes))
 }
