@@ -120,3 +120,15 @@ bench-rollout: controlplane ## Update-operator rollout over kwok nodes, agents p
 .PHONY: bench-scale
 bench-scale: controlplane build ## Scale benchmark on the real control plane with kwok nodes (BENCH_NODES=100,500,1000; minutes).
 	$(GO) run ./test/bench/scale --nodes=$(BENCH_NODES)
+
+.PHONY: bench-replay
+bench-replay: build ## Controller CPU/RSS at 5,000 nodes x 10 extensions (5,000 Lease events/s) fed by a replay API server, no etcd (~5 min).
+	$(GO) run ./test/bench/replay
+
+# bench-soak holds 1,000 nodes x 5 extensions for SOAK_DURATION with 1% of the
+# extensions flapping (docs/benchmarks.md, "Soak").
+SOAK_DURATION ?= 30m
+
+.PHONY: bench-soak
+bench-soak: controlplane build ## Soak: 1,000 kwok nodes x 5 extensions, 1% flapping, for SOAK_DURATION=30m; RSS, goroutines, Node writes over time.
+	$(GO) run ./test/bench/scale --nodes=1000 --soak=$(SOAK_DURATION)
