@@ -403,4 +403,3 @@ leaseNamespace: %s
 extensionRules:
 %s`, controllerNamespace, kubeconfig, qps, ports[0], ports[1], leaseNamespace, rules.String())), 0o644)
 }
-

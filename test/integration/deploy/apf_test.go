@@ -109,7 +109,9 @@ func TestExtensionLeaseFlowSchema(t *testing.T) {
 			// The extension namespace stays: deploy/ (applied by the next
 			// tests) owns it, and a namespace still terminating would fail
 			// that apply.
-			t.Cleanup(func() { _ = env.Client.CoreV1().Namespaces().Delete(context.Background(), created.Name, metav1.DeleteOptions{}) })
+			t.Cleanup(func() {
+				_ = env.Client.CoreV1().Namespaces().Delete(context.Background(), created.Name, metav1.DeleteOptions{})
+			})
 		}
 	}
 	for _, ns := range []string{leaseNamespace, otherNS} {
