@@ -18,6 +18,8 @@ import (
 	"encoding/pem"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -55,6 +57,7 @@ type config struct {
 	controllerEnv     []string
 	results           string
 	keep              bool
+	profileDir        string
 }
 
 func main() {
@@ -68,6 +71,7 @@ func main() {
 	flag.IntVar(&c.qps, "controller-qps", 0, "clientConnection.qps of the controller (0: its default); start-up writes one condition per node")
 	env := flag.String("controller-env", "", "comma-separated NAME=VALUE environment of the controller, e.g. GOMEMLIMIT=200MiB")
 	flag.StringVar(&c.results, "results", "docs/benchmarks/data/replay.json", "write machine-readable results here; empty: none")
+	flag.StringVar(&c.profileDir, "profile-dir", "", "save the controller's CPU profile (over the window) and heap profile (at its end) here")
 	flag.BoolVar(&c.keep, "keep", false, "keep the run's folder (controller log, config)")
 	flag.Parse()
 	if *env != "" {
@@ -201,6 +205,9 @@ func run(ctx context.Context, c config) error {
 	}
 	ev0, nw0, t0 := s.eventsSent.Load(), s.nodeWrites.Load(), time.Now()
 	logf("window of %s", c.window)
+	if c.profileDir != "" {
+		go saveProfiles(ctx, metricsURL, c.profileDir, c.window)
+	}
 	var peakRSS int64
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
@@ -402,4 +409,33 @@ clientConnection:
 leaseNamespace: %s
 extensionRules:
 %s`, controllerNamespace, kubeconfig, qps, ports[0], ports[1], leaseNamespace, rules.String())), 0o644)
+}
+
+// saveProfiles fetches the controller's CPU profile over most of the window, then its
+// heap profile (pprof is on by default on the metrics port).
+func saveProfiles(ctx context.Context, metricsURL, dir string, window time.Duration) {
+	base := strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return
+	}
+	for _, p := range []struct{ path, file string }{
+		{fmt.Sprintf("profile?seconds=%d", max(1, int((window-10*time.Second).Seconds()))), "cpu.pprof"},
+		{"heap?gc=1", "heap.pprof"},
+	} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+p.path, nil)
+		if err != nil {
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			logf("profile: %v", err)
+			return
+		}
+		f, err := os.Create(filepath.Join(dir, p.file))
+		if err == nil {
+			_, _ = io.Copy(f, resp.Body)
+			f.Close()
+		}
+		resp.Body.Close()
+	}
 }
