@@ -235,9 +235,8 @@ func (c *Controller) leaseChanged(logger klog.Logger, oldObj, newObj interface{}
 		}
 		return
 	}
-	prev, known := c.tracker.get(lease.Namespace, lease.Name)
-	changed := c.tracker.observe(lease)
-	if old, ok := oldObj.(*coordinationv1.Lease); ok && changed && known && c.quietRenewal(prev, old, lease) {
+	prev, next, known, changed := c.tracker.observe(lease)
+	if old, ok := oldObj.(*coordinationv1.Lease); ok && changed && known && c.quietRenewal(prev, next, old, lease) {
 		return
 	}
 	if old, ok := oldObj.(*coordinationv1.Lease); ok && !changed {
@@ -257,25 +256,39 @@ func (c *Controller) leaseChanged(logger klog.Logger, oldObj, newObj interface{}
 // holds (scheduled for an expiry no later than the new one) re-evaluates it in
 // time. Skipping these syncs makes steady-state cost follow the rate of
 // change, not the rate of renewals.
-func (c *Controller) quietRenewal(prev leaseObservation, old, lease *coordinationv1.Lease) bool {
-	next, ok := c.tracker.get(lease.Namespace, lease.Name)
-	if !ok || prev.released() || next.released() || prev.holder != next.holder || prev.duration != next.duration ||
+func (c *Controller) quietRenewal(prev, next leaseObservation, old, lease *coordinationv1.Lease) bool {
+	if prev.released() || next.released() || prev.holder != next.holder || prev.duration != next.duration ||
 		prev.reason != next.reason || prev.message != next.message || prev.observedAt.IsZero() ||
 		!c.clock.Now().Before(prev.expiresAt(c.opts.RenewalGrace)) ||
 		old.Labels[nodev1alpha1.RegisterLabel] != lease.Labels[nodev1alpha1.RegisterLabel] ||
 		old.Labels[nodev1alpha1.AffectsReadinessLabel] != lease.Labels[nodev1alpha1.AffectsReadinessLabel] {
 		return false
 	}
+	_, node, err := nodev1alpha1.ParseLeaseName(lease.Name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	nodes := c.leaseNodes(lease)
-	for _, n := range nodes {
+	quiet := func(n string) bool {
 		st := c.nodes[n]
-		if st == nil || st.gated || st.suppressed || st.invalidList != "" || c.live.Has(n) {
+		return st != nil && !st.gated && !st.suppressed && st.invalidList == "" && !c.live.Has(n)
+	}
+	// The nodes the Lease belongs to (leaseNodes), without building the list:
+	// this runs for every renewal received.
+	var refs sets.Set[string]
+	if len(c.leaseRefs) > 0 {
+		refs = c.leaseRefs[lease.Namespace+"/"+lease.Name]
+	}
+	if err != nil && len(refs) == 0 {
+		return false
+	}
+	if err == nil && !quiet(node) {
+		return false
+	}
+	for n := range refs {
+		if !quiet(n) {
 			return false
 		}
 	}
-	return len(nodes) > 0
+	return true
 }
 
 // leaseNodes returns the nodes a Lease belongs to: the node its name names,
