@@ -45,6 +45,7 @@ type config struct {
 	controllerEnv []string
 	profileDir    string
 	resultsPath   string
+	ungateTimeout time.Duration
 }
 
 func main() {
@@ -59,6 +60,7 @@ func main() {
 	flag.IntVar(&c.workers, "workers", 64, "concurrent requests of the load generator")
 	flag.StringVar(&c.out, "out", "", "also append the markdown results to this file")
 	flag.BoolVar(&c.keep, "keep", false, "keep each run's control-plane directory (logs)")
+	flag.DurationVar(&c.ungateTimeout, "ungate-timeout", 5*time.Minute, "how long the controller may take to ungate every node after it started (longer on a loaded machine)")
 	flag.StringVar(&c.profileDir, "profile-dir", "", "write the controller's CPU profile (over the steady window) and heap profile (at its end) here, per node count")
 	flag.StringVar(&c.resultsPath, "results", "docs/benchmarks/data/scale.json", "write machine-readable results here (test/bench/results); empty: none")
 	var soak soakConfig

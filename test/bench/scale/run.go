@@ -168,7 +168,7 @@ func setUp(ctx context.Context, c config, nodeCount int, controllerBin string) (
 		return nil, stop, err
 	}
 	ctrlStart := time.Now()
-	if err := waitFor(ctx, 5*time.Minute, proc, func() bool {
+	if err := waitFor(ctx, c.ungateTimeout, proc, func() bool {
 		tainted, total := watch.counts()
 		return total == nodeCount && tainted == 0
 	}); err != nil {
