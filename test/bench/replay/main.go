@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -203,7 +204,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	ev0, nw0, t0 := s.eventsSent.Load(), s.nodeWrites.Load(), time.Now()
+	ev0, nw0, dropped0, t0 := s.eventsSent.Load(), s.nodeWrites.Load(), s.dropped.Load(), time.Now()
 	logf("window of %s", c.window)
 	if c.profileDir != "" {
 		go saveProfiles(ctx, metricsURL, c.profileDir, c.window)
@@ -242,7 +243,9 @@ func run(ctx context.Context, c config) error {
 		"replayServerCPUPercent":  100 * (self1.cpu - self0.cpu).Seconds() / elapsed.Seconds(),
 		"watchesDropped":          float64(s.dropped.Load()),
 		"requestsNotServed":       float64(s.unknown.Load()),
-		"controllerCPUSecPerKEvt": (p1.cpu - p0.cpu).Seconds() / (float64(s.eventsSent.Load()-ev0) / 1000),
+		"controllerCPUMsPer1000Events": 1000 * (p1.cpu - p0.cpu).Seconds() / (float64(s.eventsSent.Load()-ev0) / 1000),
+		"watchesDroppedInWindow":       float64(s.dropped.Load() - dropped0),
+		"loadAverage1m":                load1(load),
 	}
 	fmt.Println(markdown(c, r, load))
 	if c.results != "" {
@@ -264,14 +267,14 @@ func markdown(c config, r map[string]float64, load string) string {
 	row := func(name, v string) { fmt.Fprintf(&b, "| %s | %s |\n", name, v) }
 	row("Lease watch events/s: target / delivered", fmt.Sprintf("%.0f / %.0f", r["targetEventsPerSecond"], r["eventsPerSecond"]))
 	row("Controller CPU (% of one core)", fmt.Sprintf("%.1f%%", r["controllerCPUPercent"]))
-	row("Controller CPU per 1,000 events", fmt.Sprintf("%.0f ms", 1000*r["controllerCPUSecPerKEvt"]))
+	row("Controller CPU per 1,000 events", fmt.Sprintf("%.0f ms", r["controllerCPUMsPer1000Events"]))
 	row("Controller RSS at the end (peak in window; VmHWM)", fmt.Sprintf("%.1f MiB (%.1f; %.1f)", r["controllerRSSMiB"], r["controllerPeakRSSMiB"], r["controllerHWMMiB"]))
 	row("Controller heap in use", fmt.Sprintf("%.1f MiB", r["controllerHeapMiB"]))
 	row("Controller goroutines", fmt.Sprintf("%.0f", r["goroutines"]))
 	row("Controller evaluations/s", fmt.Sprintf("%.0f", r["evaluationsPerSecond"]))
 	row("Node writes in the window", fmt.Sprintf("%.0f", r["nodeWritesInWindow"]))
 	row("Replay server + renewer CPU (this process)", fmt.Sprintf("%.0f%%", r["replayServerCPUPercent"]))
-	row("Watches closed for falling behind / requests not served", fmt.Sprintf("%.0f / %.0f", r["watchesDropped"], r["requestsNotServed"]))
+	row("Watches closed for falling behind (in the window) / requests not served", fmt.Sprintf("%.0f (%.0f) / %.0f", r["watchesDropped"], r["watchesDroppedInWindow"], r["requestsNotServed"]))
 	row("Load average at the end of the window", load)
 	fmt.Fprintf(&b, "\nWindow %s after %s of settling; Leases of %s renewed every %s.\n", c.window, c.settle, c.leaseDuration, c.renewInterval)
 	if len(c.controllerEnv) > 0 {
@@ -438,4 +441,13 @@ func saveProfiles(ctx context.Context, metricsURL, dir string, window time.Durat
 		}
 		resp.Body.Close()
 	}
+}
+
+func load1(loadAvg string) float64 {
+	f := strings.Fields(loadAvg)
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }

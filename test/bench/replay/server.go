@@ -111,6 +111,7 @@ func (s *server) put(kind string, typ watch.EventType, obj runtime.Object) {
 			w.closed = true
 			close(w.ch)
 			s.dropped.Add(1)
+			logf("replay server: closed a %s watch: the client fell %d events behind", w.kind, watcherBuffer)
 		}
 	}
 }
