@@ -328,7 +328,7 @@ func populate(s *server, c config) []string {
 					Labels:          nodev1alpha1.LeaseLabels(extensionName(e), node),
 					OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: nodeUIDs[i]}},
 					ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "extension-heartbeat", Operation: metav1.ManagedFieldsOperationUpdate,
-						APIVersion: "coordination.k8s.io/v1", Time: &t, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}},
+						APIVersion: "coordination.k8s.io/v1", Time: &t, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)}},
 				},
 				Spec: coordinationv1.LeaseSpec{
 					HolderIdentity:       ptr.To(extensionName(e) + "-" + string(uuid.NewUUID())[:5]),

@@ -41,7 +41,6 @@ type soakResult struct {
 	samples                                 []results.Sample
 	flapFailures                            int
 	ctrlExited                              bool
-	gatedNow, flapNodesGatedAtEnd           int
 	evaluationsPerSecond, rechecksPerSecond float64
 }
 
