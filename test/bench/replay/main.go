@@ -59,6 +59,7 @@ type config struct {
 	results           string
 	keep              bool
 	profileDir        string
+	bin               string
 }
 
 func main() {
@@ -73,6 +74,7 @@ func main() {
 	env := flag.String("controller-env", "", "comma-separated NAME=VALUE environment of the controller, e.g. GOMEMLIMIT=200MiB")
 	flag.StringVar(&c.results, "results", "docs/benchmarks/data/replay.json", "write machine-readable results here; empty: none")
 	flag.StringVar(&c.profileDir, "profile-dir", "", "save the controller's CPU profile (over the window) and heap profile (at its end) here")
+	flag.StringVar(&c.bin, "controller-bin", "", "the controller binary (default: _output/bin/nodehealth-controller)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the run's folder (controller log, config)")
 	flag.Parse()
 	if *env != "" {
@@ -98,6 +100,9 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	bin := filepath.Join(root, "_output", "bin", "nodehealth-controller")
+	if c.bin != "" {
+		bin = c.bin
+	}
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%v (run `make build`)", err)
 	}
