@@ -104,7 +104,7 @@ func main() {
 			os.Exit(2)
 		}
 		r, err := runSoak(ctx, c, soak, c.nodes[0], controllerBin)
-		if r != nil && !r.ctrlExited && err == nil {
+		if r != nil && len(r.samples) > 0 {
 			fmt.Println(r.markdown(c, soak))
 			if soak.out != "" {
 				if err := writeSoakResults(root, c, soak, r); err != nil {

@@ -41,6 +41,8 @@ type soakResult struct {
 	samples                                 []results.Sample
 	flapFailures                            int
 	ctrlExited                              bool
+	elapsed                                 time.Duration
+	exit                                    string
 	evaluationsPerSecond, rechecksPerSecond float64
 }
 
@@ -138,6 +140,8 @@ func runSoak(ctx context.Context, c config, s soakConfig, nodeCount int, control
 	end := start.Add(s.duration)
 	var rss, gor []float64
 	var heap []float64
+	var exitErr error
+sampling:
 	for time.Now().Before(end) {
 		select {
 		case <-ctx.Done():
@@ -145,8 +149,11 @@ func runSoak(ctx context.Context, c config, s soakConfig, nodeCount int, control
 		case <-tick.C:
 		}
 		if exited, err := b.proc.Exited(); exited {
+			// Keep what was sampled: a soak that ends early still shows the trend
+			// up to its end, and why it ended.
 			r.ctrlExited = true
-			return r, fmt.Errorf("the controller exited (%v): %s", err, b.proc.LogTail(20))
+			exitErr = fmt.Errorf("the controller exited after %s (%v): %s", time.Since(start).Round(time.Second), err, b.proc.LogTail(5))
+			break sampling
 		}
 		now := time.Now()
 		st := readProc(b.proc.Pid())
@@ -177,14 +184,19 @@ func runSoak(ctx context.Context, c config, s soakConfig, nodeCount int, control
 	for range flapErrs {
 		r.flapFailures++
 	}
-	p1 := readProc(b.proc.Pid())
-	m1, err := scrape(ctx, b.metricsURL)
-	if err != nil {
-		return nil, err
+	if r.ctrlExited {
+		// Up to the last sample.
+		r.cpuPercent = 100 * (prev.cpu - p0.cpu).Seconds() / prevAt.Sub(start).Seconds()
+	} else {
+		p1 := readProc(b.proc.Pid())
+		m1, err := scrape(ctx, b.metricsURL)
+		if err != nil {
+			return nil, err
+		}
+		r.cpuPercent = 100 * (p1.cpu - p0.cpu).Seconds() / elapsed.Seconds()
+		r.evaluationsPerSecond = (m1.sum("nodehealth_evaluations_total") - m0.sum("nodehealth_evaluations_total")) / elapsed.Seconds()
+		r.rechecksPerSecond = (m1.sum("nodehealth_timer_rechecks_total") - m0.sum("nodehealth_timer_rechecks_total")) / elapsed.Seconds()
 	}
-	r.cpuPercent = 100 * (p1.cpu - p0.cpu).Seconds() / elapsed.Seconds()
-	r.evaluationsPerSecond = (m1.sum("nodehealth_evaluations_total") - m0.sum("nodehealth_evaluations_total")) / elapsed.Seconds()
-	r.rechecksPerSecond = (m1.sum("nodehealth_timer_rechecks_total") - m0.sum("nodehealth_timer_rechecks_total")) / elapsed.Seconds()
 	r.achievedRate = float64(b.gen.renewals.Load()-renewals0) / elapsed.Seconds()
 	r.renewalFailures = b.gen.failures.Load() - failures0
 	r.loadAvg = loadAverage()
@@ -192,13 +204,20 @@ func runSoak(ctx context.Context, c config, s soakConfig, nodeCount int, control
 	fw, ft := b.watch.ownWritesWhere(flapping)
 	r.stableWrites, r.stableTransitions = sw-stableW0, st-stableT0
 	r.flappingWrites, r.flappingTransitions = fw-flapW0, ft-flapT0
+	if len(rss) == 0 {
+		return r, exitErr
+	}
 	// First and last fifth of the run: is anything growing?
 	fifth := max(1, len(rss)/5)
 	r.rssFirstMiB, r.rssLastMiB = mean(rss[:fifth]), mean(rss[len(rss)-fifth:])
 	r.heapFirstMiB, r.heapLastMiB = mean(heap[:fifth]), mean(heap[len(heap)-fifth:])
 	r.goroutinesFirst, r.goroutinesLast = mean(gor[:fifth]), mean(gor[len(gor)-fifth:])
 	r.rssMaxMiB, r.goroutinesMin, r.goroutinesMax = maxOf(rss), minOf(gor), maxOf(gor)
-	return r, nil
+	r.elapsed = elapsed
+	if exitErr != nil {
+		r.exit = exitErr.Error()
+	}
+	return r, exitErr
 }
 
 func mean(v []float64) float64 {
@@ -245,6 +264,9 @@ func (r *soakResult) markdown(c config, s soakConfig) string {
 	row("Controller CPU over the run", fmt.Sprintf("%.1f%% of a core", r.cpuPercent))
 	row("Evaluations/s; timer rechecks/s", fmt.Sprintf("%.1f; %.1f", r.evaluationsPerSecond, r.rechecksPerSecond))
 	row("Load average at the end", r.loadAvg)
+	if r.exit != "" {
+		row("Ended early", fmt.Sprintf("after %s: %s", r.elapsed.Round(time.Second), strings.SplitN(r.exit, "\n", 2)[0]))
+	}
 	return b.String()
 }
 
@@ -252,6 +274,9 @@ func writeSoakResults(root string, c config, s soakConfig, r *soakResult) error 
 	doc := results.New("soak", time.Now())
 	doc.Notes = fmt.Sprintf("%d nodes x %d extensions on the local control plane (kwok), %d of %d extension Leases flapping (released %s of every %s); sampled every %s; load average at the end %s",
 		r.nodes, c.extensions, r.flapping, r.leases, s.flapDown, s.flapPeriod, s.sample, r.loadAvg)
+	if r.exit != "" {
+		doc.Notes += fmt.Sprintf("; ENDED EARLY after %s: %s", r.elapsed.Round(time.Second), strings.SplitN(r.exit, "\n", 2)[0])
+	}
 	doc.Points = []results.Point{{Nodes: r.nodes, Extensions: c.extensions, Metrics: map[string]float64{
 		"stableNodeWrites": float64(r.stableWrites), "flappingNodeWrites": float64(r.flappingWrites),
 		"flappingTaintTransitions": float64(r.flappingTransitions), "flaps": float64(r.flaps),
