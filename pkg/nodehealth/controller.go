@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -69,6 +70,12 @@ type Controller struct {
 	nodeLeaseRefs map[string][]string
 	// contributions remember each node's share of the gauges.
 	contributions map[string]contribution
+
+	// dirty holds the nodes queued by anything but their own expiry timer
+	// since they were last taken from the queue: only those need a full
+	// evaluation (see recheckTimer).
+	dirtyMu sync.Mutex
+	dirty   sets.Set[string]
 }
 
 type contribution struct {
@@ -121,6 +128,7 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 		leaseRefs:       map[string]sets.Set[string]{},
 		nodeLeaseRefs:   map[string][]string{},
 		contributions:   map[string]contribution{},
+		dirty:           sets.New[string](),
 	}
 	for i := range opts.Rules {
 		c.rules[opts.Rules[i].Name] = &c.opts.Rules[i]
@@ -150,13 +158,13 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 				c.live.Insert(node.Name)
 				c.mu.Unlock()
 			}
-			c.queue.Add(node.Name)
+			c.enqueue(node.Name)
 		},
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			oldNode, ok1 := oldObj.(*v1.Node)
 			newNode, ok2 := newObj.(*v1.Node)
 			if ok1 && ok2 && (nodeChanged(oldNode, newNode, opts.TaintKey) || oldNode.ResourceVersion == newNode.ResourceVersion) {
-				c.queue.Add(newNode.Name)
+				c.enqueue(newNode.Name)
 			}
 		},
 		DeleteFunc: func(obj interface{}) {
@@ -164,7 +172,7 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 				obj = tombstone.Obj
 			}
 			if node, ok := obj.(*v1.Node); ok {
-				c.queue.Add(node.Name)
+				c.enqueue(node.Name)
 			}
 		},
 	})
@@ -232,7 +240,7 @@ func (c *Controller) leaseChanged(logger klog.Logger, oldObj, newObj interface{}
 		}
 		return
 	}
-	prev, known := c.tracker.get(lease.Namespace, lease.Name)
+	prev, next, known, changed := c.tracker.observe(lease)
 	if !known {
 		if _, _, err := nodev1alpha1.ParseLeaseName(lease.Name); err != nil {
 			// Said once per Lease: such a Lease belongs to no node by its
@@ -241,8 +249,7 @@ func (c *Controller) leaseChanged(logger klog.Logger, oldObj, newObj interface{}
 				"lease", klog.KObj(lease), "err", err)
 		}
 	}
-	changed := c.tracker.observe(lease)
-	if old, ok := oldObj.(*coordinationv1.Lease); ok && changed && known && c.quietRenewal(prev, old, lease) {
+	if old, ok := oldObj.(*coordinationv1.Lease); ok && changed && known && c.quietRenewal(prev, next, old, lease) {
 		return
 	}
 	if old, ok := oldObj.(*coordinationv1.Lease); ok && !changed {
@@ -262,25 +269,39 @@ func (c *Controller) leaseChanged(logger klog.Logger, oldObj, newObj interface{}
 // holds (scheduled for an expiry no later than the new one) re-evaluates it in
 // time. Skipping these syncs makes steady-state cost follow the rate of
 // change, not the rate of renewals.
-func (c *Controller) quietRenewal(prev leaseObservation, old, lease *coordinationv1.Lease) bool {
-	next, ok := c.tracker.get(lease.Namespace, lease.Name)
-	if !ok || prev.released() || next.released() || prev.holder != next.holder || prev.duration != next.duration ||
+func (c *Controller) quietRenewal(prev, next leaseObservation, old, lease *coordinationv1.Lease) bool {
+	if prev.released() || next.released() || prev.holder != next.holder || prev.duration != next.duration ||
 		prev.reason != next.reason || prev.message != next.message || prev.observedAt.IsZero() ||
 		!c.clock.Now().Before(prev.expiresAt(c.opts.RenewalGrace)) ||
 		old.Labels[nodev1alpha1.RegisterLabel] != lease.Labels[nodev1alpha1.RegisterLabel] ||
 		old.Labels[nodev1alpha1.AffectsReadinessLabel] != lease.Labels[nodev1alpha1.AffectsReadinessLabel] {
 		return false
 	}
+	_, node, err := nodev1alpha1.ParseLeaseName(lease.Name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	nodes := c.leaseNodes(lease)
-	for _, n := range nodes {
+	quiet := func(n string) bool {
 		st := c.nodes[n]
-		if st == nil || st.gated || st.suppressed || st.invalidList != "" || c.live.Has(n) {
+		return st != nil && !st.gated && !st.suppressed && st.invalidList == "" && !c.live.Has(n)
+	}
+	// The nodes the Lease belongs to (leaseNodes), without building the list:
+	// this runs for every renewal received.
+	var refs sets.Set[string]
+	if len(c.leaseRefs) > 0 {
+		refs = c.leaseRefs[lease.Namespace+"/"+lease.Name]
+	}
+	if err != nil && len(refs) == 0 {
+		return false
+	}
+	if err == nil && !quiet(node) {
+		return false
+	}
+	for n := range refs {
+		if !quiet(n) {
 			return false
 		}
 	}
-	return len(nodes) > 0
+	return true
 }
 
 // leaseNodes returns the nodes a Lease belongs to: the node its name names,
@@ -298,7 +319,7 @@ func (c *Controller) enqueueLeaseNodes(lease *coordinationv1.Lease) {
 	nodes := c.leaseNodes(lease)
 	c.mu.Unlock()
 	for _, n := range nodes {
-		c.queue.Add(n)
+		c.enqueue(n)
 	}
 }
 
@@ -364,8 +385,68 @@ func (c *Controller) enqueueAll() {
 		return
 	}
 	for _, n := range nodes {
-		c.queue.Add(n.Name)
+		c.enqueue(n.Name)
 	}
+}
+
+// enqueue queues a node for a full evaluation. Everything but a node's own
+// expiry timer queues through here.
+func (c *Controller) enqueue(name string) {
+	c.markDirty(name)
+	c.queue.Add(name)
+}
+
+func (c *Controller) markDirty(name string) {
+	c.dirtyMu.Lock()
+	c.dirty.Insert(name)
+	c.dirtyMu.Unlock()
+}
+
+// recheckTimer handles a node taken from the queue that nothing but its own
+// expiry timer queued, and whose last evaluation found it steady: ungated,
+// every extension ready, and nothing due but the expiry of its Leases. Quiet
+// renewals (quietRenewal) only push those expiries later, so if every Lease
+// the evaluation read is still held and unexpired, the evaluation would
+// decide the same again: the timer is moved to the new earliest expiry
+// instead, and nothing else runs. At steady state that turns the one
+// evaluation per node per Lease duration into a few map reads. It reports
+// whether the node was handled.
+func (c *Controller) recheckTimer(name string) bool {
+	c.dirtyMu.Lock()
+	dirty := c.dirty.Has(name)
+	c.dirty.Delete(name)
+	c.dirtyMu.Unlock()
+	if dirty {
+		return false
+	}
+	c.mu.Lock()
+	st := c.nodes[name]
+	var leases []types.NamespacedName
+	if st != nil && st.steady {
+		leases = st.steadyLeases
+	}
+	c.mu.Unlock()
+	if len(leases) == 0 {
+		return false
+	}
+	now := c.clock.Now()
+	var next time.Time
+	for _, l := range leases {
+		obs, ok := c.tracker.get(l.Namespace, l.Name)
+		if !ok || obs.released() || obs.observedAt.IsZero() {
+			return false
+		}
+		exp := obs.expiresAt(c.opts.RenewalGrace)
+		if !now.Before(exp) {
+			return false
+		}
+		if next.IsZero() || exp.Before(next) {
+			next = exp
+		}
+	}
+	c.metrics.TimerRechecks.Inc()
+	c.queue.AddAfter(name, next.Sub(now))
+	return true
 }
 
 func (c *Controller) worker(ctx context.Context) {
@@ -379,6 +460,10 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	if c.recheckTimer(key) {
+		c.queue.Forget(key)
+		return true
+	}
 	start := c.clock.Now()
 	err := c.syncNode(ctx, key)
 	c.metrics.EvaluationsTotal.Inc()
@@ -388,6 +473,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return true
 	}
 	utilruntime.HandleErrorWithContext(ctx, err, "Syncing node failed, will retry", "node", key)
+	c.markDirty(key)
 	c.queue.AddRateLimited(key)
 	return true
 }

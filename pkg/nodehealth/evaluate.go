@@ -74,8 +74,11 @@ type decision struct {
 	suppressed bool
 	// escalate: the eviction clock ran out.
 	escalate bool
-	// nextCheck is when the evaluation may change without any event.
-	nextCheck time.Time
+	// nextCheck is when the evaluation may change without any event;
+	// leaseCheck the earliest expiry of a ready Lease, which is nextCheck
+	// when nothing else is due.
+	nextCheck  time.Time
+	leaseCheck time.Time
 	// started and ended are set when the gate began or ended in this step.
 	started bool
 	ended   bool
@@ -243,6 +246,9 @@ func (e *evaluation) extensionStatuses() {
 		default:
 			s.ready, s.reason = true, extReady
 			e.earliest(obs.expiresAt(grace))
+			if exp := obs.expiresAt(grace); e.d.leaseCheck.IsZero() || exp.Before(e.d.leaseCheck) {
+				e.d.leaseCheck = exp
+			}
 		}
 		if ok {
 			s.lastRenewal = obs.observedAt

@@ -130,7 +130,7 @@ func (c *Controller) escalateNode(ctx context.Context, name string) (time.Durati
 		}
 		c.recorder.Eventf(node, v1.EventTypeWarning, EventEvictingPods,
 			"A required extension failed %s ago; adding taint %s:NoExecute", c.opts.Eviction.Timeout, c.opts.TaintKey)
-		c.queue.Add(name)
+		c.enqueue(name)
 		return 0, nil
 	case EvictionModeEvict:
 		return c.evictPods(ctx, node, first)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
@@ -52,13 +53,15 @@ type leaseTracker struct {
 	// minDuration is the shortest duration honoured (Options.MinimumLeaseDuration).
 	minDuration time.Duration
 
+	// Keyed by namespace and name as a struct, not a joined string: a
+	// lookup per received renewal then allocates nothing.
 	mu     sync.RWMutex
-	leases map[string]*leaseObservation // by namespace/name
+	leases map[types.NamespacedName]*leaseObservation
 	// deleted remembers when Leases were deleted, so that a missing Lease's
 	// failure is timed from its deletion rather than from the sync that
 	// noticed it. Entries go when the Lease comes back or after
 	// deletedMemory.
-	deleted map[string]time.Time
+	deleted map[types.NamespacedName]time.Time
 }
 
 // deletedMemory bounds how long a deletion instant is remembered: a node
@@ -67,16 +70,19 @@ type leaseTracker struct {
 const deletedMemory = time.Hour
 
 func newLeaseTracker(clk clock.PassiveClock, minDuration time.Duration) *leaseTracker {
-	return &leaseTracker{clock: clk, minDuration: minDuration, leases: map[string]*leaseObservation{}, deleted: map[string]time.Time{}}
+	return &leaseTracker{clock: clk, minDuration: minDuration, leases: map[types.NamespacedName]*leaseObservation{},
+		deleted: map[types.NamespacedName]time.Time{}}
 }
 
 // observe records the Lease as seen now and reports whether what readiness
-// depends on changed. A Lease seen for the first time counts as renewed now if
-// it carries a renewTime: after a start or a leader failover every Lease gets a
-// full duration of grace.
-func (t *leaseTracker) observe(lease *coordinationv1.Lease) (changed bool) {
-	key := lease.Namespace + "/" + lease.Name
-	next := leaseObservation{duration: DefaultLeaseDuration}
+// depends on changed, with what was known before (known: the Lease was seen
+// before) and what is known now. A Lease seen for the first time counts as
+// renewed now if it carries a renewTime: after a start or a leader failover
+// every Lease gets a full duration of grace. A known Lease's record is
+// updated in place: a renewal allocates nothing.
+func (t *leaseTracker) observe(lease *coordinationv1.Lease) (prev, next leaseObservation, known, changed bool) {
+	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
+	next = leaseObservation{duration: DefaultLeaseDuration}
 	if lease.Spec.HolderIdentity != nil {
 		next.holder = *lease.Spec.HolderIdentity
 	}
@@ -92,8 +98,13 @@ func (t *leaseTracker) observe(lease *coordinationv1.Lease) (changed bool) {
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.deleted, key)
-	prev, known := t.leases[key]
+	if len(t.deleted) > 0 {
+		delete(t.deleted, key)
+	}
+	stored, known := t.leases[key]
+	if known {
+		prev = *stored
+	}
 	if next.released() {
 		next.releasedAt = t.clock.Now()
 		if known && prev.released() {
@@ -108,12 +119,15 @@ func (t *leaseTracker) observe(lease *coordinationv1.Lease) (changed bool) {
 	default:
 		next.observedAt = prev.observedAt
 	}
-	t.leases[key] = &next
 	if !known {
-		return true
+		o := next
+		t.leases[key] = &o
+		return prev, next, false, true
 	}
-	return prev.holder != next.holder || !prev.observedAt.Equal(next.observedAt) ||
+	*stored = next
+	changed = prev.holder != next.holder || !prev.observedAt.Equal(next.observedAt) ||
 		prev.duration != next.duration || prev.reason != next.reason || prev.message != next.message
+	return prev, next, true, changed
 }
 
 // refresh counts every renewed Lease as observed at now: after the
@@ -140,7 +154,7 @@ func (t *leaseTracker) forget(namespace, name string) {
 			delete(t.deleted, key)
 		}
 	}
-	key := namespace + "/" + name
+	key := types.NamespacedName{Namespace: namespace, Name: name}
 	delete(t.leases, key)
 	t.deleted[key] = now
 }
@@ -150,7 +164,7 @@ func (t *leaseTracker) forget(namespace, name string) {
 func (t *leaseTracker) deletedAt(namespace, name string) (time.Time, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	at, ok := t.deleted[namespace+"/"+name]
+	at, ok := t.deleted[types.NamespacedName{Namespace: namespace, Name: name}]
 	return at, ok
 }
 
@@ -158,7 +172,7 @@ func (t *leaseTracker) deletedAt(namespace, name string) (time.Time, bool) {
 func (t *leaseTracker) get(namespace, name string) (leaseObservation, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	o, ok := t.leases[namespace+"/"+name]
+	o, ok := t.leases[types.NamespacedName{Namespace: namespace, Name: name}]
 	if !ok {
 		return leaseObservation{}, false
 	}

@@ -27,6 +27,7 @@ type Metrics struct {
 	OwnViewStale        prometheus.Gauge
 	TrackedNodes        prometheus.Gauge
 	EvaluationsTotal    prometheus.Counter
+	TimerRechecks       prometheus.Counter
 	EvaluationDurations prometheus.Histogram
 	// LongestGate is read at scrape time from the running controller.
 	LongestGate *gateAges
@@ -133,6 +134,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Nodes that list at least one extension that affects readiness."}),
 		EvaluationsTotal: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "evaluations_total",
 			Help: "Node evaluations."}),
+		TimerRechecks: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "timer_rechecks_total",
+			Help: "Expiry timers of steady nodes whose Leases had all been renewed since: the timer moved to the new expiry without a full evaluation."}),
 		EvaluationDurations: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: "evaluation_duration_seconds",
 			Help: "Time to evaluate and write one node.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
 		LongestGate: &gateAges{desc: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "", "longest_gate_seconds"),
@@ -144,7 +147,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.GatedNodes, m.NotReadyNodes, m.TaintWrites, m.DetectionLatency, m.UngateLatency, m.Evictions,
 			m.GatingSuspended, m.Suspensions, m.InvalidLists, m.ListWrites, m.DryRunActions, m.ConditionWrites,
-			m.StartupTimeouts, m.OwnViewStale, m.TrackedNodes, m.EvaluationsTotal, m.EvaluationDurations, m.LongestGate)
+			m.StartupTimeouts, m.OwnViewStale, m.TrackedNodes, m.EvaluationsTotal, m.TimerRechecks, m.EvaluationDurations, m.LongestGate)
 		reg.MustRegister(m.queues.collectors()...)
 	}
 	return m

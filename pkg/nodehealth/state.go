@@ -120,6 +120,12 @@ type nodeState struct {
 	invalidList  string
 	suppressed   bool
 	hadGating    bool
+
+	// steady: the last full evaluation found the node ungated, every
+	// extension ready, and nothing due but the expiry of steadyLeases, the
+	// Leases it read (Controller.recheckTimer).
+	steady       bool
+	steadyLeases []types.NamespacedName
 }
 
 func newNodeState(now time.Time) *nodeState {

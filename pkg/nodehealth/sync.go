@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
@@ -140,6 +141,13 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 	}
 	r.d = evaluate(env, facts, st, exts)
 	d := r.d
+	st.steady, st.steadyLeases = steadyAfter(st, d), nil
+	if st.steady {
+		st.steadyLeases = make([]types.NamespacedName, len(exts))
+		for i, e := range exts {
+			st.steadyLeases[i] = types.NamespacedName{Namespace: e.lease.Namespace, Name: e.lease.Name}
+		}
+	}
 	if env.ownViewStale && d.suppressed {
 		r.suspendedWhy = "the controller does not observe its own canary Lease renewals, so it does not trust its view"
 	}
@@ -165,6 +173,23 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 	r.escalated = st.escalated
 	c.updateContribution(name, contribution{reason: gateReason(st), notReady: notReadyNames(d.statuses), tracked: countGating(d.statuses) > 0})
 	return r
+}
+
+// steadyAfter reports whether, after decision d, only the expiry of a ready
+// Lease can change the node's evaluation: it is ungated and not failing,
+// every extension is ready, nothing is withheld or escalating, and the next
+// check is a Lease expiry, not a startup timeout, grace or eviction clock.
+func steadyAfter(st *nodeState, d decision) bool {
+	if st.gated || st.failing || st.invalidList != "" || d.suppressed || d.escalate || len(d.startupTimeouts) > 0 ||
+		len(d.statuses) == 0 || d.leaseCheck.IsZero() || !d.nextCheck.Equal(d.leaseCheck) {
+		return false
+	}
+	for _, s := range d.statuses {
+		if !s.ready {
+			return false
+		}
+	}
+	return true
 }
 
 // announce logs and counts startup timeouts and records the Events of each
@@ -650,7 +675,7 @@ func (c *Controller) handleSuspensionChanges(ctx context.Context, changes []susp
 		} else {
 			logger.Info("Resuming failure taints and evictions", "scope", ch.scope, "failing", ch.failing, "total", ch.total)
 			for _, n := range c.blast.failingNodes() {
-				c.queue.Add(n)
+				c.enqueue(n)
 			}
 		}
 	}

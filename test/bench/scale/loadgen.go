@@ -48,6 +48,9 @@ type leaseState struct {
 	recent  []time.Time
 	stopped bool
 	busy    bool
+	// released: renewals send an empty holder (the extension asks to be
+	// treated as not ready) and keep the last renewTime.
+	released bool
 }
 
 type dueLease struct {
@@ -143,7 +146,13 @@ func (g *loadGen) renew(ctx context.Context, i int, force bool) bool {
 	}
 	st.busy = true
 	obj := st.obj.DeepCopy()
+	released := st.released
 	g.mu.Unlock()
+	if released {
+		obj.Spec.HolderIdentity = nil
+	} else if obj.Spec.HolderIdentity == nil {
+		obj.Spec.HolderIdentity = ptr.To(st.name)
+	}
 	defer func() {
 		g.mu.Lock()
 		st.busy = false
@@ -153,7 +162,11 @@ func (g *loadGen) renew(ctx context.Context, i int, force bool) bool {
 	leases := g.client.CoordinationV1().Leases(g.ns)
 	for attempt := 0; attempt < 3; attempt++ {
 		sent := time.Now()
-		obj.Spec.RenewTime = &metav1.MicroTime{Time: sent}
+		if !released {
+			obj.Spec.RenewTime = &metav1.MicroTime{Time: sent}
+		} else if obj.Spec.HolderIdentity != nil {
+			obj.Spec.HolderIdentity = nil // a fresh read after a conflict
+		}
 		updated, err := leases.Update(ctx, obj, metav1.UpdateOptions{})
 		if err == nil {
 			ack := time.Now()
@@ -213,6 +226,26 @@ func (g *loadGen) resume(ctx context.Context, i int) (time.Time, error) {
 	defer g.mu.Unlock()
 	g.leases[i].stopped = false
 	return g.leases[i].lastAck, nil
+}
+
+// setReleased releases Lease i (release) or takes it again, at once, and keeps
+// renewing it in that state.
+func (g *loadGen) setReleased(ctx context.Context, i int, release bool) error {
+	for {
+		g.mu.Lock()
+		st := g.leases[i]
+		if !st.busy {
+			st.released = release
+			g.mu.Unlock()
+			break
+		}
+		g.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	if !g.renew(ctx, i, true) {
+		return fmt.Errorf("writing %s (released=%t) failed", g.leases[i].name, release)
+	}
+	return nil
 }
 
 // lastAck is when Lease i was last renewed, once nothing is in flight for it.

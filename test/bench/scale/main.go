@@ -21,11 +21,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"nodehealth.io/nodehealth/test/bench/results"
 	"nodehealth.io/nodehealth/test/framework"
 )
 
@@ -41,6 +43,9 @@ type config struct {
 	out           string
 	keep          bool
 	controllerEnv []string
+	profileDir    string
+	resultsPath   string
+	ungateTimeout time.Duration
 }
 
 func main() {
@@ -55,6 +60,16 @@ func main() {
 	flag.IntVar(&c.workers, "workers", 64, "concurrent requests of the load generator")
 	flag.StringVar(&c.out, "out", "", "also append the markdown results to this file")
 	flag.BoolVar(&c.keep, "keep", false, "keep each run's control-plane directory (logs)")
+	flag.DurationVar(&c.ungateTimeout, "ungate-timeout", 5*time.Minute, "how long the controller may take to ungate every node after it started (longer on a loaded machine)")
+	flag.StringVar(&c.profileDir, "profile-dir", "", "write the controller's CPU profile (over the steady window) and heap profile (at its end) here, per node count")
+	flag.StringVar(&c.resultsPath, "results", "docs/benchmarks/data/scale.json", "write machine-readable results here (test/bench/results); empty: none")
+	var soak soakConfig
+	flag.DurationVar(&soak.duration, "soak", 0, "soak mode: hold the (single) node count this long with --flap-share of the extensions flapping, and write --soak-out instead of the scale results")
+	flag.Float64Var(&soak.flapShare, "flap-share", 0.01, "soak: share of the extension Leases that flap (one per node)")
+	flag.DurationVar(&soak.flapPeriod, "flap-period", time.Minute, "soak: each flapping extension releases its Lease once per period")
+	flag.DurationVar(&soak.flapDown, "flap-down", 20*time.Second, "soak: how long a flapping extension keeps its Lease released")
+	flag.DurationVar(&soak.sample, "soak-sample", 30*time.Second, "soak: sampling interval")
+	flag.StringVar(&soak.out, "soak-out", "docs/benchmarks/data/soak.json", "soak: machine-readable results")
 	env := flag.String("controller-env", "", "comma-separated NAME=VALUE environment of the controller process, e.g. GOMEMLIMIT=48MiB")
 	flag.Parse()
 	for _, s := range strings.Split(*nodes, ",") {
@@ -83,6 +98,27 @@ func main() {
 		os.Exit(1)
 	}
 
+	if soak.duration > 0 {
+		if len(c.nodes) != 1 {
+			fmt.Fprintln(os.Stderr, "scale: --soak takes one node count")
+			os.Exit(2)
+		}
+		r, err := runSoak(ctx, c, soak, c.nodes[0], controllerBin)
+		if r != nil && len(r.samples) > 0 {
+			fmt.Println(r.markdown(c, soak))
+			if soak.out != "" {
+				if err := writeSoakResults(root, c, soak, r); err != nil {
+					fmt.Fprintf(os.Stderr, "scale: %v\n", err)
+				}
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scale: soak: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+
 	var results []*result
 	for _, n := range c.nodes {
 		logf("=== %d nodes x %d extensions, renewed every %s (target %.0f renewals/s)", n, c.extensions, c.renewInterval,
@@ -104,6 +140,11 @@ func main() {
 		os.Exit(1)
 	}
 	table := markdown(c, results)
+	if c.resultsPath != "" {
+		if err := writeResults(root, c, results); err != nil {
+			fmt.Fprintf(os.Stderr, "scale: %v\n", err)
+		}
+	}
 	if c.out != "" {
 		f, err := os.OpenFile(c.out, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err == nil {
@@ -116,3 +157,47 @@ func main() {
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s scale: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
+
+// writeResults stores one Point per node count in c.resultsPath, keeping the points of
+// other node counts already in the file (each run measures one or a few sizes; each
+// point records the load average it was taken under).
+func writeResults(root string, c config, rs []*result) error {
+	path := c.resultsPath
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(root, path)
+	}
+	doc := results.New("scale", time.Now())
+	if old, err := results.Read(path); err == nil {
+		for _, p := range old.Points {
+			if !slices.ContainsFunc(rs, func(r *result) bool { return r.nodes == p.Nodes && c.extensions == p.Extensions }) {
+				doc.Points = append(doc.Points, p)
+			}
+		}
+	}
+	for _, r := range rs {
+		load1, _ := strconv.ParseFloat(strings.Fields(r.loadAvg + " 0")[0], 64)
+		m := map[string]float64{
+			"detectionP50Ms": ms(r.detectP50), "detectionP99Ms": ms(r.detectP99),
+			"ungateP50Ms": ms(r.ungateP50), "ungateP99Ms": ms(r.ungateP99),
+			"ungateLastP99Ms":      ms(r.ungateLastP99),
+			"controllerCPUPercent": 100 * r.ctrlCPU, "controllerRSSMiB": float64(r.ctrlRSS) / (1 << 20),
+			"controllerPeakRSSMiB": float64(r.ctrlHWM) / (1 << 20),
+			"apiserverCPUPercent":  100 * r.cpuByProcess["kube-apiserver"], "etcdCPUPercent": 100 * r.cpuByProcess["etcd"],
+			"renewalsPerSecond": r.achievedRate, "targetRenewalsPerSecond": r.targetRate,
+			"renewalP99Ms": ms(r.renewLatP99), "evaluationsPerSecond": r.evalsPerSec,
+			"steadyNodeWritesPerMinute": r.steadyOwnWritesPerMin, "initialUngateSeconds": r.initialUngate.Seconds(),
+			"loadAverage1m": load1,
+		}
+		doc.Points = append(doc.Points, results.Point{Nodes: r.nodes, Extensions: c.extensions, Metrics: m})
+	}
+	slices.SortFunc(doc.Points, func(a, b results.Point) int { return a.Nodes - b.Nodes })
+	doc.Notes = fmt.Sprintf("Real control plane on loopback with kwok nodes, shared 2-core machine (loadAverage1m per point); Leases of %s renewed every %s; renewalGrace %s; steady window %s; controller env %q",
+		c.leaseDuration, c.renewInterval, c.renewalGrace, c.steady, strings.Join(c.controllerEnv, " "))
+	if err := doc.Write(path); err != nil {
+		return err
+	}
+	logf("wrote %s", path)
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -39,10 +39,15 @@ type nodeWatch struct {
 	// nodehealth owns: its taint, nodehealth.io/ annotations, its condition.
 	writes    []time.Time
 	ownWrites []time.Time
+	// ownByNode counts ownWrites per node; transitions counts taint additions
+	// and removals per node.
+	ownByNode   map[string]int
+	transitions map[string]int
 }
 
 func startNodeWatch(ctx context.Context, client kubernetes.Interface, taintKey string) (*nodeWatch, error) {
-	w := &nodeWatch{taintKey: taintKey, tainted: map[string]bool{}, addedAt: map[string]time.Time{}, removedAt: map[string]time.Time{}}
+	w := &nodeWatch{taintKey: taintKey, tainted: map[string]bool{}, addedAt: map[string]time.Time{}, removedAt: map[string]time.Time{},
+		ownByNode: map[string]int{}, transitions: map[string]int{}}
 	factory := informers.NewSharedInformerFactory(client, 0)
 	inf := factory.Core().V1().Nodes().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -62,12 +67,15 @@ func startNodeWatch(ctx context.Context, client kubernetes.Interface, taintKey s
 			switch {
 			case is && !was:
 				w.addedAt[n.Name] = now
+				w.transitions[n.Name]++
 			case was && !is:
 				w.removedAt[n.Name] = now
+				w.transitions[n.Name]++
 			}
 			ours := was != is || !reflect.DeepEqual(ownAnnotations(o), ownAnnotations(n)) || !reflect.DeepEqual(condition(o), condition(n))
 			if ours {
 				w.ownWrites = append(w.ownWrites, now)
+				w.ownByNode[n.Name]++
 			}
 			if ours || !reflect.DeepEqual(o.Spec, n.Spec) || !reflect.DeepEqual(o.Annotations, n.Annotations) {
 				w.writes = append(w.writes, now)
@@ -324,4 +332,22 @@ func quantile(q float64, buckets []bucket) float64 {
 		lower, lowerCount = b.le, b.count
 	}
 	return lower
+}
+
+// ownWritesWhere adds the writes of nodehealth's fields and the taint transitions on
+// the nodes for which in reports true.
+func (w *nodeWatch) ownWritesWhere(in func(node string) bool) (writes, transitions int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for n, k := range w.ownByNode {
+		if in(n) {
+			writes += k
+		}
+	}
+	for n, k := range w.transitions {
+		if in(n) {
+			transitions += k
+		}
+	}
+	return writes, transitions
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -74,20 +76,41 @@ type result struct {
 	cpuByProcess     map[string]float64
 }
 
-func runScale(ctx context.Context, c config, nodeCount int, controllerBin string) (*result, error) {
+// bench is a running control plane with kwok nodes, renewed Leases and the controller,
+// every node ungated and the controller's start-up writes drained.
+type bench struct {
+	env           *framework.Environment
+	client        kubernetes.Interface
+	nodes         []string
+	leases        int
+	gen           *loadGen
+	watch         *nodeWatch
+	proc          *framework.Process
+	metricsURL    string
+	initialUngate time.Duration
+}
+
+// setUp starts a bench of nodeCount nodes; stop (always returned) tears it down.
+func setUp(ctx context.Context, c config, nodeCount int, controllerBin string) (b *bench, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
 	opts := []framework.Option{framework.WithoutScheduler(), framework.WithLogf(logf)}
 	if c.keep {
 		opts = append(opts, framework.WithKeepArtifacts())
 	}
 	env, err := framework.Start(ctx, opts...)
 	if err != nil {
-		return nil, err
+		return nil, stop, err
 	}
-	defer func() {
+	stops = append(stops, func() {
 		if err := env.Stop(); err != nil {
 			logf("stopping the control plane: %v", err)
 		}
-	}()
+	})
 
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = 10000, 20000
@@ -95,11 +118,11 @@ func runScale(ctx context.Context, c config, nodeCount int, controllerBin string
 	cfg.UserAgent = "nodehealth-scale-loadgen"
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, stop, err
 	}
 	for _, ns := range []string{leaseNamespace, controllerNamespace} {
 		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, err
+			return nil, stop, err
 		}
 	}
 
@@ -114,12 +137,12 @@ func runScale(ctx context.Context, c config, nodeCount int, controllerBin string
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("creating nodes: %w", err)
+		return nil, stop, fmt.Errorf("creating nodes: %w", err)
 	}
 	logf("created %d nodes in %s", nodeCount, time.Since(started).Round(100*time.Millisecond))
 	watch, err := startNodeWatch(ctx, client, taintKey)
 	if err != nil {
-		return nil, err
+		return nil, stop, err
 	}
 
 	// Leases and the load generator.
@@ -132,33 +155,44 @@ func runScale(ctx context.Context, c config, nodeCount int, controllerBin string
 	gen := newLoadGen(client, leaseNamespace, c.renewInterval, c.leaseDuration, c.workers)
 	started = time.Now()
 	if err := gen.create(ctx, leaseNames); err != nil {
-		return nil, err
+		return nil, stop, err
 	}
 	logf("created %d leases in %s", len(leaseNames), time.Since(started).Round(100*time.Millisecond))
 	genCtx, stopGen := context.WithCancel(ctx)
-	defer stopGen()
+	stops = append(stops, stopGen)
 	go gen.run(genCtx)
 
 	// The controller.
 	metricsURL, proc, err := startController(env, c, controllerBin)
 	if err != nil {
-		return nil, err
+		return nil, stop, err
 	}
 	ctrlStart := time.Now()
-	r := &result{nodes: nodeCount, leases: len(leaseNames), targetRate: float64(len(leaseNames)) / c.renewInterval.Seconds()}
-	if err := waitFor(ctx, 5*time.Minute, proc, func() bool {
+	if err := waitFor(ctx, c.ungateTimeout, proc, func() bool {
 		tainted, total := watch.counts()
 		return total == nodeCount && tainted == 0
 	}); err != nil {
 		tainted, _ := watch.counts()
-		return nil, fmt.Errorf("waiting for every node to be ungated (%d still tainted): %w", tainted, err)
+		return nil, stop, fmt.Errorf("waiting for every node to be ungated (%d still tainted): %w", tainted, err)
 	}
-	r.initialUngate = time.Since(ctrlStart)
-	logf("controller ungated all %d nodes %s after it started", nodeCount, r.initialUngate.Round(100*time.Millisecond))
+	b = &bench{env: env, client: client, nodes: nodes, leases: len(leaseNames), gen: gen, watch: watch, proc: proc,
+		metricsURL: metricsURL, initialUngate: time.Since(ctrlStart)}
+	logf("controller ungated all %d nodes %s after it started", nodeCount, b.initialUngate.Round(100*time.Millisecond))
 
 	// Let the start-up writes (conditions, boot records) drain: no write of
 	// nodehealth's fields for 5s.
 	_ = waitFor(ctx, 2*time.Minute, proc, func() bool { return time.Since(watch.lastOwnWrite()) > 5*time.Second })
+	return b, stop, nil
+}
+
+func runScale(ctx context.Context, c config, nodeCount int, controllerBin string) (*result, error) {
+	b, stop, err := setUp(ctx, c, nodeCount, controllerBin)
+	defer stop()
+	if err != nil {
+		return nil, err
+	}
+	env, nodes, gen, watch, proc, metricsURL := b.env, b.nodes, b.gen, b.watch, b.proc, b.metricsURL
+	r := &result{nodes: nodeCount, leases: b.leases, targetRate: float64(b.leases) / c.renewInterval.Seconds(), initialUngate: b.initialUngate}
 
 	// Steady state.
 	logf("steady state for %s", c.steady)
@@ -175,12 +209,22 @@ func runScale(ctx context.Context, c config, nodeCount int, controllerBin string
 	renewals0, failures0 := gen.renewals.Load(), gen.failures.Load()
 	gen.startMeasuring()
 	windowStart := time.Now()
+	profiled := make(chan struct{})
+	if c.profileDir != "" {
+		go func() {
+			defer close(profiled)
+			saveProfiles(ctx, metricsURL, c.profileDir, nodeCount, c.steady)
+		}()
+	} else {
+		close(profiled)
+	}
 	select {
 	case <-time.After(c.steady):
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	window := time.Since(windowStart)
+	<-profiled
 	latencies, lags := gen.stopMeasuring()
 	r.loadAvg = loadAverage()
 	r.achievedRate = float64(gen.renewals.Load()-renewals0) / window.Seconds()
@@ -476,4 +520,36 @@ func markdown(c config, rs []*result) string {
 		fmt.Fprintf(&b, "Controller environment: %s.\n", strings.Join(c.controllerEnv, " "))
 	}
 	return b.String()
+}
+
+// saveProfiles fetches the controller's CPU profile over most of the steady window and
+// its heap profile at the end (pprof is on by default on the metrics port).
+func saveProfiles(ctx context.Context, metricsURL, dir string, nodes int, window time.Duration) {
+	base := strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/"
+	secs := max(1, int((window - 5*time.Second).Seconds()))
+	fetch := func(path, file string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		if err != nil {
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			logf("profile %s: %v", path, err)
+			return
+		}
+		defer resp.Body.Close()
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return
+		}
+		f, err := os.Create(filepath.Join(dir, file))
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		_, _ = io.Copy(f, resp.Body)
+		logf("saved %s", filepath.Join(dir, file))
+	}
+	fetch(fmt.Sprintf("profile?seconds=%d", secs), fmt.Sprintf("cpu-%d.pprof", nodes))
+	fetch("heap?gc=1", fmt.Sprintf("heap-%d.pprof", nodes))
+	fetch("allocs", fmt.Sprintf("allocs-%d.pprof", nodes))
 }

@@ -139,6 +139,20 @@ func TestControllerManifestsShape(t *testing.T) {
 	if c.Resources.Limits.Memory().IsZero() {
 		t.Error("no memory limit")
 	}
+	// The Go runtime's soft memory limit follows the container's limit, in
+	// bytes (a plain number is bytes to Go), and the GC runs at GOGC=50
+	// (docs/scale.md).
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	if ref := env["GOMEMLIMIT"].ValueFrom; ref == nil || ref.ResourceFieldRef == nil || ref.ResourceFieldRef.Resource != "limits.memory" ||
+		ref.ResourceFieldRef.Divisor.Cmp(resource.MustParse("1")) != 0 {
+		t.Errorf("GOMEMLIMIT %+v, want the container's limits.memory in bytes", env["GOMEMLIMIT"])
+	}
+	if env["GOGC"].Value != "50" {
+		t.Errorf("GOGC %q, want 50", env["GOGC"].Value)
+	}
 	sc := c.SecurityContext
 	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
 		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
