@@ -112,10 +112,12 @@ bench-footprint: controlplane ## Per-node footprint: extension-heartbeat (each p
 # passes more flags (e.g. --operator-qps=200; `go run ./test/bench/rollout -h`).
 comma := ,
 BENCH_ROLLOUT_FLAGS ?=
+# Where bench-rollout writes its figures and progress series (make plots).
+BENCH_ROLLOUT_RESULTS ?= docs/benchmarks/data/rollout.json
 
 .PHONY: bench-rollout
 bench-rollout: controlplane ## Update-operator rollout over kwok nodes, agents played in-process (BENCH_NODES=100,500; minutes).
-	$(GO) run ./test/bench/rollout --nodes=$(if $(filter file,$(origin BENCH_NODES)),100$(comma)500,$(BENCH_NODES)) $(BENCH_ROLLOUT_FLAGS)
+	$(GO) run ./test/bench/rollout --nodes=$(if $(filter file,$(origin BENCH_NODES)),100$(comma)500,$(BENCH_NODES)) --results=$(BENCH_ROLLOUT_RESULTS) $(BENCH_ROLLOUT_FLAGS)
 
 .PHONY: bench-scale
 bench-scale: controlplane build ## Scale benchmark on the real control plane with kwok nodes (BENCH_NODES=100,500,1000; minutes).
