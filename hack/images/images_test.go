@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,10 +72,51 @@ func build(t *testing.T, o Options) Built {
 	return built[0]
 }
 
+// amd64Build is one linux/amd64 build shared by the tests that need one
+// (each build links and compresses the binary again).
+var amd64Once struct {
+	sync.Once
+	built []Built
+	err   error
+}
+
+func amd64Build(t *testing.T) Built {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds binaries")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go tool:", err)
+	}
+	amd64Once.Do(func() {
+		amd64Once.built, amd64Once.err = Build(context.Background(), testOptions(sharedDir, amd64), io.Discard)
+	})
+	if amd64Once.err != nil {
+		t.Fatal(amd64Once.err)
+	}
+	if len(amd64Once.built) != 1 {
+		t.Fatalf("built %d images, want 1", len(amd64Once.built))
+	}
+	return amd64Once.built[0]
+}
+
+var sharedDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "images-test-")
+	if err != nil {
+		panic(err)
+	}
+	sharedDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // Two builds of the same sources give the same digests, whatever the build
 // folder and the binaries' file times.
 func TestBuildsAreReproducible(t *testing.T) {
-	first := build(t, testOptions(t.TempDir(), amd64))
+	first := amd64Build(t)
 	// The second build writes its binary anew, later and elsewhere, so its
 	// file time and path differ; nothing in the image may depend on them.
 	second := build(t, testOptions(t.TempDir(), amd64))
@@ -224,7 +266,7 @@ func TestEntrypointRunsVersion(t *testing.T) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("runs a linux/amd64 binary")
 	}
-	b := build(t, testOptions(t.TempDir(), amd64))
+	b := amd64Build(t)
 	idx, err := b.Index.IndexManifest()
 	if err != nil {
 		t.Fatal(err)
