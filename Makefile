@@ -25,9 +25,20 @@ GOTESTSUM_FORMAT ?= pkgname
 .PHONY: all
 all: build
 
+# Every build of cmd/ is stamped with its version (pkg/version; printed by
+# --version). VERSION defaults to the nearest v* tag, else v0.0.0-<commit>;
+# SOURCE_DATE_EPOCH (the commit's time by default) is the build date, so two
+# builds of one commit are identical.
+VERSION ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo v0.0.0-$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown))
+GIT_COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+VERSION_PKG := nodehealth.io/nodehealth/pkg/version
+VERSION_LDFLAGS = -X $(VERSION_PKG).gitVersion=$(VERSION) -X $(VERSION_PKG).gitCommit=$(GIT_COMMIT) \
+	-X $(VERSION_PKG).buildDate=$(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+
 .PHONY: build
-build: ## Build every binary of cmd/ into _output/bin.
-	$(GO) build -o $(BIN_DIR)/ ./cmd/...
+build: ## Build every binary of cmd/ into _output/bin (version-stamped).
+	$(GO) build -ldflags="$(VERSION_LDFLAGS)" -o $(BIN_DIR)/ ./cmd/...
 
 # Per-node binaries run on every node (a sidecar per extension, a DaemonSet),
 # so their memory is paid thousands of times: their release builds are
@@ -44,9 +55,50 @@ RELEASE_LDFLAGS := -s -w
 release-build: ## Release builds of the per-node binaries (NODE_BINARIES) into _output/release: static, -trimpath, -s -w.
 	@mkdir -p $(RELEASE_DIR)
 	for b in $(NODE_BINARIES); do \
-		CGO_ENABLED=0 $(GO) build -trimpath -tags=$(RELEASE_TAGS) -ldflags="$(RELEASE_LDFLAGS)" -o $(RELEASE_DIR)/$$b ./cmd/$$b || exit 1; \
+		CGO_ENABLED=0 $(GO) build -trimpath -tags=$(RELEASE_TAGS) -ldflags="$(RELEASE_LDFLAGS) $(VERSION_LDFLAGS)" -o $(RELEASE_DIR)/$$b ./cmd/$$b || exit 1; \
 	done
-	CGO_ENABLED=0 $(GO) build -trimpath -tags=grpcnotrace -ldflags="$(RELEASE_LDFLAGS)" -o $(RELEASE_DIR)/extension-heartbeat-grpc ./cmd/extension-heartbeat
+	CGO_ENABLED=0 $(GO) build -trimpath -tags=grpcnotrace -ldflags="$(RELEASE_LDFLAGS) $(VERSION_LDFLAGS)" -o $(RELEASE_DIR)/extension-heartbeat-grpc ./cmd/extension-heartbeat
+
+# Container images, built without a container runtime by hack/images (its own
+# module, so go-containerregistry never reaches the product's modules): one
+# OCI layout per binary with a linux/amd64 + linux/arm64 index, and a
+# linux/amd64 tarball, in _output/images, named
+# [$(REGISTRY)/]nodehealth/<binary>:$(TAG). See docs/images.md.
+REGISTRY ?=
+TAG ?= $(VERSION)
+IMAGE_BINARIES ?= nodehealth-controller,extension-heartbeat,update-operator,update-agent
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_TARBALLS ?= linux/amd64
+IMAGE_SOURCE ?= https://nodehealth.io/nodehealth
+IMAGES_DIR := $(CURDIR)/_output/images
+
+.PHONY: images
+images: ## Container images of the deployable binaries into _output/images, no Docker needed (REGISTRY, TAG, VERSION; docs/images.md).
+	cd hack/images && GOWORK=off $(GO) run . --repo-root=$(CURDIR) --out=$(IMAGES_DIR) \
+		--binaries=$(IMAGE_BINARIES) --platforms=$(IMAGE_PLATFORMS) --tarballs=$(IMAGE_TARBALLS) \
+		--registry=$(REGISTRY) --tag=$(TAG) --version=$(VERSION) --revision=$(GIT_COMMIT) \
+		--source=$(IMAGE_SOURCE) --source-date-epoch=$(SOURCE_DATE_EPOCH) \
+		--tags=$(RELEASE_TAGS) --ldflags="$(RELEASE_LDFLAGS)"
+
+CRANE := $(CURDIR)/_output/tools/bin/crane
+
+.PHONY: crane
+crane: $(CRANE) ## Build crane (push, copy, inspect images) from hack/images's pinned go-containerregistry.
+
+$(CRANE): hack/images/go.mod hack/images/go.sum
+	cd hack/images && GOWORK=off GOBIN=$(dir $(CRANE)) $(GO) install github.com/google/go-containerregistry/cmd/crane
+
+.PHONY: test-images
+test-images: ## Image tests: reproducible digests, config of both platforms, the entrypoint runs --version.
+	cd hack/images && GOWORK=off $(GO) test -count=1 -timeout=30m ./...
+
+.PHONY: plots
+plots: ## Draw the PNG plots of docs/benchmarks.md from docs/benchmarks/data/*.json (make verify checks they are current).
+	cd hack/plots && GOWORK=off $(GO) run .
+
+.PHONY: test-plots
+test-plots: ## Plot generator tests (hand-made fixture).
+	cd hack/plots && GOWORK=off $(GO) test -count=1 ./...
 
 .PHONY: controlplane
 controlplane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok (once).
@@ -61,7 +113,7 @@ verify: ## Fail on stale generated code, gofmt, untidy go.mod, go vet or staticc
 	hack/verify.sh
 
 .PHONY: test
-test: controlplane test-unit test-fuzz test-chart test-monitoring test-integration ## Everything: unit, fuzz (briefly), chart, alert rules and dashboards, integration and e2e.
+test: controlplane test-unit test-fuzz test-chart test-monitoring test-images test-plots test-integration ## Everything: unit, fuzz (briefly), chart, alert rules and dashboards, images, plots, integration and e2e.
 
 .PHONY: tools
 tools: $(GOTESTSUM)
@@ -132,10 +184,12 @@ bench-footprint: controlplane ## Per-node footprint: extension-heartbeat (each p
 # passes more flags (e.g. --operator-qps=200; `go run ./test/bench/rollout -h`).
 comma := ,
 BENCH_ROLLOUT_FLAGS ?=
+# Where bench-rollout writes its figures and progress series (make plots).
+BENCH_ROLLOUT_RESULTS ?= docs/benchmarks/data/rollout.json
 
 .PHONY: bench-rollout
 bench-rollout: controlplane ## Update-operator rollout over kwok nodes, agents played in-process (BENCH_NODES=100,500; minutes).
-	$(GO) run ./test/bench/rollout --nodes=$(if $(filter file,$(origin BENCH_NODES)),100$(comma)500,$(BENCH_NODES)) $(BENCH_ROLLOUT_FLAGS)
+	$(GO) run ./test/bench/rollout --nodes=$(if $(filter file,$(origin BENCH_NODES)),100$(comma)500,$(BENCH_NODES)) --results=$(BENCH_ROLLOUT_RESULTS) $(BENCH_ROLLOUT_FLAGS)
 
 .PHONY: bench-scale
 bench-scale: controlplane build ## Scale benchmark on the real control plane with kwok nodes (BENCH_NODES=100,500,1000; minutes).

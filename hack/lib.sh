@@ -13,6 +13,13 @@ NODEHEALTH_MODULES=(
   staging/src/nodehealth.io/heartbeat
 )
 
+# Go modules of build tooling kept out of go.work, so that their dependencies
+# never change the product's versions (run with GOWORK=off).
+NODEHEALTH_HACK_MODULES=(
+  hack/images
+  hack/plots
+)
+
 # nodehealth::tools::dir MODULE prints where the pinned version of MODULE lives
 # in the module cache.
 nodehealth::tools::dir() {

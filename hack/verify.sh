@@ -17,7 +17,7 @@ if [[ -n "$unformatted" ]]; then
 fi
 
 step "go mod tidy"
-for m in "${NODEHEALTH_MODULES[@]}" hack/tools hack/tools/helm deploy/charts/test test/controlplane/kubernetes test/controlplane/etcd; do
+for m in "${NODEHEALTH_MODULES[@]}" hack/tools hack/tools/helm deploy/charts/test test/controlplane/kubernetes test/controlplane/etcd "${NODEHEALTH_HACK_MODULES[@]}"; do
   if ! (cd "$m" && GOWORK=off GOFLAGS=-mod=mod go mod tidy -diff >/dev/null 2>&1); then
     echo "go.mod/go.sum of $m are not tidy (run 'cd $m && GOWORK=off go mod tidy'):" >&2
     (cd "$m" && GOWORK=off GOFLAGS=-mod=mod go mod tidy -diff 2>&1 | head -20) >&2 || true
@@ -49,6 +49,16 @@ step "go vet (test/monitoring)"
 step "staticcheck"
 nodehealth::tools::install honnef.co/go/tools/cmd/staticcheck
 "$NODEHEALTH_TOOLS_BIN/staticcheck" "${pkgs[@]}" || failed=1
+
+# Modules of build tooling outside go.work (their dependencies must not reach
+# the product's modules): vetted and checked on their own.
+step "go vet, staticcheck (${NODEHEALTH_HACK_MODULES[*]})"
+for m in "${NODEHEALTH_HACK_MODULES[@]}"; do
+  (cd "$m" && GOWORK=off go vet ./... && GOWORK=off "$NODEHEALTH_TOOLS_BIN/staticcheck" ./...) || failed=1
+done
+
+step "plots of docs/benchmarks.md current"
+(cd hack/plots && GOWORK=off go run . --check) || failed=1
 
 step "generated code"
 hack/verify-codegen.sh || failed=1

@@ -147,3 +147,7 @@ func TestProbeSpec(t *testing.T) {
 		}
 	}
 }
+
+func TestVersionPrintsAndExits(t *testing.T) {
+	optionstest.VersionPrintsAndExits(t, NewCommand, "extension-heartbeat")
+}

@@ -92,3 +92,7 @@ func TestControllerOptionsRenderTheLeaseNameTemplatePerNode(t *testing.T) {
 		t.Error("a rule without a template must use the default <extension>.<node>")
 	}
 }
+
+func TestVersionPrintsAndExits(t *testing.T) {
+	optionstest.VersionPrintsAndExits(t, NewCommand, "nodehealth-controller")
+}

@@ -56,3 +56,7 @@ func TestNodeNameRequired(t *testing.T) {
 		t.Errorf("exit %d: %q", code, stderr)
 	}
 }
+
+func TestVersionPrintsAndExits(t *testing.T) {
+	optionstest.VersionPrintsAndExits(t, NewCommand, "update-agent")
+}

@@ -88,3 +88,7 @@ func TestUpdaterOptions(t *testing.T) {
 		t.Errorf("options %+v", opts)
 	}
 }
+
+func TestVersionPrintsAndExits(t *testing.T) {
+	optionstest.VersionPrintsAndExits(t, NewCommand, "update-operator")
+}

@@ -17,6 +17,7 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/features"
+	"nodehealth.io/nodehealth/pkg/version"
 )
 
 // The binary runtime lives in package server; these names keep the binaries'
@@ -81,6 +82,10 @@ func execute[T runtime.Object](cmd *cobra.Command, o *Options[T], args []string,
 	res, err := o.Parse(args)
 	if errors.Is(err, ErrHelp) {
 		return cmd.Help()
+	}
+	if errors.Is(err, ErrVersion) {
+		_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", o.component.Name, version.Get())
+		return err
 	}
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@
 package options
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -89,6 +90,8 @@ type Options[T runtime.Object] struct {
 	ConfigFile string
 	// WriteConfigTo is --write-config-to.
 	WriteConfigTo string
+	// PrintVersion is --version.
+	PrintVersion bool
 
 	// instanceFlags are registered by the binary for values that stay flags
 	// because they differ per instance (e.g. --node-name). They are parsed
@@ -135,11 +138,15 @@ func (o *Options[T]) namedFlagSets(cfg T, noopOptions bool) cliflag.NamedFlagSet
 	if noopOptions {
 		misc.Var(cliflag.NoOp{}, "config", "")
 		misc.Var(cliflag.NoOp{}, "write-config-to", "")
+		misc.Var(cliflag.NoOp{}, "version", "")
+		misc.Lookup("version").NoOptDefVal = "true"
 	} else {
 		misc.StringVar(&o.ConfigFile, "config", o.ConfigFile,
 			"The path to the configuration file, holding a "+o.component.Kind.Name+" of config.nodehealth.io/v1alpha1. Flags set explicitly on the command line override values from this file.")
 		misc.StringVar(&o.WriteConfigTo, "write-config-to", o.WriteConfigTo,
 			"If set, write the effective configuration (defaults, file and flags merged) to this file, or to standard output for '-', and exit.")
+		misc.BoolVar(&o.PrintVersion, "version", o.PrintVersion,
+			"Print the version, commit and build date of this binary and exit.")
 	}
 	if o.instanceFlags != nil {
 		instance := fss.FlagSet(SectionInstance)
@@ -208,6 +215,10 @@ type ParseResult[T runtime.Object] struct {
 // ErrHelp is returned by Parse when --help was given.
 var ErrHelp = pflag.ErrHelp
 
+// ErrVersion is returned by Parse when --version was given; nothing else
+// (not even --config) was looked at.
+var ErrVersion = errors.New("version requested")
+
 // Parse parses the command line and, when --config is set, loads the file and
 // re-applies the explicitly set flags over it. It then sets the feature gates
 // from the configuration. It does not validate; see Validate.
@@ -218,6 +229,9 @@ func (o *Options[T]) Parse(args []string) (*ParseResult[T], error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q: %s takes flags only", fs.Args(), o.component.Name)
+	}
+	if o.PrintVersion {
+		return nil, ErrVersion
 	}
 	cfg := o.flagConfig
 	var data []byte

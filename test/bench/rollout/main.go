@@ -14,7 +14,9 @@
 //	go run ./test/bench/rollout --nodes=100,500
 //
 // or `make bench-rollout BENCH_NODES=100,500`. Each node count runs on a fresh
-// control plane.
+// control plane. --results writes the figures and each run's progress over
+// time (nodes updated, in progress and idle) as a results document
+// (test/bench/results) for the plots of docs/benchmarks.md.
 package main
 
 import (
@@ -40,6 +42,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/client-go/clientset/versioned"
+	"nodehealth.io/nodehealth/test/bench/results"
 	"nodehealth.io/nodehealth/test/framework"
 )
 
@@ -58,6 +61,9 @@ type config struct {
 	timeout     time.Duration
 	keep        bool
 	qps         int
+	// sampleEvery is how often the rollout's progress is sampled for
+	// --results.
+	sampleEvery time.Duration
 }
 
 type result struct {
@@ -76,7 +82,13 @@ type result struct {
 	rss, hwm         int64
 	agentErrors      int64
 	loadAvg          string
+	// progress is the rollout over time, from the operator's start.
+	progress []results.Sample
 }
+
+// progressColumns name the values of each progress sample: nodes on the new
+// version, nodes counted toward maxConcurrentUpdates, and the rest.
+var progressColumns = []string{"updated", "inProgress", "idle"}
 
 func main() {
 	var c config
@@ -87,7 +99,13 @@ func main() {
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "give up on a rollout after this long")
 	flag.IntVar(&c.qps, "operator-qps", 0, "clientConnection.qps of the operator, burst twice that (0: the operator's default, 20 and 40)")
 	flag.BoolVar(&c.keep, "keep", false, "keep each run's control-plane directory (logs)")
+	flag.DurationVar(&c.sampleEvery, "sample-every", time.Second, "how often the rollout's progress is sampled for --results")
+	resultsPath := flag.String("results", "", "if set, write the figures and each run's progress over time to this JSON file (test/bench/results format, e.g. docs/benchmarks/data/rollout.json)")
 	flag.Parse()
+	if c.sampleEvery <= 0 {
+		fmt.Fprintf(os.Stderr, "rollout: --sample-every must be positive\n")
+		os.Exit(2)
+	}
 	for _, s := range strings.Split(*nodes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
@@ -106,14 +124,14 @@ func main() {
 	}
 	defer cleanup()
 
-	var results []*result
+	var rs []*result
 	for _, n := range c.nodes {
 		logf("=== %d nodes, maxConcurrentUpdates %s, postRebootSoak %s", n, c.concurrency, c.soak)
 		r, err := runRollout(ctx, c, n, bin)
 		if r != nil {
-			results = append(results, r)
+			rs = append(rs, r)
 			fmt.Println()
-			fmt.Println(markdown(c, results))
+			fmt.Println(markdown(c, rs))
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "rollout: %d nodes: %v\n", n, err)
@@ -122,9 +140,52 @@ func main() {
 			}
 		}
 	}
-	if len(results) == 0 {
+	if len(rs) == 0 {
 		os.Exit(1)
 	}
+	if *resultsPath != "" {
+		if err := document(c, rs, time.Now()).Write(*resultsPath); err != nil {
+			fmt.Fprintf(os.Stderr, "rollout: %v\n", err)
+			os.Exit(1)
+		}
+		logf("wrote %s", *resultsPath)
+	}
+}
+
+// document is the machine-readable form of the runs: one point of figures
+// and one progress series per node count.
+func document(c config, rs []*result, now time.Time) *results.Document {
+	d := results.New("rollout", now)
+	qps := "operator qps default (20, burst 40)"
+	if c.qps > 0 {
+		qps = fmt.Sprintf("operator qps %d, burst %d", c.qps, 2*c.qps)
+	}
+	var loads []string
+	for _, r := range rs {
+		loads = append(loads, fmt.Sprintf("%d nodes: %s", r.nodes, r.loadAvg))
+		d.Points = append(d.Points, results.Point{Nodes: r.nodes, Metrics: map[string]float64{
+			"totalSeconds":            r.total.Seconds(),
+			"rolloutSeconds":          r.rollout.Seconds(),
+			"limit":                   float64(r.limit),
+			"maxUpdating":             float64(r.maxSeen),
+			"nextStartP50Ms":          float64(r.freeP50.Milliseconds()),
+			"nextStartP99Ms":          float64(r.freeP99.Milliseconds()),
+			"operatorCPUPercent":      100 * r.cpuShare,
+			"operatorCPUSeconds":      r.cpuSeconds,
+			"operatorRSSMiB":          float64(r.rss) / (1 << 20),
+			"operatorPeakRSSMiB":      float64(r.hwm) / (1 << 20),
+			"agentErrors":             float64(r.agentErrors),
+			"nodesStartedTwice":       float64(r.twice),
+			"operatorNextStartMeanMs": r.opMeanDelay * 1000,
+		}})
+		d.Series = append(d.Series, results.Series{
+			Name: fmt.Sprintf("rollout of %d nodes", r.nodes), Nodes: r.nodes,
+			Columns: progressColumns, Samples: r.progress,
+		})
+	}
+	d.Notes = fmt.Sprintf("maxConcurrentUpdates %s, postRebootSoak %s, instant updates, agents in-process (%d workers), %s; progress sampled every %s from the operator's start; load average (1/5/15 min) at the end of each run: %s",
+		c.concurrency, c.soak, c.agentWork, qps, c.sampleEvery, strings.Join(loads, "; "))
+	return d
 }
 
 // buildOperator builds cmd/update-operator into a temporary directory, so the
@@ -238,16 +299,19 @@ func runRollout(ctx context.Context, c config, nodeCount int, bin string) (*resu
 	}
 	opStart := time.Now()
 	before := readProc(proc.Pid())
-	if err := waitUntil(ctx, c.timeout, proc, func() bool {
+	stopSampling := sampleProgress(ctx, tl, nodeCount, opStart, c.sampleEvery)
+	err = waitUntil(ctx, c.timeout, proc, func() bool {
 		_, _, done := tl.progress()
 		return done == nodeCount
-	}); err != nil {
+	})
+	progress := stopSampling()
+	if err != nil {
 		s, rep, done := tl.progress()
 		return nil, fmt.Errorf("%d shadows, %d reporting, %d updated: %w", s, rep, done, err)
 	}
 	total := time.Since(opStart)
 	after := readProc(proc.Pid())
-	r := &result{nodes: nodeCount, total: total, loadAvg: loadAverage(), agentErrors: a.errors.Load(), rss: after.rss, hwm: after.hwm}
+	r := &result{nodes: nodeCount, total: total, loadAvg: loadAverage(), agentErrors: a.errors.Load(), rss: after.rss, hwm: after.hwm, progress: progress}
 	// The process had started before the first reading; its CPU before that is
 	// only exec and runtime start, counted too.
 	r.cpuSeconds = after.cpu.Seconds()

@@ -17,6 +17,7 @@ import (
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/client-go/clientset/versioned"
+	"nodehealth.io/nodehealth/test/bench/results"
 )
 
 // timeline watches every shadow for the whole run and records, at the moment
@@ -160,6 +161,64 @@ func (t *timeline) progress() (shadows, reporting, done int) {
 		}
 	}
 	return len(t.last), reporting, done
+}
+
+// snapshot is how many nodes finished the update and how many count toward
+// maxConcurrentUpdates right now.
+func (t *timeline) snapshot() (updated, inProgress int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for name := range t.last {
+		if t.done[name] {
+			updated++
+		}
+	}
+	return updated, t.number()
+}
+
+// sampleProgress samples the timeline every interval from start until the
+// returned function is called, which takes a last sample and returns them all.
+func sampleProgress(ctx context.Context, t *timeline, nodes int, start time.Time, every time.Duration) func() []results.Sample {
+	var (
+		mu      sync.Mutex
+		samples []results.Sample
+	)
+	sample := func() {
+		updated, inProgress := t.snapshot()
+		// Round to milliseconds: the plots need no more, and the file
+		// stays readable.
+		secs := float64(time.Since(start).Milliseconds()) / 1000
+		mu.Lock()
+		samples = append(samples, results.Sample{Seconds: secs,
+			Values: []float64{float64(updated), float64(inProgress), float64(max(0, nodes-updated-inProgress))}})
+		mu.Unlock()
+	}
+	sample()
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				sample()
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() []results.Sample {
+		close(done)
+		<-stopped
+		sample()
+		mu.Lock()
+		defer mu.Unlock()
+		return samples
+	}
 }
 
 func sorted(ts []time.Time) []time.Time {

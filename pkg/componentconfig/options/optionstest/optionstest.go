@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
+	"nodehealth.io/nodehealth/pkg/version"
 )
 
 // Run executes a fresh command of a binary with args, as its main would, and
@@ -54,5 +55,20 @@ func BadInputExitsWithOneLine(t *testing.T, newCommand func() *cobra.Command, ki
 				t.Errorf("want one line starting with \"error: \", got %q", stderr)
 			}
 		})
+	}
+}
+
+// VersionPrintsAndExits checks that --version prints one line, the binary's
+// name and the stamped version, and exits 0 before looking at anything else:
+// a container image's entrypoint answers it without a configuration file.
+func VersionPrintsAndExits(t *testing.T, newCommand func() *cobra.Command, name string) {
+	t.Helper()
+	stdout, stderr, code := Run(newCommand, "--version", "--config", filepath.Join(t.TempDir(), "missing.yaml"))
+	if code != 0 || stderr != "" {
+		t.Fatalf("--version: exit %d: %q", code, stderr)
+	}
+	want := name + " " + version.Get().String() + "\n"
+	if stdout != want {
+		t.Errorf("--version printed %q, want %q", stdout, want)
 	}
 }
