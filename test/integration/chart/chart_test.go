@@ -72,10 +72,13 @@ func TestChartGatesAndUngatesNode(t *testing.T) {
 	if err := os.WriteFile(manifest, []byte(strings.Join(docs, "\n---\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// The example sidecars' namespaces belong to the extensions' own
-	// installs (kube-system exists; the logging agent's does not).
-	if out, err := env.Kubectl(ctx, "create", "namespace", "observability"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	// Namespaces the chart renders into but does not own: the example
+	// sidecars' belong to the extensions' own installs (kube-system exists;
+	// the logging agent's does not), and the dashboards' to Grafana's.
+	for _, ns := range []string{"observability", "monitoring"} {
+		if out, err := env.Kubectl(ctx, "create", "namespace", ns); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
 	}
 	// Server-side apply validates strictly: an unknown field is an error.
 	if out, err := env.Kubectl(ctx, "apply", "--server-side", "--validate=strict", "--field-manager=helm", "-f", manifest); err != nil {
