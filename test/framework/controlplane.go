@@ -218,8 +218,9 @@ func (e *Environment) startAPIServer(ctx context.Context, etcdURL string) error 
 		"--client-ca-file=" + e.CAFile,
 		"--authorization-mode=Node,RBAC",
 		// NodeRestriction on top of the default plugins (which include
-		// ServiceAccount, TaintNodesByCondition, ValidatingAdmissionPolicy and
-		// MutatingAdmissionPolicy in v1.37).
+		// ServiceAccount, TaintNodesByCondition, ValidatingAdmissionPolicy and,
+		// from v1.36, MutatingAdmissionPolicy). Every flag here is also
+		// understood by v1.30, the oldest release make test-compat runs.
 		"--enable-admission-plugins=NodeRestriction",
 		"--service-account-issuer=" + e.ServiceAccountIssuer,
 		"--service-account-key-file=" + e.path("pki", "sa.pub"),

@@ -18,7 +18,8 @@
 //
 // What is real, and why it matters to nodehealth: RBAC and the Node authorizer,
 // NodeRestriction and the other default admission plugins, Validating and Mutating
-// AdmissionPolicy (admissionregistration.k8s.io/v1), service-account token signing
+// AdmissionPolicy (admissionregistration.k8s.io/v1; Mutating from v1.36, so tests
+// of it skip by Environment.ServesResource on older releases), service-account token signing
 // with pod-bound tokens carrying the node name, garbage collection, PodDisruptionBudget
 // status, scheduling, node lifecycle (the not-ready taint) and kubelet-style node
 // Leases in kube-node-lease.

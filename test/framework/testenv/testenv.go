@@ -179,3 +179,24 @@ func FreeLoopbackAddresses(t testing.TB, n int) []string {
 	}
 	return addrs
 }
+
+// SkipUnlessServed skips the test when the API server does not serve resource
+// in groupVersion (Environment.ServesResource): for APIs newer than the oldest
+// supported Kubernetes release, which make test-compat runs against. The skip
+// says what is missing and which server lacks it.
+func SkipUnlessServed(t testing.TB, groupVersion, resource string) {
+	t.Helper()
+	e := Env(t)
+	served, err := e.ServesResource(Context(t), groupVersion, resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if served {
+		return
+	}
+	server := "this API server"
+	if v, err := e.Client.Discovery().ServerVersion(); err == nil {
+		server = "kube-apiserver " + v.GitVersion
+	}
+	t.Skipf("%s does not serve %s in %s (discovery); the feature under test needs it", server, resource, groupVersion)
+}

@@ -473,3 +473,32 @@ func TestAdmissionPoliciesAreEnforced(t *testing.T) {
 		t.Fatalf("admission policies were not enforced: %v", err)
 	}
 }
+
+// ServesResource, which compat tests skip on, answers from discovery for the
+// core group, a named group, a resource a served group lacks and a group the
+// server does not serve at all.
+func TestServesResource(t *testing.T) {
+	t.Parallel()
+	env := testenv.Env(t)
+	ctx := testenv.Context(t)
+	for _, tc := range []struct {
+		groupVersion, resource string
+		want                   bool
+	}{
+		{"v1", "nodes", true},
+		{"coordination.k8s.io/v1", "leases", true},
+		{"admissionregistration.k8s.io/v1", "validatingadmissionpolicies", true},
+		{"coordination.k8s.io/v1", "no-such-resource", false},
+		{"v1", "no-such-resource", false},
+		{"no-such-group.nodehealth.io/v1", "leases", false},
+	} {
+		got, err := env.ServesResource(ctx, tc.groupVersion, tc.resource)
+		if err != nil {
+			t.Errorf("ServesResource(%s, %s): %v", tc.groupVersion, tc.resource, err)
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("ServesResource(%s, %s) = %v, want %v", tc.groupVersion, tc.resource, got, tc.want)
+		}
+	}
+}
