@@ -348,6 +348,11 @@ func (e *Environment) startScheduler(ctx context.Context) (func() error, error) 
 		httpClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // see above
 		if err := waitUntil(ctx, p, "ready", func(ctx context.Context) error {
 			_, err := httpGet(ctx, httpClient, url)
+			if err != nil && strings.Contains(err.Error(), "404 Not Found") {
+				// Older schedulers (v1.30, make test-compat) have no /readyz:
+				// their /healthz is the readiness they offer.
+				_, err = httpGet(ctx, httpClient, strings.TrimSuffix(url, "/readyz")+"/healthz")
+			}
 			return err
 		}); err != nil {
 			return err

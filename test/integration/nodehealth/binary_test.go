@@ -190,6 +190,17 @@ func TestLeaderElectionFailover(t *testing.T) {
 	}
 }
 
+// currentRun cuts a process log down to its last run: a log file is shared
+// by the processes of the same name in every test of the package (each run
+// starts with a "=== <time> <command>" line), and a line of an earlier test's
+// process must not pass for this one's.
+func currentRun(log string) string {
+	if i := strings.LastIndex(log, "=== "); i >= 0 {
+		return log[i:]
+	}
+	return log
+}
+
 // SIGTERM stops the leader's controller and then releases the leader Lease
 // (pkg/leaderelection): by the time the process has exited, the Lease no
 // longer names it, so the follower need not wait out the lease; the leader
@@ -207,7 +218,7 @@ func TestSIGTERMReleasesLeadership(t *testing.T) {
 	}
 	// The Lease can name a replica a moment before that replica hears back.
 	if err := wait.PollUntilContextTimeout(waitCtx(t), 50*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
-		return strings.Contains(leader.LogTail(200), "Became the leader; starting"), nil
+		return strings.Contains(currentRun(leader.LogTail(200)), "Became the leader; starting"), nil
 	}); err != nil {
 		t.Fatalf("the leader never started leading: %v", err)
 	}
@@ -225,7 +236,7 @@ func TestSIGTERMReleasesLeadership(t *testing.T) {
 	if holder := ptr.Deref(l.Spec.HolderIdentity, ""); holder == first {
 		t.Fatalf("the Lease still names the stopped leader %s: leadership was not released before exit", first)
 	}
-	if !strings.Contains(leader.LogTail(60), "Work stopped; releasing leadership") {
+	if !strings.Contains(currentRun(leader.LogTail(60)), "Work stopped; releasing leadership") {
 		t.Errorf("the leader did not stop its work before releasing:\n%s", leader.LogTail(30))
 	}
 	second := h.waitLeader(t, leaderNS, "the follower to take over", func(holder string) bool { return holder != first })
