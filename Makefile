@@ -44,20 +44,25 @@ build: ## Build every binary of cmd/ into _output/bin (version-stamped).
 # so their memory is paid thousands of times: their release builds are
 # static, stripped and path-trimmed, and leave grpc's request tracing out
 # (docs/benchmarks.md, "Per-node footprint"). extension-heartbeat is built
-# without the grpc probe (nogrpcprobe) and, beside it, in full as
-# extension-heartbeat-grpc, which it executes when a grpc probe is configured.
+# without the grpc probe and profiling (nogrpcprobe, noprofiling) and, beside
+# it, in full as extension-heartbeat-grpc, which it executes when a grpc probe
+# or profiling is configured.
 NODE_BINARIES ?= extension-heartbeat update-agent
 RELEASE_DIR := $(CURDIR)/_output/release
-RELEASE_TAGS := grpcnotrace,nogrpcprobe
+RELEASE_TAGS := grpcnotrace
+# What the lean extension-heartbeat leaves out (hack/images builds its image
+# the same way: the lean build as entrypoint, the full one beside it).
+HEARTBEAT_LEAN_TAGS := nogrpcprobe,noprofiling
 RELEASE_LDFLAGS := -s -w
 
 .PHONY: release-build
 release-build: ## Release builds of the per-node binaries (NODE_BINARIES) into _output/release: static, -trimpath, -s -w.
 	@mkdir -p $(RELEASE_DIR)
 	for b in $(NODE_BINARIES); do \
-		CGO_ENABLED=0 $(GO) build -trimpath -tags=$(RELEASE_TAGS) -ldflags="$(RELEASE_LDFLAGS) $(VERSION_LDFLAGS)" -o $(RELEASE_DIR)/$$b ./cmd/$$b || exit 1; \
+		tags=$(RELEASE_TAGS); [ $$b != extension-heartbeat ] || tags=$(RELEASE_TAGS),$(HEARTBEAT_LEAN_TAGS); \
+		CGO_ENABLED=0 $(GO) build -trimpath -tags=$$tags -ldflags="$(RELEASE_LDFLAGS) $(VERSION_LDFLAGS)" -o $(RELEASE_DIR)/$$b ./cmd/$$b || exit 1; \
 	done
-	CGO_ENABLED=0 $(GO) build -trimpath -tags=grpcnotrace -ldflags="$(RELEASE_LDFLAGS) $(VERSION_LDFLAGS)" -o $(RELEASE_DIR)/extension-heartbeat-grpc ./cmd/extension-heartbeat
+	CGO_ENABLED=0 $(GO) build -trimpath -tags=$(RELEASE_TAGS) -ldflags="$(RELEASE_LDFLAGS) $(VERSION_LDFLAGS)" -o $(RELEASE_DIR)/extension-heartbeat-grpc ./cmd/extension-heartbeat
 
 # Container images, built without a container runtime by hack/images (its own
 # module, so go-containerregistry never reaches the product's modules): one
@@ -124,6 +129,8 @@ $(GOTESTSUM): hack/tools/go.mod hack/tools/go.sum
 .PHONY: test-unit
 test-unit: tools ## Unit tests (no control plane), with the race detector.
 	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -race -count=1 $(UNIT_PKGS)
+	# The lean release build's variants of what its build tags replace.
+	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -count=1 -tags=$(HEARTBEAT_LEAN_TAGS) ./pkg/probe/... ./pkg/componentconfig/server/...
 
 .PHONY: test-fuzz
 test-fuzz: ## Run every go test -fuzz target for FUZZTIME (seed corpora run in test-unit).

@@ -94,16 +94,12 @@ func Build(ctx context.Context, o Options, log io.Writer) ([]Built, error) {
 		}
 		var images []v1.Image
 		for _, p := range o.Platforms {
-			exe := filepath.Join(o.OutDir, "bin", p.OS+"_"+p.Arch, b)
 			start := time.Now()
-			if err := GoBuild(ctx, o.RepoRoot, "./cmd/"+b, exe, p, o.GoFlags.Tags, ldflags); err != nil {
-				return nil, err
-			}
-			data, err := os.ReadFile(exe)
+			exes, err := buildExecutables(ctx, o, b, p, ldflags)
 			if err != nil {
 				return nil, err
 			}
-			img, err := Image(b, data, p, o.Meta)
+			img, err := Image(b, exes, p, o.Meta)
 			if err != nil {
 				return nil, fmt.Errorf("%s %s: %w", b, p, err)
 			}
@@ -137,6 +133,57 @@ func Build(ctx context.Context, o Options, log io.Writer) ([]Built, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// A LeanBuild describes a binary whose image entrypoint is built without some
+// features (build tags) and which executes the full build, shipped beside it,
+// when its configuration needs one of them.
+type LeanBuild struct {
+	// Tags are added to the image's build tags for the entrypoint.
+	Tags string
+	// Full is the file name of the full build beside it.
+	Full string
+}
+
+// LeanBuilds are the binaries built that way: extension-heartbeat leaves the
+// grpc probe and profiling out of every sidecar that does not use them
+// (cmd/extension-heartbeat/app/grpcbuild.go), as `make release-build` does
+// with HEARTBEAT_LEAN_TAGS.
+var LeanBuilds = map[string]LeanBuild{
+	"extension-heartbeat": {Tags: "nogrpcprobe,noprofiling", Full: "extension-heartbeat-grpc"},
+}
+
+// buildExecutables builds what the image of binary b holds for platform p:
+// the binary, and for a lean build the full build beside it.
+func buildExecutables(ctx context.Context, o Options, b string, p Platform, ldflags string) ([]Executable, error) {
+	type target struct{ name, tags string }
+	targets := []target{{b, o.GoFlags.Tags}}
+	if lean, ok := LeanBuilds[b]; ok {
+		targets = []target{{b, joinTags(o.GoFlags.Tags, lean.Tags)}, {lean.Full, o.GoFlags.Tags}}
+	}
+	var exes []Executable
+	for _, t := range targets {
+		exe := filepath.Join(o.OutDir, "bin", p.OS+"_"+p.Arch, t.name)
+		if err := GoBuild(ctx, o.RepoRoot, "./cmd/"+b, exe, p, t.tags, ldflags); err != nil {
+			return nil, err
+		}
+		data, err := os.ReadFile(exe)
+		if err != nil {
+			return nil, err
+		}
+		exes = append(exes, Executable{Name: t.name, Data: data})
+	}
+	return exes, nil
+}
+
+func joinTags(a, b string) string {
+	if a == "" {
+		return b
+	}
+	if b == "" {
+		return a
+	}
+	return a + "," + b
 }
 
 // VersionLDFlags are the -X flags that stamp pkg/version, the same as

@@ -168,9 +168,20 @@ func caBundlePEM() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// An Executable is a file of an image's binary layer, in binDir.
+type Executable struct {
+	Name string
+	Data []byte
+}
+
 // Image assembles the single-platform image of one binary: the shared base
-// layer and a layer holding only the binary, run as the non-root user.
-func Image(binary string, exe []byte, p Platform, m Metadata) (v1.Image, error) {
+// layer and a layer holding only the executables (the binary, the
+// entrypoint, first; for a lean build the full build beside it), run as the
+// non-root user.
+func Image(binary string, exes []Executable, p Platform, m Metadata) (v1.Image, error) {
+	if len(exes) == 0 || exes[0].Name != binary {
+		return nil, fmt.Errorf("the first executable of the %s image must be %s", binary, binary)
+	}
 	files, err := baseFiles()
 	if err != nil {
 		return nil, err
@@ -179,7 +190,11 @@ func Image(binary string, exe []byte, p Platform, m Metadata) (v1.Image, error) 
 	if err != nil {
 		return nil, err
 	}
-	bin, err := layer([]file{{name: strings.TrimPrefix(path.Join(binDir, binary), "/"), mode: 0o755, data: exe}})
+	var binFiles []file
+	for _, e := range exes {
+		binFiles = append(binFiles, file{name: strings.TrimPrefix(path.Join(binDir, e.Name), "/"), mode: 0o755, data: e.Data})
+	}
+	bin, err := layer(binFiles)
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/x509"
+	"debug/buildinfo"
 	"debug/elf"
 	"encoding/pem"
 	"errors"
@@ -293,6 +295,49 @@ func TestEntrypointRunsVersion(t *testing.T) {
 	want := testBinary + " v1.2.3-test (commit " + testMeta.Revision + ", built 2026-11-23T06:00:00Z, "
 	if !strings.HasPrefix(string(out), want) || !strings.HasSuffix(string(out), " linux/amd64)\n") {
 		t.Errorf("--version printed %q, want %q... linux/amd64)", out, want)
+	}
+}
+
+// The extension-heartbeat image runs the lean build and ships the full build
+// beside it, which the lean one executes for a grpc probe or profiling: an
+// image without it could not run those configurations at all.
+func TestLeanBuildShipsFullBuild(t *testing.T) {
+	lean, ok := LeanBuilds[testBinary]
+	if !ok {
+		t.Fatalf("%s is not a lean build", testBinary)
+	}
+	b := amd64Build(t)
+	idx, err := b.Index.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := b.Index.Image(idx.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := imageFiles(t, img)
+	tagsOf := func(name string) string {
+		t.Helper()
+		f, ok := files["usr/local/bin/"+name]
+		if !ok {
+			t.Fatalf("the image has no /usr/local/bin/%s", name)
+		}
+		info, err := buildinfo.Read(bytes.NewReader(f.data))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, s := range info.Settings {
+			if s.Key == "-tags" {
+				return s.Value
+			}
+		}
+		return ""
+	}
+	if got, want := tagsOf(testBinary), "grpcnotrace,"+lean.Tags; got != want {
+		t.Errorf("the entrypoint %s was built with tags %q, want %q", testBinary, got, want)
+	}
+	if got, want := tagsOf(lean.Full), "grpcnotrace"; got != want {
+		t.Errorf("the full build %s was built with tags %q, want %q", lean.Full, got, want)
 	}
 }
 

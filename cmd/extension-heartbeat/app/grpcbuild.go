@@ -8,38 +8,54 @@ import (
 	"syscall"
 
 	"k8s.io/klog/v2"
+
+	"nodehealth.io/nodehealth/pkg/componentconfig/server"
+	"nodehealth.io/nodehealth/pkg/probe"
 )
 
 // GRPCBuildName is the file name of the full build of extension-heartbeat,
-// the one with the grpc probe. `make release-build` builds extension-heartbeat
-// without it (build tag nogrpcprobe: grpc-go is 1.5 MB of binary and about
-// 1.1 MiB of RSS, paid by every sidecar whatever it probes) and this one
-// beside it; an image ships both in one directory.
+// the one with the grpc probe and profiling. `make release-build` builds
+// extension-heartbeat without them (build tags nogrpcprobe and noprofiling:
+// grpc-go is 1.5 MB of binary and about 1.1 MiB of RSS, net/http/pprof about
+// 0.3 MB, paid by every sidecar whatever it probes) and this one beside it;
+// an image ships both in one directory.
 const GRPCBuildName = "extension-heartbeat-grpc"
 
-// execGRPCBuild replaces this process, which has no grpc probe, with the full
-// build next to its executable, given the same arguments and environment:
-// the same PID, nothing started yet, so the pod sees one process either way.
-// It returns only on failure.
-func execGRPCBuild(logger klog.Logger) error {
+// fullBuildNeeded says why this build cannot run the configuration itself
+// and must hand over to the full build; "" when it can.
+func fullBuildNeeded(grpcProbe, enableProfiling bool) string {
+	switch {
+	case grpcProbe && !probe.GRPCBuiltIn:
+		return "the grpc probe"
+	case enableProfiling && !server.ProfilingBuiltIn:
+		return "profiling (debugging.enableProfiling)"
+	}
+	return ""
+}
+
+// execFullBuild replaces this process, which lacks what (the grpc probe or
+// profiling), with the full build next to its executable, given the same
+// arguments and environment: the same PID, nothing started yet, so the pod
+// sees one process either way. It returns only on failure.
+func execFullBuild(logger klog.Logger, what string) error {
 	self, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("the grpc probe is not in this build (nogrpcprobe build tag) and its own path is unknown: %w", err)
+		return fmt.Errorf("%s is not in this build and its own path is unknown: %w", what, err)
 	}
 	if filepath.Base(self) == GRPCBuildName {
-		return fmt.Errorf("%s was built without the grpc probe (nogrpcprobe build tag); rebuild it without that tag", self)
+		return fmt.Errorf("%s was built without %s (nogrpcprobe or noprofiling build tag); rebuild it without those tags", self, what)
 	}
 	full := filepath.Join(filepath.Dir(self), GRPCBuildName)
 	if st, err := os.Stat(full); err != nil || st.IsDir() {
 		if err == nil {
 			err = errors.New("is a directory")
 		}
-		return fmt.Errorf("the grpc probe is not in this build of extension-heartbeat (nogrpcprobe build tag), and the full build %s it runs for a grpc probe is missing: %w", full, err)
+		return fmt.Errorf("%s is not in this build of extension-heartbeat (nogrpcprobe and noprofiling build tags), and the full build %s it runs for it is missing: %w", what, full, err)
 	}
-	logger.Info("The grpc probe is in the full build; executing it in this process's place", "path", full)
+	logger.Info("This configuration needs the full build; executing it in this process's place", "needs", what, "path", full)
 	klog.Flush()
 	if err := syscall.Exec(full, append([]string{full}, os.Args[1:]...), os.Environ()); err != nil {
-		return fmt.Errorf("executing the full build %s for the grpc probe: %w", full, err)
+		return fmt.Errorf("executing the full build %s for %s: %w", full, what, err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,10 +13,11 @@ import (
 	"time"
 )
 
-// The release build without the grpc probe runs the full build in its place
-// when the configuration names a grpc probe, and says clearly when the full
-// build is missing. Builds both binaries, so it does not run with -short.
-func TestLeanBuildExecutesGRPCBuild(t *testing.T) {
+// The release build without the grpc probe and profiling runs the full build
+// in its place when the configuration names a grpc probe or enables
+// profiling, and says clearly when the full build is missing. Builds both
+// binaries, so it does not run with -short.
+func TestLeanBuildExecutesFullBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds two binaries")
 	}
@@ -34,7 +36,7 @@ func TestLeanBuildExecutesGRPCBuild(t *testing.T) {
 			t.Fatalf("go build %v: %v\n%s", tags, err, b)
 		}
 	}
-	build(lean, "nogrpcprobe")
+	build(lean, "nogrpcprobe", "noprofiling")
 
 	// An API server nobody listens on: the process only has to start.
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -57,7 +59,7 @@ probe:
     address: 127.0.0.1:9808
 `, freePort(t), freePort(t)))
 	logFile := filepath.Join(dir, "log")
-	start := func() *exec.Cmd {
+	start := func(config string) *exec.Cmd {
 		t.Helper()
 		log, err := os.Create(logFile)
 		if err != nil {
@@ -77,40 +79,75 @@ probe:
 		return string(b)
 	}
 
-	if err := start().Run(); err == nil {
+	if err := start(config).Run(); err == nil {
 		t.Fatalf("started a grpc probe without the full build:\n%s", output())
 	}
-	if want := "the full build " + filepath.Join(dir, GRPCBuildName) + " it runs for a grpc probe is missing"; !strings.Contains(output(), want) {
+	if want := "the grpc probe is not in this build of extension-heartbeat (nogrpcprobe and noprofiling build tags), and the full build " + filepath.Join(dir, GRPCBuildName) + " it runs for it is missing"; !strings.Contains(output(), want) {
 		t.Errorf("output does not say %q:\n%s", want, output())
 	}
 
 	build(filepath.Join(dir, GRPCBuildName))
-	cmd := start()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	defer func() { _ = cmd.Process.Kill(); <-exited }()
-	for !strings.Contains(output(), `probe="grpc 127.0.0.1:9808"`) {
-		select {
-		case <-exited:
-			t.Fatalf("exited before starting the grpc probe:\n%s", output())
-		case <-ctx.Done():
-			t.Fatalf("the full build did not start the grpc probe:\n%s", output())
-		case <-time.After(100 * time.Millisecond):
+	// runFull starts the lean build with config, waits until the log says
+	// started, and checks that the full build runs in its place.
+	runFull := func(config, started, needs string, check func()) {
+		t.Helper()
+		cmd := start(config)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		defer func() { _ = cmd.Process.Kill(); <-exited }()
+		for !strings.Contains(output(), started) {
+			select {
+			case <-exited:
+				t.Fatalf("exited before logging %s:\n%s", started, output())
+			case <-ctx.Done():
+				t.Fatalf("the full build did not log %s:\n%s", started, output())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if filepath.Base(exe) != GRPCBuildName {
+			t.Errorf("process %d runs %s, want %s in its place", cmd.Process.Pid, exe, GRPCBuildName)
+		}
+		if want := `needs="` + needs + `"`; !strings.Contains(output(), "executing it in this process's place") || !strings.Contains(output(), want) {
+			t.Errorf("the lean build did not log the hand-over (%s):\n%s", want, output())
+		}
+		if check != nil {
+			check()
 		}
 	}
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", cmd.Process.Pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if filepath.Base(exe) != GRPCBuildName {
-		t.Errorf("process %d runs %s, want %s in its place", cmd.Process.Pid, exe, GRPCBuildName)
-	}
-	if !strings.Contains(output(), "executing it in this process's place") {
-		t.Errorf("the lean build did not log the hand-over:\n%s", output())
-	}
+	runFull(config, `probe="grpc 127.0.0.1:9808"`, "the grpc probe", nil)
+
+	// Profiling: served by the full build in the lean one's place.
+	metricsPort := freePort(t)
+	profiling := filepath.Join(dir, "profiling.yaml")
+	write(t, profiling, fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
+kind: ExtensionHeartbeatConfiguration
+extensionName: kube-proxy
+serving:
+  metricsBindAddress: 127.0.0.1:%d
+  healthzBindAddress: 127.0.0.1:%d
+debugging:
+  enableProfiling: true
+probe:
+  tcp:
+    address: 127.0.0.1:1
+`, metricsPort, freePort(t)))
+	runFull(profiling, `address="127.0.0.1:`+fmt.Sprint(metricsPort)+`"`, "profiling (debugging.enableProfiling)", func() {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/cmdline", metricsPort))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET /debug/pprof/cmdline: %s, want 200 from the full build", resp.Status)
+		}
+	})
 }
 
 func write(t *testing.T, path, data string) {

@@ -75,8 +75,8 @@ func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConf
 	logger := klog.FromContext(ctx)
 	holder := Holder()
 	probeSpec := ProbeSpec(cfg.Probe)
-	if probeSpec.GRPC != nil && !probe.GRPCBuiltIn {
-		return execGRPCBuild(logger)
+	if what := fullBuildNeeded(probeSpec.GRPC != nil, cfg.Debugging.EnableProfiling); what != "" {
+		return execFullBuild(logger, what)
 	}
 	probeFunc, err := probe.New(probeSpec)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,19 +18,22 @@ import (
 // HealthCheck reports whether the component is healthy; nil means yes.
 type HealthCheck func() error
 
+// ErrProfilingNotBuiltIn is returned by Serve when profiling is enabled in a
+// build without it (the noprofiling build tag).
+var ErrProfilingNotBuiltIn = errors.New("debugging.enableProfiling is true, but this build has no profiling (noprofiling build tag); use a build without that tag")
+
 // Serve serves /metrics (with /debug/pprof when profiling is enabled) and
 // /healthz, /livez, /readyz on the configured addresses until ctx is done.
 // Listening happens before Serve returns, so a taken port fails the start
 // instead of being logged later.
 func Serve(ctx context.Context, serving config.ServingConfiguration, enableProfiling bool, registry *prometheus.Registry, healthz HealthCheck) (<-chan error, error) {
+	if enableProfiling && !ProfilingBuiltIn {
+		return nil, ErrProfilingNotBuiltIn
+	}
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
 	if enableProfiling {
-		metricsMux.HandleFunc("/debug/pprof/", pprof.Index)
-		metricsMux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		metricsMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		metricsMux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		metricsMux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		registerProfiling(metricsMux)
 	}
 	healthMux := http.NewServeMux()
 	if serving.MetricsBindAddress == serving.HealthzBindAddress {

@@ -58,8 +58,15 @@ import (
 const nodeName = "bench-node"
 
 // releaseFlags are those of `make release-build`; extension-heartbeat is
-// built with nogrpcprobe too, and in full as extension-heartbeat-grpc.
+// built with nogrpcprobe and noprofiling too, and in full as
+// extension-heartbeat-grpc.
 var releaseFlags = []string{"-trimpath", "-ldflags=-s -w"}
+
+// heartbeatGCFlags are RELEASE_HEARTBEAT_GCFLAGS of the Makefile: the lean
+// extension-heartbeat is compiled without inlining, except the runtime and
+// crypto, which run on every renewal. The subject "(http, inlined)" is the
+// same build with inlining, to show what the flag saves and costs.
+var heartbeatGCFlags = []string{"-gcflags=all=-l", "-gcflags=runtime/...=", "-gcflags=internal/runtime/...=", "-gcflags=crypto/...="}
 
 const releaseTags = "grpcnotrace"
 
@@ -110,16 +117,23 @@ func run(ctx context.Context, duration, settle, interval time.Duration, keep boo
 	defer os.RemoveAll(work)
 
 	bins := map[string]string{}
-	for _, b := range []struct{ name, pkg, tags string }{
-		{"extension-heartbeat", "./cmd/extension-heartbeat", releaseTags + ",nogrpcprobe"},
-		{"extension-heartbeat-grpc", "./cmd/extension-heartbeat", releaseTags},
-		{"refclientset", "./test/bench/footprint/refclientset", releaseTags},
-		{"refrest", "./test/bench/footprint/refrest", releaseTags},
-		{"libclientset", "./test/bench/footprint/libclientset", releaseTags},
+	for _, b := range []struct {
+		name, pkg, tags string
+		gcflags         []string
+	}{
+		{"extension-heartbeat", "./cmd/extension-heartbeat", releaseTags + ",nogrpcprobe,noprofiling", heartbeatGCFlags},
+		{"extension-heartbeat-grpc", "./cmd/extension-heartbeat", releaseTags, nil},
+		{"refclientset", "./test/bench/footprint/refclientset", releaseTags, nil},
+		{"refrest", "./test/bench/footprint/refrest", releaseTags, nil},
+		{"libclientset", "./test/bench/footprint/libclientset", releaseTags, nil},
+		{"inlined/extension-heartbeat", "./cmd/extension-heartbeat", releaseTags + ",nogrpcprobe,noprofiling", nil},
 	} {
 		name, pkg := b.name, b.pkg
 		bins[name] = filepath.Join(work, name)
-		args := append([]string{"build", "-tags=" + b.tags}, releaseFlags...)
+		if err := os.MkdirAll(filepath.Dir(bins[name]), 0o755); err != nil {
+			return err
+		}
+		args := append(append([]string{"build", "-tags=" + b.tags}, releaseFlags...), b.gcflags...)
 		cmd := exec.CommandContext(ctx, "go", append(args, "-o", bins[name], pkg)...)
 		cmd.Dir, cmd.Env, cmd.Stderr = root, append(os.Environ(), "CGO_ENABLED=0"), os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -147,7 +161,7 @@ func run(ctx context.Context, duration, settle, interval time.Duration, keep boo
 	if err != nil {
 		return err
 	}
-	ports, err := framework.FreeLoopbackPorts(2 * len(probes))
+	ports, err := framework.FreeLoopbackPorts(2 * (len(probes) + 1))
 	if err != nil {
 		return err
 	}
@@ -180,6 +194,35 @@ probe:
 			size:   size,
 			args:   []string{"--config=" + cfg, "--kubeconfig=" + env.Kubeconfig},
 			env:    []string{"NODE_NAME=" + nodeName, "POD_NAME=bench-" + p.kind},
+		})
+	}
+	// The http subject again, built with inlining: its own extension name,
+	// Lease and ports, the same probe target.
+	for i, p := range probes {
+		if p.kind != "http" {
+			continue
+		}
+		cfg := filepath.Join(work, "heartbeat-http-inlined.yaml")
+		data := fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
+kind: ExtensionHeartbeatConfiguration
+extensionName: bench-http-inlined
+serving:
+  metricsBindAddress: 127.0.0.1:%d
+  healthzBindAddress: 127.0.0.1:%d
+lease:
+  renewInterval: %s
+probe:
+  period: %s
+%s`, ports[2*len(probes)], ports[2*len(probes)+1], interval, interval, probes[i].config)
+		if err := os.WriteFile(cfg, []byte(data), 0o600); err != nil {
+			return err
+		}
+		subjects = append(subjects, &subject{
+			name:   "extension-heartbeat (http, inlined)",
+			binary: bins["inlined/extension-heartbeat"],
+			size:   bins["inlined/extension-heartbeat"],
+			args:   []string{"--config=" + cfg, "--kubeconfig=" + env.Kubeconfig},
+			env:    []string{"NODE_NAME=" + nodeName, "POD_NAME=bench-http-inlined"},
 		})
 	}
 	for _, ref := range []string{"refclientset", "refrest"} {

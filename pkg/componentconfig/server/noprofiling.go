@@ -1,0 +1,11 @@
+//go:build noprofiling
+
+package server
+
+import "net/http"
+
+// ProfilingBuiltIn reports whether this build can serve /debug/pprof; see
+// profiling.go.
+const ProfilingBuiltIn = false
+
+func registerProfiling(*http.ServeMux) {}
