@@ -143,6 +143,8 @@ type LeanBuild struct {
 	Tags string
 	// Full is the file name of the full build beside it.
 	Full string
+	// GCFlags are go build -gcflags arguments of the entrypoint.
+	GCFlags []string
 }
 
 // LeanBuilds are the binaries built that way: extension-heartbeat leaves the
@@ -150,21 +152,26 @@ type LeanBuild struct {
 // (cmd/extension-heartbeat/app/grpcbuild.go), as `make release-build` does
 // with HEARTBEAT_LEAN_TAGS.
 var LeanBuilds = map[string]LeanBuild{
-	"extension-heartbeat": {Tags: "nogrpcprobe,noprofiling", Full: "extension-heartbeat-grpc"},
+	"extension-heartbeat": {Tags: "nogrpcprobe,noprofiling", Full: "extension-heartbeat-grpc",
+		// RELEASE_HEARTBEAT_GCFLAGS: no inlining but in the runtime and crypto.
+		GCFlags: []string{"all=-l", "runtime/...=", "internal/runtime/...=", "crypto/...="}},
 }
 
 // buildExecutables builds what the image of binary b holds for platform p:
 // the binary, and for a lean build the full build beside it.
 func buildExecutables(ctx context.Context, o Options, b string, p Platform, ldflags string) ([]Executable, error) {
-	type target struct{ name, tags string }
-	targets := []target{{b, o.GoFlags.Tags}}
+	type target struct {
+		name, tags string
+		gcflags    []string
+	}
+	targets := []target{{b, o.GoFlags.Tags, nil}}
 	if lean, ok := LeanBuilds[b]; ok {
-		targets = []target{{b, joinTags(o.GoFlags.Tags, lean.Tags)}, {lean.Full, o.GoFlags.Tags}}
+		targets = []target{{b, joinTags(o.GoFlags.Tags, lean.Tags), lean.GCFlags}, {lean.Full, o.GoFlags.Tags, nil}}
 	}
 	var exes []Executable
 	for _, t := range targets {
 		exe := filepath.Join(o.OutDir, "bin", p.OS+"_"+p.Arch, t.name)
-		if err := GoBuild(ctx, o.RepoRoot, "./cmd/"+b, exe, p, t.tags, ldflags); err != nil {
+		if err := GoBuild(ctx, o.RepoRoot, "./cmd/"+b, exe, p, t.tags, ldflags, t.gcflags...); err != nil {
 			return nil, err
 		}
 		data, err := os.ReadFile(exe)
@@ -198,7 +205,7 @@ func VersionLDFlags(m Metadata) string {
 
 // GoBuild builds pkg of the repository at root into out as a static binary.
 // The workspace (go.work) is used as by every build of the product.
-func GoBuild(ctx context.Context, root, pkg, out string, p Platform, tags, ldflags string) error {
+func GoBuild(ctx context.Context, root, pkg, out string, p Platform, tags, ldflags string, gcflags ...string) error {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
@@ -206,7 +213,11 @@ func GoBuild(ctx context.Context, root, pkg, out string, p Platform, tags, ldfla
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-tags="+tags, "-ldflags="+ldflags, "-o", abs, pkg)
+	args := []string{"build", "-trimpath", "-buildvcs=false", "-tags=" + tags, "-ldflags=" + ldflags}
+	for _, f := range gcflags {
+		args = append(args, "-gcflags="+f)
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "-o", abs, pkg)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch, "GOWORK=")
 	if b, err := cmd.CombinedOutput(); err != nil {
