@@ -13,7 +13,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
-	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
@@ -92,7 +91,7 @@ type contribution struct {
 // drop managedFields and node images (see TransformNode) to keep memory small;
 // the controller never writes an object it read from them.
 func NewController(ctx context.Context, client kubernetes.Interface, nodeInformer coreinformers.NodeInformer,
-	leaseInformer coordinationinformers.LeaseInformer, recorder record.EventRecorder, clk clock.WithTicker,
+	leaseInformer LeaseInformer, recorder record.EventRecorder, clk clock.WithTicker,
 	opts Options, metrics *Metrics) (*Controller, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -140,7 +139,7 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 			clock: clk, interval: opts.CanaryInterval, onChange: c.ownViewChanged})
 	}
 
-	if err := leaseInformer.Informer().AddIndexers(cache.Indexers{leaseNodeIndex: indexLeaseByNode}); err != nil {
+	if err := leaseInformer.AddIndexers(cache.Indexers{leaseNodeIndex: indexLeaseByNode}); err != nil {
 		return nil, fmt.Errorf("adding the lease index: %w", err)
 	}
 	// Run waits for the handlers' registrations, not only the informers'
@@ -179,7 +178,7 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 	if err != nil {
 		return nil, err
 	}
-	leaseHandler, err := leaseInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	leaseHandler, err := leaseInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.leaseChanged(logger, nil, obj) },
 		UpdateFunc: func(oldObj, newObj interface{}) { c.leaseChanged(logger, oldObj, newObj) },
 		DeleteFunc: func(obj interface{}) {
@@ -199,8 +198,8 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 	}
 	c.nodeLister = nodeInformer.Lister()
 	c.nodesSynced = nodeHandler.HasSynced
-	c.leaseLister = leaseInformer.Lister()
-	c.leaseIndexer = leaseInformer.Informer().GetIndexer()
+	c.leaseLister = coordinationlisters.NewLeaseLister(leaseInformer.GetIndexer())
+	c.leaseIndexer = leaseInformer.GetIndexer()
 	c.leasesSynced = leaseHandler.HasSynced
 	return c, nil
 }

@@ -69,7 +69,7 @@ func newFixture(t *testing.T, opts Options, objects ...runtime.Object) *fixture 
 	factory := informers.NewSharedInformerFactory(client, 0)
 	clk := testingclock.NewFakeClock(t0)
 	recorder := record.NewFakeRecorder(1000)
-	c, err := NewController(ctx, client, factory.Core().V1().Nodes(), factory.Coordination().V1().Leases(), recorder, clk, opts, nil)
+	c, err := NewController(ctx, client, factory.Core().V1().Nodes(), factory.Coordination().V1().Leases().Informer(), recorder, clk, opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

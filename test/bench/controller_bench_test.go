@@ -152,7 +152,7 @@ func benchmarkEvents(b *testing.B, nodeCount int, drive driver) {
 	}
 	reg := prometheus.NewRegistry()
 	metrics := nodehealth.NewMetrics(reg)
-	c, err := nodehealth.NewController(ctx, client, nodeInformer, leaseInformer,
+	c, err := nodehealth.NewController(ctx, client, nodeInformer, leaseInformer.Informer(),
 		&record.FakeRecorder{}, clock.RealClock{}, nodehealth.Options{
 			LeaseNamespace:    benchNamespace,
 			TaintKey:          nodev1alpha1.DefaultReadinessTaintKey,

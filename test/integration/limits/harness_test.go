@@ -397,15 +397,15 @@ func (w *world) startController(t testing.TB, opts nodehealth.Options) *controll
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTransform(nodehealth.TransformNode),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = groupLabel + "=" + w.group }))
-	leaseFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithNamespace(opts.LeaseNamespace), informers.WithTransform(nodehealth.TransformLease))
+	// The Lease informer the binary runs (cmd/nodehealth-controller).
+	leases := nodehealth.NewDirectLeaseInformer(client, opts.LeaseNamespace, nodehealth.TransformLease)
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2), ktesting.BufferLogs(true)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodehealth-controller"})
 	run := &controllerRun{registry: prometheus.NewRegistry(), t: t, logger: logger}
-	c, err := nodehealth.NewController(ctx, client, nodeFactory.Core().V1().Nodes(), leaseFactory.Coordination().V1().Leases(),
+	c, err := nodehealth.NewController(ctx, client, nodeFactory.Core().V1().Nodes(), leases,
 		recorder, clock.RealClock{}, opts, nodehealth.NewMetrics(run.registry))
 	if err != nil {
 		cancel()
@@ -413,11 +413,12 @@ func (w *world) startController(t testing.TB, opts nodehealth.Options) *controll
 	}
 	done := make(chan struct{})
 	nodeFactory.Start(ctx.Done())
-	leaseFactory.Start(ctx.Done())
+	leasesDone := make(chan struct{})
+	go func() { defer close(leasesDone); leases.Run(ctx) }()
 	go func() {
 		defer close(done)
 		defer broadcaster.Shutdown()
-		defer leaseFactory.Shutdown()
+		defer func() { <-leasesDone }()
 		defer nodeFactory.Shutdown()
 		c.Run(ctx, 2)
 	}()

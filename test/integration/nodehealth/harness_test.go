@@ -150,8 +150,8 @@ func (h *harness) startController(t testing.TB, opts nodehealth.Options) *contro
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTransform(nodehealth.TransformNode),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = h.selector() }))
-	leaseFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithNamespace(opts.LeaseNamespace), informers.WithTransform(nodehealth.TransformLease))
+	// The Lease informer the binary runs (cmd/nodehealth-controller).
+	leases := nodehealth.NewDirectLeaseInformer(client, opts.LeaseNamespace, nodehealth.TransformLease)
 
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
@@ -161,7 +161,7 @@ func (h *harness) startController(t testing.TB, opts nodehealth.Options) *contro
 	registry := prometheus.NewRegistry()
 	metrics := nodehealth.NewMetrics(registry)
 
-	c, err := nodehealth.NewController(ctx, client, nodeFactory.Core().V1().Nodes(), leaseFactory.Coordination().V1().Leases(),
+	c, err := nodehealth.NewController(ctx, client, nodeFactory.Core().V1().Nodes(), leases,
 		recorder, clock.RealClock{}, opts, metrics)
 	if err != nil {
 		cancel()
@@ -170,11 +170,12 @@ func (h *harness) startController(t testing.TB, opts nodehealth.Options) *contro
 	}
 	run := &controllerRun{metrics: metrics, registry: registry, cancel: cancel, done: make(chan struct{}), t: t}
 	nodeFactory.Start(ctx.Done())
-	leaseFactory.Start(ctx.Done())
+	leasesDone := make(chan struct{})
+	go func() { defer close(leasesDone); leases.Run(ctx) }()
 	go func() {
 		defer close(run.done)
 		defer broadcaster.Shutdown()
-		defer leaseFactory.Shutdown()
+		defer func() { <-leasesDone }()
 		defer nodeFactory.Shutdown()
 		c.Run(ctx, 2)
 	}()
@@ -185,10 +186,8 @@ func (h *harness) startController(t testing.TB, opts nodehealth.Options) *contro
 			t.Fatalf("controller's %v informer did not sync", typ)
 		}
 	}
-	for typ, ok := range leaseFactory.WaitForCacheSync(syncCtx.Done()) {
-		if !ok {
-			t.Fatalf("controller's %v informer did not sync", typ)
-		}
+	if !cache.WaitForCacheSync(syncCtx.Done(), leases.HasSynced) {
+		t.Fatal("controller's Lease informer did not sync")
 	}
 	return run
 }
