@@ -44,7 +44,11 @@ type canary struct {
 
 	mu           sync.Mutex
 	lastObserved time.Time
-	isStale      bool
+	// lastRenewal is the renewTime of the last renewal observed: a re-list
+	// replays the canary Lease as it is, which proves nothing about the
+	// watch if the renewal is one already seen.
+	lastRenewal time.Time
+	isStale     bool
 	// denied is set once a renewal was refused, so it is explained once.
 	denied bool
 }
@@ -60,8 +64,15 @@ func (k *canary) observed(lease *coordinationv1.Lease) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	// Only our own renewals prove the watch is current.
-	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == k.cfg.identity {
+	// Only our own renewals prove the watch is current, and only new ones:
+	// an event that carries a renewal already observed (a re-list or a
+	// re-watch replaying the object, served perhaps from a cache that is
+	// itself behind) says nothing about now.
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != k.cfg.identity {
+		return
+	}
+	if renewed := lease.Spec.RenewTime.Time; !renewed.Equal(k.lastRenewal) {
+		k.lastRenewal = renewed
 		k.lastObserved = k.cfg.clock.Now()
 	}
 }

@@ -6,11 +6,14 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 )
 
 // A canary renewal that hangs (etcd paused: the API server holds the request)
@@ -84,5 +87,34 @@ func TestCanaryStaleIsCurrent(t *testing.T) {
 	clk.Step(time.Millisecond)
 	if !k.stale() {
 		t.Fatal("not stale 3 intervals after the last observed renewal, before the loop checked")
+	}
+}
+
+// Only a renewal not observed before proves the view current: an event that
+// replays a renewal already seen (a re-list after a closed watch, served from
+// a cache that may itself be behind) must not hold the guard back, or the
+// extension Leases in that same stale list expire under a view that looks
+// current (seen once with etcd paused, test/integration/faults).
+func TestCanaryCountsOnlyNewRenewals(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	const interval = 2 * time.Second
+	k := newCanary(canaryConfig{namespace: "ns", identity: "me", clock: clk, interval: interval})
+	renewal := func(holder string, at time.Time) *coordinationv1.Lease {
+		return &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), RenewTime: &metav1.MicroTime{Time: at}}}
+	}
+	first := clk.Now()
+	k.observed(renewal("me", first))
+
+	clk.Step(staleAfterIntervals*interval - time.Millisecond)
+	k.observed(renewal("me", first)) // replayed, not renewed
+	k.observed(renewal("someone-else", clk.Now()))
+	clk.Step(2 * time.Millisecond)
+	if !k.stale() {
+		t.Fatalf("view current %s after the last new renewal, with only a replay and another holder's renewal since; want stale", clk.Since(first))
+	}
+
+	k.observed(renewal("me", clk.Now()))
+	if k.stale() {
+		t.Fatal("view stale right after a new renewal was observed")
 	}
 }
