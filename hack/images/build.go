@@ -147,14 +147,50 @@ type LeanBuild struct {
 	GCFlags []string
 }
 
-// LeanBuilds are the binaries built that way: extension-heartbeat leaves the
-// grpc probe and profiling out of every sidecar that does not use them
-// (cmd/extension-heartbeat/app/grpcbuild.go), as `make release-build` does
-// with HEARTBEAT_LEAN_TAGS.
-var LeanBuilds = map[string]LeanBuild{
-	"extension-heartbeat": {Tags: "nogrpcprobe,noprofiling", Full: "extension-heartbeat-grpc",
-		// RELEASE_HEARTBEAT_GCFLAGS: no inlining but in the runtime and crypto.
-		GCFlags: []string{"all=-l", "runtime/...=", "internal/runtime/...=", "crypto/...="}},
+// LeanBuildFile holds the lean build's tags and gcflags, relative to the
+// repository's root: the one place they are written (the Makefile's
+// release-build reads it too).
+const LeanBuildFile = "hack/heartbeat-lean.conf"
+
+// leanBinaries are the binaries built that way, with the file name of their
+// full build: extension-heartbeat leaves the grpc probe and profiling out of
+// every sidecar that does not use them (cmd/extension-heartbeat/app/fullbuild.go).
+var leanBinaries = map[string]string{"extension-heartbeat": "extension-heartbeat-grpc"}
+
+// LoadLeanBuild returns how binary b is built lean, read from LeanBuildFile
+// under repoRoot; ok is false for a binary that is not built lean.
+func LoadLeanBuild(repoRoot, b string) (lean LeanBuild, ok bool, err error) {
+	full, ok := leanBinaries[b]
+	if !ok {
+		return LeanBuild{}, false, nil
+	}
+	path := filepath.Join(repoRoot, LeanBuildFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return LeanBuild{}, false, err
+	}
+	lean.Full = full
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key, value, found := strings.Cut(line, "=")
+		switch {
+		case !found:
+			return LeanBuild{}, false, fmt.Errorf("%s:%d: want key=value, got %q", path, i+1, line)
+		case key == "tags":
+			lean.Tags = value
+		case key == "gcflags":
+			lean.GCFlags = strings.Fields(value)
+		default:
+			return LeanBuild{}, false, fmt.Errorf("%s:%d: unknown key %q (want tags or gcflags)", path, i+1, key)
+		}
+	}
+	if lean.Tags == "" {
+		return LeanBuild{}, false, fmt.Errorf("%s: no tags= line", path)
+	}
+	return lean, true, nil
 }
 
 // buildExecutables builds what the image of binary b holds for platform p:
@@ -165,7 +201,11 @@ func buildExecutables(ctx context.Context, o Options, b string, p Platform, ldfl
 		gcflags    []string
 	}
 	targets := []target{{b, o.GoFlags.Tags, nil}}
-	if lean, ok := LeanBuilds[b]; ok {
+	lean, ok, err := LoadLeanBuild(o.RepoRoot, b)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
 		targets = []target{{b, joinTags(o.GoFlags.Tags, lean.Tags), lean.GCFlags}, {lean.Full, o.GoFlags.Tags, nil}}
 	}
 	var exes []Executable

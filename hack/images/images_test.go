@@ -82,6 +82,21 @@ var amd64Once struct {
 	err   error
 }
 
+// firstImage is the image of the index's first platform (linux/amd64 in
+// amd64Build).
+func firstImage(t *testing.T, b Built) v1.Image {
+	t.Helper()
+	idx, err := b.Index.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := b.Index.Image(idx.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
 func amd64Build(t *testing.T) Built {
 	t.Helper()
 	if testing.Short() {
@@ -268,15 +283,7 @@ func TestEntrypointRunsVersion(t *testing.T) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("runs a linux/amd64 binary")
 	}
-	b := amd64Build(t)
-	idx, err := b.Index.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := b.Index.Image(idx.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := firstImage(t, amd64Build(t))
 	cf, err := img.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
@@ -302,19 +309,11 @@ func TestEntrypointRunsVersion(t *testing.T) {
 // beside it, which the lean one executes for a grpc probe or profiling: an
 // image without it could not run those configurations at all.
 func TestLeanBuildShipsFullBuild(t *testing.T) {
-	lean, ok := LeanBuilds[testBinary]
-	if !ok {
-		t.Fatalf("%s is not a lean build", testBinary)
+	lean, ok, err := LoadLeanBuild("../..", testBinary)
+	if err != nil || !ok {
+		t.Fatalf("%s is not a lean build (%v)", testBinary, err)
 	}
-	b := amd64Build(t)
-	idx, err := b.Index.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := b.Index.Image(idx.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := firstImage(t, amd64Build(t))
 	files := imageFiles(t, img)
 	tagsOf := func(name string) string {
 		t.Helper()

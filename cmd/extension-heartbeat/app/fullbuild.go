@@ -13,13 +13,13 @@ import (
 	"nodehealth.io/nodehealth/pkg/probe"
 )
 
-// GRPCBuildName is the file name of the full build of extension-heartbeat,
+// FullBuildName is the file name of the full build of extension-heartbeat,
 // the one with the grpc probe and profiling. `make release-build` builds
 // extension-heartbeat without them (build tags nogrpcprobe and noprofiling:
 // grpc-go is 1.5 MB of binary and about 1.1 MiB of RSS, net/http/pprof about
 // 0.3 MB, paid by every sidecar whatever it probes) and this one beside it;
 // an image ships both in one directory.
-const GRPCBuildName = "extension-heartbeat-grpc"
+const FullBuildName = "extension-heartbeat-grpc"
 
 // fullBuildNeeded says why this build cannot run the configuration itself
 // and must hand over to the full build; "" when it can.
@@ -42,10 +42,10 @@ func execFullBuild(logger klog.Logger, what string) error {
 	if err != nil {
 		return fmt.Errorf("%s is not in this build and its own path is unknown: %w", what, err)
 	}
-	if filepath.Base(self) == GRPCBuildName {
+	if filepath.Base(self) == FullBuildName {
 		return fmt.Errorf("%s was built without %s (nogrpcprobe or noprofiling build tag); rebuild it without those tags", self, what)
 	}
-	full := filepath.Join(filepath.Dir(self), GRPCBuildName)
+	full := filepath.Join(filepath.Dir(self), FullBuildName)
 	if st, err := os.Stat(full); err != nil || st.IsDir() {
 		if err == nil {
 			err = errors.New("is a directory")

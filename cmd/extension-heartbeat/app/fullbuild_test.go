@@ -82,11 +82,11 @@ probe:
 	if err := start(config).Run(); err == nil {
 		t.Fatalf("started a grpc probe without the full build:\n%s", output())
 	}
-	if want := "the grpc probe is not in this build of extension-heartbeat (nogrpcprobe and noprofiling build tags), and the full build " + filepath.Join(dir, GRPCBuildName) + " it runs for it is missing"; !strings.Contains(output(), want) {
+	if want := "the grpc probe is not in this build of extension-heartbeat (nogrpcprobe and noprofiling build tags), and the full build " + filepath.Join(dir, FullBuildName) + " it runs for it is missing"; !strings.Contains(output(), want) {
 		t.Errorf("output does not say %q:\n%s", want, output())
 	}
 
-	build(filepath.Join(dir, GRPCBuildName))
+	build(filepath.Join(dir, FullBuildName))
 	// runFull starts the lean build with config, waits until the log says
 	// started, and checks that the full build runs in its place.
 	runFull := func(config, started, needs string, check func()) {
@@ -111,8 +111,8 @@ probe:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if filepath.Base(exe) != GRPCBuildName {
-			t.Errorf("process %d runs %s, want %s in its place", cmd.Process.Pid, exe, GRPCBuildName)
+		if filepath.Base(exe) != FullBuildName {
+			t.Errorf("process %d runs %s, want %s in its place", cmd.Process.Pid, exe, FullBuildName)
 		}
 		if want := `needs="` + needs + `"`; !strings.Contains(output(), "executing it in this process's place") || !strings.Contains(output(), want) {
 			t.Errorf("the lean build did not log the hand-over (%s):\n%s", want, output())
