@@ -31,6 +31,7 @@ type Machine struct {
 
 // Point is results.Point.
 type Point struct {
+	Label      string             `json:"label,omitempty"`
 	Nodes      int                `json:"nodes"`
 	Extensions int                `json:"extensions,omitempty"`
 	Metrics    map[string]float64 `json:"metrics"`

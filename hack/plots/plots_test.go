@@ -178,3 +178,25 @@ func copyFixture(t *testing.T, dir string) {
 		}
 	}
 }
+
+// Bars of labelled points (the footprint's processes) are grouped by process
+// and named by it; unlabelled points keep the metric-first order.
+func TestBarNames(t *testing.T) {
+	mem := unit{key: "memory", label: "MiB", suffix: "MiB"}
+	labelled := &Document{Benchmark: "footprint", Points: []Point{
+		{Label: "agent", Metrics: map[string]float64{"rssStartMiB": 1, "rssAfterMiB": 2}},
+		{Label: "sidecar", Metrics: map[string]float64{"rssStartMiB": 3, "rssAfterMiB": 4}},
+	}}
+	vals, names := barValues(labelled, mem)
+	want := []string{"agent: rssAfter", "agent: rssStart", "sidecar: rssAfter", "sidecar: rssStart"}
+	if !reflect.DeepEqual(names, want) || !reflect.DeepEqual([]float64(vals), []float64{2, 1, 4, 3}) {
+		t.Errorf("labelled: bars %v %v, want %v [2 1 4 3]", names, vals, want)
+	}
+	sized := &Document{Benchmark: "x", Points: []Point{
+		{Nodes: 100, Metrics: map[string]float64{"rssMiB": 1}},
+		{Nodes: 500, Metrics: map[string]float64{"rssMiB": 2}},
+	}}
+	if _, names := barValues(sized, mem); !reflect.DeepEqual(names, []string{"rss (100 nodes)", "rss (500 nodes)"}) {
+		t.Errorf("by node count: %v", names)
+	}
+}

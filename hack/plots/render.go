@@ -166,31 +166,15 @@ func lines(d *Document, u unit) (Output, bool, error) {
 	return o, true, err
 }
 
-// bars draws the metrics of unit u, one bar per metric (and node count,
-// when the document holds several).
+// bars draws the metrics of unit u, one bar per metric and point. Labelled
+// points (the footprint's processes) are grouped by point, each bar named
+// "label: metric"; otherwise bars are grouped by metric, with the node count
+// when the document holds several points.
 func bars(d *Document, u unit) (Output, bool, error) {
 	o := Output{Name: d.Benchmark + "-" + u.key + ".png"}
-	metrics := metricsOf(d.Points, u)
-	if len(metrics) == 0 {
+	vals, names := barValues(d, u)
+	if len(vals) == 0 {
 		return o, false, nil
-	}
-	var (
-		vals  plotter.Values
-		names []string
-	)
-	for _, m := range metrics {
-		for _, pt := range d.Points {
-			v, ok := pt.Metrics[m]
-			if !ok {
-				continue
-			}
-			name := strings.TrimSuffix(m, u.suffix)
-			if len(d.Points) > 1 {
-				name = fmt.Sprintf("%s (%d nodes)", name, pt.Nodes)
-			}
-			vals = append(vals, v)
-			names = append(names, name)
-		}
 	}
 	p := newPlot(d, fmt.Sprintf("%s: %s", d.Benchmark, u.key))
 	p.Y.Label.Text = u.label
@@ -315,4 +299,53 @@ func encodePNG(p *plot.Plot) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// labelled reports whether every point has a label.
+func labelled(points []Point) bool {
+	for _, pt := range points {
+		if pt.Label == "" {
+			return false
+		}
+	}
+	return len(points) > 0
+}
+
+// barValues are the bars of unit u and their names, in the order bars draws
+// them.
+func barValues(d *Document, u unit) (plotter.Values, []string) {
+	var (
+		vals  plotter.Values
+		names []string
+	)
+	add := func(pt Point, m string) {
+		v, ok := pt.Metrics[m]
+		if !ok {
+			return
+		}
+		name := strings.TrimSuffix(m, u.suffix)
+		switch {
+		case pt.Label != "":
+			name = pt.Label + ": " + name
+		case len(d.Points) > 1:
+			name = fmt.Sprintf("%s (%d nodes)", name, pt.Nodes)
+		}
+		vals = append(vals, v)
+		names = append(names, name)
+	}
+	metrics := metricsOf(d.Points, u)
+	if labelled(d.Points) {
+		for _, pt := range d.Points {
+			for _, m := range metrics {
+				add(pt, m)
+			}
+		}
+	} else {
+		for _, m := range metrics {
+			for _, pt := range d.Points {
+				add(pt, m)
+			}
+		}
+	}
+	return vals, names
 }

@@ -51,6 +51,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
 	"nodehealth.io/nodehealth/test/bench/results"
 	"nodehealth.io/nodehealth/test/framework"
 )
@@ -58,15 +59,34 @@ import (
 const nodeName = "bench-node"
 
 // releaseFlags are those of `make release-build`; extension-heartbeat is
-// built with nogrpcprobe and noprofiling too, and in full as
-// extension-heartbeat-grpc.
+// built lean too (leanBuild), and in full as extension-heartbeat-grpc.
 var releaseFlags = []string{"-trimpath", "-ldflags=-s -w"}
 
-// heartbeatGCFlags are RELEASE_HEARTBEAT_GCFLAGS of the Makefile: the lean
-// extension-heartbeat is compiled without inlining, except the runtime and
-// crypto, which run on every renewal. The subject "(http, inlined)" is the
-// same build with inlining, to show what the flag saves and costs.
-var heartbeatGCFlags = []string{"-gcflags=all=-l", "-gcflags=runtime/...=", "-gcflags=internal/runtime/...=", "-gcflags=crypto/...="}
+// leanBuild reads the lean extension-heartbeat's build tags and go build
+// -gcflags arguments from hack/heartbeat-lean.conf, the file the Makefile and
+// hack/images build it from. The subject "(http, inlined)" is the same build
+// with inlining, to show what the gcflags save and cost.
+func leanBuild(root string) (tags string, gcflags []string, err error) {
+	path := filepath.Join(root, "hack", "heartbeat-lean.conf")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "tags="); ok {
+			tags = v
+		}
+		if v, ok := strings.CutPrefix(line, "gcflags="); ok {
+			for _, f := range strings.Fields(v) {
+				gcflags = append(gcflags, "-gcflags="+f)
+			}
+		}
+	}
+	if tags == "" {
+		return "", nil, fmt.Errorf("%s: no tags= line", path)
+	}
+	return tags, gcflags, nil
+}
 
 const releaseTags = "grpcnotrace"
 
@@ -116,17 +136,22 @@ func run(ctx context.Context, duration, settle, interval time.Duration, keep boo
 	}
 	defer os.RemoveAll(work)
 
+	leanTags, leanGCFlags, err := leanBuild(root)
+	if err != nil {
+		return err
+	}
 	bins := map[string]string{}
 	for _, b := range []struct {
 		name, pkg, tags string
 		gcflags         []string
 	}{
-		{"extension-heartbeat", "./cmd/extension-heartbeat", releaseTags + ",nogrpcprobe,noprofiling", heartbeatGCFlags},
+		{"extension-heartbeat", "./cmd/extension-heartbeat", releaseTags + "," + leanTags, leanGCFlags},
 		{"extension-heartbeat-grpc", "./cmd/extension-heartbeat", releaseTags, nil},
 		{"refclientset", "./test/bench/footprint/refclientset", releaseTags, nil},
 		{"refrest", "./test/bench/footprint/refrest", releaseTags, nil},
 		{"libclientset", "./test/bench/footprint/libclientset", releaseTags, nil},
-		{"inlined/extension-heartbeat", "./cmd/extension-heartbeat", releaseTags + ",nogrpcprobe,noprofiling", nil},
+		{"inlined/extension-heartbeat", "./cmd/extension-heartbeat", releaseTags + "," + leanTags, nil},
+		{"update-agent", "./cmd/update-agent", releaseTags, nil},
 	} {
 		name, pkg := b.name, b.pkg
 		bins[name] = filepath.Join(work, name)
@@ -161,13 +186,14 @@ func run(ctx context.Context, duration, settle, interval time.Duration, keep boo
 	if err != nil {
 		return err
 	}
-	ports, err := framework.FreeLoopbackPorts(2 * (len(probes) + 1))
+	ports, err := framework.FreeLoopbackPorts(2*(len(probes)+1) + 1)
 	if err != nil {
 		return err
 	}
-	var subjects []*subject
-	for i, p := range probes {
-		cfg := filepath.Join(work, "heartbeat-"+p.kind+".yaml")
+	// heartbeat writes the configuration of one extension-heartbeat subject
+	// (its own extension name, Lease and ports) and returns the subject.
+	heartbeat := func(name, suffix, binary, size string, metricsPort, healthzPort int, probe string) (*subject, error) {
+		cfg := filepath.Join(work, "heartbeat-"+suffix+".yaml")
 		data := fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
 kind: ExtensionHeartbeatConfiguration
 extensionName: bench-%s
@@ -178,53 +204,50 @@ lease:
   renewInterval: %s
 probe:
   period: %s
-%s`, p.kind, ports[2*i], ports[2*i+1], interval, interval, p.config)
+%s`, suffix, metricsPort, healthzPort, interval, interval, probe)
 		if err := os.WriteFile(cfg, []byte(data), 0o600); err != nil {
-			return err
+			return nil, err
 		}
+		return &subject{
+			name:   name,
+			binary: binary,
+			size:   size,
+			args:   []string{"--config=" + cfg, "--kubeconfig=" + env.Kubeconfig},
+			env:    []string{"NODE_NAME=" + nodeName, "POD_NAME=bench-" + suffix},
+		}, nil
+	}
+	var subjects []*subject
+	for i, p := range probes {
 		// The grpc subject starts extension-heartbeat like the others; it
 		// executes extension-heartbeat-grpc in its place, whose size counts.
 		size := bins["extension-heartbeat"]
 		if p.kind == "grpc" {
 			size = bins["extension-heartbeat-grpc"]
 		}
-		subjects = append(subjects, &subject{
-			name:   "extension-heartbeat (" + p.kind + ")",
-			binary: bins["extension-heartbeat"],
-			size:   size,
-			args:   []string{"--config=" + cfg, "--kubeconfig=" + env.Kubeconfig},
-			env:    []string{"NODE_NAME=" + nodeName, "POD_NAME=bench-" + p.kind},
-		})
+		s, err := heartbeat("extension-heartbeat ("+p.kind+")", p.kind, bins["extension-heartbeat"], size, ports[2*i], ports[2*i+1], p.config)
+		if err != nil {
+			return err
+		}
+		subjects = append(subjects, s)
 	}
-	// The http subject again, built with inlining: its own extension name,
-	// Lease and ports, the same probe target.
-	for i, p := range probes {
+	// The http subject again, built with inlining, with the same probe target.
+	for _, p := range probes {
 		if p.kind != "http" {
 			continue
 		}
-		cfg := filepath.Join(work, "heartbeat-http-inlined.yaml")
-		data := fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
-kind: ExtensionHeartbeatConfiguration
-extensionName: bench-http-inlined
-serving:
-  metricsBindAddress: 127.0.0.1:%d
-  healthzBindAddress: 127.0.0.1:%d
-lease:
-  renewInterval: %s
-probe:
-  period: %s
-%s`, ports[2*len(probes)], ports[2*len(probes)+1], interval, interval, probes[i].config)
-		if err := os.WriteFile(cfg, []byte(data), 0o600); err != nil {
+		inlined := bins["inlined/extension-heartbeat"]
+		s, err := heartbeat("extension-heartbeat (http, inlined)", "http-inlined", inlined, inlined, ports[2*len(probes)], ports[2*len(probes)+1], p.config)
+		if err != nil {
 			return err
 		}
-		subjects = append(subjects, &subject{
-			name:   "extension-heartbeat (http, inlined)",
-			binary: bins["inlined/extension-heartbeat"],
-			size:   bins["inlined/extension-heartbeat"],
-			args:   []string{"--config=" + cfg, "--kubeconfig=" + env.Kubeconfig},
-			env:    []string{"NODE_NAME=" + nodeName, "POD_NAME=bench-http-inlined"},
-		})
+		subjects = append(subjects, s)
 	}
+	agent, err := updateAgentSubject(ctx, env, work, bins["update-agent"], ports[len(ports)-1], interval)
+	if err != nil {
+		return err
+	}
+	defer agent.emulator.Close()
+	subjects = append(subjects, agent.subject)
 	for _, ref := range []string{"refclientset", "refrest"} {
 		subjects = append(subjects, &subject{
 			name:   ref + " (reference)",
@@ -309,7 +332,7 @@ func (s *subject) point(interval time.Duration) results.Point {
 	}
 	elapsed := s.end.at.Sub(s.start.at)
 	cpu := time.Duration(s.end.cpuTicks-s.start.cpuTicks) * 10 * time.Millisecond
-	return results.Point{Metrics: map[string]float64{
+	return results.Point{Label: s.name, Metrics: map[string]float64{
 		"binaryMB":        math.Round(float64(size)/1e5) / 10,
 		"rssStartMiB":     mib(s.start.rss),
 		"rssAfterMiB":     mib(s.end.rss),
@@ -477,5 +500,57 @@ func startProbeTargets(ctx context.Context, dir string) ([]probeTarget, error) {
 		{"tcp", "  tcp:\n    address: " + tcp.Addr().String() + "\n"},
 		{"grpc", "  grpc:\n    address: " + grpcLis.Addr().String() + "\n"},
 		{"file", "  file:\n    path: " + file + "\n    maxAge: 1m\n"},
+	}, nil
+}
+
+// agentSubject is the update agent and the emulated Bottlerocket API it talks to.
+type agentSubject struct {
+	subject  *subject
+	emulator *emulator.Emulator
+}
+
+// updateAgentSubject prepares the update agent of nodeName as it idles on a
+// node with no update offered: the shadow CRD installed, the node's
+// Bottlerocket API emulated on a socket, the agent's shipped defaults except
+// the update check, which runs every interval like the heartbeats' probes. It
+// uses the admin kubeconfig: the pod-bound token of deploy/update-agent needs
+// a pod, and the token does not change what the process holds in memory.
+func updateAgentSubject(ctx context.Context, env *framework.Environment, work, binary string, port int, interval time.Duration) (*agentSubject, error) {
+	if err := env.InstallCRDs(ctx); err != nil {
+		return nil, err
+	}
+	socket := filepath.Join(work, "api.sock")
+	em, err := emulator.New(emulator.Config{SocketPath: socket, StateFile: filepath.Join(work, "api-state.json"), Version: "1.20.0"})
+	if err != nil {
+		return nil, err
+	}
+	if err := em.Start(); err != nil {
+		em.Close()
+		return nil, err
+	}
+	cfg := filepath.Join(work, "update-agent.yaml")
+	data := fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
+kind: UpdateAgentConfiguration
+clientConnection:
+  kubeconfig: %s
+serving:
+  metricsBindAddress: 127.0.0.1:%d
+  healthzBindAddress: 127.0.0.1:%d
+apiSocketPath: %s
+updateCheckInterval: %s
+`, env.Kubeconfig, port, port, socket, interval)
+	if err := os.WriteFile(cfg, []byte(data), 0o600); err != nil {
+		em.Close()
+		return nil, err
+	}
+	return &agentSubject{
+		subject: &subject{
+			name:   "update-agent (idle, no update offered)",
+			binary: binary,
+			size:   binary,
+			args:   []string{"--config=" + cfg, "--node-name=" + nodeName},
+			env:    []string{"POD_NAME=update-agent-" + nodeName},
+		},
+		emulator: em,
 	}, nil
 }

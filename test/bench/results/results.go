@@ -40,6 +40,9 @@ type Machine struct {
 // as suffix (detectionP99Ms, controllerCPUPercent, controllerRSSMiB) so plots label
 // their axes from the name.
 type Point struct {
+	// Label names the point when it is not a node count (a process of the
+	// footprint benchmark); plots name its bars by it.
+	Label      string             `json:"label,omitempty"`
 	Nodes      int                `json:"nodes"`
 	Extensions int                `json:"extensions,omitempty"`
 	Metrics    map[string]float64 `json:"metrics"`
