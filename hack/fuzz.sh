@@ -8,6 +8,8 @@ cd "$NODEHEALTH_ROOT"
 fuzztime="${FUZZTIME:-10s}"
 
 found=0
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
 while IFS= read -r file; do
   dir=$(dirname "$file")
   for target in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)\(' "$file" | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/'); do
@@ -17,17 +19,14 @@ while IFS= read -r file; do
     # exceeded" when -fuzztime runs out while a worker is still busy; nothing
     # failed then (a real failure writes its input under testdata/fuzz). Such a
     # run is repeated once, and said so; any other failure fails at once.
-    out=$(mktemp)
     if ! (cd "$dir" && go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzztime" .) 2>&1 | tee "$out"; then
       if grep -q 'context deadline exceeded' "$out" && ! grep -q 'Failing input written' "$out"; then
         echo "--- fuzz $target: the fuzzing coordinator timed out with no failing input; running it again"
         (cd "$dir" && go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzztime" .)
       else
-        rm -f "$out"
         exit 1
       fi
     fi
-    rm -f "$out"
   done
 done < <(git ls-files --cached --others --exclude-standard '*_test.go' | grep -v '^test/controlplane/' | xargs -r grep -l '^func Fuzz' | sort)
 

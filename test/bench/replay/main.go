@@ -258,7 +258,11 @@ func run(ctx context.Context, c config) error {
 		doc.Notes = fmt.Sprintf("Replay server (TLS, HTTP/2, protobuf watch) in the benchmark process; %d nodes x %d extensions renewed every %s, leases of %s; window %s after %s settling; load average at the end %s; controller env %q",
 			c.nodes, c.extensions, c.renewInterval, c.leaseDuration, c.window, c.settle, load, strings.Join(c.controllerEnv, " "))
 		doc.Points = []results.Point{{Nodes: c.nodes, Extensions: c.extensions, Metrics: r}}
-		if err := doc.Write(filepath.Join(root, c.results)); err != nil {
+		path := c.results
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(root, path)
+		}
+		if err := doc.Write(path); err != nil {
 			return err
 		}
 		logf("wrote %s", c.results)
