@@ -26,12 +26,12 @@ type LeaseInformer interface {
 // which it calls on its own processing goroutine. A shared informer hands
 // every event to each handler through two more goroutines (a buffering one
 // and a delivering one); at steady state nearly every event the controller
-// receives is a Lease renewal that only updates the tracker, and with 500
-// renewals/s at 1,000 nodes × 5 those hand-offs — waking a parked goroutine
-// and often an OS thread for each — are a large share of the controller's CPU
-// (docs/benchmarks.md, "CPU per event"). The handler must therefore be quick
-// and must not block, which the controller's handlers are: they update the
-// tracker and queue work.
+// receives is a Lease renewal that only updates the tracker, and those
+// hand-offs wake parked goroutines for nothing else. Measured with coalesced
+// reads at 1,000 nodes × 5 it saves 0.2-0.3 points of a core (docs/benchmarks.md,
+// "Coalesced Lease reads"), within the variation between runs. The handler
+// must be quick and must not block, which the controller's handlers are:
+// they update the tracker and queue work.
 type DirectLeaseInformer struct {
 	indexer    cache.Indexer
 	controller cache.Controller
