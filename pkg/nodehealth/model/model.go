@@ -143,12 +143,13 @@ type node struct {
 // gate is a gate the controller keeps on a node (tainted, or pending while
 // the own-view guard holds).
 type gate struct {
-	cause  string    // NodeRegistered, NodeRebooted, NodeRecreated, ControllerStarted or ExtensionsNotReady
-	full   bool      // full scope: every gating extension must renew after start
-	start  time.Time // gateStart
-	seq    uint64    // the input gateStart was set in
-	scope  map[string]bool
-	reason string // the last not-ready reason, for ControllerStarted and failure gates
+	cause   string    // NodeRegistered, NodeRebooted, NodeRecreated, ControllerStarted or ExtensionsNotReady
+	full    bool      // full scope: every gating extension must renew after start
+	start   time.Time // gateStart
+	seq     uint64    // the input gateStart was set in
+	scope   map[string]bool
+	reason  string // the last not-ready reason, for ControllerStarted and failure gates
+	pending bool   // the own-view guard kept its taint off
 }
 
 // evictionClock is the pause-aware eviction clock of one node.

@@ -417,6 +417,9 @@ func widenFailedOnlyScope(n *node, f facts) {
 // failed open has nothing to wait for.
 func (m *Model) gateMayEnd(n *node, f facts, t time.Time) bool {
 	g := n.gate
+	if g.pending && m.ownViewStale {
+		return false // not forgotten: it gates when the guard lifts
+	}
 	if !f.listsGating {
 		return !m.inRegistrationGrace(n, t)
 	}
@@ -477,17 +480,18 @@ func (m *Model) openFailureGate(n *node, f facts, t time.Time) {
 
 // placeTaint: a gate that has something to wait for is tainted, unless the
 // own-view guard holds: then the gate stays pending and the node is held
-// (a bootstrap seen while the guard holds is not forgotten). Bootstrap gates
-// are not suspended by the blast radius.
+// (a bootstrap seen while the guard holds is not forgotten: the pending gate
+// cannot end before the guard lifts, and gets gateStart = the lift).
+// Bootstrap gates are not suspended by the blast radius.
 func (m *Model) placeTaint(n *node, f facts) {
 	if n.gate == nil || len(f.gating) == 0 || n.tainted {
 		return
 	}
 	if m.ownViewStale {
-		n.held = true
+		n.held, n.gate.pending = true, true
 		return
 	}
-	n.tainted = true
+	n.tainted, n.gate.pending = true, false
 }
 
 // writeCondition sets SystemExtensionsReady.
