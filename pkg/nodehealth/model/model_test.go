@@ -540,3 +540,28 @@ func TestAnExcludedNodeLosesItsTaintAndReportsUnknown(t *testing.T) {
 	st.update(10*minute+2*sec, worker("n1", gating("a")))
 	st.expect("label removed: found again, in service", ready(boot1), "n1")
 }
+
+func TestTheBlastRadiusResumesOnlyBelowThresholdMinusFivePoints(t *testing.T) {
+	for _, c := range []struct {
+		was            bool
+		failing, total int
+		threshold      float64
+		wantSuspended  bool
+	}{
+		{false, 2, 4, 0.5, false},  // 2 or fewer never suspend
+		{false, 3, 6, 0.5, true},   // 50 % reaches 50 %
+		{false, 3, 7, 0.5, false},  // 43 %
+		{true, 3, 7, 0.5, false},   // 43 % < 45 %
+		{true, 9, 20, 0.5, true},   // 45 % is not below 45 %
+		{true, 3, 20, 0.2, true},   // 15 % is not below 15 %
+		{true, 5, 40, 0.2, false},  // 12.5 %
+		{true, 3, 100, 0.05, true}, // 3 % ≥ 2.5 %
+		{true, 3, 121, 0.05, false},
+		{true, 2, 3, 0.5, false}, // 2 or fewer resume
+		{false, 50, 50, 0, false},
+	} {
+		if got := nextSuspended(c.was, c.failing, c.total, c.threshold); got != c.wantSuspended {
+			t.Errorf("was %v, %d of %d at %v: suspended %v, want %v", c.was, c.failing, c.total, c.threshold, got, c.wantSuspended)
+		}
+	}
+}

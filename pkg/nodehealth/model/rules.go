@@ -163,15 +163,22 @@ func (m *Model) updateBlastRadius(t time.Time) {
 // nextSuspended is the hysteresis of one scope: suspend when more than 2
 // nodes fail and the share reaches the threshold; resume when the share falls
 // below max(threshold − 5 points, threshold / 2) or 2 or fewer nodes fail.
+//
+// Choice: shares are compared exactly, with the threshold taken to a basis
+// point (the configuration holds whole percents), so that 3 of 20 is not
+// "below" 15 % through rounding.
 func nextSuspended(was bool, failing, total int, threshold float64) bool {
-	if threshold <= 0 || total == 0 {
+	bp := int64(math.Round(threshold * 10000)) // basis points
+	if bp <= 0 || total == 0 || failing <= 2 {
 		return false
 	}
-	share := float64(failing) / float64(total)
+	// share ≥ x basis points ⇔ failing·10000 ≥ x·total; in half basis
+	// points so that threshold/2 stays exact.
+	reaches := func(halfBP int64) bool { return int64(failing)*20000 >= halfBP*int64(total) }
 	if was {
-		return failing > 2 && share >= math.Max(threshold-0.05, threshold/2)
+		return reaches(max(2*bp-1000, bp))
 	}
-	return failing > 2 && share >= threshold
+	return reaches(2 * bp)
 }
 
 // blastSuspended: failure taints and evictions of this node are suspended by
