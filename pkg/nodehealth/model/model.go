@@ -163,6 +163,13 @@ type evictionClock struct {
 // bootRecord is the nodehealth.io/boot annotation.
 type bootRecord struct{ bootID, uid, failedOpen string }
 
+func (r *bootRecord) get() bootRecord {
+	if r == nil {
+		return bootRecord{}
+	}
+	return *r
+}
+
 func (r *bootRecord) String() string {
 	if r == nil {
 		return ""
@@ -211,9 +218,7 @@ func (m *Model) newEpoch() int { m.epochs++; return m.epochs }
 func (m *Model) Start(at time.Time) {
 	m.step(at)
 	m.running = true
-	m.ownViewStale = false
-	m.clusterSuspended = false
-	m.zoneSuspended = map[string]bool{}
+	m.resetGuards()
 	for k, l := range m.leases {
 		l.readyAtStale = false
 		l.renewSeq = 0
@@ -242,12 +247,16 @@ func (m *Model) Start(at time.Time) {
 func (m *Model) Stop(at time.Time) {
 	m.step(at)
 	m.running = false
-	m.ownViewStale = false
-	m.clusterSuspended = false
-	m.zoneSuspended = map[string]bool{}
+	m.resetGuards()
 	for _, n := range m.nodes {
 		n.held = false
 	}
+}
+
+// resetGuards: a controller that starts or stops remembers no suspension.
+func (m *Model) resetGuards() {
+	m.ownViewStale, m.clusterSuspended = false, false
+	m.zoneSuspended = map[string]bool{}
 }
 
 // NodeAdded: a Node created while the controller runs (a new node), or,

@@ -565,3 +565,30 @@ func TestTheBlastRadiusResumesOnlyBelowThresholdMinusFivePoints(t *testing.T) {
 		}
 	}
 }
+
+func TestNothingFailsOpenWhileTheOwnViewIsStale(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.start(0)
+	open := Extension{Name: "b", AffectsReadiness: true, StartupTimeout: time.Minute, FailOpen: true}
+	st.add(0, worker("n1", open))
+	st.stale(50 * sec)
+	st.run(2 * minute)
+	st.expect("timeout passed while stale", gated(registered, ""), "n1")
+	st.recover(2 * minute)
+	st.run(2*minute + 59*sec)
+	st.expect("the lift restarted the timeout", gated(registered, ""), "n1")
+	st.run(3 * minute)
+	st.expect("a minute after the lift", ready(boot1+";b"), "n1")
+}
+
+func TestARenewalObservedAtTheSameInstantAsARebootCountsOnlyAfterIt(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")))
+	rebooted := worker("n1", gating("a"))
+	rebooted.BootID = "boot2"
+	st.renew(10*sec, "n1/a")
+	st.update(10*sec, rebooted)
+	st.expect("renewed just before the reboot was seen", gated(rebootedReason, boot1), "n1")
+	st.renew(10*sec, "n1/a")
+	st.expect("renewed just after, same instant", ready(boot2), "n1")
+}

@@ -193,13 +193,7 @@ func (m *Model) blastSuspended(n *node) bool {
 // rebooted: status.nodeInfo.bootID changed between two non-empty values, or
 // (when the previous value is unknown) differs from the one recorded in the
 // boot record. A kubelet restart keeps the bootID and is not a reboot.
-func rebooted(old, cur string, rec *bootRecord) bool {
-	recorded := ""
-	if rec != nil {
-		recorded = rec.bootID
-	}
-	return changed(old, cur, recorded)
-}
+func rebooted(old, cur string, rec *bootRecord) bool { return changed(old, cur, rec.get().bootID) }
 
 // recreated: the UID changed between two non-empty values, or (when the
 // previous value is unknown) differs from the one recorded in the boot
@@ -208,23 +202,13 @@ func rebooted(old, cur string, rec *bootRecord) bool {
 // Choice: a re-creation seen as an update keeps what the controller wrote on
 // the Node (taint, condition, record) as it was; only the facts of Node
 // change. A re-creation together with a reboot is reported as a re-creation.
-func recreated(old, cur string, rec *bootRecord) bool {
-	recorded := ""
-	if rec != nil {
-		recorded = rec.uid
-	}
-	return changed(old, cur, recorded)
-}
+func recreated(old, cur string, rec *bootRecord) bool { return changed(old, cur, rec.get().uid) }
 
 func changed(old, cur, recorded string) bool {
-	switch {
-	case cur == "":
-		return false
-	case old != "":
-		return old != cur
-	default:
-		return recorded != "" && recorded != cur
+	if cur == "" || old != "" {
+		return cur != "" && old != cur
 	}
+	return recorded != "" && recorded != cur
 }
 
 // beginBootstrapGate: a new node, a reboot or a re-creation gates the node
@@ -384,7 +368,14 @@ func leaveExcludedNodeAlone(n *node) {
 // timeout that has not renewed since gateStart when the timeout passes
 // either keeps the node gated (KeepGated: reported as StartupTimeout, see
 // gateReason) or fails open (Ungate: stops gating until it renews).
+//
+// Choice: nothing fails open while the own view is stale (the missing
+// renewal may be the view's fault); the gateStart the lift sets restarts the
+// timeouts of gates that are still on.
 func (m *Model) applyStartupTimeouts(n *node, t time.Time) {
+	if m.ownViewStale {
+		return
+	}
 	for _, e := range n.Extensions {
 		if e.FailOpen && m.startupTimedOut(n, e, t) {
 			n.failedOpen[e.Name] = true
