@@ -71,8 +71,9 @@ type NodeView struct {
 	// failure has not ended since. The failure ends, and Evicted becomes false,
 	// at the first evaluation that leaves the node neither tainted nor held
 	// (ungated, recovered while held, excluded), or when the node is
-	// re-created (another Node object). It survives reboots and controller
-	// restarts: the pods are gone whatever the controller remembers.
+	// re-created (another Node object).
+	// Choice: it survives reboots and controller restarts: the pods are gone
+	// whatever the controller remembers.
 	Evicted bool
 	// BootRecord is what the nodehealth.io/boot record holds: "bootID/uid",
 	// followed by ";a,b" (sorted) when extensions failed open in this boot;
@@ -238,8 +239,9 @@ func (m *Model) Start(at time.Time) {
 	m.evaluate(at)
 }
 
-// Stop models the controller stopping (crash, lost leadership). It is an
-// addition to the driver's interface: until the next Start, inputs change
+// Stop models the controller stopping (crash, lost leadership).
+//
+// Choice: Stop is an addition to the driver's interface: until the next Start, inputs change
 // the world (Nodes, Leases, time) but nothing is observed or evaluated, so
 // that changes made while the controller is down reach it only through what
 // it finds at Start (the boot record, the Leases it lists). Before the first

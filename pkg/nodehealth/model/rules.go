@@ -45,6 +45,10 @@ func (m *Model) leaseReady(node, ext string, t time.Time) bool {
 // plannedRelease: the extension's Lease is released with a maintenance
 // reason, and the release was made in the node's current boot (a planned
 // release gates only in the boot it was made in).
+//
+// Choice: after a reboot the old release no longer gates whatever the Lease
+// does; a new release (after a renewal) in the new boot is a new request for
+// maintenance and gates.
 func (m *Model) plannedRelease(n *node, ext string) bool {
 	l := m.leases[leaseKey{n.Name, ext}]
 	return l != nil && !l.held && m.maintenance[l.reason] && l.releaseEpoch == n.epoch
@@ -102,6 +106,11 @@ func (m *Model) factsOf(n *node, t time.Time) facts {
 // is not ready, and no planned release of this boot is among its failures
 // (while a gate includes a planned release, the other failures are planned
 // too).
+//
+// Choice: "held counts as failing" applies to held failures; a node held
+// only because a bootstrap gate is pending under the own-view guard, or
+// because its planned gate waits for the guard, is not in service or not
+// unplanned, and is not counted.
 func isFailing(n *node, f facts) bool {
 	return !n.Excluded && n.inService && len(f.notReady) > 0 && !f.planned
 }
