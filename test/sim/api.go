@@ -46,13 +46,20 @@ type API struct {
 	EvictionHook func(pod *corev1.Pod) error
 	// Trace, if set, gets a line for each event Deliver delivers.
 	Trace *Trace
+	// SettlePolls (3) is how many consecutive polls Settle needs to find
+	// everything caught up and idle; SettlePoll (200µs, which Linux timers
+	// round up to about 1ms) is the wall-clock pause between two.
+	SettlePolls int
+	SettlePoll  time.Duration
 
-	mu        sync.Mutex
-	clients   int
-	rv        int64
-	objects   map[schema.GroupVersionResource]map[types.NamespacedName]runtime.Object
-	incarnate map[string]int // creations of each gvr/ns/name: its UID is derived from the count
-	generated map[string]int // names generated from each generateName
+	mu      sync.Mutex
+	clients int
+	rv      int64
+	objects map[schema.GroupVersionResource]map[types.NamespacedName]runtime.Object
+	// counts numbers what is derived from the seed by hashing, not drawn
+	// in call order: the UIDs of each gvr/ns/name, the names generated from
+	// each generateName, the writes (for random faults) of each object.
+	counts    map[string]int
 	history   []event
 	compacted int64
 	watches   []*Watch
@@ -61,7 +68,6 @@ type API struct {
 	stalls    map[schema.GroupVersionResource]func(runtime.Object) bool
 	faults    []*Fault
 	faultRate float64
-	writes    map[string]int // writes of each verb/gvr/ns/name: random faults are drawn from the count
 	tracked   []trackedInformer
 	pending   map[int64]int // resourceVersions delivered to a tracked resource and not yet seen by its informer
 	delivered int
@@ -84,17 +90,18 @@ type event struct {
 // and the delivery order.
 func NewAPI(scheme *runtime.Scheme, rng *Rand) *API {
 	return &API{
-		scheme:    scheme,
-		rv:        1, // as etcd's first revision: a list at "0" would read as "any"
-		seed:      rng.Uint64(),
-		deliver:   rng.Fork(),
-		objects:   map[schema.GroupVersionResource]map[types.NamespacedName]runtime.Object{},
-		incarnate: map[string]int{},
-		generated: map[string]int{},
-		owed:      map[string]int{},
-		stalls:    map[schema.GroupVersionResource]func(runtime.Object) bool{},
-		writes:    map[string]int{},
-		pending:   map[int64]int{},
+		scheme:  scheme,
+		rv:      1, // as etcd's first revision: a list at "0" would read as "any"
+		seed:    rng.Uint64(),
+		deliver: rng.Fork(),
+		objects: map[schema.GroupVersionResource]map[types.NamespacedName]runtime.Object{},
+		counts:  map[string]int{},
+		owed:    map[string]int{},
+		stalls:  map[schema.GroupVersionResource]func(runtime.Object) bool{},
+		pending: map[int64]int{},
+
+		SettlePolls: 3,
+		SettlePoll:  200 * time.Microsecond,
 	}
 }
 
@@ -465,16 +472,13 @@ func (a *API) now() metav1.Time {
 // counter, so that creations racing in worker goroutines still get the
 // UIDs of their seed.
 func (a *API) uid(gvr schema.GroupVersionResource, key types.NamespacedName) types.UID {
-	id := gvr.String() + "/" + key.String()
-	a.incarnate[id]++
-	h := a.hash(fmt.Sprintf("uid/%s/%d", id, a.incarnate[id]))
+	h := a.count("uid/" + gvr.String() + "/" + key.String())
 	return types.UID(fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", h>>32, h>>16&0xffff, h&0xffff, a.seed&0xffff, h>>16))
 }
 
 func (a *API) generateName(prefix string) string {
-	a.generated[prefix]++
 	const alphabet = "bcdfghjklmnpqrstvwxz2456789" // kube-apiserver's
-	h := a.hash(fmt.Sprintf("name/%s/%d", prefix, a.generated[prefix]))
+	h := a.count("name/" + prefix)
 	suffix := make([]byte, 5)
 	for i := range suffix {
 		suffix[i] = alphabet[h%uint64(len(alphabet))]
@@ -483,11 +487,10 @@ func (a *API) generateName(prefix string) string {
 	return prefix + string(suffix)
 }
 
-// hash is a uint64 of the seed and s.
-func (a *API) hash(s string) uint64 {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], a.seed)
-	sum := sha256.Sum256(append(b[:], s...))
+// count counts one more id and returns a hash of the seed, id and count.
+func (a *API) count(id string) uint64 {
+	a.counts[id]++
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d/%s/%d", a.seed, id, a.counts[id]))
 	return binary.LittleEndian.Uint64(sum[:8])
 }
 

@@ -83,9 +83,7 @@ func (a *API) faultFor(verb string, gvr schema.GroupVersionResource, sub, ns, na
 	if a.faultRate <= 0 {
 		return NoFault
 	}
-	id := fmt.Sprintf("%s/%s/%s/%s/%s", verb, gvr, sub, ns, name)
-	a.writes[id]++
-	h := a.hash(fmt.Sprintf("fault/%s/%d", id, a.writes[id]))
+	h := a.count(fmt.Sprintf("fault/%s/%s/%s/%s/%s", verb, gvr, sub, ns, name))
 	if float64(h>>11)/(1<<53) >= a.faultRate {
 		return NoFault
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -304,44 +305,53 @@ func (a *API) seenRV(rv int64) {
 	}
 }
 
-// SettlePolls is how many consecutive polls Settle needs to see the API
-// caught up and idle true, with no delivery and no write in between.
-const SettlePolls = 3
-
-// SettlePoll is the wall-clock pause between Settle's polls.
-const SettlePoll = 200 * time.Microsecond
-
 // Settle waits until the simulation is quiet: every delivered event of a
 // tracked resource was seen by a tracked informer, every tracked informer has
 // a watch open, every watch CloseWatches ended was re-opened, and idle (the
 // driver's check that its queues are empty and its workers wait) held for
-// SettlePolls consecutive polls in which nothing was delivered or written.
-// It delivers nothing itself. See the package doc for what this does not
-// guarantee. It returns ctx's error, with what it was waiting for.
+// SettlePolls consecutive polls, SettlePoll apart, in which nothing was
+// delivered or written. It delivers nothing itself. See the package doc for
+// what this does not guarantee. It returns ctx's error, with what it was
+// waiting for.
 func (a *API) Settle(ctx context.Context, idle func() bool) error {
-	streak, last := 0, [2]int64{-1, -1}
+	streak, last, spins := 0, a.progress(), 0
 	for {
 		waiting := a.waitingFor()
-		a.mu.Lock()
-		now := [2]int64{int64(a.delivered), a.rv}
-		a.mu.Unlock()
+		now := a.progress()
 		if waiting == "" && now == last && idle() {
-			if streak++; streak >= SettlePolls {
+			if streak++; streak >= a.SettlePolls {
 				return nil
 			}
 		} else {
 			streak = 0
 		}
 		last = now
-		select {
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			if waiting == "" {
 				waiting = "the driver's idle check"
 			}
 			return fmt.Errorf("sim: settle: %w, waiting for %s", ctx.Err(), waiting)
-		case <-time.After(SettlePoll):
+		}
+		// Informers catch up within microseconds: yield to them rather
+		// than sleep a timer's millisecond. The idle polls do sleep, to
+		// leave the handlers Settle cannot see time to run.
+		if waiting != "" && spins < 10000 {
+			spins++
+			goruntime.Gosched()
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(a.SettlePoll):
 		}
 	}
+}
+
+// progress changes with every delivery and every write.
+func (a *API) progress() [2]int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return [2]int64{int64(a.delivered), a.rv}
 }
 
 // waitingFor says what the API still waits for, "" if nothing.
