@@ -1,0 +1,95 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var (
+	flagSeed    = flag.String("sim.seed", "", "run only this seed (replays a failure)")
+	flagSeeds   = flag.Int("sim.seeds", 3, "random seeds each sim.Run adds to its regression seeds")
+	flagVerbose = flag.Bool("sim.verbose", false, "log each seed's trace")
+)
+
+// Regression is a seed that once failed, kept with what it found so that it
+// runs on every go test.
+type Regression struct {
+	Seed uint64
+	Name string
+}
+
+// Regressions is a test's list of regression seeds.
+type Regressions []Regression
+
+// Seeds are the regressions' seeds, for Run.
+func (rs Regressions) Seeds() []uint64 {
+	seeds := make([]uint64, len(rs))
+	for i, r := range rs {
+		seeds[i] = r.Seed
+	}
+	return seeds
+}
+
+// Run runs fn as a subtest name/seed=N for each of seeds and -sim.seeds random
+// ones, or only for -sim.seed. fn returns the run's trace (or nil): its hash is
+// logged, and the whole trace with -sim.verbose. A failed seed logs the one
+// command line that replays it.
+func Run(t *testing.T, name string, seeds []uint64, fn func(t *testing.T, seed uint64) *Trace) {
+	t.Helper()
+	seeds = append([]uint64(nil), seeds...)
+	for range *flagSeeds {
+		seeds = append(seeds, rand.Uint64()) // new ones each run: the replay line makes them reproducible
+	}
+	if *flagSeed != "" {
+		seed, err := strconv.ParseUint(*flagSeed, 10, 64)
+		if err != nil {
+			t.Fatalf("-sim.seed=%q: %v", *flagSeed, err)
+		}
+		seeds = []uint64{seed}
+	}
+	t.Run(name, func(t *testing.T) {
+		for _, seed := range seeds {
+			t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+				defer func() {
+					if t.Failed() {
+						t.Logf("replay: go test %s -run '^%s$' -sim.seed=%d -sim.verbose",
+							packageDir(), strings.Split(t.Name(), "/")[0], seed)
+					}
+				}()
+				if tr := fn(t, seed); tr != nil {
+					t.Logf("trace %s, %d lines", tr.Hash(), tr.Len())
+					if *flagVerbose {
+						t.Log("\n" + tr.String())
+					}
+				}
+			})
+		}
+	})
+}
+
+// packageDir is the test's package as ./dir from the module root: go test
+// runs a package's tests in its directory.
+func packageDir() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for root := wd; ; root = filepath.Dir(root) {
+		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+			rel, err := filepath.Rel(root, wd)
+			if err != nil || rel == "." {
+				return "."
+			}
+			return "./" + filepath.ToSlash(rel)
+		}
+		if filepath.Dir(root) == root {
+			return "."
+		}
+	}
+}
