@@ -3,6 +3,7 @@ package sim
 import (
 	"time"
 
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -11,7 +12,7 @@ import (
 var Epoch = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 // Clock is the simulated time the components are built with (it is a
-// clock.WithTicker): nothing moves it but the driver, one tick at a time.
+// clock.WithTicker, checked below): nothing moves it but the driver, one tick at a time.
 type Clock struct {
 	*testingclock.FakeClock
 	tick time.Duration
@@ -22,11 +23,12 @@ func NewClock(tick time.Duration) *Clock {
 	return &Clock{FakeClock: testingclock.NewFakeClock(Epoch), tick: tick}
 }
 
-// Tick advances the clock by n ticks, one Step each, so that timers due at
+// Forward advances the clock by n ticks, one Step each, so that timers due at
 // different ticks fire in their order. Firing only sends on the timers'
 // channels: a driver that wants the components to act on each tick before the
-// next calls Tick(1) and then API.Settle.
-func (c *Clock) Tick(n int) {
+// next calls Forward(1) and then API.Settle. (Tick is FakeClock's, from
+// clock.WithTicker.)
+func (c *Clock) Forward(n int) {
 	for range n {
 		c.Step(c.tick)
 	}
@@ -34,3 +36,5 @@ func (c *Clock) Tick(n int) {
 
 // Elapsed is the simulated time since Epoch.
 func (c *Clock) Elapsed() time.Duration { return c.Since(Epoch) }
+
+var _ clock.WithTicker = &Clock{}

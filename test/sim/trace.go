@@ -42,3 +42,10 @@ func (t *Trace) Hash() string {
 	sum := sha256.Sum256([]byte(t.String()))
 	return hex.EncodeToString(sum[:])
 }
+
+// Tail is the last n lines, for a failure message.
+func (t *Trace) Tail(n int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(t.lines[max(0, len(t.lines)-n):], "\n")
+}

@@ -88,7 +88,6 @@ type Model struct {
 
 	running bool      // between Start and Stop
 	now     time.Time // the last input's instant
-	seq     uint64    // counts inputs: orders what was observed at one instant
 	epochs  int       // source of boot epochs
 
 	nodes  map[string]*node
@@ -110,9 +109,6 @@ type lease struct {
 	// false while the running controller has never counted it observed.
 	observed    time.Time
 	observedSet bool
-	// renewSeq is the input in which the controller last observed a real
-	// renewal (0: none since it started). Only real renewals satisfy a gate.
-	renewSeq uint64
 	// reason is the nodehealth.io/reason of a release, releaseEpoch the
 	// boot of the node the release was made in.
 	reason       string
@@ -147,7 +143,6 @@ type gate struct {
 	cause   string    // NodeRegistered, NodeRebooted, NodeRecreated, ControllerStarted or ExtensionsNotReady
 	full    bool      // full scope: every gating extension must renew after start
 	start   time.Time // gateStart
-	seq     uint64    // the input gateStart was set in
 	scope   map[string]bool
 	reason  string // the last not-ready reason, for ControllerStarted and failure gates
 	pending bool   // the own-view guard kept its taint off
@@ -208,7 +203,6 @@ func (m *Model) step(at time.Time) {
 		panic(fmt.Sprintf("model: input at %v is before the previous one at %v", at, m.now))
 	}
 	m.now = at
-	m.seq++
 }
 
 func (m *Model) newEpoch() int { m.epochs++; return m.epochs }
@@ -222,7 +216,6 @@ func (m *Model) Start(at time.Time) {
 	m.resetGuards()
 	for k, l := range m.leases {
 		l.readyAtStale = false
-		l.renewSeq = 0
 		if l.held {
 			l.observed, l.observedSet = at, true
 		} else if n := m.nodes[k.node]; n != nil {
@@ -349,7 +342,7 @@ func (m *Model) LeaseRenewed(at time.Time, node, ext string, duration time.Durat
 	if !m.running {
 		return // seen at the next Start, not observed now
 	}
-	l.observed, l.observedSet, l.renewSeq = at, true, m.seq
+	l.observed, l.observedSet = at, true
 	if n := m.nodes[node]; n != nil {
 		// A fail-open lasts until the extension becomes ready again.
 		delete(n.failedOpen, ext)

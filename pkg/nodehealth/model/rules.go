@@ -54,15 +54,14 @@ func (m *Model) plannedRelease(n *node, ext string) bool {
 	return l != nil && !l.held && m.maintenance[l.reason] && l.releaseEpoch == n.epoch
 }
 
-// renewedSince: a real renewal of the extension was observed after the input
-// with sequence number seq (a gate's start).
-//
-// Choice: "after the gate began" is judged by the order of observation, not
-// by comparing instants: a renewal observed at the same instant as the cause
-// of a gate, but after it, counts; one observed before it does not.
-func (m *Model) renewedSince(n *node, ext string, seq uint64) bool {
+// renewedSince: a real renewal of the extension was observed strictly after
+// the gate began (DESIGN §5: "fresh renewals were observed after the gate
+// began"). Instants of the controller's clock are compared: a renewal
+// observed at the very instant the cause was observed does not count, as the
+// controller cannot tell which came first.
+func (m *Model) renewedSince(n *node, ext string, g *gate) bool {
 	l := m.leases[leaseKey{n.Name, ext}]
-	return l != nil && l.renewSeq > seq
+	return l != nil && l.observedSet && l.observed.After(g.start)
 }
 
 // facts is what a node's judgement at one instant rests on.
@@ -233,7 +232,7 @@ func (m *Model) beginBootstrapGate(n *node, at time.Time, cause string) {
 	n.inService = false
 	n.clock = evictionClock{last: at}
 	n.regSince = at
-	n.gate = &gate{cause: cause, full: true, start: at, seq: m.seq, reason: cause, scope: map[string]bool{}}
+	n.gate = &gate{cause: cause, full: true, start: at, reason: cause, scope: map[string]bool{}}
 }
 
 // findNode judges a node found at start (or whose exclusion label was
@@ -267,7 +266,7 @@ func (m *Model) findNode(n *node, at time.Time) {
 		return
 	}
 	cause := nodev1alpha1.ReasonControllerStarted
-	n.gate = &gate{cause: cause, full: true, start: at, seq: m.seq, reason: cause, scope: map[string]bool{}}
+	n.gate = &gate{cause: cause, full: true, start: at, reason: cause, scope: map[string]bool{}}
 	// Choice: a node found gated whose boot record names its current boot
 	// and UID was ready in this boot (the record is written only for nodes
 	// in service): it stays in service, so its failures count for the blast
@@ -326,7 +325,7 @@ func (m *Model) ownViewRecovers(at time.Time) {
 	}
 	for _, n := range m.nodes {
 		if n.gate != nil {
-			n.gate.start, n.gate.seq = at, m.seq
+			n.gate.start = at
 		}
 	}
 }
@@ -402,7 +401,7 @@ func (m *Model) applyStartupTimeouts(n *node, t time.Time) {
 func (m *Model) startupTimedOut(n *node, e Extension, t time.Time) bool {
 	g := n.gate
 	return g != nil && g.full && !n.inService && e.AffectsReadiness && e.StartupTimeout > 0 &&
-		!n.failedOpen[e.Name] && !m.renewedSince(n, e.Name, g.seq) && !t.Before(g.start.Add(e.StartupTimeout))
+		!n.failedOpen[e.Name] && !m.renewedSince(n, e.Name, g) && !t.Before(g.start.Add(e.StartupTimeout))
 }
 
 // widenFailedOnlyScope: a failed-only gate's scope is every extension seen
@@ -434,7 +433,7 @@ func (m *Model) gateMayEnd(n *node, f facts, t time.Time) bool {
 		return false
 	}
 	for _, e := range f.gating {
-		if (g.full || g.scope[e]) && !m.renewedSince(n, e, g.seq) {
+		if (g.full || g.scope[e]) && !m.renewedSince(n, e, g) {
 			return false
 		}
 	}
@@ -481,7 +480,7 @@ func (m *Model) openFailureGate(n *node, f facts, t time.Time) {
 		return
 	}
 	reason := nodev1alpha1.ReasonExtensionsNotReady
-	n.gate = &gate{cause: reason, start: t, seq: m.seq, reason: reason, scope: map[string]bool{}}
+	n.gate = &gate{cause: reason, start: t, reason: reason, scope: map[string]bool{}}
 	widenFailedOnlyScope(n, f)
 }
 
@@ -522,8 +521,9 @@ func (m *Model) writeCondition(n *node, f facts, t time.Time) {
 
 // gateReason: a bootstrap gate reports its cause (StartupTimeout once a
 // KeepGated extension missed its startup timeout); a gate found at start and
-// a failure gate report ExtensionsNotReady, or PlannedMaintenance when every
-// not-ready extension released for maintenance (docs/controller.md).
+// a failure gate report ExtensionsNotReady, or PlannedMaintenance while a
+// planned release of this boot is among the failures (its other failures are
+// planned too).
 //
 // Choice: while every extension of such a gate looks ready but has not
 // renewed since gateStart yet, the last reason stays (ControllerStarted
@@ -541,7 +541,9 @@ func (m *Model) gateReason(n *node, f facts, t time.Time) string {
 	}
 	if len(f.notReady) > 0 {
 		g.reason = nodev1alpha1.ReasonExtensionsNotReady
-		if f.allPlanned {
+		// While a planned release is among the failures, the others are
+		// planned too (DESIGN §5), and the reason says so.
+		if f.planned {
 			g.reason = nodev1alpha1.ReasonPlannedMaintenance
 		}
 	}

@@ -190,19 +190,16 @@ func TestHostileInput(t *testing.T) {
 	stop()
 	abuse.Wait()
 
-	// 10,000 registrations: reported once, no list written, the node keeps
-	// its state.
-	w.waitEvent(t, reg, nodehealth.EventInvalidExtensionList, "Leases self-register", "more than the limit of 64")
-	w.waitNode(t, reg, "condition Unknown, untainted", func(n *v1.Node) bool {
-		return !tainted(n) && conditionIs(v1.ConditionUnknown, nodehealth.EventInvalidExtensionList, "Cannot build the extension list")(n)
+	// 10,000 registrations: reported once; the list holds the oldest up
+	// to the limit and the node is still evaluated (its condition is
+	// written, it is not frozen in an unknown state).
+	w.waitEvent(t, reg, nodehealth.EventTooManyRegistrations, "Leases that self-register", "at most 64 entries")
+	w.waitNode(t, reg, "a full list, evaluated, untainted", func(n *v1.Node) bool {
+		list, err := nodev1alpha1.DecodeSystemExtensions(n.Annotations[nodev1alpha1.SystemExtensionsAnnotation], w.leaseNS)
+		return err == nil && len(list) == nodev1alpha1.MaxSystemExtensions && !tainted(n) && condition(n).Status != v1.ConditionUnknown
 	})
-	if ev := w.events(t, reg, nodehealth.EventInvalidExtensionList); len(ev) != 1 {
-		t.Errorf("InvalidExtensionList reported %d times: %q", len(ev), ev)
-	}
-	// Registrations were listed up to the limit, then the list was left
-	// as it was.
-	if list, err := nodev1alpha1.DecodeSystemExtensions(w.node(reg).Annotations[nodev1alpha1.SystemExtensionsAnnotation], w.leaseNS); err != nil || len(list) > nodev1alpha1.MaxSystemExtensions {
-		t.Errorf("list of %s: %d entries, %v", reg, len(list), err)
+	if ev := w.events(t, reg, nodehealth.EventTooManyRegistrations); len(ev) != 1 {
+		t.Errorf("TooManyRegistrations reported %d times: %q", len(ev), ev)
 	}
 
 	// Two holders fighting cost no Node write and no gate.

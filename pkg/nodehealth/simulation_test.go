@@ -1,0 +1,672 @@
+package nodehealth
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodehealth/model"
+	"nodehealth.io/nodehealth/test/sim"
+)
+
+// The simulation runs the real controller — NewController, its informers
+// over a fake API server that behaves as kube-apiserver can (test/sim), its
+// real workqueues — beside the reference model of DESIGN §5
+// (pkg/nodehealth/model), under a seeded schedule of faults, and requires
+// the same observable state from both after every simulated second: each
+// node's readiness taint, its SystemExtensionsReady condition and whether
+// its pods were evicted. `make test` runs the regression seeds and a few
+// random ones; `make simulate SEEDS=N` runs many.
+
+// simRegressions are seeds that once found a defect, kept with what they
+// found.
+var simRegressions = sim.Regressions{}
+
+func TestSimulation(t *testing.T) {
+	sim.Run(t, "guards", simRegressions.Seeds(), func(t *testing.T, seed uint64) *sim.Trace {
+		return runSimulation(t, seed, simTicks)
+	})
+}
+
+// The same seed gives the same trace: the schedule, the faults and every
+// observable state after each step.
+func TestSimulationIsDeterministic(t *testing.T) {
+	const seed = 42
+	a := runSimulation(t, seed, 120)
+	b := runSimulation(t, seed, 120)
+	if a.Hash() != b.Hash() {
+		t.Fatalf("seed %d gave two traces:\n%s\n----\n%s", seed, a, b)
+	}
+}
+
+// simTicks is how many simulated seconds one seed runs.
+const simTicks = 400
+
+const (
+	simLeaseSeconds = 10
+	simRenewEvery   = 3 * time.Second
+	simCanary       = 2 * time.Second
+)
+
+func simOptions() Options {
+	return Options{
+		LeaseNamespace: testNS,
+		TaintKey:       testKey,
+		TaintEffect:    v1.TaintEffectNoSchedule,
+		Rules: []Rule{
+			{Name: "kube-proxy", Extension: "kube-proxy", Selector: labels.Everything(), AffectsReadiness: true, FailurePolicy: FailurePolicyKeepGated},
+			{Name: "cni", Extension: "cni", Selector: labels.SelectorFromSet(labels.Set{"cni": "true"}), AffectsReadiness: true, FailurePolicy: FailurePolicyKeepGated},
+		},
+		RenewalGrace:         5 * time.Second,
+		RegistrationGrace:    30 * time.Second,
+		MaintenanceReasons:   sets.New(nodev1alpha1.ReasonUpdating),
+		Eviction:             EvictionOptions{Mode: EvictionModeEvict, Timeout: time.Minute, NodesPerSecond: 1000},
+		BlastRadius:          BlastRadiusOptions{ClusterThreshold: 0.5, ZoneThreshold: 0.6},
+		CanaryInterval:       simCanary,
+		MinimumLeaseDuration: 10 * time.Second,
+		Identity:             "sim-controller",
+	}
+}
+
+func modelConfig(o Options) model.Config {
+	return model.Config{
+		RenewalGrace:         o.RenewalGrace,
+		RegistrationGrace:    o.RegistrationGrace,
+		MinimumLeaseDuration: o.MinimumLeaseDuration,
+		EvictionTimeout:      o.Eviction.Timeout,
+		ClusterThreshold:     o.BlastRadius.ClusterThreshold,
+		ZoneThreshold:        o.BlastRadius.ZoneThreshold,
+		MaintenanceReasons:   sets.List(o.MaintenanceReasons),
+		CanaryInterval:       o.CanaryInterval,
+	}
+}
+
+var (
+	nodesGVR  = v1.SchemeGroupVersion.WithResource("nodes")
+	leasesGVR = coordinationv1.SchemeGroupVersion.WithResource("leases")
+	podsGVR   = v1.SchemeGroupVersion.WithResource("pods")
+)
+
+// simAgent is one extension's heartbeat on one node, as the world has it.
+type simAgent struct {
+	ext        string
+	registered bool // self-registers, affectsReadiness false (the updater)
+	alive      bool
+	released   string // a release reason while released
+	nextRenew  time.Time
+}
+
+type simNode struct {
+	name, zone string
+	uid        types.UID
+	boot       int
+	cni        bool
+	agents     []*simAgent
+	// A reboot from downFrom until downUntil: heartbeats silent, the new
+	// bootID reported at downUntil.
+	downFrom, downUntil time.Time
+	evicted   bool
+}
+
+func (n *simNode) bootID() string { return fmt.Sprintf("boot-%d", n.boot) }
+
+// simulation is one seed's run.
+type simulation struct {
+	t     *testing.T
+	ctx   context.Context
+	rng   *sim.Rand
+	api   *sim.API
+	clk   *sim.Clock
+	kube  *fake.Clientset
+	opts  Options
+	model *model.Model
+	trace *sim.Trace
+	nodes []*simNode
+
+	// The running controller instance.
+	c      *Controller
+	cancel context.CancelFunc
+	gen    int
+
+	// known: the nodes the model has been told about.
+	known sets.Set[string]
+	// stallUntil: the Lease watch is stalled until then (zero: not).
+	stallUntil time.Time
+	// revive: agents to bring back at an instant.
+	revive map[time.Time][]*simAgent
+}
+
+func runSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
+	t.Helper()
+	s := newSimulation(t, seed)
+	defer s.stop()
+	for range ticks {
+		if !s.step() {
+			break
+		}
+	}
+	return s.trace
+}
+
+func newSimulation(t *testing.T, seed uint64) *simulation {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	rng := sim.NewRand(seed)
+	s := &simulation{t: t, ctx: ctx, rng: rng, clk: sim.NewClock(time.Second), opts: simOptions(),
+		trace: &sim.Trace{}, revive: map[time.Time][]*simAgent{}, known: sets.New[string]()}
+	s.api = sim.NewAPI(scheme.Scheme, rng.Fork())
+	s.api.Clock = s.clk
+	s.api.EvictionHook = func(pod *v1.Pod) error {
+		for _, n := range s.nodes {
+			if n.name == pod.Spec.NodeName {
+				n.evicted = true
+			}
+		}
+		return nil
+	}
+	s.kube = fake.NewClientset()
+	s.api.Install(&s.kube.Fake)
+	s.model = model.New(modelConfig(s.opts))
+
+	// The cluster: 6 to 9 nodes in two zones, all running kube-proxy, some
+	// cni, some the updater (self-registered, not gating).
+	count := 6 + rng.Intn(4)
+	for i := range count {
+		n := &simNode{name: fmt.Sprintf("n%d", i), zone: fmt.Sprintf("z%d", i%2), uid: types.UID(fmt.Sprintf("uid-n%d", i)),
+			boot: 1, cni: rng.Chance(0.5)}
+		n.agents = []*simAgent{{ext: "kube-proxy", alive: true}, {ext: "cni", alive: true}}
+		if rng.Chance(0.5) {
+			n.agents = append(n.agents, &simAgent{ext: "bottlerocket-updater", registered: true, alive: true})
+		}
+		s.nodes = append(s.nodes, n)
+		s.create(s.nodeObject(n))
+		s.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p-" + n.name}, Spec: v1.PodSpec{NodeName: n.name}})
+		for _, a := range n.agents {
+			if a.ext != "cni" || n.cni {
+				s.create(s.leaseObject(n, a))
+				a.nextRenew = sim.Epoch.Add(time.Duration(rng.Intn(3)) * time.Second)
+			}
+		}
+	}
+	s.startController()
+	return s
+}
+
+func (s *simulation) create(obj interface{ GetName() string }) {
+	s.t.Helper()
+	var err error
+	switch o := obj.(type) {
+	case *v1.Node:
+		_, err = s.kube.CoreV1().Nodes().Create(s.ctx, o, metav1.CreateOptions{})
+	case *v1.Pod:
+		_, err = s.kube.CoreV1().Pods(o.Namespace).Create(s.ctx, o, metav1.CreateOptions{})
+	case *coordinationv1.Lease:
+		_, err = s.kube.CoordinationV1().Leases(o.Namespace).Create(s.ctx, o, metav1.CreateOptions{})
+	}
+	if err != nil {
+		s.t.Fatalf("creating %s: %v", obj.GetName(), err)
+	}
+}
+
+func (s *simulation) nodeObject(n *simNode) *v1.Node {
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, UID: n.uid, Labels: map[string]string{v1.LabelTopologyZone: n.zone}},
+		Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{BootID: n.bootID()}}}
+	if n.cni {
+		node.Labels["cni"] = "true"
+	}
+	return node
+}
+
+func (s *simulation) leaseObject(n *simNode, a *simAgent) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: a.ext + "." + n.name, Labels: nodev1alpha1.LeaseLabels(a.ext, n.name)},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(a.ext + "-" + n.name), LeaseDurationSeconds: ptr.To[int32](simLeaseSeconds),
+			RenewTime: &metav1.MicroTime{Time: s.clk.Now()}},
+	}
+	if a.registered {
+		l.Labels[nodev1alpha1.RegisterLabel] = "true"
+		l.Labels[nodev1alpha1.AffectsReadinessLabel] = "false"
+	}
+	return l
+}
+
+// modelNode is the node as the model takes it: the extension list the
+// controller resolves from its rules and the registrations.
+func (s *simulation) modelNode(node *v1.Node) model.Node {
+	mn := model.Node{Name: node.Name, UID: string(node.UID), BootID: node.Status.NodeInfo.BootID, Zone: node.Labels[v1.LabelTopologyZone]}
+	mn.Extensions = append(mn.Extensions, model.Extension{Name: "kube-proxy", AffectsReadiness: true})
+	if node.Labels["cni"] == "true" {
+		mn.Extensions = append(mn.Extensions, model.Extension{Name: "cni", AffectsReadiness: true})
+	}
+	for _, n := range s.nodes {
+		if n.name != node.Name {
+			continue
+		}
+		for _, a := range n.agents {
+			if a.registered {
+				mn.Extensions = append(mn.Extensions, model.Extension{Name: a.ext})
+			}
+		}
+	}
+	return mn
+}
+
+// startController starts a controller instance (the first, or a new leader
+// after a restart or failover) with informers of its own, and the model's
+// view of it.
+func (s *simulation) startController() {
+	s.t.Helper()
+	now := s.clk.Now()
+	if s.c != nil {
+		s.model.Stop(now)
+	}
+	s.gen++
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.cancel = cancel
+	ctx = klog.NewContext(ctx, klog.Background().V(10))
+	factory := informers.NewSharedInformerFactory(s.kube, 0)
+	leaseFactory := informers.NewSharedInformerFactoryWithOptions(s.kube, 0, informers.WithNamespace(testNS))
+	nodeInformer := factory.Core().V1().Nodes()
+	leaseInformer := leaseFactory.Coordination().V1().Leases().Informer()
+	c, err := NewController(ctx, s.kube, nodeInformer, leaseInformer, &record.FakeRecorder{}, s.clk, s.opts, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	c.evictionLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	s.c = c
+	s.feedModel(nodeInformer.Informer(), leaseInformer)
+	for gvr, inf := range map[string]cache.SharedIndexInformer{"nodes": nodeInformer.Informer(), "leases": leaseInformer} {
+		g := nodesGVR
+		if gvr == "leases" {
+			g = leasesGVR
+		}
+		if err := s.api.Track(g, inf); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	factory.Start(ctx.Done())
+	leaseFactory.Start(ctx.Done())
+	s.settle()
+	if !cache.WaitForCacheSync(ctx.Done(), c.nodesSynced, c.leasesSynced) {
+		s.t.Fatal("caches did not sync")
+	}
+	s.settle()
+	s.model.Start(now)
+	c.canary.mu.Lock()
+	c.canary.lastObserved = now
+	c.canary.mu.Unlock()
+	c.primeBlastRadius(ctx)
+	s.trace.Add("t=%s controller %d started", s.at(), s.gen)
+}
+
+func (s *simulation) stop() {
+	if s.cancel != nil {
+		s.cancel()
+		s.c.queue.ShutDown()
+		s.c.evictions.ShutDown()
+	}
+}
+
+// feedModel tells the model what the controller's informers observe, at the
+// instant they observe it.
+func (s *simulation) feedModel(nodes, leases cache.SharedIndexInformer) {
+	_, _ = nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			node := obj.(*v1.Node)
+			if s.known.Has(node.Name) {
+				// Listed again by a new controller instance.
+				s.model.NodeUpdated(s.clk.Now(), s.modelNode(node))
+				return
+			}
+			s.known.Insert(node.Name)
+			s.model.NodeAdded(s.clk.Now(), s.modelNode(node))
+		},
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, n := oldObj.(*v1.Node), newObj.(*v1.Node)
+			if o.UID != n.UID || o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID || !labels.Equals(o.Labels, n.Labels) {
+				s.model.NodeUpdated(s.clk.Now(), s.modelNode(n))
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			s.known.Delete(obj.(*v1.Node).Name)
+			s.model.NodeDeleted(s.clk.Now(), obj.(*v1.Node).Name)
+		},
+	})
+	observe := func(old, l *coordinationv1.Lease) {
+		ext, node, err := nodev1alpha1.ParseLeaseName(l.Name)
+		if err != nil || l.Name == nodev1alpha1.ControllerCanaryLease {
+			return
+		}
+		holder := ptr.Deref(l.Spec.HolderIdentity, "")
+		if holder == "" {
+			if old == nil || ptr.Deref(old.Spec.HolderIdentity, "") != "" {
+				s.model.LeaseReleased(s.clk.Now(), node, ext, l.Annotations[nodev1alpha1.ReasonAnnotation])
+			}
+			return
+		}
+		if old == nil || ptr.Deref(old.Spec.HolderIdentity, "") == "" || !old.Spec.RenewTime.Equal(l.Spec.RenewTime) {
+			s.model.LeaseRenewed(s.clk.Now(), node, ext, time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0))*time.Second)
+		}
+	}
+	_, _ = leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { observe(nil, obj.(*coordinationv1.Lease)) },
+		UpdateFunc: func(oldObj, newObj interface{}) { observe(oldObj.(*coordinationv1.Lease), newObj.(*coordinationv1.Lease)) },
+		DeleteFunc: func(obj interface{}) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			l := obj.(*coordinationv1.Lease)
+			if ext, node, err := nodev1alpha1.ParseLeaseName(l.Name); err == nil {
+				s.model.LeaseDeleted(s.clk.Now(), node, ext)
+			}
+		},
+	})
+}
+
+func (s *simulation) at() string { return s.clk.Elapsed().String() }
+
+// drain runs the controller's workers until its queues are empty and
+// reports whether it did anything.
+func (s *simulation) drain() bool {
+	worked := false
+	for s.c.queue.Len() > 0 || s.c.evictions.Len() > 0 {
+		worked = true
+		if s.c.queue.Len() > 0 {
+			s.c.processNext(s.ctx)
+		}
+		if s.c.evictions.Len() > 0 {
+			s.c.processNextEviction(s.ctx)
+		}
+	}
+	return worked
+}
+
+func (s *simulation) settle() {
+	s.t.Helper()
+	if err := s.api.Settle(s.ctx, func() bool { return !s.drain() }); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// deliver delivers the pending events (in a seeded order across watches) and
+// lets the controller act on them, until nothing is left to deliver.
+func (s *simulation) deliver() {
+	for range 1000 {
+		n := s.api.Deliver(1 + s.rng.Intn(8))
+		s.settle()
+		if n == 0 {
+			return
+		}
+	}
+	s.t.Fatal("events kept coming: the controller writes without end")
+}
+
+// checkView runs the canary's check as its loop would.
+func (s *simulation) checkView() {
+	now := s.clk.Now()
+	if stale, changed := s.c.canary.check(now); changed {
+		s.c.ownViewChanged(s.ctx, stale, now)
+		s.model.OwnView(now, stale)
+		s.trace.Add("t=%s own view stale=%v", s.at(), stale)
+	}
+}
+
+// step is one simulated second. It reports false when the run must stop.
+func (s *simulation) step() bool {
+	s.clk.Forward(1)
+	now := s.clk.Now()
+	s.kube.ClearActions()
+	s.checkView()
+	s.faults(now)
+	s.heartbeats(now)
+	if now.Sub(sim.Epoch)%simCanary == 0 {
+		_ = s.c.canary.renew(s.ctx)
+	}
+	s.deliver()
+	s.checkView()
+	s.deliver()
+	s.model.Advance(now)
+	return s.compare()
+}
+
+// heartbeats renews the Leases of the agents that are alive and due.
+func (s *simulation) heartbeats(now time.Time) {
+	for _, a := range s.revive[now] {
+		a.alive, a.released = true, ""
+		a.nextRenew = now
+	}
+	delete(s.revive, now)
+	for _, n := range s.nodes {
+		if now.Equal(n.downUntil) {
+			n.boot++
+			s.updateNode(n)
+			s.trace.Add("t=%s %s is back (boot %d)", s.at(), n.name, n.boot)
+		}
+		if !now.Before(n.downFrom) && now.Before(n.downUntil) {
+			continue
+		}
+		for _, a := range n.agents {
+			if (a.ext == "cni" && !n.cni) || !a.alive || a.released != "" || now.Before(a.nextRenew) {
+				continue
+			}
+			a.nextRenew = now.Add(simRenewEvery)
+			s.writeLease(n, a, func(l *coordinationv1.Lease) {
+				l.Spec.HolderIdentity = ptr.To(a.ext + "-" + n.name)
+				l.Spec.RenewTime = &metav1.MicroTime{Time: now}
+				delete(l.Annotations, nodev1alpha1.ReasonAnnotation)
+			})
+		}
+	}
+}
+
+func (s *simulation) writeLease(n *simNode, a *simAgent, mutate func(*coordinationv1.Lease)) {
+	leases := s.kube.CoordinationV1().Leases(testNS)
+	l, err := leases.Get(s.ctx, a.ext+"."+n.name, metav1.GetOptions{})
+	if err != nil {
+		l = s.leaseObject(n, a)
+		mutate(l)
+		_, _ = leases.Create(s.ctx, l, metav1.CreateOptions{})
+		return
+	}
+	mutate(l)
+	_, _ = leases.Update(s.ctx, l, metav1.UpdateOptions{}) // a refused write is retried at the next renewal
+}
+
+// faults draws this second's events from the seed.
+func (s *simulation) faults(now time.Time) {
+	r := s.rng
+	if !s.stallUntil.IsZero() && !now.Before(s.stallUntil) {
+		s.api.Unstall(leasesGVR)
+		s.stallUntil = time.Time{}
+		s.trace.Add("t=%s lease watch resumes", s.at())
+	}
+	for _, n := range s.nodes {
+		for _, a := range n.agents {
+			switch {
+			case a.alive && a.released == "" && r.Chance(0.003):
+				a.alive = false
+				s.reviveAt(now.Add(time.Duration(5+r.Intn(90))*time.Second), a)
+				s.trace.Add("t=%s %s/%s dies", s.at(), n.name, a.ext)
+			case a.alive && a.released == "" && !a.registered && r.Chance(0.001):
+				a.released = "Crash"
+				s.release(n, a, "Crash")
+				s.reviveAt(now.Add(time.Duration(5+r.Intn(60))*time.Second), a)
+			}
+		}
+		switch {
+		case r.Chance(0.002):
+			// An update: the updater (or, without one, kube-proxy) releases
+			// for maintenance, the node reboots a while later.
+			a := n.agents[0]
+			if len(n.agents) > 2 {
+				a = n.agents[2]
+			}
+			if a.alive && a.released == "" {
+				a.released = nodev1alpha1.ReasonUpdating
+				s.release(n, a, nodev1alpha1.ReasonUpdating)
+				s.reboot(n, now.Add(time.Duration(5+r.Intn(30))*time.Second))
+				s.reviveAt(n.downUntil.Add(time.Duration(1+r.Intn(5))*time.Second), a)
+			}
+		case r.Chance(0.002):
+			s.reboot(n, now)
+		case r.Chance(0.001):
+			n.cni = !n.cni
+			s.updateNode(n)
+			s.trace.Add("t=%s %s cni=%v", s.at(), n.name, n.cni)
+		}
+	}
+	switch {
+	case s.stallUntil.IsZero() && r.Chance(0.006):
+		// The controller's Lease watch stalls; its writes still go through.
+		s.stallUntil = now.Add(time.Duration(3+r.Intn(40)) * time.Second)
+		s.api.Stall(leasesGVR, nil)
+		s.trace.Add("t=%s lease watch stalls until %s", s.at(), s.stallUntil.Sub(sim.Epoch))
+	case r.Chance(0.003):
+		zone := fmt.Sprintf("z%d", r.Intn(2))
+		back := now.Add(time.Duration(10+r.Intn(90)) * time.Second)
+		for _, n := range s.nodes {
+			if n.zone == zone && n.agents[0].alive {
+				n.agents[0].alive = false
+				s.reviveAt(back, n.agents[0])
+			}
+		}
+		s.trace.Add("t=%s kube-proxy dies in zone %s", s.at(), zone)
+	case r.Chance(0.001):
+		back := now.Add(time.Duration(10+r.Intn(90)) * time.Second)
+		for _, n := range s.nodes {
+			if n.agents[0].alive {
+				n.agents[0].alive = false
+				s.reviveAt(back, n.agents[0])
+			}
+		}
+		s.trace.Add("t=%s kube-proxy dies everywhere", s.at())
+	case r.Chance(0.004):
+		s.startController()
+	case r.Chance(0.005):
+		s.api.CloseWatches(nodesGVR)
+		s.api.CloseWatches(leasesGVR)
+		s.trace.Add("t=%s watches closed", s.at())
+	case r.Chance(0.005):
+		s.api.Inject(sim.Fault{Verb: "patch", Resource: "nodes", Kind: sim.Conflict})
+		s.trace.Add("t=%s next node patch conflicts", s.at())
+	case r.Chance(0.003):
+		s.api.Inject(sim.Fault{Verb: "patch", Resource: "nodes", Kind: sim.LostAnswer})
+		s.trace.Add("t=%s next node patch's answer is lost", s.at())
+	}
+}
+
+func (s *simulation) reviveAt(at time.Time, a *simAgent) {
+	s.revive[at.Truncate(time.Second)] = append(s.revive[at.Truncate(time.Second)], a)
+}
+
+func (s *simulation) release(n *simNode, a *simAgent, reason string) {
+	s.writeLease(n, a, func(l *coordinationv1.Lease) {
+		l.Spec.HolderIdentity = ptr.To("")
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[nodev1alpha1.ReasonAnnotation] = reason
+	})
+	s.trace.Add("t=%s %s/%s releases (%s)", s.at(), n.name, a.ext, reason)
+}
+
+// reboot takes the node down at `at` for a few seconds: its heartbeats are
+// silent, and the kubelet reports the new boot when it is back.
+func (s *simulation) reboot(n *simNode, at time.Time) {
+	n.downFrom = at
+	n.downUntil = at.Add(time.Duration(2+s.rng.Intn(10)) * time.Second)
+	s.trace.Add("t=%s %s reboots from %s until %s", s.at(), n.name, at.Sub(sim.Epoch), n.downUntil.Sub(sim.Epoch))
+}
+
+func (s *simulation) updateNode(n *simNode) {
+	node, err := s.kube.CoreV1().Nodes().Get(s.ctx, n.name, metav1.GetOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	node.Status.NodeInfo.BootID = n.bootID()
+	if n.cni {
+		node.Labels["cni"] = "true"
+	} else {
+		delete(node.Labels, "cni")
+	}
+	if _, err := s.kube.CoreV1().Nodes().Update(s.ctx, node, metav1.UpdateOptions{}); err != nil {
+		s.t.Fatalf("updating node %s: %v", n.name, err)
+	}
+}
+
+// compare requires the controller's observable state to equal the model's,
+// records both in the trace, and checks the invariants.
+func (s *simulation) compare() bool {
+	s.t.Helper()
+	want := s.model.Nodes()
+	held := sets.New(s.model.Held()...)
+	var diffs, line []string
+	for _, n := range s.nodes {
+		obj, err := s.kube.CoreV1().Nodes().Get(s.ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		got := model.NodeView{Tainted: hasTaint(obj, testKey, v1.TaintEffectNoSchedule), Evicted: n.evicted}
+		for _, c := range obj.Status.Conditions {
+			if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
+				got.ConditionStatus, got.ConditionReason = string(c.Status), c.Reason
+			}
+		}
+		w := want[n.name]
+		w.BootRecord = ""
+		if got != w {
+			diffs = append(diffs, fmt.Sprintf("%s: controller %s, model %s", n.name, viewString(got), viewString(w)))
+		}
+		if held.Has(n.name) && got.Tainted {
+			diffs = append(diffs, fmt.Sprintf("%s: tainted while a guard holds it (invariant)", n.name))
+		}
+		line = append(line, n.name+"="+viewString(got))
+		if n.evicted && !got.Tainted && got.ConditionReason != nodev1alpha1.ReasonGatingSuspended {
+			// The node recovered: its workload comes back.
+			n.evicted = false
+			s.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("p-%s-%d", n.name, s.clk.Elapsed()/time.Second)},
+				Spec: v1.PodSpec{NodeName: n.name}})
+		}
+	}
+	sort.Strings(line)
+	s.trace.Add("t=%s %s", s.at(), strings.Join(line, " "))
+	if len(diffs) > 0 {
+		s.t.Errorf("t=%s the controller and the model differ:\n  %s\nrecent trace:\n%s", s.at(), strings.Join(diffs, "\n  "), s.trace.Tail(40))
+		return false
+	}
+	return true
+}
+
+func viewString(v model.NodeView) string {
+	s := "untainted"
+	if v.Tainted {
+		s = "tainted"
+	}
+	s += "/" + v.ConditionStatus + ":" + v.ConditionReason
+	if v.Evicted {
+		s += "/evicted"
+	}
+	return s
+}
