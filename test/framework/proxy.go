@@ -67,13 +67,15 @@ type ProxyConn struct {
 	// HTTP/2 (a protocol other than h2, or a malformed frame): it is still
 	// forwarded, but Requests and Watches say nothing about it.
 	Inspected bool
-	// Stalled reports whether the connection is held back now.
+	// Stalled reports whether the connection is held back now; Closed
+	// whether it has ended.
 	Stalled bool
+	Closed  bool
 }
 
 // maxRecordedRequests bounds ProxyConn.Requests (watches are always kept: a
 // client opens few).
-const maxRecordedRequests = 200
+const maxRecordedRequests = 1000
 
 // proxyConn is the proxy's record of one connection; guarded by Proxy.mu.
 type proxyConn struct {
@@ -274,6 +276,11 @@ func (p *Proxy) accept() {
 
 func (p *Proxy) serve(client net.Conn, c *proxyConn) {
 	defer p.wg.Done()
+	defer func() {
+		p.mu.Lock()
+		c.info.Closed = true
+		p.mu.Unlock()
+	}()
 	defer p.untrack(client)
 	// A connection opened during a stall hangs like the others (before
 	// its TLS handshake, too).
