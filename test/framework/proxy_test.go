@@ -430,6 +430,15 @@ func TestProxyStallConnsByRequest(t *testing.T) {
 	if !quiet(leases, 300*time.Millisecond) {
 		t.Error("Resume ended StallConns")
 	}
+
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range p.Conns() {
+		if !c.Closed {
+			t.Errorf("connection %d not closed after Close", c.ID)
+		}
+	}
 }
 
 // The inspector reads requests across frame boundaries, CONTINUATION frames
