@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -240,6 +244,15 @@ func (f *fleet) fail(nodes ...string) {
 	}
 }
 
+// recover renews the nodes' Leases again: their extension is back.
+func (f *fleet) recover(nodes ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range nodes {
+		delete(f.stopped, n)
+	}
+}
+
 // failing returns the nodes whose Leases are no longer renewed.
 func (f *fleet) failing() []string {
 	f.mu.Lock()
@@ -338,6 +351,65 @@ func (f *fleet) transitions(node string) []version {
 	return slices.Clone(f.history[node][f.marks[node]:])
 }
 
+// snapshot marks how many versions of each node were recorded so far, for
+// versionsSince.
+func (f *fleet) snapshot() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]int{}
+	for _, n := range f.nodes {
+		out[n] = len(f.history[n])
+	}
+	return out
+}
+
+// versionsSince returns the versions of node recorded after snapshot s.
+func (f *fleet) versionsSince(node string, s map[string]int) []version {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.history[node][s[node]:])
+}
+
+// everTainted reports whether any version of node since the fleet settled
+// carried the readiness taint.
+func (f *fleet) everTainted(node string) bool {
+	for _, v := range f.transitions(node) {
+		if v.tainted {
+			return true
+		}
+	}
+	return false
+}
+
+// condition reads the node's SystemExtensionsReady condition from the API
+// server (status and reason; empty when it has none).
+func (f *fleet) condition(t testing.TB, node string) (v1.ConditionStatus, string) {
+	t.Helper()
+	n, err := f.env.Client.CoreV1().Nodes().Get(waitCtx(t), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
+			return c.Status, c.Reason
+		}
+	}
+	return "", ""
+}
+
+// held reports whether a guard holds the node back: its condition is False
+// with reason GatingSuspended and it carries no readiness taint.
+func (f *fleet) held(t testing.TB, node string) bool {
+	status, reason := f.condition(t, node)
+	return status == v1.ConditionFalse && reason == nodev1alpha1.ReasonGatingSuspended && !f.tainted(node)
+}
+
+// taintedOrHeld reports whether the controller acted on the node's failure:
+// tainted, or held back by a guard.
+func (f *fleet) taintedOrHeld(t testing.TB, node string) bool {
+	return f.tainted(node) || f.held(t, node)
+}
+
 // taintedAt returns when node was last seen becoming tainted.
 func (f *fleet) taintedAt(node string) time.Time {
 	f.mu.Lock()
@@ -429,15 +501,27 @@ func (f *fleet) waitEvicted(t testing.TB) {
 // evictions counts eviction requests per pod of namespace in the audit log.
 func evictions(t testing.TB, namespace string) map[string]int {
 	t.Helper()
+	out := map[string]int{}
+	for pod, codes := range evictionRequests(t, namespace) {
+		out[pod] = len(codes)
+	}
+	return out
+}
+
+// evictionRequests lists, per pod of namespace, the HTTP status code of each
+// eviction request in the audit log, in order: 201 for an eviction, 429 for
+// one a PodDisruptionBudget refused.
+func evictionRequests(t testing.TB, namespace string) map[string][]int {
+	t.Helper()
 	file, err := os.Open(auditLog)
 	if err != nil {
 		if os.IsNotExist(err) {
-			return map[string]int{}
+			return map[string][]int{}
 		}
 		t.Fatal(err)
 	}
 	defer file.Close()
-	out := map[string]int{}
+	out := map[string][]int{}
 	sc := bufio.NewScanner(file)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
@@ -446,12 +530,15 @@ func evictions(t testing.TB, namespace string) map[string]int {
 			ObjectRef struct {
 				Resource, Subresource, Namespace, Name string
 			} `json:"objectRef"`
+			ResponseStatus struct {
+				Code int `json:"code"`
+			} `json:"responseStatus"`
 		}
 		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" {
 			continue
 		}
 		if r := ev.ObjectRef; r.Resource == "pods" && r.Subresource == "eviction" && r.Namespace == namespace {
-			out[r.Name]++
+			out[r.Name] = append(out[r.Name], ev.ResponseStatus.Code)
 		}
 	}
 	return out
@@ -470,6 +557,8 @@ type controllers struct {
 	leaderNS string
 	config   string
 	reps     []*framework.Supervisor
+	// metricsURLs are the replicas' /metrics, by index of reps.
+	metricsURLs []string
 }
 
 // leaderElection is the leader-election section of the configuration.
@@ -487,6 +576,9 @@ type controllerConfig struct {
 	election       leaderElection
 	kubeconfig     string // the admin kubeconfig when empty
 	nodesPerSecond string // eviction rate; edited by the reload test
+	// clusterThreshold and zoneThreshold are the blast radius's
+	// thresholds in percent; 0 means 100 (off but for a whole cluster).
+	clusterThreshold, zoneThreshold int
 }
 
 func (f *fleet) configYAML(leaderNS string, c controllerConfig) string {
@@ -496,8 +588,15 @@ func (f *fleet) configYAML(leaderNS string, c controllerConfig) string {
 	if c.nodesPerSecond == "" {
 		c.nodesPerSecond = "100"
 	}
-	// The blast radius is off (100 %): it would hide a taint storm, which
-	// is what these tests must see if the own-view guard fails.
+	if c.clusterThreshold == 0 {
+		c.clusterThreshold = 100
+	}
+	if c.zoneThreshold == 0 {
+		c.zoneThreshold = 100
+	}
+	// The blast radius is off (100 %) unless a test sets it: it would hide
+	// a taint storm, which is what these tests must see if the own-view
+	// guard fails.
 	return fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
 kind: NodeHealthControllerConfiguration
 leaderElection:
@@ -526,10 +625,11 @@ eviction:
   timeout: %s
   nodesPerSecond: %s
 blastRadius:
-  clusterThresholdPercent: 100
-  zoneThresholdPercent: 100
+  clusterThresholdPercent: %d
+  zoneThresholdPercent: %d
 `, c.election.lease, c.election.renew, c.election.retry, leaderName, leaderNS, c.kubeconfig, f.leaseNS,
-		extension, groupLabel, f.group, renewalGrace, leaseDuration, canaryInterval, evictionTimeout, c.nodesPerSecond)
+		extension, groupLabel, f.group, renewalGrace, leaseDuration, canaryInterval, evictionTimeout, c.nodesPerSecond,
+		c.clusterThreshold, c.zoneThreshold)
 }
 
 // startControllers runs n replicas with configuration c.
@@ -554,6 +654,7 @@ func (f *fleet) startControllers(t *testing.T, n int, c controllerConfig) *contr
 			t.Fatal(err)
 		}
 		cs.reps = append(cs.reps, s)
+		cs.metricsURLs = append(cs.metricsURLs, "http://"+addrs[i]+"/metrics")
 		t.Cleanup(func() {
 			if err := s.Stop(10 * time.Second); err != nil {
 				t.Errorf("stopping %s: %v", name, err)
@@ -621,4 +722,57 @@ func (cs *controllers) leading(t testing.TB, holder string) *framework.Superviso
 		t.Fatalf("%s never started leading: %v", holder, err)
 	}
 	return s
+}
+
+// metric returns the sum of the samples of name whose labels include want,
+// scraped from replica i's /metrics (a restarted replica starts from zero).
+func (cs *controllers) metric(t testing.TB, i int, name string, want map[string]string) float64 {
+	t.Helper()
+	v, err := scrape(waitCtx(t), cs.metricsURLs[i], name, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// waitMetric waits until replica i's metric (as metric sums it) is value.
+func (cs *controllers) waitMetric(t testing.TB, i int, name string, want map[string]string, value float64) {
+	t.Helper()
+	var last float64
+	var lastErr error
+	err := wait.PollUntilContextTimeout(waitCtx(t), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		last, lastErr = scrape(ctx, cs.metricsURLs[i], name, want)
+		return lastErr == nil && last == value, nil
+	})
+	if err != nil {
+		t.Fatalf("%s%v = %v (%v), want %v: %v", name, want, last, lastErr, value, err)
+	}
+}
+
+func scrape(ctx context.Context, url, name string, want map[string]string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("parsing %s: %w", url, err)
+	}
+	var sum float64
+next:
+	for _, m := range families[name].GetMetric() {
+		for k, v := range want {
+			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == k && l.GetValue() == v }) {
+				continue next
+			}
+		}
+		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	return sum, nil
 }

@@ -3,7 +3,12 @@
 // checks that nodehealth loses no taint, never flaps and never evicts twice:
 // kube-apiserver restarted during a burst of failures, etcd restarted and
 // paused, the leader SIGKILLed ten times, a stalled connection, SIGTERM
-// during a burst, and a configuration edited twenty times.
+// during a burst, and a configuration edited twenty times. The compound
+// faults (compound_test.go) put one fault on top of another against the
+// guards: an etcd stall while the blast radius holds nodes back, a restart
+// while Leases are silent, a drain blocked by a PodDisruptionBudget across
+// a suspension, and the controller's Lease watch stalled alone (a proxy that
+// reads each connection's requests stalls only that one).
 //
 // The tests change the whole control plane (they restart etcd and the API
 // server), so they run one at a time. Each has its own nodes (plain Node
