@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -84,6 +85,12 @@ type Controller struct {
 	// evaluation (see recheckTimer).
 	dirtyMu sync.Mutex
 	dirty   sets.Set[string]
+
+	// handled counts the informer notifications the controller's handlers
+	// finished: a shared informer runs each handler on a goroutine of its
+	// own, and a deterministic simulation must know that they all ran
+	// before it lets the workers look.
+	handled atomic.Int64
 }
 
 type contribution struct {
@@ -159,6 +166,7 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 	// then as renewed after the node's gateStart (a flap).
 	nodeHandler, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj interface{}, initial bool) {
+			defer c.handled.Add(1)
 			node, ok := obj.(*v1.Node)
 			if !ok {
 				return
@@ -171,6 +179,7 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 			c.enqueue(node.Name)
 		},
 		UpdateFunc: func(oldObj, newObj interface{}) {
+			defer c.handled.Add(1)
 			oldNode, ok1 := oldObj.(*v1.Node)
 			newNode, ok2 := newObj.(*v1.Node)
 			if ok1 && ok2 && (nodeChanged(oldNode, newNode, opts.TaintKey) || oldNode.ResourceVersion == newNode.ResourceVersion) {
@@ -178,6 +187,7 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 			}
 		},
 		DeleteFunc: func(obj interface{}) {
+			defer c.handled.Add(1)
 			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tombstone.Obj
 			}
@@ -190,9 +200,16 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 		return nil, err
 	}
 	leaseHandler, err := leaseInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { c.leaseChanged(logger, nil, obj) },
-		UpdateFunc: func(oldObj, newObj interface{}) { c.leaseChanged(logger, oldObj, newObj) },
+		AddFunc: func(obj interface{}) {
+			defer c.handled.Add(1)
+			c.leaseChanged(logger, nil, obj)
+		},
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			defer c.handled.Add(1)
+			c.leaseChanged(logger, oldObj, newObj)
+		},
 		DeleteFunc: func(obj interface{}) {
+			defer c.handled.Add(1)
 			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tombstone.Obj
 			}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -59,11 +62,11 @@ func TestSimulationIsDeterministic(t *testing.T) {
 }
 
 // simTicks is how many simulated seconds one seed runs.
-const simTicks = 400
+const simTicks = 300
 
 const (
 	simLeaseSeconds = 10
-	simRenewEvery   = 3 * time.Second
+	simRenewEvery   = 5 * time.Second
 	simCanary       = 2 * time.Second
 )
 
@@ -124,7 +127,7 @@ type simNode struct {
 	// A reboot from downFrom until downUntil: heartbeats silent, the new
 	// bootID reported at downUntil.
 	downFrom, downUntil time.Time
-	evicted   bool
+	evicted             bool
 }
 
 func (n *simNode) bootID() string { return fmt.Sprintf("boot-%d", n.boot) }
@@ -142,13 +145,21 @@ type simulation struct {
 	trace *sim.Trace
 	nodes []*simNode
 
-	// The running controller instance.
-	c      *Controller
-	cancel context.CancelFunc
-	gen    int
+	// The running controller instance, its informers, and how many
+	// notifications the model's handlers received from them.
+	c         *Controller
+	informers []cache.SharedIndexInformer
+	fed       *atomic.Int64
+	cancel    context.CancelFunc
+	gen       int
 
 	// known: the nodes the model has been told about.
 	known sets.Set[string]
+	// observed holds what the informers observed since the last flush, for
+	// the model: handlers run on goroutines of their own, so their inputs
+	// are queued and handed to the model in one canonical order.
+	observedMu sync.Mutex
+	observed   []modelInput
 	// stallUntil: the Lease watch is stalled until then (zero: not).
 	stallUntil time.Time
 	// revive: agents to bring back at an instant.
@@ -291,31 +302,45 @@ func (s *simulation) startController() {
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	// The cluster-wide eviction rate and the per-node retry back-off (5 ms
+	// and up) are below the simulation's one-second resolution: a retry
+	// happens in the same simulated second, as it would in a real one.
 	c.evictionLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	c.queue.ShutDown()
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](immediateRetry{},
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodehealth", Clock: s.clk})
 	s.c = c
-	s.feedModel(nodeInformer.Informer(), leaseInformer)
-	for gvr, inf := range map[string]cache.SharedIndexInformer{"nodes": nodeInformer.Informer(), "leases": leaseInformer} {
-		g := nodesGVR
-		if gvr == "leases" {
-			g = leasesGVR
-		}
-		if err := s.api.Track(g, inf); err != nil {
-			s.t.Fatal(err)
-		}
+	nodeInf := nodeInformer.Informer()
+	s.informers = []cache.SharedIndexInformer{nodeInf, leaseInformer}
+	s.fed = &atomic.Int64{}
+	s.feedModel(nodeInf, leaseInformer)
+	if err := s.api.Track(nodesGVR, nodeInf); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.api.Track(leasesGVR, leaseInformer); err != nil {
+		s.t.Fatal(err)
 	}
 	factory.Start(ctx.Done())
 	leaseFactory.Start(ctx.Done())
-	s.settle()
+	// As Run does: no worker before every handler has the initial lists.
+	startCtx, cancelStart := context.WithTimeout(s.ctx, time.Minute)
+	defer cancelStart()
+	if err := s.api.Settle(startCtx, func() bool { return c.nodesSynced() && c.leasesSynced() && s.handlersDone() }); err != nil {
+		s.t.Fatalf("the controller's caches did not sync: %v (notifications: nodes %d, leases %d sent, %d handled by the controller, %d by the model's handlers)",
+			err, s.api.Seen(s.informers[0]), s.api.Seen(s.informers[1]), c.handled.Load(), s.fed.Load())
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), c.nodesSynced, c.leasesSynced) {
 		s.t.Fatal("caches did not sync")
 	}
-	s.settle()
+	s.flush()
 	s.model.Start(now)
 	c.canary.mu.Lock()
 	c.canary.lastObserved = now
 	c.canary.mu.Unlock()
 	c.primeBlastRadius(ctx)
 	s.trace.Add("t=%s controller %d started", s.at(), s.gen)
+	// Its workers start at once, on what it listed.
+	s.deliver()
 }
 
 func (s *simulation) stop() {
@@ -326,70 +351,135 @@ func (s *simulation) stop() {
 	}
 }
 
+// modelInput is one observation for the model; key orders the inputs of one
+// flush (Nodes before Leases, then by name; one object's in arrival order).
+type modelInput struct {
+	key   string
+	apply func()
+}
+
+func (s *simulation) observe(key string, apply func()) {
+	if key == "" {
+		return
+	}
+	s.observedMu.Lock()
+	s.observed = append(s.observed, modelInput{key: key, apply: apply})
+	s.observedMu.Unlock()
+}
+
+// flush hands the queued observations to the model.
+func (s *simulation) flush() {
+	s.observedMu.Lock()
+	inputs := s.observed
+	s.observed = nil
+	s.observedMu.Unlock()
+	sort.SliceStable(inputs, func(i, j int) bool { return inputs[i].key < inputs[j].key })
+	for _, in := range inputs {
+		in.apply()
+	}
+}
+
+// counted counts every notification h receives, whatever it does with it
+// (handlersDone).
+func (s *simulation) counted(h cache.ResourceEventHandlerFuncs) cache.ResourceEventHandlerFuncs {
+	fed := s.fed
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { h.OnAdd(obj, false); fed.Add(1) },
+		UpdateFunc: func(o, n interface{}) { h.OnUpdate(o, n); fed.Add(1) },
+		DeleteFunc: func(obj interface{}) { h.OnDelete(obj); fed.Add(1) },
+	}
+}
+
 // feedModel tells the model what the controller's informers observe, at the
 // instant they observe it.
 func (s *simulation) feedModel(nodes, leases cache.SharedIndexInformer) {
-	_, _ = nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, _ = nodes.AddEventHandler(s.counted(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
-			node := obj.(*v1.Node)
-			if s.known.Has(node.Name) {
-				// Listed again by a new controller instance.
-				s.model.NodeUpdated(s.clk.Now(), s.modelNode(node))
-				return
-			}
-			s.known.Insert(node.Name)
-			s.model.NodeAdded(s.clk.Now(), s.modelNode(node))
+			node, at := obj.(*v1.Node), s.clk.Now()
+			s.observe("0/"+node.Name, func() {
+				if s.known.Has(node.Name) {
+					// Listed again by a new controller instance.
+					s.model.NodeUpdated(at, s.modelNode(node))
+					return
+				}
+				s.known.Insert(node.Name)
+				s.model.NodeAdded(at, s.modelNode(node))
+			})
 		},
 		UpdateFunc: func(oldObj, newObj interface{}) {
-			o, n := oldObj.(*v1.Node), newObj.(*v1.Node)
+			o, n, at := oldObj.(*v1.Node), newObj.(*v1.Node), s.clk.Now()
 			if o.UID != n.UID || o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID || !labels.Equals(o.Labels, n.Labels) {
-				s.model.NodeUpdated(s.clk.Now(), s.modelNode(n))
+				s.observe("0/"+n.Name, func() { s.model.NodeUpdated(at, s.modelNode(n)) })
 			}
 		},
 		DeleteFunc: func(obj interface{}) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
 			}
-			s.known.Delete(obj.(*v1.Node).Name)
-			s.model.NodeDeleted(s.clk.Now(), obj.(*v1.Node).Name)
+			name, at := obj.(*v1.Node).Name, s.clk.Now()
+			s.observe("0/"+name, func() {
+				s.known.Delete(name)
+				s.model.NodeDeleted(at, name)
+			})
 		},
-	})
+	}))
 	observe := func(old, l *coordinationv1.Lease) {
 		ext, node, err := nodev1alpha1.ParseLeaseName(l.Name)
 		if err != nil || l.Name == nodev1alpha1.ControllerCanaryLease {
 			return
 		}
-		holder := ptr.Deref(l.Spec.HolderIdentity, "")
+		holder, at, key := ptr.Deref(l.Spec.HolderIdentity, ""), s.clk.Now(), "1/"+node+"/"+ext
 		if holder == "" {
 			if old == nil || ptr.Deref(old.Spec.HolderIdentity, "") != "" {
-				s.model.LeaseReleased(s.clk.Now(), node, ext, l.Annotations[nodev1alpha1.ReasonAnnotation])
+				reason := l.Annotations[nodev1alpha1.ReasonAnnotation]
+				s.observe(key, func() { s.model.LeaseReleased(at, node, ext, reason) })
 			}
 			return
 		}
 		if old == nil || ptr.Deref(old.Spec.HolderIdentity, "") == "" || !old.Spec.RenewTime.Equal(l.Spec.RenewTime) {
-			s.model.LeaseRenewed(s.clk.Now(), node, ext, time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0))*time.Second)
+			d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second
+			s.observe(key, func() { s.model.LeaseRenewed(at, node, ext, d) })
 		}
 	}
-	_, _ = leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { observe(nil, obj.(*coordinationv1.Lease)) },
-		UpdateFunc: func(oldObj, newObj interface{}) { observe(oldObj.(*coordinationv1.Lease), newObj.(*coordinationv1.Lease)) },
+	_, _ = leases.AddEventHandler(s.counted(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) { observe(nil, obj.(*coordinationv1.Lease)) },
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			observe(oldObj.(*coordinationv1.Lease), newObj.(*coordinationv1.Lease))
+		},
 		DeleteFunc: func(obj interface{}) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
 			}
 			l := obj.(*coordinationv1.Lease)
 			if ext, node, err := nodev1alpha1.ParseLeaseName(l.Name); err == nil {
-				s.model.LeaseDeleted(s.clk.Now(), node, ext)
+				at := s.clk.Now()
+				s.observe("1/"+node+"/"+ext, func() { s.model.LeaseDeleted(at, node, ext) })
 			}
 		},
-	})
+	}))
 }
 
 func (s *simulation) at() string { return s.clk.Elapsed().String() }
 
+// handlersDone reports whether the controller's handlers and the model's have
+// run for every notification the informers sent (Settle waits only for its
+// own handler's): each handler of a shared informer runs on a goroutine of
+// its own.
+func (s *simulation) handlersDone() bool {
+	var sent int64
+	for _, inf := range s.informers {
+		sent += s.api.Seen(inf)
+	}
+	return s.c.handled.Load() == sent && s.fed.Load() == sent
+}
+
 // drain runs the controller's workers until its queues are empty and
-// reports whether it did anything.
+// reports whether it did anything (or has not caught up yet).
 func (s *simulation) drain() bool {
+	if !s.handlersDone() {
+		time.Sleep(100 * time.Microsecond)
+		return true
+	}
 	worked := false
 	for s.c.queue.Len() > 0 || s.c.evictions.Len() > 0 {
 		worked = true
@@ -405,16 +495,27 @@ func (s *simulation) drain() bool {
 
 func (s *simulation) settle() {
 	s.t.Helper()
-	if err := s.api.Settle(s.ctx, func() bool { return !s.drain() }); err != nil {
-		s.t.Fatal(err)
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	defer cancel()
+	if err := s.api.Settle(ctx, func() bool { return !s.drain() }); err != nil {
+		var sent int64
+		for _, inf := range s.informers {
+			sent += s.api.Seen(inf)
+		}
+		s.t.Fatalf("t=%s not settled: %v (notifications: %d sent, %d handled by the controller, %d by the model's handlers)",
+			s.at(), err, sent, s.c.handled.Load(), s.fed.Load())
 	}
+	s.flush()
 }
 
-// deliver delivers the pending events (in a seeded order across watches) and
-// lets the controller act on them, until nothing is left to deliver.
+// deliver delivers the pending events one at a time (in a seeded order across
+// watches), letting the controller act on each before the next, until
+// nothing is left to deliver. One at a time, the controller's evaluations
+// follow its observations as the model's do; whether two events reach a
+// worker together is a matter of goroutine timing, which a seed cannot fix.
 func (s *simulation) deliver() {
-	for range 1000 {
-		n := s.api.Deliver(1 + s.rng.Intn(8))
+	for range 10000 {
+		n := s.api.Deliver(1)
 		s.settle()
 		if n == 0 {
 			return
@@ -438,7 +539,11 @@ func (s *simulation) step() bool {
 	s.clk.Forward(1)
 	now := s.clk.Now()
 	s.kube.ClearActions()
+	// What came due with time first, in both: the view's staleness, then
+	// the timers, before anything that happens in this second.
 	s.checkView()
+	s.model.Advance(now)
+	s.settle()
 	s.faults(now)
 	s.heartbeats(now)
 	if now.Sub(sim.Epoch)%simCanary == 0 {
@@ -534,6 +639,10 @@ func (s *simulation) faults(now time.Time) {
 		case r.Chance(0.001):
 			n.cni = !n.cni
 			s.updateNode(n)
+			// The CNI DaemonSet's pod starts a moment after the label:
+			// its first renewal is never seen in the same second as the
+			// label (which the controller could not order either).
+			n.agents[1].nextRenew = now.Add(time.Duration(1+r.Intn(3)) * time.Second)
 			s.trace.Add("t=%s %s cni=%v", s.at(), n.name, n.cni)
 		}
 	}
@@ -628,12 +737,15 @@ func (s *simulation) compare() bool {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		got := model.NodeView{Tainted: hasTaint(obj, testKey, v1.TaintEffectNoSchedule), Evicted: n.evicted}
+		got := model.NodeView{Tainted: hasTaint(obj, testKey, v1.TaintEffectNoSchedule)}
 		for _, c := range obj.Status.Conditions {
 			if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
 				got.ConditionStatus, got.ConditionReason = string(c.Status), c.Reason
 			}
 		}
+		// Evicted lasts as long as the failure: while the node is tainted
+		// or held.
+		got.Evicted = n.evicted && (got.Tainted || got.ConditionReason == nodev1alpha1.ReasonGatingSuspended)
 		w := want[n.name]
 		w.BootRecord = ""
 		if got != w {
@@ -643,7 +755,7 @@ func (s *simulation) compare() bool {
 			diffs = append(diffs, fmt.Sprintf("%s: tainted while a guard holds it (invariant)", n.name))
 		}
 		line = append(line, n.name+"="+viewString(got))
-		if n.evicted && !got.Tainted && got.ConditionReason != nodev1alpha1.ReasonGatingSuspended {
+		if n.evicted && !got.Evicted {
 			// The node recovered: its workload comes back.
 			n.evicted = false
 			s.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("p-%s-%d", n.name, s.clk.Elapsed()/time.Second)},
@@ -658,6 +770,14 @@ func (s *simulation) compare() bool {
 	}
 	return true
 }
+
+// immediateRetry retries a failed sync at once (a real controller's first
+// back-off, 5 ms, is below the simulation's resolution).
+type immediateRetry struct{}
+
+func (immediateRetry) When(string) time.Duration { return 0 }
+func (immediateRetry) Forget(string)             {}
+func (immediateRetry) NumRequeues(string) int    { return 0 }
 
 func viewString(v model.NodeView) string {
 	s := "untainted"

@@ -56,6 +56,9 @@ func Run(t *testing.T, name string, seeds []uint64, fn func(t *testing.T, seed u
 	t.Run(name, func(t *testing.T) {
 		for _, seed := range seeds {
 			t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+				// Seeds share nothing, and a run spends most of its time
+				// waiting for goroutines to go idle: they run side by side.
+				t.Parallel()
 				defer func() {
 					if t.Failed() {
 						t.Logf("replay: go test %s -run '^%s$' -sim.seed=%d -sim.verbose",

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -259,8 +260,9 @@ func (a *API) Compact(rv int64) {
 }
 
 type trackedInformer struct {
-	gvr schema.GroupVersionResource
-	inf cache.SharedInformer
+	gvr   schema.GroupVersionResource
+	inf   cache.SharedInformer
+	count *atomic.Int64 // notifications its Track handler received
 }
 
 // Track tells Settle to wait for inf, an informer of gvr, to have processed
@@ -279,15 +281,32 @@ func (a *API) Track(gvr schema.GroupVersionResource, inf cache.SharedInformer) e
 			a.mu.Unlock()
 		}
 	}
+	count := &atomic.Int64{}
 	a.mu.Lock()
-	a.tracked = append(a.tracked, trackedInformer{gvr, inf})
+	a.tracked = append(a.tracked, trackedInformer{gvr: gvr, inf: inf, count: count})
 	a.mu.Unlock()
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    seen,
-		UpdateFunc: func(_, obj any) { seen(obj) },
-		DeleteFunc: seen,
+		AddFunc:    func(obj any) { seen(obj); count.Add(1) },
+		UpdateFunc: func(_, obj any) { seen(obj); count.Add(1) },
+		DeleteFunc: func(obj any) { seen(obj); count.Add(1) },
 	})
 	return err
+}
+
+// Seen is how many notifications (adds, updates, deletes) the handler Track
+// added to inf has received. Every handler of a shared informer receives the
+// same notifications in the same order, so a driver whose own handlers count
+// theirs can tell when they have all run: a shared informer runs each handler
+// on a goroutine of its own, and Settle only waits for Track's.
+func (a *API) Seen(inf cache.SharedInformer) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, t := range a.tracked {
+		if t.inf == inf {
+			return t.count.Load()
+		}
+	}
+	return 0
 }
 
 func (a *API) isTracked(gvr schema.GroupVersionResource) bool {

@@ -135,6 +135,9 @@ type node struct {
 	regSince   time.Time       // start of the registration grace
 	clock      evictionClock
 	held       bool // result of the last evaluation
+	// heldSince is when the node was first held for its current failure:
+	// the cause of the failure gate it gets when the guard lifts.
+	heldSince time.Time
 }
 
 // gate is a gate the controller keeps on a node (tainted, or pending while

@@ -341,6 +341,7 @@ func (m *Model) evaluateNode(n *node, t time.Time) {
 	tickEvictionClock(n, t)
 	m.applyStartupTimeouts(n, t)
 	f := m.factsOf(n, t)
+	wasHeld := n.held
 	n.held = false
 	if n.gate != nil {
 		widenFailedOnlyScope(n, f)
@@ -348,7 +349,10 @@ func (m *Model) evaluateNode(n *node, t time.Time) {
 			ungate(n)
 		}
 	} else if len(f.notReady) > 0 {
-		m.openFailureGate(n, f, t)
+		m.openFailureGate(n, f, t, wasHeld)
+	}
+	if !n.held && (n.gate == nil || !wasHeld) {
+		n.heldSince = time.Time{}
 	}
 	m.placeTaint(n, f)
 	m.writeCondition(n, f, t)
@@ -474,13 +478,24 @@ func ungate(n *node) {
 // Choice: a gate whose failures are planned (a planned release of this boot
 // is among them) is not a failure taint: it is placed while the blast radius
 // is suspended, like a bootstrap gate, but held while the own view is stale.
-func (m *Model) openFailureGate(n *node, f facts, t time.Time) {
+//
+// Choice: a node held for its failure and still failing when the guard lifts
+// is gated with gateStart = when its failure was first held (the cause was
+// observed then, DESIGN §5), so a renewal observed since counts.
+func (m *Model) openFailureGate(n *node, f facts, t time.Time, wasHeld bool) {
 	if m.ownViewStale || (!f.planned && m.blastSuspended(n)) {
 		n.held = true // failure taints are never owed: judged afresh later
+		if !wasHeld || n.heldSince.IsZero() {
+			n.heldSince = t
+		}
 		return
 	}
+	start := t
+	if wasHeld && !n.heldSince.IsZero() {
+		start = n.heldSince
+	}
 	reason := nodev1alpha1.ReasonExtensionsNotReady
-	n.gate = &gate{cause: reason, start: t, reason: reason, scope: map[string]bool{}}
+	n.gate = &gate{cause: reason, start: start, reason: reason, scope: map[string]bool{}}
 	widenFailedOnlyScope(n, f)
 }
 
