@@ -23,6 +23,7 @@ import (
 	versioned "nodehealth.io/client-go/clientset/versioned"
 	updatesinformers "nodehealth.io/client-go/informers/externalversions/updates/v1alpha1"
 	updateslisters "nodehealth.io/client-go/listers/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/shadow"
 )
 
 // startKey is the queue key of the start pass, which decides which Idle
@@ -216,11 +217,6 @@ func (c *Controller) processNext(ctx context.Context) bool {
 func (c *Controller) event(s *updatesv1alpha1.BottlerocketShadow, eventType, reason, format string, args ...interface{}) {
 	msg := fmt.Sprintf(format, args...)
 	c.recorder.Event(s, eventType, reason, msg)
-	ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: s.Name}
-	for _, o := range s.OwnerReferences {
-		if o.Kind == "Node" {
-			ref.UID = o.UID
-		}
-	}
+	ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: s.Name, UID: shadow.NodeUID(s)}
 	c.recorder.Event(ref, eventType, reason, msg)
 }

@@ -93,7 +93,7 @@ type shadowMod func(*updatesv1alpha1.BottlerocketShadow)
 func mkShadow(name string, spec, status updatesv1alpha1.ShadowState, mods ...shadowMod) *updatesv1alpha1.BottlerocketShadow {
 	s := &updatesv1alpha1.BottlerocketShadow{
 		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1",
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: "uid-" + "n"}}},
+			Annotations: map[string]string{updatesv1alpha1.NodeUIDAnnotation: "uid-" + "n"}},
 		Spec:   updatesv1alpha1.BottlerocketShadowSpec{State: spec},
 		Status: updatesv1alpha1.BottlerocketShadowStatus{CurrentState: status, CurrentVersion: oldV, TargetVersion: newV},
 	}

@@ -14,6 +14,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/shadow"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 )
 
@@ -79,7 +80,7 @@ func (c *Controller) syncStart(ctx context.Context) error {
 	othersBusy := false
 	for _, s := range fresher {
 		zone := managed[s.Name]
-		if !counts(s) {
+		if !counts(s) || c.scaledDown(s) {
 			continue
 		}
 		updating++
@@ -148,13 +149,26 @@ func (c *Controller) start(ctx context.Context, s *updatesv1alpha1.BottlerocketS
 	return nil
 }
 
+// scaledDown reports whether the shadow's Node was deleted (or replaced by a
+// Node of the same name) before its update got past the drain: it was scaled
+// down, not broken by the release, and its slot is free at once, before the
+// shadow controller deleted the shadow. A node deleted past the drain counts
+// until the update controller marks it failed.
+func (c *Controller) scaledDown(s *updatesv1alpha1.BottlerocketShadow) bool {
+	node, err := c.nodeLister.Get(s.Name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false
+	}
+	return (err != nil || !shadow.Describes(s, node)) && !shadow.PastDrain(s)
+}
+
 // haltReason says why no node may start now ("" when they may) and which
 // nodes' failures halt the rollout. Every active reason is reported in the
 // halt metric; the first of paused, failed, outside-window is returned.
 func (c *Controller) haltReason(shadows []*updatesv1alpha1.BottlerocketShadow, now time.Time) (string, []string) {
 	var by []string
 	for _, s := range shadows {
-		if halting(s) {
+		if shadow.Halting(s) {
 			by = append(by, s.Name)
 		}
 	}
@@ -232,7 +246,7 @@ func (c *Controller) candidates(ctx context.Context, shadows []*updatesv1alpha1.
 	var nextBackoff time.Time
 	for _, s := range shadows {
 		node, err := c.nodeLister.Get(s.Name)
-		if err != nil || node.DeletionTimestamp != nil || !c.opts.Selector.Matches(labels.Set(node.Labels)) {
+		if err != nil || node.DeletionTimestamp != nil || !c.opts.Selector.Matches(labels.Set(node.Labels)) || !shadow.Describes(s, node) {
 			continue
 		}
 		zone := node.Labels[ZoneLabel]

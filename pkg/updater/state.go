@@ -7,6 +7,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/shadow"
 )
 
 // maxBackoff caps the retry delay after failures before the reboot.
@@ -37,46 +38,11 @@ func (d Deadlines) of(s updatesv1alpha1.ShadowState) time.Duration {
 	return 0
 }
 
-func annotationTime(s *updatesv1alpha1.BottlerocketShadow, key string) (time.Time, bool) {
-	v, ok := s.Annotations[key]
-	if !ok {
-		return time.Time{}, false
-	}
-	t, err := time.Parse(time.RFC3339, v)
-	return t, err == nil
-}
-
-// halting reports whether this shadow's recorded failure halts the rollout:
-// its failed time is newer than its resume time (or it was never resumed).
-// An unparsable failed annotation halts too: it was meant to.
-func halting(s *updatesv1alpha1.BottlerocketShadow) bool {
-	if _, ok := s.Annotations[updatesv1alpha1.FailedAnnotation]; !ok {
-		return false
-	}
-	failed, ok := annotationTime(s, updatesv1alpha1.FailedAnnotation)
-	if !ok {
-		return true
-	}
-	resume, ok := annotationTime(s, updatesv1alpha1.ResumeAnnotation)
-	return !ok || failed.After(resume)
-}
-
-// markedFailed reports whether the node's current update attempt was failed
-// by the operator: the failure is not older than the last spec transition
-// (failing writes both in one update; a later start moves the transition on).
-func markedFailed(s *updatesv1alpha1.BottlerocketShadow) bool {
-	failed, ok := annotationTime(s, updatesv1alpha1.FailedAnnotation)
-	if !ok {
-		return false
-	}
-	return s.Spec.StateTransitionTimestamp != nil && !failed.Before(s.Spec.StateTransitionTimestamp.Time.Truncate(time.Second))
-}
-
 // counts reports whether a shadow counts toward the concurrency limits
 // (DESIGN §7): its spec is not Idle, or its agent still reports an update
 // state and the operator has not failed it.
 func counts(s *updatesv1alpha1.BottlerocketShadow) bool {
-	return s.Spec.State != updatesv1alpha1.StateIdle || (inFlight(s.Status.CurrentState) && !markedFailed(s))
+	return s.Spec.State != updatesv1alpha1.StateIdle || (inFlight(s.Status.CurrentState) && !shadow.MarkedFailed(s))
 }
 
 // backoffUntil is when a node that failed before its reboot may retry:

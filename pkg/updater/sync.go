@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/shadow"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 )
 
@@ -19,6 +20,7 @@ import (
 const (
 	ReasonDeadlineExceeded = "DeadlineExceeded"
 	ReasonWrongVersion     = "WrongVersion"
+	ReasonNodeDeleted      = "NodeDeleted"
 )
 
 // now is the operator's clock at the resolution the API stores times in, so
@@ -44,8 +46,8 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if apierrors.IsNotFound(err) {
-		node = nil
+	if apierrors.IsNotFound(err) || !shadow.Describes(s, node) {
+		node = nil // deleted, or deleted and re-created under the same name
 	}
 	spec := s.Spec.State
 	if spec == updatesv1alpha1.StateIdle || spec == "" {
@@ -55,6 +57,20 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 		return nil
 	}
 	now := c.now()
+
+	if node == nil {
+		if !shadow.PastDrain(s) {
+			// Scaled down before its reboot was requested: not the release's
+			// doing. The shadow controller deletes the shadow; no deadline.
+			logger.V(2).Info("Node deleted before its reboot was requested; its slot is free", "state", spec)
+			return nil
+		}
+		// Autoscalers and node repair delete exactly the nodes a bad
+		// release breaks: past the drain, losing the node is the update's
+		// failure, and it halts the rollout.
+		return c.fail(ctx, s, ReasonNodeDeleted, fmt.Sprintf("%s: node %s (UID %s) was deleted in %s, after its reboot was requested (agent reports %q)",
+			ReasonNodeDeleted, name, shadow.NodeUID(s), spec, s.Status.CurrentState))
+	}
 
 	// The agent failed before the reboot: it aborts once spec is Idle and
 	// retries after its back-off. No halt.

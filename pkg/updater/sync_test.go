@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clienttesting "k8s.io/client-go/testing"
@@ -19,7 +20,8 @@ import (
 func TestSyncShadow(t *testing.T) {
 	cases := []struct {
 		name   string
-		node   *v1.Node
+		node   *v1.Node // default mkNode("n1")
+		noNode bool
 		shadow *updatesv1alpha1.BottlerocketShadow
 		dryRun bool
 		want   []string
@@ -62,8 +64,9 @@ func TestSyncShadow(t *testing.T) {
 			shadow: mkShadow("n1", monitor, monitor, running(newV)), timer: []time.Duration{monitorDL}},
 		{name: "monitoring, condition missing: waits", node: mkNode("n1", noCondition),
 			shadow: mkShadow("n1", monitor, monitor, running(newV)), timer: []time.Duration{monitorDL}},
-		{name: "monitoring, node gone: waits for the deadline", shadow: mkShadow("n1", monitor, monitor, running(newV)),
-			timer: []time.Duration{monitorDL}},
+		{name: "monitoring, node gone: failed and halts", noNode: true, shadow: mkShadow("n1", monitor, monitor, running(newV)),
+			want: []string{"update n1 Idle  failed=NodeDeleted:"}, events: []string{"Warning UpdateFailed"}},
+		{name: "staged, node gone: nothing, no deadline", noNode: true, shadow: mkShadow("n1", staged, staged)},
 		{name: "monitoring at its deadline fails", node: mkNode("n1"), shadow: mkShadow("n1", monitor, monitor, running(newV), since(monitorDL)),
 			want: []string{"update n1 Idle  failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
 		{name: "dry run writes nothing", dryRun: true, shadow: mkShadow("n1", staged, staged),
@@ -73,9 +76,12 @@ func TestSyncShadow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := defaultOptions()
 			opts.DryRun = tc.dryRun
-			var nodes []*v1.Node
+			nodes := []*v1.Node{mkNode("n1")}
 			if tc.node != nil {
-				nodes = append(nodes, tc.node)
+				nodes = []*v1.Node{tc.node}
+			}
+			if tc.noNode {
+				nodes = nil
 			}
 			f := newFixture(t, opts, nodes, []*updatesv1alpha1.BottlerocketShadow{tc.shadow})
 			if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
@@ -137,7 +143,7 @@ func TestHealthGateSoak(t *testing.T) {
 // stored transition time, not from its own start.
 func TestDeadlineAfterFailover(t *testing.T) {
 	s := mkShadow("n1", rebooted, staged, since(25*time.Minute))
-	f := newFixture(t, defaultOptions(), nil, []*updatesv1alpha1.BottlerocketShadow{s})
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")}, []*updatesv1alpha1.BottlerocketShadow{s})
 	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +163,7 @@ func TestDeadlineAfterFailover(t *testing.T) {
 // A write that loses to a concurrent writer (the agent, a user) is retried
 // from a fresh read: the sync fails, and nothing is announced.
 func TestConflictIsRetried(t *testing.T) {
-	f := newFixture(t, defaultOptions(), nil, []*updatesv1alpha1.BottlerocketShadow{mkShadow("n1", staged, staged)})
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")}, []*updatesv1alpha1.BottlerocketShadow{mkShadow("n1", staged, staged)})
 	f.client.PrependReactor("update", "bottlerocketshadows", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "updates.nodehealth.io", Resource: "bottlerocketshadows"}, "n1", errors.New("modified"))
 	})
@@ -168,4 +174,65 @@ func TestConflictIsRetried(t *testing.T) {
 	if got := f.events(); len(got) != 0 {
 		t.Errorf("events after a failed write: %v", got)
 	}
+}
+
+func rebootRequested(s *updatesv1alpha1.BottlerocketShadow) {
+	s.Status.RebootFromBootID = "boot-0"
+	s.Status.RebootRequestedAt = &metav1.Time{Time: t0.Add(-time.Minute)}
+}
+
+// TestANodeDeletedAfterItsRebootWasRequestedHaltsTheRollout: a release that
+// boots but never becomes healthy leaves an empty NotReady node, exactly what
+// cluster-autoscaler, Karpenter or node repair delete. Past the drain that
+// deletion is the update's failure, and it halts the rollout; otherwise a bad
+// release walks the fleet one deleted node at a time.
+func TestANodeDeletedAfterItsRebootWasRequestedHaltsTheRollout(t *testing.T) {
+	recreated := mkNode("n1")
+	recreated.UID = "uid-of-a-new-node"
+	for _, tc := range []struct {
+		name   string
+		node   *v1.Node
+		shadow *updatesv1alpha1.BottlerocketShadow
+	}{
+		{"deleted after the reboot was requested", nil, mkShadow("n1", rebooted, staged, rebootRequested, since(time.Minute))},
+		{"deleted after the reboot, before the agent reported", nil, mkShadow("n1", rebooted, rebooted, rebootRequested, running(newV))},
+		{"deleted in MonitoringUpdate", nil, mkShadow("n1", monitor, monitor, rebootRequested, running(newV))},
+		{"deleted and re-created with the same name", recreated, mkShadow("n1", monitor, monitor, rebootRequested, running(newV))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var nodes []*v1.Node
+			if tc.node != nil {
+				nodes = append(nodes, tc.node)
+			}
+			f := newFixture(t, defaultOptions(), nodes, []*updatesv1alpha1.BottlerocketShadow{tc.shadow})
+			if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+				t.Fatal(err)
+			}
+			f.expect([]string{"update n1 Idle  failed=NodeDeleted:"})
+			if got := distinct(f.events()); strings.Join(got, ",") != "Warning UpdateFailed" {
+				t.Errorf("events = %v, want Warning UpdateFailed", got)
+			}
+		})
+	}
+}
+
+// TestANodeDeletedBeforeItsRebootWasRequestedFreesItsSlot: a node deleted
+// while it still served, or drained but never rebooted, was scaled down, not
+// broken by the release: no failure, and the next node may start at once
+// (the shadow controller deletes the shadow).
+func TestANodeDeletedBeforeItsRebootWasRequestedFreesItsSlot(t *testing.T) {
+	gone := mkShadow("a", rebooted, staged, since(time.Minute))
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("b")},
+		[]*updatesv1alpha1.BottlerocketShadow{gone, mkShadow("b", idle, idle)})
+	if err := f.c.syncShadow(f.ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(nil)
+	if got := f.timers["a"]; len(got) != 0 {
+		t.Errorf("timers = %v: a deadline for a node that no longer exists could fail it", got)
+	}
+	if err := f.c.syncStart(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"list", "update b StagedAndPerformedUpdate 1.20.0"})
 }
