@@ -82,7 +82,9 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 			}
 		}
 		logger.Info("Update failed before the reboot; returning the node to Idle", "state", spec, "crashCount", s.Status.CrashCount, "cause", msg)
-		if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", nil); err != nil {
+		// spec.version stays: the agent restores the version lock only
+		// while it still is the version it pinned.
+		if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, s.Spec.Version, nil); err != nil {
 			return err
 		}
 		c.event(s, v1.EventTypeWarning, "UpdateAborted", "Update to %s failed in %s (%s); the node retries after its back-off (crash count %d)",
@@ -170,10 +172,11 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 }
 
 // fail records a failure after the reboot: the failed annotations halt the
-// rollout, spec returns to Idle and the slot is freed, in one write.
+// rollout, spec returns to Idle (keeping spec.version, as an abort does) and
+// the slot is freed, in one write.
 func (c *Controller) fail(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, reason, msg string) error {
 	klog.FromContext(ctx).Info("Update failed; halting the rollout", "node", s.Name, "reason", reason, "message", msg)
-	if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", map[string]string{
+	if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, s.Spec.Version, map[string]string{
 		updatesv1alpha1.FailedAnnotation:        c.now().UTC().Format(time.RFC3339),
 		updatesv1alpha1.FailureReasonAnnotation: msg,
 	}); err != nil {

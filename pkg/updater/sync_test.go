@@ -37,23 +37,23 @@ func TestSyncShadow(t *testing.T) {
 		{name: "staged one second before its deadline", shadow: mkShadow("n1", staged, idle, since(stagedDL-time.Second)),
 			timer: []time.Duration{time.Second}},
 		{name: "staged at its deadline fails and halts", shadow: mkShadow("n1", staged, idle, since(stagedDL)),
-			want: []string{"update n1 Idle  failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
+			want: []string{"update n1 Idle 1.20.0 failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
 		{name: "staged deadline beats the agent's late report", shadow: mkShadow("n1", staged, staged, since(stagedDL+time.Minute)),
-			want: []string{"update n1 Idle  failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
+			want: []string{"update n1 Idle 1.20.0 failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
 		{name: "rebooted into the right version: monitoring next", shadow: mkShadow("n1", rebooted, rebooted, running(newV)),
 			want: []string{"update n1 MonitoringUpdate 1.20.0"}, timer: []time.Duration{rebootDL}, events: []string{"Normal UpdateProgressing"}},
 		{name: "rebooted into v-prefixed same version", shadow: mkShadow("n1", rebooted, rebooted, running("v1.20.0")),
 			want: []string{"update n1 MonitoringUpdate 1.20.0"}, timer: []time.Duration{rebootDL}, events: []string{"Normal UpdateProgressing"}},
 		{name: "rebooted into the wrong version fails and halts", shadow: mkShadow("n1", rebooted, rebooted, running(oldV)),
-			want: []string{"update n1 Idle  failed=WrongVersion:"}, timer: []time.Duration{rebootDL}, events: []string{"Warning UpdateFailed"}},
+			want: []string{"update n1 Idle 1.20.0 failed=WrongVersion:"}, timer: []time.Duration{rebootDL}, events: []string{"Warning UpdateFailed"}},
 		{name: "rebooted draining: deadline armed", shadow: mkShadow("n1", rebooted, staged, since(10*time.Minute)),
 			timer: []time.Duration{rebootDL - 10*time.Minute}},
 		{name: "rebooted at its deadline fails", shadow: mkShadow("n1", rebooted, staged, since(rebootDL)),
-			want: []string{"update n1 Idle  failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
+			want: []string{"update n1 Idle 1.20.0 failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
 		{name: "error reset before the reboot: idle, no halt", shadow: mkShadow("n1", staged, errReset, crashed(1, t0)),
-			want: []string{"update n1 Idle"}, events: []string{"Warning UpdateAborted"}},
+			want: []string{"update n1 Idle 1.20.0"}, events: []string{"Warning UpdateAborted"}},
 		{name: "error reset during the drain: idle, no halt", shadow: mkShadow("n1", rebooted, errReset, crashed(2, t0)),
-			want: []string{"update n1 Idle"}, events: []string{"Warning UpdateAborted"}},
+			want: []string{"update n1 Idle 1.20.0"}, events: []string{"Warning UpdateAborted"}},
 		{name: "monitoring, healthy: soak armed", node: mkNode("n1"), shadow: mkShadow("n1", monitor, monitor, running(newV)),
 			timer: []time.Duration{monitorDL, soak}},
 		{name: "monitoring, agent not there yet: soak runs, no timer", node: mkNode("n1"), shadow: mkShadow("n1", monitor, rebooted, running(newV)),
@@ -65,10 +65,10 @@ func TestSyncShadow(t *testing.T) {
 		{name: "monitoring, condition missing: waits", node: mkNode("n1", noCondition),
 			shadow: mkShadow("n1", monitor, monitor, running(newV)), timer: []time.Duration{monitorDL}},
 		{name: "monitoring, node gone: failed and halts", noNode: true, shadow: mkShadow("n1", monitor, monitor, running(newV)),
-			want: []string{"update n1 Idle  failed=NodeDeleted:"}, events: []string{"Warning UpdateFailed"}},
+			want: []string{"update n1 Idle 1.20.0 failed=NodeDeleted:"}, events: []string{"Warning UpdateFailed"}},
 		{name: "staged, node gone: nothing, no deadline", noNode: true, shadow: mkShadow("n1", staged, staged)},
 		{name: "monitoring at its deadline fails", node: mkNode("n1"), shadow: mkShadow("n1", monitor, monitor, running(newV), since(monitorDL)),
-			want: []string{"update n1 Idle  failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
+			want: []string{"update n1 Idle 1.20.0 failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
 		{name: "dry run writes nothing", dryRun: true, shadow: mkShadow("n1", staged, staged),
 			timer: []time.Duration{stagedDL}, events: []string{"Normal UpdateProgressing"}},
 	}
@@ -154,7 +154,7 @@ func TestDeadlineAfterFailover(t *testing.T) {
 	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	f.expect([]string{"update n1 Idle  failed=DeadlineExceeded:"})
+	f.expect([]string{"update n1 Idle 1.20.0 failed=DeadlineExceeded:"})
 	if got := testutilCounter(f.c.metrics.DeadlineExpiries.WithLabelValues(string(rebooted))); got != 1 {
 		t.Errorf("deadline expiries = %v, want 1", got)
 	}
@@ -208,7 +208,7 @@ func TestANodeDeletedAfterItsRebootWasRequestedHaltsTheRollout(t *testing.T) {
 			if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
 				t.Fatal(err)
 			}
-			f.expect([]string{"update n1 Idle  failed=NodeDeleted:"})
+			f.expect([]string{"update n1 Idle 1.20.0 failed=NodeDeleted:"})
 			if got := distinct(f.events()); strings.Join(got, ",") != "Warning UpdateFailed" {
 				t.Errorf("events = %v, want Warning UpdateFailed", got)
 			}

@@ -64,22 +64,23 @@ type EventRecorder interface {
 
 // Reasons of the UpdateFailed condition and of Events.
 const (
-	ReasonNoVersion         = "NoVersion"
-	ReasonVersionLockFailed = "VersionLockFailed"
-	ReasonNotOffered        = "VersionNotOffered"
-	ReasonPrepareFailed     = "PrepareFailed"
-	ReasonActivateFailed    = "ActivateFailed"
-	ReasonTaintNotApplied   = "ReadinessTaintNotApplied"
-	ReasonDrainTimeout      = "DrainTimeout"
-	ReasonNoBootID          = "NoBootID"
-	ReasonWrongVersion      = "WrongVersionAfterReboot"
-	ReasonDrainBlocked      = "DrainBlocked"
-	ReasonDrained           = "Drained"
-	ReasonRebooting         = "Rebooting"
-	ReasonRebootUncertain   = "RebootUncertain"
-	ReasonRebooted          = "Rebooted"
-	ReasonAborted           = "UpdateAborted"
-	ReasonUpdated           = "Updated"
+	ReasonNoVersion          = "NoVersion"
+	ReasonVersionLockFailed  = "VersionLockFailed"
+	ReasonNotOffered         = "VersionNotOffered"
+	ReasonPrepareFailed      = "PrepareFailed"
+	ReasonActivateFailed     = "ActivateFailed"
+	ReasonTaintNotApplied    = "ReadinessTaintNotApplied"
+	ReasonDrainTimeout       = "DrainTimeout"
+	ReasonNoBootID           = "NoBootID"
+	ReasonWrongVersion       = "WrongVersionAfterReboot"
+	ReasonDrainBlocked       = "DrainBlocked"
+	ReasonDrained            = "Drained"
+	ReasonRebooting          = "Rebooting"
+	ReasonRebootUncertain    = "RebootUncertain"
+	ReasonRebooted           = "Rebooted"
+	ReasonAborted            = "UpdateAborted"
+	ReasonVersionLockChanged = "VersionLockChanged"
+	ReasonUpdated            = "Updated"
 )
 
 // Defaults of Options.
@@ -404,17 +405,23 @@ func truncate(s string, n int) string {
 // boot the dispatcher's status is gone until the first command, so the
 // refresh comes first.
 func (a *Agent) versions(ctx context.Context) (current, target string, err error) {
+	current, target, _, err = a.refresh(ctx)
+	return current, target, err
+}
+
+// refresh is versions plus the update status the refresh answered.
+func (a *Agent) refresh(ctx context.Context) (current, target string, s *brapi.UpdateStatus, err error) {
 	os, err := a.c.API.OS(ctx)
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
-	s, err := a.c.API.RefreshUpdates(ctx)
+	s, err = a.c.API.RefreshUpdates(ctx)
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
 	target = s.ChosenVersion()
 	if target == "" {
 		target = os.VersionID
 	}
-	return os.VersionID, target, nil
+	return os.VersionID, target, s, nil
 }

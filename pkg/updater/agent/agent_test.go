@@ -688,3 +688,112 @@ func TestKilledAtEveryCall(t *testing.T) {
 		}
 	}
 }
+
+// hookAPI runs a function right after a Bottlerocket API call returned: the
+// world (the operator) changing while the agent waits on the host.
+type hookAPI struct {
+	BottlerocketAPI
+	afterPrepare func()
+}
+
+func (a hookAPI) PrepareUpdate(ctx context.Context) (*brapi.UpdateStatus, error) {
+	s, err := a.BottlerocketAPI.PrepareUpdate(ctx)
+	if a.afterPrepare != nil {
+		a.afterPrepare()
+	}
+	return s, err
+}
+
+// expectConverged checks what an abort leaves on the host: nothing
+// activated, the lock as want, the status Idle without bookkeeping.
+func (h *harness) expectConverged(wantLock string) {
+	h.t.Helper()
+	em := h.em.State()
+	if v := em.Status.ActivatedVersion(); v != "" {
+		h.t.Errorf("update %s is still activated on a node whose spec is Idle: the next unplanned reboot boots it with no drain and no health gate", v)
+	}
+	if em.VersionLock != wantLock {
+		h.t.Errorf("version lock = %q, want %q", em.VersionLock, wantLock)
+	}
+	if st := h.status(); st.CurrentState != idle || st.PreviousVersionLock != "" {
+		h.t.Errorf("status = %+v, want Idle with previousVersionLock cleared", st)
+	}
+}
+
+// TestAnAbortWhileTheAgentIsStagingLeavesNothingActivated: the operator's
+// StagedAndPerformedUpdate deadline (15 m) is shorter than a Bottlerocket
+// command may take (20 m). The operator fails the node while prepare runs;
+// the agent must not leave the update activated once spec is Idle, whatever
+// its status said when the abort came.
+func TestAnAbortWhileTheAgentIsStagingLeavesNothingActivated(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.shadows.create()
+	c := h.clients()
+	c.API = hookAPI{BottlerocketAPI: c.API, afterPrepare: func() {
+		h.shadows.setSpec(idle, "1.21.0") // the operator's deadline, as it writes it
+	}}
+	a, err := New(c, h.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	_, _ = h.sync(a) // stages; spec turns Idle while prepare runs
+	for i := 0; i < 3; i++ {
+		mustSync(t, h, a)
+	}
+	h.expectConverged("latest")
+	if h.em.State().RebootRequests != 0 {
+		t.Error("an aborted update rebooted the node")
+	}
+}
+
+// TestAnAgentKilledBetweenPinningAndRestoringTheLockRestoresItOnceSpecIsIdle:
+// the status never left Idle, but the host's lock is the agent's pin.
+func TestAnAgentKilledBetweenPinningAndRestoringTheLockRestoresItOnceSpecIsIdle(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.shadows.create()
+	mustSync(t, h, h.newAgent())
+	h.operator("1.21.0")
+	// The first process recorded the lock, pinned it, and died.
+	k := &killer{n: 4} // VersionLock, status write, PATCH+commit of the pin
+	c := h.clients()
+	c.API = killAPI{k, c.API}
+	c.Shadows = killShadows{k, c.Shadows}
+	a, err := New(c, h.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = h.sync(a)
+	if got := h.em.State().VersionLock; got != "1.21.0" || h.status().PreviousVersionLock != "latest" {
+		t.Fatalf("lock %q, previousVersionLock %q: the kill did not land between pin and restore", got, h.status().PreviousVersionLock)
+	}
+	h.shadows.setSpec(idle, "1.21.0") // the operator's deadline
+	b := h.newAgent()
+	for i := 0; i < 3; i++ {
+		mustSync(t, h, b)
+	}
+	h.expectConverged("latest")
+}
+
+// TestAnAbortLeavesAVersionLockTheUserChangedAlone: a stale
+// previousVersionLock must never overwrite a lock someone set since the
+// agent pinned it; the agent says so in an Event.
+func TestAnAbortLeavesAVersionLockTheUserChangedAlone(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0", "1.22.0"}, Faults: emulator.Faults{PrepareFails: true}})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	mustSync(t, h, a)
+	h.expectState(errorReset)
+	if err := h.api.SetVersionLock(context.Background(), "1.22.0"); err != nil { // a user
+		t.Fatal(err)
+	}
+	h.operator("1.21.0") // → Idle
+	mustSync(t, h, a)
+	h.expectConverged("1.22.0")
+	if h.events.find(ReasonVersionLockChanged) == nil {
+		t.Errorf("events %+v, want %s", h.events.events, ReasonVersionLockChanged)
+	}
+}

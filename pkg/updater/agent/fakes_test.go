@@ -393,7 +393,9 @@ func (h *harness) operator(version string) {
 	s := h.shadows.get()
 	switch {
 	case s.Status.CurrentState == updatesv1alpha1.StateErrorReset && s.Spec.State != updatesv1alpha1.StateIdle:
-		h.shadows.setSpec(updatesv1alpha1.StateIdle, "")
+		// The operator keeps spec.version when it calls an update off, so
+		// the agent can tell its own pin of the version lock from a user's.
+		h.shadows.setSpec(updatesv1alpha1.StateIdle, s.Spec.Version)
 	case s.Status.CurrentState != s.Spec.State:
 	case s.Spec.State == updatesv1alpha1.StateIdle:
 		if s.Status.TargetVersion != "" && s.Status.TargetVersion != s.Status.CurrentVersion && version != "" {

@@ -20,6 +20,12 @@ import (
 
 // syncIdle keeps the offered version current, completes a successful update
 // (MonitoringUpdate → Idle) and aborts an update the operator called off.
+//
+// An abort converges the host whenever spec is Idle, whatever the status
+// says (DESIGN §7): the operator may call an update off while the agent
+// still waits on a Bottlerocket command, so the status may never have left
+// Idle although the lock is pinned (previousVersionLock is recorded first)
+// or the update got activated (seen on the periodic refresh).
 func (a *Agent) syncIdle(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) (time.Duration, error) {
 	switch shadow.Status.CurrentState {
 	case updatesv1alpha1.StateStagedAndPerformedUpdate, updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateErrorReset:
@@ -27,14 +33,26 @@ func (a *Agent) syncIdle(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 	case updatesv1alpha1.StateMonitoringUpdate:
 		return a.complete(ctx, shadow)
 	}
+	if shadow.Status.PreviousVersionLock != "" {
+		return a.abort(ctx, shadow, node)
+	}
 	a.hold()
 	now := a.opts.Clock.Now()
 	if shadow.Status.CurrentState != "" && shadow.Status.CurrentVersion != "" && now.Before(a.nextCheck) {
 		return a.nextCheck.Sub(now), nil
 	}
-	current, target, err := a.versions(ctx)
+	current, target, s, err := a.refresh(ctx)
 	if err != nil {
 		return a.opts.RetryInterval, fmt.Errorf("checking for updates: %w", err)
+	}
+	if v := s.ActivatedVersion(); v != "" {
+		// Activated with spec Idle: nobody asked for it, and the next
+		// unplanned reboot would boot it without a drain or a health gate.
+		klog.FromContext(ctx).Info("An update is activated but the operator asks for Idle; deactivating it", "version", v)
+		if _, err := a.c.API.DeactivateUpdate(ctx); err != nil {
+			return a.opts.RetryInterval, fmt.Errorf("deactivating update %s: %w", v, err)
+		}
+		a.c.Events.Event(shadow, v1.EventTypeNormal, ReasonAborted, fmt.Sprintf("Update %s was activated on node %s while no update was asked for; deactivated", v, a.opts.NodeName))
 	}
 	if _, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.CurrentState = updatesv1alpha1.StateIdle
@@ -106,8 +124,8 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 		}
 	}
 	if lock := shadow.Status.PreviousVersionLock; lock != "" {
-		if err := a.c.API.SetVersionLock(ctx, lock); err != nil {
-			return a.opts.RetryInterval, fmt.Errorf("aborting the update: restoring the version lock %q: %w", lock, err)
+		if err := a.restoreVersionLock(ctx, shadow, lock); err != nil {
+			return a.opts.RetryInterval, fmt.Errorf("aborting the update: %w", err)
 		}
 	}
 	a.hold()
@@ -128,6 +146,33 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 	a.c.Events.Event(out, v1.EventTypeNormal, ReasonAborted, fmt.Sprintf("Update to %s called off; node %s stays on %s", shadow.Spec.Version, a.opts.NodeName, current))
 	a.nextCheck = a.opts.Clock.Now().Add(a.opts.UpdateCheckInterval)
 	return 0, nil
+}
+
+// restoreVersionLock puts back the lock the agent recorded before pinning
+// spec.version, but only while the host's lock is still that pin: a lock
+// someone changed since is theirs, and a stale previousVersionLock must not
+// overwrite it. The operator keeps spec.version when it calls an update off.
+func (a *Agent) restoreVersionLock(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, previous string) error {
+	current, err := a.c.API.VersionLock(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the version lock: %w", err)
+	}
+	pin := shadow.Spec.Version
+	switch {
+	case current == previous:
+		return nil
+	case pin != "" && current != brapi.VersionLockLatest && brapi.SameVersion(current, pin):
+		if err := a.c.API.SetVersionLock(ctx, previous); err != nil {
+			return fmt.Errorf("restoring the version lock %q: %w", previous, err)
+		}
+		return nil
+	}
+	klog.FromContext(ctx).Info("The version lock changed since the agent pinned it; leaving it alone",
+		"versionLock", current, "pinned", pin, "previousVersionLock", previous)
+	a.c.Events.Event(shadow, v1.EventTypeNormal, ReasonVersionLockChanged,
+		fmt.Sprintf("The version lock of node %s is %q, not the %q the agent pinned: left as it is (the agent would have restored %q)",
+			a.opts.NodeName, current, pin, previous))
+	return nil
 }
 
 // stepError is a failed step: definite (the update fails now) or transient
@@ -250,6 +295,14 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 		}
 		if !brapi.SameVersion(s.StagedVersion(), version) {
 			return a.fail(ctx, shadow, ReasonPrepareFailed, fmt.Errorf("prepare staged %q, not %s", s.StagedVersion(), version))
+		}
+		// Prepare downloads an image and may outlast the operator's
+		// deadline: activate only what is still asked for.
+		if fresh, err := a.c.Shadows.GetShadow(ctx, shadow.Name); err != nil {
+			return a.opts.RetryInterval, fmt.Errorf("reading shadow %s before activating: %w", shadow.Name, err)
+		} else if fresh.Spec.State != updatesv1alpha1.StateStagedAndPerformedUpdate || fresh.Spec.Version != version {
+			logger.Info("The update was called off while the host prepared it; not activating", "desired", fresh.Spec.State)
+			return 0, nil
 		}
 		logger.Info("Activating the update")
 		if _, err := a.c.API.ActivateUpdate(ctx); err != nil {

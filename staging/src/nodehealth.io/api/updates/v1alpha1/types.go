@@ -76,7 +76,10 @@ type BottlerocketShadowSpec struct {
 	StateTransitionTimestamp *metav1.Time `json:"stateTransitionTimestamp,omitempty"`
 
 	// Version is the OS version the update in flight goes to. It is set when
-	// the node leaves Idle and stays fixed until the node is Idle again.
+	// the node leaves Idle and stays fixed until the node is Idle again. An
+	// update called off (a failure before or after the reboot) keeps it at
+	// Idle, so the agent restores the version lock only while the lock is
+	// still the version it pinned.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Version string `json:"version,omitempty"`
