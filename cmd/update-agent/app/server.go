@@ -65,7 +65,7 @@ and reboot; report the new version after the boot.
 It talks to Bottlerocket's API over its Unix socket (apiSocketPath, default
 /run/api.sock). It never cordons and never writes anything of another node.
 It may be killed at any step: the state lives in the shadow and in
-Bottlerocket, and a node is never rebooted twice for one update.
+Bottlerocket, and a node never boots twice into one update.
 
 Configuration comes from --config (an UpdateAgentConfiguration of
 config.nodehealth.io/v1alpha1); the node name from --node-name or NODE_NAME,
@@ -119,6 +119,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfigurati
 		NodeName:            instance.NodeName,
 		UpdateCheckInterval: cfg.UpdateCheckInterval.Duration,
 		DrainTimeout:        cfg.DrainTimeout.Duration,
+		RebootGrace:         cfg.RebootGrace.Duration,
 		Clock:               clock.RealClock{},
 	})
 	if err != nil {
@@ -131,6 +132,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfigurati
 		"lease", namespace+"/"+lease,
 		"updateCheckInterval", cfg.UpdateCheckInterval.Duration,
 		"drainTimeout", cfg.DrainTimeout.Duration,
+		"rebootGrace", cfg.RebootGrace.Duration,
 	)
 	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
 	if err != nil {

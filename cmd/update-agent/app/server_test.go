@@ -37,7 +37,7 @@ func TestHelpListsOnlyOwnFlags(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"--config", "--write-config-to", "--kubeconfig", "--node-name", "-v, --v", "never rebooted twice"} {
+	for _, want := range []string{"--config", "--write-config-to", "--kubeconfig", "--node-name", "-v, --v", "never boots twice into one update"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("--help lacks %q", want)
 		}

@@ -77,6 +77,7 @@ const (
 	ReasonDrained            = "Drained"
 	ReasonRebooting          = "Rebooting"
 	ReasonRebootUncertain    = "RebootUncertain"
+	ReasonRebootRefused      = "RebootRefused"
 	ReasonRebooted           = "Rebooted"
 	ReasonAborted            = "UpdateAborted"
 	ReasonVersionLockChanged = "VersionLockChanged"
@@ -93,6 +94,9 @@ const (
 	// reason that may pass (the API unreachable after the client's own
 	// retries) is tried before the update is reported failed.
 	DefaultTransientAttempts = 3
+	// DefaultRebootGrace: a host that accepted a reboot goes down within
+	// seconds; still up minutes later, the request was lost or refused.
+	DefaultRebootGrace = 3 * time.Minute
 )
 
 // Options configure an Agent; zero values take the defaults.
@@ -113,6 +117,10 @@ type Options struct {
 	RetryInterval time.Duration
 	// TransientAttempts: see DefaultTransientAttempts.
 	TransientAttempts int
+	// RebootGrace is how long after asking for the reboot an agent that
+	// still finds the node on the recorded bootID asks again
+	// (DefaultRebootGrace).
+	RebootGrace time.Duration
 	// Drain tunes the drain's back-off and polling; its Filter and Report
 	// are the agent's.
 	Drain drain.Options
@@ -140,6 +148,9 @@ func (o *Options) complete() error {
 	}
 	if o.TransientAttempts <= 0 {
 		o.TransientAttempts = DefaultTransientAttempts
+	}
+	if o.RebootGrace <= 0 {
+		o.RebootGrace = DefaultRebootGrace
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -175,6 +186,12 @@ type Agent struct {
 	drainStart     time.Time
 	blockedEvent   string
 	transient      int
+	// rebootRetryAt is when a refused reboot is asked for again, and
+	// rebootRefusals how many refusals in a row; markerSeen is when a
+	// marker without rebootRequestedAt was first seen.
+	rebootRetryAt  time.Time
+	rebootRefusals int
+	markerSeen     time.Time
 
 	// mu guards lastSpec, read by Shutdown from another goroutine.
 	mu       sync.Mutex
@@ -362,6 +379,7 @@ func (a *Agent) resetAttempt() {
 	a.drainStart = time.Time{}
 	a.blockedEvent = ""
 	a.transient = 0
+	a.rebootRetryAt, a.rebootRefusals, a.markerSeen = time.Time{}, 0, time.Time{}
 }
 
 // writeStatus applies change to a copy of the shadow's status and writes it

@@ -374,10 +374,13 @@ func TestDrainTimeoutFails(t *testing.T) {
 	}
 }
 
-// TestLostRebootAnswerNeverRebootsTwice: the reboot request's connection
-// drops; the agent cannot tell whether it reached the host, so it waits for
-// the bootID and never asks again.
-func TestLostRebootAnswerNeverRebootsTwice(t *testing.T) {
+// TestALostRebootRequestIsPostedAgainAfterRebootGraceAndBootsOnce: the
+// reboot request's connection drops. The agent cannot tell whether it
+// reached the host, so it waits for the bootID — but a host that accepted a
+// reboot goes down within seconds: still on the recorded bootID rebootGrace
+// later, with the update still armed, it asks again. "Never twice" means
+// never two boots into one update, not never two requests (DESIGN §7).
+func TestALostRebootRequestIsPostedAgainAfterRebootGraceAndBootsOnce(t *testing.T) {
 	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
 	a := h.newAgent()
 	toRebooting(t, h, a)
@@ -386,8 +389,8 @@ func TestLostRebootAnswerNeverRebootsTwice(t *testing.T) {
 	mustSync(t, h, a)
 	h.em.UpdateFaults(func(f *emulator.Faults) { f.DropNext = 1 })
 	mustSync(t, h, a)
-	if h.status().RebootFromBootID != "boot-0" {
-		t.Fatalf("rebootFromBootID = %q, want boot-0 written before the reboot", h.status().RebootFromBootID)
+	if st := h.status(); st.RebootFromBootID != "boot-0" || st.RebootRequestedAt == nil {
+		t.Fatalf("marker %q at %v, want boot-0 and the time, written before the reboot", st.RebootFromBootID, st.RebootRequestedAt)
 	}
 	if h.events.find(ReasonRebootUncertain) == nil {
 		t.Errorf("events %+v, want RebootUncertain", h.events.events)
@@ -396,22 +399,125 @@ func TestLostRebootAnswerNeverRebootsTwice(t *testing.T) {
 		mustSync(t, h, h.newAgent()) // restarted agents too
 	}
 	if got := h.em.State().RebootRequests; got != 0 {
-		t.Fatalf("reboot requests = %d, want 0: the dropped one never arrived and the agent must not ask again", got)
+		t.Fatalf("reboot requests = %d within rebootGrace, want 0: the host may still be going down", got)
+	}
+	h.clk.Step(3 * time.Minute)
+	for i := 0; i < 4 && h.status().CurrentState != rebootedTo; i++ {
+		mustSync(t, h, h.newAgent())
+	}
+	h.expectState(rebootedTo)
+	for i := 0; i < 3; i++ {
+		h.clk.Step(3 * time.Minute)
+		mustSync(t, h, h.newAgent())
+	}
+	if st := h.em.State(); st.Reboots != 1 || st.RebootRequests != 1 {
+		t.Fatalf("reboots = %d, requests = %d, want 1 and 1", st.Reboots, st.RebootRequests)
 	}
 }
 
-func TestRebootHangsNeverAsksTwice(t *testing.T) {
+// TestALostAnswerToTheRebootMarkerStillReboots: the marker write committed
+// but its answer was lost. The agent reads the shadow back instead of
+// waiting for a reboot it never asked for.
+func TestALostAnswerToTheRebootMarkerStillReboots(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	mustSync(t, h, a) // release; the controller taints
+	h.shadows.mu.Lock()
+	h.shadows.loseNext = 1 // the next status write is the marker
+	h.shadows.mu.Unlock()
+	for i := 0; i < 5 && h.em.State().Reboots == 0; i++ {
+		_, _ = h.sync(a)
+	}
+	if st := h.em.State(); st.Reboots != 1 || st.RebootRequests != 1 {
+		t.Fatalf("reboots = %d, requests = %d, want 1 and 1 without waiting for any deadline", st.Reboots, st.RebootRequests)
+	}
+}
+
+// TestARefusedRebootIsRetriedWithBackoffAndBootsOnce: Bottlerocket answers
+// 500 when its reboot command is refused (a shutdown inhibitor). An answer
+// says the host is not going down, so the agent asks again, backing off,
+// instead of leaving a drained node for the operator's deadline.
+func TestARefusedRebootIsRetriedWithBackoffAndBootsOnce(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, Faults: emulator.Faults{RefuseRebootNext: 2}})
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	var waits []time.Duration
+	for i := 0; i < 8 && h.em.State().Reboots == 0; i++ {
+		d := mustSync(t, h, a)
+		if h.em.State().RebootsRefused > len(waits) {
+			waits = append(waits, d)
+		}
+		h.clk.Step(d)
+	}
+	st := h.em.State()
+	if st.RebootsRefused != 2 || st.RebootRequests != 1 || st.Reboots != 1 {
+		t.Fatalf("refused %d, accepted %d, reboots %d; want 2, 1, 1", st.RebootsRefused, st.RebootRequests, st.Reboots)
+	}
+	if len(waits) != 2 || waits[0] <= 0 || waits[1] <= waits[0] || waits[1] > 3*time.Minute {
+		t.Errorf("waits after the refusals = %v, want a growing back-off bounded by rebootGrace", waits)
+	}
+	if e := h.events.find(ReasonRebootRefused); e == nil || e.typ != "Warning" {
+		t.Errorf("events %+v, want a Warning %s", h.events.events, ReasonRebootRefused)
+	}
+	for i := 0; i < 3; i++ {
+		h.clk.Step(3 * time.Minute)
+		mustSync(t, h, h.newAgent())
+	}
+	if st := h.em.State(); st.Reboots != 1 || st.RebootRequests != 1 {
+		t.Fatalf("after the boot: reboots = %d, requests = %d, want 1 and 1", st.Reboots, st.RebootRequests)
+	}
+}
+
+// TestARebootThatHangsIsAskedAgainButNeverBootsTwice: the host accepted the
+// reboot and never went down. After rebootGrace the agent asks again — the
+// update is still armed, so a second request can only cause the first boot.
+func TestARebootThatHangsIsAskedAgainButNeverBootsTwice(t *testing.T) {
 	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, Faults: emulator.Faults{RebootHangs: true}})
 	a := h.newAgent()
 	toRebooting(t, h, a)
-	for i := 0; i < 6; i++ {
+	for i := 0; i < 4; i++ {
 		mustSync(t, h, a)
 		h.clk.Step(time.Minute)
 	}
 	if got := h.em.State().RebootRequests; got != 1 {
-		t.Fatalf("reboot requests = %d, want 1", got)
+		t.Fatalf("reboot requests = %d within rebootGrace, want 1", got)
 	}
-	h.expectState(staged)
+	h.em.UpdateFaults(func(f *emulator.Faults) { f.RebootHangs = false })
+	h.hungRequests = 1
+	for i := 0; i < 6 && h.status().CurrentState != rebootedTo; i++ {
+		h.clk.Step(time.Minute)
+		mustSync(t, h, a)
+	}
+	h.expectState(rebootedTo)
+	if st := h.em.State(); st.Reboots != 1 || st.RebootRequests != 2 {
+		t.Fatalf("reboots = %d, requests = %d; want one boot from the second request", st.Reboots, st.RebootRequests)
+	}
+}
+
+// TestAnAgentThatFindsTheUpdateBootedNeverPostsTheRebootAgain: the host
+// rebooted into the update but the Node still shows the old bootID (the
+// kubelet has not reported yet). The update is no longer armed — the host
+// runs it — so no amount of waiting makes the agent ask again.
+func TestAnAgentThatFindsTheUpdateBootedNeverPostsTheRebootAgain(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.staleBootID = true
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	for i := 0; i < 4 && h.em.State().Reboots == 0; i++ {
+		mustSync(t, h, a)
+	}
+	for i := 0; i < 4; i++ {
+		h.clk.Step(3 * time.Minute)
+		_, _ = h.sync(h.newAgent())
+	}
+	if st := h.em.State(); st.Reboots != 1 || st.RebootRequests != 1 {
+		t.Fatalf("reboots = %d, requests = %d with a stale bootID, want 1 and 1", st.Reboots, st.RebootRequests)
+	}
+	h.expectState(staged) // waits for the Node's bootID
+	h.node.setBootID("boot-1")
+	mustSync(t, h, h.newAgent())
+	h.expectState(rebootedTo)
 }
 
 func TestWrongVersionAfterReboot(t *testing.T) {
@@ -621,7 +727,8 @@ func (l killLease) Resume() { _ = l.k.call(func() error { l.Lease.Resume(); retu
 
 // TestKilledAtEveryCall kills the agent at each of its calls in turn, in a
 // whole update, and restarts it: every run finishes the update with exactly
-// one reboot and never drains an untainted node.
+// one reboot and never drains an untainted node — killed between the reboot
+// marker and the reboot, too (the next process asks after rebootGrace).
 func TestKilledAtEveryCall(t *testing.T) {
 	for n := 1; ; n++ {
 		h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
@@ -654,16 +761,13 @@ func TestKilledAtEveryCall(t *testing.T) {
 			h.operator("1.21.0")
 			s := h.shadows.get()
 			done = s.Spec.State == idle && s.Status.CurrentState == idle && s.Status.CurrentVersion == "1.21.0"
+			if st := s.Status; st.RebootFromBootID != "" && st.RebootFromBootID == h.node.bootID() {
+				// Waiting for a boot: killed between the marker and the
+				// reboot, the next process asks after rebootGrace.
+				h.clk.Step(time.Minute)
+			}
 		}
 		if !done {
-			// Killed between writing rebootFromBootID and posting the reboot:
-			// the marker says a reboot may have been asked for in this boot,
-			// so the agent never asks (DESIGN §7: never twice); the node
-			// waits, and the operator's RebootedIntoUpdate deadline fails it.
-			if st, em := h.status(), h.em.State(); st.RebootFromBootID == "boot-0" && h.node.bootID() == "boot-0" && em.RebootRequests == 0 {
-				t.Logf("killed at call %d, right after the reboot marker: no reboot, the node waits for the operator's deadline", n)
-				continue
-			}
 			t.Fatalf("killed at call %d: the update did not finish: %+v", n, h.shadows.get())
 		}
 		if st := h.em.State(); st.RebootRequests != 1 || st.Reboots != 1 {

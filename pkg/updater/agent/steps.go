@@ -344,11 +344,9 @@ func (a *Agent) syncReboot(ctx context.Context, shadow *updatesv1alpha1.Bottlero
 		return a.opts.RetryInterval, err
 	}
 	if shadow.Status.RebootFromBootID != "" {
-		// The reboot was asked for in this boot (maybe by a process that was
-		// killed right after). Never ask twice: wait for the new bootID; the
-		// operator's deadline catches a reboot that never happens.
-		logger.V(2).Info("Reboot already requested; waiting for the node to boot", "rebootFromBootID", shadow.Status.RebootFromBootID)
-		return a.opts.RetryInterval, nil
+		// The reboot was asked for in this boot, maybe by a process that
+		// was killed right after, or the request got no answer.
+		return a.rebootAgain(ctx, shadow)
 	}
 
 	// No cordon: the node-health controller's taint, asked for by the
@@ -375,23 +373,119 @@ func (a *Agent) syncReboot(ctx context.Context, shadow *updatesv1alpha1.Bottlero
 	if bootID == "" {
 		return a.fail(ctx, shadow, ReasonNoBootID, fmt.Errorf("node %s reports no bootID: the reboot could not be told from a restart", a.opts.NodeName))
 	}
-	// The marker first: from here on this boot never asks for a reboot again.
-	shadow, err = a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
-		st.RebootFromBootID = bootID
-		a.setCondition(st, updatesv1alpha1.ConditionDrainBlocked, metav1.ConditionFalse, ReasonDrained, "every pod that is not a DaemonSet or mirror pod was evicted")
-	})
+	// The marker first: from here on the Node's bootID, not the API's
+	// answer, tells whether the node rebooted.
+	shadow, err = a.writeRebootMarker(ctx, shadow, bootID)
 	if err != nil {
 		return a.opts.RetryInterval, err
 	}
-	logger.Info("Rebooting", "bootID", bootID)
-	a.c.Events.Event(shadow, v1.EventTypeNormal, ReasonRebooting, fmt.Sprintf("Node %s drained; rebooting into Bottlerocket %s", a.opts.NodeName, shadow.Spec.Version))
-	if err := a.c.API.Reboot(ctx); err != nil {
-		// The request may have reached the host. Whether it rebooted is
-		// told by the Node's bootID, never by asking again.
-		logger.Error(err, "The reboot request failed; not asking again, waiting for the Node's bootID to tell")
-		a.c.Events.Event(shadow, v1.EventTypeWarning, ReasonRebootUncertain, fmt.Sprintf("Reboot request failed (%v); the agent waits for the node's bootID to change and never asks twice", err))
+	return a.postReboot(ctx, shadow)
+}
+
+// writeRebootMarker records rebootFromBootID and rebootRequestedAt. When the
+// write's answer is lost, the shadow is read back: a write that committed
+// must not leave the agent waiting for a reboot it never asked for.
+func (a *Agent) writeRebootMarker(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, bootID string) (*updatesv1alpha1.BottlerocketShadow, error) {
+	at := a.now()
+	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		st.RebootFromBootID, st.RebootRequestedAt = bootID, &at
+		a.setCondition(st, updatesv1alpha1.ConditionDrainBlocked, metav1.ConditionFalse, ReasonDrained, "every pod that is not a DaemonSet or mirror pod was evicted")
+	})
+	if err == nil {
+		return out, nil
 	}
+	fresh, gerr := a.c.Shadows.GetShadow(ctx, shadow.Name)
+	if gerr != nil || fresh.Spec.State != shadow.Spec.State || fresh.Spec.Version != shadow.Spec.Version ||
+		fresh.Status.RebootFromBootID != bootID || fresh.Status.RebootRequestedAt == nil || !fresh.Status.RebootRequestedAt.Equal(&at) {
+		return nil, err
+	}
+	klog.FromContext(ctx).Info("The reboot marker's write committed although its answer was lost", "err", err)
+	return fresh, nil
+}
+
+// postReboot asks the host to reboot. A refusal (an answer with an error
+// status, e.g. Bottlerocket's shutdown inhibitor check) means the host is
+// not going down: it is asked again after a back-off. No answer at all may
+// mean the request reached the host: the Node's bootID tells, and after
+// rebootGrace rebootAgain asks again if the update is still armed.
+func (a *Agent) postReboot(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (time.Duration, error) {
+	logger := klog.FromContext(ctx).WithValues("version", shadow.Spec.Version)
+	logger.Info("Rebooting", "bootID", shadow.Status.RebootFromBootID)
+	a.c.Events.Event(shadow, v1.EventTypeNormal, ReasonRebooting, fmt.Sprintf("Node %s drained; rebooting into Bottlerocket %s", a.opts.NodeName, shadow.Spec.Version))
+	err := a.c.API.Reboot(ctx)
+	if err == nil {
+		a.rebootRetryAt, a.rebootRefusals = time.Time{}, 0
+		return a.opts.RetryInterval, nil
+	}
+	if brapi.StatusCode(err) != 0 {
+		a.rebootRefusals++
+		wait := a.opts.RetryInterval << min(a.rebootRefusals-1, 16)
+		wait = min(wait, a.opts.RebootGrace)
+		a.rebootRetryAt = a.opts.Clock.Now().Add(wait)
+		logger.Error(err, "The host refused the reboot; asking again after a back-off", "refusals", a.rebootRefusals, "retryIn", wait)
+		a.c.Events.Event(shadow, v1.EventTypeWarning, ReasonRebootRefused, fmt.Sprintf("Bottlerocket refused the reboot (%v); asking again in %s", err, wait))
+		return wait, nil
+	}
+	// The request may have reached the host. Whether it rebooted is told
+	// by the Node's bootID; a host that accepted a reboot goes down within
+	// seconds, so after rebootGrace the agent asks again.
+	logger.Error(err, "The reboot request got no answer; waiting for the Node's bootID to tell", "rebootGrace", a.opts.RebootGrace)
+	a.c.Events.Event(shadow, v1.EventTypeWarning, ReasonRebootUncertain, fmt.Sprintf("Reboot request failed (%v); the agent waits for the node's bootID to change, and asks again after %s only if the update is still armed", err, a.opts.RebootGrace))
 	return a.opts.RetryInterval, nil
+}
+
+// rebootAgain runs while the Node still shows the bootID the marker
+// recorded. Never two boots into one update (DESIGN §7), but not never two
+// requests: a host that accepted a reboot goes down within seconds, so after
+// a refusal's back-off, or rebootGrace after the marker, the agent asks
+// again — only while the update is still armed, i.e. activated for the next
+// boot and not what the host runs. A host that already booted into it (the
+// Node's bootID just not updated yet) runs spec.version, or shows no update
+// status since its boot, and is never asked again.
+func (a *Agent) rebootAgain(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (time.Duration, error) {
+	logger := klog.FromContext(ctx).WithValues("version", shadow.Spec.Version, "rebootFromBootID", shadow.Status.RebootFromBootID)
+	now := a.opts.Clock.Now()
+	due := a.rebootRetryAt
+	if due.IsZero() {
+		requested := shadow.Status.RebootRequestedAt
+		if requested == nil { // written by an agent that did not record the time
+			if a.markerSeen.IsZero() {
+				a.markerSeen = now
+			}
+			requested = &metav1.Time{Time: a.markerSeen}
+		}
+		due = requested.Add(a.opts.RebootGrace)
+	}
+	if now.Before(due) {
+		logger.V(2).Info("Reboot requested; waiting for the node to boot", "askAgainIn", due.Sub(now))
+		return min(a.opts.RetryInterval, due.Sub(now)), nil
+	}
+	os, err := a.c.API.OS(ctx)
+	if err != nil {
+		return a.opts.RetryInterval, fmt.Errorf("before asking for the reboot again: %w", err)
+	}
+	if brapi.SameVersion(os.VersionID, shadow.Spec.Version) {
+		logger.Info("The host runs the update already; waiting for the Node to show its new bootID")
+		return a.opts.RetryInterval, nil
+	}
+	s, err := a.c.API.UpdateStatus(ctx)
+	if brapi.IsNotFound(err) {
+		logger.Info("No update status since the host's boot: it rebooted; waiting for the Node to show its new bootID")
+		return a.opts.RetryInterval, nil
+	}
+	if err != nil {
+		return a.opts.RetryInterval, fmt.Errorf("before asking for the reboot again: %w", err)
+	}
+	if !brapi.SameVersion(s.ActivatedVersion(), shadow.Spec.Version) {
+		logger.Info("The update is no longer activated; not asking for the reboot again", "activated", s.ActivatedVersion())
+		return a.opts.RetryInterval, nil
+	}
+	logger.Info("Still on the recorded bootID with the update armed; asking for the reboot again", "requestedAt", shadow.Status.RebootRequestedAt)
+	shadow, err = a.writeRebootMarker(ctx, shadow, shadow.Status.RebootFromBootID)
+	if err != nil {
+		return a.opts.RetryInterval, err
+	}
+	return a.postReboot(ctx, shadow)
 }
 
 // drain evicts every pod but DaemonSet and mirror pods, one pass per sync.
