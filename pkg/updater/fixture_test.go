@@ -39,6 +39,7 @@ const (
 	stagedDL  = 15 * time.Minute
 	rebootDL  = 30 * time.Minute
 	monitorDL = 20 * time.Minute
+	returnDL  = 10 * time.Minute
 )
 
 // t0 is a whole second, as the API stores times.
@@ -48,7 +49,7 @@ func defaultOptions() Options {
 	return Options{
 		Selector:       labels.SelectorFromSet(labels.Set{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}),
 		MaxConcurrent:  intstr.FromInt32(1),
-		Deadlines:      Deadlines{StagedAndPerformedUpdate: stagedDL, RebootedIntoUpdate: rebootDL, MonitoringUpdate: monitorDL},
+		Deadlines:      Deadlines{StagedAndPerformedUpdate: stagedDL, RebootedIntoUpdate: rebootDL, MonitoringUpdate: monitorDL, ReturnToIdle: returnDL},
 		PostRebootSoak: soak,
 	}
 }

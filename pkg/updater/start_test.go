@@ -216,3 +216,45 @@ func TestInFlightFinishes(t *testing.T) {
 		})
 	}
 }
+
+// TestTheCountingTable is DESIGN §7's table of which nodes count toward the
+// concurrency limits: a node still drained, tainted or aborting is not
+// serving, whatever spec says.
+func TestTheCountingTable(t *testing.T) {
+	failed := failedAt(t0)
+	for _, tc := range []struct {
+		name   string
+		shadow *updatesv1alpha1.BottlerocketShadow
+		counts bool
+	}{
+		{"spec in flight", mkShadow("a", staged, idle, since(0)), true},
+		{"spec in flight, agent aborting", mkShadow("a", rebooted, errReset, since(0)), true},
+		{"spec Idle, agent still staged", mkShadow("a", idle, staged, since(0)), true},
+		{"spec Idle, agent still rebooting", mkShadow("a", idle, rebooted, since(0)), true},
+		{"spec Idle, agent completing", mkShadow("a", idle, monitor, since(0)), true},
+		{"spec Idle, agent aborting after ErrorReset", mkShadow("a", idle, errReset, since(0)), true},
+		{"spec Idle, agent in flight, marked failed", mkShadow("a", idle, rebooted, since(0), failed), false},
+		{"spec Idle, agent aborting, marked failed", mkShadow("a", idle, errReset, since(0), failed), false},
+		{"Idle", mkShadow("a", idle, idle), false},
+		{"Idle, no status yet", mkShadow("a", idle, ""), false},
+		{"Idle after a failure", mkShadow("a", idle, idle, since(0), failed), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := counts(tc.shadow); got != tc.counts {
+				t.Errorf("counts = %v, want %v", got, tc.counts)
+			}
+		})
+	}
+}
+
+// TestAnErrorResetHoldsItsSlotUntilTheAgentReportsIdle: after a failure
+// before the reboot the node may still be tainted and drained; the next
+// node must not start until its agent has aborted.
+func TestAnErrorResetHoldsItsSlotUntilTheAgentReportsIdle(t *testing.T) {
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("a"), mkNode("b")},
+		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, errReset, since(time.Minute), crashed(1, t0)), mkShadow("b", idle, idle)})
+	if err := f.c.syncStart(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"list"})
+}

@@ -38,11 +38,22 @@ func (d Deadlines) of(s updatesv1alpha1.ShadowState) time.Duration {
 	return 0
 }
 
-// counts reports whether a shadow counts toward the concurrency limits
-// (DESIGN §7): its spec is not Idle, or its agent still reports an update
-// state and the operator has not failed it.
+// counts reports whether a shadow counts toward the concurrency limits,
+// DESIGN §7's table: spec not Idle, or the agent still reports an update
+// state (ErrorReset included: a node aborting may still be tainted and
+// drained) until it reports Idle or the ReturnToIdle deadline marks it
+// failed; a node marked failed for this attempt never counts.
 func counts(s *updatesv1alpha1.BottlerocketShadow) bool {
-	return s.Spec.State != updatesv1alpha1.StateIdle || (inFlight(s.Status.CurrentState) && !shadow.MarkedFailed(s))
+	if shadow.MarkedFailed(s) {
+		return false
+	}
+	return s.Spec.State != updatesv1alpha1.StateIdle || returning(s)
+}
+
+// returning reports whether the agent still reports an update state, or the
+// failure it aborts, while spec is Idle.
+func returning(s *updatesv1alpha1.BottlerocketShadow) bool {
+	return inFlight(s.Status.CurrentState) || s.Status.CurrentState == updatesv1alpha1.StateErrorReset
 }
 
 // backoffUntil is when a node that failed before its reboot may retry:

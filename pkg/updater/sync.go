@@ -50,13 +50,13 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 		node = nil // deleted, or deleted and re-created under the same name
 	}
 	spec := s.Spec.State
+	now := c.now()
 	if spec == updatesv1alpha1.StateIdle || spec == "" {
 		c.mu.Lock()
 		delete(c.soakSince, name)
 		c.mu.Unlock()
-		return nil
+		return c.returnToIdle(ctx, s, now)
 	}
-	now := c.now()
 
 	if node == nil {
 		if !shadow.PastDrain(s) {
@@ -128,6 +128,33 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	c.event(s, v1.EventTypeNormal, "UpdateProgressing", "Update to %s: %s done, now %s", s.Spec.Version, spec, to)
 	return nil
 }
+
+// returnToIdle enforces the ReturnToIdle deadline: spec is back at Idle but
+// the agent still reports an update state, completing or aborting. The node
+// counts toward the limits meanwhile; an agent that can do neither
+// (crash-looping, no update repository) would hold the slot forever and
+// silently freeze the rollout, so past the deadline the node is marked
+// failed, which frees the slot and halts the rollout naming it.
+func (c *Controller) returnToIdle(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, now time.Time) error {
+	if !returning(s) || shadow.MarkedFailed(s) || s.Spec.StateTransitionTimestamp == nil {
+		return nil
+	}
+	d := c.opts.Deadlines.ReturnToIdle
+	deadline := s.Spec.StateTransitionTimestamp.Add(d)
+	if now.Before(deadline) {
+		c.after(s.Name, deadline.Sub(now))
+		return nil
+	}
+	if err := c.fail(ctx, s, ReasonDeadlineExceeded, fmt.Sprintf("%s: the node's agent still reports %s %s after spec returned to Idle (ReturnToIdle): it could neither complete nor abort",
+		ReasonDeadlineExceeded, s.Status.CurrentState, d)); err != nil {
+		return err
+	}
+	c.metrics.DeadlineExpiries.WithLabelValues(StateReturnToIdle).Inc()
+	return nil
+}
+
+// StateReturnToIdle labels the ReturnToIdle deadline in the metrics.
+const StateReturnToIdle = "ReturnToIdle"
 
 // healthGate passes the node after postRebootSoak of continuous readiness
 // once its agent reports MonitoringUpdate; any lapse starts the soak over.

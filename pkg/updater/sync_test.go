@@ -236,3 +236,35 @@ func TestANodeDeletedBeforeItsRebootWasRequestedFreesItsSlot(t *testing.T) {
 	}
 	f.expect([]string{"list", "update b StagedAndPerformedUpdate 1.20.0"})
 }
+
+// TestANodeThatNeverReturnsToIdleIsFailedAfterTheReturnToIdleDeadline: spec
+// is Idle but the agent still reports an update state — it can neither
+// complete nor abort (crash-looping, its update repository unreachable). It
+// holds a slot, so past ReturnToIdle it is marked failed and halts the
+// rollout, naming it, instead of silently freezing every other node.
+func TestANodeThatNeverReturnsToIdleIsFailedAfterTheReturnToIdleDeadline(t *testing.T) {
+	for _, status := range []updatesv1alpha1.ShadowState{monitor, errReset, staged} {
+		t.Run(string(status), func(t *testing.T) {
+			s := mkShadow("n1", idle, status, since(returnDL-time.Minute), crashed(1, t0.Add(-time.Hour)))
+			f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")}, []*updatesv1alpha1.BottlerocketShadow{s})
+			if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+				t.Fatal(err)
+			}
+			f.expect(nil)
+			if got := f.timers["n1"]; !equalDurations(got, []time.Duration{time.Minute}) {
+				t.Errorf("timers = %v, want the minute left of ReturnToIdle", got)
+			}
+			f.clock.Step(time.Minute)
+			if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+				t.Fatal(err)
+			}
+			f.expect([]string{"update n1 Idle  failed=DeadlineExceeded:"})
+			if got := distinct(f.events()); strings.Join(got, ",") != "Warning UpdateFailed" {
+				t.Errorf("events = %v", got)
+			}
+			if got := testutilCounter(f.c.metrics.DeadlineExpiries.WithLabelValues("ReturnToIdle")); got != 1 {
+				t.Errorf("deadline expiries{ReturnToIdle} = %v, want 1", got)
+			}
+		})
+	}
+}

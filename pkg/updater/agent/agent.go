@@ -419,15 +419,28 @@ func truncate(s string, n int) string {
 	return s[:n-3] + "..."
 }
 
-// versions reads the running version and refreshes the offered one. After a
-// boot the dispatcher's status is gone until the first command, so the
-// refresh comes first.
-func (a *Agent) versions(ctx context.Context) (current, target string, err error) {
+// runningVersion is refresh for ending an update (completing or aborting):
+// it needs only /os. A refresh that fails — the update repository
+// unreachable — reports the running version as the offered one until the
+// next periodic refresh, instead of keeping the node in an update state
+// that holds a slot of the rollout.
+func (a *Agent) runningVersion(ctx context.Context) (current, target string, err error) {
 	current, target, _, err = a.refresh(ctx)
-	return current, target, err
+	if err == nil {
+		return current, target, nil
+	}
+	os, oerr := a.c.API.OS(ctx)
+	if oerr != nil {
+		return "", "", oerr
+	}
+	klog.FromContext(ctx).Error(err, "Refreshing the offered version failed; reporting the running one until the next check")
+	return os.VersionID, os.VersionID, nil
 }
 
-// refresh is versions plus the update status the refresh answered.
+// refresh reads the running version and refreshes the offered one, and
+// returns the update status the refresh answered. After a boot the
+// dispatcher's status is gone until the first command, so the refresh comes
+// first.
 func (a *Agent) refresh(ctx context.Context) (current, target string, s *brapi.UpdateStatus, err error) {
 	os, err := a.c.API.OS(ctx)
 	if err != nil {

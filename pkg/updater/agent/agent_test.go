@@ -901,3 +901,26 @@ func TestAnAbortLeavesAVersionLockTheUserChangedAlone(t *testing.T) {
 		t.Errorf("events %+v, want %s", h.events.events, ReasonVersionLockChanged)
 	}
 }
+
+// TestAFailedRefreshAfterASuccessfulUpdateStillReportsIdle: completing does
+// not depend on the update repository answering (DESIGN §7). A node that
+// cannot refresh after a good update reports Idle on the new version, so it
+// frees its slot instead of freezing the rollout.
+func TestAFailedRefreshAfterASuccessfulUpdateStillReportsIdle(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	for i := 0; i < 6 && h.status().CurrentState != rebootedTo; i++ {
+		mustSync(t, h, a)
+	}
+	h.operator("1.21.0")
+	mustSync(t, h, a)
+	h.expectState(monitoring)
+	h.em.UpdateFaults(func(f *emulator.Faults) { f.RefreshFails = true })
+	h.operator("1.21.0") // health gate passed: Idle
+	_, _ = h.sync(a)
+	st := h.status()
+	if st.CurrentState != idle || st.CurrentVersion != "1.21.0" || st.CrashCount != 0 || st.RebootFromBootID != "" {
+		t.Fatalf("status = %+v, want Idle on 1.21.0 with the bookkeeping cleared although refresh-updates fails", st)
+	}
+}

@@ -70,9 +70,9 @@ func (a *Agent) syncIdle(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 func (a *Agent) complete(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (time.Duration, error) {
 	a.hold()
 	success := !failedNotResumed(shadow)
-	current, target, err := a.versions(ctx)
+	current, target, err := a.runningVersion(ctx)
 	if err != nil {
-		return a.opts.RetryInterval, fmt.Errorf("checking for updates after the update: %w", err)
+		return a.opts.RetryInterval, fmt.Errorf("after the update: %w", err)
 	}
 	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.CurrentState = updatesv1alpha1.StateIdle
@@ -129,7 +129,7 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 		}
 	}
 	a.hold()
-	current, target, err := a.versions(ctx)
+	current, target, err := a.runningVersion(ctx)
 	if err != nil {
 		return a.opts.RetryInterval, fmt.Errorf("aborting the update: %w", err)
 	}

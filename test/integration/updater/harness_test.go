@@ -57,7 +57,7 @@ func baseOptions(t *testing.T) updater.Options {
 		Selector:      labels.SelectorFromSet(labels.Set{k: v}),
 		MaxConcurrent: intstr.FromInt32(1),
 		Deadlines: updater.Deadlines{StagedAndPerformedUpdate: 20 * time.Second, RebootedIntoUpdate: 20 * time.Second,
-			MonitoringUpdate: 20 * time.Second},
+			MonitoringUpdate: 20 * time.Second, ReturnToIdle: 20 * time.Second},
 		PostRebootSoak: time.Second,
 	}
 }
