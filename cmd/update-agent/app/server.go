@@ -1,8 +1,8 @@
 // Package app builds the update-agent command: it wires the
 // UpdateAgentConfiguration into the agent (package pkg/updater/agent), its
 // Bottlerocket API client, its lean API clients and its Lease renewer, serves
-// /healthz and /metrics, and releases the Lease on SIGTERM with the reason
-// the update state calls for.
+// /healthz and /metrics, and on SIGTERM during an update releases the Lease
+// with reason Updating.
 package app
 
 import (
@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"nodehealth.io/heartbeat"
 	"nodehealth.io/heartbeat/prommetrics"
@@ -98,17 +99,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfigurati
 	if err != nil {
 		return fmt.Errorf("registering the heartbeat metrics: %w", err)
 	}
-	renewer, err := heartbeat.New(leaseClient, heartbeat.Options{
-		Namespace:     cfg.Lease.Namespace,
-		NodeName:      instance.NodeName,
-		Extension:     updatesv1alpha1.UpdaterExtension,
-		Holder:        holder(),
-		LeaseDuration: cfg.Lease.Duration.Duration,
-		RenewInterval: cfg.Lease.RenewInterval.Duration,
-		// The updater registers itself as one more system extension.
-		Register: true,
-		Metrics:  heartbeatMetrics,
-	})
+	renewer, err := heartbeat.New(leaseClient, heartbeatOptions(cfg, instance.NodeName, heartbeatMetrics))
 	if err != nil {
 		return err
 	}
@@ -175,9 +166,30 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfigurati
 	return shutdown(ctx, a, nil)
 }
 
-// shutdown releases the Lease when the process was told to stop (SIGTERM):
-// reason Terminating while Idle, Updating during an update. A restart for a
-// changed configuration file leaves it held.
+// heartbeatOptions are the agent's Lease: bottlerocket-updater.<node>.
+func heartbeatOptions(cfg *config.UpdateAgentConfiguration, nodeName string, metrics heartbeat.Metrics) heartbeat.Options {
+	return heartbeat.Options{
+		Namespace:     cfg.Lease.Namespace,
+		NodeName:      nodeName,
+		Extension:     updatesv1alpha1.UpdaterExtension,
+		Holder:        holder(),
+		LeaseDuration: cfg.Lease.Duration.Duration,
+		RenewInterval: cfg.Lease.RenewInterval.Duration,
+		// The updater registers itself as one more system extension, but
+		// one whose outages never gate the node: a bad agent image must not
+		// gate and evict a slice of the fleet. Its planned releases (reason
+		// Updating) still gate — the node-health controller gates a planned
+		// release whatever the extension's affectsReadiness (DESIGN §5).
+		Register:         true,
+		AffectsReadiness: ptr.To(false),
+		Metrics:          metrics,
+	}
+}
+
+// shutdown releases the Lease when the process was told to stop (SIGTERM)
+// during an update, with reason Updating; while Idle it leaves the Lease to
+// expire (agent.Agent.Shutdown). A restart for a changed configuration file
+// leaves it held.
 func shutdown(ctx context.Context, a *agent.Agent, err error) error {
 	if !errors.Is(context.Cause(ctx), options.ErrTerminated) {
 		return err

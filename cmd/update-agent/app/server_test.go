@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"nodehealth.io/nodehealth/pkg/componentconfig/config/latest"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options/optionstest"
 )
 
@@ -59,4 +60,23 @@ func TestNodeNameRequired(t *testing.T) {
 
 func TestVersionPrintsAndExits(t *testing.T) {
 	optionstest.VersionPrintsAndExits(t, NewCommand, "update-agent")
+}
+
+// TestTheAgentRegistersItsLeaseAsNotAffectingReadiness: the updater is one
+// more system extension whose planned releases (reason Updating) gate the
+// node, but whose outages — a crash-looping agent, a bad image — must never
+// gate or evict (DESIGN §7). The node-health controller's side, a planned
+// release gating even with affects-readiness=false, is pkg/nodehealth's.
+func TestTheAgentRegistersItsLeaseAsNotAffectingReadiness(t *testing.T) {
+	cfg, err := latest.UpdateAgentConfiguration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := heartbeatOptions(cfg, "node-1", nil)
+	if !opts.Register || opts.AffectsReadiness == nil || *opts.AffectsReadiness {
+		t.Errorf("register %v, affectsReadiness %v: want a self-registered Lease labelled affects-readiness=false", opts.Register, opts.AffectsReadiness)
+	}
+	if opts.Extension != "bottlerocket-updater" || opts.NodeName != "node-1" {
+		t.Errorf("Lease of %s for %s, want bottlerocket-updater for node-1", opts.Extension, opts.NodeName)
+	}
 }

@@ -274,16 +274,20 @@ func rebooted(shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) bool {
 	return from != "" && boot != "" && boot != from
 }
 
-// Shutdown releases the Lease when the process stops (SIGTERM): with reason
-// Terminating when no update is in flight, and with reason Updating while
-// one is (DESIGN §7: a SIGTERM during an update must not turn the planned
-// release into a failure that could start an eviction clock).
+// Shutdown runs when the process stops (SIGTERM). During an update it
+// releases the Lease with reason Updating, never another reason: a SIGTERM
+// during an update must not turn the planned release into a failure that
+// could start an eviction clock (DESIGN §7). While Idle it releases nothing:
+// an agent outage is not a node failure. The Lease, registered with
+// affects-readiness=false, expires, which never gates the node; a DaemonSet
+// rollout's new pod renews it before that.
 func (a *Agent) Shutdown(ctx context.Context) error {
 	a.mu.Lock()
 	spec := a.lastSpec
 	a.mu.Unlock()
 	if spec == "" || spec == updatesv1alpha1.StateIdle {
-		return a.c.Lease.Release(ctx, "Terminating", "the update agent is shutting down")
+		klog.FromContext(ctx).Info("Stopping while Idle; the Lease is left to expire")
+		return nil
 	}
 	return a.c.Lease.Release(ctx, nodev1alpha1.ReasonUpdating, fmt.Sprintf("the update agent stopped during an update (%s)", spec))
 }

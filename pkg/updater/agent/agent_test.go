@@ -558,21 +558,35 @@ func TestInitLeaseAfterARestartMidDrain(t *testing.T) {
 	}
 }
 
-func TestShutdownReleaseReason(t *testing.T) {
+// TestAnAgentStoppedWhileIdleNeverReleasesItsLeaseWithAFailureReason: an
+// update-agent outage (a bad agent image, a DaemonSet rollout) is not a node
+// failure. While Idle a SIGTERM leaves the Lease to expire — the agent
+// registers it with affects-readiness=false, so that never gates — and
+// during an update it releases with Updating only, never turning the planned
+// release into a failure. (That a planned release gates even from an
+// extension with affectsReadiness false is the node-health controller's
+// side, pkg/nodehealth.)
+func TestAnAgentStoppedWhileIdleNeverReleasesItsLeaseWithAFailureReason(t *testing.T) {
 	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	if err := h.newAgent().Shutdown(context.Background()); err != nil { // before any shadow
+		t.Fatal(err)
+	}
 	h.shadows.create()
 	a := h.newAgent()
 	mustSync(t, h, a)
 	if err := a.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	if got := h.lease.releases(); len(got) != 0 {
+		t.Errorf("releases while Idle = %v, want none", got)
+	}
 	h.operator("1.21.0")
 	mustSync(t, h, a)
 	if err := a.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.lease.releases(); !slices.Equal(got, []string{"Terminating", "Updating"}) {
-		t.Errorf("releases = %v, want Terminating while Idle, Updating during the update", got)
+	if got := h.lease.releases(); !slices.Equal(got, []string{"Updating"}) {
+		t.Errorf("releases = %v, want only Updating, during the update", got)
 	}
 }
 
