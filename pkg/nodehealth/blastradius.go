@@ -185,3 +185,15 @@ func (b *blastRadius) failingNodes() []string {
 	}
 	return out
 }
+
+// refresh sets whether a counted node fails, leaving nodes that are not
+// counted alone, and returns the suspensions that began or ended.
+func (b *blastRadius) refresh(node string, failing bool) []suspensionChange {
+	b.mu.Lock()
+	m, ok := b.members[node]
+	b.mu.Unlock()
+	if !ok || m.failing == failing {
+		return nil
+	}
+	return b.update(node, m.zone, true, failing)
+}

@@ -60,6 +60,15 @@ type Controller struct {
 
 	mu    sync.Mutex
 	nodes map[string]*nodeState
+	// viewStale is set while the own-view guard holds, from the moment the
+	// canary reported the view stale until its recovery has refreshed the
+	// Leases and restarted the gates: evaluations hold mu, so none sees
+	// the recovery half done. staleSince is when the guard fired.
+	viewStale  bool
+	staleSince time.Time
+	// droppedRegistrations is how many self-registrations each node's list
+	// could not hold, for nodes where some did not fit.
+	droppedRegistrations map[string]int
 	// live holds nodes added after the initial list: they are new.
 	live sets.Set[string]
 	// leaseRefs maps Leases referenced under a non-default name to the nodes
@@ -128,6 +137,8 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 		nodeLeaseRefs:   map[string][]string{},
 		contributions:   map[string]contribution{},
 		dirty:           sets.New[string](),
+
+		droppedRegistrations: map[string]int{},
 	}
 	for i := range opts.Rules {
 		c.rules[opts.Rules[i].Name] = &c.opts.Rules[i]
@@ -354,28 +365,63 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 }
 
 // ownViewChanged is the canary's callback. Going stale pauses every eviction
-// clock. Recovering resumes them, and, as after a start, counts every Lease as
-// observed now (a full duration of grace: renewals missed through a stale
-// watch must not expire anything) and restarts every gate at now, keeping its
-// scope, so that only renewals observed from now on ungate.
+// clock. Recovering resumes them and gives a full duration of grace to every
+// Lease that was ready when the view went stale (recoverView).
 func (c *Controller) ownViewChanged(ctx context.Context, stale bool, at time.Time) {
 	if stale {
+		c.mu.Lock()
+		c.viewStale, c.staleSince = true, at
+		c.mu.Unlock()
 		c.metrics.OwnViewStale.Set(1)
 		c.metrics.Suspensions.WithLabelValues("own-view").Inc()
 		c.updateEscalationClocks(at)
 		return
 	}
+	c.recoverView(at)
 	c.metrics.OwnViewStale.Set(0)
-	c.tracker.refresh(at)
+	c.updateEscalationClocks(at)
+	c.enqueueAll()
+}
+
+// recoverView ends the own-view guard in one step under c.mu, which every
+// evaluation holds: a worker evaluating between the Lease refresh and the
+// gate restart would see refreshed Leases against the old gateStart and end
+// a reboot's gate without any renewal after the reboot.
+//
+// Leases ready when the view went stale count as observed at now. Gates
+// whose taint is on the Node restart at now, keeping their scope; so does a
+// bootstrap, reboot or re-creation seen during the stall and held back (it
+// gates now). A node held for a failure is judged afresh by its next
+// evaluation: no failure taint is ever owed.
+func (c *Controller) recoverView(at time.Time) {
 	c.mu.Lock()
-	for _, st := range c.nodes {
-		if st.gated {
+	defer c.mu.Unlock()
+	if c.viewStale {
+		c.tracker.refresh(c.staleSince, at, c.opts.RenewalGrace)
+	}
+	for name, st := range c.nodes {
+		if !st.gated {
+			continue
+		}
+		pendingBootstrap := st.suppressed && st.full
+		if pendingBootstrap || c.taintedInCache(name) {
 			st.gateStart = at
 		}
 	}
-	c.mu.Unlock()
-	c.updateEscalationClocks(at)
-	c.enqueueAll()
+	c.viewStale = false
+}
+
+// taintedInCache reports whether the node carries the readiness taint in the
+// informer's cache.
+func (c *Controller) taintedInCache(name string) bool {
+	node, err := c.nodeLister.Get(name)
+	return err == nil && hasTaint(node, c.opts.TaintKey, c.opts.TaintEffect)
+}
+
+// ownViewStaleLocked reports whether taint additions and evictions are held
+// by the own-view guard. Callers hold c.mu.
+func (c *Controller) ownViewStaleLocked() bool {
+	return c.canary != nil && (c.viewStale || c.canary.stale())
 }
 
 func (c *Controller) enqueueAll() {

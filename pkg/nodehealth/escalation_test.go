@@ -27,12 +27,22 @@ func TestSuspensionPausesTheEvictionClock(t *testing.T) {
 	}
 	escalated := func() bool { return f.c.evictions.Len() > 0 }
 
+	// The healthy nodes renew (a node whose Lease is past its expiry
+	// counts as failing as soon as a failure taint is decided, synced or
+	// not).
+	renewHealthy := func(names ...string) {
+		for _, n := range names {
+			f.renew("kube-proxy", n)
+		}
+	}
 	// a fails at t0+1m: its clock runs.
 	f.clock.Step(time.Minute)
+	renewHealthy("b", "c", "d", "e", "f")
 	f.release("kube-proxy", "a", "Crash")
 	f.sync("a")
 	// b and c fail at t0+2m: 3 of 6 suspends escalation.
 	f.clock.Step(time.Minute)
+	renewHealthy("d", "e", "f")
 	for _, n := range []string{"b", "c"} {
 		f.release("kube-proxy", n, "Crash")
 		f.sync(n)

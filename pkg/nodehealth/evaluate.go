@@ -111,6 +111,10 @@ type evalEnv struct {
 	ownViewStale bool
 	// updateFailing tells the blast-radius counter whether the node fails.
 	updateFailing func(failing, tracked bool)
+	// recount brings the blast-radius count up to date from every node's
+	// last-evaluated facts and the current expiry of its Leases, before a
+	// failure taint is decided (nil: nothing to bring up to date).
+	recount func()
 }
 
 // evaluate runs one step of a node's gate state machine (DESIGN §5). It is
@@ -193,7 +197,7 @@ func (e *evaluation) bootChange() {
 		// Found gated after a start or a failover: the gate stands, and the
 		// extensions must renew again after this moment.
 		st.gate(causeFoundGated, now)
-		st.readyInBoot = f.hasRecord && f.record.sameBoot(f.uid, f.bootID)
+		st.readyInBoot = f.hasRecord && f.record.sameBoot(f.uid, f.bootID) && !f.record.Pending
 		st.restoreFailedOpen(f)
 	case firstSight:
 		st.restoreFailedOpen(f)
@@ -227,7 +231,10 @@ func (e *evaluation) extensionStatuses() {
 			missing[ext.name] = s.failedAt
 		case obs.released():
 			s.reason = extLeaseReleased
-			s.planned = e.env.opts.MaintenanceReasons.Has(obs.reason)
+			s.planned = e.plannedInThisBoot(ext.name, obs.reason)
+			// A planned release asks for maintenance: it gates even
+			// from an extension whose failures never do.
+			s.gating = s.gating || s.planned
 			s.detail = "released"
 			if obs.reason != "" {
 				s.detail += ", reason " + obs.reason
@@ -258,6 +265,9 @@ func (e *evaluation) extensionStatuses() {
 				s.renewedSinceGate = false
 			}
 		}
+		if !ok || !obs.released() {
+			delete(st.plannedBoot, ext.name)
+		}
 		if s.ready && st.failedOpen.Has(ext.name) {
 			// Failing open lasts until the extension becomes ready; from
 			// then on it gates like any other.
@@ -268,6 +278,23 @@ func (e *evaluation) extensionStatuses() {
 	}
 	st.missing = missing
 	e.collectGating()
+}
+
+// plannedInThisBoot reports whether a release with reason is planned and was
+// made in the node's current boot. The boot a release belongs to is the one
+// in which it was first seen: after a reboot the node's gate is the reboot
+// gate over its gating extensions, whatever the releasing extension (the
+// updater, which renews only once the Node shows the new boot) does next.
+func (e *evaluation) plannedInThisBoot(extension, reason string) bool {
+	if !e.env.opts.MaintenanceReasons.Has(reason) {
+		return false
+	}
+	boot, seen := e.st.plannedBoot[extension]
+	if !seen {
+		e.st.plannedBoot[extension] = e.f.bootID
+		return true
+	}
+	return boot == e.f.bootID
 }
 
 // collectGating lists the gating statuses.
@@ -355,7 +382,7 @@ func (e *evaluation) noGatingExtensions() {
 		st.cause = causeNone
 	}
 	st.resetEscalation()
-	e.env.updateFailing(false, false)
+	e.env.updateFailing(false, countAffecting(e.d.statuses) > 0)
 	// Only a node that listed gating extensions before is "ungated"; a
 	// node that never did was never gated by this controller.
 	e.d.ended = wasGated && st.hadGating
@@ -401,7 +428,11 @@ func (e *evaluation) gateTransition() {
 				latest = s.lastRenewal
 			}
 		}
-		if fresh {
+		// A node held for a failure was never tainted: judged afresh, it
+		// is ungated as soon as nothing it requires is failing (no failure
+		// taint is ever owed, and no renewal is owed either).
+		held := st.suppressed && !e.f.tainted && !st.full
+		if fresh || held {
 			st.ungate()
 			e.d.ended = true
 			e.d.ungateLatency = now.Sub(latest)
@@ -481,8 +512,15 @@ func (e *evaluation) failure() {
 	}
 	st.failing = failing
 	e.failing = failing
-	e.env.updateFailing(failing, true)
+	e.env.updateFailing(failing, countAffecting(e.d.statuses) > 0)
 	e.suspended = e.env.suspended(f.zone)
+	if failing && !f.tainted && !e.suspended && e.env.recount != nil {
+		// Failures that come due together (a restart's grace running
+		// out, a mass failure) are all counted before any one of them is
+		// tainted, not one by one as their nodes are synced.
+		e.env.recount()
+		e.suspended = e.env.suspended(f.zone)
+	}
 
 	e.d.taint = st.gated
 	if st.gated && !f.tainted && (e.env.ownViewStale || (failing && e.suspended)) {
@@ -490,8 +528,15 @@ func (e *evaluation) failure() {
 		e.d.suppressed = true
 	}
 	e.d.record = st.wantRecord(f)
-	if !st.gated && (!f.hasRecord || !equalRecords(f.record, e.d.record)) {
-		e.d.recordBoot = true
+	switch {
+	case !st.gated:
+		e.d.recordBoot = !f.hasRecord || !equalRecords(f.record, e.d.record)
+	case !st.readyInBoot && len(st.failedOpen) > 0:
+		// Still gated in this boot by another extension: the record keeps
+		// what failed open, so that a restarted controller does not start
+		// its startup timeout again; Pending says the boot was not ready.
+		e.d.record.Pending = true
+		e.d.recordBoot = !f.hasRecord || !equalRecords(f.record, e.d.record)
 	}
 }
 
@@ -503,7 +548,7 @@ func (e *evaluation) escalation() {
 	if e.failing && opts.Eviction.Mode != EvictionModeNone && opts.Eviction.Timeout >= 0 {
 		elapsed := st.escalationClock(now, held)
 		if elapsed >= opts.Eviction.Timeout {
-			e.d.escalate = !held && !st.escalated
+			e.d.escalate = !held && (!st.escalated || st.drainInterrupted)
 		} else if !held {
 			e.earliest(now.Add(opts.Eviction.Timeout - elapsed))
 		}
@@ -537,7 +582,7 @@ func (s *nodeState) wantRecord(f nodeFacts) bootRecord {
 }
 
 func equalRecords(a, b bootRecord) bool {
-	return a.BootID == b.BootID && a.UID == b.UID && slices.Equal(a.FailedOpen, b.FailedOpen)
+	return a.BootID == b.BootID && a.UID == b.UID && slices.Equal(a.FailedOpen, b.FailedOpen) && a.Pending == b.Pending
 }
 
 // conditionFor builds the SystemExtensionsReady condition of a decision, and a
@@ -578,10 +623,13 @@ func conditionFor(now time.Time, st *nodeState, d decision, suspendedWhy string)
 		} else {
 			message += " Waiting for every required extension to renew its Lease after the node was gated."
 		}
+	case countAffecting(d.statuses) > countGatingAffecting(d.statuses):
+		status, reason = v1.ConditionTrue, nodev1alpha1.ReasonExtensionsFailedOpen
+		message = "The node is not gated, but a required extension failed open: it missed its startup timeout in this boot and its rule's failurePolicy is Ungate."
 	default:
 		status, reason = v1.ConditionTrue, nodev1alpha1.ReasonExtensionsReady
 		message = "Every required system extension is ready."
-		if countGating(d.statuses) == 0 {
+		if countAffecting(d.statuses) == 0 {
 			reason, message = nodev1alpha1.ReasonNoRequiredExtensions, "The node lists no system extension that affects readiness."
 		}
 	}
@@ -598,6 +646,18 @@ func countAffecting(statuses []extensionStatus) int {
 	n := 0
 	for _, s := range statuses {
 		if s.affects {
+			n++
+		}
+	}
+	return n
+}
+
+// countGatingAffecting counts the extensions that affect readiness and gate
+// the node now (did not fail open).
+func countGatingAffecting(statuses []extensionStatus) int {
+	n := 0
+	for _, s := range statuses {
+		if s.affects && s.gating {
 			n++
 		}
 	}

@@ -94,25 +94,43 @@ func (c *Controller) escalate(ctx context.Context, name string) (bool, error) {
 // once per node escalation; retries of refused evictions do not consume it.
 func (c *Controller) escalateNode(ctx context.Context, name string) (time.Duration, error) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "node", name)
-	if !c.stillFailing(name) {
+	failing, held := c.escalationDue(name)
+	if !failing {
 		c.drains.forget(name)
 		return 0, nil
 	}
 	c.mu.Lock()
 	st := c.nodes[name]
 	first := st != nil && !st.escalated
+	if held && st != nil && st.escalated {
+		// A suspension began while the node was being drained: the drain
+		// (and its per-pod back-off) waits, and the node's evaluation
+		// queues it again when the suspension ends, if it still fails.
+		st.drainInterrupted = true
+	}
 	c.mu.Unlock()
+	if held {
+		return 0, nil
+	}
 	if first {
 		if err := c.evictionLimiter.Wait(ctx); err != nil {
 			return 0, err
 		}
 		// The wait may have been long: check again.
-		if !c.stillFailing(name) {
-			c.drains.forget(name)
+		if failing, held := c.escalationDue(name); !failing || held {
+			if !failing {
+				c.drains.forget(name)
+			}
 			return 0, nil
 		}
 		c.mu.Lock()
 		st.escalated = true
+		c.mu.Unlock()
+	} else {
+		c.mu.Lock()
+		if st != nil {
+			st.drainInterrupted = false
+		}
 		c.mu.Unlock()
 	}
 	node, err := c.nodeLister.Get(name)
@@ -139,19 +157,19 @@ func (c *Controller) escalateNode(ctx context.Context, name string) (time.Durati
 	}
 }
 
-// stillFailing re-checks that escalation is due and allowed.
-func (c *Controller) stillFailing(name string) bool {
+// escalationDue re-checks a node queued for escalation: whether it still
+// fails, and whether a guard (blast radius, own view) holds its escalation.
+func (c *Controller) escalationDue(name string) (failing, held bool) {
 	c.mu.Lock()
 	st := c.nodes[name]
-	ok := st != nil && st.failing && st.gated
+	failing = st != nil && st.failing && st.gated
+	ownViewStale := c.ownViewStaleLocked()
 	c.mu.Unlock()
-	if !ok {
-		return false
+	if !failing {
+		return false, false
 	}
-	if suspended, _ := c.blast.suspended(c.zoneOf(name)); suspended {
-		return false
-	}
-	return c.canary == nil || !c.canary.stale()
+	suspended, _ := c.blast.suspended(c.zoneOf(name))
+	return true, suspended || ownViewStale
 }
 
 func (c *Controller) zoneOf(name string) string {

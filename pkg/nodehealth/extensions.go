@@ -2,6 +2,7 @@ package nodehealth
 
 import (
 	"sort"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -14,14 +15,19 @@ import (
 type registration struct {
 	extension        string
 	affectsReadiness bool
+	// created is the Lease's creation time: when more extensions register
+	// than a list holds, the oldest keep their place.
+	created time.Time
 }
 
 // desiredExtensions returns the list a node should carry: every manual entry as
 // it is; one entry per rule that matches the node (unless a manual entry has
 // the same name: the manual one wins); one entry per self-registered Lease
 // whose name is not taken by a manual or rule entry. Rule and Lease entries
-// that no longer apply are dropped; manual entries never are.
-func desiredExtensions(current []nodev1alpha1.SystemExtension, node *v1.Node, rules []Rule, registered []registration, namespace string) []nodev1alpha1.SystemExtension {
+// that no longer apply are dropped; manual entries never are. Registrations
+// fill what rule and manual entries leave of the list's limit, oldest first;
+// dropped names the registrations that did not fit.
+func desiredExtensions(current []nodev1alpha1.SystemExtension, node *v1.Node, rules []Rule, registered []registration, namespace string) (list []nodev1alpha1.SystemExtension, dropped []string) {
 	out := make([]nodev1alpha1.SystemExtension, 0, len(current)+len(rules))
 	taken := map[string]bool{}
 	for _, e := range current {
@@ -50,9 +56,18 @@ func desiredExtensions(current []nodev1alpha1.SystemExtension, node *v1.Node, ru
 		out = append(out, e)
 		taken[r.Extension] = true
 	}
-	sort.Slice(registered, func(i, j int) bool { return registered[i].extension < registered[j].extension })
+	sort.Slice(registered, func(i, j int) bool {
+		if !registered[i].created.Equal(registered[j].created) {
+			return registered[i].created.Before(registered[j].created)
+		}
+		return registered[i].extension < registered[j].extension
+	})
 	for _, reg := range registered {
 		if taken[reg.extension] {
+			continue
+		}
+		if len(out) >= nodev1alpha1.MaxSystemExtensions {
+			dropped = append(dropped, reg.extension)
 			continue
 		}
 		e := nodev1alpha1.SystemExtension{Name: reg.extension, Source: nodev1alpha1.SourceLease}
@@ -63,7 +78,7 @@ func desiredExtensions(current []nodev1alpha1.SystemExtension, node *v1.Node, ru
 		out = append(out, e)
 		taken[reg.extension] = true
 	}
-	return nodev1alpha1.NormalizeSystemExtensions(out, node.Name, namespace)
+	return nodev1alpha1.NormalizeSystemExtensions(out, node.Name, namespace), dropped
 }
 
 // requiredExtension is one entry of a node's list, resolved for evaluation.

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
@@ -156,10 +157,10 @@ func TestOversizedListReportedKeepsGateState(t *testing.T) {
 	}
 }
 
-// Thousands of self-registering Leases for one node are reported once,
-// without building a list of thousands of entries, and the node keeps its
-// gate state; the other nodes are served. Back under the limit, the list is
-// written.
+// Thousands of self-registering Leases for one node are reported once; the
+// list holds the oldest registrations up to its limit, the node is still
+// evaluated, and the other nodes are served. Once the extra Leases go, the
+// list holds the rest.
 func TestTooManyRegistrationsReportedOnce(t *testing.T) {
 	opts := testOptions()
 	opts.Rules = nil
@@ -171,6 +172,7 @@ func TestTooManyRegistrationsReportedOnce(t *testing.T) {
 	register := func(i int) *coordinationv1.Lease {
 		l := lease(fmt.Sprintf("x%d", i), "reg", "holder", t0)
 		l.Labels[nodev1alpha1.RegisterLabel] = "true"
+		l.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(i) * time.Second))
 		f.putLease(l)
 		return l
 	}
@@ -179,13 +181,14 @@ func TestTooManyRegistrationsReportedOnce(t *testing.T) {
 		leases = append(leases, register(i))
 	}
 	f.sync("reg")
-	f.expectWrites("patch nodes/status")
-	if c := f.condition("reg"); c.Status != v1.ConditionUnknown || !strings.Contains(c.Message, "1000 Leases self-register") {
-		t.Errorf("condition %+v", c)
+	f.writes()
+	f.expectEvent("936 Leases that self-register")
+	list, err := nodev1alpha1.DecodeSystemExtensions(f.node("reg").Annotations[nodev1alpha1.SystemExtensionsAnnotation], testNS)
+	if err != nil || len(list) != nodev1alpha1.MaxSystemExtensions {
+		t.Fatalf("list: %d entries (%v), want the limit %d", len(list), err, nodev1alpha1.MaxSystemExtensions)
 	}
-	f.expectEvent("1000 Leases self-register")
-	if got := len(f.c.nodes["reg"].extReady); got != 0 {
-		t.Errorf("the node's state holds %d extensions", got)
+	if c := f.condition("reg"); c.Status != v1.ConditionTrue {
+		t.Errorf("the node was not evaluated: condition %+v", c)
 	}
 	// One more: the count moves, the problem does not; no new report.
 	leases = append(leases, register(1000))
@@ -202,7 +205,7 @@ func TestTooManyRegistrationsReportedOnce(t *testing.T) {
 		f.deleteLease(l)
 	}
 	f.sync("reg")
-	list, err := nodev1alpha1.DecodeSystemExtensions(f.node("reg").Annotations[nodev1alpha1.SystemExtensionsAnnotation], testNS)
+	list, err = nodev1alpha1.DecodeSystemExtensions(f.node("reg").Annotations[nodev1alpha1.SystemExtensionsAnnotation], testNS)
 	if err != nil || len(list) != 10 {
 		t.Errorf("list after the extra Leases went: %d entries, %v", len(list), err)
 	}

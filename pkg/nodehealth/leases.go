@@ -130,15 +130,17 @@ func (t *leaseTracker) observe(lease *coordinationv1.Lease) (prev, next leaseObs
 	return prev, next, true, changed
 }
 
-// refresh counts every renewed Lease as observed at now: after the
-// controller's own view recovers, renewals it may have missed while its watch
-// was stale must not expire anything, so every Lease gets a full duration of
-// grace, as at a start.
-func (t *leaseTracker) refresh(now time.Time) {
+// refresh gives a full duration of grace, from now, to every Lease that was
+// ready when the controller's own view went stale (staleSince): renewals the
+// stale watch may have hidden must not expire anything. A Lease already
+// expired or released by then stays as it was, so that a node failing before
+// the stall is still failing after it and its eviction clock keeps its time
+// (DESIGN §5, own-view recovery).
+func (t *leaseTracker) refresh(staleSince, now time.Time, grace time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, o := range t.leases {
-		if !o.observedAt.IsZero() && !o.released() {
+		if !o.observedAt.IsZero() && !o.released() && staleSince.Before(o.expiresAt(grace)) {
 			o.observedAt = now
 		}
 	}

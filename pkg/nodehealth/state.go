@@ -41,10 +41,15 @@ func (c gateCause) bootstrap() bool {
 // extensions released by a startup timeout with failurePolicy Ungate in this
 // boot, so that a restarted controller does not take their absence for a
 // failure (docs/controller.md, "The boot record").
+//
+// Pending marks a record written while the node was still gated in its
+// boot, only to keep FailedOpen: an extension that failed open while another
+// one kept the node gated. Such a record does not say the boot was ready.
 type bootRecord struct {
 	BootID     string    `json:"bootID,omitempty"`
 	UID        types.UID `json:"uid"`
 	FailedOpen []string  `json:"failedOpen,omitempty"`
+	Pending    bool      `json:"pending,omitempty"`
 }
 
 // sameBoot reports whether the record was written in the node's current boot
@@ -112,6 +117,16 @@ type nodeState struct {
 	escElapsed      time.Duration
 	escRunningSince time.Time
 	escalated       bool
+	// drainInterrupted: a suspension cut the drain of an escalated node;
+	// it continues once the suspension ends if the node still fails.
+	drainInterrupted bool
+	// exts are the extensions the last evaluation resolved, so that the
+	// blast radius can be brought up to date from every node's facts and
+	// the current expiry of its Leases (Controller.recountFailing).
+	exts []requiredExtension
+	// plannedBoot is the bootID in which each planned release was first
+	// seen: a planned release gates only in the boot it was made in.
+	plannedBoot map[string]string
 
 	// What was last reported, so Events and condition writes happen on
 	// transitions only.
@@ -130,7 +145,7 @@ type nodeState struct {
 
 func newNodeState(now time.Time) *nodeState {
 	return &nodeState{firstSeen: now, failedOpen: sets.New[string](), startupExpired: sets.New[string](), extReady: map[string]bool{},
-		scope: sets.New[string](), plannedExts: sets.New[string]()}
+		scope: sets.New[string](), plannedExts: sets.New[string](), plannedBoot: map[string]string{}}
 }
 
 // gate starts a gate for cause at now.
@@ -166,6 +181,7 @@ func (s *nodeState) resetEscalation() {
 	s.escElapsed = 0
 	s.escRunningSince = time.Time{}
 	s.escalated = false
+	s.drainInterrupted = false
 }
 
 // escalationClock advances the eviction clock and reports how long the node

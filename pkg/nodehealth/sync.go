@@ -31,6 +31,7 @@ const (
 	EventEvictingPods         = "EvictingPods"
 	EventEvictionBlocked      = "EvictionBlocked"
 	EventInvalidExtensionList = "InvalidExtensionList"
+	EventTooManyRegistrations = "TooManyRegistrations"
 )
 
 const zoneLabel = v1.LabelTopologyZone
@@ -129,17 +130,21 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 		opts:         &c.opts,
 		tracker:      c.tracker,
 		live:         r.live,
-		ownViewStale: c.canary != nil && c.canary.stale(),
+		ownViewStale: c.ownViewStaleLocked(),
 		suspended: func(zone string) bool {
 			s, why := c.blast.suspended(zone)
 			r.suspendedWhy = why
 			return s
 		},
 		updateFailing: func(failing, tracked bool) {
-			r.changes = c.blast.update(name, facts.zone, tracked, failing)
+			r.changes = append(r.changes, c.blast.update(name, facts.zone, tracked, failing)...)
+		},
+		recount: func() {
+			r.changes = append(r.changes, c.recountFailing(name, r.now)...)
 		},
 	}
 	r.d = evaluate(env, facts, st, exts)
+	st.exts = exts
 	d := r.d
 	st.steady, st.steadyLeases = steadyAfter(st, d), nil
 	if st.steady {
@@ -168,7 +173,7 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 	// controller last wrote, not what the node holds.
 	// In a dry run nothing is written, so the node never holds what this
 	// controller would write: that is not drift.
-	drifted := !c.opts.DryRun && st.conditionSig != "" && (countGating(d.statuses) > 0 || hasCondition(node)) && !conditionMatches(node, r.status, r.reason)
+	drifted := !c.opts.DryRun && st.conditionSig != "" && (len(d.statuses) > 0 || hasCondition(node)) && !conditionMatches(node, r.status, r.reason)
 	r.conditionChanged = r.sig != st.conditionSig || drifted
 	r.escalated = st.escalated
 	c.updateContribution(name, contribution{reason: gateReason(st), notReady: notReadyNames(d.statuses), tracked: countGating(d.statuses) > 0})
@@ -180,7 +185,9 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 // every extension is ready, nothing is withheld or escalating, and the next
 // check is a Lease expiry, not a startup timeout, grace or eviction clock.
 func steadyAfter(st *nodeState, d decision) bool {
-	if st.gated || st.failing || st.invalidList != "" || d.suppressed || d.escalate || len(d.startupTimeouts) > 0 ||
+	// d.taint on an ungated node is a creation taint waiting for the end of
+	// its registration grace, which is due whatever the Leases do.
+	if st.gated || st.failing || st.invalidList != "" || d.suppressed || d.escalate || d.taint || len(d.startupTimeouts) > 0 ||
 		len(d.statuses) == 0 || d.leaseCheck.IsZero() || !d.nextCheck.Equal(d.leaseCheck) {
 		return false
 	}
@@ -267,7 +274,11 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 		c.recorder.Eventf(node, v1.EventTypeNormal, EventNodeUngated, "Removed taint %s: %s", c.opts.TaintKey, r.message)
 	}
 
-	if r.conditionChanged && (countGating(d.statuses) > 0 || hasCondition(node)) {
+	// Every node that lists an extension carries the condition (a node
+	// whose extensions do not affect readiness says NoRequiredExtensions,
+	// which the update operator's health gate reads); nodes that do not use
+	// nodehealth are never written.
+	if r.conditionChanged && (len(d.statuses) > 0 || hasCondition(node)) {
 		if err := c.writeCondition(ctx, node, r.status, r.reason, r.message); err != nil {
 			return err
 		}
@@ -276,7 +287,7 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 		c.mu.Unlock()
 	}
 
-	if d.escalate && !r.escalated {
+	if d.escalate {
 		c.evictions.Add(name)
 	}
 	if !d.nextCheck.IsZero() {
@@ -293,13 +304,6 @@ func (c *Controller) nodeInputs(node *v1.Node) ([]requiredExtension, nodeFacts, 
 	list, err := decodeCachedList(node, c.opts.LeaseNamespace)
 	if err != nil {
 		return nil, nodeFacts{}, err
-	}
-	if n := c.registrationCount(node.Name); n > nodev1alpha1.MaxSystemExtensions {
-		// Checked before the registrations are collected, sorted and encoded:
-		// a node with thousands of self-registering Leases costs one index
-		// lookup per sync, not thousands of entries.
-		return nil, nodeFacts{}, listBuildError{kind: "registrations", err: fmt.Errorf("%d Leases self-register (label %s=true) on this node, more than the limit of %d entries in its list; "+
-			"delete the extra Leases", n, nodev1alpha1.RegisterLabel, nodev1alpha1.MaxSystemExtensions)}
 	}
 	desired, _, err := c.desiredList(node, list)
 	if err != nil {
@@ -364,7 +368,8 @@ func (c *Controller) primeBlastRadius(ctx context.Context) {
 // when the list is already right).
 func (c *Controller) desiredList(node *v1.Node, current []nodev1alpha1.SystemExtension) ([]nodev1alpha1.SystemExtension, *string, error) {
 	name := node.Name
-	desired := desiredExtensions(current, node, c.opts.Rules, c.registrations(name), c.opts.LeaseNamespace)
+	desired, dropped := desiredExtensions(current, node, c.opts.Rules, c.registrations(name), c.opts.LeaseNamespace)
+	c.reportDroppedRegistrations(node, dropped)
 	if equalLists(desired, current, name, c.opts.LeaseNamespace) {
 		return desired, nil, nil
 	}
@@ -376,6 +381,37 @@ func (c *Controller) desiredList(node *v1.Node, current []nodev1alpha1.SystemExt
 		encoded = ""
 	}
 	return desired, &encoded, nil
+}
+
+// reportDroppedRegistrations says, once, that more extensions
+// register on a node than its list holds: the node is still evaluated with
+// the oldest registrations, and the others are named.
+func (c *Controller) reportDroppedRegistrations(node *v1.Node, dropped []string) {
+	c.mu.Lock()
+	before := c.droppedRegistrations[node.Name]
+	if len(dropped) == 0 {
+		delete(c.droppedRegistrations, node.Name)
+	} else {
+		c.droppedRegistrations[node.Name] = len(dropped)
+	}
+	c.mu.Unlock()
+	if len(dropped) == 0 || before > 0 {
+		// Said when it begins, not again as the count moves with every
+		// Lease an overflowing node gains.
+		return
+	}
+	shown := dropped
+	if len(shown) > 5 {
+		shown = shown[:5]
+	}
+	klog.Background().Info("More extensions self-register on the node than its list holds; keeping the oldest registrations",
+		"node", node.Name, "limit", nodev1alpha1.MaxSystemExtensions, "ignored", len(dropped), "examples", shown)
+	if c.opts.DryRun {
+		return
+	}
+	c.recorder.Eventf(node, v1.EventTypeWarning, EventTooManyRegistrations,
+		"%d Leases that self-register (label %s=true) do not fit in the node's list of at most %d entries and are ignored (oldest registrations kept), e.g. %s; delete the extra Leases",
+		len(dropped), nodev1alpha1.RegisterLabel, nodev1alpha1.MaxSystemExtensions, strings.Join(shown, ", "))
 }
 
 // listFor computes the annotation value to write on node (nil: none) from the
@@ -396,9 +432,9 @@ func (c *Controller) listFor(node *v1.Node) (*string, error) {
 // escalation is suspended at at (blast radius of its zone or the cluster, or
 // the controller's own view) and resumes the others.
 func (c *Controller) updateEscalationClocks(at time.Time) {
-	ownViewStale := c.canary != nil && c.canary.stale()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	ownViewStale := c.ownViewStaleLocked()
 	for _, st := range c.nodes {
 		if !st.failing {
 			continue
@@ -430,22 +466,6 @@ func decodeCachedList(node *v1.Node, namespace string) ([]nodev1alpha1.SystemExt
 	return nodev1alpha1.DecodeSystemExtensions(value, namespace)
 }
 
-// registrationCount counts the Leases whose name belongs to node and that ask
-// to self-register (an upper bound of its registrations).
-func (c *Controller) registrationCount(node string) int {
-	objs, err := c.leaseIndexer.ByIndex(leaseNodeIndex, node)
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, obj := range objs {
-		if lease, ok := obj.(*coordinationv1.Lease); ok && lease.Labels[nodev1alpha1.RegisterLabel] == "true" {
-			n++
-		}
-	}
-	return n
-}
-
 // registrations lists the extensions that self-register on a node.
 func (c *Controller) registrations(node string) []registration {
 	objs, err := c.leaseIndexer.ByIndex(leaseNodeIndex, node)
@@ -468,7 +488,8 @@ func (c *Controller) registrations(node string) []registration {
 			// for a moment. Its handler enqueues the node right after.
 			continue
 		}
-		out = append(out, registration{extension: ext, affectsReadiness: lease.Labels[nodev1alpha1.AffectsReadinessLabel] != "false"})
+		out = append(out, registration{extension: ext, affectsReadiness: lease.Labels[nodev1alpha1.AffectsReadinessLabel] != "false",
+			created: lease.CreationTimestamp.Time})
 	}
 	return out
 }
@@ -688,4 +709,47 @@ func (c *Controller) handleSuspensionChanges(ctx context.Context, changes []susp
 		c.metrics.GatingSuspended.WithLabelValues("cluster").Set(v)
 		c.metrics.GatingSuspended.WithLabelValues("zones").Set(float64(zones))
 	}
+}
+
+// recountFailing brings the blast-radius count up to date before a failure
+// taint is decided: every other node is counted from its last-evaluated facts
+// (its list, whether it was ready in its boot, planned releases, fail-open)
+// combined with the current expiry of its Leases, so that a Lease past its
+// expiry counts whether or not its node was evaluated since. Callers hold
+// c.mu. It costs one Lease lookup per extension of every node, and runs only
+// when a node is about to be tainted for a failure while nothing is
+// suspended.
+func (c *Controller) recountFailing(current string, now time.Time) []suspensionChange {
+	var changes []suspensionChange
+	for name, st := range c.nodes {
+		if name == current || st.exts == nil || st.invalidList != "" {
+			continue
+		}
+		changes = append(changes, c.blast.refresh(name, c.failingAt(st, now))...)
+	}
+	return changes
+}
+
+// failingAt reports whether a node counts as failing at now from what its
+// last evaluation found and the current state of its Leases (DESIGN §5,
+// blast radius): an unplanned failure of a gating extension after the node
+// was ready in its boot, with no planned release in progress.
+func (c *Controller) failingAt(st *nodeState, now time.Time) bool {
+	if !st.readyInBoot || len(st.plannedExts) > 0 {
+		return false
+	}
+	failing := false
+	for _, ext := range st.exts {
+		if !ext.affects || st.failedOpen.Has(ext.name) {
+			continue
+		}
+		obs, ok := c.tracker.get(ext.lease.Namespace, ext.lease.Name)
+		switch {
+		case ok && obs.released() && c.opts.MaintenanceReasons.Has(obs.reason):
+			return false
+		case !ok, obs.released(), obs.observedAt.IsZero(), !now.Before(obs.expiresAt(c.opts.RenewalGrace)):
+			failing = true
+		}
+	}
+	return failing
 }

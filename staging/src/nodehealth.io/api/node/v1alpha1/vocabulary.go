@@ -36,6 +36,12 @@ const (
 	// ReasonStartupTimeout (False): an extension did not become ready within
 	// its rule's startup timeout, and the rule keeps the node gated.
 	ReasonStartupTimeout = "StartupTimeout"
+	// ReasonExtensionsFailedOpen (True): the node is not gated, but an
+	// extension it requires is not ready: it missed its startup timeout in
+	// this boot and its rule's failurePolicy is Ungate. Readers that need
+	// every extension running (the update operator's health gate) must not
+	// take it for ExtensionsReady.
+	ReasonExtensionsFailedOpen = "ExtensionsFailedOpen"
 	// ReasonGatingSuspended (False): extensions are not ready but the
 	// controller is withholding the failure taint (blast radius reached, or
 	// it cannot observe its own writes).

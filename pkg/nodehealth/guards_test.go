@@ -1,0 +1,546 @@
+package nodehealth
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	core "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+)
+
+// The tests of this file put one fault on top of another, the way incidents
+// unfold: a guard holding a taint back, then an API server or etcd stall; a
+// restart in the middle of an expiry; a drain cut by a suspension (issue 20).
+
+// guardOptions are the test options with the canary on (5 s, so the view
+// goes stale 15 s after the last observed renewal, before a 40 s Lease with
+// 10 s of grace can expire).
+func guardOptions() Options {
+	opts := testOptions()
+	opts.CanaryInterval = 5 * time.Second
+	opts.MinimumLeaseDuration = 10 * time.Second
+	return opts
+}
+
+// canaryRenewed delivers a renewal of the controller's canary Lease, as its
+// watch would.
+func (f *fixture) canaryRenewed() {
+	f.putLease(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: nodev1alpha1.ControllerCanaryLease},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(f.c.opts.Identity), RenewTime: &metav1.MicroTime{Time: f.clock.Now()}}})
+}
+
+// checkView runs the canary's check as its loop would at this instant.
+func (f *fixture) checkView() {
+	if stale, changed := f.c.canary.check(f.clock.Now()); changed {
+		f.c.ownViewChanged(f.ctx, stale, f.clock.Now())
+	}
+}
+
+// pass lets d go by one second at a time: when watching, the canary's
+// renewals are observed every 5 s and the named Leases renewed every 10 s;
+// the canary is checked every second. Nothing is synced.
+func (f *fixture) pass(d time.Duration, watching bool, renewing ...string) {
+	for i := 1; i <= int(d/time.Second); i++ {
+		f.clock.Step(time.Second)
+		if watching && f.clock.Now().Unix()%5 == 0 {
+			f.canaryRenewed()
+		}
+		if watching && f.clock.Now().Unix()%10 == 0 {
+			for _, n := range renewing {
+				f.renew("kube-proxy", n)
+			}
+		}
+		f.checkView()
+	}
+}
+
+func (f *fixture) syncAll(names ...string) {
+	for _, n := range names {
+		f.sync(n)
+	}
+}
+
+func (f *fixture) expectTainted(want map[string]bool) {
+	f.t.Helper()
+	for n, w := range want {
+		if got := f.tainted(n); got != w {
+			f.t.Errorf("node %s tainted: %v, want %v (condition %s)", n, got, w, f.condition(n).Reason)
+		}
+	}
+}
+
+func taintAdds(f *fixture) int {
+	n := 0
+	for _, a := range f.writes() {
+		if p, ok := a.(core.PatchAction); ok && p.GetResource().Resource == "nodes" && p.GetSubresource() == "" {
+			if m := patchOf(f.t, a); m["spec"] != nil && fmt.Sprint(m["spec"]) != "" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func readyNodes(names ...string) []runtime.Object {
+	var objs []runtime.Object
+	for _, n := range names {
+		objs = append(objs, readyNode(n), lease("kube-proxy", n, "holder", t0))
+	}
+	return objs
+}
+
+// Issue 20 item 1, scenario A: an etcd or watch stall longer than Lease
+// duration + grace. Expiry timers fire during the stall and the own-view
+// guard holds the taints; when the view recovers every Lease that was ready
+// when it went stale gets full grace, and no node is tainted for the
+// renewals the stall hid (DESIGN: such an outage "must end with no taint
+// added").
+func TestAStallLongerThanALeaseEndsWithNoTaintAdded(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	f := newFixture(t, guardOptions(), readyNodes(names...)...)
+	f.syncAll(names...)
+	f.pass(30*time.Second, true, names...)
+	f.syncAll(names...)
+	f.writes()
+	// The watch stalls for 70 s: the canary goes stale after 15 s, the
+	// Leases (last observed at t0+30s) expire at t0+80s and their timers
+	// fire during the stall.
+	f.pass(70*time.Second, false)
+	if !f.c.canary.stale() {
+		t.Fatal("the canary did not go stale")
+	}
+	f.syncAll(names...)
+	for _, n := range names {
+		if c := f.condition(n); c.Reason != nodev1alpha1.ReasonGatingSuspended {
+			t.Errorf("node %s: condition %s during the stall, want %s", n, c.Reason, nodev1alpha1.ReasonGatingSuspended)
+		}
+	}
+	// The view recovers; the Leases were renewed all along.
+	f.pass(5*time.Second, true, names...)
+	if f.c.canary.stale() {
+		t.Fatal("the canary did not recover")
+	}
+	f.syncAll(names...)
+	f.expectTainted(map[string]bool{"a": false, "b": false, "c": false})
+	if n := taintAdds(f); n != 0 {
+		t.Errorf("%d taint writes after the stall, want none", n)
+	}
+	for _, n := range names {
+		if c := f.condition(n); c.Status != v1.ConditionTrue {
+			t.Errorf("node %s: condition %s/%s after the recovery, want True", n, c.Status, c.Reason)
+		}
+	}
+}
+
+// Issue 20 item 1, scenario B: 6 nodes, a 50 % threshold; two fail and are
+// tainted, two more fail and are held by the blast radius. A 20 s canary
+// blip must not taint the held ones: their Leases were not ready when the
+// view went stale, so the recovery does not refresh them, they still fail,
+// and the blast radius still holds them.
+func TestACanaryBlipDuringABlastRadiusHoldTaintsNoHeldNode(t *testing.T) {
+	names := []string{"a", "b", "c", "d", "e", "f"}
+	opts := guardOptions()
+	opts.BlastRadius = BlastRadiusOptions{ClusterThreshold: 0.5}
+	f := newFixture(t, opts, readyNodes(names...)...)
+	f.syncAll(names...)
+	// a and b stop renewing first and are tainted (2 failing: no
+	// suspension); c and d stop 20 s later and are held.
+	f.pass(60*time.Second, true, "c", "d", "e", "f")
+	f.syncAll(names...)
+	f.expectTainted(map[string]bool{"a": true, "b": true})
+	f.pass(60*time.Second, true, "e", "f")
+	f.syncAll(names...)
+	f.expectTainted(map[string]bool{"a": true, "b": true, "c": false, "d": false, "e": false, "f": false})
+	if s, _ := f.c.blast.suspended(""); !s {
+		t.Fatal("4 of 6 failing did not suspend failure taints")
+	}
+	f.writes()
+	// A 20 s blip of the canary.
+	f.pass(20*time.Second, false)
+	f.syncAll(names...)
+	f.pass(5*time.Second, true, "e", "f")
+	f.syncAll(names...)
+	f.expectTainted(map[string]bool{"a": true, "b": true, "c": false, "d": false, "e": false, "f": false})
+	for _, n := range []string{"c", "d"} {
+		if c := f.condition(n); c.Reason != nodev1alpha1.ReasonGatingSuspended {
+			t.Errorf("held node %s: condition %s, want %s", n, c.Reason, nodev1alpha1.ReasonGatingSuspended)
+		}
+	}
+	if n := taintAdds(f); n != 0 {
+		t.Errorf("%d taint writes across the blip, want none", n)
+	}
+}
+
+// Issue 20 item 2: own-view recovery pauses eviction clocks, it never resets
+// them. A node failing before each blip still fails after it: blips less
+// than evictionTimeout apart must not keep it from being evicted.
+func TestCanaryBlipsPauseButNeverResetTheEvictionClock(t *testing.T) {
+	f := newFixture(t, guardOptions(), readyNodes("a", "b")...)
+	f.syncAll("a", "b")
+	// a stops renewing at t0 and expires at t0+50s.
+	f.pass(55*time.Second, true, "b")
+	f.syncAll("a", "b")
+	f.expectTainted(map[string]bool{"a": true, "b": false})
+	// Five cycles of 100 s watching and a 20 s blip: 5 × 100 s of
+	// unsuspended failure on top of the first 5 s is past the 5 m timeout,
+	// while no single stretch between blips is.
+	for range 5 {
+		f.pass(95*time.Second, true, "b")
+		f.syncAll("a", "b")
+		f.pass(20*time.Second, false)
+		f.syncAll("a", "b")
+		// Every node is synced right after the recovery, as its
+		// enqueueAll does.
+		f.pass(5*time.Second, true, "b")
+		f.syncAll("a", "b")
+	}
+	if f.c.evictions.Len() == 0 {
+		t.Fatal("a node failing for more than the eviction timeout, blips excluded, was not escalated")
+	}
+}
+
+// Issue 20 item 3: a drain interrupted by a suspension continues when the
+// suspension ends if the node still fails and is past evictionTimeout.
+func TestADrainInterruptedByASuspensionContinuesAfterIt(t *testing.T) {
+	opts := guardOptions()
+	f := newFixture(t, opts, append(readyNodes("n1"), pod("p", "n1"))...)
+	blocked := true
+	f.client.PrependReactor("create", "pods", func(action core.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "eviction" || !blocked {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
+	})
+	f.sync("n1")
+	f.pass(51*time.Second, true)
+	f.sync("n1")
+	f.pass(5*time.Minute, true)
+	f.sync("n1")
+	if f.c.evictions.Len() == 0 {
+		t.Fatal("not escalated")
+	}
+	// The first pass is blocked by the budget and retries later.
+	if after, err := f.c.escalateNode(f.ctx, "n1"); err != nil || after == 0 {
+		t.Fatalf("blocked drain: retry in %v, err %v", after, err)
+	}
+	// The watch stalls: the retry falls into the suspension.
+	f.pass(20*time.Second, false)
+	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.writes()
+	// The view recovers and the budget allows the eviction.
+	blocked = false
+	f.pass(5*time.Second, true)
+	f.sync("n1")
+	for f.c.evictions.Len() > 0 {
+		name, _ := f.c.evictions.Get()
+		if _, err := f.c.escalateNode(f.ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		f.c.evictions.Done(name)
+	}
+	var evicted []string
+	for _, a := range f.writes() {
+		if a.GetSubresource() == "eviction" {
+			evicted = append(evicted, a.(core.CreateAction).GetObject().(*policyv1.Eviction).Name)
+		}
+	}
+	if len(evicted) != 1 {
+		t.Fatalf("evictions after the suspension: %v, want the blocked pod once", evicted)
+	}
+}
+
+// Issue 20 item 4: a restart in the middle of an expiry-type incident. At
+// the start every Lease counts as observed, so the count is 0; when the
+// grace runs out every expiry comes due together, and the count is brought
+// up to date from every node's Leases before the first failure taint is
+// decided: with 4 of 6 silent at a 50 % threshold, none is tainted.
+func TestARestartWhileFourOfSixLeasesAreSilentTaintsNone(t *testing.T) {
+	names := []string{"a", "b", "c", "d", "e", "f"}
+	opts := guardOptions()
+	opts.BlastRadius = BlastRadiusOptions{ClusterThreshold: 0.5}
+	f := newFixture(t, opts, readyNodes(names...)...)
+	f.c.primeBlastRadius(f.ctx)
+	f.syncAll(names...)
+	// a..d have been silent since before the start; e and f renew.
+	f.pass(55*time.Second, true, "e", "f")
+	// Every expiry fires at once; the nodes are synced one by one.
+	f.syncAll(names...)
+	tainted := 0
+	for _, n := range names {
+		if f.tainted(n) {
+			tainted++
+		}
+	}
+	if tainted != 0 {
+		t.Fatalf("%d nodes tainted, want none: 4 of 6 fail, at the 50 %% threshold", tainted)
+	}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		if c := f.condition(n); c.Reason != nodev1alpha1.ReasonGatingSuspended {
+			t.Errorf("node %s: condition %s, want %s", n, c.Reason, nodev1alpha1.ReasonGatingSuspended)
+		}
+	}
+}
+
+// Issue 20 item 5: the recovery's Lease refresh and its gate restart are one
+// step under the lock every evaluation holds. Were the refresh done first, a
+// worker evaluating in between would see the refreshed Leases against the
+// old gateStart and ungate a rebooted node without any renewal after its
+// reboot (and write its boot record: the reboot gate lost for good).
+func TestOwnViewRecoveryRefreshesLeasesUnderTheEvaluationLock(t *testing.T) {
+	f := newFixture(t, guardOptions(), readyNodes("n1")...)
+	f.sync("n1")
+	f.pass(10*time.Second, true, "n1")
+	f.sync("n1")
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("reboot did not gate")
+	}
+	f.pass(20*time.Second, false)
+	if !f.c.canary.stale() {
+		t.Fatal("not stale")
+	}
+	before, _ := f.c.tracker.get(testNS, "kube-proxy.n1")
+	// A worker is evaluating (it holds the lock) as the view recovers.
+	f.c.mu.Lock()
+	f.canaryRenewed()
+	recovered := make(chan struct{})
+	go func() {
+		defer close(recovered)
+		f.checkView()
+	}()
+	time.Sleep(50 * time.Millisecond)
+	during, _ := f.c.tracker.get(testNS, "kube-proxy.n1")
+	f.c.mu.Unlock()
+	<-recovered
+	if !during.observedAt.Equal(before.observedAt) {
+		t.Fatal("the recovery refreshed the Leases while an evaluation held the lock")
+	}
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("ungated by the recovery without a renewal after the reboot")
+	}
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("not ungated by a renewal after the recovery")
+	}
+}
+
+// Issue 20 item 6: an extension that failed open while another extension
+// kept the node gated stays failed open after a restart: the new controller
+// must not start its startup timeout again, and the node is ungated once the
+// other extension renews.
+func TestFailOpenSurvivesARestartWhileTheNodeIsStillGated(t *testing.T) {
+	opts := testOptions()
+	opts.Rules[0].StartupTimeout = time.Minute
+	opts.Rules[0].FailurePolicy = FailurePolicyUngate
+	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: opts.Rules[0].Selector, AffectsReadiness: true,
+		FailurePolicy: FailurePolicyKeepGated})
+	f := newFixture(t, opts, newNode("n1"))
+	f.live("n1")
+	f.sync("n1")
+	f.clock.Step(time.Minute)
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("cni never renewed, yet the node was ungated")
+	}
+	g := f.restart(opts)
+	g.sync("n1")
+	g.clock.Step(time.Second)
+	g.renew("cni", "n1")
+	g.sync("n1")
+	if g.tainted("n1") {
+		t.Fatalf("the restarted controller forgot that kube-proxy failed open: condition %s: %s", g.condition("n1").Reason, g.condition("n1").Message)
+	}
+	if c := g.condition("n1"); c.Reason != nodev1alpha1.ReasonExtensionsFailedOpen {
+		t.Errorf("condition %s, want %s: the node requires kube-proxy, which failed open", c.Reason, nodev1alpha1.ReasonExtensionsFailedOpen)
+	}
+}
+
+// Issue 20 item 6: a node whose only required extension failed open says so;
+// it is not a node without required extensions, and the update operator's
+// health gate must not read it as every extension ready.
+func TestANodeWhoseOnlyExtensionFailedOpenSaysSo(t *testing.T) {
+	opts := testOptions()
+	opts.Rules[0].StartupTimeout = time.Minute
+	opts.Rules[0].FailurePolicy = FailurePolicyUngate
+	f := newFixture(t, opts, newNode("n1"))
+	f.live("n1")
+	f.sync("n1")
+	f.clock.Step(time.Minute)
+	f.sync("n1")
+	g := f.restart(opts)
+	g.sync("n1")
+	if c := g.condition("n1"); c.Status != v1.ConditionTrue || c.Reason != nodev1alpha1.ReasonExtensionsFailedOpen {
+		t.Errorf("condition %s/%s, want True/%s", c.Status, c.Reason, nodev1alpha1.ReasonExtensionsFailedOpen)
+	}
+}
+
+// Issue 20 item 7: a taint placed at creation on a node whose only extensions
+// do not affect readiness goes when the registration grace ends, also when
+// its Leases are shorter than the grace and renew quietly: the timer recheck
+// must not take the node for one with nothing due but its Leases' expiry.
+func TestTheTimerRecheckRemovesARegistrationGraceTaint(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = []Rule{{Name: "logging", Extension: "logging", Selector: opts.Rules[0].Selector, AffectsReadiness: false}}
+	short := func() *coordinationv1.Lease {
+		l := lease("logging", "n1", "holder", f0(opts))
+		l.Spec.LeaseDurationSeconds = ptr.To[int32](10)
+		return l
+	}
+	f := newFixture(t, opts, newNode("n1", withTaint), short())
+	f.live("n1")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("creation taint removed before the registration grace")
+	}
+	// Quiet renewals every 5 s until the grace is over; only the node's
+	// own timer runs it.
+	for range 7 {
+		f.clock.Step(5 * time.Second)
+		l := short()
+		l.Spec.RenewTime = &metav1.MicroTime{Time: f.clock.Now()}
+		f.putLease(l)
+	}
+	f.c.dirtyMu.Lock()
+	f.c.dirty.Delete("n1")
+	f.c.dirtyMu.Unlock()
+	if !f.c.recheckTimer("n1") {
+		f.sync("n1")
+	}
+	if f.tainted("n1") {
+		t.Fatal("the creation taint outlived the registration grace")
+	}
+}
+
+func f0(Options) time.Time { return t0 }
+
+// Issue 20 item 8: more self-registering Leases than a list holds do not
+// freeze the node: the list keeps rule and manual entries and fills the rest
+// with the oldest registrations, and the node is still evaluated, so a later
+// expiry of kube-proxy taints it.
+func TestTooManyRegistrationsAreCappedAndTheNodeIsStillEvaluated(t *testing.T) {
+	f := newFixture(t, guardOptions(), readyNodes("n1")...)
+	for i := range 70 {
+		l := lease(fmt.Sprintf("x%02d", i), "n1", "holder", t0)
+		l.Labels[nodev1alpha1.RegisterLabel] = "true"
+		l.Labels[nodev1alpha1.AffectsReadinessLabel] = "false"
+		// Younger Leases have lower names: the cap must go by age.
+		l.CreationTimestamp = metav1.NewTime(t0.Add(-time.Duration(i) * time.Minute))
+		f.putLease(l)
+	}
+	f.sync("n1")
+	list, err := nodev1alpha1.DecodeSystemExtensions(f.node("n1").Annotations[nodev1alpha1.SystemExtensionsAnnotation], testNS)
+	if err != nil || len(list) != nodev1alpha1.MaxSystemExtensions {
+		t.Fatalf("list: %d entries (%v), want %d", len(list), err, nodev1alpha1.MaxSystemExtensions)
+	}
+	names := map[string]bool{}
+	for _, e := range list {
+		names[e.Name] = true
+	}
+	if !names["kube-proxy"] || !names["x69"] || names["x00"] {
+		t.Errorf("the list must keep the rule's entry and the oldest registrations: kube-proxy %v, x69 %v, x00 %v", names["kube-proxy"], names["x69"], names["x00"])
+	}
+	f.expectEvent("self-register")
+	f.pass(55*time.Second, true)
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("kube-proxy expired on a node with too many registrations and the node was not tainted")
+	}
+}
+
+// updaterLease is the updater's self-registering Lease, held (holder set) or
+// released for an update.
+func updaterLease(f *fixture, node, holder string) *coordinationv1.Lease {
+	l := lease("bottlerocket-updater", node, holder, f.clock.Now())
+	l.Labels[nodev1alpha1.RegisterLabel] = "true"
+	l.Labels[nodev1alpha1.AffectsReadinessLabel] = "false"
+	if holder == "" {
+		l.Annotations = map[string]string{nodev1alpha1.ReasonAnnotation: nodev1alpha1.ReasonUpdating}
+	}
+	return l
+}
+
+// updaterNode is a ready node that requires kube-proxy (a rule) and the
+// updater, which registers itself without affecting readiness.
+func updaterNode(f *fixture, name string) {
+	f.putLease(updaterLease(f, name, "holder"))
+	f.renew("kube-proxy", name)
+	f.sync(name)
+}
+
+// Issue 20 item 9: a planned release gates even from an extension that does
+// not affect readiness (the updater asks for maintenance); the release gates
+// only in the boot it was made in: after the reboot the gate is the reboot
+// gate over the gating extensions, whatever the updater does next.
+func TestAPlannedReleaseOfANonGatingExtensionGatesOnlyInItsBoot(t *testing.T) {
+	f := newFixture(t, guardOptions(), readyNode("n1"))
+	updaterNode(f, "n1")
+	if f.tainted("n1") {
+		t.Fatal("tainted before the release")
+	}
+	f.clock.Step(time.Second)
+	f.putLease(updaterLease(f, "n1", ""))
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("the updater's planned release did not gate the node")
+	}
+	if c := f.condition("n1"); c.Reason != nodev1alpha1.ReasonPlannedMaintenance {
+		t.Errorf("condition %s, want %s", c.Reason, nodev1alpha1.ReasonPlannedMaintenance)
+	}
+	// The node reboots; kube-proxy renews after the reboot; the updater's
+	// Lease is still released (its agent renews only later).
+	f.clock.Step(time.Minute)
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("a planned release made before the reboot kept the node gated after it")
+	}
+}
+
+// Issue 20 item 9: a node that lists only extensions that do not affect
+// readiness reports True with reason NoRequiredExtensions (the update
+// operator's health gate reads it), and the updater's planned release still
+// gates it.
+func TestANodeWithOnlyNonGatingExtensionsReportsNoRequiredExtensions(t *testing.T) {
+	opts := guardOptions()
+	opts.Rules = nil
+	f := newFixture(t, opts, readyNode("n1", func(n *v1.Node) {
+		delete(n.Annotations, nodev1alpha1.SystemExtensionsAnnotation)
+		n.Status.Conditions = nil
+	}))
+	f.putLease(updaterLease(f, "n1", "holder"))
+	f.sync("n1")
+	f.sync("n1")
+	if c := f.condition("n1"); c.Status != v1.ConditionTrue || c.Reason != nodev1alpha1.ReasonNoRequiredExtensions {
+		t.Fatalf("condition %s/%s, want True/%s", c.Status, c.Reason, nodev1alpha1.ReasonNoRequiredExtensions)
+	}
+	f.clock.Step(time.Second)
+	f.putLease(updaterLease(f, "n1", ""))
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("the planned release did not gate a node without gating extensions")
+	}
+	f.clock.Step(time.Second)
+	f.putLease(updaterLease(f, "n1", "holder"))
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("not ungated once the updater renewed")
+	}
+}

@@ -1,0 +1,479 @@
+// Package model is a small, slow, deliberately obvious reference model of the
+// node-health controller's readiness semantics (DESIGN §5 "Readiness semantics
+// (the controller)"). It was written from the design text and the user docs
+// only, never from the controller's code, so that a deterministic simulator
+// can run it beside the real controller and require the same observable
+// state after every step.
+//
+// The model is driven by inputs at instants of the controller's clock (Start,
+// Node and Lease events, own-view changes, Advance). After every input it
+// evaluates every node at that instant: first the blast-radius counts are
+// brought up to date over all nodes, then each node is judged by the rules in
+// rules.go. It keeps two kinds of state per node: what the controller wrote
+// on the Node object (taint, condition, boot record), which survives a
+// restart, and the controller's memory (gate, gateStart, scope, eviction
+// clock, fail-opens), which Start wipes.
+//
+// Every decision DESIGN leaves open is marked in the code with a comment that
+// starts "Choice:".
+package model
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+)
+
+// Config is the controller configuration the model runs with.
+type Config struct {
+	RenewalGrace         time.Duration // added to a Lease's duration before it expires
+	RegistrationGrace    time.Duration // how long a creation-time taint may stay on a node listing no gating extension
+	MinimumLeaseDuration time.Duration // shorter Leases count as this long
+	EvictionTimeout      time.Duration // eviction clock limit; Evict mode only; <0 never escalates
+	ClusterThreshold     float64       // blast radius share (0..1), 0 = off
+	ZoneThreshold        float64
+	MaintenanceReasons   []string      // release reasons that make a release planned (default "Updating")
+	CanaryInterval       time.Duration // own view goes stale 3 intervals after the last canary renewal observed (the driver tells the model via OwnView)
+}
+
+// Extension is one entry of a node's resolved required list.
+type Extension struct {
+	Name             string
+	AffectsReadiness bool
+	StartupTimeout   time.Duration // 0 = none
+	FailOpen         bool          // failurePolicy Ungate (false = KeepGated)
+}
+
+// Node is what the controller reads of a Node object (besides what it wrote
+// itself).
+type Node struct {
+	Name, UID, BootID, Zone string
+	Extensions              []Extension // the resolved list (rules + manual + self-registered)
+	Excluded                bool        // label nodehealth.io/exclude=true
+	TaintedAtCreation       bool        // created with the readiness taint already on
+}
+
+// NodeView is the observable state of one node.
+type NodeView struct {
+	// Tainted: the readiness taint is on the Node.
+	Tainted bool
+	// ConditionStatus is "True", "False", "Unknown", or "" when no
+	// SystemExtensionsReady condition was ever written.
+	ConditionStatus string
+	// ConditionReason is one of the reasons of nodev1alpha1 (vocabulary.go).
+	ConditionReason string
+	// Evicted: escalation issued evictions for the node's pods at an
+	// evaluation where the node was failing, its pause-aware eviction clock
+	// had reached EvictionTimeout and neither guard suspended it, and the
+	// failure has not ended since. The failure ends, and Evicted becomes false,
+	// at the first evaluation that leaves the node neither tainted nor held
+	// (ungated, recovered while held, excluded), or when the node is
+	// re-created (another Node object).
+	// Choice: it survives reboots and controller restarts: the pods are gone
+	// whatever the controller remembers.
+	Evicted bool
+	// BootRecord is what the nodehealth.io/boot record holds: "bootID/uid",
+	// followed by ";a,b" (sorted) when extensions failed open in this boot;
+	// "" when no record was written.
+	BootRecord string
+}
+
+// Model is the reference model. The zero value is not usable; call New.
+type Model struct {
+	cfg         Config
+	maintenance map[string]bool
+
+	running bool      // between Start and Stop
+	now     time.Time // the last input's instant
+	seq     uint64    // counts inputs: orders what was observed at one instant
+	epochs  int       // source of boot epochs
+
+	nodes  map[string]*node
+	leases map[leaseKey]*lease
+
+	ownViewStale     bool
+	clusterSuspended bool
+	zoneSuspended    map[string]bool
+}
+
+type leaseKey struct{ node, ext string }
+
+// lease is one extension Lease as the controller sees it.
+type lease struct {
+	held     bool          // holderIdentity non-empty
+	duration time.Duration // leaseDurationSeconds
+	// observed is the instant the Lease counts as last observed (renewal,
+	// start, own-view recovery); expiry is measured from it. observedSet is
+	// false while the running controller has never counted it observed.
+	observed    time.Time
+	observedSet bool
+	// renewSeq is the input in which the controller last observed a real
+	// renewal (0: none since it started). Only real renewals satisfy a gate.
+	renewSeq uint64
+	// reason is the nodehealth.io/reason of a release, releaseEpoch the
+	// boot of the node the release was made in.
+	reason       string
+	releaseEpoch int
+	readyAtStale bool // ready when the own view went stale
+}
+
+// node is one Node: its facts, what the controller wrote on it, and the
+// controller's memory of it.
+type node struct {
+	Node
+	epoch int // the node's current boot, as the model numbers boots
+
+	// Written on the Node object: survives restarts.
+	tainted                bool
+	condStatus, condReason string
+	record                 *bootRecord
+	evicted                bool
+
+	// The controller's memory: wiped by Start.
+	inService  bool            // ungated (or found in service) in its current boot
+	gate       *gate           // nil: not gated
+	failedOpen map[string]bool // startup timeouts with Ungate, this boot
+	regSince   time.Time       // start of the registration grace
+	clock      evictionClock
+	held       bool // result of the last evaluation
+}
+
+// gate is a gate the controller keeps on a node (tainted, or pending while
+// the own-view guard holds).
+type gate struct {
+	cause   string    // NodeRegistered, NodeRebooted, NodeRecreated, ControllerStarted or ExtensionsNotReady
+	full    bool      // full scope: every gating extension must renew after start
+	start   time.Time // gateStart
+	seq     uint64    // the input gateStart was set in
+	scope   map[string]bool
+	reason  string // the last not-ready reason, for ControllerStarted and failure gates
+	pending bool   // the own-view guard kept its taint off
+}
+
+// evictionClock is the pause-aware eviction clock of one node.
+type evictionClock struct {
+	running  bool
+	counted  time.Duration
+	last     time.Time
+	counting bool // the time from last to the next evaluation counts
+}
+
+// bootRecord is the nodehealth.io/boot annotation.
+type bootRecord struct{ bootID, uid, failedOpen string }
+
+func (r *bootRecord) get() bootRecord {
+	if r == nil {
+		return bootRecord{}
+	}
+	return *r
+}
+
+func (r *bootRecord) String() string {
+	if r == nil {
+		return ""
+	}
+	s := r.bootID + "/" + r.uid
+	if r.failedOpen != "" {
+		s += ";" + r.failedOpen
+	}
+	return s
+}
+
+// New returns a model of a controller that has not started yet.
+func New(cfg Config) *Model {
+	reasons := cfg.MaintenanceReasons
+	if len(reasons) == 0 {
+		// As the configuration reference says: an empty list means the default.
+		reasons = []string{nodev1alpha1.ReasonUpdating}
+	}
+	m := &Model{
+		cfg:           cfg,
+		maintenance:   map[string]bool{},
+		nodes:         map[string]*node{},
+		leases:        map[leaseKey]*lease{},
+		zoneSuspended: map[string]bool{},
+	}
+	for _, r := range reasons {
+		m.maintenance[r] = true
+	}
+	return m
+}
+
+// step moves the model's clock to an input's instant.
+func (m *Model) step(at time.Time) {
+	if at.Before(m.now) {
+		panic(fmt.Sprintf("model: input at %v is before the previous one at %v", at, m.now))
+	}
+	m.now = at
+	m.seq++
+}
+
+func (m *Model) newEpoch() int { m.epochs++; return m.epochs }
+
+// Start models the controller (re)starting or a new leader taking over: its
+// memory is gone; what it wrote on Nodes stays; every Lease it can list
+// counts as observed at `at`; every node is found at start.
+func (m *Model) Start(at time.Time) {
+	m.step(at)
+	m.running = true
+	m.resetGuards()
+	for k, l := range m.leases {
+		l.readyAtStale = false
+		l.renewSeq = 0
+		if l.held {
+			l.observed, l.observedSet = at, true
+		} else if n := m.nodes[k.node]; n != nil {
+			// Choice: a restarted controller cannot know in which boot a
+			// release it finds was made; it takes the boot the node is in as
+			// far as its boot record tells (a reboot the record reveals below
+			// makes the release one of the previous boot).
+			l.releaseEpoch = n.epoch
+		}
+	}
+	for _, n := range m.sortedNodes() {
+		m.findNode(n, at)
+	}
+	m.evaluate(at)
+}
+
+// Stop models the controller stopping (crash, lost leadership).
+//
+// Choice: Stop is an addition to the driver's interface: until the next Start, inputs change
+// the world (Nodes, Leases, time) but nothing is observed or evaluated, so
+// that changes made while the controller is down reach it only through what
+// it finds at Start (the boot record, the Leases it lists). Before the first
+// Start the model is stopped.
+func (m *Model) Stop(at time.Time) {
+	m.step(at)
+	m.running = false
+	m.resetGuards()
+	for _, n := range m.nodes {
+		n.held = false
+	}
+}
+
+// resetGuards: a controller that starts or stops remembers no suspension.
+func (m *Model) resetGuards() {
+	m.ownViewStale, m.clusterSuspended = false, false
+	m.zoneSuspended = map[string]bool{}
+}
+
+// NodeAdded: a Node created while the controller runs (a new node), or,
+// while it is stopped (before the first Start), a node that exists.
+func (m *Model) NodeAdded(at time.Time, n Node) {
+	m.step(at)
+	m.addNode(at, n)
+	m.evaluateIfRunning(at)
+}
+
+func (m *Model) addNode(at time.Time, in Node) {
+	// Choice: adding a name that exists replaces that node (a new object).
+	n := &node{Node: copyNode(in), epoch: m.newEpoch(), tainted: in.TaintedAtCreation}
+	m.nodes[in.Name] = n
+	if !m.running {
+		return
+	}
+	n.forget(at)
+	if !in.Excluded {
+		m.beginBootstrapGate(n, at, nodev1alpha1.ReasonNodeRegistered)
+	}
+}
+
+// NodeUpdated: labels, list, bootID, UID... changed. A bootID change is a
+// reboot, a different UID under the same name a re-creation.
+func (m *Model) NodeUpdated(at time.Time, in Node) {
+	m.step(at)
+	n := m.nodes[in.Name]
+	if n == nil {
+		// Choice: an update of a node the model never saw is an addition.
+		m.addNode(at, in)
+		m.evaluateIfRunning(at)
+		return
+	}
+	old := n.Node
+	n.Node = copyNode(in)
+	if !m.running {
+		return
+	}
+	switch {
+	case in.Excluded:
+		// Left alone; the evaluation removes the taint.
+	case old.Excluded:
+		// Choice (docs/controller.md): removing the label makes the node a
+		// node found at start again.
+		m.findNode(n, at)
+	case recreated(old.UID, in.UID, n.record):
+		m.beginBootstrapGate(n, at, nodev1alpha1.ReasonNodeRecreated)
+		// The pods of the old Node object are not this node's.
+		n.evicted = false
+	case rebooted(old.BootID, in.BootID, n.record):
+		m.beginBootstrapGate(n, at, nodev1alpha1.ReasonNodeRebooted)
+	default:
+		m.noteAddedExtensions(n, old)
+	}
+	m.evaluate(at)
+}
+
+// NodeDeleted: the Node is gone, and everything written on it.
+func (m *Model) NodeDeleted(at time.Time, name string) {
+	m.step(at)
+	// Choice: the node's Leases are not deleted with it here; the driver
+	// reports their deletion (garbage collection) as LeaseDeleted.
+	delete(m.nodes, name)
+	m.evaluateIfRunning(at)
+}
+
+func (m *Model) lease(node, ext string) (*lease, bool) {
+	k := leaseKey{node, ext}
+	l, ok := m.leases[k]
+	if !ok {
+		l = &lease{}
+		m.leases[k] = l
+	}
+	return l, ok
+}
+
+// LeaseRenewed: the controller observed a renewal (holder non-empty,
+// renewTime changed) at `at`.
+func (m *Model) LeaseRenewed(at time.Time, node, ext string, duration time.Duration) {
+	m.step(at)
+	l, _ := m.lease(node, ext)
+	if duration <= 0 {
+		// Choice: a Lease without leaseDurationSeconds lasts the default.
+		duration = nodev1alpha1.DefaultLeaseDuration
+	}
+	l.held, l.duration, l.reason = true, duration, ""
+	if !m.running {
+		return // seen at the next Start, not observed now
+	}
+	l.observed, l.observedSet, l.renewSeq = at, true, m.seq
+	if n := m.nodes[node]; n != nil {
+		// A fail-open lasts until the extension becomes ready again.
+		delete(n.failedOpen, ext)
+	}
+	m.evaluate(at)
+}
+
+// LeaseReleased: the controller observed a release (holder emptied) with the
+// given nodehealth.io/reason.
+func (m *Model) LeaseReleased(at time.Time, node, ext, reason string) {
+	m.step(at)
+	l, existed := m.lease(node, ext)
+	if l.held || !existed {
+		l.releaseEpoch = -1
+		if n := m.nodes[node]; n != nil {
+			l.releaseEpoch = n.epoch
+		}
+	}
+	// Choice: a second release without a renewal in between updates the
+	// reason but keeps the boot the release was first made in.
+	l.held, l.reason = false, reason
+	m.evaluateIfRunning(at)
+}
+
+// LeaseDeleted: the Lease is gone (missing: not ready).
+func (m *Model) LeaseDeleted(at time.Time, node, ext string) {
+	m.step(at)
+	delete(m.leases, leaseKey{node, ext})
+	m.evaluateIfRunning(at)
+}
+
+// OwnView: the canary guard fired (stale=true) or the view recovered
+// (stale=false) at `at`.
+func (m *Model) OwnView(at time.Time, stale bool) {
+	m.step(at)
+	if !m.running {
+		return // Choice: a stopped controller has no view; Start begins fresh.
+	}
+	switch {
+	case stale && !m.ownViewStale:
+		m.ownViewGoesStale(at)
+	case !stale && m.ownViewStale:
+		m.ownViewRecovers(at)
+	}
+	m.evaluate(at)
+}
+
+// Advance: time passes; the controller evaluates every node at `to`.
+func (m *Model) Advance(to time.Time) {
+	m.step(to)
+	m.evaluateIfRunning(to)
+}
+
+// Nodes returns the observable state of every node.
+func (m *Model) Nodes() map[string]NodeView {
+	out := make(map[string]NodeView, len(m.nodes))
+	for name, n := range m.nodes {
+		out[name] = NodeView{
+			Tainted:         n.tainted,
+			ConditionStatus: n.condStatus,
+			ConditionReason: n.condReason,
+			Evicted:         n.evicted,
+			BootRecord:      n.record.String(),
+		}
+	}
+	return out
+}
+
+// Held lists (sorted) the nodes in the held state: a guard keeps them from
+// being tainted.
+func (m *Model) Held() []string {
+	var out []string
+	for _, n := range m.sortedNodes() {
+		if n.held {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// Suspended reports whether failure taints and evictions are suspended for
+// nodes of a zone ("" = the cluster scope only): by the cluster's or that
+// zone's blast radius, or because the own view is stale.
+func (m *Model) Suspended(zone string) bool {
+	return m.ownViewStale || m.clusterSuspended || (zone != "" && m.zoneSuspended[zone])
+}
+
+func (m *Model) evaluateIfRunning(at time.Time) {
+	if m.running {
+		m.evaluate(at)
+	}
+}
+
+func (m *Model) sortedNodes() []*node {
+	out := make([]*node, 0, len(m.nodes))
+	for _, n := range m.nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func copyNode(n Node) Node {
+	n.Extensions = append([]Extension(nil), n.Extensions...)
+	return n
+}
+
+// forget wipes the controller's memory of a node.
+func (n *node) forget(at time.Time) {
+	n.inService = false
+	n.gate = nil
+	n.failedOpen = map[string]bool{}
+	n.regSince = at
+	n.clock = evictionClock{last: at}
+	n.held = false
+}
+
+func parseFailedOpen(s string) map[string]bool {
+	out := map[string]bool{}
+	if s == "" {
+		return out
+	}
+	for _, e := range strings.Split(s, ",") {
+		out[e] = true
+	}
+	return out
+}

@@ -1,0 +1,594 @@
+package model
+
+import (
+	"testing"
+	"time"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+)
+
+const (
+	registered        = nodev1alpha1.ReasonNodeRegistered
+	rebootedReason    = nodev1alpha1.ReasonNodeRebooted
+	recreatedReason   = nodev1alpha1.ReasonNodeRecreated
+	controllerStarted = nodev1alpha1.ReasonControllerStarted
+	notReady          = nodev1alpha1.ReasonExtensionsNotReady
+	plannedReason     = nodev1alpha1.ReasonPlannedMaintenance
+	startupTimeout    = nodev1alpha1.ReasonStartupTimeout
+)
+
+// --- Bootstrap, expiry, scope ------------------------------------------------
+
+func TestANewNodeIsGatedUntilEveryExtensionRenewsAfterItAppeared(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.start(0)
+	st.renew(1*sec, "n1/a") // a Lease from before the node: it must not count
+	st.add(2*sec, worker("n1", gating("a"), gating("b")))
+	st.expect("new node", gated(registered, ""), "n1")
+	st.renew(3*sec, "n1/b")
+	st.expect("only b renewed since the node appeared", gated(registered, ""), "n1")
+	st.renew(4*sec, "n1/a")
+	st.expect("both renewed", ready(boot1), "n1")
+}
+
+func TestAnExpiredLeaseReTaintsTheNodeAndOnlyTheFailedExtensionMustRenew(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a"), gating("b")))
+	st.renew(30*sec, "n1/b") // b stays ready until 80 s
+	st.advance(49 * sec)
+	st.expect("a silent for 49 s", ready(boot1), "n1")
+	st.advance(50 * sec)
+	st.expect("a silent for 50 s (40 s + 10 s grace)", gated(notReady, boot1), "n1")
+	st.renew(55*sec, "n1/a")
+	st.expect("a renewed; b never stopped renewing and need not renew again", ready(boot1), "n1")
+}
+
+func TestAShortLeaseCountsAsTheMinimumDuration(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")))
+	st.m.LeaseRenewed(at(1*sec), "n1", "a", 2*sec) // counts as 10 s + 10 s grace
+	st.advance(20 * sec)
+	st.expect("19 s after a 2 s Lease's renewal", ready(boot1), "n1")
+	st.advance(21 * sec)
+	st.expect("20 s after", gated(notReady, boot1), "n1")
+}
+
+func TestAFullGateNeedsEveryExtensionToRenewAfterARebootDuringAFailureGate(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a"), gating("b")))
+	st.release(10*sec, "n1/a", "Crashed")
+	st.expect("a released", gated(notReady, boot1), "n1")
+	st.renew(12*sec, "n1/b")
+	rebooted := worker("n1", gating("a"), gating("b"))
+	rebooted.BootID = "boot2"
+	st.update(15*sec, rebooted)
+	st.expect("rebooted during the failure gate", gated(rebootedReason, boot1), "n1")
+	st.renew(20*sec, "n1/a")
+	st.expect("b renewed only before the reboot", gated(rebootedReason, boot1), "n1")
+	st.renew(25*sec, "n1/b")
+	st.expect("both renewed after the reboot", ready(boot2), "n1")
+}
+
+func TestAKubeletRestartIsNotAReboot(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")))
+	same := worker("n1", gating("a"))
+	same.Zone = "z1"
+	st.update(5*sec, same)
+	st.expect("same bootID", ready(boot1), "n1")
+	unknown := same
+	unknown.BootID = ""
+	st.update(6*sec, unknown)
+	st.update(7*sec, same)
+	st.expect("bootID unknown for a while, then the recorded one", ready(boot1), "n1")
+}
+
+func TestAReCreatedNodeIsGatedWithFullScope(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")))
+	again := worker("n1", gating("a"))
+	again.UID = "uid-n1-again"
+	st.update(10*sec, again)
+	st.expect("new UID", gated(recreatedReason, boot1), "n1")
+	st.renew(11*sec, "n1/a")
+	st.expect("renewed", ready("boot1/uid-n1-again"), "n1")
+}
+
+// --- Planned releases -----------------------------------------------------
+
+func TestAPlannedReleaseGatesEvenForAnExtensionThatDoesNotAffectReadiness(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("kube-proxy"), tracking("updater")))
+	st.release(5*sec, "n1/updater", "Crashed")
+	st.expect("an unplanned release of a tracking extension never gates", ready(boot1), "n1")
+	st.renew(6*sec, "n1/updater")
+	st.release(10*sec, "n1/updater", nodev1alpha1.ReasonUpdating)
+	st.expect("planned release", gated(plannedReason, boot1), "n1")
+	st.renewEvery(10*sec, 10*minute, 10*sec, "n1/kube-proxy")
+	st.expect("planned for 10 minutes: never escalated", gated(plannedReason, boot1), "n1")
+	st.renew(10*minute+1*sec, "n1/updater")
+	st.expect("the updater renewed", ready(boot1), "n1")
+}
+
+func TestAPlannedReleaseMakesTheOtherFailuresPlannedAndGatesOnlyInTheBootItWasMadeIn(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("kube-proxy"), tracking("updater")))
+	st.release(10*sec, "n1/updater", nodev1alpha1.ReasonUpdating)
+	st.advance(50 * sec) // kube-proxy expires while the node is drained
+	st.expect("kube-proxy expired during the update", gated(notReady, boot1), "n1")
+	st.advance(10 * minute)
+	st.expect("its failure is planned too: no eviction", gated(notReady, boot1), "n1")
+	rebooted := worker("n1", gating("kube-proxy"), tracking("updater"))
+	rebooted.BootID = "boot2"
+	st.update(10*minute+5*sec, rebooted)
+	st.expect("rebooted", gated(rebootedReason, boot1), "n1")
+	st.renew(10*minute+30*sec, "n1/kube-proxy")
+	st.expect("the release of the previous boot no longer gates", ready(boot2), "n1")
+}
+
+func TestPlannedFailuresDoNotCountTowardTheBlastRadius(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.ClusterThreshold = 0.5
+	st := newStory(t, cfg)
+	var nodes []Node
+	for _, n := range names(4) {
+		nodes = append(nodes, worker(n, gating("kube-proxy"), tracking("updater")))
+	}
+	st.inService(nodes...)
+	for _, n := range names(3) {
+		st.release(1*sec, n+"/updater", nodev1alpha1.ReasonUpdating)
+	}
+	st.expect("three planned releases", gated(plannedReason, boot1), "n1", "n2", "n3")
+	st.expectSuspended("planned", "", false)
+}
+
+// --- Blast radius -----------------------------------------------------------
+
+func sixNodes(st *story) {
+	var nodes []Node
+	for _, n := range names(6) {
+		nodes = append(nodes, worker(n, gating("kube-proxy")))
+	}
+	st.inService(nodes...)
+}
+
+func TestBlastRadiusAtHalfOfSixNodesTaintsTwoHoldsTwoAndACanaryBlipChangesNothing(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.ClusterThreshold = 0.5
+	st := newStory(t, cfg)
+	sixNodes(st)
+	// n1, n2 go silent at once, n3, n4 20 s later; n5, n6 keep renewing.
+	st.keep(leasesOf("kube-proxy", "n3", "n4", "n5", "n6")...)
+	st.run(20 * sec)
+	st.drop(leasesOf("kube-proxy", "n3", "n4")...)
+	st.run(50 * sec)
+	st.expect("two fail: at most 2, tainted", gated(notReady, boot1), "n1", "n2")
+	st.expectSuspended("two fail", "", false)
+	st.run(70 * sec)
+	st.expect("four fail (67 %): suspended", held(boot1), "n3", "n4")
+	st.expect("those tainted before stay tainted", gated(notReady, boot1), "n1", "n2")
+	st.expect("healthy", ready(boot1), "n5", "n6")
+	st.expectHeld("four fail", "n3", "n4")
+	st.expectSuspended("four fail", "", true)
+
+	st.run(75 * sec)
+	st.stale(75 * sec) // a 20 s canary blip; n5, n6's renewals are not seen
+	st.recover(95 * sec)
+	st.expect("after the blip", held(boot1), "n3", "n4")
+	st.expect("after the blip", gated(notReady, boot1), "n1", "n2")
+	st.run(140 * sec)
+	st.expect("well after the blip", held(boot1), "n3", "n4")
+	st.expectHeld("well after the blip", "n3", "n4")
+
+	st.renew(141*sec, "n3/kube-proxy")
+	st.expect("three fail (50 % ≥ 45 %): still suspended", held(boot1), "n4")
+	st.renew(142*sec, "n1/kube-proxy")
+	st.expect("n1 recovered", ready(boot1), "n1", "n3")
+	st.expect("two fail: resumed, the held node is judged afresh", gated(notReady, boot1), "n2", "n4")
+	st.expectHeld("resumed")
+	st.expectSuspended("resumed", "", false)
+}
+
+func TestFailuresThatComeDueTogetherAreAllCountedBeforeAnyIsTainted(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.ClusterThreshold = 0.5
+	st := newStory(t, cfg)
+	sixNodes(st)
+	st.keep(leasesOf("kube-proxy", "n5", "n6")...)
+	st.run(60 * sec) // n1..n4 all expired at 50 s
+	st.expect("four expired together", held(boot1), "n1", "n2", "n3", "n4")
+	st.expectHeld("four expired together", "n1", "n2", "n3", "n4")
+}
+
+func TestAZoneThresholdSuspendsOnlyThatZone(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.ZoneThreshold = 0.5
+	st := newStory(t, cfg)
+	var nodes []Node
+	for i, n := range names(8) {
+		w := worker(n, gating("kube-proxy"))
+		w.Zone = []string{"a", "b"}[i/4]
+		nodes = append(nodes, w)
+	}
+	st.inService(nodes...)
+	st.keep(leasesOf("kube-proxy", "n4", "n6", "n7", "n8")...)
+	st.run(50 * sec) // n1..n3 (zone a) and n5 (zone b) expire
+	st.expect("three of four in zone a", held(boot1), "n1", "n2", "n3")
+	st.expect("one in zone b", gated(notReady, boot1), "n5")
+	st.expectSuspended("zone a", "a", true)
+	st.expectSuspended("zone b", "b", false)
+	st.expectSuspended("cluster", "", false)
+}
+
+// --- Own view ---------------------------------------------------------------
+
+func TestAnOwnViewStallLongerThanALeaseDurationPlusGraceEndsWithNoTaint(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.EvictionTimeout = 1 * minute
+	st := newStory(t, cfg)
+	st.inService(worker("n1", gating("a")), worker("n2", gating("a")), worker("n3", gating("a")))
+	st.release(5*sec, "n3/a", "Crashed") // failing before the stall
+	st.renew(10*sec, "n1/a", "n2/a")
+	st.stale(20 * sec)
+	st.advance(2*minute + 20*sec) // no renewal seen for 2m10s
+	st.expect("during the stall", held(boot1), "n1", "n2")
+	st.expect("during the stall", gated(notReady, boot1), "n3")
+	st.expectSuspended("during the stall", "", true)
+	st.recover(2*minute + 20*sec)
+	st.expect("recovered: the Leases ready when the view went stale get a full grace", ready(boot1), "n1", "n2")
+	st.expect("recovered: a Lease released before stays released", gated(notReady, boot1), "n3")
+	st.renew(3*minute, "n1/a", "n2/a") // within 50 s of the recovery
+	st.advance(3*minute + 4*sec)
+	st.expect("n3's clock: 15 s before the stall + 44 s after", gated(notReady, boot1), "n3")
+	st.advance(3*minute + 5*sec)
+	st.expect("n3's clock reaches 1 m", evicted(gated(notReady, boot1)), "n3")
+	st.keep("n1/a", "n2/a")
+	st.run(5 * minute)
+	st.expect("no taint, no eviction", ready(boot1), "n1", "n2")
+}
+
+func TestABootstrapSeenWhileTheOwnViewIsStaleGatesWhenTheGuardLifts(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")))
+	st.stale(10 * sec)
+	rebooted := worker("n1", gating("a"))
+	rebooted.BootID = "boot2"
+	st.update(15*sec, rebooted)
+	st.add(16*sec, worker("n2", gating("a")))
+	st.expect("reboot and new node while stale", held(boot1), "n1")
+	st.expect("reboot and new node while stale", held(""), "n2")
+	st.expectHeld("stale", "n1", "n2")
+	st.renew(20*sec, "n1/a", "n2/a") // seen during the stale view
+	st.recover(30 * sec)
+	st.expect("guard lifted: pending reboot gates", gated(rebootedReason, boot1), "n1")
+	st.expect("guard lifted: pending registration gates", gated(registered, ""), "n2")
+	st.renew(35*sec, "n1/a", "n2/a")
+	st.expect("renewed after the lift", ready(boot2), "n1")
+	st.expect("renewed after the lift", ready(boot1), "n2")
+}
+
+func TestOwnViewRecoveryGivesTaintedNodesANewGateStart(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.start(0)
+	st.add(0, worker("n1", gating("a"), gating("b")))
+	st.renew(2*sec, "n1/a")
+	st.stale(5 * sec)
+	st.recover(10 * sec)
+	st.renew(12*sec, "n1/b")
+	st.expect("a renewed only before the recovery", gated(registered, ""), "n1")
+	st.renew(14*sec, "n1/a")
+	st.expect("both renewed after the recovery", ready(boot1), "n1")
+}
+
+func TestUntaintsContinueWhileTheOwnViewIsStale(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.start(0)
+	st.add(0, worker("n1", gating("a")))
+	st.stale(5 * sec)
+	st.renew(6*sec, "n1/a")
+	st.expect("ungated while stale", ready(boot1), "n1")
+}
+
+// --- Escalation -------------------------------------------------------------
+
+func TestTheEvictionClockPausesAcrossTwoBlipsAndEvictsAtTheRightInstant(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")))
+	st.release(10*sec, "n1/a", "Crashed") // the clock starts at 10 s
+	st.stale(1 * minute)
+	st.recover(1*minute + 20*sec)
+	st.stale(3 * minute)
+	st.recover(3*minute + 20*sec)
+	st.advance(5*minute + 49*sec)
+	st.expect("5 m counted at 5m50s, not before", gated(notReady, boot1), "n1")
+	st.advance(5*minute + 50*sec)
+	st.expect("5 m counted", evicted(gated(notReady, boot1)), "n1")
+	st.advance(7 * minute)
+	st.expect("stays evicted while failing", evicted(gated(notReady, boot1)), "n1")
+	st.renew(7*minute+1*sec, "n1/a")
+	st.expect("ungated: the failure is over", ready(boot1), "n1")
+}
+
+func TestAHeldNodeCountsNoTimeAndAPausedClockContinuesWhenTheSuspensionEnds(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.ClusterThreshold = 0.5
+	cfg.EvictionTimeout = 2 * minute
+	st := newStory(t, cfg)
+	sixNodes(st)
+	st.keep(leasesOf("kube-proxy", names(6)[1:]...)...) // n1 silent from 0
+	st.run(50 * sec)
+	st.expect("n1 fails alone; its clock starts", gated(notReady, boot1), "n1")
+	st.drop(leasesOf("kube-proxy", "n2", "n3", "n4")...) // last renewed at 50 s
+	st.run(100 * sec)
+	st.expect("four fail: suspended", held(boot1), "n2", "n3", "n4")
+	st.run(3 * minute)
+	st.expect("n1's clock paused at 50 s counted", gated(notReady, boot1), "n1")
+	st.renew(3*minute, "n2/kube-proxy")
+	st.renew(3*minute+1*sec, "n3/kube-proxy")
+	st.keep("n2/kube-proxy", "n3/kube-proxy")
+	st.expect("two fail: resumed; the held node is tainted now", gated(notReady, boot1), "n4")
+	st.run(4*minute + 10*sec)
+	st.expect("n1: 50 s + 69 s", gated(notReady, boot1), "n1")
+	st.run(4*minute + 11*sec)
+	st.expect("n1: 50 s + 70 s", evicted(gated(notReady, boot1)), "n1")
+	st.run(5 * minute)
+	st.expect("n4 counted nothing while held: 1m59s", gated(notReady, boot1), "n4")
+	st.run(5*minute + 1*sec)
+	st.expect("n4: 2 m since the suspension ended", evicted(gated(notReady, boot1)), "n4")
+}
+
+func TestAnEscalationDueWhenASuspensionBeginsHappensWhenItEnds(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.ClusterThreshold = 0.5
+	cfg.EvictionTimeout = 2 * minute
+	st := newStory(t, cfg)
+	sixNodes(st)
+	st.keep(leasesOf("kube-proxy", names(6)[1:]...)...)
+	st.run(2 * minute) // n1 failed at 50 s
+	st.drop(leasesOf("kube-proxy", "n2", "n3", "n4")...)
+	st.run(2*minute + 50*sec) // n2..n4 expire as n1's clock reaches 2 m
+	st.expect("suspended at the instant the clock is due", gated(notReady, boot1), "n1")
+	st.expectHeld("suspended", "n2", "n3", "n4")
+	st.renew(3*minute, "n2/kube-proxy", "n3/kube-proxy")
+	st.expect("resumed: the drain happens now", evicted(gated(notReady, boot1)), "n1")
+}
+
+func TestNoEscalationWhenTheTimeoutIsNegative(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.EvictionTimeout = -1
+	st := newStory(t, cfg)
+	st.inService(worker("n1", gating("a")))
+	st.run(time.Hour)
+	st.expect("an hour failing", gated(notReady, boot1), "n1")
+}
+
+func TestABootstrapGateNeverStartsTheEvictionClock(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.start(0)
+	st.add(0, worker("n1", gating("a")))
+	st.run(time.Hour)
+	st.expect("an hour waiting", gated(registered, ""), "n1")
+}
+
+// --- Restarts -----------------------------------------------------------
+
+func TestARestartWhileFourOfSixLeasesAreSilentTaintsNoOne(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.ClusterThreshold = 0.5
+	st := newStory(t, cfg)
+	sixNodes(st)
+	st.keep(leasesOf("kube-proxy", "n5", "n6")...) // n1..n4 silent from 0
+	st.run(40 * sec)
+	st.start(40 * sec) // every Lease counts as observed now
+	st.run(89 * sec)
+	st.expect("within the start grace", ready(boot1), names(6)...)
+	st.run(90 * sec)
+	st.expect("the grace ran out for four at once", held(boot1), "n1", "n2", "n3", "n4")
+	st.run(10 * minute)
+	st.expect("nobody tainted, nobody evicted", held(boot1), "n1", "n2", "n3", "n4")
+	st.expect("healthy", ready(boot1), "n5", "n6")
+}
+
+func TestARestartDuringASuspensionKeepsTheHeldNodesHeld(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.ClusterThreshold = 0.5
+	st := newStory(t, cfg)
+	sixNodes(st)
+	st.keep(leasesOf("kube-proxy", "n3", "n4", "n5", "n6")...)
+	st.run(50 * sec)
+	st.drop(leasesOf("kube-proxy", "n3", "n4")...)
+	st.run(100 * sec)
+	st.expect("before the restart", gated(notReady, boot1), "n1", "n2")
+	st.expectHeld("before the restart", "n3", "n4")
+	st.start(2 * minute)
+	st.expect("found gated: full gate; Leases in their start grace", gated(controllerStarted, boot1), "n1", "n2")
+	st.expect("found untainted: in service", ready(boot1), "n3", "n4")
+	st.run(2*minute + 50*sec)
+	st.expect("grace over: gated nodes found in service count", gated(notReady, boot1), "n1", "n2")
+	st.expect("grace over: four fail", held(boot1), "n3", "n4")
+}
+
+func TestARestartFindsGatedNodesWithFullScope(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a"), gating("b")))
+	st.release(10*sec, "n1/a", "Crashed")
+	st.expect("failed-only gate", gated(notReady, boot1), "n1")
+	st.renew(15*sec, "n1/b")
+	st.start(20 * sec)
+	st.expect("found gated while a is released", gated(notReady, boot1), "n1")
+	st.renew(25*sec, "n1/a")
+	st.expect("full scope: b must renew after the start too", gated(notReady, boot1), "n1")
+	st.renew(30*sec, "n1/b")
+	st.expect("both renewed", ready(boot1), "n1")
+}
+
+func TestANodeTaintedAtCreationFoundAtTheFirstStartWaitsForFreshRenewals(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	n := worker("n1", gating("a"))
+	n.TaintedAtCreation = true
+	st.add(0, n)
+	st.renew(0, "n1/a")
+	st.start(1 * sec)
+	st.expect("found gated", gated(controllerStarted, ""), "n1")
+	st.renew(2*sec, "n1/a")
+	st.expect("renewed after the start", ready(boot1), "n1")
+}
+
+func TestTheBootRecordCatchesARebootAndAReCreationWhileTheControllerWasDown(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")), worker("n2", gating("a")))
+	st.stop(10 * sec)
+	rebooted := worker("n1", gating("a"))
+	rebooted.BootID = "boot2"
+	st.update(12*sec, rebooted)
+	again := worker("n2", gating("a"))
+	again.UID = "uid-n2-again"
+	st.update(13*sec, again)
+	st.renew(14*sec, "n1/a", "n2/a") // not observed: the controller is down
+	st.start(20 * sec)
+	st.expect("reboot while down", gated(rebootedReason, boot1), "n1")
+	st.expect("re-creation while down", gated(recreatedReason, boot1), "n2")
+	st.renew(25*sec, "n1/a", "n2/a")
+	st.expect("renewed after the start", ready(boot2), "n1")
+	st.expect("renewed after the start", ready("boot1/uid-n2-again"), "n2")
+}
+
+// --- Startup timeouts and fail-open --------------------------------------
+
+func TestStartupTimeoutsKeepTheNodeGatedOrFailOpen(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.start(0)
+	keep := Extension{Name: "a", AffectsReadiness: true, StartupTimeout: time.Minute}
+	open := Extension{Name: "b", AffectsReadiness: true, StartupTimeout: time.Minute, FailOpen: true}
+	st.add(0, worker("n1", keep, open))
+	st.add(0, worker("n2", open))
+	st.run(59 * sec)
+	st.expect("before the timeout", gated(registered, ""), "n1", "n2")
+	st.run(1 * minute)
+	st.expect("KeepGated", gated(startupTimeout, ""), "n1")
+	st.expect("Ungate: nothing else to wait for", ready(boot1+";b"), "n2")
+	st.renew(70*sec, "n1/a")
+	st.expect("a came up; b failed open", ready(boot1+";b"), "n1")
+	st.renew(80*sec, "n1/b", "n2/b")
+	st.expect("b came up: its fail-open ends", ready(boot1), "n1", "n2")
+	st.run(130 * sec)
+	st.expect("b gates again once it came up", gated(notReady, boot1), "n2")
+}
+
+func TestAFailOpenInTheBootRecordSurvivesARestartWhileAnotherExtensionGates(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.start(0)
+	open := Extension{Name: "b", AffectsReadiness: true, StartupTimeout: time.Minute, FailOpen: true}
+	st.add(0, worker("n1", gating("a"), open))
+	st.renew(10*sec, "n1/a")
+	st.keep("n1/a")
+	st.run(1 * minute)
+	st.expect("b failed open", ready(boot1+";b"), "n1")
+	st.drop("n1/a")
+	st.release(2*minute, "n1/a", "Crashed")
+	st.expect("a failed", gated(notReady, boot1+";b"), "n1")
+	st.start(3 * minute)
+	st.expect("found gated", gated(notReady, boot1+";b"), "n1")
+	st.renew(3*minute+10*sec, "n1/a")
+	st.expect("b's missing Lease does not gate after the restart", ready(boot1+";b"), "n1")
+}
+
+// --- Nodes without gating extensions, exclusion ----------------------------
+
+func TestACreationTaintIsRemovedAfterTheRegistrationGraceWhenNoExtensionIsListed(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.start(0)
+	bare := worker("n1")
+	bare.TaintedAtCreation = true
+	st.add(0, bare)
+	late := worker("n2")
+	late.TaintedAtCreation = true
+	st.add(0, late)
+	st.expect("nothing listed yet", NodeView{Tainted: true, ConditionStatus: "True", ConditionReason: nodev1alpha1.ReasonNoRequiredExtensions}, "n1", "n2")
+	st.update(10*sec, worker("n2", gating("a")))
+	st.expect("a rule added an extension within the grace", gated(registered, ""), "n2")
+	st.run(29 * sec)
+	st.expect("within the grace", NodeView{Tainted: true, ConditionStatus: "True", ConditionReason: nodev1alpha1.ReasonNoRequiredExtensions}, "n1")
+	st.run(30 * sec)
+	st.expect("grace over", nothingRequired(boot1), "n1")
+	st.expect("grace over, waiting for a", gated(registered, ""), "n2")
+	st.renew(35*sec, "n2/a")
+	st.expect("a renewed", ready(boot1), "n2")
+}
+
+func TestANodeListingNoGatingExtensionReportsNoRequiredExtensions(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", tracking("gpu")), worker("n2", gating("a"), tracking("gpu")))
+	st.expect("only a tracking extension", nothingRequired(boot1), "n1")
+	st.release(5*sec, "n2/a", "Crashed")
+	st.expect("a failed", gated(notReady, boot1), "n2")
+	st.update(10*sec, worker("n2", tracking("gpu")))
+	st.expect("its last gating extension went away", nothingRequired(boot1), "n2")
+}
+
+func TestAnExcludedNodeLosesItsTaintAndReportsUnknown(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")))
+	st.release(5*sec, "n1/a", "Crashed")
+	excluded := worker("n1", gating("a"))
+	excluded.Excluded = true
+	st.update(10*sec, excluded)
+	st.expect("excluded", NodeView{ConditionStatus: "Unknown", ConditionReason: nodev1alpha1.ReasonNodeExcluded, BootRecord: "boot1/uid-n1"}, "n1")
+	st.run(10 * minute)
+	st.expect("left alone", NodeView{ConditionStatus: "Unknown", ConditionReason: nodev1alpha1.ReasonNodeExcluded, BootRecord: "boot1/uid-n1"}, "n1")
+	st.renew(10*minute+1*sec, "n1/a")
+	st.update(10*minute+2*sec, worker("n1", gating("a")))
+	st.expect("label removed: found again, in service", ready(boot1), "n1")
+}
+
+func TestTheBlastRadiusResumesOnlyBelowThresholdMinusFivePoints(t *testing.T) {
+	for _, c := range []struct {
+		was            bool
+		failing, total int
+		threshold      float64
+		wantSuspended  bool
+	}{
+		{false, 2, 4, 0.5, false},  // 2 or fewer never suspend
+		{false, 3, 6, 0.5, true},   // 50 % reaches 50 %
+		{false, 3, 7, 0.5, false},  // 43 %
+		{true, 3, 7, 0.5, false},   // 43 % < 45 %
+		{true, 9, 20, 0.5, true},   // 45 % is not below 45 %
+		{true, 3, 20, 0.2, true},   // 15 % is not below 15 %
+		{true, 5, 40, 0.2, false},  // 12.5 %
+		{true, 3, 100, 0.05, true}, // 3 % ≥ 2.5 %
+		{true, 3, 121, 0.05, false},
+		{true, 2, 3, 0.5, false}, // 2 or fewer resume
+		{false, 50, 50, 0, false},
+	} {
+		if got := nextSuspended(c.was, c.failing, c.total, c.threshold); got != c.wantSuspended {
+			t.Errorf("was %v, %d of %d at %v: suspended %v, want %v", c.was, c.failing, c.total, c.threshold, got, c.wantSuspended)
+		}
+	}
+}
+
+func TestNothingFailsOpenWhileTheOwnViewIsStale(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.start(0)
+	open := Extension{Name: "b", AffectsReadiness: true, StartupTimeout: time.Minute, FailOpen: true}
+	st.add(0, worker("n1", open))
+	st.stale(50 * sec)
+	st.run(2 * minute)
+	st.expect("timeout passed while stale", gated(registered, ""), "n1")
+	st.recover(2 * minute)
+	st.run(2*minute + 59*sec)
+	st.expect("the lift restarted the timeout", gated(registered, ""), "n1")
+	st.run(3 * minute)
+	st.expect("a minute after the lift", ready(boot1+";b"), "n1")
+}
+
+func TestARenewalObservedAtTheSameInstantAsARebootCountsOnlyAfterIt(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")))
+	rebooted := worker("n1", gating("a"))
+	rebooted.BootID = "boot2"
+	st.renew(10*sec, "n1/a")
+	st.update(10*sec, rebooted)
+	st.expect("renewed just before the reboot was seen", gated(rebootedReason, boot1), "n1")
+	st.renew(10*sec, "n1/a")
+	st.expect("renewed just after, same instant", ready(boot2), "n1")
+}

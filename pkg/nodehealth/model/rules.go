@@ -1,0 +1,612 @@
+package model
+
+import (
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+)
+
+const (
+	condTrue    = "True"
+	condFalse   = "False"
+	condUnknown = "Unknown"
+)
+
+// evaluate judges every node at t: the blast-radius count is brought up to
+// date over all nodes first, so that failures that come due together are all
+// counted before any one of them is tainted (DESIGN §5 "Blast radius").
+func (m *Model) evaluate(t time.Time) {
+	m.updateBlastRadius(t)
+	for _, n := range m.sortedNodes() {
+		m.evaluateNode(n, t)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Lease readiness
+
+// leaseReady: the Lease has a holder and a renewal was observed (or counted
+// observed) within its duration, at least MinimumLeaseDuration, plus the
+// renewal grace, by the controller's own clock.
+func (m *Model) leaseReady(node, ext string, t time.Time) bool {
+	l := m.leases[leaseKey{node, ext}]
+	if l == nil || !l.held || !l.observedSet {
+		return false
+	}
+	d := max(l.duration, m.cfg.MinimumLeaseDuration)
+	// Choice: the Lease is expired at exactly observed + duration + grace
+	// ("expires after 50 s of silence").
+	return t.Before(l.observed.Add(d + m.cfg.RenewalGrace))
+}
+
+// plannedRelease: the extension's Lease is released with a maintenance
+// reason, and the release was made in the node's current boot (a planned
+// release gates only in the boot it was made in).
+//
+// Choice: after a reboot the old release no longer gates whatever the Lease
+// does; a new release (after a renewal) in the new boot is a new request for
+// maintenance and gates.
+func (m *Model) plannedRelease(n *node, ext string) bool {
+	l := m.leases[leaseKey{n.Name, ext}]
+	return l != nil && !l.held && m.maintenance[l.reason] && l.releaseEpoch == n.epoch
+}
+
+// renewedSince: a real renewal of the extension was observed after the input
+// with sequence number seq (a gate's start).
+//
+// Choice: "after the gate began" is judged by the order of observation, not
+// by comparing instants: a renewal observed at the same instant as the cause
+// of a gate, but after it, counts; one observed before it does not.
+func (m *Model) renewedSince(n *node, ext string, seq uint64) bool {
+	l := m.leases[leaseKey{n.Name, ext}]
+	return l != nil && l.renewSeq > seq
+}
+
+// facts is what a node's judgement at one instant rests on.
+type facts struct {
+	// listsGating: the node lists an extension that gates: affectsReadiness,
+	// or a planned release of this boot (which gates even without it).
+	listsGating bool
+	gating      []string // the gating extensions that have not failed open
+	notReady    []string // those of gating not ready now
+	planned     bool     // a planned release of this boot is among notReady
+	allPlanned  bool     // every extension in notReady is a planned release
+}
+
+func (m *Model) factsOf(n *node, t time.Time) facts {
+	f := facts{allPlanned: true}
+	for _, e := range n.Extensions {
+		planned := m.plannedRelease(n, e.Name)
+		if !e.AffectsReadiness && !planned {
+			continue // tracked and reported, never gates
+		}
+		f.listsGating = true
+		// Choice: a planned release gates even for an extension that failed
+		// open (it asks for maintenance).
+		if n.failedOpen[e.Name] && !planned {
+			continue
+		}
+		f.gating = append(f.gating, e.Name)
+		if !m.leaseReady(n.Name, e.Name, t) {
+			f.notReady = append(f.notReady, e.Name)
+			f.planned = f.planned || planned
+			f.allPlanned = f.allPlanned && planned
+		}
+	}
+	sort.Strings(f.gating)
+	sort.Strings(f.notReady)
+	return f
+}
+
+// isFailing: the node is failing for the blast radius and the eviction
+// clock: it is in service (ungated in its current boot), a gating extension
+// is not ready, and no planned release of this boot is among its failures
+// (while a gate includes a planned release, the other failures are planned
+// too).
+//
+// Choice: "held counts as failing" applies to held failures; a node held
+// only because a bootstrap gate is pending under the own-view guard, or
+// because its planned gate waits for the guard, is not in service or not
+// unplanned, and is not counted.
+func isFailing(n *node, f facts) bool {
+	return !n.Excluded && n.inService && len(f.notReady) > 0 && !f.planned
+}
+
+// tracked: the node counts in the blast radius' denominator: it lists at
+// least one affectsReadiness extension.
+//
+// Choice: excluded nodes are not counted at all; bootstrapping nodes are
+// counted in the denominator (they list an extension) but never fail.
+func tracked(n *node) bool {
+	if n.Excluded {
+		return false
+	}
+	for _, e := range n.Extensions {
+		if e.AffectsReadiness {
+			return true
+		}
+	}
+	return false
+}
+
+// ---------------------------------------------------------------------------
+// Blast radius
+
+// updateBlastRadius counts failing nodes, cluster-wide and per zone, from
+// every node's facts and the current expiry of its Leases, and moves each
+// scope's suspension with hysteresis.
+//
+// Choice: nodes without a zone are counted cluster-wide only.
+func (m *Model) updateBlastRadius(t time.Time) {
+	total, failing := 0, 0
+	zoneTotal, zoneFailing := map[string]int{}, map[string]int{}
+	for _, n := range m.nodes {
+		if !tracked(n) {
+			continue
+		}
+		f := isFailing(n, m.factsOf(n, t))
+		total++
+		if f {
+			failing++
+		}
+		if n.Zone != "" {
+			zoneTotal[n.Zone]++
+			if f {
+				zoneFailing[n.Zone]++
+			}
+		}
+	}
+	m.clusterSuspended = nextSuspended(m.clusterSuspended, failing, total, m.cfg.ClusterThreshold)
+	zones := map[string]bool{}
+	for z, tot := range zoneTotal {
+		if nextSuspended(m.zoneSuspended[z], zoneFailing[z], tot, m.cfg.ZoneThreshold) {
+			zones[z] = true
+		}
+	}
+	m.zoneSuspended = zones
+}
+
+// nextSuspended is the hysteresis of one scope: suspend when more than 2
+// nodes fail and the share reaches the threshold; resume when the share falls
+// below max(threshold − 5 points, threshold / 2) or 2 or fewer nodes fail.
+//
+// Choice: shares are compared exactly, with the threshold taken to a basis
+// point (the configuration holds whole percents), so that 3 of 20 is not
+// "below" 15 % through rounding.
+func nextSuspended(was bool, failing, total int, threshold float64) bool {
+	bp := int64(math.Round(threshold * 10000)) // basis points
+	if bp <= 0 || total == 0 || failing <= 2 {
+		return false
+	}
+	// share ≥ x basis points ⇔ failing·10000 ≥ x·total; in half basis
+	// points so that threshold/2 stays exact.
+	reaches := func(halfBP int64) bool { return int64(failing)*20000 >= halfBP*int64(total) }
+	if was {
+		return reaches(max(2*bp-1000, bp))
+	}
+	return reaches(2 * bp)
+}
+
+// blastSuspended: failure taints and evictions of this node are suspended by
+// the blast radius of the cluster or of its zone.
+func (m *Model) blastSuspended(n *node) bool {
+	return m.clusterSuspended || (n.Zone != "" && m.zoneSuspended[n.Zone])
+}
+
+// ---------------------------------------------------------------------------
+// Gate causes
+
+// rebooted: status.nodeInfo.bootID changed between two non-empty values, or
+// (when the previous value is unknown) differs from the one recorded in the
+// boot record. A kubelet restart keeps the bootID and is not a reboot.
+func rebooted(old, cur string, rec *bootRecord) bool { return changed(old, cur, rec.get().bootID) }
+
+// recreated: the UID changed between two non-empty values, or (when the
+// previous value is unknown) differs from the one recorded in the boot
+// record.
+//
+// Choice: a re-creation seen as an update keeps what the controller wrote on
+// the Node (taint, condition, record) as it was; only the facts of Node
+// change. A re-creation together with a reboot is reported as a re-creation.
+func recreated(old, cur string, rec *bootRecord) bool { return changed(old, cur, rec.get().uid) }
+
+func changed(old, cur, recorded string) bool {
+	if cur == "" || old != "" {
+		return cur != "" && old != cur
+	}
+	return recorded != "" && recorded != cur
+}
+
+// beginBootstrapGate: a new node, a reboot or a re-creation gates the node
+// with full scope and gateStart = now, whatever gate it was in ("a reboot or
+// re-creation seen during any gate restarts it as full"). It begins a new
+// boot: fail-opens and planned releases of the previous boot no longer
+// apply, and the node is not in service (no eviction clock, not failing)
+// until it is ungated. While the own-view guard holds, the gate stays
+// pending (held) and gets gateStart = the lift (ownViewRecovers).
+func (m *Model) beginBootstrapGate(n *node, at time.Time, cause string) {
+	n.epoch = m.newEpoch()
+	n.failedOpen = map[string]bool{}
+	n.inService = false
+	n.clock = evictionClock{last: at}
+	n.regSince = at
+	n.gate = &gate{cause: cause, full: true, start: at, seq: m.seq, reason: cause, scope: map[string]bool{}}
+}
+
+// findNode judges a node found at start (or whose exclusion label was
+// removed) from what is written on it: the boot record catches reboots and
+// re-creations while the controller was down; a node found tainted is a
+// ControllerStarted gate of full scope; a node found untainted is in
+// service. Fail-opens recorded for the current boot are restored, also on a
+// node that is found gated.
+func (m *Model) findNode(n *node, at time.Time) {
+	n.forget(at)
+	if n.Excluded {
+		return
+	}
+	rec := n.record
+	switch {
+	case recreated("", n.UID, rec):
+		m.beginBootstrapGate(n, at, nodev1alpha1.ReasonNodeRecreated)
+		n.evicted = false
+		return
+	case rebooted("", n.BootID, rec):
+		// Choice: a reboot revealed by the record is reported as
+		// NodeRebooted (also on a node found tainted), not ControllerStarted.
+		m.beginBootstrapGate(n, at, nodev1alpha1.ReasonNodeRebooted)
+		return
+	}
+	if rec != nil {
+		n.failedOpen = parseFailedOpen(rec.failedOpen)
+	}
+	if !n.tainted {
+		n.inService = true
+		return
+	}
+	cause := nodev1alpha1.ReasonControllerStarted
+	n.gate = &gate{cause: cause, full: true, start: at, seq: m.seq, reason: cause, scope: map[string]bool{}}
+	// Choice: a node found gated whose boot record names its current boot
+	// and UID was ready in this boot (the record is written only for nodes
+	// in service): it stays in service, so its failures count for the blast
+	// radius and may escalate once its Leases' start grace runs out.
+	// Without a record it is bootstrapping. Either way the gate is full.
+	n.inService = rec != nil
+}
+
+// noteAddedExtensions: an extension added to the list during a failed-only
+// gate joins its scope (it must renew after gateStart).
+//
+// Choice: an entry whose affectsReadiness turns true counts as added.
+func (m *Model) noteAddedExtensions(n *node, old Node) {
+	if n.gate == nil || n.gate.full {
+		return
+	}
+	had := map[string]bool{}
+	for _, e := range old.Extensions {
+		if e.AffectsReadiness {
+			had[e.Name] = true
+		}
+	}
+	for _, e := range n.Extensions {
+		if e.AffectsReadiness && !had[e.Name] {
+			n.gate.scope[e.Name] = true
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Own view
+
+// ownViewGoesStale remembers which Leases were ready when the guard fired.
+//
+// Choice: "ready when the view went stale" is judged at the instant the
+// guard fires (validation guarantees none of them could expire before).
+func (m *Model) ownViewGoesStale(at time.Time) {
+	m.ownViewStale = true
+	for k, l := range m.leases {
+		l.readyAtStale = m.leaseReady(k.node, k.ext, at)
+	}
+}
+
+// ownViewRecovers: every Lease that was ready when the view went stale (and
+// is not released or deleted since) counts as observed now; a Lease already
+// expired or released then stays as it was. Every gate, tainted or pending,
+// gets gateStart = now and keeps its scope; renewals seen during the stale
+// view no longer satisfy it.
+func (m *Model) ownViewRecovers(at time.Time) {
+	m.ownViewStale = false
+	for _, l := range m.leases {
+		if l.readyAtStale && l.held && l.observed.Before(at) {
+			l.observed = at
+		}
+		l.readyAtStale = false
+	}
+	for _, n := range m.nodes {
+		if n.gate != nil {
+			n.gate.start, n.gate.seq = at, m.seq
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Judging one node
+
+func (m *Model) evaluateNode(n *node, t time.Time) {
+	if n.Excluded {
+		leaveExcludedNodeAlone(n)
+		return
+	}
+	tickEvictionClock(n, t)
+	m.applyStartupTimeouts(n, t)
+	f := m.factsOf(n, t)
+	n.held = false
+	if n.gate != nil {
+		widenFailedOnlyScope(n, f)
+		if m.gateMayEnd(n, f, t) {
+			ungate(n)
+		}
+	} else if len(f.notReady) > 0 {
+		m.openFailureGate(n, f, t)
+	}
+	m.placeTaint(n, f)
+	m.writeCondition(n, f, t)
+	m.runEvictionClock(n, f, t)
+	writeBootRecord(n)
+	if !n.tainted && !n.held {
+		n.evicted = false // the failure is over
+	}
+}
+
+// leaveExcludedNodeAlone: an excluded node loses the taint and its condition
+// (if it has one) reads Unknown / NodeExcluded; the controller forgets it.
+// Its boot record stays as it was.
+func leaveExcludedNodeAlone(n *node) {
+	n.tainted = false
+	if n.condStatus != "" {
+		n.condStatus, n.condReason = condUnknown, nodev1alpha1.ReasonNodeExcluded
+	}
+	n.gate, n.inService, n.held, n.evicted = nil, false, false, false
+	n.clock = evictionClock{}
+}
+
+// applyStartupTimeouts: during a bootstrap gate (new, rebooted, re-created,
+// or found gated without being in service), an extension with a startup
+// timeout that has not renewed since gateStart when the timeout passes
+// either keeps the node gated (KeepGated: reported as StartupTimeout, see
+// gateReason) or fails open (Ungate: stops gating until it renews).
+//
+// Choice: nothing fails open while the own view is stale (the missing
+// renewal may be the view's fault); the gateStart the lift sets restarts the
+// timeouts of gates that are still on.
+func (m *Model) applyStartupTimeouts(n *node, t time.Time) {
+	if m.ownViewStale {
+		return
+	}
+	for _, e := range n.Extensions {
+		if e.FailOpen && m.startupTimedOut(n, e, t) {
+			n.failedOpen[e.Name] = true
+		}
+	}
+}
+
+// startupTimedOut: e never came up (no renewal observed) since gateStart of
+// a bootstrap gate, and its startup timeout has passed.
+//
+// Choice: startup timeouts apply only while the node waits before it was in
+// service in its current boot (as docs/controller.md says), never to a
+// failure gate or to a node found gated that was in service: a restart must
+// not turn a failure into a fail-open.
+func (m *Model) startupTimedOut(n *node, e Extension, t time.Time) bool {
+	g := n.gate
+	return g != nil && g.full && !n.inService && e.AffectsReadiness && e.StartupTimeout > 0 &&
+		!n.failedOpen[e.Name] && !m.renewedSince(n, e.Name, g.seq) && !t.Before(g.start.Add(e.StartupTimeout))
+}
+
+// widenFailedOnlyScope: a failed-only gate's scope is every extension seen
+// not ready since gateStart (a planned release counts as a failure).
+func widenFailedOnlyScope(n *node, f facts) {
+	if n.gate.full {
+		return
+	}
+	for _, e := range f.notReady {
+		n.gate.scope[e] = true
+	}
+}
+
+// gateMayEnd: the ungate rule. Every gating extension is ready, and each
+// extension in the gate's scope (all of them for a full gate, the failed
+// ones for a failed-only gate) renewed after gateStart. A node that lists no
+// gating extension is never gated, except that a taint placed at creation
+// stays for the registration grace. A node whose gating extensions all
+// failed open has nothing to wait for.
+func (m *Model) gateMayEnd(n *node, f facts, t time.Time) bool {
+	g := n.gate
+	if g.pending && m.ownViewStale {
+		return false // not forgotten: it gates when the guard lifts
+	}
+	if !f.listsGating {
+		return !m.inRegistrationGrace(n, t)
+	}
+	if len(f.notReady) > 0 {
+		return false
+	}
+	for _, e := range f.gating {
+		if (g.full || g.scope[e]) && !m.renewedSince(n, e, g.seq) {
+			return false
+		}
+	}
+	return true
+}
+
+// inRegistrationGrace: the node may still be waiting for rules and
+// self-registering Leases to fill its list.
+//
+// Choice: the grace runs from when the controller first saw the node (added,
+// re-created, or found gated at start) and applies to such nodes whether or
+// not they were tainted at creation; a node that lists no gating extension
+// meanwhile keeps the taint it was created with and gets none. A rebooted
+// node, or one in service, that lists no gating extension is ungated at once.
+func (m *Model) inRegistrationGrace(n *node, t time.Time) bool {
+	switch n.gate.cause {
+	case nodev1alpha1.ReasonNodeRegistered, nodev1alpha1.ReasonNodeRecreated, nodev1alpha1.ReasonControllerStarted:
+		return !n.inService && t.Before(n.regSince.Add(m.cfg.RegistrationGrace))
+	}
+	return false
+}
+
+// ungate removes the taint: the node is in service in its current boot and
+// its eviction clock resets. (The boot record is written in the same
+// evaluation, writeBootRecord.)
+func ungate(n *node) {
+	n.gate = nil
+	n.tainted = false
+	n.inService = true
+	n.clock = evictionClock{last: n.clock.last}
+}
+
+// openFailureGate: a node in service with a gating extension not ready is
+// gated (failed-only scope, gateStart = now), unless a guard holds it. The
+// own-view guard suspends every taint addition; the blast radius suspends
+// failure taints only.
+//
+// Choice: a gate whose failures are planned (a planned release of this boot
+// is among them) is not a failure taint: it is placed while the blast radius
+// is suspended, like a bootstrap gate, but held while the own view is stale.
+func (m *Model) openFailureGate(n *node, f facts, t time.Time) {
+	if m.ownViewStale || (!f.planned && m.blastSuspended(n)) {
+		n.held = true // failure taints are never owed: judged afresh later
+		return
+	}
+	reason := nodev1alpha1.ReasonExtensionsNotReady
+	n.gate = &gate{cause: reason, start: t, seq: m.seq, reason: reason, scope: map[string]bool{}}
+	widenFailedOnlyScope(n, f)
+}
+
+// placeTaint: a gate that has something to wait for is tainted, unless the
+// own-view guard holds: then the gate stays pending and the node is held
+// (a bootstrap seen while the guard holds is not forgotten: the pending gate
+// cannot end before the guard lifts, and gets gateStart = the lift).
+// Bootstrap gates are not suspended by the blast radius.
+func (m *Model) placeTaint(n *node, f facts) {
+	if n.gate == nil || len(f.gating) == 0 || n.tainted {
+		return
+	}
+	if m.ownViewStale {
+		n.held, n.gate.pending = true, true
+		return
+	}
+	n.tainted, n.gate.pending = true, false
+}
+
+// writeCondition sets SystemExtensionsReady.
+//
+// Choice (DESIGN over docs): every evaluated node gets the condition, also a
+// node that never listed a gating extension (True / NoRequiredExtensions),
+// even while it still carries its creation taint during the registration
+// grace.
+func (m *Model) writeCondition(n *node, f facts, t time.Time) {
+	switch {
+	case n.held:
+		n.condStatus, n.condReason = condFalse, nodev1alpha1.ReasonGatingSuspended
+	case n.gate != nil && len(f.gating) > 0:
+		n.condStatus, n.condReason = condFalse, m.gateReason(n, f, t)
+	case !f.listsGating:
+		n.condStatus, n.condReason = condTrue, nodev1alpha1.ReasonNoRequiredExtensions
+	default:
+		n.condStatus, n.condReason = condTrue, nodev1alpha1.ReasonExtensionsReady
+	}
+}
+
+// gateReason: a bootstrap gate reports its cause (StartupTimeout once a
+// KeepGated extension missed its startup timeout); a gate found at start and
+// a failure gate report ExtensionsNotReady, or PlannedMaintenance when every
+// not-ready extension released for maintenance (docs/controller.md).
+//
+// Choice: while every extension of such a gate looks ready but has not
+// renewed since gateStart yet, the last reason stays (ControllerStarted
+// until an extension first fails).
+func (m *Model) gateReason(n *node, f facts, t time.Time) string {
+	g := n.gate
+	for _, e := range n.Extensions {
+		if !e.FailOpen && m.startupTimedOut(n, e, t) {
+			return nodev1alpha1.ReasonStartupTimeout
+		}
+	}
+	switch g.cause {
+	case nodev1alpha1.ReasonNodeRegistered, nodev1alpha1.ReasonNodeRebooted, nodev1alpha1.ReasonNodeRecreated:
+		return g.cause
+	}
+	if len(f.notReady) > 0 {
+		g.reason = nodev1alpha1.ReasonExtensionsNotReady
+		if f.allPlanned {
+			g.reason = nodev1alpha1.ReasonPlannedMaintenance
+		}
+	}
+	return g.reason
+}
+
+// tickEvictionClock counts the time since the previous evaluation if the
+// clock was counting then (failing, unplanned, not suspended).
+func tickEvictionClock(n *node, t time.Time) {
+	if n.clock.counting {
+		n.clock.counted += t.Sub(n.clock.last)
+	}
+	n.clock.last = t
+}
+
+// runEvictionClock: the clock starts at the first unplanned failure of a
+// node in service (never during bootstrap), resets when the node is ungated
+// or recovers while held, and pauses while a guard suspends gating (time
+// already counted is kept). Escalation happens at the evaluation where the
+// counted time reaches EvictionTimeout and nothing suspends it; a drain
+// interrupted by a suspension continues when it ends if the node is still
+// failing.
+//
+// Choice: while the node's failures are planned (a planned release of this
+// boot is among them) the clock is paused too, not reset; it continues if
+// the planned Lease renews while another failure remains. A gated node whose
+// extensions all look ready but have not renewed since gateStart is not
+// failing: its clock is paused until it is ungated.
+func (m *Model) runEvictionClock(n *node, f facts, t time.Time) {
+	if !n.inService || (n.gate == nil && len(f.notReady) == 0) {
+		n.clock = evictionClock{last: t}
+		return
+	}
+	failing := isFailing(n, f)
+	if failing && !n.clock.running {
+		n.clock.running, n.clock.counted = true, 0
+	}
+	suspended := m.ownViewStale || m.blastSuspended(n)
+	n.clock.counting = n.clock.running && failing && !suspended
+	if n.clock.counting && m.cfg.EvictionTimeout >= 0 && n.clock.counted >= m.cfg.EvictionTimeout {
+		// Choice: EvictionTimeout 0 escalates at the first evaluation of
+		// the failure.
+		n.evicted = true
+	}
+}
+
+// writeBootRecord keeps nodehealth.io/boot current for a node in service:
+// written in the evaluation that ungates it, once for a node found in
+// service, and again when the set of fail-opens of this boot changes.
+//
+// Choice: the record is written for every node in service whose record
+// differs, whether or not it is tainted or held at that moment (so a node
+// found in service and tainted at once still counts as in service after a
+// restart), and also for nodes that list no gating extension.
+func writeBootRecord(n *node) {
+	if !n.inService {
+		return
+	}
+	var fo []string
+	for e := range n.failedOpen {
+		fo = append(fo, e)
+	}
+	sort.Strings(fo)
+	want := bootRecord{bootID: n.BootID, uid: n.UID, failedOpen: strings.Join(fo, ",")}
+	if n.record == nil || *n.record != want {
+		n.record = &want
+	}
+}
