@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -936,5 +937,55 @@ func TestAFailedRefreshAfterASuccessfulUpdateStillReportsIdle(t *testing.T) {
 	st := h.status()
 	if st.CurrentState != idle || st.CurrentVersion != "1.21.0" || st.CrashCount != 0 || st.RebootFromBootID != "" {
 		t.Fatalf("status = %+v, want Idle on 1.21.0 with the bookkeeping cleared although refresh-updates fails", st)
+	}
+}
+
+// markerHook runs a function right after the reboot marker was written.
+type markerHook struct {
+	ShadowClient
+	afterMarker func()
+}
+
+func (m markerHook) UpdateShadowStatus(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow) (*updatesv1alpha1.BottlerocketShadow, error) {
+	out, err := m.ShadowClient.UpdateShadowStatus(ctx, s)
+	if err == nil && s.Status.RebootFromBootID != "" && m.afterMarker != nil {
+		m.afterMarker()
+		m.afterMarker = nil
+	}
+	return out, err
+}
+
+// TestAPodThatToleratesTheTaintAndArrivesAfterTheDrainIsEvictedBeforeTheReboot:
+// pods that tolerate the readiness taint (the controller's and operator's
+// own Deployments, anything with operator Exists) are scheduled straight
+// back onto the drained node. The agent lists the node's pods once more
+// right before the reboot and evicts what arrived, so they do not die in the
+// reboot without an eviction.
+func TestAPodThatToleratesTheTaintAndArrivesAfterTheDrainIsEvictedBeforeTheReboot(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.pods.onEvict = func(name string) {
+		if name == "tolerating" && h.em.State().RebootRequests != 0 {
+			t.Error("the late pod was evicted after the reboot was requested")
+		}
+	}
+	c := h.clients()
+	c.Shadows = &markerHook{ShadowClient: c.Shadows, afterMarker: func() {
+		h.pods.add(pod("tolerating", func(p *v1.Pod) {
+			p.Spec.Tolerations = []v1.Toleration{{Operator: v1.TolerationOpExists}}
+		}))
+	}}
+	a, err := New(c, h.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	toRebooting(t, h, a)
+	for i := 0; i < 5 && h.em.State().Reboots == 0; i++ {
+		mustSync(t, h, a)
+	}
+	if h.em.State().Reboots != 1 {
+		t.Fatal("the node did not reboot")
+	}
+	if !slices.Contains(h.pods.evicted, "tolerating") {
+		t.Errorf("evicted %v: the pod that arrived after the drain died in the reboot without an eviction", h.pods.evicted)
 	}
 }

@@ -206,6 +206,14 @@ type fakePods struct {
 	// taintAtEviction records, per eviction, whether the node was tainted.
 	node            *fakeNode
 	taintAtEviction []bool
+	// onEvict runs at each accepted eviction, after the pod is gone.
+	onEvict func(name string)
+}
+
+func (f *fakePods) add(p v1.Pod) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pods = append(f.pods, p)
 }
 
 func (f *fakePods) ListPods(_ context.Context, node string) ([]v1.Pod, error) {
@@ -234,6 +242,9 @@ func (f *fakePods) Evict(_ context.Context, pod *v1.Pod) error {
 			f.pods = append(f.pods[:i], f.pods[i+1:]...)
 			f.evicted = append(f.evicted, pod.Name)
 			f.taintAtEviction = append(f.taintAtEviction, f.node.tainted())
+			if f.onEvict != nil {
+				f.onEvict(pod.Name)
+			}
 			return nil
 		}
 	}

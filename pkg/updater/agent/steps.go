@@ -410,6 +410,7 @@ func (a *Agent) writeRebootMarker(ctx context.Context, shadow *updatesv1alpha1.B
 // rebootGrace rebootAgain asks again if the update is still armed.
 func (a *Agent) postReboot(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (time.Duration, error) {
 	logger := klog.FromContext(ctx).WithValues("version", shadow.Spec.Version)
+	a.lastPodPass(ctx)
 	logger.Info("Rebooting", "bootID", shadow.Status.RebootFromBootID)
 	a.c.Events.Event(shadow, v1.EventTypeNormal, ReasonRebooting, fmt.Sprintf("Node %s drained; rebooting into Bottlerocket %s", a.opts.NodeName, shadow.Spec.Version))
 	err := a.c.API.Reboot(ctx)
@@ -544,6 +545,32 @@ func (a *Agent) drain(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 	}
 	wait = min(max(wait, time.Millisecond), a.drainStart.Add(a.opts.DrainTimeout).Sub(now))
 	return false, wait, nil
+}
+
+// lastPodPass lists the node's pods once more right before the reboot and
+// evicts any that arrived since the drain: pods that tolerate the readiness
+// taint (the controller's and the operator's own Deployments, anything with
+// operator Exists) are scheduled straight back onto the drained node, and
+// would otherwise die in the reboot without an eviction. It does not wait
+// for them: the evictions start their graceful termination and let their
+// controllers replace them elsewhere. Best effort: the drain is done.
+func (a *Agent) lastPodPass(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	opts := a.opts.Drain
+	opts.Filter = drain.SkipDaemonSetAndMirrorPods
+	opts.Report = func(r drain.Result) {
+		if r.Outcome == drain.Evicted {
+			logger.Info("Evicted a pod that arrived after the drain", "pod", klog.KObj(r.Pod))
+		}
+	}
+	st, err := drain.New(a.c.Drain, a.opts.NodeName, a.opts.Clock, opts).Pass(ctx)
+	if err != nil {
+		logger.Error(err, "Listing the node's pods before the reboot failed; rebooting anyway")
+		return
+	}
+	for _, r := range st.Pending {
+		logger.Info("A pod that arrived after the drain could not be evicted before the reboot", "pod", klog.KObj(r.Pod), "reason", r.String())
+	}
 }
 
 func (a *Agent) drainPoll() time.Duration {
