@@ -106,13 +106,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfigurati
 	api := brapi.New(brapi.Options{SocketPath: cfg.APISocketPath})
 	a, err := agent.New(agent.Clients{
 		Shadows: kube, Nodes: kube, API: api, Lease: renewer, Drain: kube, Events: kube,
-	}, agent.Options{
-		NodeName:            instance.NodeName,
-		UpdateCheckInterval: cfg.UpdateCheckInterval.Duration,
-		DrainTimeout:        cfg.DrainTimeout.Duration,
-		RebootGrace:         cfg.RebootGrace.Duration,
-		Clock:               clock.RealClock{},
-	})
+	}, agentOptions(cfg, instance.NodeName))
 	if err != nil {
 		return err
 	}
@@ -124,6 +118,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfigurati
 		"updateCheckInterval", cfg.UpdateCheckInterval.Duration,
 		"drainTimeout", cfg.DrainTimeout.Duration,
 		"rebootGrace", cfg.RebootGrace.Duration,
+		"readinessTaintKey", cfg.ReadinessTaintKey,
 	)
 	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
 	if err != nil {
@@ -164,6 +159,18 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfigurati
 		return serveErr
 	}
 	return shutdown(ctx, a, nil)
+}
+
+// agentOptions are the agent's settings from its configuration.
+func agentOptions(cfg *config.UpdateAgentConfiguration, nodeName string) agent.Options {
+	return agent.Options{
+		NodeName:            nodeName,
+		ReadinessTaintKey:   cfg.ReadinessTaintKey,
+		UpdateCheckInterval: cfg.UpdateCheckInterval.Duration,
+		DrainTimeout:        cfg.DrainTimeout.Duration,
+		RebootGrace:         cfg.RebootGrace.Duration,
+		Clock:               clock.RealClock{},
+	}
 }
 
 // heartbeatOptions are the agent's Lease: bottlerocket-updater.<node>.

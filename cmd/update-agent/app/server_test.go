@@ -3,6 +3,7 @@ package app
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/config/latest"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options/optionstest"
@@ -78,5 +79,22 @@ func TestTheAgentRegistersItsLeaseAsNotAffectingReadiness(t *testing.T) {
 	}
 	if opts.Extension != "bottlerocket-updater" || opts.NodeName != "node-1" {
 		t.Errorf("Lease of %s for %s, want bottlerocket-updater for node-1", opts.Extension, opts.NodeName)
+	}
+}
+
+// TestTheReadinessTaintKeyComesFromTheConfiguration: a node-health
+// controller configured with another taint key would otherwise fail every
+// update (the taint the agent waits for never comes) and back each node off
+// to 24 h.
+func TestTheReadinessTaintKeyComesFromTheConfiguration(t *testing.T) {
+	cfg, err := latest.UpdateAgentConfiguration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ReadinessTaintKey = "example.com/not-ready"
+	cfg.RebootGrace.Duration = 5 * time.Minute
+	opts := agentOptions(cfg, "node-1")
+	if opts.ReadinessTaintKey != "example.com/not-ready" || opts.RebootGrace != 5*time.Minute || opts.NodeName != "node-1" {
+		t.Errorf("agent options %+v, want the configured taint key and reboot grace", opts)
 	}
 }
