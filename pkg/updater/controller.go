@@ -129,16 +129,27 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 }
 
 // nodeChanged reports whether an update touches what the controller reads:
-// labels (selector, zone, exclusion), the extension list and the
-// SystemExtensionsReady condition; kubelet heartbeats do not.
+// labels (selector, zone, exclusion), the extension list, and the status of
+// the SystemExtensionsReady and Ready conditions; kubelet heartbeats do not.
 func nodeChanged(a, b *v1.Node) bool {
 	if a.ResourceVersion == b.ResourceVersion { // a resync
 		return true
 	}
 	ca, cb := extensionsReady(a), extensionsReady(b)
-	return !labels.Equals(a.Labels, b.Labels) ||
+	ra, rb := nodeReady(a), nodeReady(b)
+	return !labels.Equals(a.Labels, b.Labels) || a.UID != b.UID ||
 		a.Annotations[nodev1alpha1.SystemExtensionsAnnotation] != b.Annotations[nodev1alpha1.SystemExtensionsAnnotation] ||
-		(ca == nil) != (cb == nil) || (ca != nil && (ca.Status != cb.Status || ca.Reason != cb.Reason))
+		(ca == nil) != (cb == nil) || (ca != nil && (ca.Status != cb.Status || ca.Reason != cb.Reason)) ||
+		(ra == nil) != (rb == nil) || (ra != nil && ra.Status != rb.Status)
+}
+
+func nodeReady(n *v1.Node) *v1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == v1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 func extensionsReady(n *v1.Node) *v1.NodeCondition {

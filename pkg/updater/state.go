@@ -71,11 +71,18 @@ func backoffUntil(s *updatesv1alpha1.BottlerocketShadow) time.Time {
 
 // healthy reports the health gate's signal: SystemExtensionsReady True with
 // reason ExtensionsReady, which the node-health controller sets only after
-// every extension renewed after the reboot.
+// every gating extension renewed after the reboot, or NoRequiredExtensions
+// for a node that lists none — and the Node's Ready condition True, which
+// SystemExtensionsReady says nothing about.
 func healthy(n *v1.Node) bool {
 	if n == nil {
 		return false
 	}
 	c := extensionsReady(n)
-	return c != nil && c.Status == v1.ConditionTrue && c.Reason == nodev1alpha1.ReasonExtensionsReady
+	if c == nil || c.Status != v1.ConditionTrue ||
+		(c.Reason != nodev1alpha1.ReasonExtensionsReady && c.Reason != nodev1alpha1.ReasonNoRequiredExtensions) {
+		return false
+	}
+	r := nodeReady(n)
+	return r != nil && r.Status == v1.ConditionTrue
 }

@@ -158,22 +158,32 @@ const StateReturnToIdle = "ReturnToIdle"
 
 // healthGate passes the node after postRebootSoak of continuous readiness
 // once its agent reports MonitoringUpdate; any lapse starts the soak over.
+// The soak's start is kept in the shadow (healthy-since), as the deadline's
+// is, so a restart or failover late in MonitoringUpdate continues the soak
+// instead of starting it over past the deadline.
 func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, node *v1.Node, now time.Time) error {
-	c.mu.Lock()
-	start, soaking := c.soakSince[s.Name]
+	logger := klog.FromContext(ctx)
+	start, soaking := c.soakStart(s)
 	if !healthy(node) {
+		c.mu.Lock()
 		delete(c.soakSince, s.Name)
 		c.mu.Unlock()
-		if soaking {
-			klog.FromContext(ctx).Info("Node lost full readiness during its soak; the soak starts over", "node", s.Name)
+		if !soaking {
+			return nil
 		}
-		return nil
+		logger.Info("Node lost full readiness during its soak; the soak starts over", "node", s.Name)
+		return c.setHealthySince(ctx, s, "")
 	}
 	if !soaking {
 		start = now
+		c.mu.Lock()
 		c.soakSince[s.Name] = now
+		c.mu.Unlock()
+		if !c.opts.DryRun {
+			// The write's event brings the shadow back here.
+			return c.setHealthySince(ctx, s, now.UTC().Format(time.RFC3339))
+		}
 	}
-	c.mu.Unlock()
 	if s.Status.CurrentState != updatesv1alpha1.StateMonitoringUpdate {
 		return nil
 	}
@@ -194,7 +204,46 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 			c.metrics.UpdateDuration.Observe(now.Sub(started).Seconds())
 		}
 	}
-	klog.FromContext(ctx).Info("Update passed its health gate", "node", s.Name, "version", s.Status.CurrentVersion)
+	logger.Info("Update passed its health gate", "node", s.Name, "version", s.Status.CurrentVersion)
+	return nil
+}
+
+// soakStart is when the node's soak started: the healthy-since annotation,
+// or in a dry run (which writes nothing) what this process saw.
+func (c *Controller) soakStart(s *updatesv1alpha1.BottlerocketShadow) (time.Time, bool) {
+	if v, ok := s.Annotations[updatesv1alpha1.HealthySinceAnnotation]; ok {
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			return t, true
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.soakSince[s.Name]
+	return t, ok
+}
+
+// setHealthySince writes (value non-empty) or removes the healthy-since
+// annotation, guarded by the resourceVersion it was judged on.
+func (c *Controller) setHealthySince(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, value string) error {
+	if _, ok := s.Annotations[updatesv1alpha1.HealthySinceAnnotation]; !ok && value == "" {
+		return nil
+	}
+	if c.opts.DryRun {
+		klog.FromContext(ctx).Info("Dry run: would record the soak's start", "node", s.Name, "healthySince", value)
+		return nil
+	}
+	n := s.DeepCopy()
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	if value == "" {
+		delete(n.Annotations, updatesv1alpha1.HealthySinceAnnotation)
+	} else {
+		n.Annotations[updatesv1alpha1.HealthySinceAnnotation] = value
+	}
+	if _, err := c.client.UpdatesV1alpha1().BottlerocketShadows().Update(ctx, n, metav1.UpdateOptions{FieldManager: "update-operator"}); err != nil {
+		return fmt.Errorf("recording the soak's start on shadow %s: %w", s.Name, err)
+	}
 	return nil
 }
 
@@ -224,6 +273,8 @@ func (c *Controller) writeSpec(ctx context.Context, s *updatesv1alpha1.Bottleroc
 	version string, annotations map[string]string) error {
 	n := s.DeepCopy()
 	n.Spec = updatesv1alpha1.BottlerocketShadowSpec{State: state, Version: version, StateTransitionTimestamp: &metav1.Time{Time: c.now()}}
+	// A soak belongs to one MonitoringUpdate: every transition ends it.
+	delete(n.Annotations, updatesv1alpha1.HealthySinceAnnotation)
 	if len(annotations) > 0 && n.Annotations == nil {
 		n.Annotations = map[string]string{}
 	}

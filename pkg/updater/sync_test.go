@@ -54,13 +54,17 @@ func TestSyncShadow(t *testing.T) {
 			want: []string{"update n1 Idle 1.20.0"}, events: []string{"Warning UpdateAborted"}},
 		{name: "error reset during the drain: idle, no halt", shadow: mkShadow("n1", rebooted, errReset, crashed(2, t0)),
 			want: []string{"update n1 Idle 1.20.0"}, events: []string{"Warning UpdateAborted"}},
-		{name: "monitoring, healthy: soak armed", node: mkNode("n1"), shadow: mkShadow("n1", monitor, monitor, running(newV)),
-			timer: []time.Duration{monitorDL, soak}},
-		{name: "monitoring, agent not there yet: soak runs, no timer", node: mkNode("n1"), shadow: mkShadow("n1", monitor, rebooted, running(newV)),
-			timer: []time.Duration{monitorDL}},
+		{name: "monitoring, healthy: the soak's start recorded", node: mkNode("n1"), shadow: mkShadow("n1", monitor, monitor, running(newV)),
+			want: []string{"annotate n1 healthy-since=" + t0.Format(time.RFC3339)}, timer: []time.Duration{monitorDL}},
+		{name: "monitoring, healthy, soaking: soak armed", node: mkNode("n1"),
+			shadow: mkShadow("n1", monitor, monitor, running(newV), annotate(updatesv1alpha1.HealthySinceAnnotation, t0.Format(time.RFC3339))),
+			timer:  []time.Duration{monitorDL, soak}},
+		{name: "monitoring, agent not there yet: soak runs, no timer", node: mkNode("n1"),
+			shadow: mkShadow("n1", monitor, rebooted, running(newV), annotate(updatesv1alpha1.HealthySinceAnnotation, t0.Format(time.RFC3339))),
+			timer:  []time.Duration{monitorDL}},
 		{name: "monitoring, not ready: waits", node: mkNode("n1", unready(nodev1alpha1.ReasonNodeRebooted)),
 			shadow: mkShadow("n1", monitor, monitor, running(newV)), timer: []time.Duration{monitorDL}},
-		{name: "monitoring, True for another reason is not the gate", node: mkNode("n1", readyReason(nodev1alpha1.ReasonNoRequiredExtensions)),
+		{name: "monitoring, True for another reason is not the gate", node: mkNode("n1", readyReason(nodev1alpha1.ReasonExtensionsFailedOpen)),
 			shadow: mkShadow("n1", monitor, monitor, running(newV)), timer: []time.Duration{monitorDL}},
 		{name: "monitoring, condition missing: waits", node: mkNode("n1", noCondition),
 			shadow: mkShadow("n1", monitor, monitor, running(newV)), timer: []time.Duration{monitorDL}},
@@ -124,12 +128,20 @@ func TestHealthGateSoak(t *testing.T) {
 		if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
 			t.Fatal(err)
 		}
+		written := f.client.Actions()
 		f.expect(want)
+		for _, a := range written { // the informer sees the operator's writes
+			if u, ok := a.(clienttesting.UpdateAction); ok {
+				_ = f.shadows.Update(u.GetObject())
+			}
+		}
 	}
-	step(0, node)                                                               // soak starts at t0
-	step(3*time.Minute, mkNode("n1", unready(nodev1alpha1.ReasonNodeRebooted))) // lost: starts over
-	step(time.Minute, node)                                                     // soak starts again at t0+4m
-	step(soak-time.Second, node)                                                // one second short
+	at := func(d time.Duration) string { return t0.Add(d).Format(time.RFC3339) }
+	step(0, node, "annotate n1 healthy-since="+at(0))                                                         // soak starts at t0
+	step(3*time.Minute, mkNode("n1", unready(nodev1alpha1.ReasonNodeRebooted)), "annotate n1 healthy-since=") // lost: starts over
+	step(time.Minute, node, "annotate n1 healthy-since="+at(4*time.Minute))                                   // soak starts again at t0+4m
+	step(0, node)                                                                                             // soaking
+	step(soak-time.Second, node)                                                                              // one second short
 	if got := f.timers["n1"]; got[len(got)-1] != time.Second {
 		t.Errorf("last timer = %v, want the remaining 1s", got[len(got)-1])
 	}
@@ -265,6 +277,75 @@ func TestANodeThatNeverReturnsToIdleIsFailedAfterTheReturnToIdleDeadline(t *test
 			if got := testutilCounter(f.c.metrics.DeadlineExpiries.WithLabelValues("ReturnToIdle")); got != 1 {
 				t.Errorf("deadline expiries{ReturnToIdle} = %v, want 1", got)
 			}
+		})
+	}
+}
+
+// TestARestartLateInMonitoringUpdateContinuesTheSoak: the deadline is
+// measured from the stored transition time, so a soak kept only in memory
+// would start over after a restart or failover and could outlast the
+// deadline, failing a healthy node. Its start is kept in the shadow.
+func TestARestartLateInMonitoringUpdateContinuesTheSoak(t *testing.T) {
+	s := mkShadow("n1", monitor, monitor, running(newV), since(monitorDL-2*time.Minute),
+		annotate(updatesv1alpha1.HealthySinceAnnotation, t0.Add(-soak+time.Minute).Format(time.RFC3339)))
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")}, []*updatesv1alpha1.BottlerocketShadow{s})
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(nil)
+	if got := f.timers["n1"]; !equalDurations(got, []time.Duration{2 * time.Minute, time.Minute}) {
+		t.Fatalf("timers = %v, want the deadline's 2m and the soak's remaining minute", got)
+	}
+	f.clock.Step(time.Minute)
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"update n1 Idle"})
+}
+
+// TestTheSoakStartIsRecordedInTheShadowAndClearedWhenReadinessLapses walks
+// the annotation through one soak.
+func TestTheSoakStartIsRecordedInTheShadowAndClearedWhenReadinessLapses(t *testing.T) {
+	s := mkShadow("n1", monitor, monitor, running(newV))
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")}, []*updatesv1alpha1.BottlerocketShadow{s})
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"annotate n1 healthy-since=" + t0.Format(time.RFC3339)})
+	annotate(updatesv1alpha1.HealthySinceAnnotation, t0.Format(time.RFC3339))(s)
+	_ = f.shadows.Update(s)
+	_ = f.nodes.Update(mkNode("n1", unready(nodev1alpha1.ReasonNodeRebooted)))
+	f.clock.Step(time.Minute)
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"annotate n1 healthy-since="})
+}
+
+// TestTheHealthGateAlsoRequiresTheNodesReadyAndAcceptsNoRequiredExtensions:
+// SystemExtensionsReady says nothing about the kubelet, and a node that
+// lists no gating extension is ready with reason NoRequiredExtensions.
+func TestTheHealthGateAlsoRequiresTheNodesReadyAndAcceptsNoRequiredExtensions(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		node  *v1.Node
+		soaks bool
+	}{
+		{"extensions ready, kubelet not ready", mkNode("n1", kubeletNotReady), false},
+		{"no required extensions, kubelet ready", mkNode("n1", readyReason(nodev1alpha1.ReasonNoRequiredExtensions)), true},
+		{"extensions failed open", mkNode("n1", readyReason(nodev1alpha1.ReasonExtensionsFailedOpen)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := mkShadow("n1", monitor, monitor, running(newV), annotate(updatesv1alpha1.HealthySinceAnnotation, t0.Add(-soak).Format(time.RFC3339)))
+			f := newFixture(t, defaultOptions(), []*v1.Node{tc.node}, []*updatesv1alpha1.BottlerocketShadow{s})
+			if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"annotate n1 healthy-since="}
+			if tc.soaks {
+				want = []string{"update n1 Idle"}
+			}
+			f.expect(want)
 		})
 	}
 }

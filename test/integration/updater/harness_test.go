@@ -97,15 +97,18 @@ func createNodesReady(t *testing.T, ready bool, names ...string) {
 }
 
 // setReady writes the node's SystemExtensionsReady condition as the
-// node-health controller does.
+// node-health controller does, and its Ready condition True as a kubelet
+// would (these nodes have none; the health gate needs both).
 func setReady(t *testing.T, ctx context.Context, node string, ready bool) {
 	t.Helper()
+	now := time.Now().UTC().Format(time.RFC3339)
 	cond := map[string]any{"type": nodev1alpha1.SystemExtensionsReadyCondition, "status": "True", "reason": nodev1alpha1.ReasonExtensionsReady,
-		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+		"lastTransitionTime": now}
 	if !ready {
 		cond["status"], cond["reason"] = "False", nodev1alpha1.ReasonNodeRebooted
 	}
-	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{cond}}})
+	kubelet := map[string]any{"type": "Ready", "status": "True", "reason": "KubeletReady", "lastTransitionTime": now}
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{cond, kubelet}}})
 	if _, err := testenv.Env(t).Client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		t.Errorf("setting %s ready=%v: %v", node, ready, err)
 	}
