@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -257,4 +258,38 @@ func TestAnErrorResetHoldsItsSlotUntilTheAgentReportsIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.expect([]string{"list"})
+}
+
+func notOfferedAt(at time.Time) shadowMod {
+	return func(s *updatesv1alpha1.BottlerocketShadow) {
+		s.Status.StateTransitionFailureTimestamp = &metav1.Time{Time: at}
+		s.Status.Conditions = []metav1.Condition{{Type: updatesv1alpha1.ConditionUpdateFailed, Status: metav1.ConditionTrue,
+			Reason: updatesv1alpha1.ReasonVersionNotOffered, Message: "version 1.20.0 is not offered to this node"}}
+	}
+}
+
+// TestANodeNotOfferedItsPinYetWaitsForItsNextRefresh: Bottlerocket releases
+// in waves, so a pinned version may not be offered to a node yet. That is no
+// failure: no crashCount, no Warning, and the node is tried again after its
+// agent's next refresh rather than backing off towards 24 h.
+func TestANodeNotOfferedItsPinYetWaitsForItsNextRefresh(t *testing.T) {
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")},
+		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("n1", staged, errReset, since(time.Minute), notOfferedAt(t0))})
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"update n1 Idle 1.20.0"})
+	if got := distinct(f.events()); strings.Join(got, ",") != "Normal UpdateWaiting" {
+		t.Errorf("events = %v, want Normal UpdateWaiting", got)
+	}
+
+	f = newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")},
+		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("n1", idle, idle, notOfferedAt(t0.Add(-time.Minute)))})
+	if err := f.c.syncStart(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(nil)
+	if got := f.timers[startKey]; !equalDurations(got, []time.Duration{time.Minute}) {
+		t.Errorf("start timers = %v, want a retry in 1m, after the agent's next refresh", got)
+	}
 }

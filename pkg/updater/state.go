@@ -4,6 +4,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
@@ -56,9 +58,25 @@ func returning(s *updatesv1alpha1.BottlerocketShadow) bool {
 	return inFlight(s.Status.CurrentState) || s.Status.CurrentState == updatesv1alpha1.StateErrorReset
 }
 
+// notOfferedRetry is how long after its agent found the version not offered
+// a node is tried again: the agent's default updateCheckInterval, so its
+// next refresh has happened.
+const notOfferedRetry = 2 * time.Minute
+
+// waitingForWave reports whether the agent's last attempt ended because the
+// version is not offered to the node yet (Bottlerocket releases in waves).
+func waitingForWave(s *updatesv1alpha1.BottlerocketShadow) bool {
+	c := meta.FindStatusCondition(s.Status.Conditions, updatesv1alpha1.ConditionUpdateFailed)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == updatesv1alpha1.ReasonVersionNotOffered
+}
+
 // backoffUntil is when a node that failed before its reboot may retry:
-// 2^crashCount minutes after the failure, at most 24 hours.
+// 2^crashCount minutes after the failure, at most 24 hours; a node whose
+// version was not offered yet is tried again after its next refresh.
 func backoffUntil(s *updatesv1alpha1.BottlerocketShadow) time.Time {
+	if s.Status.StateTransitionFailureTimestamp != nil && waitingForWave(s) {
+		return s.Status.StateTransitionFailureTimestamp.Add(notOfferedRetry)
+	}
 	if s.Status.CrashCount <= 0 || s.Status.StateTransitionFailureTimestamp == nil {
 		return time.Time{}
 	}

@@ -75,6 +75,16 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	// The agent failed before the reboot: it aborts once spec is Idle and
 	// retries after its back-off. No halt.
 	if s.Status.CurrentState == updatesv1alpha1.StateErrorReset {
+		if waitingForWave(s) {
+			// Not a failure: Bottlerocket releases in waves.
+			logger.Info("Version not offered to the node yet; returning it to Idle until its next refresh", "version", s.Spec.Version)
+			if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, s.Spec.Version, nil); err != nil {
+				return err
+			}
+			c.event(s, v1.EventTypeNormal, "UpdateWaiting", "Version %s is not offered to this node yet (Bottlerocket releases in waves); trying again after its next refresh",
+				s.Spec.Version)
+			return nil
+		}
 		msg := "the agent reported a failure"
 		for _, cond := range s.Status.Conditions {
 			if cond.Type == updatesv1alpha1.ConditionUpdateFailed {

@@ -66,7 +66,7 @@ type EventRecorder interface {
 const (
 	ReasonNoVersion          = "NoVersion"
 	ReasonVersionLockFailed  = "VersionLockFailed"
-	ReasonNotOffered         = "VersionNotOffered"
+	ReasonNotOffered         = updatesv1alpha1.ReasonVersionNotOffered
 	ReasonPrepareFailed      = "PrepareFailed"
 	ReasonActivateFailed     = "ActivateFailed"
 	ReasonTaintNotApplied    = "ReadinessTaintNotApplied"

@@ -601,7 +601,12 @@ func TestSpecWithoutVersionFails(t *testing.T) {
 	h.expectState(errorReset)
 }
 
-func TestVersionNotOfferedFails(t *testing.T) {
+// TestAPinNotOfferedYetWaitsWithoutACrash: Bottlerocket releases in waves,
+// so the version the operator pins may not be offered to this node yet. The
+// agent calls the attempt off (ErrorReset, so the operator returns spec to
+// Idle and the lock is restored) without counting a crash — otherwise the
+// node would back off towards 24 h for waiting its turn.
+func TestAPinNotOfferedYetWaitsWithoutACrash(t *testing.T) {
 	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
 	h.shadows.create()
 	a := h.newAgent()
@@ -609,9 +614,19 @@ func TestVersionNotOfferedFails(t *testing.T) {
 	h.shadows.setSpec(staged, "1.23.0")
 	mustSync(t, h, a)
 	h.expectState(errorReset)
-	if c := meta.FindStatusCondition(h.status().Conditions, updatesv1alpha1.ConditionUpdateFailed); c == nil || c.Reason != ReasonNotOffered {
-		t.Fatalf("conditions %+v", h.status().Conditions)
+	st := h.status()
+	if c := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.ConditionUpdateFailed); c == nil || c.Reason != updatesv1alpha1.ReasonVersionNotOffered {
+		t.Fatalf("conditions %+v, want UpdateFailed/%s", st.Conditions, updatesv1alpha1.ReasonVersionNotOffered)
 	}
+	if st.CrashCount != 0 || st.StateTransitionFailureTimestamp == nil {
+		t.Errorf("crashCount %d, failure time %v: want no crash counted, and the time the version was not offered", st.CrashCount, st.StateTransitionFailureTimestamp)
+	}
+	if e := h.events.find(updatesv1alpha1.ReasonVersionNotOffered); e == nil || e.typ != "Normal" {
+		t.Errorf("events %+v, want a Normal %s", h.events.events, updatesv1alpha1.ReasonVersionNotOffered)
+	}
+	h.operator("1.23.0")
+	mustSync(t, h, a)
+	h.expectConverged("latest")
 }
 
 func TestTransientAPIErrorsRetryThenFail(t *testing.T) {

@@ -231,6 +231,27 @@ func (a *Agent) fail(ctx context.Context, shadow *updatesv1alpha1.BottlerocketSh
 	return a.opts.UpdateCheckInterval, nil
 }
 
+// notOffered calls off an attempt whose version the node is not offered
+// yet: Bottlerocket releases in waves, so this is waiting, not a failure. It
+// reports ErrorReset like fail, so the operator returns spec to Idle and the
+// abort restores the lock, but counts no crash; the operator tries the node
+// again after its next refresh.
+func (a *Agent) notOffered(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, cause error) (time.Duration, error) {
+	klog.FromContext(ctx).Info("The version is not offered to this node yet; waiting for its wave", "version", shadow.Spec.Version, "cause", cause.Error())
+	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		st.CurrentState = updatesv1alpha1.StateErrorReset
+		now := a.now()
+		st.StateTransitionFailureTimestamp = &now
+		a.setCondition(st, updatesv1alpha1.ConditionUpdateFailed, metav1.ConditionTrue, ReasonNotOffered, cause.Error())
+	})
+	if err != nil {
+		return a.opts.RetryInterval, err
+	}
+	a.c.Events.Event(out, v1.EventTypeNormal, ReasonNotOffered, fmt.Sprintf("Not updating to %s yet: %v", shadow.Spec.Version, cause))
+	a.resetAttempt()
+	return a.opts.UpdateCheckInterval, nil
+}
+
 // syncStage stages and activates spec.version while the node keeps serving.
 func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (time.Duration, error) {
 	switch shadow.Status.CurrentState {
@@ -286,7 +307,7 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 			if chosen == "" {
 				chosen = "none"
 			}
-			return a.fail(ctx, shadow, ReasonNotOffered, fmt.Errorf("version %s is not offered to this node (with the lock pinned to it the updater chose %s; offered: %s)",
+			return a.notOffered(ctx, shadow, fmt.Errorf("version %s is not offered to this node (with the lock pinned to it the updater chose %s; offered: %s)",
 				version, chosen, strings.Join(s.AvailableUpdates, ", ")))
 		}
 		logger.Info("Preparing the update")

@@ -47,3 +47,10 @@ const (
 	// reason and message say which step failed.
 	ConditionUpdateFailed = "UpdateFailed"
 )
+
+// ReasonVersionNotOffered is the UpdateFailed reason of an update whose
+// version the node's Bottlerocket is not offered yet (Bottlerocket releases
+// in waves). It is not a failure: the agent reports ErrorReset without
+// counting a crash, and the operator tries the node again after its next
+// refresh.
+const ReasonVersionNotOffered = "VersionNotOffered"
