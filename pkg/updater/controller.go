@@ -52,6 +52,12 @@ type Controller struct {
 	// after schedules a key; tests replace it to see every timer.
 	after func(key string, d time.Duration)
 
+	// countMu serializes everything that changes how many nodes count
+	// toward the limits: the start pass, which also records every due
+	// failure before it starts a node, and the failures the per-node syncs
+	// record. Without it a start could race a failure with two workers.
+	countMu sync.Mutex
+
 	mu sync.Mutex
 	// soakSince is when each node in MonitoringUpdate was last seen become
 	// fully ready. It is memory only: an operator restart starts the soak

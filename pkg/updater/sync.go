@@ -42,34 +42,38 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	node, err := c.nodeLister.Get(name)
-	if err != nil && !apierrors.IsNotFound(err) {
+	node, err := c.nodeOf(s)
+	if err != nil {
 		return err
-	}
-	if apierrors.IsNotFound(err) || !shadow.Describes(s, node) {
-		node = nil // deleted, or deleted and re-created under the same name
 	}
 	spec := s.Spec.State
 	now := c.now()
+
+	if f := c.dueFailure(s, node, now); f != nil {
+		// Serialized with the start pass, which records due failures
+		// before it starts anything: no node starts between a failure
+		// becoming due and its record halting the rollout.
+		c.countMu.Lock()
+		defer c.countMu.Unlock()
+		return c.recordFailure(ctx, s, f)
+	}
+
 	if spec == updatesv1alpha1.StateIdle || spec == "" {
 		c.mu.Lock()
 		delete(c.soakSince, name)
 		c.mu.Unlock()
-		return c.returnToIdle(ctx, s, now)
-	}
-
-	if node == nil {
-		if !shadow.PastDrain(s) {
-			// Scaled down before its reboot was requested: not the release's
-			// doing. The shadow controller deletes the shadow; no deadline.
-			logger.V(2).Info("Node deleted before its reboot was requested; its slot is free", "state", spec)
-			return nil
+		// The ReturnToIdle deadline (see dueFailure).
+		if returning(s) && !shadow.MarkedFailed(s) && s.Spec.StateTransitionTimestamp != nil {
+			c.after(name, s.Spec.StateTransitionTimestamp.Add(c.opts.Deadlines.ReturnToIdle).Sub(now))
 		}
-		// Autoscalers and node repair delete exactly the nodes a bad
-		// release breaks: past the drain, losing the node is the update's
-		// failure, and it halts the rollout.
-		return c.fail(ctx, s, ReasonNodeDeleted, fmt.Sprintf("%s: node %s (UID %s) was deleted in %s, after its reboot was requested (agent reports %q)",
-			ReasonNodeDeleted, name, shadow.NodeUID(s), spec, s.Status.CurrentState))
+		return nil
+	}
+	if node == nil {
+		// Scaled down before its reboot was requested (dueFailure fails
+		// the others): not the release's doing. The shadow controller
+		// deletes the shadow; no deadline.
+		logger.V(2).Info("Node deleted before its reboot was requested; its slot is free", "state", spec)
+		return nil
 	}
 
 	// The agent failed before the reboot: it aborts once spec is Idle and
@@ -103,32 +107,15 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 		return nil
 	}
 
-	since := now
-	if s.Spec.StateTransitionTimestamp != nil {
-		since = s.Spec.StateTransitionTimestamp.Time
-	}
-	deadline := since.Add(c.opts.Deadlines.of(spec))
-	if !now.Before(deadline) {
-		if err := c.fail(ctx, s, ReasonDeadlineExceeded, fmt.Sprintf("%s: the node was in %s for longer than %s (agent reports %q)",
-			ReasonDeadlineExceeded, spec, c.opts.Deadlines.of(spec), s.Status.CurrentState)); err != nil {
-			return err
-		}
-		c.metrics.DeadlineExpiries.WithLabelValues(string(spec)).Inc()
-		return nil
-	}
 	// Re-armed on every sync, so a failover picks deadlines up from the
 	// stored transition time.
-	c.after(name, deadline.Sub(now))
+	c.after(name, c.deadline(s).Sub(now))
 
 	if spec == updatesv1alpha1.StateMonitoringUpdate {
 		return c.healthGate(ctx, s, node, now)
 	}
 	if s.Status.CurrentState != spec {
 		return nil // the agent is working on it
-	}
-	if spec == updatesv1alpha1.StateRebootedIntoUpdate && !brapi.SameVersion(s.Status.CurrentVersion, s.Spec.Version) {
-		return c.fail(ctx, s, ReasonWrongVersion, fmt.Sprintf("%s: the node rebooted into %q, not %q",
-			ReasonWrongVersion, s.Status.CurrentVersion, s.Spec.Version))
 	}
 	to := next[spec]
 	logger.V(2).Info("Agent reached the desired state; moving on", "from", spec, "to", to)
@@ -139,27 +126,94 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	return nil
 }
 
-// returnToIdle enforces the ReturnToIdle deadline: spec is back at Idle but
-// the agent still reports an update state, completing or aborting. The node
-// counts toward the limits meanwhile; an agent that can do neither
-// (crash-looping, no update repository) would hold the slot forever and
-// silently freeze the rollout, so past the deadline the node is marked
-// failed, which frees the slot and halts the rollout naming it.
-func (c *Controller) returnToIdle(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, now time.Time) error {
-	if !returning(s) || shadow.MarkedFailed(s) || s.Spec.StateTransitionTimestamp == nil {
+// nodeOf is the shadow's Node, or nil when it was deleted (or deleted and
+// re-created under the same name).
+func (c *Controller) nodeOf(s *updatesv1alpha1.BottlerocketShadow) (*v1.Node, error) {
+	node, err := c.nodeLister.Get(s.Name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !shadow.Describes(s, node) {
+		return nil, nil
+	}
+	return node, nil
+}
+
+// deadline is when the node's current spec state times out, measured from
+// the stored transition time.
+func (c *Controller) deadline(s *updatesv1alpha1.BottlerocketShadow) time.Time {
+	since := c.now()
+	if s.Spec.StateTransitionTimestamp != nil {
+		since = s.Spec.StateTransitionTimestamp.Time
+	}
+	if s.Spec.State == updatesv1alpha1.StateIdle || s.Spec.State == "" {
+		return since.Add(c.opts.Deadlines.ReturnToIdle)
+	}
+	return since.Add(c.opts.Deadlines.of(s.Spec.State))
+}
+
+// failure is an update failure that halts the rollout; state labels a missed
+// deadline in the metrics ("" for other failures).
+type failure struct {
+	reason, message, state string
+}
+
+// dueFailure says whether the node's update has failed in a way the
+// operator records and that halts the rollout (nil when not):
+//   - the Node was deleted past its drain (after the reboot was requested, or
+//     in MonitoringUpdate): autoscalers and node repair delete exactly the
+//     nodes a bad release breaks, and a bad release must not walk the fleet;
+//   - the current state's deadline passed;
+//   - the node rebooted into another version than spec.version;
+//   - the ReturnToIdle deadline passed: spec is back at Idle but the agent
+//     still reports an update state, completing or aborting. Such a node
+//     counts toward the limits, and an agent that can do neither
+//     (crash-looping, no update repository) would hold the slot forever and
+//     silently freeze the rollout; marked failed, it frees the slot and
+//     halts the rollout naming it (its crashCount is unchanged).
+//
+// A failure before the reboot (ErrorReset) is no halting failure.
+func (c *Controller) dueFailure(s *updatesv1alpha1.BottlerocketShadow, node *v1.Node, now time.Time) *failure {
+	spec := s.Spec.State
+	if spec == updatesv1alpha1.StateIdle || spec == "" {
+		if !returning(s) || shadow.MarkedFailed(s) || s.Spec.StateTransitionTimestamp == nil || now.Before(c.deadline(s)) {
+			return nil
+		}
+		return &failure{ReasonDeadlineExceeded, fmt.Sprintf("%s: the node's agent still reports %s %s after spec returned to Idle (ReturnToIdle): it could neither complete nor abort",
+			ReasonDeadlineExceeded, s.Status.CurrentState, c.opts.Deadlines.ReturnToIdle), StateReturnToIdle}
+	}
+	if node == nil {
+		if !shadow.PastDrain(s) {
+			return nil
+		}
+		return &failure{ReasonNodeDeleted, fmt.Sprintf("%s: node %s (UID %s) was deleted in %s, after its reboot was requested (agent reports %q)",
+			ReasonNodeDeleted, s.Name, shadow.NodeUID(s), spec, s.Status.CurrentState), ""}
+	}
+	if s.Status.CurrentState == updatesv1alpha1.StateErrorReset {
 		return nil
 	}
-	d := c.opts.Deadlines.ReturnToIdle
-	deadline := s.Spec.StateTransitionTimestamp.Add(d)
-	if now.Before(deadline) {
-		c.after(s.Name, deadline.Sub(now))
-		return nil
+	if !now.Before(c.deadline(s)) {
+		return &failure{ReasonDeadlineExceeded, fmt.Sprintf("%s: the node was in %s for longer than %s (agent reports %q)",
+			ReasonDeadlineExceeded, spec, c.opts.Deadlines.of(spec), s.Status.CurrentState), string(spec)}
 	}
-	if err := c.fail(ctx, s, ReasonDeadlineExceeded, fmt.Sprintf("%s: the node's agent still reports %s %s after spec returned to Idle (ReturnToIdle): it could neither complete nor abort",
-		ReasonDeadlineExceeded, s.Status.CurrentState, d)); err != nil {
+	if spec == updatesv1alpha1.StateRebootedIntoUpdate && s.Status.CurrentState == spec && !brapi.SameVersion(s.Status.CurrentVersion, s.Spec.Version) {
+		return &failure{ReasonWrongVersion, fmt.Sprintf("%s: the node rebooted into %q, not %q",
+			ReasonWrongVersion, s.Status.CurrentVersion, s.Spec.Version), ""}
+	}
+	return nil
+}
+
+// recordFailure marks the shadow failed. The caller holds countMu.
+func (c *Controller) recordFailure(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, f *failure) error {
+	if err := c.fail(ctx, s, f.reason, f.message); err != nil {
 		return err
 	}
-	c.metrics.DeadlineExpiries.WithLabelValues(StateReturnToIdle).Inc()
+	if f.state != "" {
+		c.metrics.DeadlineExpiries.WithLabelValues(f.state).Inc()
+	}
 	return nil
 }
 

@@ -45,7 +45,7 @@ func TestSyncShadow(t *testing.T) {
 		{name: "rebooted into v-prefixed same version", shadow: mkShadow("n1", rebooted, rebooted, running("v1.20.0")),
 			want: []string{"update n1 MonitoringUpdate 1.20.0"}, timer: []time.Duration{rebootDL}, events: []string{"Normal UpdateProgressing"}},
 		{name: "rebooted into the wrong version fails and halts", shadow: mkShadow("n1", rebooted, rebooted, running(oldV)),
-			want: []string{"update n1 Idle 1.20.0 failed=WrongVersion:"}, timer: []time.Duration{rebootDL}, events: []string{"Warning UpdateFailed"}},
+			want: []string{"update n1 Idle 1.20.0 failed=WrongVersion:"}, events: []string{"Warning UpdateFailed"}},
 		{name: "rebooted draining: deadline armed", shadow: mkShadow("n1", rebooted, staged, since(10*time.Minute)),
 			timer: []time.Duration{rebootDL - 10*time.Minute}},
 		{name: "rebooted at its deadline fails", shadow: mkShadow("n1", rebooted, staged, since(rebootDL)),
