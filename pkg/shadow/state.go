@@ -51,17 +51,12 @@ func PastDrain(s *updatesv1alpha1.BottlerocketShadow) bool {
 }
 
 // Halting reports whether this shadow's recorded failure halts the rollout:
-// it carries a failed value its resume does not cover.
+// it carries a failed value its resume annotation does not repeat. No clocks
+// are compared: a resume written by a clock that runs ahead must not cover a
+// later failure.
 func Halting(s *updatesv1alpha1.BottlerocketShadow) bool {
-	if _, ok := s.Annotations[updatesv1alpha1.FailedAnnotation]; !ok {
-		return false
-	}
-	failed, ok := annotationTime(s, updatesv1alpha1.FailedAnnotation)
-	if !ok {
-		return true // unparsable, but it was meant to halt
-	}
-	resume, ok := annotationTime(s, updatesv1alpha1.ResumeAnnotation)
-	return !ok || failed.After(resume)
+	failed, ok := s.Annotations[updatesv1alpha1.FailedAnnotation]
+	return ok && s.Annotations[updatesv1alpha1.ResumeAnnotation] != failed
 }
 
 // MarkedFailed reports whether the node's current update attempt was failed

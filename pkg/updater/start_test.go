@@ -52,10 +52,10 @@ func TestSyncStart(t *testing.T) {
 		{name: "paused: none starts", opts: func(o *Options) { o.Paused = true }, nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}},
 		{name: "halted by a failure", nodes: N{mkNode("a"), mkNode("b")},
 			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, rebooted, failedAt(t0.Add(-time.Hour)), since(time.Hour))}},
-		{name: "halted by a failure newer than its resume", nodes: N{mkNode("a"), mkNode("b")},
+		{name: "halted by a failure its resume does not repeat", nodes: N{mkNode("a"), mkNode("b")},
 			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, failedAt(t0.Add(-time.Hour)), resumedAt(t0.Add(-2*time.Hour)))}},
 		{name: "resumed failure no longer halts", nodes: N{mkNode("a"), mkNode("b")},
-			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, running(newV), failedAt(t0.Add(-time.Hour)), resumedAt(t0))},
+			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, running(newV), failedAt(t0.Add(-time.Hour)), resumedAt(t0.Add(-time.Hour)))},
 			want:    []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
 		{name: "halt found only in the consistent LIST", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)},
 			listed: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, failedAt(t0))}, want: []string{"list"}},
@@ -89,7 +89,7 @@ func TestSyncStart(t *testing.T) {
 		{name: "spec Idle but status still in flight counts", nodes: N{mkNode("a"), mkNode("b")},
 			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, monitor, running(newV), since(0))}},
 		{name: "a failed node does not count", opts: func(o *Options) { o.MaxConcurrent = intstr.FromInt32(1) }, nodes: N{mkNode("a"), mkNode("b")},
-			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, rebooted, failedAt(t0.Add(-time.Hour)), resumedAt(t0), since(time.Hour))},
+			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, rebooted, failedAt(t0.Add(-time.Hour)), resumedAt(t0.Add(-time.Hour)), since(time.Hour))},
 			want:    []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
 		{name: "limit 2: one more beside the one in flight, in name order", opts: func(o *Options) { o.MaxConcurrent = intstr.FromInt32(2) },
 			nodes:   N{mkNode("a"), mkNode("b"), mkNode("c"), mkNode("d")},
@@ -162,9 +162,9 @@ func TestSyncStart(t *testing.T) {
 	}
 }
 
-// TestHaltAndResume: a failure halts starts and is announced; a resume
-// newer than the failure lifts it with an Event on that shadow, and the next
-// node starts in the same pass.
+// TestHaltAndResume: a failure halts starts and is announced; a resume that
+// repeats the failed value lifts it with an Event on that shadow, and the
+// next node starts in the same pass.
 func TestHaltAndResume(t *testing.T) {
 	failed := mkShadow("b", idle, idle, running(newV), failedAt(t0), since(0))
 	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("a"), mkNode("b")}, []*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, idle), failed})
@@ -177,7 +177,7 @@ func TestHaltAndResume(t *testing.T) {
 	}
 	f.clock.Step(time.Minute)
 	resumed := failed.DeepCopy()
-	resumedAt(f.clock.Now())(resumed)
+	resumedAt(t0)(resumed) // the failed value, repeated
 	_ = f.shadows.Update(resumed)
 	_ = f.client.Tracker().Update(updatesv1alpha1.SchemeGroupVersion.WithResource("bottlerocketshadows"), resumed, "")
 	f.client.ClearActions()

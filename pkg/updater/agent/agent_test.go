@@ -1004,3 +1004,30 @@ func TestAPodThatToleratesTheTaintAndArrivesAfterTheDrainIsEvictedBeforeTheReboo
 		t.Errorf("evicted %v: the pod that arrived after the drain died in the reboot without an eviction", h.pods.evicted)
 	}
 }
+
+// TestAFailureIsResumedOnlyByARepeatOfItsValue: the agent reads the halt
+// the way the operator does (DESIGN §7): a resume repeats the failed value,
+// and no clocks are compared, so a resume stamped by a clock ahead does not
+// make a later failed update count as a success.
+func TestAFailureIsResumedOnlyByARepeatOfItsValue(t *testing.T) {
+	for _, tc := range []struct {
+		failed, resume string
+		want           bool
+	}{
+		{"", "", false},
+		{"2026-03-02T10:00:00Z", "", true},
+		{"2026-03-02T10:00:00Z", "2026-03-02T10:00:00Z", false},
+		{"2026-03-02T11:00:00Z", "2026-03-02T12:00:00Z", true},
+	} {
+		s := &updatesv1alpha1.BottlerocketShadow{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}
+		if tc.failed != "" {
+			s.Annotations[updatesv1alpha1.FailedAnnotation] = tc.failed
+		}
+		if tc.resume != "" {
+			s.Annotations[updatesv1alpha1.ResumeAnnotation] = tc.resume
+		}
+		if got := failedNotResumed(s); got != tc.want {
+			t.Errorf("failed %q, resume %q: failedNotResumed = %v, want %v", tc.failed, tc.resume, got, tc.want)
+		}
+	}
+}

@@ -94,15 +94,12 @@ func (a *Agent) complete(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 	return 0, nil
 }
 
-// failedNotResumed reports whether the operator marked the shadow failed
-// after its last resume.
+// failedNotResumed reports whether the shadow carries a failure its resume
+// does not repeat — the operator's rule for a halt (DESIGN §7), written out
+// here because the agent links none of the operator's packages.
 func failedNotResumed(shadow *updatesv1alpha1.BottlerocketShadow) bool {
-	failed, err := time.Parse(time.RFC3339, shadow.Annotations[updatesv1alpha1.FailedAnnotation])
-	if err != nil {
-		return false
-	}
-	resume, err := time.Parse(time.RFC3339, shadow.Annotations[updatesv1alpha1.ResumeAnnotation])
-	return err != nil || failed.After(resume)
+	failed, ok := shadow.Annotations[updatesv1alpha1.FailedAnnotation]
+	return ok && shadow.Annotations[updatesv1alpha1.ResumeAnnotation] != failed
 }
 
 // abort rolls back an update that will not go on (DESIGN §7): deactivate the

@@ -386,10 +386,14 @@ func failed(s *updatesv1alpha1.BottlerocketShadow) bool {
 }
 
 // resume writes the resume annotation as `kubectl nodehealth update resume`
-// does.
+// does: a copy of the failed value.
 func resume(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, updatesv1alpha1.ResumeAnnotation, time.Now().UTC().Add(time.Second).Format(time.RFC3339))
+	s, err := shadows(t).UpdatesV1alpha1().BottlerocketShadows().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, updatesv1alpha1.ResumeAnnotation, s.Annotations[updatesv1alpha1.FailedAnnotation])
 	if _, err := shadows(t).UpdatesV1alpha1().BottlerocketShadows().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
