@@ -192,6 +192,9 @@ type Agent struct {
 	rebootRetryAt  time.Time
 	rebootRefusals int
 	markerSeen     time.Time
+	// hostChecked: this process has read /os in RebootedIntoUpdate before
+	// draining.
+	hostChecked bool
 
 	// mu guards lastSpec, read by Shutdown from another goroutine.
 	mu       sync.Mutex
@@ -384,6 +387,7 @@ func (a *Agent) resetAttempt() {
 	a.blockedEvent = ""
 	a.transient = 0
 	a.rebootRetryAt, a.rebootRefusals, a.markerSeen = time.Time{}, 0, time.Time{}
+	a.hostChecked = false
 }
 
 // writeStatus applies change to a copy of the shadow's status and writes it

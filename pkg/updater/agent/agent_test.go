@@ -1031,3 +1031,36 @@ func TestAFailureIsResumedOnlyByARepeatOfItsValue(t *testing.T) {
 		}
 	}
 }
+
+// TestANodeThatRebootedIntoTheUpdateMidDrainReportsItInsteadOfRebootingAgain:
+// the node rebooted for another reason (a kernel panic, maintenance) while
+// the agent drained it, and booted the activated update. The restarted
+// agent checks where the host stands before draining: it runs spec.version,
+// so it reports RebootedIntoUpdate instead of draining and rebooting again.
+func TestANodeThatRebootedIntoTheUpdateMidDrainReportsItInsteadOfRebootingAgain(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.pods.setBudget("web-2", "web-pdb")
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	mustSync(t, h, a)                                          // release; the controller taints
+	mustSync(t, h, a)                                          // a drain pass, blocked
+	if err := h.api.Reboot(context.Background()); err != nil { // not the agent's
+		t.Fatal(err)
+	}
+	h.settle()
+	h.pods.setBudget("web-2", "")
+	b := h.newAgent() // the reboot restarted the agent
+	if err := b.InitLease(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4 && h.status().CurrentState != rebootedTo; i++ {
+		mustSync(t, h, b)
+	}
+	h.expectState(rebootedTo)
+	if st := h.em.State(); st.Reboots != 1 || st.Running != "1.21.0" {
+		t.Fatalf("reboots = %d, running %s: want the one unplanned boot into 1.21.0 and no second", st.Reboots, st.Running)
+	}
+	if !h.lease.isHeld() {
+		t.Error("the Lease stays released after the node came back on the update")
+	}
+}
