@@ -961,7 +961,7 @@ type markerHook struct {
 	afterMarker func()
 }
 
-func (m markerHook) UpdateShadowStatus(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow) (*updatesv1alpha1.BottlerocketShadow, error) {
+func (m *markerHook) UpdateShadowStatus(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow) (*updatesv1alpha1.BottlerocketShadow, error) {
 	out, err := m.ShadowClient.UpdateShadowStatus(ctx, s)
 	if err == nil && s.Status.RebootFromBootID != "" && m.afterMarker != nil {
 		m.afterMarker()

@@ -69,7 +69,7 @@ func createShadow(t *testing.T, node string) {
 	}
 	_, err = shadows(t).UpdatesV1alpha1().BottlerocketShadows().Create(ctx, &updatesv1alpha1.BottlerocketShadow{
 		ObjectMeta: metav1.ObjectMeta{Name: node, Annotations: map[string]string{updatesv1alpha1.NodeUIDAnnotation: string(n.UID)}},
-		Spec: updatesv1alpha1.BottlerocketShadowSpec{State: updatesv1alpha1.StateIdle},
+		Spec:       updatesv1alpha1.BottlerocketShadowSpec{State: updatesv1alpha1.StateIdle},
 	}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
