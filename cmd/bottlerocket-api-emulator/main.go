@@ -77,6 +77,7 @@ func parse(args []string, out io.Writer) (*options, error) {
 	fs.BoolVar(&c.Faults.ActivateFails, "fail-activate", false, "activate-update finishes Failed.")
 	fs.BoolVar(&c.Faults.DeactivateFails, "fail-deactivate", false, "deactivate-update finishes Failed.")
 	fs.BoolVar(&c.Faults.RebootHangs, "reboot-hangs", false, "The reboot is accepted but never happens.")
+	fs.IntVar(&c.Faults.RefuseRebootNext, "refuse-reboots", 0, "Answer the next N reboot requests 500 without rebooting, as Bottlerocket does when its reboot command fails (a shutdown inhibitor).")
 	fs.BoolVar(&c.Faults.NeverComesUp, "never-comes-up", false, "The activated version fails to boot: the host comes back on the version it ran.")
 	fs.IntVar(&c.Faults.DropNext, "api-down-calls", 0, "Drop the connection of the next N API requests without an answer.")
 	fs.IntVar(&c.Faults.ServerErrorNext, "server-error-calls", 0, "Answer the next N API requests 500.")

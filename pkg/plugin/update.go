@@ -149,16 +149,10 @@ func updateStatus(ctx context.Context, client versioned.Interface, names []strin
 
 // halts mirrors the operator's rule: a failure halts while it is newer than
 // the resume time (an unreadable failure time halts too).
+// halts is the operator's rule (DESIGN §7): a failed value the resume does
+// not repeat halts the rollout.
 func halts(failed, resumed string) bool {
-	if failed == "" {
-		return false
-	}
-	f, err := time.Parse(time.RFC3339, failed)
-	if err != nil {
-		return true
-	}
-	r, err := time.Parse(time.RFC3339, resumed)
-	return err != nil || f.After(r)
+	return failed != "" && resumed != failed
 }
 
 func printUpdateStatus(out io.Writer, r UpdateReport) error {
@@ -205,9 +199,10 @@ func newUpdateResumeCommand(o *Options) *cobra.Command {
 		Use:   "resume NODE",
 		Short: "Lift the halt caused by a node's failed update",
 		Long: `Record on the node's BottlerocketShadow (annotation
-` + updatesv1alpha1.ResumeAnnotation + `) that its failed update was dealt with. The rollout
-continues once no shadow has a failure newer than its resume time. The failed
-node itself is updated again only if it still runs an older version.`,
+` + updatesv1alpha1.ResumeAnnotation + `, a copy of its failed value) that its failed update
+was dealt with. The rollout continues once every failed value is repeated by
+its shadow's resume; a later failure halts it again. The failed node itself is
+updated again only if it still runs an older version.`,
 		Example: `  kubectl nodehealth update resume node-1`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -215,12 +210,12 @@ node itself is updated again only if it still runs an older version.`,
 			if err != nil {
 				return err
 			}
-			return resumeNode(cmd.Context(), client, args[0], o.Clock.Now(), o.Out)
+			return resumeNode(cmd.Context(), client, args[0], o.Out)
 		},
 	}
 }
 
-func resumeNode(ctx context.Context, client versioned.Interface, name string, now time.Time, out io.Writer) error {
+func resumeNode(ctx context.Context, client versioned.Interface, name string, out io.Writer) error {
 	shadows := client.UpdatesV1alpha1().BottlerocketShadows()
 	s, err := shadows.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -234,15 +229,12 @@ func resumeNode(ctx context.Context, client versioned.Interface, name string, no
 		fmt.Fprintf(out, "%s has no failed update; nothing to resume\n", name)
 		return nil
 	}
-	// Not before the failure even with a skewed local clock, so the resume
-	// always lifts the failure it was run for.
-	at := now.UTC().Truncate(time.Second)
-	if f, err := time.Parse(time.RFC3339, failed); err == nil && f.After(at) {
-		at = f
-	}
+	// The failed value, repeated: it resumes exactly the failure it was run
+	// for, whatever the clocks say; a later failure halts again. The
+	// resourceVersion keeps it from resuming a failure recorded since.
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": s.ResourceVersion,
-		"annotations":     map[string]string{updatesv1alpha1.ResumeAnnotation: at.Format(time.RFC3339)},
+		"annotations":     map[string]string{updatesv1alpha1.ResumeAnnotation: failed},
 	}})
 	if err != nil {
 		return err

@@ -42,7 +42,7 @@ func TestUpdateStatus(t *testing.T) {
 			updatesv1alpha1.FailedAnnotation: rfc(failedAt), updatesv1alpha1.FailureReasonAnnotation: "DeadlineExceeded: too slow"}),
 		shadowFixture("n1", updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateStagedAndPerformedUpdate, nil),
 		shadowFixture("n3", updatesv1alpha1.StateIdle, updatesv1alpha1.StateIdle, map[string]string{
-			updatesv1alpha1.FailedAnnotation: rfc(failedAt), updatesv1alpha1.ResumeAnnotation: rfc(now)}),
+			updatesv1alpha1.FailedAnnotation: rfc(failedAt), updatesv1alpha1.ResumeAnnotation: rfc(failedAt)}),
 	)
 	out, err := runUpdate(t, client, "update", "status")
 	if err != nil {
@@ -108,7 +108,8 @@ func TestUpdateResume(t *testing.T) {
 		}
 	}
 	want := []string{
-		`n1 {"metadata":{"annotations":{"updates.nodehealth.io/resume":"` + rfc(now) + `"},"resourceVersion":"5"}}`,
+		// The failed value, repeated: no clock is compared.
+		`n1 {"metadata":{"annotations":{"updates.nodehealth.io/resume":"` + rfc(failedAt) + `"},"resourceVersion":"5"}}`,
 		`n3 {"metadata":{"annotations":{"updates.nodehealth.io/resume":"` + rfc(now.Add(time.Minute)) + `"},"resourceVersion":"5"}}`,
 	}
 	if strings.Join(patches, "\n") != strings.Join(want, "\n") {

@@ -148,24 +148,14 @@ func Idle(s *updatesv1alpha1.BottlerocketShadow) bool {
 	return s.Spec.State == updatesv1alpha1.StateIdle && (st == "" || st == updatesv1alpha1.StateIdle)
 }
 
-func ownedBy(s *updatesv1alpha1.BottlerocketShadow, node *v1.Node) bool {
-	for _, ref := range s.OwnerReferences {
-		if ref.Kind == "Node" && ref.UID == node.UID {
-			return true
-		}
-	}
-	return false
-}
-
 func (c *Controller) sync(ctx context.Context, name string) error {
 	logger := klog.FromContext(ctx).WithValues("node", name)
 	node, err := c.nodeLister.Get(name)
-	if apierrors.IsNotFound(err) {
-		// The garbage collector removes the shadow through its ownerReference.
-		return nil
-	}
-	if err != nil {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return err
+	}
+	if apierrors.IsNotFound(err) {
+		node = nil
 	}
 	shadow, err := c.shadowLister.Get(name)
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -178,12 +168,18 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	switch {
 	case shadow != nil && shadow.DeletionTimestamp != nil:
 		return nil // its deletion brings us back here
-	case shadow != nil && !ownedBy(shadow, node):
-		// The node was re-created under the same name: the shadow describes a
-		// machine that no longer exists. Its owner is gone, so the garbage
-		// collector would remove it too; do not wait for it.
-		logger.Info("Deleting the shadow of an earlier node with this name", "shadowUID", shadow.UID)
-		return c.delete(ctx, shadow)
+	case shadow != nil && !Describes(shadow, node):
+		// Its Node was deleted, or deleted and re-created under the same
+		// name: the shadow describes a machine that no longer exists.
+		return c.syncOrphan(ctx, shadow, node)
+	case node == nil:
+		return nil
+	case shadow != nil && (NodeUID(shadow) == "" || len(nodeOwnerReferences(shadow)) > 0):
+		// Created by an earlier operator, owned by its Node: the garbage
+		// collector would delete it with the Node, and with it the record
+		// of a failed update.
+		logger.Info("Recording the node's UID on its shadow instead of an ownerReference")
+		return c.adopt(ctx, shadow, node)
 	case Managed(c.selector, node) && shadow == nil:
 		logger.V(2).Info("Creating shadow for managed node")
 		return c.create(ctx, node)
@@ -205,15 +201,69 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	return nil
 }
 
+// syncOrphan handles the shadow of a Node that no longer exists (node is nil,
+// or a new Node with the same name). A node deleted past its drain is a
+// failed update (DESIGN §7): the update controller marks the shadow failed,
+// and the shadow stays, halting the rollout, until that failure is resumed.
+// Any other orphan is deleted at once, which frees its slot; a re-created
+// Node then gets a shadow of its own.
+func (c *Controller) syncOrphan(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) error {
+	logger := klog.FromContext(ctx).WithValues("node", shadow.Name, "shadowNodeUID", NodeUID(shadow))
+	if PastDrain(shadow) || Halting(shadow) {
+		logger.V(2).Info("Node deleted during its update; keeping its shadow as the failure's record until it is resumed",
+			"desired", shadow.Spec.State, "current", shadow.Status.CurrentState, "failed", shadow.Annotations[updatesv1alpha1.FailedAnnotation])
+		if node != nil && c.recorder != nil {
+			c.recorder.Eventf(node, v1.EventTypeWarning, "UpdateWaitsForResume",
+				"A node named %s (UID %s) was deleted during its update, which halts the rollout; this node gets a BottlerocketShadow, and updates, once that failure is resumed: kubectl nodehealth update resume %s",
+				shadow.Name, NodeUID(shadow), shadow.Name)
+		}
+		return nil
+	}
+	logger.Info("Deleting the shadow of a node that no longer exists")
+	return c.delete(ctx, shadow)
+}
+
+func nodeOwnerReferences(s *updatesv1alpha1.BottlerocketShadow) []metav1.OwnerReference {
+	var out []metav1.OwnerReference
+	for _, ref := range s.OwnerReferences {
+		if ref.Kind == "Node" && ref.APIVersion == "v1" {
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
+// adopt records the Node's UID in the node-uid annotation and removes the
+// Node ownerReference, guarded by the resourceVersion it was judged on.
+func (c *Controller) adopt(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) error {
+	if c.dryRun {
+		klog.FromContext(ctx).Info("Dry run: would replace the shadow's Node ownerReference by the node-uid annotation", "node", node.Name)
+		return nil
+	}
+	n := shadow.DeepCopy()
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[updatesv1alpha1.NodeUIDAnnotation] = string(node.UID)
+	var refs []metav1.OwnerReference
+	for _, ref := range n.OwnerReferences {
+		if ref.Kind != "Node" || ref.APIVersion != "v1" {
+			refs = append(refs, ref)
+		}
+	}
+	n.OwnerReferences = refs
+	if _, err := c.client.UpdatesV1alpha1().BottlerocketShadows().Update(ctx, n, metav1.UpdateOptions{FieldManager: "update-operator"}); err != nil {
+		return fmt.Errorf("recording the node UID on shadow %s: %w", shadow.Name, err)
+	}
+	return nil
+}
+
 func (c *Controller) create(ctx context.Context, node *v1.Node) error {
 	shadow := &updatesv1alpha1.BottlerocketShadow{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: node.Name,
-			// No blockOwnerDeletion: it would need the right to update the
-			// Node's finalizers, and nothing needs the Node kept for it.
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
-			}},
+			// No ownerReference: see the package documentation.
+			Annotations: map[string]string{updatesv1alpha1.NodeUIDAnnotation: string(node.UID)},
 		},
 		Spec: updatesv1alpha1.BottlerocketShadowSpec{State: updatesv1alpha1.StateIdle},
 	}

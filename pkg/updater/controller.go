@@ -23,6 +23,7 @@ import (
 	versioned "nodehealth.io/client-go/clientset/versioned"
 	updatesinformers "nodehealth.io/client-go/informers/externalversions/updates/v1alpha1"
 	updateslisters "nodehealth.io/client-go/listers/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/shadow"
 )
 
 // startKey is the queue key of the start pass, which decides which Idle
@@ -50,6 +51,12 @@ type Controller struct {
 	queue workqueue.TypedRateLimitingInterface[string]
 	// after schedules a key; tests replace it to see every timer.
 	after func(key string, d time.Duration)
+
+	// countMu serializes everything that changes how many nodes count
+	// toward the limits: the start pass, which also records every due
+	// failure before it starts a node, and the failures the per-node syncs
+	// record. Without it a start could race a failure with two workers.
+	countMu sync.Mutex
 
 	mu sync.Mutex
 	// soakSince is when each node in MonitoringUpdate was last seen become
@@ -128,16 +135,27 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 }
 
 // nodeChanged reports whether an update touches what the controller reads:
-// labels (selector, zone, exclusion), the extension list and the
-// SystemExtensionsReady condition; kubelet heartbeats do not.
+// labels (selector, zone, exclusion), the extension list, and the status of
+// the SystemExtensionsReady and Ready conditions; kubelet heartbeats do not.
 func nodeChanged(a, b *v1.Node) bool {
 	if a.ResourceVersion == b.ResourceVersion { // a resync
 		return true
 	}
 	ca, cb := extensionsReady(a), extensionsReady(b)
-	return !labels.Equals(a.Labels, b.Labels) ||
+	ra, rb := nodeReady(a), nodeReady(b)
+	return !labels.Equals(a.Labels, b.Labels) || a.UID != b.UID ||
 		a.Annotations[nodev1alpha1.SystemExtensionsAnnotation] != b.Annotations[nodev1alpha1.SystemExtensionsAnnotation] ||
-		(ca == nil) != (cb == nil) || (ca != nil && (ca.Status != cb.Status || ca.Reason != cb.Reason))
+		(ca == nil) != (cb == nil) || (ca != nil && (ca.Status != cb.Status || ca.Reason != cb.Reason)) ||
+		(ra == nil) != (rb == nil) || (ra != nil && ra.Status != rb.Status)
+}
+
+func nodeReady(n *v1.Node) *v1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == v1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 func extensionsReady(n *v1.Node) *v1.NodeCondition {
@@ -216,11 +234,6 @@ func (c *Controller) processNext(ctx context.Context) bool {
 func (c *Controller) event(s *updatesv1alpha1.BottlerocketShadow, eventType, reason, format string, args ...interface{}) {
 	msg := fmt.Sprintf(format, args...)
 	c.recorder.Event(s, eventType, reason, msg)
-	ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: s.Name}
-	for _, o := range s.OwnerReferences {
-		if o.Kind == "Node" {
-			ref.UID = o.UID
-		}
-	}
+	ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: s.Name, UID: shadow.NodeUID(s)}
 	c.recorder.Event(ref, eventType, reason, msg)
 }

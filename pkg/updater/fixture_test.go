@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,6 +40,7 @@ const (
 	stagedDL  = 15 * time.Minute
 	rebootDL  = 30 * time.Minute
 	monitorDL = 20 * time.Minute
+	returnDL  = 10 * time.Minute
 )
 
 // t0 is a whole second, as the API stores times.
@@ -48,7 +50,7 @@ func defaultOptions() Options {
 	return Options{
 		Selector:       labels.SelectorFromSet(labels.Set{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}),
 		MaxConcurrent:  intstr.FromInt32(1),
-		Deadlines:      Deadlines{StagedAndPerformedUpdate: stagedDL, RebootedIntoUpdate: rebootDL, MonitoringUpdate: monitorDL},
+		Deadlines:      Deadlines{StagedAndPerformedUpdate: stagedDL, RebootedIntoUpdate: rebootDL, MonitoringUpdate: monitorDL, ReturnToIdle: returnDL},
 		PostRebootSoak: soak,
 	}
 }
@@ -62,7 +64,7 @@ func mkNode(name string, mods ...nodeMod) *v1.Node {
 			Labels:      map[string]string{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue},
 			Annotations: map[string]string{nodev1alpha1.SystemExtensionsAnnotation: `[{"name":"bottlerocket-updater","source":"lease"},{"name":"kube-proxy"}]`}},
 		Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: nodev1alpha1.SystemExtensionsReadyCondition, Status: v1.ConditionTrue,
-			Reason: nodev1alpha1.ReasonExtensionsReady}}},
+			Reason: nodev1alpha1.ReasonExtensionsReady}, {Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady"}}},
 	}
 	for _, m := range mods {
 		m(n)
@@ -80,9 +82,10 @@ func unready(reason string) nodeMod {
 func readyReason(reason string) nodeMod {
 	return func(n *v1.Node) { n.Status.Conditions[0].Reason = reason }
 }
-func noCondition(n *v1.Node)    { n.Status.Conditions = nil }
-func label(k, v string) nodeMod { return func(n *v1.Node) { n.Labels[k] = v } }
-func unmanaged(n *v1.Node)      { delete(n.Labels, updatesv1alpha1.ManagedNodeLabel) }
+func noCondition(n *v1.Node)     { n.Status.Conditions = n.Status.Conditions[1:] }
+func kubeletNotReady(n *v1.Node) { n.Status.Conditions[1].Status = v1.ConditionFalse }
+func label(k, v string) nodeMod  { return func(n *v1.Node) { n.Labels[k] = v } }
+func unmanaged(n *v1.Node)       { delete(n.Labels, updatesv1alpha1.ManagedNodeLabel) }
 func extensions(list string) nodeMod {
 	return func(n *v1.Node) { n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = list }
 }
@@ -93,7 +96,7 @@ type shadowMod func(*updatesv1alpha1.BottlerocketShadow)
 func mkShadow(name string, spec, status updatesv1alpha1.ShadowState, mods ...shadowMod) *updatesv1alpha1.BottlerocketShadow {
 	s := &updatesv1alpha1.BottlerocketShadow{
 		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1",
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: "uid-" + "n"}}},
+			Annotations: map[string]string{updatesv1alpha1.NodeUIDAnnotation: "uid-" + "n"}},
 		Spec:   updatesv1alpha1.BottlerocketShadowSpec{State: spec},
 		Status: updatesv1alpha1.BottlerocketShadowStatus{CurrentState: status, CurrentVersion: oldV, TargetVersion: newV},
 	}
@@ -207,12 +210,14 @@ func (f *fixture) actions() []string {
 			out = append(out, "list")
 		case clienttesting.UpdateAction:
 			s := a.GetObject().(*updatesv1alpha1.BottlerocketShadow)
+			if old, ok, _ := f.shadows.GetByKey(s.Name); ok && apiequality.Semantic.DeepEqual(old.(*updatesv1alpha1.BottlerocketShadow).Spec, s.Spec) {
+				// spec unchanged: a write of the soak's start
+				out = append(out, fmt.Sprintf("annotate %s healthy-since=%s", s.Name, s.Annotations[updatesv1alpha1.HealthySinceAnnotation]))
+				continue
+			}
 			str := fmt.Sprintf("update %s %s %s", s.Name, s.Spec.State, s.Spec.Version)
 			if a.GetSubresource() != "" {
 				str += " subresource=" + a.GetSubresource()
-			}
-			if s.Spec.StateTransitionTimestamp == nil || !s.Spec.StateTransitionTimestamp.Time.Equal(f.clock.Now().Truncate(time.Second)) {
-				str += " (transition time not now)"
 			}
 			if v, ok := s.Annotations[updatesv1alpha1.FailedAnnotation]; ok && v == f.clock.Now().UTC().Format(time.RFC3339) {
 				str += " failed=" + strings.Fields(s.Annotations[updatesv1alpha1.FailureReasonAnnotation])[0]

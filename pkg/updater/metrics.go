@@ -39,7 +39,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RolloutHalted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "rollout_halted",
 			Help: "1 while no node may start an update for this reason (Paused, UpdateFailed, OutsideWindow)."}, []string{"reason"}),
 		DeadlineExpiries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "deadline_expiries_total",
-			Help: "Updates failed because a node stayed in a state past its deadline, by state."}, []string{"state"}),
+			Help: "Updates failed because a node stayed in a state past its deadline, by state (the spec state, or ReturnToIdle: spec back at Idle, the agent still in an update state)."}, []string{"state"}),
 		Transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "spec_transitions_total",
 			Help: "Spec state writes, by the state written."}, []string{"state"}),
 		DryRunActions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "dry_run_actions_total",

@@ -46,6 +46,9 @@ type Deadlines struct {
 	StagedAndPerformedUpdate time.Duration
 	RebootedIntoUpdate       time.Duration
 	MonitoringUpdate         time.Duration
+	// ReturnToIdle bounds how long a node whose spec is back at Idle may
+	// still report an update state (it counts toward the limits meanwhile).
+	ReturnToIdle time.Duration
 }
 
 // Validate checks what the controller relies on.
@@ -61,7 +64,8 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("maxConcurrentUpdatesPerZone: %w", err)
 		}
 	}
-	if o.Deadlines.StagedAndPerformedUpdate <= 0 || o.Deadlines.RebootedIntoUpdate <= 0 || o.Deadlines.MonitoringUpdate <= 0 {
+	if o.Deadlines.StagedAndPerformedUpdate <= 0 || o.Deadlines.RebootedIntoUpdate <= 0 || o.Deadlines.MonitoringUpdate <= 0 ||
+		o.Deadlines.ReturnToIdle <= 0 {
 		return fmt.Errorf("every state deadline must be positive")
 	}
 	if o.Deadlines.MonitoringUpdate <= o.PostRebootSoak {

@@ -14,6 +14,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/shadow"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 )
 
@@ -37,6 +38,8 @@ type candidate struct {
 // acquiring leadership, or behind a burst of writes) never overshoots the
 // limits.
 func (c *Controller) syncStart(ctx context.Context) error {
+	c.countMu.Lock()
+	defer c.countMu.Unlock()
 	logger := klog.FromContext(ctx)
 	now := c.clock.Now()
 	shadows, err := c.shadowLister.List(labels.Everything())
@@ -45,6 +48,28 @@ func (c *Controller) syncStart(ctx context.Context) error {
 	}
 	c.updateGauges(shadows)
 
+	// Failures before starts: a failure that is due halts the rollout even
+	// if its node's own sync has not run yet.
+	recorded := false
+	for _, s := range shadows {
+		if !counts(s) {
+			continue
+		}
+		node, err := c.nodeOf(s)
+		if err != nil {
+			return err
+		}
+		if f := c.dueFailure(s, node, c.now()); f != nil {
+			if err := c.recordFailure(ctx, s, f); err != nil {
+				return err
+			}
+			recorded = true
+		}
+	}
+	if recorded {
+		return nil // the failures' events bring the start pass back
+	}
+
 	halt, haltedBy := c.haltReason(shadows, now)
 	c.setHalt(ctx, halt, haltedBy)
 	if halt != "" {
@@ -52,7 +77,7 @@ func (c *Controller) syncStart(ctx context.Context) error {
 	}
 
 	cands, managed := c.candidates(ctx, shadows, now)
-	if len(cands) == 0 {
+	if len(cands) == 0 || !c.anyStartable(cands, shadows, managed) {
 		return nil
 	}
 
@@ -79,7 +104,7 @@ func (c *Controller) syncStart(ctx context.Context) error {
 	othersBusy := false
 	for _, s := range fresher {
 		zone := managed[s.Name]
-		if !counts(s) {
+		if !counts(s) || c.scaledDown(s) {
 			continue
 		}
 		updating++
@@ -148,13 +173,57 @@ func (c *Controller) start(ctx context.Context, s *updatesv1alpha1.BottlerocketS
 	return nil
 }
 
+// anyStartable reports whether the cache leaves some candidate under the
+// limits. The cache can only lag behind the slots taken, never show one
+// taken that is free for longer than until the event that frees it, which
+// brings the start pass back: when it shows every candidate blocked, the
+// consistent LIST is not needed.
+func (c *Controller) anyStartable(cands []candidate, shadows []*updatesv1alpha1.BottlerocketShadow, managed map[string]string) bool {
+	updating := 0
+	zoneUpdating, zoneTotal := map[string]int{}, map[string]int{}
+	for _, zone := range managed {
+		zoneTotal[zone]++
+	}
+	for _, s := range shadows {
+		if counts(s) && !c.scaledDown(s) {
+			updating++
+			zoneUpdating[managed[s.Name]]++
+		}
+	}
+	if limit, _ := scaledLimit(c.opts.MaxConcurrent, len(managed)); updating >= limit {
+		return false
+	}
+	if c.opts.MaxConcurrentPerZone == nil {
+		return true
+	}
+	for _, cand := range cands {
+		if zl, _ := scaledLimit(*c.opts.MaxConcurrentPerZone, zoneTotal[cand.zone]); zoneUpdating[cand.zone] < zl {
+			return true
+		}
+	}
+	return false
+}
+
+// scaledDown reports whether the shadow's Node was deleted (or replaced by a
+// Node of the same name) before its update got past the drain: it was scaled
+// down, not broken by the release, and its slot is free at once, before the
+// shadow controller deleted the shadow. A node deleted past the drain counts
+// until the update controller marks it failed.
+func (c *Controller) scaledDown(s *updatesv1alpha1.BottlerocketShadow) bool {
+	node, err := c.nodeLister.Get(s.Name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false
+	}
+	return (err != nil || !shadow.Describes(s, node)) && !shadow.PastDrain(s)
+}
+
 // haltReason says why no node may start now ("" when they may) and which
 // nodes' failures halt the rollout. Every active reason is reported in the
 // halt metric; the first of paused, failed, outside-window is returned.
 func (c *Controller) haltReason(shadows []*updatesv1alpha1.BottlerocketShadow, now time.Time) (string, []string) {
 	var by []string
 	for _, s := range shadows {
-		if halting(s) {
+		if shadow.Halting(s) {
 			by = append(by, s.Name)
 		}
 	}
@@ -232,7 +301,7 @@ func (c *Controller) candidates(ctx context.Context, shadows []*updatesv1alpha1.
 	var nextBackoff time.Time
 	for _, s := range shadows {
 		node, err := c.nodeLister.Get(s.Name)
-		if err != nil || node.DeletionTimestamp != nil || !c.opts.Selector.Matches(labels.Set(node.Labels)) {
+		if err != nil || node.DeletionTimestamp != nil || !c.opts.Selector.Matches(labels.Set(node.Labels)) || !shadow.Describes(s, node) {
 			continue
 		}
 		zone := node.Labels[ZoneLabel]

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -51,10 +52,10 @@ func TestSyncStart(t *testing.T) {
 		{name: "paused: none starts", opts: func(o *Options) { o.Paused = true }, nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}},
 		{name: "halted by a failure", nodes: N{mkNode("a"), mkNode("b")},
 			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, rebooted, failedAt(t0.Add(-time.Hour)), since(time.Hour))}},
-		{name: "halted by a failure newer than its resume", nodes: N{mkNode("a"), mkNode("b")},
+		{name: "halted by a failure its resume does not repeat", nodes: N{mkNode("a"), mkNode("b")},
 			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, failedAt(t0.Add(-time.Hour)), resumedAt(t0.Add(-2*time.Hour)))}},
 		{name: "resumed failure no longer halts", nodes: N{mkNode("a"), mkNode("b")},
-			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, running(newV), failedAt(t0.Add(-time.Hour)), resumedAt(t0))},
+			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, running(newV), failedAt(t0.Add(-time.Hour)), resumedAt(t0.Add(-time.Hour)))},
 			want:    []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
 		{name: "halt found only in the consistent LIST", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)},
 			listed: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, failedAt(t0))}, want: []string{"list"}},
@@ -84,11 +85,11 @@ func TestSyncStart(t *testing.T) {
 		{name: "excluded node", nodes: N{mkNode("a", label(nodev1alpha1.ExcludeLabel, "true"))}, shadows: S{mkShadow("a", idle, idle)},
 			events: []string{"Normal UpdateBlocked"}},
 		{name: "limit 1 held by a node in flight", nodes: N{mkNode("a"), mkNode("b")},
-			shadows: S{mkShadow("a", idle, idle), mkShadow("b", rebooted, staged)}, want: []string{"list"}},
+			shadows: S{mkShadow("a", idle, idle), mkShadow("b", rebooted, staged)}},
 		{name: "spec Idle but status still in flight counts", nodes: N{mkNode("a"), mkNode("b")},
-			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, monitor, running(newV))}, want: []string{"list"}},
+			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, monitor, running(newV), since(0))}},
 		{name: "a failed node does not count", opts: func(o *Options) { o.MaxConcurrent = intstr.FromInt32(1) }, nodes: N{mkNode("a"), mkNode("b")},
-			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, rebooted, failedAt(t0.Add(-time.Hour)), resumedAt(t0), since(time.Hour))},
+			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, rebooted, failedAt(t0.Add(-time.Hour)), resumedAt(t0.Add(-time.Hour)), since(time.Hour))},
 			want:    []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
 		{name: "limit 2: one more beside the one in flight, in name order", opts: func(o *Options) { o.MaxConcurrent = intstr.FromInt32(2) },
 			nodes:   N{mkNode("a"), mkNode("b"), mkNode("c"), mkNode("d")},
@@ -161,9 +162,9 @@ func TestSyncStart(t *testing.T) {
 	}
 }
 
-// TestHaltAndResume: a failure halts starts and is announced; a resume
-// newer than the failure lifts it with an Event on that shadow, and the next
-// node starts in the same pass.
+// TestHaltAndResume: a failure halts starts and is announced; a resume that
+// repeats the failed value lifts it with an Event on that shadow, and the
+// next node starts in the same pass.
 func TestHaltAndResume(t *testing.T) {
 	failed := mkShadow("b", idle, idle, running(newV), failedAt(t0), since(0))
 	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("a"), mkNode("b")}, []*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, idle), failed})
@@ -176,7 +177,7 @@ func TestHaltAndResume(t *testing.T) {
 	}
 	f.clock.Step(time.Minute)
 	resumed := failed.DeepCopy()
-	resumedAt(f.clock.Now())(resumed)
+	resumedAt(t0)(resumed) // the failed value, repeated
 	_ = f.shadows.Update(resumed)
 	_ = f.client.Tracker().Update(updatesv1alpha1.SchemeGroupVersion.WithResource("bottlerocketshadows"), resumed, "")
 	f.client.ClearActions()
@@ -215,4 +216,108 @@ func TestInFlightFinishes(t *testing.T) {
 			f.expect([]string{"update b RebootedIntoUpdate 1.20.0"})
 		})
 	}
+}
+
+// TestTheCountingTable is DESIGN §7's table of which nodes count toward the
+// concurrency limits: a node still drained, tainted or aborting is not
+// serving, whatever spec says.
+func TestTheCountingTable(t *testing.T) {
+	failed := failedAt(t0)
+	for _, tc := range []struct {
+		name   string
+		shadow *updatesv1alpha1.BottlerocketShadow
+		counts bool
+	}{
+		{"spec in flight", mkShadow("a", staged, idle, since(0)), true},
+		{"spec in flight, agent aborting", mkShadow("a", rebooted, errReset, since(0)), true},
+		{"spec Idle, agent still staged", mkShadow("a", idle, staged, since(0)), true},
+		{"spec Idle, agent still rebooting", mkShadow("a", idle, rebooted, since(0)), true},
+		{"spec Idle, agent completing", mkShadow("a", idle, monitor, since(0)), true},
+		{"spec Idle, agent aborting after ErrorReset", mkShadow("a", idle, errReset, since(0)), true},
+		{"spec Idle, agent in flight, marked failed", mkShadow("a", idle, rebooted, since(0), failed), false},
+		{"spec Idle, agent aborting, marked failed", mkShadow("a", idle, errReset, since(0), failed), false},
+		{"Idle", mkShadow("a", idle, idle), false},
+		{"Idle, no status yet", mkShadow("a", idle, ""), false},
+		{"Idle after a failure", mkShadow("a", idle, idle, since(0), failed), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := counts(tc.shadow); got != tc.counts {
+				t.Errorf("counts = %v, want %v", got, tc.counts)
+			}
+		})
+	}
+}
+
+// TestAnErrorResetHoldsItsSlotUntilTheAgentReportsIdle: after a failure
+// before the reboot the node may still be tainted and drained; the next
+// node must not start until its agent has aborted.
+func TestAnErrorResetHoldsItsSlotUntilTheAgentReportsIdle(t *testing.T) {
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("a"), mkNode("b")},
+		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, errReset, since(time.Minute), crashed(1, t0)), mkShadow("b", idle, idle)})
+	if err := f.c.syncStart(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(nil)
+}
+
+func notOfferedAt(at time.Time) shadowMod {
+	return func(s *updatesv1alpha1.BottlerocketShadow) {
+		s.Status.StateTransitionFailureTimestamp = &metav1.Time{Time: at}
+		s.Status.Conditions = []metav1.Condition{{Type: updatesv1alpha1.ConditionUpdateFailed, Status: metav1.ConditionTrue,
+			Reason: updatesv1alpha1.ReasonVersionNotOffered, Message: "version 1.20.0 is not offered to this node"}}
+	}
+}
+
+// TestANodeNotOfferedItsPinYetWaitsForItsNextRefresh: Bottlerocket releases
+// in waves, so a pinned version may not be offered to a node yet. That is no
+// failure: no crashCount, no Warning, and the node is tried again after its
+// agent's next refresh rather than backing off towards 24 h.
+func TestANodeNotOfferedItsPinYetWaitsForItsNextRefresh(t *testing.T) {
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")},
+		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("n1", staged, errReset, since(time.Minute), notOfferedAt(t0))})
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"update n1 Idle 1.20.0"})
+	if got := distinct(f.events()); strings.Join(got, ",") != "Normal UpdateWaiting" {
+		t.Errorf("events = %v, want Normal UpdateWaiting", got)
+	}
+
+	f = newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")},
+		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("n1", idle, idle, notOfferedAt(t0.Add(-time.Minute)))})
+	if err := f.c.syncStart(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(nil)
+	if got := f.timers[startKey]; !equalDurations(got, []time.Duration{time.Minute}) {
+		t.Errorf("start timers = %v, want a retry in 1m, after the agent's next refresh", got)
+	}
+}
+
+// TestAFailureDueAtTheStartPassIsRecordedBeforeAnyStart: a node past its
+// deadline halts the rollout. The start pass records due failures before it
+// starts anything, so no node starts in the instant between a failure
+// becoming due and its node's own sync recording it.
+func TestAFailureDueAtTheStartPassIsRecordedBeforeAnyStart(t *testing.T) {
+	opts := defaultOptions()
+	opts.MaxConcurrent = intstr.FromInt32(2)
+	f := newFixture(t, opts, []*v1.Node{mkNode("a"), mkNode("b")},
+		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("a", monitor, monitor, running(newV), since(monitorDL)), mkShadow("b", idle, idle)})
+	if err := f.c.syncStart(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"update a Idle 1.20.0 failed=DeadlineExceeded:"})
+}
+
+// TestAStartPassWithTheLimitReachedInItsCacheMakesNoList: the cache can
+// only lag behind the slots taken (a freed slot's event brings the pass
+// back), so a pass whose cache already shows every candidate blocked by a
+// limit starts nothing and needs no consistent LIST.
+func TestAStartPassWithTheLimitReachedInItsCacheMakesNoList(t *testing.T) {
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("a"), mkNode("b")},
+		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, idle), mkShadow("b", rebooted, staged, since(time.Minute))})
+	if err := f.c.syncStart(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(nil)
 }

@@ -4,9 +4,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/shadow"
 )
 
 // maxBackoff caps the retry delay after failures before the reboot.
@@ -37,51 +40,43 @@ func (d Deadlines) of(s updatesv1alpha1.ShadowState) time.Duration {
 	return 0
 }
 
-func annotationTime(s *updatesv1alpha1.BottlerocketShadow, key string) (time.Time, bool) {
-	v, ok := s.Annotations[key]
-	if !ok {
-		return time.Time{}, false
-	}
-	t, err := time.Parse(time.RFC3339, v)
-	return t, err == nil
-}
-
-// halting reports whether this shadow's recorded failure halts the rollout:
-// its failed time is newer than its resume time (or it was never resumed).
-// An unparsable failed annotation halts too: it was meant to.
-func halting(s *updatesv1alpha1.BottlerocketShadow) bool {
-	if _, ok := s.Annotations[updatesv1alpha1.FailedAnnotation]; !ok {
-		return false
-	}
-	failed, ok := annotationTime(s, updatesv1alpha1.FailedAnnotation)
-	if !ok {
-		return true
-	}
-	resume, ok := annotationTime(s, updatesv1alpha1.ResumeAnnotation)
-	return !ok || failed.After(resume)
-}
-
-// markedFailed reports whether the node's current update attempt was failed
-// by the operator: the failure is not older than the last spec transition
-// (failing writes both in one update; a later start moves the transition on).
-func markedFailed(s *updatesv1alpha1.BottlerocketShadow) bool {
-	failed, ok := annotationTime(s, updatesv1alpha1.FailedAnnotation)
-	if !ok {
-		return false
-	}
-	return s.Spec.StateTransitionTimestamp != nil && !failed.Before(s.Spec.StateTransitionTimestamp.Time.Truncate(time.Second))
-}
-
-// counts reports whether a shadow counts toward the concurrency limits
-// (DESIGN §7): its spec is not Idle, or its agent still reports an update
-// state and the operator has not failed it.
+// counts reports whether a shadow counts toward the concurrency limits,
+// DESIGN §7's table: spec not Idle, or the agent still reports an update
+// state (ErrorReset included: a node aborting may still be tainted and
+// drained) until it reports Idle or the ReturnToIdle deadline marks it
+// failed; a node marked failed for this attempt never counts.
 func counts(s *updatesv1alpha1.BottlerocketShadow) bool {
-	return s.Spec.State != updatesv1alpha1.StateIdle || (inFlight(s.Status.CurrentState) && !markedFailed(s))
+	if shadow.MarkedFailed(s) {
+		return false
+	}
+	return s.Spec.State != updatesv1alpha1.StateIdle || returning(s)
+}
+
+// returning reports whether the agent still reports an update state, or the
+// failure it aborts, while spec is Idle.
+func returning(s *updatesv1alpha1.BottlerocketShadow) bool {
+	return inFlight(s.Status.CurrentState) || s.Status.CurrentState == updatesv1alpha1.StateErrorReset
+}
+
+// notOfferedRetry is how long after its agent found the version not offered
+// a node is tried again: the agent's default updateCheckInterval, so its
+// next refresh has happened.
+const notOfferedRetry = 2 * time.Minute
+
+// waitingForWave reports whether the agent's last attempt ended because the
+// version is not offered to the node yet (Bottlerocket releases in waves).
+func waitingForWave(s *updatesv1alpha1.BottlerocketShadow) bool {
+	c := meta.FindStatusCondition(s.Status.Conditions, updatesv1alpha1.ConditionUpdateFailed)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == updatesv1alpha1.ReasonVersionNotOffered
 }
 
 // backoffUntil is when a node that failed before its reboot may retry:
-// 2^crashCount minutes after the failure, at most 24 hours.
+// 2^crashCount minutes after the failure, at most 24 hours; a node whose
+// version was not offered yet is tried again after its next refresh.
 func backoffUntil(s *updatesv1alpha1.BottlerocketShadow) time.Time {
+	if s.Status.StateTransitionFailureTimestamp != nil && waitingForWave(s) {
+		return s.Status.StateTransitionFailureTimestamp.Add(notOfferedRetry)
+	}
 	if s.Status.CrashCount <= 0 || s.Status.StateTransitionFailureTimestamp == nil {
 		return time.Time{}
 	}
@@ -94,11 +89,18 @@ func backoffUntil(s *updatesv1alpha1.BottlerocketShadow) time.Time {
 
 // healthy reports the health gate's signal: SystemExtensionsReady True with
 // reason ExtensionsReady, which the node-health controller sets only after
-// every extension renewed after the reboot.
+// every gating extension renewed after the reboot, or NoRequiredExtensions
+// for a node that lists none — and the Node's Ready condition True, which
+// SystemExtensionsReady says nothing about.
 func healthy(n *v1.Node) bool {
 	if n == nil {
 		return false
 	}
 	c := extensionsReady(n)
-	return c != nil && c.Status == v1.ConditionTrue && c.Reason == nodev1alpha1.ReasonExtensionsReady
+	if c == nil || c.Status != v1.ConditionTrue ||
+		(c.Reason != nodev1alpha1.ReasonExtensionsReady && c.Reason != nodev1alpha1.ReasonNoRequiredExtensions) {
+		return false
+	}
+	r := nodeReady(n)
+	return r != nil && r.Status == v1.ConditionTrue
 }

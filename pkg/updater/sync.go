@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/shadow"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 )
 
@@ -19,6 +20,7 @@ import (
 const (
 	ReasonDeadlineExceeded = "DeadlineExceeded"
 	ReasonWrongVersion     = "WrongVersion"
+	ReasonNodeDeleted      = "NodeDeleted"
 )
 
 // now is the operator's clock at the resolution the API stores times in, so
@@ -40,25 +42,53 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	node, err := c.nodeLister.Get(name)
-	if err != nil && !apierrors.IsNotFound(err) {
+	node, err := c.nodeOf(s)
+	if err != nil {
 		return err
 	}
-	if apierrors.IsNotFound(err) {
-		node = nil
-	}
 	spec := s.Spec.State
+	now := c.now()
+
+	if f := c.dueFailure(s, node, now); f != nil {
+		// Serialized with the start pass, which records due failures
+		// before it starts anything: no node starts between a failure
+		// becoming due and its record halting the rollout.
+		c.countMu.Lock()
+		defer c.countMu.Unlock()
+		return c.recordFailure(ctx, s, f)
+	}
+
 	if spec == updatesv1alpha1.StateIdle || spec == "" {
 		c.mu.Lock()
 		delete(c.soakSince, name)
 		c.mu.Unlock()
+		// The ReturnToIdle deadline (see dueFailure).
+		if returning(s) && !shadow.MarkedFailed(s) && s.Spec.StateTransitionTimestamp != nil {
+			c.after(name, s.Spec.StateTransitionTimestamp.Add(c.opts.Deadlines.ReturnToIdle).Sub(now))
+		}
 		return nil
 	}
-	now := c.now()
+	if node == nil {
+		// Scaled down before its reboot was requested (dueFailure fails
+		// the others): not the release's doing. The shadow controller
+		// deletes the shadow; no deadline.
+		logger.V(2).Info("Node deleted before its reboot was requested; its slot is free", "state", spec)
+		return nil
+	}
 
 	// The agent failed before the reboot: it aborts once spec is Idle and
 	// retries after its back-off. No halt.
 	if s.Status.CurrentState == updatesv1alpha1.StateErrorReset {
+		if waitingForWave(s) {
+			// Not a failure: Bottlerocket releases in waves.
+			logger.Info("Version not offered to the node yet; returning it to Idle until its next refresh", "version", s.Spec.Version)
+			if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, s.Spec.Version, nil); err != nil {
+				return err
+			}
+			c.event(s, v1.EventTypeNormal, "UpdateWaiting", "Version %s is not offered to this node yet (Bottlerocket releases in waves); trying again after its next refresh",
+				s.Spec.Version)
+			return nil
+		}
 		msg := "the agent reported a failure"
 		for _, cond := range s.Status.Conditions {
 			if cond.Type == updatesv1alpha1.ConditionUpdateFailed {
@@ -66,7 +96,9 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 			}
 		}
 		logger.Info("Update failed before the reboot; returning the node to Idle", "state", spec, "crashCount", s.Status.CrashCount, "cause", msg)
-		if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", nil); err != nil {
+		// spec.version stays: the agent restores the version lock only
+		// while it still is the version it pinned.
+		if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, s.Spec.Version, nil); err != nil {
 			return err
 		}
 		c.event(s, v1.EventTypeWarning, "UpdateAborted", "Update to %s failed in %s (%s); the node retries after its back-off (crash count %d)",
@@ -75,32 +107,15 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 		return nil
 	}
 
-	since := now
-	if s.Spec.StateTransitionTimestamp != nil {
-		since = s.Spec.StateTransitionTimestamp.Time
-	}
-	deadline := since.Add(c.opts.Deadlines.of(spec))
-	if !now.Before(deadline) {
-		if err := c.fail(ctx, s, ReasonDeadlineExceeded, fmt.Sprintf("%s: the node was in %s for longer than %s (agent reports %q)",
-			ReasonDeadlineExceeded, spec, c.opts.Deadlines.of(spec), s.Status.CurrentState)); err != nil {
-			return err
-		}
-		c.metrics.DeadlineExpiries.WithLabelValues(string(spec)).Inc()
-		return nil
-	}
 	// Re-armed on every sync, so a failover picks deadlines up from the
 	// stored transition time.
-	c.after(name, deadline.Sub(now))
+	c.after(name, c.deadline(s).Sub(now))
 
 	if spec == updatesv1alpha1.StateMonitoringUpdate {
 		return c.healthGate(ctx, s, node, now)
 	}
 	if s.Status.CurrentState != spec {
 		return nil // the agent is working on it
-	}
-	if spec == updatesv1alpha1.StateRebootedIntoUpdate && !brapi.SameVersion(s.Status.CurrentVersion, s.Spec.Version) {
-		return c.fail(ctx, s, ReasonWrongVersion, fmt.Sprintf("%s: the node rebooted into %q, not %q",
-			ReasonWrongVersion, s.Status.CurrentVersion, s.Spec.Version))
 	}
 	to := next[spec]
 	logger.V(2).Info("Agent reached the desired state; moving on", "from", spec, "to", to)
@@ -111,24 +126,128 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	return nil
 }
 
+// nodeOf is the shadow's Node, or nil when it was deleted (or deleted and
+// re-created under the same name).
+func (c *Controller) nodeOf(s *updatesv1alpha1.BottlerocketShadow) (*v1.Node, error) {
+	node, err := c.nodeLister.Get(s.Name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !shadow.Describes(s, node) {
+		return nil, nil
+	}
+	return node, nil
+}
+
+// deadline is when the node's current spec state times out, measured from
+// the stored transition time.
+func (c *Controller) deadline(s *updatesv1alpha1.BottlerocketShadow) time.Time {
+	since := c.now()
+	if s.Spec.StateTransitionTimestamp != nil {
+		since = s.Spec.StateTransitionTimestamp.Time
+	}
+	if s.Spec.State == updatesv1alpha1.StateIdle || s.Spec.State == "" {
+		return since.Add(c.opts.Deadlines.ReturnToIdle)
+	}
+	return since.Add(c.opts.Deadlines.of(s.Spec.State))
+}
+
+// failure is an update failure that halts the rollout; state labels a missed
+// deadline in the metrics ("" for other failures).
+type failure struct {
+	reason, message, state string
+}
+
+// dueFailure says whether the node's update has failed in a way the
+// operator records and that halts the rollout (nil when not):
+//   - the Node was deleted past its drain (after the reboot was requested, or
+//     in MonitoringUpdate): autoscalers and node repair delete exactly the
+//     nodes a bad release breaks, and a bad release must not walk the fleet;
+//   - the current state's deadline passed;
+//   - the node rebooted into another version than spec.version;
+//   - the ReturnToIdle deadline passed: spec is back at Idle but the agent
+//     still reports an update state, completing or aborting. Such a node
+//     counts toward the limits, and an agent that can do neither
+//     (crash-looping, no update repository) would hold the slot forever and
+//     silently freeze the rollout; marked failed, it frees the slot and
+//     halts the rollout naming it (its crashCount is unchanged).
+//
+// A failure before the reboot (ErrorReset) is no halting failure.
+func (c *Controller) dueFailure(s *updatesv1alpha1.BottlerocketShadow, node *v1.Node, now time.Time) *failure {
+	spec := s.Spec.State
+	if spec == updatesv1alpha1.StateIdle || spec == "" {
+		if !returning(s) || shadow.MarkedFailed(s) || s.Spec.StateTransitionTimestamp == nil || now.Before(c.deadline(s)) {
+			return nil
+		}
+		return &failure{ReasonDeadlineExceeded, fmt.Sprintf("%s: the node's agent still reports %s %s after spec returned to Idle (ReturnToIdle): it could neither complete nor abort",
+			ReasonDeadlineExceeded, s.Status.CurrentState, c.opts.Deadlines.ReturnToIdle), StateReturnToIdle}
+	}
+	if node == nil {
+		if !shadow.PastDrain(s) {
+			return nil
+		}
+		return &failure{ReasonNodeDeleted, fmt.Sprintf("%s: node %s (UID %s) was deleted in %s, after its reboot was requested (agent reports %q)",
+			ReasonNodeDeleted, s.Name, shadow.NodeUID(s), spec, s.Status.CurrentState), ""}
+	}
+	if s.Status.CurrentState == updatesv1alpha1.StateErrorReset {
+		return nil
+	}
+	if !now.Before(c.deadline(s)) {
+		return &failure{ReasonDeadlineExceeded, fmt.Sprintf("%s: the node was in %s for longer than %s (agent reports %q)",
+			ReasonDeadlineExceeded, spec, c.opts.Deadlines.of(spec), s.Status.CurrentState), string(spec)}
+	}
+	if spec == updatesv1alpha1.StateRebootedIntoUpdate && s.Status.CurrentState == spec && !brapi.SameVersion(s.Status.CurrentVersion, s.Spec.Version) {
+		return &failure{ReasonWrongVersion, fmt.Sprintf("%s: the node rebooted into %q, not %q",
+			ReasonWrongVersion, s.Status.CurrentVersion, s.Spec.Version), ""}
+	}
+	return nil
+}
+
+// recordFailure marks the shadow failed. The caller holds countMu.
+func (c *Controller) recordFailure(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, f *failure) error {
+	if err := c.fail(ctx, s, f.reason, f.message); err != nil {
+		return err
+	}
+	if f.state != "" {
+		c.metrics.DeadlineExpiries.WithLabelValues(f.state).Inc()
+	}
+	return nil
+}
+
+// StateReturnToIdle labels the ReturnToIdle deadline in the metrics.
+const StateReturnToIdle = "ReturnToIdle"
+
 // healthGate passes the node after postRebootSoak of continuous readiness
 // once its agent reports MonitoringUpdate; any lapse starts the soak over.
+// The soak's start is kept in the shadow (healthy-since), as the deadline's
+// is, so a restart or failover late in MonitoringUpdate continues the soak
+// instead of starting it over past the deadline.
 func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, node *v1.Node, now time.Time) error {
-	c.mu.Lock()
-	start, soaking := c.soakSince[s.Name]
+	logger := klog.FromContext(ctx)
+	start, soaking := c.soakStart(s)
 	if !healthy(node) {
+		c.mu.Lock()
 		delete(c.soakSince, s.Name)
 		c.mu.Unlock()
-		if soaking {
-			klog.FromContext(ctx).Info("Node lost full readiness during its soak; the soak starts over", "node", s.Name)
+		if !soaking {
+			return nil
 		}
-		return nil
+		logger.Info("Node lost full readiness during its soak; the soak starts over", "node", s.Name)
+		return c.setHealthySince(ctx, s, "")
 	}
 	if !soaking {
 		start = now
+		c.mu.Lock()
 		c.soakSince[s.Name] = now
+		c.mu.Unlock()
+		if !c.opts.DryRun {
+			// The write's event brings the shadow back here.
+			return c.setHealthySince(ctx, s, now.UTC().Format(time.RFC3339))
+		}
 	}
-	c.mu.Unlock()
 	if s.Status.CurrentState != updatesv1alpha1.StateMonitoringUpdate {
 		return nil
 	}
@@ -149,15 +268,55 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 			c.metrics.UpdateDuration.Observe(now.Sub(started).Seconds())
 		}
 	}
-	klog.FromContext(ctx).Info("Update passed its health gate", "node", s.Name, "version", s.Status.CurrentVersion)
+	logger.Info("Update passed its health gate", "node", s.Name, "version", s.Status.CurrentVersion)
+	return nil
+}
+
+// soakStart is when the node's soak started: the healthy-since annotation,
+// or in a dry run (which writes nothing) what this process saw.
+func (c *Controller) soakStart(s *updatesv1alpha1.BottlerocketShadow) (time.Time, bool) {
+	if v, ok := s.Annotations[updatesv1alpha1.HealthySinceAnnotation]; ok {
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			return t, true
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.soakSince[s.Name]
+	return t, ok
+}
+
+// setHealthySince writes (value non-empty) or removes the healthy-since
+// annotation, guarded by the resourceVersion it was judged on.
+func (c *Controller) setHealthySince(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, value string) error {
+	if _, ok := s.Annotations[updatesv1alpha1.HealthySinceAnnotation]; !ok && value == "" {
+		return nil
+	}
+	if c.opts.DryRun {
+		klog.FromContext(ctx).Info("Dry run: would record the soak's start", "node", s.Name, "healthySince", value)
+		return nil
+	}
+	n := s.DeepCopy()
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	if value == "" {
+		delete(n.Annotations, updatesv1alpha1.HealthySinceAnnotation)
+	} else {
+		n.Annotations[updatesv1alpha1.HealthySinceAnnotation] = value
+	}
+	if _, err := c.client.UpdatesV1alpha1().BottlerocketShadows().Update(ctx, n, metav1.UpdateOptions{FieldManager: "update-operator"}); err != nil {
+		return fmt.Errorf("recording the soak's start on shadow %s: %w", s.Name, err)
+	}
 	return nil
 }
 
 // fail records a failure after the reboot: the failed annotations halt the
-// rollout, spec returns to Idle and the slot is freed, in one write.
+// rollout, spec returns to Idle (keeping spec.version, as an abort does) and
+// the slot is freed, in one write.
 func (c *Controller) fail(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, reason, msg string) error {
 	klog.FromContext(ctx).Info("Update failed; halting the rollout", "node", s.Name, "reason", reason, "message", msg)
-	if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", map[string]string{
+	if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, s.Spec.Version, map[string]string{
 		updatesv1alpha1.FailedAnnotation:        c.now().UTC().Format(time.RFC3339),
 		updatesv1alpha1.FailureReasonAnnotation: msg,
 	}); err != nil {
@@ -178,6 +337,8 @@ func (c *Controller) writeSpec(ctx context.Context, s *updatesv1alpha1.Bottleroc
 	version string, annotations map[string]string) error {
 	n := s.DeepCopy()
 	n.Spec = updatesv1alpha1.BottlerocketShadowSpec{State: state, Version: version, StateTransitionTimestamp: &metav1.Time{Time: c.now()}}
+	// A soak belongs to one MonitoringUpdate: every transition ends it.
+	delete(n.Annotations, updatesv1alpha1.HealthySinceAnnotation)
 	if len(annotations) > 0 && n.Annotations == nil {
 		n.Annotations = map[string]string{}
 	}

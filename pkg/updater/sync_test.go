@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clienttesting "k8s.io/client-go/testing"
@@ -19,7 +20,8 @@ import (
 func TestSyncShadow(t *testing.T) {
 	cases := []struct {
 		name   string
-		node   *v1.Node
+		node   *v1.Node // default mkNode("n1")
+		noNode bool
 		shadow *updatesv1alpha1.BottlerocketShadow
 		dryRun bool
 		want   []string
@@ -35,37 +37,42 @@ func TestSyncShadow(t *testing.T) {
 		{name: "staged one second before its deadline", shadow: mkShadow("n1", staged, idle, since(stagedDL-time.Second)),
 			timer: []time.Duration{time.Second}},
 		{name: "staged at its deadline fails and halts", shadow: mkShadow("n1", staged, idle, since(stagedDL)),
-			want: []string{"update n1 Idle  failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
+			want: []string{"update n1 Idle 1.20.0 failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
 		{name: "staged deadline beats the agent's late report", shadow: mkShadow("n1", staged, staged, since(stagedDL+time.Minute)),
-			want: []string{"update n1 Idle  failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
+			want: []string{"update n1 Idle 1.20.0 failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
 		{name: "rebooted into the right version: monitoring next", shadow: mkShadow("n1", rebooted, rebooted, running(newV)),
 			want: []string{"update n1 MonitoringUpdate 1.20.0"}, timer: []time.Duration{rebootDL}, events: []string{"Normal UpdateProgressing"}},
 		{name: "rebooted into v-prefixed same version", shadow: mkShadow("n1", rebooted, rebooted, running("v1.20.0")),
 			want: []string{"update n1 MonitoringUpdate 1.20.0"}, timer: []time.Duration{rebootDL}, events: []string{"Normal UpdateProgressing"}},
 		{name: "rebooted into the wrong version fails and halts", shadow: mkShadow("n1", rebooted, rebooted, running(oldV)),
-			want: []string{"update n1 Idle  failed=WrongVersion:"}, timer: []time.Duration{rebootDL}, events: []string{"Warning UpdateFailed"}},
+			want: []string{"update n1 Idle 1.20.0 failed=WrongVersion:"}, events: []string{"Warning UpdateFailed"}},
 		{name: "rebooted draining: deadline armed", shadow: mkShadow("n1", rebooted, staged, since(10*time.Minute)),
 			timer: []time.Duration{rebootDL - 10*time.Minute}},
 		{name: "rebooted at its deadline fails", shadow: mkShadow("n1", rebooted, staged, since(rebootDL)),
-			want: []string{"update n1 Idle  failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
+			want: []string{"update n1 Idle 1.20.0 failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
 		{name: "error reset before the reboot: idle, no halt", shadow: mkShadow("n1", staged, errReset, crashed(1, t0)),
-			want: []string{"update n1 Idle"}, events: []string{"Warning UpdateAborted"}},
+			want: []string{"update n1 Idle 1.20.0"}, events: []string{"Warning UpdateAborted"}},
 		{name: "error reset during the drain: idle, no halt", shadow: mkShadow("n1", rebooted, errReset, crashed(2, t0)),
-			want: []string{"update n1 Idle"}, events: []string{"Warning UpdateAborted"}},
-		{name: "monitoring, healthy: soak armed", node: mkNode("n1"), shadow: mkShadow("n1", monitor, monitor, running(newV)),
-			timer: []time.Duration{monitorDL, soak}},
-		{name: "monitoring, agent not there yet: soak runs, no timer", node: mkNode("n1"), shadow: mkShadow("n1", monitor, rebooted, running(newV)),
-			timer: []time.Duration{monitorDL}},
+			want: []string{"update n1 Idle 1.20.0"}, events: []string{"Warning UpdateAborted"}},
+		{name: "monitoring, healthy: the soak's start recorded", node: mkNode("n1"), shadow: mkShadow("n1", monitor, monitor, running(newV)),
+			want: []string{"annotate n1 healthy-since=" + t0.Format(time.RFC3339)}, timer: []time.Duration{monitorDL}},
+		{name: "monitoring, healthy, soaking: soak armed", node: mkNode("n1"),
+			shadow: mkShadow("n1", monitor, monitor, running(newV), annotate(updatesv1alpha1.HealthySinceAnnotation, t0.Format(time.RFC3339))),
+			timer:  []time.Duration{monitorDL, soak}},
+		{name: "monitoring, agent not there yet: soak runs, no timer", node: mkNode("n1"),
+			shadow: mkShadow("n1", monitor, rebooted, running(newV), annotate(updatesv1alpha1.HealthySinceAnnotation, t0.Format(time.RFC3339))),
+			timer:  []time.Duration{monitorDL}},
 		{name: "monitoring, not ready: waits", node: mkNode("n1", unready(nodev1alpha1.ReasonNodeRebooted)),
 			shadow: mkShadow("n1", monitor, monitor, running(newV)), timer: []time.Duration{monitorDL}},
-		{name: "monitoring, True for another reason is not the gate", node: mkNode("n1", readyReason(nodev1alpha1.ReasonNoRequiredExtensions)),
+		{name: "monitoring, True for another reason is not the gate", node: mkNode("n1", readyReason(nodev1alpha1.ReasonExtensionsFailedOpen)),
 			shadow: mkShadow("n1", monitor, monitor, running(newV)), timer: []time.Duration{monitorDL}},
 		{name: "monitoring, condition missing: waits", node: mkNode("n1", noCondition),
 			shadow: mkShadow("n1", monitor, monitor, running(newV)), timer: []time.Duration{monitorDL}},
-		{name: "monitoring, node gone: waits for the deadline", shadow: mkShadow("n1", monitor, monitor, running(newV)),
-			timer: []time.Duration{monitorDL}},
+		{name: "monitoring, node gone: failed and halts", noNode: true, shadow: mkShadow("n1", monitor, monitor, running(newV)),
+			want: []string{"update n1 Idle 1.20.0 failed=NodeDeleted:"}, events: []string{"Warning UpdateFailed"}},
+		{name: "staged, node gone: nothing, no deadline", noNode: true, shadow: mkShadow("n1", staged, staged)},
 		{name: "monitoring at its deadline fails", node: mkNode("n1"), shadow: mkShadow("n1", monitor, monitor, running(newV), since(monitorDL)),
-			want: []string{"update n1 Idle  failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
+			want: []string{"update n1 Idle 1.20.0 failed=DeadlineExceeded:"}, events: []string{"Warning UpdateFailed"}},
 		{name: "dry run writes nothing", dryRun: true, shadow: mkShadow("n1", staged, staged),
 			timer: []time.Duration{stagedDL}, events: []string{"Normal UpdateProgressing"}},
 	}
@@ -73,9 +80,12 @@ func TestSyncShadow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := defaultOptions()
 			opts.DryRun = tc.dryRun
-			var nodes []*v1.Node
+			nodes := []*v1.Node{mkNode("n1")}
 			if tc.node != nil {
-				nodes = append(nodes, tc.node)
+				nodes = []*v1.Node{tc.node}
+			}
+			if tc.noNode {
+				nodes = nil
 			}
 			f := newFixture(t, opts, nodes, []*updatesv1alpha1.BottlerocketShadow{tc.shadow})
 			if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
@@ -118,12 +128,20 @@ func TestHealthGateSoak(t *testing.T) {
 		if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
 			t.Fatal(err)
 		}
+		written := f.client.Actions()
 		f.expect(want)
+		for _, a := range written { // the informer sees the operator's writes
+			if u, ok := a.(clienttesting.UpdateAction); ok {
+				_ = f.shadows.Update(u.GetObject())
+			}
+		}
 	}
-	step(0, node)                                                               // soak starts at t0
-	step(3*time.Minute, mkNode("n1", unready(nodev1alpha1.ReasonNodeRebooted))) // lost: starts over
-	step(time.Minute, node)                                                     // soak starts again at t0+4m
-	step(soak-time.Second, node)                                                // one second short
+	at := func(d time.Duration) string { return t0.Add(d).Format(time.RFC3339) }
+	step(0, node, "annotate n1 healthy-since="+at(0))                                                         // soak starts at t0
+	step(3*time.Minute, mkNode("n1", unready(nodev1alpha1.ReasonNodeRebooted)), "annotate n1 healthy-since=") // lost: starts over
+	step(time.Minute, node, "annotate n1 healthy-since="+at(4*time.Minute))                                   // soak starts again at t0+4m
+	step(0, node)                                                                                             // soaking
+	step(soak-time.Second, node)                                                                              // one second short
 	if got := f.timers["n1"]; got[len(got)-1] != time.Second {
 		t.Errorf("last timer = %v, want the remaining 1s", got[len(got)-1])
 	}
@@ -137,7 +155,7 @@ func TestHealthGateSoak(t *testing.T) {
 // stored transition time, not from its own start.
 func TestDeadlineAfterFailover(t *testing.T) {
 	s := mkShadow("n1", rebooted, staged, since(25*time.Minute))
-	f := newFixture(t, defaultOptions(), nil, []*updatesv1alpha1.BottlerocketShadow{s})
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")}, []*updatesv1alpha1.BottlerocketShadow{s})
 	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +166,7 @@ func TestDeadlineAfterFailover(t *testing.T) {
 	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	f.expect([]string{"update n1 Idle  failed=DeadlineExceeded:"})
+	f.expect([]string{"update n1 Idle 1.20.0 failed=DeadlineExceeded:"})
 	if got := testutilCounter(f.c.metrics.DeadlineExpiries.WithLabelValues(string(rebooted))); got != 1 {
 		t.Errorf("deadline expiries = %v, want 1", got)
 	}
@@ -157,7 +175,7 @@ func TestDeadlineAfterFailover(t *testing.T) {
 // A write that loses to a concurrent writer (the agent, a user) is retried
 // from a fresh read: the sync fails, and nothing is announced.
 func TestConflictIsRetried(t *testing.T) {
-	f := newFixture(t, defaultOptions(), nil, []*updatesv1alpha1.BottlerocketShadow{mkShadow("n1", staged, staged)})
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")}, []*updatesv1alpha1.BottlerocketShadow{mkShadow("n1", staged, staged)})
 	f.client.PrependReactor("update", "bottlerocketshadows", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "updates.nodehealth.io", Resource: "bottlerocketshadows"}, "n1", errors.New("modified"))
 	})
@@ -167,5 +185,167 @@ func TestConflictIsRetried(t *testing.T) {
 	}
 	if got := f.events(); len(got) != 0 {
 		t.Errorf("events after a failed write: %v", got)
+	}
+}
+
+func rebootRequested(s *updatesv1alpha1.BottlerocketShadow) {
+	s.Status.RebootFromBootID = "boot-0"
+	s.Status.RebootRequestedAt = &metav1.Time{Time: t0.Add(-time.Minute)}
+}
+
+// TestANodeDeletedAfterItsRebootWasRequestedHaltsTheRollout: a release that
+// boots but never becomes healthy leaves an empty NotReady node, exactly what
+// cluster-autoscaler, Karpenter or node repair delete. Past the drain that
+// deletion is the update's failure, and it halts the rollout; otherwise a bad
+// release walks the fleet one deleted node at a time.
+func TestANodeDeletedAfterItsRebootWasRequestedHaltsTheRollout(t *testing.T) {
+	recreated := mkNode("n1")
+	recreated.UID = "uid-of-a-new-node"
+	for _, tc := range []struct {
+		name   string
+		node   *v1.Node
+		shadow *updatesv1alpha1.BottlerocketShadow
+	}{
+		{"deleted after the reboot was requested", nil, mkShadow("n1", rebooted, staged, rebootRequested, since(time.Minute))},
+		{"deleted after the reboot, before the agent reported", nil, mkShadow("n1", rebooted, rebooted, rebootRequested, running(newV))},
+		{"deleted in MonitoringUpdate", nil, mkShadow("n1", monitor, monitor, rebootRequested, running(newV))},
+		{"deleted and re-created with the same name", recreated, mkShadow("n1", monitor, monitor, rebootRequested, running(newV))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var nodes []*v1.Node
+			if tc.node != nil {
+				nodes = append(nodes, tc.node)
+			}
+			f := newFixture(t, defaultOptions(), nodes, []*updatesv1alpha1.BottlerocketShadow{tc.shadow})
+			if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+				t.Fatal(err)
+			}
+			f.expect([]string{"update n1 Idle 1.20.0 failed=NodeDeleted:"})
+			if got := distinct(f.events()); strings.Join(got, ",") != "Warning UpdateFailed" {
+				t.Errorf("events = %v, want Warning UpdateFailed", got)
+			}
+		})
+	}
+}
+
+// TestANodeDeletedBeforeItsRebootWasRequestedFreesItsSlot: a node deleted
+// while it still served, or drained but never rebooted, was scaled down, not
+// broken by the release: no failure, and the next node may start at once
+// (the shadow controller deletes the shadow).
+func TestANodeDeletedBeforeItsRebootWasRequestedFreesItsSlot(t *testing.T) {
+	gone := mkShadow("a", rebooted, staged, since(time.Minute))
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("b")},
+		[]*updatesv1alpha1.BottlerocketShadow{gone, mkShadow("b", idle, idle)})
+	if err := f.c.syncShadow(f.ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(nil)
+	if got := f.timers["a"]; len(got) != 0 {
+		t.Errorf("timers = %v: a deadline for a node that no longer exists could fail it", got)
+	}
+	if err := f.c.syncStart(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"list", "update b StagedAndPerformedUpdate 1.20.0"})
+}
+
+// TestANodeThatNeverReturnsToIdleIsFailedAfterTheReturnToIdleDeadline: spec
+// is Idle but the agent still reports an update state — it can neither
+// complete nor abort (crash-looping, its update repository unreachable). It
+// holds a slot, so past ReturnToIdle it is marked failed and halts the
+// rollout, naming it, instead of silently freezing every other node.
+func TestANodeThatNeverReturnsToIdleIsFailedAfterTheReturnToIdleDeadline(t *testing.T) {
+	for _, status := range []updatesv1alpha1.ShadowState{monitor, errReset, staged} {
+		t.Run(string(status), func(t *testing.T) {
+			s := mkShadow("n1", idle, status, since(returnDL-time.Minute), crashed(1, t0.Add(-time.Hour)))
+			f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")}, []*updatesv1alpha1.BottlerocketShadow{s})
+			if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+				t.Fatal(err)
+			}
+			f.expect(nil)
+			if got := f.timers["n1"]; !equalDurations(got, []time.Duration{time.Minute}) {
+				t.Errorf("timers = %v, want the minute left of ReturnToIdle", got)
+			}
+			f.clock.Step(time.Minute)
+			if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+				t.Fatal(err)
+			}
+			f.expect([]string{"update n1 Idle  failed=DeadlineExceeded:"})
+			if got := distinct(f.events()); strings.Join(got, ",") != "Warning UpdateFailed" {
+				t.Errorf("events = %v", got)
+			}
+			if got := testutilCounter(f.c.metrics.DeadlineExpiries.WithLabelValues("ReturnToIdle")); got != 1 {
+				t.Errorf("deadline expiries{ReturnToIdle} = %v, want 1", got)
+			}
+		})
+	}
+}
+
+// TestARestartLateInMonitoringUpdateContinuesTheSoak: the deadline is
+// measured from the stored transition time, so a soak kept only in memory
+// would start over after a restart or failover and could outlast the
+// deadline, failing a healthy node. Its start is kept in the shadow.
+func TestARestartLateInMonitoringUpdateContinuesTheSoak(t *testing.T) {
+	s := mkShadow("n1", monitor, monitor, running(newV), since(monitorDL-2*time.Minute),
+		annotate(updatesv1alpha1.HealthySinceAnnotation, t0.Add(-soak+time.Minute).Format(time.RFC3339)))
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")}, []*updatesv1alpha1.BottlerocketShadow{s})
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(nil)
+	if got := f.timers["n1"]; !equalDurations(got, []time.Duration{2 * time.Minute, time.Minute}) {
+		t.Fatalf("timers = %v, want the deadline's 2m and the soak's remaining minute", got)
+	}
+	f.clock.Step(time.Minute)
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"update n1 Idle"})
+}
+
+// TestTheSoakStartIsRecordedInTheShadowAndClearedWhenReadinessLapses walks
+// the annotation through one soak.
+func TestTheSoakStartIsRecordedInTheShadowAndClearedWhenReadinessLapses(t *testing.T) {
+	s := mkShadow("n1", monitor, monitor, running(newV))
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")}, []*updatesv1alpha1.BottlerocketShadow{s})
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"annotate n1 healthy-since=" + t0.Format(time.RFC3339)})
+	annotate(updatesv1alpha1.HealthySinceAnnotation, t0.Format(time.RFC3339))(s)
+	_ = f.shadows.Update(s)
+	_ = f.nodes.Update(mkNode("n1", unready(nodev1alpha1.ReasonNodeRebooted)))
+	f.clock.Step(time.Minute)
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"annotate n1 healthy-since="})
+}
+
+// TestTheHealthGateAlsoRequiresTheNodesReadyAndAcceptsNoRequiredExtensions:
+// SystemExtensionsReady says nothing about the kubelet, and a node that
+// lists no gating extension is ready with reason NoRequiredExtensions.
+func TestTheHealthGateAlsoRequiresTheNodesReadyAndAcceptsNoRequiredExtensions(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		node  *v1.Node
+		soaks bool
+	}{
+		{"extensions ready, kubelet not ready", mkNode("n1", kubeletNotReady), false},
+		{"no required extensions, kubelet ready", mkNode("n1", readyReason(nodev1alpha1.ReasonNoRequiredExtensions)), true},
+		{"extensions failed open", mkNode("n1", readyReason(nodev1alpha1.ReasonExtensionsFailedOpen)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := mkShadow("n1", monitor, monitor, running(newV), annotate(updatesv1alpha1.HealthySinceAnnotation, t0.Add(-soak).Format(time.RFC3339)))
+			f := newFixture(t, defaultOptions(), []*v1.Node{tc.node}, []*updatesv1alpha1.BottlerocketShadow{s})
+			if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"annotate n1 healthy-since="}
+			if tc.soaks {
+				want = []string{"update n1 Idle"}
+			}
+			f.expect(want)
+		})
 	}
 }

@@ -1,8 +1,8 @@
 // Package app builds the update-agent command: it wires the
 // UpdateAgentConfiguration into the agent (package pkg/updater/agent), its
 // Bottlerocket API client, its lean API clients and its Lease renewer, serves
-// /healthz and /metrics, and releases the Lease on SIGTERM with the reason
-// the update state calls for.
+// /healthz and /metrics, and on SIGTERM during an update releases the Lease
+// with reason Updating.
 package app
 
 import (
@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"nodehealth.io/heartbeat"
 	"nodehealth.io/heartbeat/prommetrics"
@@ -65,7 +66,7 @@ and reboot; report the new version after the boot.
 It talks to Bottlerocket's API over its Unix socket (apiSocketPath, default
 /run/api.sock). It never cordons and never writes anything of another node.
 It may be killed at any step: the state lives in the shadow and in
-Bottlerocket, and a node is never rebooted twice for one update.
+Bottlerocket, and a node never boots twice into one update.
 
 Configuration comes from --config (an UpdateAgentConfiguration of
 config.nodehealth.io/v1alpha1); the node name from --node-name or NODE_NAME,
@@ -98,29 +99,14 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfigurati
 	if err != nil {
 		return fmt.Errorf("registering the heartbeat metrics: %w", err)
 	}
-	renewer, err := heartbeat.New(leaseClient, heartbeat.Options{
-		Namespace:     cfg.Lease.Namespace,
-		NodeName:      instance.NodeName,
-		Extension:     updatesv1alpha1.UpdaterExtension,
-		Holder:        holder(),
-		LeaseDuration: cfg.Lease.Duration.Duration,
-		RenewInterval: cfg.Lease.RenewInterval.Duration,
-		// The updater registers itself as one more system extension.
-		Register: true,
-		Metrics:  heartbeatMetrics,
-	})
+	renewer, err := heartbeat.New(leaseClient, heartbeatOptions(cfg, instance.NodeName, heartbeatMetrics))
 	if err != nil {
 		return err
 	}
 	api := brapi.New(brapi.Options{SocketPath: cfg.APISocketPath})
 	a, err := agent.New(agent.Clients{
 		Shadows: kube, Nodes: kube, API: api, Lease: renewer, Drain: kube, Events: kube,
-	}, agent.Options{
-		NodeName:            instance.NodeName,
-		UpdateCheckInterval: cfg.UpdateCheckInterval.Duration,
-		DrainTimeout:        cfg.DrainTimeout.Duration,
-		Clock:               clock.RealClock{},
-	})
+	}, agentOptions(cfg, instance.NodeName))
 	if err != nil {
 		return err
 	}
@@ -131,6 +117,8 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfigurati
 		"lease", namespace+"/"+lease,
 		"updateCheckInterval", cfg.UpdateCheckInterval.Duration,
 		"drainTimeout", cfg.DrainTimeout.Duration,
+		"rebootGrace", cfg.RebootGrace.Duration,
+		"readinessTaintKey", cfg.ReadinessTaintKey,
 	)
 	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
 	if err != nil {
@@ -173,9 +161,42 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfigurati
 	return shutdown(ctx, a, nil)
 }
 
-// shutdown releases the Lease when the process was told to stop (SIGTERM):
-// reason Terminating while Idle, Updating during an update. A restart for a
-// changed configuration file leaves it held.
+// agentOptions are the agent's settings from its configuration.
+func agentOptions(cfg *config.UpdateAgentConfiguration, nodeName string) agent.Options {
+	return agent.Options{
+		NodeName:            nodeName,
+		ReadinessTaintKey:   cfg.ReadinessTaintKey,
+		UpdateCheckInterval: cfg.UpdateCheckInterval.Duration,
+		DrainTimeout:        cfg.DrainTimeout.Duration,
+		RebootGrace:         cfg.RebootGrace.Duration,
+		Clock:               clock.RealClock{},
+	}
+}
+
+// heartbeatOptions are the agent's Lease: bottlerocket-updater.<node>.
+func heartbeatOptions(cfg *config.UpdateAgentConfiguration, nodeName string, metrics heartbeat.Metrics) heartbeat.Options {
+	return heartbeat.Options{
+		Namespace:     cfg.Lease.Namespace,
+		NodeName:      nodeName,
+		Extension:     updatesv1alpha1.UpdaterExtension,
+		Holder:        holder(),
+		LeaseDuration: cfg.Lease.Duration.Duration,
+		RenewInterval: cfg.Lease.RenewInterval.Duration,
+		// The updater registers itself as one more system extension, but
+		// one whose outages never gate the node: a bad agent image must not
+		// gate and evict a slice of the fleet. Its planned releases (reason
+		// Updating) still gate — the node-health controller gates a planned
+		// release whatever the extension's affectsReadiness (DESIGN §5).
+		Register:         true,
+		AffectsReadiness: ptr.To(false),
+		Metrics:          metrics,
+	}
+}
+
+// shutdown releases the Lease when the process was told to stop (SIGTERM)
+// during an update, with reason Updating; while Idle it leaves the Lease to
+// expire (agent.Agent.Shutdown). A restart for a changed configuration file
+// leaves it held.
 func shutdown(ctx context.Context, a *agent.Agent, err error) error {
 	if !errors.Is(context.Cause(ctx), options.ErrTerminated) {
 		return err

@@ -3,7 +3,9 @@ package app
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"nodehealth.io/nodehealth/pkg/componentconfig/config/latest"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options/optionstest"
 )
 
@@ -37,7 +39,7 @@ func TestHelpListsOnlyOwnFlags(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"--config", "--write-config-to", "--kubeconfig", "--node-name", "-v, --v", "never rebooted twice"} {
+	for _, want := range []string{"--config", "--write-config-to", "--kubeconfig", "--node-name", "-v, --v", "never boots twice into one update"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("--help lacks %q", want)
 		}
@@ -59,4 +61,40 @@ func TestNodeNameRequired(t *testing.T) {
 
 func TestVersionPrintsAndExits(t *testing.T) {
 	optionstest.VersionPrintsAndExits(t, NewCommand, "update-agent")
+}
+
+// TestTheAgentRegistersItsLeaseAsNotAffectingReadiness: the updater is one
+// more system extension whose planned releases (reason Updating) gate the
+// node, but whose outages — a crash-looping agent, a bad image — must never
+// gate or evict (DESIGN §7). The node-health controller's side, a planned
+// release gating even with affects-readiness=false, is pkg/nodehealth's.
+func TestTheAgentRegistersItsLeaseAsNotAffectingReadiness(t *testing.T) {
+	cfg, err := latest.UpdateAgentConfiguration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := heartbeatOptions(cfg, "node-1", nil)
+	if !opts.Register || opts.AffectsReadiness == nil || *opts.AffectsReadiness {
+		t.Errorf("register %v, affectsReadiness %v: want a self-registered Lease labelled affects-readiness=false", opts.Register, opts.AffectsReadiness)
+	}
+	if opts.Extension != "bottlerocket-updater" || opts.NodeName != "node-1" {
+		t.Errorf("Lease of %s for %s, want bottlerocket-updater for node-1", opts.Extension, opts.NodeName)
+	}
+}
+
+// TestTheReadinessTaintKeyComesFromTheConfiguration: a node-health
+// controller configured with another taint key would otherwise fail every
+// update (the taint the agent waits for never comes) and back each node off
+// to 24 h.
+func TestTheReadinessTaintKeyComesFromTheConfiguration(t *testing.T) {
+	cfg, err := latest.UpdateAgentConfiguration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ReadinessTaintKey = "example.com/not-ready"
+	cfg.RebootGrace.Duration = 5 * time.Minute
+	opts := agentOptions(cfg, "node-1")
+	if opts.ReadinessTaintKey != "example.com/not-ready" || opts.RebootGrace != 5*time.Minute || opts.NodeName != "node-1" {
+		t.Errorf("agent options %+v, want the configured taint key and reboot grace", opts)
+	}
 }

@@ -39,6 +39,7 @@ func updaterOptions(cfg *config.UpdateOperatorConfiguration, ownNode string) (up
 			StagedAndPerformedUpdate: cfg.StateDeadlines.StagedAndPerformedUpdate.Duration,
 			RebootedIntoUpdate:       cfg.StateDeadlines.RebootedIntoUpdate.Duration,
 			MonitoringUpdate:         cfg.StateDeadlines.MonitoringUpdate.Duration,
+			ReturnToIdle:             cfg.StateDeadlines.ReturnToIdle.Duration,
 		},
 		PostRebootSoak: cfg.PostRebootSoak.Duration,
 		OwnNode:        ownNode,

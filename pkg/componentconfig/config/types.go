@@ -212,6 +212,7 @@ type StateDeadlines struct {
 	StagedAndPerformedUpdate metav1.Duration
 	RebootedIntoUpdate       metav1.Duration
 	MonitoringUpdate         metav1.Duration
+	ReturnToIdle             metav1.Duration
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -229,5 +230,7 @@ type UpdateAgentConfiguration struct {
 	APISocketPath       string
 	DrainTimeout        metav1.Duration
 	UpdateCheckInterval metav1.Duration
+	ReadinessTaintKey   string
+	RebootGrace         metav1.Duration
 	Lease               LeaseSettings
 }

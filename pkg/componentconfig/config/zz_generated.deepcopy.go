@@ -303,6 +303,7 @@ func (in *StateDeadlines) DeepCopyInto(out *StateDeadlines) {
 	out.StagedAndPerformedUpdate = in.StagedAndPerformedUpdate
 	out.RebootedIntoUpdate = in.RebootedIntoUpdate
 	out.MonitoringUpdate = in.MonitoringUpdate
+	out.ReturnToIdle = in.ReturnToIdle
 	return
 }
 
@@ -365,6 +366,7 @@ func (in *UpdateAgentConfiguration) DeepCopyInto(out *UpdateAgentConfiguration) 
 	out.Serving = in.Serving
 	out.DrainTimeout = in.DrainTimeout
 	out.UpdateCheckInterval = in.UpdateCheckInterval
+	out.RebootGrace = in.RebootGrace
 	out.Lease = in.Lease
 	return
 }

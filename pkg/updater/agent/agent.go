@@ -64,22 +64,24 @@ type EventRecorder interface {
 
 // Reasons of the UpdateFailed condition and of Events.
 const (
-	ReasonNoVersion         = "NoVersion"
-	ReasonVersionLockFailed = "VersionLockFailed"
-	ReasonNotOffered        = "VersionNotOffered"
-	ReasonPrepareFailed     = "PrepareFailed"
-	ReasonActivateFailed    = "ActivateFailed"
-	ReasonTaintNotApplied   = "ReadinessTaintNotApplied"
-	ReasonDrainTimeout      = "DrainTimeout"
-	ReasonNoBootID          = "NoBootID"
-	ReasonWrongVersion      = "WrongVersionAfterReboot"
-	ReasonDrainBlocked      = "DrainBlocked"
-	ReasonDrained           = "Drained"
-	ReasonRebooting         = "Rebooting"
-	ReasonRebootUncertain   = "RebootUncertain"
-	ReasonRebooted          = "Rebooted"
-	ReasonAborted           = "UpdateAborted"
-	ReasonUpdated           = "Updated"
+	ReasonNoVersion          = "NoVersion"
+	ReasonVersionLockFailed  = "VersionLockFailed"
+	ReasonNotOffered         = updatesv1alpha1.ReasonVersionNotOffered
+	ReasonPrepareFailed      = "PrepareFailed"
+	ReasonActivateFailed     = "ActivateFailed"
+	ReasonTaintNotApplied    = "ReadinessTaintNotApplied"
+	ReasonDrainTimeout       = "DrainTimeout"
+	ReasonNoBootID           = "NoBootID"
+	ReasonWrongVersion       = "WrongVersionAfterReboot"
+	ReasonDrainBlocked       = "DrainBlocked"
+	ReasonDrained            = "Drained"
+	ReasonRebooting          = "Rebooting"
+	ReasonRebootUncertain    = "RebootUncertain"
+	ReasonRebootRefused      = "RebootRefused"
+	ReasonRebooted           = "Rebooted"
+	ReasonAborted            = "UpdateAborted"
+	ReasonVersionLockChanged = "VersionLockChanged"
+	ReasonUpdated            = "Updated"
 )
 
 // Defaults of Options.
@@ -92,6 +94,9 @@ const (
 	// reason that may pass (the API unreachable after the client's own
 	// retries) is tried before the update is reported failed.
 	DefaultTransientAttempts = 3
+	// DefaultRebootGrace: a host that accepted a reboot goes down within
+	// seconds; still up minutes later, the request was lost or refused.
+	DefaultRebootGrace = 3 * time.Minute
 )
 
 // Options configure an Agent; zero values take the defaults.
@@ -112,6 +117,10 @@ type Options struct {
 	RetryInterval time.Duration
 	// TransientAttempts: see DefaultTransientAttempts.
 	TransientAttempts int
+	// RebootGrace is how long after asking for the reboot an agent that
+	// still finds the node on the recorded bootID asks again
+	// (DefaultRebootGrace).
+	RebootGrace time.Duration
 	// Drain tunes the drain's back-off and polling; its Filter and Report
 	// are the agent's.
 	Drain drain.Options
@@ -139,6 +148,9 @@ func (o *Options) complete() error {
 	}
 	if o.TransientAttempts <= 0 {
 		o.TransientAttempts = DefaultTransientAttempts
+	}
+	if o.RebootGrace <= 0 {
+		o.RebootGrace = DefaultRebootGrace
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -174,6 +186,15 @@ type Agent struct {
 	drainStart     time.Time
 	blockedEvent   string
 	transient      int
+	// rebootRetryAt is when a refused reboot is asked for again, and
+	// rebootRefusals how many refusals in a row; markerSeen is when a
+	// marker without rebootRequestedAt was first seen.
+	rebootRetryAt  time.Time
+	rebootRefusals int
+	markerSeen     time.Time
+	// hostChecked: this process has read /os in RebootedIntoUpdate before
+	// draining.
+	hostChecked bool
 
 	// mu guards lastSpec, read by Shutdown from another goroutine.
 	mu       sync.Mutex
@@ -256,16 +277,20 @@ func rebooted(shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) bool {
 	return from != "" && boot != "" && boot != from
 }
 
-// Shutdown releases the Lease when the process stops (SIGTERM): with reason
-// Terminating when no update is in flight, and with reason Updating while
-// one is (DESIGN §7: a SIGTERM during an update must not turn the planned
-// release into a failure that could start an eviction clock).
+// Shutdown runs when the process stops (SIGTERM). During an update it
+// releases the Lease with reason Updating, never another reason: a SIGTERM
+// during an update must not turn the planned release into a failure that
+// could start an eviction clock (DESIGN §7). While Idle it releases nothing:
+// an agent outage is not a node failure. The Lease, registered with
+// affects-readiness=false, expires, which never gates the node; a DaemonSet
+// rollout's new pod renews it before that.
 func (a *Agent) Shutdown(ctx context.Context) error {
 	a.mu.Lock()
 	spec := a.lastSpec
 	a.mu.Unlock()
 	if spec == "" || spec == updatesv1alpha1.StateIdle {
-		return a.c.Lease.Release(ctx, "Terminating", "the update agent is shutting down")
+		klog.FromContext(ctx).Info("Stopping while Idle; the Lease is left to expire")
+		return nil
 	}
 	return a.c.Lease.Release(ctx, nodev1alpha1.ReasonUpdating, fmt.Sprintf("the update agent stopped during an update (%s)", spec))
 }
@@ -361,6 +386,8 @@ func (a *Agent) resetAttempt() {
 	a.drainStart = time.Time{}
 	a.blockedEvent = ""
 	a.transient = 0
+	a.rebootRetryAt, a.rebootRefusals, a.markerSeen = time.Time{}, 0, time.Time{}
+	a.hostChecked = false
 }
 
 // writeStatus applies change to a copy of the shadow's status and writes it
@@ -400,21 +427,40 @@ func truncate(s string, n int) string {
 	return s[:n-3] + "..."
 }
 
-// versions reads the running version and refreshes the offered one. After a
-// boot the dispatcher's status is gone until the first command, so the
-// refresh comes first.
-func (a *Agent) versions(ctx context.Context) (current, target string, err error) {
+// runningVersion is refresh for ending an update (completing or aborting):
+// it needs only /os. A refresh that fails — the update repository
+// unreachable — reports the running version as the offered one until the
+// next periodic refresh, instead of keeping the node in an update state
+// that holds a slot of the rollout.
+func (a *Agent) runningVersion(ctx context.Context) (current, target string, err error) {
+	current, target, _, err = a.refresh(ctx)
+	if err == nil {
+		return current, target, nil
+	}
+	os, oerr := a.c.API.OS(ctx)
+	if oerr != nil {
+		return "", "", oerr
+	}
+	klog.FromContext(ctx).Error(err, "Refreshing the offered version failed; reporting the running one until the next check")
+	return os.VersionID, os.VersionID, nil
+}
+
+// refresh reads the running version and refreshes the offered one, and
+// returns the update status the refresh answered. After a boot the
+// dispatcher's status is gone until the first command, so the refresh comes
+// first.
+func (a *Agent) refresh(ctx context.Context) (current, target string, s *brapi.UpdateStatus, err error) {
 	os, err := a.c.API.OS(ctx)
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
-	s, err := a.c.API.RefreshUpdates(ctx)
+	s, err = a.c.API.RefreshUpdates(ctx)
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
 	target = s.ChosenVersion()
 	if target == "" {
 		target = os.VersionID
 	}
-	return os.VersionID, target, nil
+	return os.VersionID, target, s, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -374,10 +375,13 @@ func TestDrainTimeoutFails(t *testing.T) {
 	}
 }
 
-// TestLostRebootAnswerNeverRebootsTwice: the reboot request's connection
-// drops; the agent cannot tell whether it reached the host, so it waits for
-// the bootID and never asks again.
-func TestLostRebootAnswerNeverRebootsTwice(t *testing.T) {
+// TestALostRebootRequestIsPostedAgainAfterRebootGraceAndBootsOnce: the
+// reboot request's connection drops. The agent cannot tell whether it
+// reached the host, so it waits for the bootID — but a host that accepted a
+// reboot goes down within seconds: still on the recorded bootID rebootGrace
+// later, with the update still armed, it asks again. "Never twice" means
+// never two boots into one update, not never two requests (DESIGN §7).
+func TestALostRebootRequestIsPostedAgainAfterRebootGraceAndBootsOnce(t *testing.T) {
 	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
 	a := h.newAgent()
 	toRebooting(t, h, a)
@@ -386,8 +390,8 @@ func TestLostRebootAnswerNeverRebootsTwice(t *testing.T) {
 	mustSync(t, h, a)
 	h.em.UpdateFaults(func(f *emulator.Faults) { f.DropNext = 1 })
 	mustSync(t, h, a)
-	if h.status().RebootFromBootID != "boot-0" {
-		t.Fatalf("rebootFromBootID = %q, want boot-0 written before the reboot", h.status().RebootFromBootID)
+	if st := h.status(); st.RebootFromBootID != "boot-0" || st.RebootRequestedAt == nil {
+		t.Fatalf("marker %q at %v, want boot-0 and the time, written before the reboot", st.RebootFromBootID, st.RebootRequestedAt)
 	}
 	if h.events.find(ReasonRebootUncertain) == nil {
 		t.Errorf("events %+v, want RebootUncertain", h.events.events)
@@ -396,22 +400,125 @@ func TestLostRebootAnswerNeverRebootsTwice(t *testing.T) {
 		mustSync(t, h, h.newAgent()) // restarted agents too
 	}
 	if got := h.em.State().RebootRequests; got != 0 {
-		t.Fatalf("reboot requests = %d, want 0: the dropped one never arrived and the agent must not ask again", got)
+		t.Fatalf("reboot requests = %d within rebootGrace, want 0: the host may still be going down", got)
+	}
+	h.clk.Step(3 * time.Minute)
+	for i := 0; i < 4 && h.status().CurrentState != rebootedTo; i++ {
+		mustSync(t, h, h.newAgent())
+	}
+	h.expectState(rebootedTo)
+	for i := 0; i < 3; i++ {
+		h.clk.Step(3 * time.Minute)
+		mustSync(t, h, h.newAgent())
+	}
+	if st := h.em.State(); st.Reboots != 1 || st.RebootRequests != 1 {
+		t.Fatalf("reboots = %d, requests = %d, want 1 and 1", st.Reboots, st.RebootRequests)
 	}
 }
 
-func TestRebootHangsNeverAsksTwice(t *testing.T) {
+// TestALostAnswerToTheRebootMarkerStillReboots: the marker write committed
+// but its answer was lost. The agent reads the shadow back instead of
+// waiting for a reboot it never asked for.
+func TestALostAnswerToTheRebootMarkerStillReboots(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	mustSync(t, h, a) // release; the controller taints
+	h.shadows.mu.Lock()
+	h.shadows.loseNext = 1 // the next status write is the marker
+	h.shadows.mu.Unlock()
+	for i := 0; i < 5 && h.em.State().Reboots == 0; i++ {
+		_, _ = h.sync(a)
+	}
+	if st := h.em.State(); st.Reboots != 1 || st.RebootRequests != 1 {
+		t.Fatalf("reboots = %d, requests = %d, want 1 and 1 without waiting for any deadline", st.Reboots, st.RebootRequests)
+	}
+}
+
+// TestARefusedRebootIsRetriedWithBackoffAndBootsOnce: Bottlerocket answers
+// 500 when its reboot command is refused (a shutdown inhibitor). An answer
+// says the host is not going down, so the agent asks again, backing off,
+// instead of leaving a drained node for the operator's deadline.
+func TestARefusedRebootIsRetriedWithBackoffAndBootsOnce(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, Faults: emulator.Faults{RefuseRebootNext: 2}})
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	var waits []time.Duration
+	for i := 0; i < 8 && h.em.State().Reboots == 0; i++ {
+		d := mustSync(t, h, a)
+		if h.em.State().RebootsRefused > len(waits) {
+			waits = append(waits, d)
+		}
+		h.clk.Step(d)
+	}
+	st := h.em.State()
+	if st.RebootsRefused != 2 || st.RebootRequests != 1 || st.Reboots != 1 {
+		t.Fatalf("refused %d, accepted %d, reboots %d; want 2, 1, 1", st.RebootsRefused, st.RebootRequests, st.Reboots)
+	}
+	if len(waits) != 2 || waits[0] <= 0 || waits[1] <= waits[0] || waits[1] > 3*time.Minute {
+		t.Errorf("waits after the refusals = %v, want a growing back-off bounded by rebootGrace", waits)
+	}
+	if e := h.events.find(ReasonRebootRefused); e == nil || e.typ != "Warning" {
+		t.Errorf("events %+v, want a Warning %s", h.events.events, ReasonRebootRefused)
+	}
+	for i := 0; i < 3; i++ {
+		h.clk.Step(3 * time.Minute)
+		mustSync(t, h, h.newAgent())
+	}
+	if st := h.em.State(); st.Reboots != 1 || st.RebootRequests != 1 {
+		t.Fatalf("after the boot: reboots = %d, requests = %d, want 1 and 1", st.Reboots, st.RebootRequests)
+	}
+}
+
+// TestARebootThatHangsIsAskedAgainButNeverBootsTwice: the host accepted the
+// reboot and never went down. After rebootGrace the agent asks again — the
+// update is still armed, so a second request can only cause the first boot.
+func TestARebootThatHangsIsAskedAgainButNeverBootsTwice(t *testing.T) {
 	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, Faults: emulator.Faults{RebootHangs: true}})
 	a := h.newAgent()
 	toRebooting(t, h, a)
-	for i := 0; i < 6; i++ {
+	for i := 0; i < 4; i++ {
 		mustSync(t, h, a)
 		h.clk.Step(time.Minute)
 	}
 	if got := h.em.State().RebootRequests; got != 1 {
-		t.Fatalf("reboot requests = %d, want 1", got)
+		t.Fatalf("reboot requests = %d within rebootGrace, want 1", got)
 	}
-	h.expectState(staged)
+	h.em.UpdateFaults(func(f *emulator.Faults) { f.RebootHangs = false })
+	h.hungRequests = 1
+	for i := 0; i < 6 && h.status().CurrentState != rebootedTo; i++ {
+		h.clk.Step(time.Minute)
+		mustSync(t, h, a)
+	}
+	h.expectState(rebootedTo)
+	if st := h.em.State(); st.Reboots != 1 || st.RebootRequests != 2 {
+		t.Fatalf("reboots = %d, requests = %d; want one boot from the second request", st.Reboots, st.RebootRequests)
+	}
+}
+
+// TestAnAgentThatFindsTheUpdateBootedNeverPostsTheRebootAgain: the host
+// rebooted into the update but the Node still shows the old bootID (the
+// kubelet has not reported yet). The update is no longer armed — the host
+// runs it — so no amount of waiting makes the agent ask again.
+func TestAnAgentThatFindsTheUpdateBootedNeverPostsTheRebootAgain(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.staleBootID = true
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	for i := 0; i < 4 && h.em.State().Reboots == 0; i++ {
+		mustSync(t, h, a)
+	}
+	for i := 0; i < 4; i++ {
+		h.clk.Step(3 * time.Minute)
+		_, _ = h.sync(h.newAgent())
+	}
+	if st := h.em.State(); st.Reboots != 1 || st.RebootRequests != 1 {
+		t.Fatalf("reboots = %d, requests = %d with a stale bootID, want 1 and 1", st.Reboots, st.RebootRequests)
+	}
+	h.expectState(staged) // waits for the Node's bootID
+	h.node.setBootID("boot-1")
+	mustSync(t, h, h.newAgent())
+	h.expectState(rebootedTo)
 }
 
 func TestWrongVersionAfterReboot(t *testing.T) {
@@ -452,21 +559,35 @@ func TestInitLeaseAfterARestartMidDrain(t *testing.T) {
 	}
 }
 
-func TestShutdownReleaseReason(t *testing.T) {
+// TestAnAgentStoppedWhileIdleNeverReleasesItsLeaseWithAFailureReason: an
+// update-agent outage (a bad agent image, a DaemonSet rollout) is not a node
+// failure. While Idle a SIGTERM leaves the Lease to expire — the agent
+// registers it with affects-readiness=false, so that never gates — and
+// during an update it releases with Updating only, never turning the planned
+// release into a failure. (That a planned release gates even from an
+// extension with affectsReadiness false is the node-health controller's
+// side, pkg/nodehealth.)
+func TestAnAgentStoppedWhileIdleNeverReleasesItsLeaseWithAFailureReason(t *testing.T) {
 	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	if err := h.newAgent().Shutdown(context.Background()); err != nil { // before any shadow
+		t.Fatal(err)
+	}
 	h.shadows.create()
 	a := h.newAgent()
 	mustSync(t, h, a)
 	if err := a.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	if got := h.lease.releases(); len(got) != 0 {
+		t.Errorf("releases while Idle = %v, want none", got)
+	}
 	h.operator("1.21.0")
 	mustSync(t, h, a)
 	if err := a.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.lease.releases(); !slices.Equal(got, []string{"Terminating", "Updating"}) {
-		t.Errorf("releases = %v, want Terminating while Idle, Updating during the update", got)
+	if got := h.lease.releases(); !slices.Equal(got, []string{"Updating"}) {
+		t.Errorf("releases = %v, want only Updating, during the update", got)
 	}
 }
 
@@ -480,7 +601,12 @@ func TestSpecWithoutVersionFails(t *testing.T) {
 	h.expectState(errorReset)
 }
 
-func TestVersionNotOfferedFails(t *testing.T) {
+// TestAPinNotOfferedYetWaitsWithoutACrash: Bottlerocket releases in waves,
+// so the version the operator pins may not be offered to this node yet. The
+// agent calls the attempt off (ErrorReset, so the operator returns spec to
+// Idle and the lock is restored) without counting a crash — otherwise the
+// node would back off towards 24 h for waiting its turn.
+func TestAPinNotOfferedYetWaitsWithoutACrash(t *testing.T) {
 	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
 	h.shadows.create()
 	a := h.newAgent()
@@ -488,9 +614,19 @@ func TestVersionNotOfferedFails(t *testing.T) {
 	h.shadows.setSpec(staged, "1.23.0")
 	mustSync(t, h, a)
 	h.expectState(errorReset)
-	if c := meta.FindStatusCondition(h.status().Conditions, updatesv1alpha1.ConditionUpdateFailed); c == nil || c.Reason != ReasonNotOffered {
-		t.Fatalf("conditions %+v", h.status().Conditions)
+	st := h.status()
+	if c := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.ConditionUpdateFailed); c == nil || c.Reason != updatesv1alpha1.ReasonVersionNotOffered {
+		t.Fatalf("conditions %+v, want UpdateFailed/%s", st.Conditions, updatesv1alpha1.ReasonVersionNotOffered)
 	}
+	if st.CrashCount != 0 || st.StateTransitionFailureTimestamp == nil {
+		t.Errorf("crashCount %d, failure time %v: want no crash counted, and the time the version was not offered", st.CrashCount, st.StateTransitionFailureTimestamp)
+	}
+	if e := h.events.find(updatesv1alpha1.ReasonVersionNotOffered); e == nil || e.typ != "Normal" {
+		t.Errorf("events %+v, want a Normal %s", h.events.events, updatesv1alpha1.ReasonVersionNotOffered)
+	}
+	h.operator("1.23.0")
+	mustSync(t, h, a)
+	h.expectConverged("latest")
 }
 
 func TestTransientAPIErrorsRetryThenFail(t *testing.T) {
@@ -621,7 +757,8 @@ func (l killLease) Resume() { _ = l.k.call(func() error { l.Lease.Resume(); retu
 
 // TestKilledAtEveryCall kills the agent at each of its calls in turn, in a
 // whole update, and restarts it: every run finishes the update with exactly
-// one reboot and never drains an untainted node.
+// one reboot and never drains an untainted node — killed between the reboot
+// marker and the reboot, too (the next process asks after rebootGrace).
 func TestKilledAtEveryCall(t *testing.T) {
 	for n := 1; ; n++ {
 		h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
@@ -654,16 +791,13 @@ func TestKilledAtEveryCall(t *testing.T) {
 			h.operator("1.21.0")
 			s := h.shadows.get()
 			done = s.Spec.State == idle && s.Status.CurrentState == idle && s.Status.CurrentVersion == "1.21.0"
+			if st := s.Status; st.RebootFromBootID != "" && st.RebootFromBootID == h.node.bootID() {
+				// Waiting for a boot: killed between the marker and the
+				// reboot, the next process asks after rebootGrace.
+				h.clk.Step(time.Minute)
+			}
 		}
 		if !done {
-			// Killed between writing rebootFromBootID and posting the reboot:
-			// the marker says a reboot may have been asked for in this boot,
-			// so the agent never asks (DESIGN §7: never twice); the node
-			// waits, and the operator's RebootedIntoUpdate deadline fails it.
-			if st, em := h.status(), h.em.State(); st.RebootFromBootID == "boot-0" && h.node.bootID() == "boot-0" && em.RebootRequests == 0 {
-				t.Logf("killed at call %d, right after the reboot marker: no reboot, the node waits for the operator's deadline", n)
-				continue
-			}
 			t.Fatalf("killed at call %d: the update did not finish: %+v", n, h.shadows.get())
 		}
 		if st := h.em.State(); st.RebootRequests != 1 || st.Reboots != 1 {
@@ -686,5 +820,247 @@ func TestKilledAtEveryCall(t *testing.T) {
 			t.Logf("a clean update makes %d calls; killed at each of them", n-1)
 			return
 		}
+	}
+}
+
+// hookAPI runs a function right after a Bottlerocket API call returned: the
+// world (the operator) changing while the agent waits on the host.
+type hookAPI struct {
+	BottlerocketAPI
+	afterPrepare func()
+}
+
+func (a hookAPI) PrepareUpdate(ctx context.Context) (*brapi.UpdateStatus, error) {
+	s, err := a.BottlerocketAPI.PrepareUpdate(ctx)
+	if a.afterPrepare != nil {
+		a.afterPrepare()
+	}
+	return s, err
+}
+
+// expectConverged checks what an abort leaves on the host: nothing
+// activated, the lock as want, the status Idle without bookkeeping.
+func (h *harness) expectConverged(wantLock string) {
+	h.t.Helper()
+	em := h.em.State()
+	if v := em.Status.ActivatedVersion(); v != "" {
+		h.t.Errorf("update %s is still activated on a node whose spec is Idle: the next unplanned reboot boots it with no drain and no health gate", v)
+	}
+	if em.VersionLock != wantLock {
+		h.t.Errorf("version lock = %q, want %q", em.VersionLock, wantLock)
+	}
+	if st := h.status(); st.CurrentState != idle || st.PreviousVersionLock != "" {
+		h.t.Errorf("status = %+v, want Idle with previousVersionLock cleared", st)
+	}
+}
+
+// TestAnAbortWhileTheAgentIsStagingLeavesNothingActivated: the operator's
+// StagedAndPerformedUpdate deadline (15 m) is shorter than a Bottlerocket
+// command may take (20 m). The operator fails the node while prepare runs;
+// the agent must not leave the update activated once spec is Idle, whatever
+// its status said when the abort came.
+func TestAnAbortWhileTheAgentIsStagingLeavesNothingActivated(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.shadows.create()
+	c := h.clients()
+	c.API = hookAPI{BottlerocketAPI: c.API, afterPrepare: func() {
+		h.shadows.setSpec(idle, "1.21.0") // the operator's deadline, as it writes it
+	}}
+	a, err := New(c, h.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	_, _ = h.sync(a) // stages; spec turns Idle while prepare runs
+	for i := 0; i < 3; i++ {
+		mustSync(t, h, a)
+	}
+	h.expectConverged("latest")
+	if h.em.State().RebootRequests != 0 {
+		t.Error("an aborted update rebooted the node")
+	}
+}
+
+// TestAnAgentKilledBetweenPinningAndRestoringTheLockRestoresItOnceSpecIsIdle:
+// the status never left Idle, but the host's lock is the agent's pin.
+func TestAnAgentKilledBetweenPinningAndRestoringTheLockRestoresItOnceSpecIsIdle(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.shadows.create()
+	mustSync(t, h, h.newAgent())
+	h.operator("1.21.0")
+	// The first process recorded the lock, pinned it, and died.
+	k := &killer{n: 4} // VersionLock, status write, PATCH+commit of the pin
+	c := h.clients()
+	c.API = killAPI{k, c.API}
+	c.Shadows = killShadows{k, c.Shadows}
+	a, err := New(c, h.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = h.sync(a)
+	if got := h.em.State().VersionLock; got != "1.21.0" || h.status().PreviousVersionLock != "latest" {
+		t.Fatalf("lock %q, previousVersionLock %q: the kill did not land between pin and restore", got, h.status().PreviousVersionLock)
+	}
+	h.shadows.setSpec(idle, "1.21.0") // the operator's deadline
+	b := h.newAgent()
+	for i := 0; i < 3; i++ {
+		mustSync(t, h, b)
+	}
+	h.expectConverged("latest")
+}
+
+// TestAnAbortLeavesAVersionLockTheUserChangedAlone: a stale
+// previousVersionLock must never overwrite a lock someone set since the
+// agent pinned it; the agent says so in an Event.
+func TestAnAbortLeavesAVersionLockTheUserChangedAlone(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0", "1.22.0"}, Faults: emulator.Faults{PrepareFails: true}})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	mustSync(t, h, a)
+	h.expectState(errorReset)
+	if err := h.api.SetVersionLock(context.Background(), "1.22.0"); err != nil { // a user
+		t.Fatal(err)
+	}
+	h.operator("1.21.0") // → Idle
+	mustSync(t, h, a)
+	h.expectConverged("1.22.0")
+	if h.events.find(ReasonVersionLockChanged) == nil {
+		t.Errorf("events %+v, want %s", h.events.events, ReasonVersionLockChanged)
+	}
+}
+
+// TestAFailedRefreshAfterASuccessfulUpdateStillReportsIdle: completing does
+// not depend on the update repository answering (DESIGN §7). A node that
+// cannot refresh after a good update reports Idle on the new version, so it
+// frees its slot instead of freezing the rollout.
+func TestAFailedRefreshAfterASuccessfulUpdateStillReportsIdle(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	for i := 0; i < 6 && h.status().CurrentState != rebootedTo; i++ {
+		mustSync(t, h, a)
+	}
+	h.operator("1.21.0")
+	mustSync(t, h, a)
+	h.expectState(monitoring)
+	h.em.UpdateFaults(func(f *emulator.Faults) { f.RefreshFails = true })
+	h.operator("1.21.0") // health gate passed: Idle
+	_, _ = h.sync(a)
+	st := h.status()
+	if st.CurrentState != idle || st.CurrentVersion != "1.21.0" || st.CrashCount != 0 || st.RebootFromBootID != "" {
+		t.Fatalf("status = %+v, want Idle on 1.21.0 with the bookkeeping cleared although refresh-updates fails", st)
+	}
+}
+
+// markerHook runs a function right after the reboot marker was written.
+type markerHook struct {
+	ShadowClient
+	afterMarker func()
+}
+
+func (m *markerHook) UpdateShadowStatus(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow) (*updatesv1alpha1.BottlerocketShadow, error) {
+	out, err := m.ShadowClient.UpdateShadowStatus(ctx, s)
+	if err == nil && s.Status.RebootFromBootID != "" && m.afterMarker != nil {
+		m.afterMarker()
+		m.afterMarker = nil
+	}
+	return out, err
+}
+
+// TestAPodThatToleratesTheTaintAndArrivesAfterTheDrainIsEvictedBeforeTheReboot:
+// pods that tolerate the readiness taint (the controller's and operator's
+// own Deployments, anything with operator Exists) are scheduled straight
+// back onto the drained node. The agent lists the node's pods once more
+// right before the reboot and evicts what arrived, so they do not die in the
+// reboot without an eviction.
+func TestAPodThatToleratesTheTaintAndArrivesAfterTheDrainIsEvictedBeforeTheReboot(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.pods.onEvict = func(name string) {
+		if name == "tolerating" && h.em.State().RebootRequests != 0 {
+			t.Error("the late pod was evicted after the reboot was requested")
+		}
+	}
+	c := h.clients()
+	c.Shadows = &markerHook{ShadowClient: c.Shadows, afterMarker: func() {
+		h.pods.add(pod("tolerating", func(p *v1.Pod) {
+			p.Spec.Tolerations = []v1.Toleration{{Operator: v1.TolerationOpExists}}
+		}))
+	}}
+	a, err := New(c, h.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	toRebooting(t, h, a)
+	for i := 0; i < 5 && h.em.State().Reboots == 0; i++ {
+		mustSync(t, h, a)
+	}
+	if h.em.State().Reboots != 1 {
+		t.Fatal("the node did not reboot")
+	}
+	if !slices.Contains(h.pods.evicted, "tolerating") {
+		t.Errorf("evicted %v: the pod that arrived after the drain died in the reboot without an eviction", h.pods.evicted)
+	}
+}
+
+// TestAFailureIsResumedOnlyByARepeatOfItsValue: the agent reads the halt
+// the way the operator does (DESIGN §7): a resume repeats the failed value,
+// and no clocks are compared, so a resume stamped by a clock ahead does not
+// make a later failed update count as a success.
+func TestAFailureIsResumedOnlyByARepeatOfItsValue(t *testing.T) {
+	for _, tc := range []struct {
+		failed, resume string
+		want           bool
+	}{
+		{"", "", false},
+		{"2026-03-02T10:00:00Z", "", true},
+		{"2026-03-02T10:00:00Z", "2026-03-02T10:00:00Z", false},
+		{"2026-03-02T11:00:00Z", "2026-03-02T12:00:00Z", true},
+	} {
+		s := &updatesv1alpha1.BottlerocketShadow{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}
+		if tc.failed != "" {
+			s.Annotations[updatesv1alpha1.FailedAnnotation] = tc.failed
+		}
+		if tc.resume != "" {
+			s.Annotations[updatesv1alpha1.ResumeAnnotation] = tc.resume
+		}
+		if got := failedNotResumed(s); got != tc.want {
+			t.Errorf("failed %q, resume %q: failedNotResumed = %v, want %v", tc.failed, tc.resume, got, tc.want)
+		}
+	}
+}
+
+// TestANodeThatRebootedIntoTheUpdateMidDrainReportsItInsteadOfRebootingAgain:
+// the node rebooted for another reason (a kernel panic, maintenance) while
+// the agent drained it, and booted the activated update. The restarted
+// agent checks where the host stands before draining: it runs spec.version,
+// so it reports RebootedIntoUpdate instead of draining and rebooting again.
+func TestANodeThatRebootedIntoTheUpdateMidDrainReportsItInsteadOfRebootingAgain(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.pods.setBudget("web-2", "web-pdb")
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	mustSync(t, h, a)                                          // release; the controller taints
+	mustSync(t, h, a)                                          // a drain pass, blocked
+	if err := h.api.Reboot(context.Background()); err != nil { // not the agent's
+		t.Fatal(err)
+	}
+	h.settle()
+	h.pods.setBudget("web-2", "")
+	b := h.newAgent() // the reboot restarted the agent
+	if err := b.InitLease(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4 && h.status().CurrentState != rebootedTo; i++ {
+		mustSync(t, h, b)
+	}
+	h.expectState(rebootedTo)
+	if st := h.em.State(); st.Reboots != 1 || st.Running != "1.21.0" {
+		t.Fatalf("reboots = %d, running %s: want the one unplanned boot into 1.21.0 and no second", st.Reboots, st.Running)
+	}
+	if !h.lease.isHeld() {
+		t.Error("the Lease stays released after the node came back on the update")
 	}
 }

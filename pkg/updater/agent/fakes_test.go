@@ -37,7 +37,12 @@ type fakeShadows struct {
 	shadow *updatesv1alpha1.BottlerocketShadow
 	rv     int
 	writes int
+	// loseNext status writes are applied but their answer is lost, as when
+	// the connection drops after the API server committed the write.
+	loseNext int
 }
+
+var errAnswerLost = errors.New("http2: client connection lost")
 
 var shadowResource = schema.GroupResource{Group: "updates.nodehealth.io", Resource: "bottlerocketshadows"}
 
@@ -63,6 +68,10 @@ func (f *fakeShadows) UpdateShadowStatus(_ context.Context, s *updatesv1alpha1.B
 	f.writes++
 	f.shadow.Status = *s.Status.DeepCopy()
 	f.shadow.ResourceVersion = strconv.Itoa(f.rv)
+	if f.loseNext > 0 {
+		f.loseNext--
+		return nil, errAnswerLost
+	}
 	return f.shadow.DeepCopy(), nil
 }
 
@@ -197,6 +206,14 @@ type fakePods struct {
 	// taintAtEviction records, per eviction, whether the node was tainted.
 	node            *fakeNode
 	taintAtEviction []bool
+	// onEvict runs at each accepted eviction, after the pod is gone.
+	onEvict func(name string)
+}
+
+func (f *fakePods) add(p v1.Pod) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pods = append(f.pods, p)
 }
 
 func (f *fakePods) ListPods(_ context.Context, node string) ([]v1.Pod, error) {
@@ -225,6 +242,9 @@ func (f *fakePods) Evict(_ context.Context, pod *v1.Pod) error {
 			f.pods = append(f.pods[:i], f.pods[i+1:]...)
 			f.evicted = append(f.evicted, pod.Name)
 			f.taintAtEviction = append(f.taintAtEviction, f.node.tainted())
+			if f.onEvict != nil {
+				f.onEvict(pod.Name)
+			}
 			return nil
 		}
 	}
@@ -306,6 +326,12 @@ type harness struct {
 	events  *fakeEvents
 	// noController keeps the fake node-health controller from tainting.
 	noController bool
+	// staleBootID keeps the Node's bootID as it was across a reboot, as a
+	// watch that has not seen the kubelet's update yet.
+	staleBootID bool
+	// hungRequests are accepted reboot requests the host never carried
+	// out (Faults.RebootHangs): settle does not wait for them.
+	hungRequests int
 }
 
 func newHarness(t *testing.T, cfg emulator.Config) *harness {
@@ -326,7 +352,9 @@ func newHarness(t *testing.T, cfg emulator.Config) *harness {
 		cfg.Version = "1.20.0"
 	}
 	cfg.RebootHook = func(ctx context.Context, ev emulator.RebootEvent) error {
-		h.node.setBootID(fmt.Sprintf("boot-%d", ev.Reboot))
+		if !h.staleBootID {
+			h.node.setBootID(fmt.Sprintf("boot-%d", ev.Reboot))
+		}
 		return nil
 	}
 	em, err := emulator.New(cfg)
@@ -351,7 +379,7 @@ func (h *harness) clients() Clients {
 
 func (h *harness) options() Options {
 	return Options{NodeName: nodeName, Clock: h.clk, UpdateCheckInterval: 2 * time.Minute, DrainTimeout: 10 * time.Minute,
-		TaintTimeout: 2 * time.Minute, RetryInterval: 10 * time.Second}
+		TaintTimeout: 2 * time.Minute, RetryInterval: 10 * time.Second, RebootGrace: 3 * time.Minute}
 }
 
 func (h *harness) newAgent() *Agent {
@@ -375,10 +403,10 @@ func (h *harness) sync(a *Agent) (time.Duration, error) {
 
 func (h *harness) settle() {
 	h.t.Helper()
-	if st := h.em.State(); st.RebootRequests > st.Reboots && !st.Faults.RebootHangs {
+	if st := h.em.State(); st.RebootRequests-h.hungRequests > st.Reboots && !st.Faults.RebootHangs {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := h.em.WaitForReboots(ctx, st.RebootRequests); err != nil {
+		if err := h.em.WaitForReboots(ctx, st.RebootRequests-h.hungRequests); err != nil {
 			h.t.Fatalf("the emulated host did not reboot: %v", err)
 		}
 	}
@@ -393,7 +421,9 @@ func (h *harness) operator(version string) {
 	s := h.shadows.get()
 	switch {
 	case s.Status.CurrentState == updatesv1alpha1.StateErrorReset && s.Spec.State != updatesv1alpha1.StateIdle:
-		h.shadows.setSpec(updatesv1alpha1.StateIdle, "")
+		// The operator keeps spec.version when it calls an update off, so
+		// the agent can tell its own pin of the version lock from a user's.
+		h.shadows.setSpec(updatesv1alpha1.StateIdle, s.Spec.Version)
 	case s.Status.CurrentState != s.Spec.State:
 	case s.Spec.State == updatesv1alpha1.StateIdle:
 		if s.Status.TargetVersion != "" && s.Status.TargetVersion != s.Status.CurrentVersion && version != "" {

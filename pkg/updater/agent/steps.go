@@ -20,6 +20,12 @@ import (
 
 // syncIdle keeps the offered version current, completes a successful update
 // (MonitoringUpdate → Idle) and aborts an update the operator called off.
+//
+// An abort converges the host whenever spec is Idle, whatever the status
+// says (DESIGN §7): the operator may call an update off while the agent
+// still waits on a Bottlerocket command, so the status may never have left
+// Idle although the lock is pinned (previousVersionLock is recorded first)
+// or the update got activated (seen on the periodic refresh).
 func (a *Agent) syncIdle(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) (time.Duration, error) {
 	switch shadow.Status.CurrentState {
 	case updatesv1alpha1.StateStagedAndPerformedUpdate, updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateErrorReset:
@@ -27,14 +33,26 @@ func (a *Agent) syncIdle(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 	case updatesv1alpha1.StateMonitoringUpdate:
 		return a.complete(ctx, shadow)
 	}
+	if shadow.Status.PreviousVersionLock != "" {
+		return a.abort(ctx, shadow, node)
+	}
 	a.hold()
 	now := a.opts.Clock.Now()
 	if shadow.Status.CurrentState != "" && shadow.Status.CurrentVersion != "" && now.Before(a.nextCheck) {
 		return a.nextCheck.Sub(now), nil
 	}
-	current, target, err := a.versions(ctx)
+	current, target, s, err := a.refresh(ctx)
 	if err != nil {
 		return a.opts.RetryInterval, fmt.Errorf("checking for updates: %w", err)
+	}
+	if v := s.ActivatedVersion(); v != "" {
+		// Activated with spec Idle: nobody asked for it, and the next
+		// unplanned reboot would boot it without a drain or a health gate.
+		klog.FromContext(ctx).Info("An update is activated but the operator asks for Idle; deactivating it", "version", v)
+		if _, err := a.c.API.DeactivateUpdate(ctx); err != nil {
+			return a.opts.RetryInterval, fmt.Errorf("deactivating update %s: %w", v, err)
+		}
+		a.c.Events.Event(shadow, v1.EventTypeNormal, ReasonAborted, fmt.Sprintf("Update %s was activated on node %s while no update was asked for; deactivated", v, a.opts.NodeName))
 	}
 	if _, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.CurrentState = updatesv1alpha1.StateIdle
@@ -52,9 +70,9 @@ func (a *Agent) syncIdle(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 func (a *Agent) complete(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (time.Duration, error) {
 	a.hold()
 	success := !failedNotResumed(shadow)
-	current, target, err := a.versions(ctx)
+	current, target, err := a.runningVersion(ctx)
 	if err != nil {
-		return a.opts.RetryInterval, fmt.Errorf("checking for updates after the update: %w", err)
+		return a.opts.RetryInterval, fmt.Errorf("after the update: %w", err)
 	}
 	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.CurrentState = updatesv1alpha1.StateIdle
@@ -76,15 +94,12 @@ func (a *Agent) complete(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 	return 0, nil
 }
 
-// failedNotResumed reports whether the operator marked the shadow failed
-// after its last resume.
+// failedNotResumed reports whether the shadow carries a failure its resume
+// does not repeat — the operator's rule for a halt (DESIGN §7), written out
+// here because the agent links none of the operator's packages.
 func failedNotResumed(shadow *updatesv1alpha1.BottlerocketShadow) bool {
-	failed, err := time.Parse(time.RFC3339, shadow.Annotations[updatesv1alpha1.FailedAnnotation])
-	if err != nil {
-		return false
-	}
-	resume, err := time.Parse(time.RFC3339, shadow.Annotations[updatesv1alpha1.ResumeAnnotation])
-	return err != nil || failed.After(resume)
+	failed, ok := shadow.Annotations[updatesv1alpha1.FailedAnnotation]
+	return ok && shadow.Annotations[updatesv1alpha1.ResumeAnnotation] != failed
 }
 
 // abort rolls back an update that will not go on (DESIGN §7): deactivate the
@@ -106,12 +121,12 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 		}
 	}
 	if lock := shadow.Status.PreviousVersionLock; lock != "" {
-		if err := a.c.API.SetVersionLock(ctx, lock); err != nil {
-			return a.opts.RetryInterval, fmt.Errorf("aborting the update: restoring the version lock %q: %w", lock, err)
+		if err := a.restoreVersionLock(ctx, shadow, lock); err != nil {
+			return a.opts.RetryInterval, fmt.Errorf("aborting the update: %w", err)
 		}
 	}
 	a.hold()
-	current, target, err := a.versions(ctx)
+	current, target, err := a.runningVersion(ctx)
 	if err != nil {
 		return a.opts.RetryInterval, fmt.Errorf("aborting the update: %w", err)
 	}
@@ -128,6 +143,33 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 	a.c.Events.Event(out, v1.EventTypeNormal, ReasonAborted, fmt.Sprintf("Update to %s called off; node %s stays on %s", shadow.Spec.Version, a.opts.NodeName, current))
 	a.nextCheck = a.opts.Clock.Now().Add(a.opts.UpdateCheckInterval)
 	return 0, nil
+}
+
+// restoreVersionLock puts back the lock the agent recorded before pinning
+// spec.version, but only while the host's lock is still that pin: a lock
+// someone changed since is theirs, and a stale previousVersionLock must not
+// overwrite it. The operator keeps spec.version when it calls an update off.
+func (a *Agent) restoreVersionLock(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, previous string) error {
+	current, err := a.c.API.VersionLock(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the version lock: %w", err)
+	}
+	pin := shadow.Spec.Version
+	switch {
+	case current == previous:
+		return nil
+	case pin != "" && current != brapi.VersionLockLatest && brapi.SameVersion(current, pin):
+		if err := a.c.API.SetVersionLock(ctx, previous); err != nil {
+			return fmt.Errorf("restoring the version lock %q: %w", previous, err)
+		}
+		return nil
+	}
+	klog.FromContext(ctx).Info("The version lock changed since the agent pinned it; leaving it alone",
+		"versionLock", current, "pinned", pin, "previousVersionLock", previous)
+	a.c.Events.Event(shadow, v1.EventTypeNormal, ReasonVersionLockChanged,
+		fmt.Sprintf("The version lock of node %s is %q, not the %q the agent pinned: left as it is (the agent would have restored %q)",
+			a.opts.NodeName, current, pin, previous))
+	return nil
 }
 
 // stepError is a failed step: definite (the update fails now) or transient
@@ -182,6 +224,27 @@ func (a *Agent) fail(ctx context.Context, shadow *updatesv1alpha1.BottlerocketSh
 		return a.opts.RetryInterval, err
 	}
 	a.c.Events.Event(out, v1.EventTypeWarning, reason, fmt.Sprintf("Update to %s failed: %v", shadow.Spec.Version, cause))
+	a.resetAttempt()
+	return a.opts.UpdateCheckInterval, nil
+}
+
+// notOffered calls off an attempt whose version the node is not offered
+// yet: Bottlerocket releases in waves, so this is waiting, not a failure. It
+// reports ErrorReset like fail, so the operator returns spec to Idle and the
+// abort restores the lock, but counts no crash; the operator tries the node
+// again after its next refresh.
+func (a *Agent) notOffered(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, cause error) (time.Duration, error) {
+	klog.FromContext(ctx).Info("The version is not offered to this node yet; waiting for its wave", "version", shadow.Spec.Version, "cause", cause.Error())
+	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		st.CurrentState = updatesv1alpha1.StateErrorReset
+		now := a.now()
+		st.StateTransitionFailureTimestamp = &now
+		a.setCondition(st, updatesv1alpha1.ConditionUpdateFailed, metav1.ConditionTrue, ReasonNotOffered, cause.Error())
+	})
+	if err != nil {
+		return a.opts.RetryInterval, err
+	}
+	a.c.Events.Event(out, v1.EventTypeNormal, ReasonNotOffered, fmt.Sprintf("Not updating to %s yet: %v", shadow.Spec.Version, cause))
 	a.resetAttempt()
 	return a.opts.UpdateCheckInterval, nil
 }
@@ -241,7 +304,7 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 			if chosen == "" {
 				chosen = "none"
 			}
-			return a.fail(ctx, shadow, ReasonNotOffered, fmt.Errorf("version %s is not offered to this node (with the lock pinned to it the updater chose %s; offered: %s)",
+			return a.notOffered(ctx, shadow, fmt.Errorf("version %s is not offered to this node (with the lock pinned to it the updater chose %s; offered: %s)",
 				version, chosen, strings.Join(s.AvailableUpdates, ", ")))
 		}
 		logger.Info("Preparing the update")
@@ -250,6 +313,14 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 		}
 		if !brapi.SameVersion(s.StagedVersion(), version) {
 			return a.fail(ctx, shadow, ReasonPrepareFailed, fmt.Errorf("prepare staged %q, not %s", s.StagedVersion(), version))
+		}
+		// Prepare downloads an image and may outlast the operator's
+		// deadline: activate only what is still asked for.
+		if fresh, err := a.c.Shadows.GetShadow(ctx, shadow.Name); err != nil {
+			return a.opts.RetryInterval, fmt.Errorf("reading shadow %s before activating: %w", shadow.Name, err)
+		} else if fresh.Spec.State != updatesv1alpha1.StateStagedAndPerformedUpdate || fresh.Spec.Version != version {
+			logger.Info("The update was called off while the host prepared it; not activating", "desired", fresh.Spec.State)
+			return 0, nil
 		}
 		logger.Info("Activating the update")
 		if _, err := a.c.API.ActivateUpdate(ctx); err != nil {
@@ -291,11 +362,25 @@ func (a *Agent) syncReboot(ctx context.Context, shadow *updatesv1alpha1.Bottlero
 		return a.opts.RetryInterval, err
 	}
 	if shadow.Status.RebootFromBootID != "" {
-		// The reboot was asked for in this boot (maybe by a process that was
-		// killed right after). Never ask twice: wait for the new bootID; the
-		// operator's deadline catches a reboot that never happens.
-		logger.V(2).Info("Reboot already requested; waiting for the node to boot", "rebootFromBootID", shadow.Status.RebootFromBootID)
-		return a.opts.RetryInterval, nil
+		// The reboot was asked for in this boot, maybe by a process that
+		// was killed right after, or the request got no answer.
+		return a.rebootAgain(ctx, shadow)
+	}
+
+	// Before draining, once per process (a reboot restarts it): a node that
+	// rebooted for another reason mid-drain may have booted the activated
+	// update already. Then it reports that instead of rebooting again;
+	// otherwise it drains (again).
+	if !a.hostChecked {
+		os, err := a.c.API.OS(ctx)
+		if err != nil {
+			return a.opts.RetryInterval, fmt.Errorf("before draining: %w", err)
+		}
+		a.hostChecked = true
+		if brapi.SameVersion(os.VersionID, shadow.Spec.Version) {
+			logger.Info("The host already runs the update (it rebooted for another reason); not draining or rebooting again", "running", os.VersionID)
+			return a.afterReboot(ctx, shadow, node)
+		}
 	}
 
 	// No cordon: the node-health controller's taint, asked for by the
@@ -322,23 +407,120 @@ func (a *Agent) syncReboot(ctx context.Context, shadow *updatesv1alpha1.Bottlero
 	if bootID == "" {
 		return a.fail(ctx, shadow, ReasonNoBootID, fmt.Errorf("node %s reports no bootID: the reboot could not be told from a restart", a.opts.NodeName))
 	}
-	// The marker first: from here on this boot never asks for a reboot again.
-	shadow, err = a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
-		st.RebootFromBootID = bootID
-		a.setCondition(st, updatesv1alpha1.ConditionDrainBlocked, metav1.ConditionFalse, ReasonDrained, "every pod that is not a DaemonSet or mirror pod was evicted")
-	})
+	// The marker first: from here on the Node's bootID, not the API's
+	// answer, tells whether the node rebooted.
+	shadow, err = a.writeRebootMarker(ctx, shadow, bootID)
 	if err != nil {
 		return a.opts.RetryInterval, err
 	}
-	logger.Info("Rebooting", "bootID", bootID)
-	a.c.Events.Event(shadow, v1.EventTypeNormal, ReasonRebooting, fmt.Sprintf("Node %s drained; rebooting into Bottlerocket %s", a.opts.NodeName, shadow.Spec.Version))
-	if err := a.c.API.Reboot(ctx); err != nil {
-		// The request may have reached the host. Whether it rebooted is
-		// told by the Node's bootID, never by asking again.
-		logger.Error(err, "The reboot request failed; not asking again, waiting for the Node's bootID to tell")
-		a.c.Events.Event(shadow, v1.EventTypeWarning, ReasonRebootUncertain, fmt.Sprintf("Reboot request failed (%v); the agent waits for the node's bootID to change and never asks twice", err))
+	return a.postReboot(ctx, shadow)
+}
+
+// writeRebootMarker records rebootFromBootID and rebootRequestedAt. When the
+// write's answer is lost, the shadow is read back: a write that committed
+// must not leave the agent waiting for a reboot it never asked for.
+func (a *Agent) writeRebootMarker(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, bootID string) (*updatesv1alpha1.BottlerocketShadow, error) {
+	at := a.now()
+	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		st.RebootFromBootID, st.RebootRequestedAt = bootID, &at
+		a.setCondition(st, updatesv1alpha1.ConditionDrainBlocked, metav1.ConditionFalse, ReasonDrained, "every pod that is not a DaemonSet or mirror pod was evicted")
+	})
+	if err == nil {
+		return out, nil
 	}
+	fresh, gerr := a.c.Shadows.GetShadow(ctx, shadow.Name)
+	if gerr != nil || fresh.Spec.State != shadow.Spec.State || fresh.Spec.Version != shadow.Spec.Version ||
+		fresh.Status.RebootFromBootID != bootID || fresh.Status.RebootRequestedAt == nil || !fresh.Status.RebootRequestedAt.Equal(&at) {
+		return nil, err
+	}
+	klog.FromContext(ctx).Info("The reboot marker's write committed although its answer was lost", "err", err)
+	return fresh, nil
+}
+
+// postReboot asks the host to reboot. A refusal (an answer with an error
+// status, e.g. Bottlerocket's shutdown inhibitor check) means the host is
+// not going down: it is asked again after a back-off. No answer at all may
+// mean the request reached the host: the Node's bootID tells, and after
+// rebootGrace rebootAgain asks again if the update is still armed.
+func (a *Agent) postReboot(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (time.Duration, error) {
+	logger := klog.FromContext(ctx).WithValues("version", shadow.Spec.Version)
+	a.lastPodPass(ctx)
+	logger.Info("Rebooting", "bootID", shadow.Status.RebootFromBootID)
+	a.c.Events.Event(shadow, v1.EventTypeNormal, ReasonRebooting, fmt.Sprintf("Node %s drained; rebooting into Bottlerocket %s", a.opts.NodeName, shadow.Spec.Version))
+	err := a.c.API.Reboot(ctx)
+	if err == nil {
+		a.rebootRetryAt, a.rebootRefusals = time.Time{}, 0
+		return a.opts.RetryInterval, nil
+	}
+	if brapi.StatusCode(err) != 0 {
+		a.rebootRefusals++
+		wait := a.opts.RetryInterval << min(a.rebootRefusals-1, 16)
+		wait = min(wait, a.opts.RebootGrace)
+		a.rebootRetryAt = a.opts.Clock.Now().Add(wait)
+		logger.Error(err, "The host refused the reboot; asking again after a back-off", "refusals", a.rebootRefusals, "retryIn", wait)
+		a.c.Events.Event(shadow, v1.EventTypeWarning, ReasonRebootRefused, fmt.Sprintf("Bottlerocket refused the reboot (%v); asking again in %s", err, wait))
+		return wait, nil
+	}
+	// The request may have reached the host. Whether it rebooted is told
+	// by the Node's bootID; a host that accepted a reboot goes down within
+	// seconds, so after rebootGrace the agent asks again.
+	logger.Error(err, "The reboot request got no answer; waiting for the Node's bootID to tell", "rebootGrace", a.opts.RebootGrace)
+	a.c.Events.Event(shadow, v1.EventTypeWarning, ReasonRebootUncertain, fmt.Sprintf("Reboot request failed (%v); the agent waits for the node's bootID to change, and asks again after %s only if the update is still armed", err, a.opts.RebootGrace))
 	return a.opts.RetryInterval, nil
+}
+
+// rebootAgain runs while the Node still shows the bootID the marker
+// recorded. Never two boots into one update (DESIGN §7), but not never two
+// requests: a host that accepted a reboot goes down within seconds, so after
+// a refusal's back-off, or rebootGrace after the marker, the agent asks
+// again — only while the update is still armed, i.e. activated for the next
+// boot and not what the host runs. A host that already booted into it (the
+// Node's bootID just not updated yet) runs spec.version, or shows no update
+// status since its boot, and is never asked again.
+func (a *Agent) rebootAgain(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (time.Duration, error) {
+	logger := klog.FromContext(ctx).WithValues("version", shadow.Spec.Version, "rebootFromBootID", shadow.Status.RebootFromBootID)
+	now := a.opts.Clock.Now()
+	due := a.rebootRetryAt
+	if due.IsZero() {
+		requested := shadow.Status.RebootRequestedAt
+		if requested == nil { // written by an agent that did not record the time
+			if a.markerSeen.IsZero() {
+				a.markerSeen = now
+			}
+			requested = &metav1.Time{Time: a.markerSeen}
+		}
+		due = requested.Add(a.opts.RebootGrace)
+	}
+	if now.Before(due) {
+		logger.V(2).Info("Reboot requested; waiting for the node to boot", "askAgainIn", due.Sub(now))
+		return min(a.opts.RetryInterval, due.Sub(now)), nil
+	}
+	os, err := a.c.API.OS(ctx)
+	if err != nil {
+		return a.opts.RetryInterval, fmt.Errorf("before asking for the reboot again: %w", err)
+	}
+	if brapi.SameVersion(os.VersionID, shadow.Spec.Version) {
+		logger.Info("The host runs the update already; waiting for the Node to show its new bootID")
+		return a.opts.RetryInterval, nil
+	}
+	s, err := a.c.API.UpdateStatus(ctx)
+	if brapi.IsNotFound(err) {
+		logger.Info("No update status since the host's boot: it rebooted; waiting for the Node to show its new bootID")
+		return a.opts.RetryInterval, nil
+	}
+	if err != nil {
+		return a.opts.RetryInterval, fmt.Errorf("before asking for the reboot again: %w", err)
+	}
+	if !brapi.SameVersion(s.ActivatedVersion(), shadow.Spec.Version) {
+		logger.Info("The update is no longer activated; not asking for the reboot again", "activated", s.ActivatedVersion())
+		return a.opts.RetryInterval, nil
+	}
+	logger.Info("Still on the recorded bootID with the update armed; asking for the reboot again", "requestedAt", shadow.Status.RebootRequestedAt)
+	shadow, err = a.writeRebootMarker(ctx, shadow, shadow.Status.RebootFromBootID)
+	if err != nil {
+		return a.opts.RetryInterval, err
+	}
+	return a.postReboot(ctx, shadow)
 }
 
 // drain evicts every pod but DaemonSet and mirror pods, one pass per sync.
@@ -397,6 +579,32 @@ func (a *Agent) drain(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 	}
 	wait = min(max(wait, time.Millisecond), a.drainStart.Add(a.opts.DrainTimeout).Sub(now))
 	return false, wait, nil
+}
+
+// lastPodPass lists the node's pods once more right before the reboot and
+// evicts any that arrived since the drain: pods that tolerate the readiness
+// taint (the controller's and the operator's own Deployments, anything with
+// operator Exists) are scheduled straight back onto the drained node, and
+// would otherwise die in the reboot without an eviction. It does not wait
+// for them: the evictions start their graceful termination and let their
+// controllers replace them elsewhere. Best effort: the drain is done.
+func (a *Agent) lastPodPass(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	opts := a.opts.Drain
+	opts.Filter = drain.SkipDaemonSetAndMirrorPods
+	opts.Report = func(r drain.Result) {
+		if r.Outcome == drain.Evicted {
+			logger.Info("Evicted a pod that arrived after the drain", "pod", klog.KObj(r.Pod))
+		}
+	}
+	st, err := drain.New(a.c.Drain, a.opts.NodeName, a.opts.Clock, opts).Pass(ctx)
+	if err != nil {
+		logger.Error(err, "Listing the node's pods before the reboot failed; rebooting anyway")
+		return
+	}
+	for _, r := range st.Pending {
+		logger.Info("A pod that arrived after the drain could not be evicted before the reboot", "pod", klog.KObj(r.Pod), "reason", r.String())
+	}
 }
 
 func (a *Agent) drainPoll() time.Duration {

@@ -20,7 +20,9 @@
 //     attempt did apply, so a 409 is checked against /updates/status and is a
 //     success when the update is already (de)activated.
 //   - reboot is retried only when the connection could not be made, so the
-//     request surely never reached the API: a reboot must never be sent twice.
+//     request surely never reached the API. Whether to ask again after a
+//     refusal or a lost answer is the agent's decision: it asks only while
+//     the update is still armed, so two requests never make two boots.
 //   - 4xx answers and malformed answers are never retried.
 package brapi
 
@@ -449,8 +451,9 @@ func describe(r *CommandResult) string {
 }
 
 // Reboot asks the host to reboot (POST /actions/reboot). It is retried only
-// when the connection could not be made; once sent, a lost answer is an
-// error the caller must not answer with a second reboot.
+// when the connection could not be made. An error with a status code
+// (StatusCode) is a refusal: the host is not going down. An error without
+// one may have reached the host: the caller tells by the node's bootID.
 func (c *Client) Reboot(ctx context.Context) error {
 	return c.do(ctx, call{method: http.MethodPost, path: "/actions/reboot", class: retryNotSent}, nil)
 }

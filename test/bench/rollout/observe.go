@@ -139,7 +139,8 @@ func counts(s *updatesv1alpha1.BottlerocketShadow) bool {
 		return true
 	}
 	switch s.Status.CurrentState {
-	case updatesv1alpha1.StateStagedAndPerformedUpdate, updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateMonitoringUpdate:
+	case updatesv1alpha1.StateStagedAndPerformedUpdate, updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateMonitoringUpdate,
+		updatesv1alpha1.StateErrorReset:
 	default:
 		return false
 	}

@@ -58,8 +58,8 @@ func shadows(t testing.TB) versioned.Interface {
 	return c
 }
 
-// createShadow plays the operator: the shadow of node, spec Idle, owned by
-// the Node.
+// createShadow plays the operator: the shadow of node, spec Idle, the
+// Node's UID in the node-uid annotation.
 func createShadow(t *testing.T, node string) {
 	t.Helper()
 	ctx := testenv.Context(t)
@@ -68,9 +68,8 @@ func createShadow(t *testing.T, node string) {
 		t.Fatal(err)
 	}
 	_, err = shadows(t).UpdatesV1alpha1().BottlerocketShadows().Create(ctx, &updatesv1alpha1.BottlerocketShadow{
-		ObjectMeta: metav1.ObjectMeta{Name: node, OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: "v1", Kind: "Node", Name: node, UID: n.UID}}},
-		Spec: updatesv1alpha1.BottlerocketShadowSpec{State: updatesv1alpha1.StateIdle},
+		ObjectMeta: metav1.ObjectMeta{Name: node, Annotations: map[string]string{updatesv1alpha1.NodeUIDAnnotation: string(n.UID)}},
+		Spec:       updatesv1alpha1.BottlerocketShadowSpec{State: updatesv1alpha1.StateIdle},
 	}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
 	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
@@ -264,5 +265,35 @@ func TestDrainBlockedByPDB(t *testing.T) {
 	sh := waitShadow(t, node, "RebootedIntoUpdate", stateIs(updatesv1alpha1.StateRebootedIntoUpdate))
 	if sh.Status.CurrentVersion != "1.21.0" || s.Emulator.State().Reboots != 1 {
 		t.Errorf("status %+v, reboots %d", sh.Status, s.Emulator.State().Reboots)
+	}
+}
+
+// TestARefusedRebootIsAskedAgainAndTheNodeBootsOnce: Bottlerocket answers the
+// reboot 500 (its shutdown inhibitor check refused it). The agent asks again
+// after a back-off instead of leaving the drained node for the operator's
+// deadline, and the node boots once.
+func TestARefusedRebootIsAskedAgainAndTheNodeBootsOnce(t *testing.T) {
+	installAgent(t)
+	startController(t)
+	const node = "upd-refused"
+	s := startSimNode(t, framework.SimNodeOptions{Name: node, Offered: []string{"1.21.0"}, Faults: emulator.Faults{RefuseRebootNext: 1}})
+	createShadow(t, node)
+	waitShadow(t, node, "first status", stateIs(updatesv1alpha1.StateIdle))
+	waitUngated(t, node)
+
+	sh := updateNode(t, node, "1.21.0")
+	if sh.Status.CurrentVersion != "1.21.0" {
+		t.Errorf("after the reboot status = %+v, want currentVersion 1.21.0", sh.Status)
+	}
+	if st := s.Emulator.State(); st.RebootsRefused != 1 || st.RebootRequests != 1 || st.Reboots != 1 {
+		t.Errorf("refused %d, accepted %d, reboots %d; want 1, 1, 1", st.RebootsRefused, st.RebootRequests, st.Reboots)
+	}
+	evs, err := testenv.Env(t).Client.CoreV1().Events(metav1.NamespaceDefault).List(testenv.Context(t), metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + node + ",reason=RebootRefused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs.Items) == 0 {
+		t.Error("no RebootRefused Event")
 	}
 }

@@ -130,6 +130,13 @@ eviction:
 // startOperator runs the update operator with test-sized deadlines and soak.
 func startOperator(t *testing.T, maxConcurrent int) *component {
 	t.Helper()
+	return startOperatorWithStagingDeadline(t, maxConcurrent, 60*time.Second)
+}
+
+// startOperatorWithStagingDeadline is startOperator with the
+// StagedAndPerformedUpdate deadline chosen.
+func startOperatorWithStagingDeadline(t *testing.T, maxConcurrent int, staging time.Duration) *component {
+	t.Helper()
 	return start(t, "update-operator", `apiVersion: config.nodehealth.io/v1alpha1
 kind: UpdateOperatorConfiguration
 leaderElection:
@@ -142,7 +149,7 @@ serving:
 maxConcurrentUpdates: `+strconv.Itoa(maxConcurrent)+`
 postRebootSoak: 2s
 stateDeadlines:
-  stagedAndPerformedUpdate: 60s
+  stagedAndPerformedUpdate: `+staging.String()+`
   rebootedIntoUpdate: 90s
   monitoringUpdate: 60s
 `)
@@ -199,15 +206,38 @@ next:
 // itself), and waits until the node-health controller let each serve.
 func startNodes(t *testing.T, faults map[string]emulator.Faults, names ...string) map[string]*framework.SimNode {
 	t.Helper()
-	env := testenv.Env(t)
-	ctx := testenv.Context(t)
-	probe := filepath.Join(t.TempDir(), "healthy")
-	if err := os.WriteFile(probe, nil, 0o644); err != nil {
+	return startNodesWith(t, faults, nil, names...)
+}
+
+// probes holds each simulated node's cni probe file: removing it makes that
+// node's second extension fail.
+var probes sync.Map
+
+// breakExtension makes the node's cni extension fail its probe.
+func breakExtension(t *testing.T, node string) {
+	t.Helper()
+	p, ok := probes.Load(node)
+	if !ok {
+		t.Fatalf("node %s has no probe file", node)
+	}
+	if err := os.Remove(p.(string)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startNodesWith is startNodes with command delays for some emulators.
+func startNodesWith(t *testing.T, faults map[string]emulator.Faults, delays map[string]emulator.Delays, names ...string) map[string]*framework.SimNode {
+	t.Helper()
+	env := testenv.Env(t)
+	ctx := testenv.Context(t)
 	nodes := map[string]*framework.SimNode{}
 	for _, name := range names {
 		dir := t.TempDir()
+		probe := filepath.Join(dir, "healthy")
+		if err := os.WriteFile(probe, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		probes.Store(name, probe)
 		addr := testenv.FreeLoopbackAddresses(t, 1)[0]
 		hb := filepath.Join(dir, "cni.yaml")
 		if err := os.WriteFile(hb, []byte(fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
@@ -233,6 +263,7 @@ probe:
 		s, err := env.StartSimNode(ctx, framework.SimNodeOptions{
 			Name: name, Labels: managedLabels, Version: oldVersion,
 			Faults:      faults[name],
+			Delays:      delays[name],
 			AgentBinary: filepath.Join(binDir, "update-agent"),
 			AgentConfig: func(kubeconfig, socket, servingAddr string) string {
 				return fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1

@@ -25,13 +25,14 @@ import (
 
 // updating is DESIGN §7's count: a node counts toward maxConcurrentUpdates
 // while its spec is out of Idle, or while its agent still reports an update
-// state and the operator has not marked it failed.
+// state (ErrorReset included) and the operator has not marked it failed.
 func updating(s *updatesv1alpha1.BottlerocketShadow) bool {
 	if s.Spec.State != updatesv1alpha1.StateIdle {
 		return true
 	}
 	switch s.Status.CurrentState {
-	case updatesv1alpha1.StateStagedAndPerformedUpdate, updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateMonitoringUpdate:
+	case updatesv1alpha1.StateStagedAndPerformedUpdate, updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateMonitoringUpdate,
+		updatesv1alpha1.StateErrorReset:
 		_, failed := s.Annotations[updatesv1alpha1.FailedAnnotation]
 		return !failed
 	}

@@ -57,7 +57,7 @@ func baseOptions(t *testing.T) updater.Options {
 		Selector:      labels.SelectorFromSet(labels.Set{k: v}),
 		MaxConcurrent: intstr.FromInt32(1),
 		Deadlines: updater.Deadlines{StagedAndPerformedUpdate: 20 * time.Second, RebootedIntoUpdate: 20 * time.Second,
-			MonitoringUpdate: 20 * time.Second},
+			MonitoringUpdate: 20 * time.Second, ReturnToIdle: 20 * time.Second},
 		PostRebootSoak: time.Second,
 	}
 }
@@ -97,15 +97,18 @@ func createNodesReady(t *testing.T, ready bool, names ...string) {
 }
 
 // setReady writes the node's SystemExtensionsReady condition as the
-// node-health controller does.
+// node-health controller does, and its Ready condition True as a kubelet
+// would (these nodes have none; the health gate needs both).
 func setReady(t *testing.T, ctx context.Context, node string, ready bool) {
 	t.Helper()
+	now := time.Now().UTC().Format(time.RFC3339)
 	cond := map[string]any{"type": nodev1alpha1.SystemExtensionsReadyCondition, "status": "True", "reason": nodev1alpha1.ReasonExtensionsReady,
-		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+		"lastTransitionTime": now}
 	if !ready {
 		cond["status"], cond["reason"] = "False", nodev1alpha1.ReasonNodeRebooted
 	}
-	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{cond}}})
+	kubelet := map[string]any{"type": "Ready", "status": "True", "reason": "KubeletReady", "lastTransitionTime": now}
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{cond, kubelet}}})
 	if _, err := testenv.Env(t).Client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		t.Errorf("setting %s ready=%v: %v", node, ready, err)
 	}
@@ -383,10 +386,14 @@ func failed(s *updatesv1alpha1.BottlerocketShadow) bool {
 }
 
 // resume writes the resume annotation as `kubectl nodehealth update resume`
-// does.
+// does: a copy of the failed value.
 func resume(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, updatesv1alpha1.ResumeAnnotation, time.Now().UTC().Add(time.Second).Format(time.RFC3339))
+	s, err := shadows(t).UpdatesV1alpha1().BottlerocketShadows().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, updatesv1alpha1.ResumeAnnotation, s.Annotations[updatesv1alpha1.FailedAnnotation])
 	if _, err := shadows(t).UpdatesV1alpha1().BottlerocketShadows().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,10 @@ import (
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
-// Shadows follow the selector: created (owned by the node, spec Idle, no
-// status) for matching nodes, deleted when the label goes — but only once
-// the node is Idle — and garbage-collected with the node.
+// Shadows follow the selector: created (the node's UID in the node-uid
+// annotation, no ownerReference, spec Idle, no status) for matching nodes,
+// deleted when the label goes — but only once the node is Idle — and deleted
+// by the operator when an Idle node is deleted.
 func TestShadowLifecycle(t *testing.T) {
 	ctx := ctxFor(t, 3*time.Minute)
 	env := testenv.Env(t)
@@ -29,9 +30,9 @@ func TestShadowLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != node.UID || s.Spec.State != updatesv1alpha1.StateIdle ||
-		s.Status.CurrentState != "" {
-		t.Errorf("created shadow: owners %v spec %+v status %+v", s.OwnerReferences, s.Spec, s.Status)
+	if len(s.OwnerReferences) != 0 || s.Annotations[updatesv1alpha1.NodeUIDAnnotation] != string(node.UID) ||
+		s.Spec.State != updatesv1alpha1.StateIdle || s.Status.CurrentState != "" {
+		t.Errorf("created shadow: owners %v annotations %v spec %+v status %+v", s.OwnerReferences, s.Annotations, s.Spec, s.Status)
 	}
 	waitShadow(t, ctx, "life-b", "created", func(*updatesv1alpha1.BottlerocketShadow) bool { return true })
 
@@ -65,12 +66,11 @@ func TestShadowLifecycle(t *testing.T) {
 		t.Fatalf("the Idle shadow of an unmanaged node stays: %v", err)
 	}
 
-	// Node deleted: kube-controller-manager's garbage collector removes the
-	// shadow through its ownerReference.
+	// An Idle node deleted (a scale-down): the operator deletes its shadow.
 	if err := env.DeleteNode(ctx, "life-b"); err != nil {
 		t.Fatal(err)
 	}
 	if err := framework.WaitForDeletion[*updatesv1alpha1.BottlerocketShadow](ctx, shadowLW(t, "life-b"), "", "life-b"); err != nil {
-		t.Fatalf("shadow not garbage-collected with its node: %v", err)
+		t.Fatalf("the shadow of a deleted Idle node stays: %v", err)
 	}
 }

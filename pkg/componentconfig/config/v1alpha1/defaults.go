@@ -187,6 +187,9 @@ func SetDefaults_UpdateOperatorConfiguration(obj *configv1alpha1.UpdateOperatorC
 	setDuration(&obj.StateDeadlines.StagedAndPerformedUpdate, 15*time.Minute)
 	setDuration(&obj.StateDeadlines.RebootedIntoUpdate, 30*time.Minute)
 	setDuration(&obj.StateDeadlines.MonitoringUpdate, 20*time.Minute)
+	// Completing or aborting is a few local calls and one status write; ten
+	// minutes is an agent that cannot (crash-looping, no update repository).
+	setDuration(&obj.StateDeadlines.ReturnToIdle, 10*time.Minute)
 	setDuration(&obj.PostRebootSoak, 5*time.Minute)
 }
 
@@ -205,6 +208,12 @@ func SetDefaults_UpdateAgentConfiguration(obj *configv1alpha1.UpdateAgentConfigu
 	// Brupop's agent checks every two minutes too; a refresh is one local
 	// call and at most one status write when the offer changed.
 	setDuration(&obj.UpdateCheckInterval, 2*time.Minute)
+	if obj.ReadinessTaintKey == "" {
+		obj.ReadinessTaintKey = nodev1alpha1.DefaultReadinessTaintKey
+	}
+	// A host that accepted a reboot goes down within seconds; minutes later
+	// the request was lost or refused.
+	setDuration(&obj.RebootGrace, 3*time.Minute)
 	SetDefaults_LeaseSettings(&obj.Lease)
 }
 

@@ -722,6 +722,9 @@ func autoConvert_v1alpha1_StateDeadlines_To_config_StateDeadlines(in *configv1al
 	if err := v1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.MonitoringUpdate, &out.MonitoringUpdate, s); err != nil {
 		return err
 	}
+	if err := v1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.ReturnToIdle, &out.ReturnToIdle, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -738,6 +741,9 @@ func autoConvert_config_StateDeadlines_To_v1alpha1_StateDeadlines(in *config.Sta
 		return err
 	}
 	if err := v1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.MonitoringUpdate, &out.MonitoringUpdate, s); err != nil {
+		return err
+	}
+	if err := v1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.ReturnToIdle, &out.ReturnToIdle, s); err != nil {
 		return err
 	}
 	return nil
@@ -807,6 +813,10 @@ func autoConvert_v1alpha1_UpdateAgentConfiguration_To_config_UpdateAgentConfigur
 	if err := v1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.UpdateCheckInterval, &out.UpdateCheckInterval, s); err != nil {
 		return err
 	}
+	out.ReadinessTaintKey = in.ReadinessTaintKey
+	if err := v1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.RebootGrace, &out.RebootGrace, s); err != nil {
+		return err
+	}
 	if err := Convert_v1alpha1_LeaseSettings_To_config_LeaseSettings(&in.Lease, &out.Lease, s); err != nil {
 		return err
 	}
@@ -835,6 +845,10 @@ func autoConvert_config_UpdateAgentConfiguration_To_v1alpha1_UpdateAgentConfigur
 		return err
 	}
 	if err := v1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.UpdateCheckInterval, &out.UpdateCheckInterval, s); err != nil {
+		return err
+	}
+	out.ReadinessTaintKey = in.ReadinessTaintKey
+	if err := v1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.RebootGrace, &out.RebootGrace, s); err != nil {
 		return err
 	}
 	if err := Convert_config_LeaseSettings_To_v1alpha1_LeaseSettings(&in.Lease, &out.Lease, s); err != nil {

@@ -289,6 +289,7 @@ func ValidateUpdateOperatorConfiguration(c *config.UpdateOperatorConfiguration) 
 	errs = append(errs, validatePositiveDuration(c.StateDeadlines.StagedAndPerformedUpdate, deadlinesPath.Child("stagedAndPerformedUpdate"))...)
 	errs = append(errs, validatePositiveDuration(c.StateDeadlines.RebootedIntoUpdate, deadlinesPath.Child("rebootedIntoUpdate"))...)
 	errs = append(errs, validatePositiveDuration(c.StateDeadlines.MonitoringUpdate, deadlinesPath.Child("monitoringUpdate"))...)
+	errs = append(errs, validatePositiveDuration(c.StateDeadlines.ReturnToIdle, deadlinesPath.Child("returnToIdle"))...)
 	errs = append(errs, validateNonNegativeDuration(c.PostRebootSoak, field.NewPath("postRebootSoak"))...)
 	if c.StateDeadlines.MonitoringUpdate.Duration <= c.PostRebootSoak.Duration {
 		errs = append(errs, field.Invalid(deadlinesPath.Child("monitoringUpdate"), c.StateDeadlines.MonitoringUpdate.Duration.String(),
@@ -329,6 +330,10 @@ func ValidateUpdateAgentConfiguration(c *config.UpdateAgentConfiguration) field.
 	}
 	errs = append(errs, validatePositiveDuration(c.DrainTimeout, field.NewPath("drainTimeout"))...)
 	errs = append(errs, validatePositiveDuration(c.UpdateCheckInterval, field.NewPath("updateCheckInterval"))...)
+	for _, msg := range utilvalidation.IsQualifiedName(c.ReadinessTaintKey) {
+		errs = append(errs, field.Invalid(field.NewPath("readinessTaintKey"), c.ReadinessTaintKey, msg))
+	}
+	errs = append(errs, validatePositiveDuration(c.RebootGrace, field.NewPath("rebootGrace"))...)
 	errs = append(errs, validateLeaseSettings(&c.Lease, field.NewPath("lease"))...)
 	return errs
 }

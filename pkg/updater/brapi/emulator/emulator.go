@@ -593,6 +593,13 @@ func (e *Emulator) startLocked(cmd brapi.CommandType) answer {
 
 func (e *Emulator) rebootLocked() answer {
 	st := e.state
+	if st.Faults.RefuseRebootNext > 0 {
+		st.Faults.RefuseRebootNext--
+		st.RebootsRefused++
+		e.logger.Info("Reboot refused (fault injected)")
+		e.saveLocked()
+		return textAnswer(http.StatusInternalServerError, "Unable to reboot: failed to run 'shutdown -r': a shutdown inhibitor is active (emulated refusal)")
+	}
 	st.RebootRequests++
 	if st.Faults.RebootHangs {
 		e.logger.Info("Reboot accepted but hangs (fault injected)")

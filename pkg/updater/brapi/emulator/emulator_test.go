@@ -330,3 +330,24 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestARefusedRebootAnswers500AndDoesNotReboot: Bottlerocket's API answers a
+// reboot it could not start with an error status, and the host stays up.
+func TestARefusedRebootAnswers500AndDoesNotReboot(t *testing.T) {
+	rebooted := make(chan RebootEvent, 2)
+	e := start(t, Config{Faults: Faults{RefuseRebootNext: 1},
+		RebootHook: func(_ context.Context, ev RebootEvent) error { rebooted <- ev; return nil }})
+	if body := expect(t, e, "POST", "/actions/reboot", "", 500); !strings.Contains(body, "inhibitor") {
+		t.Errorf("refusal body %q, want it to say why", body)
+	}
+	if st := e.State(); st.RebootRequests != 0 || st.RebootsRefused != 1 || st.Rebooting {
+		t.Fatalf("after a refusal: %+v", st)
+	}
+	expect(t, e, "POST", "/actions/reboot", "", 204)
+	if err := e.WaitForReboots(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.State(); st.RebootRequests != 1 || st.Reboots != 1 {
+		t.Errorf("after the second request: %d accepted, %d reboots; want 1 and 1", st.RebootRequests, st.Reboots)
+	}
+}

@@ -24,6 +24,14 @@ type Faults struct {
 	// RebootHangs accepts POST /actions/reboot but never reboots: the hook
 	// does not run and the running version stays.
 	RebootHangs bool `json:"rebootHangs,omitempty"`
+	// RefuseRebootNext answers the next N POST /actions/reboot 500 without
+	// rebooting, as Bottlerocket's API server does when the reboot command
+	// fails — e.g. its check for shutdown inhibitors refuses it. The host is
+	// then definitely not going down. (Source: bottlerocket-core-kit
+	// sources/api, apiserver's reboot action; the status code and the
+	// inhibitor check are as DESIGN §7 describes them, to be checked against
+	// that source.)
+	RefuseRebootNext int `json:"refuseRebootNext,omitempty"`
 	// NeverComesUp makes the activated version fail to boot: the reboot
 	// happens (the hook runs) but the host comes back on the version it ran
 	// before, as Bottlerocket does when the new partition set fails to boot.
@@ -88,7 +96,10 @@ type State struct {
 	// Reboots counts completed reboots: a test's "never twice" check.
 	Reboots int `json:"reboots"`
 	// RebootRequests counts accepted POST /actions/reboot.
-	RebootRequests int    `json:"rebootRequests"`
+	RebootRequests int `json:"rebootRequests"`
+	// RebootsRefused counts POST /actions/reboot answered 500
+	// (Faults.RefuseRebootNext).
+	RebootsRefused int    `json:"rebootsRefused,omitempty"`
 	Faults         Faults `json:"faults"`
 	Delays         Delays `json:"delays"`
 	// Rebooting is true between an accepted reboot and the boot; API

@@ -106,6 +106,15 @@ type StateDeadlines struct {
 	// MonitoringUpdate covers waiting for full readiness plus the
 	// postRebootSoak. It must be longer than postRebootSoak. Default 20m.
 	MonitoringUpdate *metav1.Duration `json:"monitoringUpdate,omitempty"`
+
+	// ReturnToIdle bounds how long a node whose spec is back at Idle may
+	// still report an update state (completing after its health gate, or
+	// aborting after a failure before its reboot) before the agent reports
+	// Idle. Such a node counts toward the concurrency limits; past this
+	// deadline it is marked failed and halts the rollout instead of holding
+	// a slot forever (an agent crash-looping, an update repository the node
+	// cannot reach). Default 10m.
+	ReturnToIdle *metav1.Duration `json:"returnToIdle,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -148,6 +157,20 @@ type UpdateAgentConfiguration struct {
 	// for the offered version (refresh-updates) and reports it as the
 	// shadow's status.targetVersion while the node is Idle.
 	UpdateCheckInterval *metav1.Duration `json:"updateCheckInterval,omitempty"`
+
+	// ReadinessTaintKey is the node-health controller's readiness taint
+	// (its taint.key), which the agent waits for after releasing its Lease
+	// and before it drains. It must be the controller's key, or every update
+	// fails waiting for a taint that never comes. Default
+	// nodehealth.io/not-ready.
+	ReadinessTaintKey string `json:"readinessTaintKey,omitempty"`
+
+	// RebootGrace is how long after asking for the reboot an agent that
+	// still finds the node on the bootID it recorded asks again. A host that
+	// accepted a reboot goes down within seconds, so the request was lost
+	// or refused; a second request is never a second boot into the same
+	// update. Default 3m.
+	RebootGrace *metav1.Duration `json:"rebootGrace,omitempty"`
 
 	// Lease configures the agent's own extension Lease (extension
 	// bottlerocket-updater), which it releases with reason Updating before

@@ -399,6 +399,11 @@ func (in *StateDeadlines) DeepCopyInto(out *StateDeadlines) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.ReturnToIdle != nil {
+		in, out := &in.ReturnToIdle, &out.ReturnToIdle
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	return
 }
 
@@ -466,6 +471,11 @@ func (in *UpdateAgentConfiguration) DeepCopyInto(out *UpdateAgentConfiguration) 
 	}
 	if in.UpdateCheckInterval != nil {
 		in, out := &in.UpdateCheckInterval, &out.UpdateCheckInterval
+		*out = new(v1.Duration)
+		**out = **in
+	}
+	if in.RebootGrace != nil {
+		in, out := &in.RebootGrace, &out.RebootGrace
 		*out = new(v1.Duration)
 		**out = **in
 	}

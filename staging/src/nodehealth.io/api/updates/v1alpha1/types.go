@@ -43,9 +43,12 @@ const (
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // BottlerocketShadow mirrors the update state of one Bottlerocket node. It is
-// cluster-scoped, named after its node and owned by it (garbage-collected with
-// it). The update operator writes spec and metadata; the node's update agent
-// writes status only.
+// cluster-scoped and named after its node. It has no ownerReference: the
+// shadow of a node deleted after its reboot was requested is the record of a
+// failed update that halts the rollout, so the update operator deletes
+// shadows itself; the node's UID is in the annotation
+// updates.nodehealth.io/node-uid. The update operator writes spec and
+// metadata; the node's update agent writes status only.
 type BottlerocketShadow struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -73,7 +76,10 @@ type BottlerocketShadowSpec struct {
 	StateTransitionTimestamp *metav1.Time `json:"stateTransitionTimestamp,omitempty"`
 
 	// Version is the OS version the update in flight goes to. It is set when
-	// the node leaves Idle and stays fixed until the node is Idle again.
+	// the node leaves Idle and stays fixed until the node is Idle again. An
+	// update called off (a failure before or after the reboot) keeps it at
+	// Idle, so the agent restores the version lock only while the lock is
+	// still the version it pinned.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Version string `json:"version,omitempty"`
@@ -115,6 +121,14 @@ type BottlerocketShadowStatus struct {
 	// happened, so an agent restarted mid-update never reboots twice.
 	// +optional
 	RebootFromBootID string `json:"rebootFromBootID,omitempty"`
+
+	// RebootRequestedAt is when the agent wrote RebootFromBootID, right
+	// before it asked for the reboot. From then on the node is past its
+	// drain: deleting it is an update failure. An agent that still finds the
+	// node on that bootID RebootGrace after it asks for the reboot again (a
+	// host that accepted a reboot goes down within seconds).
+	// +optional
+	RebootRequestedAt *metav1.Time `json:"rebootRequestedAt,omitempty"`
 
 	// PreviousVersionLock is the node's updates.version-lock setting before
 	// the agent pinned the update's version; it is restored after activation

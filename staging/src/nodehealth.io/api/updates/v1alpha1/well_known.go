@@ -5,15 +5,27 @@ package v1alpha1
 const (
 	// FailedAnnotation, written by the operator, holds the RFC 3339 time an
 	// update of this node failed after its reboot. The rollout is halted while
-	// any shadow's failed time is newer than its ResumeAnnotation.
+	// any shadow carries a failed value its ResumeAnnotation does not repeat.
 	FailedAnnotation = "updates.nodehealth.io/failed"
 	// FailureReasonAnnotation, written by the operator with FailedAnnotation,
 	// says what failed.
 	FailureReasonAnnotation = "updates.nodehealth.io/failure-reason"
 	// ResumeAnnotation, written by a user or `kubectl nodehealth update
-	// resume`, holds an RFC 3339 time; a failure older than it no longer halts
-	// the rollout.
+	// resume`, repeats the FailedAnnotation value it resumes: that failure no
+	// longer halts the rollout. No clocks are compared, so a resume written
+	// from a machine whose clock is off still resumes exactly that failure,
+	// and a later failure (another value) halts again.
 	ResumeAnnotation = "updates.nodehealth.io/resume"
+	// NodeUIDAnnotation, written by the operator when it creates the shadow,
+	// is the UID of the Node the shadow describes. A Node re-created with the
+	// same name has another UID.
+	NodeUIDAnnotation = "updates.nodehealth.io/node-uid"
+	// HealthySinceAnnotation, written by the operator during MonitoringUpdate,
+	// is the RFC 3339 time the node was last seen become fully ready: the
+	// start of its post-reboot soak, kept across operator restarts and
+	// failovers. It is removed when readiness lapses and when the node
+	// leaves MonitoringUpdate.
+	HealthySinceAnnotation = "updates.nodehealth.io/healthy-since"
 
 	// UpdaterExtension is the system extension the update agent registers
 	// itself as; its Lease is "bottlerocket-updater.<node>".
@@ -35,3 +47,10 @@ const (
 	// reason and message say which step failed.
 	ConditionUpdateFailed = "UpdateFailed"
 )
+
+// ReasonVersionNotOffered is the UpdateFailed reason of an update whose
+// version the node's Bottlerocket is not offered yet (Bottlerocket releases
+// in waves). It is not a failure: the agent reports ErrorReset without
+// counting a crash, and the operator tries the node again after its next
+// refresh.
+const ReasonVersionNotOffered = "VersionNotOffered"

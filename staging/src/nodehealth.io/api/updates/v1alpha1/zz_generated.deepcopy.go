@@ -114,6 +114,10 @@ func (in *BottlerocketShadowStatus) DeepCopyInto(out *BottlerocketShadowStatus) 
 		in, out := &in.StateTransitionFailureTimestamp, &out.StateTransitionFailureTimestamp
 		*out = (*in).DeepCopy()
 	}
+	if in.RebootRequestedAt != nil {
+		in, out := &in.RebootRequestedAt, &out.RebootRequestedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

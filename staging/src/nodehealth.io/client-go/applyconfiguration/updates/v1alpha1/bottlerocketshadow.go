@@ -28,9 +28,12 @@ import (
 // with apply.
 //
 // BottlerocketShadow mirrors the update state of one Bottlerocket node. It is
-// cluster-scoped, named after its node and owned by it (garbage-collected with
-// it). The update operator writes spec and metadata; the node's update agent
-// writes status only.
+// cluster-scoped and named after its node. It has no ownerReference: the
+// shadow of a node deleted after its reboot was requested is the record of a
+// failed update that halts the rollout, so the update operator deletes
+// shadows itself; the node's UID is in the annotation
+// updates.nodehealth.io/node-uid. The update operator writes spec and
+// metadata; the node's update agent writes status only.
 type BottlerocketShadowApplyConfiguration struct {
 	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`

@@ -35,7 +35,10 @@ type BottlerocketShadowSpecApplyConfiguration struct {
 	// per-state deadlines are measured from it.
 	StateTransitionTimestamp *v1.Time `json:"stateTransitionTimestamp,omitempty"`
 	// Version is the OS version the update in flight goes to. It is set when
-	// the node leaves Idle and stays fixed until the node is Idle again.
+	// the node leaves Idle and stays fixed until the node is Idle again. An
+	// update called off (a failure before or after the reboot) keeps it at
+	// Idle, so the agent restores the version lock only while the lock is
+	// still the version it pinned.
 	Version *string `json:"version,omitempty"`
 }
 

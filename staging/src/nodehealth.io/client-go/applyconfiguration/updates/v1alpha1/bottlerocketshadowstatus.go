@@ -48,6 +48,12 @@ type BottlerocketShadowStatusApplyConfiguration struct {
 	// asking for the reboot; a different bootID afterwards proves the reboot
 	// happened, so an agent restarted mid-update never reboots twice.
 	RebootFromBootID *string `json:"rebootFromBootID,omitempty"`
+	// RebootRequestedAt is when the agent wrote RebootFromBootID, right
+	// before it asked for the reboot. From then on the node is past its
+	// drain: deleting it is an update failure. An agent that still finds the
+	// node on that bootID RebootGrace after it asks for the reboot again (a
+	// host that accepted a reboot goes down within seconds).
+	RebootRequestedAt *v1.Time `json:"rebootRequestedAt,omitempty"`
 	// PreviousVersionLock is the node's updates.version-lock setting before
 	// the agent pinned the update's version; it is restored after activation
 	// or on abort.
@@ -108,6 +114,14 @@ func (b *BottlerocketShadowStatusApplyConfiguration) WithStateTransitionFailureT
 // If called multiple times, the RebootFromBootID field is set to the value of the last call.
 func (b *BottlerocketShadowStatusApplyConfiguration) WithRebootFromBootID(value string) *BottlerocketShadowStatusApplyConfiguration {
 	b.RebootFromBootID = &value
+	return b
+}
+
+// WithRebootRequestedAt sets the RebootRequestedAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RebootRequestedAt field is set to the value of the last call.
+func (b *BottlerocketShadowStatusApplyConfiguration) WithRebootRequestedAt(value v1.Time) *BottlerocketShadowStatusApplyConfiguration {
+	b.RebootRequestedAt = &value
 	return b
 }
 
