@@ -160,6 +160,21 @@ test-monitoring: $(PROMTOOL) ## Alert rule tests (promtool) and the dashboards' 
 	$(PROMTOOL) test rules deploy/monitoring/tests/*.yaml
 	cd test/monitoring && GOWORK=off $(GO) test -count=1 ./...
 
+# The deterministic simulation of the node-health controller beside its
+# reference model (pkg/nodehealth/simulation_test.go; docs/reliability.md).
+# make test runs its regression seeds and a few random ones; this runs SEEDS
+# random seeds, SIM_PARALLEL at a time (a run mostly waits for goroutines).
+SEEDS ?= 100
+SIM_PARALLEL ?= 4
+
+.PHONY: simulate
+simulate: ## Run the controller simulation on SEEDS random seeds (a failing seed prints its replay command).
+	$(GO) test ./pkg/nodehealth/ -count=1 -run '^TestSimulation$$' -sim.seeds=$(SEEDS) -parallel $(SIM_PARALLEL) -timeout 3h
+
+.PHONY: simulate-mutants
+simulate-mutants: ## Revert each guard fix in turn (hack/simulate/mutants) and count the seeds the simulation needs to find it.
+	hack/simulate/seeds-to-find.sh $(SEEDS)
+
 .PHONY: sandbox
 sandbox: controlplane build ## Start the sandbox; Ctrl-C stops everything.
 	$(GO) run ./test/sandbox
