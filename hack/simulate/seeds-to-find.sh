@@ -5,13 +5,14 @@
 # with seeds 1, 2, 3, ... until one fails; print how many seeds that took.
 # The regression seeds are not used: only -sim.seed=N, one at a time.
 #
-#   hack/simulate/seeds-to-find.sh [MAX_SEEDS]   (default 40)
+#   hack/simulate/seeds-to-find.sh [MAX_SEEDS [MUTANT_GLOB]]   (defaults 40, *)
 #
 # Prints a Markdown table (docs/reliability.md keeps the last one) and the
 # total number of simulated schedules.
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 max=${1:-40}
+only=${2:-*}
 root=$PWD
 scratch=$(mktemp -d)
 trap 'git -C "$root" worktree remove --force "$scratch" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
@@ -20,7 +21,7 @@ git worktree add --detach --quiet "$scratch" HEAD
 total=0
 echo "| mutant (the fix it reverts) | seeds to find | what failed |"
 echo "|---|---|---|"
-for patch in "$root"/hack/simulate/mutants/*.patch; do
+for patch in "$root"/hack/simulate/mutants/$only.patch; do
 	name=$(basename "$patch" .patch)
 	git -C "$scratch" checkout --quiet -- .
 	git -C "$scratch" apply "$patch"
