@@ -642,7 +642,9 @@ func (s *simulation) faults(now time.Time) {
 				a.released = nodev1alpha1.ReasonUpdating
 				s.release(n, a, nodev1alpha1.ReasonUpdating)
 				s.reboot(n, now.Add(time.Duration(5+r.Intn(30))*time.Second))
-				s.reviveAt(n.downUntil.Add(time.Duration(1+r.Intn(5))*time.Second), a)
+				// The agent renews once the Node shows the new boot, and
+				// may itself be slow to come back.
+				s.reviveAt(n.downUntil.Add(time.Duration(1+r.Intn(30))*time.Second), a)
 			}
 		case r.Chance(0.002):
 			s.reboot(n, now)
