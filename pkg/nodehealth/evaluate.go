@@ -432,7 +432,12 @@ func (e *evaluation) gateTransition() {
 		// is ungated as soon as nothing it requires is failing (no failure
 		// taint is ever owed, and no renewal is owed either).
 		held := st.suppressed && !e.f.tainted && !st.full
-		if fresh || held {
+		// A bootstrap, reboot or re-creation seen while the own-view guard
+		// holds is pending: it gates when the guard lifts (gateStart = the
+		// lift), and renewals observed before that, delivered by a watch
+		// that is catching up, may predate the cause (DESIGN §5).
+		pending := st.suppressed && !e.f.tainted && st.full && e.env.ownViewStale
+		if (fresh || held) && !pending {
 			st.ungate()
 			e.d.ended = true
 			e.d.ungateLatency = now.Sub(latest)

@@ -544,3 +544,39 @@ func TestANodeWithOnlyNonGatingExtensionsReportsNoRequiredExtensions(t *testing.
 		t.Fatal("not ungated once the updater renewed")
 	}
 }
+
+// Found by the simulation (seed 1): a reboot seen while the own-view guard
+// holds stays pending until the guard lifts, and only renewals observed after
+// the lift end it. Renewals the stalled watch delivers while the view is still
+// stale (the watch caught up, the canary's check has not run yet) must not end
+// it: they may predate the reboot, and the gate must start at the lift.
+func TestARebootSeenWhileTheViewIsStaleIsNotEndedBeforeTheGuardLifts(t *testing.T) {
+	f := newFixture(t, guardOptions(), readyNodes("n1")...)
+	f.sync("n1")
+	f.pass(20*time.Second, false)
+	if !f.c.canary.stale() {
+		t.Fatal("not stale")
+	}
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.sync("n1")
+	if c := f.condition("n1"); c.Reason != nodev1alpha1.ReasonGatingSuspended {
+		t.Fatalf("a reboot while the view is stale: condition %s, want %s (pending)", c.Reason, nodev1alpha1.ReasonGatingSuspended)
+	}
+	// The watch catches up: a renewal is delivered before the canary's
+	// check has noticed that the view is current again.
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.canaryRenewed()
+	f.sync("n1")
+	f.checkView()
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("the pending reboot gate ended before the guard lifted: the node was never gated for its reboot")
+	}
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("not ungated by a renewal after the guard lifted")
+	}
+}
