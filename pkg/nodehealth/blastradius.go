@@ -17,7 +17,7 @@ const minFailingToSuspend = 2
 
 // blastRadius counts failing nodes among the nodes that list at least one
 // gating extension, cluster-wide and per zone, and decides when failure taints
-// and evictions are suspended (DESIGN §5).
+// and evictions are suspended (docs/controller.md).
 type blastRadius struct {
 	opts BlastRadiusOptions
 
@@ -62,7 +62,7 @@ func (c *counter) reevaluate(threshold float64) bool {
 }
 
 // resumeBelow is the failing share under which a suspension ends:
-// max(threshold − 5 points, threshold / 2) (DESIGN §5). Half the threshold
+// max(threshold − 5 points, threshold / 2) (docs/controller.md). Half the threshold
 // keeps the resume point above zero for small thresholds, where
 // threshold − 5 points would never be reached.
 func resumeBelow(threshold float64) float64 {

@@ -12,7 +12,7 @@ import (
 // and resumes when it ends, whether or not the failing node is synced in
 // between: a 10-minute suspension adds 10 minutes to the node's eviction
 // time, and nodes that were failing do not all escalate at once on resume
-// (DESIGN §5, issue 9 defect 4).
+// (docs/controller.md, issue 9 defect 4).
 func TestSuspensionPausesTheEvictionClock(t *testing.T) {
 	var objs []runtime.Object
 	names := []string{"a", "b", "c", "d", "e", "f"}

@@ -117,7 +117,7 @@ type evalEnv struct {
 	recount func()
 }
 
-// evaluate runs one step of a node's gate state machine (DESIGN §5). It is
+// evaluate runs one step of a node's gate state machine (docs/controller.md). It is
 // the controller's decision function: it reads nothing but its arguments
 // (the Lease tracker in env holds what the informer observed) and writes
 // nothing but st, so a table of (state, facts, Leases) → decision tests it.
@@ -435,7 +435,7 @@ func (e *evaluation) gateTransition() {
 		// A bootstrap, reboot or re-creation seen while the own-view guard
 		// holds is pending: it gates when the guard lifts (gateStart = the
 		// lift), and renewals observed before that, delivered by a watch
-		// that is catching up, may predate the cause (DESIGN §5).
+		// that is catching up, may predate the cause (docs/controller.md).
 		pending := st.suppressed && !e.f.tainted && st.full && e.env.ownViewStale
 		if (fresh || held) && !pending {
 			st.ungate()

@@ -21,7 +21,7 @@ type leaseAt struct {
 	released string
 }
 
-// TestEvaluate is the decision table of the gate state machine (DESIGN §5):
+// TestEvaluate is the decision table of the gate state machine (docs/controller.md):
 // state, facts and Leases in, decision and state out, with no API server and
 // no controller, in the manner of kwok's Test_tryAcquireOrRenew.
 func TestEvaluate(t *testing.T) {

@@ -22,7 +22,7 @@ func (f *fixture) state(name string) nodeState {
 
 // After a failure gate, only the extensions that failed must renew: the
 // node is ungated at the returning extension's first renewal, not at the
-// next renewal of every other extension (DESIGN §5 gate scope).
+// next renewal of every other extension (docs/controller.md gate scope).
 func TestFailureGateUngatesOnTheFailedExtensionsRenewal(t *testing.T) {
 	f := newFixture(t, testOptions(), readyNode("n1", twoExtensions),
 		lease("cni", "n1", "holder", t0), lease("kube-proxy", "n1", "holder", t0))

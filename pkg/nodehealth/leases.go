@@ -135,7 +135,7 @@ func (t *leaseTracker) observe(lease *coordinationv1.Lease) (prev, next leaseObs
 // stale watch may have hidden must not expire anything. A Lease already
 // expired or released by then stays as it was, so that a node failing before
 // the stall is still failing after it and its eviction clock keeps its time
-// (DESIGN §5, own-view recovery).
+// (docs/controller.md, own-view recovery).
 func (t *leaseTracker) refresh(staleSince, now time.Time, grace time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -11,7 +11,7 @@ import (
 
 // When the own view recovers, every Lease counts as observed at that moment:
 // a Lease whose renewals the stale watch missed is not expired by the
-// recovery, and it gets a full duration of grace from it (DESIGN §5).
+// recovery, and it gets a full duration of grace from it (docs/controller.md).
 func TestOwnViewRecoveryGivesEveryLeaseFullGrace(t *testing.T) {
 	opts := testOptions()
 	opts.CanaryInterval = 5 * time.Second

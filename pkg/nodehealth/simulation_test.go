@@ -33,7 +33,7 @@ import (
 
 // The simulation runs the real controller — NewController, its informers
 // over a fake API server that behaves as kube-apiserver can (test/sim), its
-// real workqueues — beside the reference model of DESIGN §5
+// real workqueues — beside the reference model of docs/controller.md
 // (pkg/nodehealth/model), under a seeded schedule of faults, and requires
 // the same observable state from both after every simulated second: each
 // node's readiness taint, its SystemExtensionsReady condition and whether

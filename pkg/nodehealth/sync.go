@@ -731,7 +731,7 @@ func (c *Controller) recountFailing(current string, now time.Time) []suspensionC
 }
 
 // failingAt reports whether a node counts as failing at now from what its
-// last evaluation found and the current state of its Leases (DESIGN §5,
+// last evaluation found and the current state of its Leases (docs/controller.md,
 // blast radius): an unplanned failure of a gating extension after the node
 // was ready in its boot, with no planned release in progress.
 func (c *Controller) failingAt(st *nodeState, now time.Time) bool {

@@ -14,7 +14,7 @@ import (
 
 // A manual entry added between the controller's cached read and its patch
 // (kubectl nodehealth register, kubectl annotate) survives the retry: the
-// retried patch recomputes the list from the fresh node (DESIGN §4).
+// retried patch recomputes the list from the fresh node (docs/system-extensions.md).
 func TestConflictRetryKeepsAConcurrentListEntry(t *testing.T) {
 	f := newFixture(t, testOptions(), newNode("n1"))
 	f.live("n1")

@@ -1,6 +1,6 @@
 // Package nodeutil owns the Node helpers the project's components share, like
 // kube-controller-manager's pkg/controller/util/node: the conflict-safe Node
-// patch (DESIGN §5 "Writes") and taint and condition checks.
+// patch (docs/controller.md "Writes") and taint and condition checks.
 package nodeutil
 
 import (

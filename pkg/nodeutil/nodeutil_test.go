@@ -120,7 +120,7 @@ func taintKeys(n *v1.Node) string {
 
 // A writer that adds a taint between PatchNode's read and its patch: the
 // patch conflicts, mutate runs again on the fresh Node, and neither write is
-// lost (DESIGN §5: other taints are never lost).
+// lost (docs/controller.md: other taints are never lost).
 func TestPatchNodeRecomputesFromAFreshNodeOnConflict(t *testing.T) {
 	s := newAPIServer(testNode())
 	s.beforePatch = func(attempt int) {

@@ -149,7 +149,7 @@ func updateStatus(ctx context.Context, client versioned.Interface, names []strin
 
 // halts mirrors the operator's rule: a failure halts while it is newer than
 // the resume time (an unreadable failure time halts too).
-// halts is the operator's rule (DESIGN §7): a failed value the resume does
+// halts is the operator's rule (docs/updater.md): a failed value the resume does
 // not repeat halts the rollout.
 func halts(failed, resumed string) bool {
 	return failed != "" && resumed != failed

@@ -203,7 +203,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 
 // syncOrphan handles the shadow of a Node that no longer exists (node is nil,
 // or a new Node with the same name). A node deleted past its drain is a
-// failed update (DESIGN §7): the update controller marks the shadow failed,
+// failed update (docs/updater.md): the update controller marks the shadow failed,
 // and the shadow stays, halting the rollout, until that failure is resumed.
 // Any other orphan is deleted at once, which frees its slot; a re-created
 // Node then gets a shadow of its own.

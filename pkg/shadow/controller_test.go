@@ -236,7 +236,7 @@ func resumed(value string) func(*updatesv1alpha1.BottlerocketShadow) {
 
 // TestShadowsAreNotOwnedByTheirNode: garbage collection would delete the
 // shadow of a node deleted mid-update, and with it the record of the failure
-// that must halt the rollout (DESIGN §7). The Node's UID goes into an
+// that must halt the rollout (docs/updater.md). The Node's UID goes into an
 // annotation instead, and shadows created before lose their ownerReference.
 func TestShadowsAreNotOwnedByTheirNode(t *testing.T) {
 	n := node("n1", true)

@@ -1,4 +1,4 @@
-// Package shadow owns the lifecycle of BottlerocketShadow objects (DESIGN §7):
+// Package shadow owns the lifecycle of BottlerocketShadow objects (docs/updater.md):
 // one shadow per node matching the managed-node selector, named after the
 // node, created with spec.state Idle and no status (the node's agent writes
 // the first status). When a node stops matching, its shadow is deleted, but

@@ -1,5 +1,5 @@
 // Package updater is the update controller of the Bottlerocket update
-// operator (DESIGN §7). It owns the spec of every BottlerocketShadow: it
+// operator (docs/updater.md). It owns the spec of every BottlerocketShadow: it
 // starts a node's update when the rollout's rules allow it, moves the spec one
 // state forward each time the node's agent reports reaching the current one,
 // enforces a deadline per state, holds each rebooted node to the health gate

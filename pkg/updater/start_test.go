@@ -218,7 +218,7 @@ func TestInFlightFinishes(t *testing.T) {
 	}
 }
 
-// TestTheCountingTable is DESIGN §7's table of which nodes count toward the
+// TestTheCountingTable is docs/updater.md's table of which nodes count toward the
 // concurrency limits: a node still drained, tainted or aborting is not
 // serving, whatever spec says.
 func TestTheCountingTable(t *testing.T) {

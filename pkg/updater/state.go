@@ -41,7 +41,7 @@ func (d Deadlines) of(s updatesv1alpha1.ShadowState) time.Duration {
 }
 
 // counts reports whether a shadow counts toward the concurrency limits,
-// DESIGN §7's table: spec not Idle, or the agent still reports an update
+// docs/updater.md's table: spec not Idle, or the agent still reports an update
 // state (ErrorReset included: a node aborting may still be tainted and
 // drained) until it reports Idle or the ReturnToIdle deadline marks it
 // failed; a node marked failed for this attempt never counts.

@@ -137,7 +137,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConf
 	}
 
 	// No OnConfigChange hook: a restart for a changed configuration file
-	// leaves the Lease held (DESIGN §6). The new process renews it well
+	// leaves the Lease held (docs/heartbeat.md). The new process renews it well
 	// within its duration, whereas releasing would gate every node at once
 	// when one ConfigMap edit reaches them all.
 	runCtx, stop := context.WithCancel(ctx)
@@ -202,7 +202,7 @@ const ReleaseTimeout = 10 * time.Second
 // ReleaseOnExit decides what the end of the run context means for the Lease:
 // SIGTERM (a pod deletion, a node drain) releases it with reason Terminating,
 // so the node is gated at once instead of after the Lease expires; a restart
-// for a changed configuration file does not release it (DESIGN §6).
+// for a changed configuration file does not release it (docs/heartbeat.md).
 func ReleaseOnExit(cause error) (release bool, reason, message string) {
 	if errors.Is(cause, options.ErrTerminated) {
 		return true, heartbeat.ReasonTerminating, "extension-heartbeat received SIGTERM and stopped renewing"

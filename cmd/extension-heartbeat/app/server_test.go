@@ -92,7 +92,7 @@ func TestNodeNameRequired(t *testing.T) {
 }
 
 // SIGTERM releases the Lease; a restart for a changed configuration file
-// does not (DESIGN §6), and neither does any other end of the run.
+// does not (docs/heartbeat.md), and neither does any other end of the run.
 func TestReleaseOnExit(t *testing.T) {
 	if release, reason, msg := ReleaseOnExit(options.ErrTerminated); !release || reason != "Terminating" || msg == "" {
 		t.Errorf("SIGTERM: release=%v reason=%q message=%q", release, reason, msg)

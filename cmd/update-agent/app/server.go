@@ -186,7 +186,7 @@ func heartbeatOptions(cfg *config.UpdateAgentConfiguration, nodeName string, met
 		// one whose outages never gate the node: a bad agent image must not
 		// gate and evict a slice of the fleet. Its planned releases (reason
 		// Updating) still gate — the node-health controller gates a planned
-		// release whatever the extension's affectsReadiness (DESIGN §5).
+		// release whatever the extension's affectsReadiness (docs/controller.md).
 		Register:         true,
 		AffectsReadiness: ptr.To(false),
 		Metrics:          metrics,

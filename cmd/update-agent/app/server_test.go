@@ -66,7 +66,7 @@ func TestVersionPrintsAndExits(t *testing.T) {
 // TestTheAgentRegistersItsLeaseAsNotAffectingReadiness: the updater is one
 // more system extension whose planned releases (reason Updating) gate the
 // node, but whose outages — a crash-looping agent, a bad image — must never
-// gate or evict (DESIGN §7). The node-health controller's side, a planned
+// gate or evict (docs/updater.md). The node-health controller's side, a planned
 // release gating even with affects-readiness=false, is pkg/nodehealth's.
 func TestTheAgentRegistersItsLeaseAsNotAffectingReadiness(t *testing.T) {
 	cfg, err := latest.UpdateAgentConfiguration()

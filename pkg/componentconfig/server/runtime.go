@@ -26,7 +26,7 @@ var (
 	// ErrConfigChanged is the cause of the run context's cancellation when a
 	// valid new configuration file appeared. Components tell it apart from
 	// ErrTerminated with context.Cause: the extension heartbeat must not
-	// release its Lease for a restart, only for a real shutdown (DESIGN §6).
+	// release its Lease for a restart, only for a real shutdown (docs/heartbeat.md).
 	ErrConfigChanged = errors.New("configuration file changed; restarting to apply it")
 	// ErrTerminated is the cause when SIGTERM or SIGINT arrived.
 	ErrTerminated = errors.New("terminated by signal")

@@ -1,5 +1,5 @@
 // Package model is a small, slow, deliberately obvious reference model of the
-// node-health controller's readiness semantics (DESIGN §5 "Readiness semantics
+// node-health controller's readiness semantics (docs/controller.md "Readiness semantics
 // (the controller)"). It was written from the design text and the user docs
 // only, never from the controller's code, so that a deterministic simulator
 // can run it beside the real controller and require the same observable

@@ -17,7 +17,7 @@ const (
 
 // evaluate judges every node at t: the blast-radius count is brought up to
 // date over all nodes first, so that failures that come due together are all
-// counted before any one of them is tainted (DESIGN §5 "Blast radius").
+// counted before any one of them is tainted (docs/controller.md "Blast radius").
 func (m *Model) evaluate(t time.Time) {
 	m.updateBlastRadius(t)
 	for _, n := range m.sortedNodes() {
@@ -55,7 +55,7 @@ func (m *Model) plannedRelease(n *node, ext string) bool {
 }
 
 // renewedSince: a real renewal of the extension was observed strictly after
-// the gate began (DESIGN §5: "fresh renewals were observed after the gate
+// the gate began (docs/controller.md: "fresh renewals were observed after the gate
 // began"). Instants of the controller's clock are compared: a renewal
 // observed at the very instant the cause was observed does not count, as the
 // controller cannot tell which came first.
@@ -481,7 +481,7 @@ func ungate(n *node) {
 //
 // Choice: a node held for its failure and still failing when the guard lifts
 // is gated with gateStart = when its failure was first held (the cause was
-// observed then, DESIGN §5), so a renewal observed since counts.
+// observed then, docs/controller.md), so a renewal observed since counts.
 func (m *Model) openFailureGate(n *node, f facts, t time.Time, wasHeld bool) {
 	if m.ownViewStale || (!f.planned && m.blastSuspended(n)) {
 		n.held = true // failure taints are never owed: judged afresh later
@@ -557,7 +557,7 @@ func (m *Model) gateReason(n *node, f facts, t time.Time) string {
 	if len(f.notReady) > 0 {
 		g.reason = nodev1alpha1.ReasonExtensionsNotReady
 		// While a planned release is among the failures, the others are
-		// planned too (DESIGN §5), and the reason says so.
+		// planned too (docs/controller.md), and the reason says so.
 		if f.planned {
 			g.reason = nodev1alpha1.ReasonPlannedMaintenance
 		}

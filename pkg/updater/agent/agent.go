@@ -280,7 +280,7 @@ func rebooted(shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) bool {
 // Shutdown runs when the process stops (SIGTERM). During an update it
 // releases the Lease with reason Updating, never another reason: a SIGTERM
 // during an update must not turn the planned release into a failure that
-// could start an eviction clock (DESIGN §7). While Idle it releases nothing:
+// could start an eviction clock (docs/updater.md). While Idle it releases nothing:
 // an agent outage is not a node failure. The Lease, registered with
 // affects-readiness=false, expires, which never gates the node; a DaemonSet
 // rollout's new pod renews it before that.

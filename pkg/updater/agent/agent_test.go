@@ -380,7 +380,7 @@ func TestDrainTimeoutFails(t *testing.T) {
 // reached the host, so it waits for the bootID — but a host that accepted a
 // reboot goes down within seconds: still on the recorded bootID rebootGrace
 // later, with the update still armed, it asks again. "Never twice" means
-// never two boots into one update, not never two requests (DESIGN §7).
+// never two boots into one update, not never two requests (docs/updater.md).
 func TestALostRebootRequestIsPostedAgainAfterRebootGraceAndBootsOnce(t *testing.T) {
 	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
 	a := h.newAgent()
@@ -933,7 +933,7 @@ func TestAnAbortLeavesAVersionLockTheUserChangedAlone(t *testing.T) {
 }
 
 // TestAFailedRefreshAfterASuccessfulUpdateStillReportsIdle: completing does
-// not depend on the update repository answering (DESIGN §7). A node that
+// not depend on the update repository answering (docs/updater.md). A node that
 // cannot refresh after a good update reports Idle on the new version, so it
 // frees its slot instead of freezing the rollout.
 func TestAFailedRefreshAfterASuccessfulUpdateStillReportsIdle(t *testing.T) {
@@ -1006,7 +1006,7 @@ func TestAPodThatToleratesTheTaintAndArrivesAfterTheDrainIsEvictedBeforeTheReboo
 }
 
 // TestAFailureIsResumedOnlyByARepeatOfItsValue: the agent reads the halt
-// the way the operator does (DESIGN §7): a resume repeats the failed value,
+// the way the operator does (docs/updater.md): a resume repeats the failed value,
 // and no clocks are compared, so a resume stamped by a clock ahead does not
 // make a later failed update count as a success.
 func TestAFailureIsResumedOnlyByARepeatOfItsValue(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package agent is the Bottlerocket update agent of one node (DESIGN §7): it
+// Package agent is the Bottlerocket update agent of one node (docs/updater.md): it
 // acts on its BottlerocketShadow's spec.state and reports what it reached in
 // the shadow's status, talking to the node's Bottlerocket API.
 //

@@ -22,7 +22,7 @@ import (
 // (MonitoringUpdate → Idle) and aborts an update the operator called off.
 //
 // An abort converges the host whenever spec is Idle, whatever the status
-// says (DESIGN §7): the operator may call an update off while the agent
+// says (docs/updater.md): the operator may call an update off while the agent
 // still waits on a Bottlerocket command, so the status may never have left
 // Idle although the lock is pinned (previousVersionLock is recorded first)
 // or the update got activated (seen on the periodic refresh).
@@ -95,14 +95,14 @@ func (a *Agent) complete(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 }
 
 // failedNotResumed reports whether the shadow carries a failure its resume
-// does not repeat — the operator's rule for a halt (DESIGN §7), written out
+// does not repeat — the operator's rule for a halt (docs/updater.md), written out
 // here because the agent links none of the operator's packages.
 func failedNotResumed(shadow *updatesv1alpha1.BottlerocketShadow) bool {
 	failed, ok := shadow.Annotations[updatesv1alpha1.FailedAnnotation]
 	return ok && shadow.Annotations[updatesv1alpha1.ResumeAnnotation] != failed
 }
 
-// abort rolls back an update that will not go on (DESIGN §7): deactivate the
+// abort rolls back an update that will not go on (docs/updater.md): deactivate the
 // update when it was activated but not booted into, restore the version
 // lock, renew the Lease, report Idle. Each step is idempotent, so a restart
 // in the middle repeats it harmlessly.
@@ -470,7 +470,7 @@ func (a *Agent) postReboot(ctx context.Context, shadow *updatesv1alpha1.Bottlero
 }
 
 // rebootAgain runs while the Node still shows the bootID the marker
-// recorded. Never two boots into one update (DESIGN §7), but not never two
+// recorded. Never two boots into one update (docs/updater.md), but not never two
 // requests: a host that accepted a reboot goes down within seconds, so after
 // a refusal's back-off, or rebootGrace after the marker, the agent asks
 // again — only while the update is still armed, i.e. activated for the next

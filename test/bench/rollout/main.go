@@ -1,4 +1,4 @@
-// Command rollout benchmarks the update operator (DESIGN §7) on the real local
+// Command rollout benchmarks the update operator (docs/updater.md) on the real local
 // control plane of test/framework: kwok simulates N nodes labelled for the
 // updater and listing the bottlerocket-updater extension, the real
 // update-operator binary (built by this program) runs as a process with

@@ -25,7 +25,7 @@ import (
 // operator's health-gate decision (spec back to Idle after MonitoringUpdate),
 // the node's healthy end (status back to Idle on the new version: the shadow
 // no longer counts toward the limit), and the most nodes ever counted as
-// updating (DESIGN §7's definition, written out here independently).
+// updating (docs/updater.md's definition, written out here independently).
 type timeline struct {
 	mu          sync.Mutex
 	last        map[string]*updatesv1alpha1.BottlerocketShadow
@@ -133,7 +133,7 @@ func (t *timeline) number() int {
 	return n
 }
 
-// counts is DESIGN §7's "counts toward maxConcurrentUpdates".
+// counts is docs/updater.md's "counts toward maxConcurrentUpdates".
 func counts(s *updatesv1alpha1.BottlerocketShadow) bool {
 	if s.Spec.State != updatesv1alpha1.StateIdle {
 		return true

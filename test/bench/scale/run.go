@@ -323,7 +323,7 @@ func runScale(ctx context.Context, c config, nodeCount int, controllerBin string
 		}
 	}
 	// The controller ungates once every required extension renewed after the gate
-	// began (DESIGN §5), so the instant a node could be ungated is the latest of
+	// began (docs/controller.md), so the instant a node could be ungated is the latest of
 	// those first renewals, not only the resumed one's. The gate began just before
 	// the taint became visible; 50ms covers the patch and watch delivery.
 	var ungateLast []time.Duration

@@ -14,7 +14,7 @@ import (
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
-// Names the manifests, the configuration and the RBAC must agree on (DESIGN §3,
+// Names the manifests, the configuration and the RBAC must agree on (docs/system-extensions.md,
 // docs/config/NodeHealthControllerConfiguration.md).
 const (
 	systemNamespace = "nodehealth-system"

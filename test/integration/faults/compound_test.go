@@ -21,7 +21,7 @@ import (
 )
 
 // Compound faults (issue 20): one fault on top of another, the way a real
-// incident unfolds, against the guards of DESIGN §5 — the blast radius and
+// incident unfolds, against the guards of docs/controller.md — the blast radius and
 // the own view (canary). docs/reliability.md, "Compound faults", has the
 // table.
 
@@ -31,7 +31,7 @@ const (
 	// of them suspends failure taints and evictions.
 	threshold = 50
 	// minFailingToSuspend: a suspension needs more than this many failing
-	// nodes (DESIGN §5), so at most this many can be tainted before it.
+	// nodes (docs/controller.md), so at most this many can be tainted before it.
 	minFailingToSuspend = 2
 	// evictionInitialBackoff is the drain's first back-off after a refused
 	// eviction (pkg/nodehealth).
@@ -135,7 +135,7 @@ func TestHeldTaintsSurviveEtcdStall(t *testing.T) {
 	tainted, held := f.split(t, failing)
 	t.Logf("6 of 10 failing at a %d %% threshold: tainted %v, held %v", threshold, tainted, held)
 	if len(tainted) > minFailingToSuspend {
-		t.Errorf("%d of the 6 failing nodes were tainted (%v), want at most %d: failures that come due together are all counted before any is tainted (DESIGN §5)",
+		t.Errorf("%d of the 6 failing nodes were tainted (%v), want at most %d: failures that come due together are all counted before any is tainted (docs/controller.md)",
 			len(tainted), tainted, minFailingToSuspend)
 	}
 	if len(held) == 0 {
@@ -174,7 +174,7 @@ func TestHeldTaintsSurviveEtcdStall(t *testing.T) {
 // new leader gives every Lease a full grace from its start, so the 4
 // expiries come due together, and the blast-radius count must be brought up
 // to date from every node's Leases before the first of them is tainted
-// (DESIGN §5): at most 2 tainted, the rest held. Twice: restarted before
+// (docs/controller.md): at most 2 tainted, the rest held. Twice: restarted before
 // the Leases expire (before-expiry), and restarted once the old leader had
 // tainted 2 and held 2 back (while-held) — which nodes it holds then
 // must not change: a held node is never tainted by the restart.
@@ -231,7 +231,7 @@ func testRestartWhileLeasesSilent(t *testing.T, group string, afterGuard bool) {
 	tainted, held := f.split(t, silent)
 	t.Logf("after the restart: tainted %v, held %v", tainted, held)
 	if len(tainted) > minFailingToSuspend {
-		t.Errorf("%d of the 4 silent nodes were tainted (%v) after the restart, want at most %d: the count must be up to date from every node's Leases before a failure taint is decided (DESIGN §5)",
+		t.Errorf("%d of the 4 silent nodes were tainted (%v) after the restart, want at most %d: the count must be up to date from every node's Leases before a failure taint is decided (docs/controller.md)",
 			len(tainted), tainted, minFailingToSuspend)
 	}
 	for _, n := range heldBefore {

@@ -341,7 +341,7 @@ func TestConcurrentTaintWriter(t *testing.T) {
 // resourceVersion it read, retry on conflict) while the controller rewrites
 // the same list for a rule that starts and stops matching and for a Lease
 // that registers itself and goes away: no entry is ever lost, in any version
-// of the node (DESIGN §4).
+// of the node (docs/system-extensions.md).
 func TestConcurrentListWritersLoseNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "listwriter")

@@ -23,7 +23,7 @@ import (
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
-// updating is DESIGN §7's count: a node counts toward maxConcurrentUpdates
+// updating is docs/updater.md's count: a node counts toward maxConcurrentUpdates
 // while its spec is out of Idle, or while its agent still reports an update
 // state (ErrorReset included) and the operator has not marked it failed.
 func updating(s *updatesv1alpha1.BottlerocketShadow) bool {

@@ -268,7 +268,7 @@ func (a *agent) act(ctx context.Context, name string) {
 }
 
 // recorder watches every shadow of a test for the whole run: the most that
-// ever counted as updating (DESIGN §7's definition) and the starts per node.
+// ever counted as updating (docs/updater.md's definition) and the starts per node.
 type history struct {
 	mu       sync.Mutex
 	current  map[string]bool
@@ -337,7 +337,7 @@ func (h *history) observe(s *updatesv1alpha1.BottlerocketShadow, ours map[string
 	h.lastSpec[s.Name] = s.Spec.State
 }
 
-// counts is DESIGN §7's definition, written out independently of pkg/updater.
+// counts is docs/updater.md's definition, written out independently of pkg/updater.
 func counts(s *updatesv1alpha1.BottlerocketShadow) bool {
 	if s.Spec.State != updatesv1alpha1.StateIdle {
 		return true

@@ -33,7 +33,7 @@ func shadowClient(t *testing.T) versioned.Interface {
 }
 
 // newShadow returns a shadow for node as the operator creates it: the node's
-// UID in an annotation, no ownerReference (DESIGN §7).
+// UID in an annotation, no ownerReference (docs/updater.md).
 func newShadow(node *corev1.Node) *updatesv1alpha1.BottlerocketShadow {
 	return &updatesv1alpha1.BottlerocketShadow{
 		ObjectMeta: metav1.ObjectMeta{

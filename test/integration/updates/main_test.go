@@ -1,6 +1,6 @@
 // Package updates_test proves the BottlerocketShadow API on a real API server:
 // the CRD controller-gen writes is accepted and served, its validation rejects
-// what DESIGN §7 forbids, spec and status are written through separate
+// what docs/updater.md forbids, spec and status are written through separate
 // endpoints, and the generated clientset, listers, informers and apply
 // configurations work against it.
 package updates_test

@@ -30,7 +30,7 @@ const (
 	DefaultOperatorLeaderElectionName = "update-operator"
 
 	// DefaultLeaseNameTemplate names an extension's Lease <extension>.<node>
-	// (DESIGN §3).
+	// (docs/system-extensions.md).
 	DefaultLeaseNameTemplate = "{extension}.{node}"
 
 	// DefaultUpdaterInterfaceVersionLabel and ...Value form the default

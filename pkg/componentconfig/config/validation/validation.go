@@ -109,7 +109,7 @@ func ValidateNodeHealthControllerConfiguration(c *config.NodeHealthControllerCon
 const canaryIntervals = 3
 
 // validateCanary checks that the own-view guard fires before any Lease can
-// expire: 3 × canaryInterval < minimumLeaseDuration + renewalGrace (DESIGN §5).
+// expire: 3 × canaryInterval < minimumLeaseDuration + renewalGrace (docs/controller.md).
 func validateCanary(c *config.NodeHealthControllerConfiguration) field.ErrorList {
 	var errs field.ErrorList
 	intervalPath, minPath := field.NewPath("canaryInterval"), field.NewPath("minimumLeaseDuration")
@@ -340,7 +340,7 @@ func ValidateUpdateAgentConfiguration(c *config.UpdateAgentConfiguration) field.
 
 // ValidateNodeName validates an instance's node name (from --node-name or
 // NODE_NAME) together with the extension it speaks for: the Lease
-// <extension>.<node> must be a valid name, and DESIGN §6 wants a clear refusal
+// <extension>.<node> must be a valid name, and docs/heartbeat.md wants a clear refusal
 // rather than truncation when it is too long.
 func ValidateNodeName(nodeName, extension string) error {
 	if nodeName == "" {
@@ -381,7 +381,7 @@ func validateExtensionName(name string, path *field.Path) field.ErrorList {
 		return field.ErrorList{field.Required(path, "")}
 	}
 	// A DNS label has no dots: the part of a Lease name after the first dot
-	// is the node name (DESIGN §3, §6).
+	// is the node name (docs/system-extensions.md, §6).
 	var errs field.ErrorList
 	for _, msg := range utilvalidation.IsDNS1123Label(name) {
 		errs = append(errs, field.Invalid(path, name, msg))

@@ -29,7 +29,7 @@ type Faults struct {
 	// fails — e.g. its check for shutdown inhibitors refuses it. The host is
 	// then definitely not going down. (Source: bottlerocket-core-kit
 	// sources/api, apiserver's reboot action; the status code and the
-	// inhibitor check are as DESIGN §7 describes them, to be checked against
+	// inhibitor check are as docs/updater.md describes them, to be checked against
 	// that source.)
 	RefuseRebootNext int `json:"refuseRebootNext,omitempty"`
 	// NeverComesUp makes the activated version fail to boot: the reboot

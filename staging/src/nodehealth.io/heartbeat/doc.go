@@ -1,7 +1,7 @@
 // Package heartbeat is the library a node extension embeds to prove it is
 // alive: it creates and renews the extension's Lease "<extension>.<node>" in
 // the extension namespace, gated on a health probe, and releases it with a
-// reason when the extension fails or shuts down (DESIGN §6).
+// reason when the extension fails or shuts down (docs/heartbeat.md).
 //
 // # Using it
 //

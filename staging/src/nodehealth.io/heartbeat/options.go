@@ -13,7 +13,7 @@ import (
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 )
 
-// Defaults mirror the kubelet's node Lease (DESIGN §6): a 40 s Lease renewed
+// Defaults mirror the kubelet's node Lease (docs/heartbeat.md): a 40 s Lease renewed
 // every quarter of it, so that two lost renewals still leave it valid.
 const (
 	DefaultLeaseDuration    = 40 * time.Second

@@ -64,7 +64,7 @@ func TestParseLeaseName(t *testing.T) {
 	}{
 		{name: "kube-proxy.n1", extension: "kube-proxy", node: "n1"},
 		// The split is at the first dot: this Lease belongs to node "b.n1",
-		// never to node "n1" (DESIGN §6).
+		// never to node "n1" (docs/heartbeat.md).
 		{name: "kube-proxy.b.n1", extension: "kube-proxy", node: "b.n1"},
 		{name: "kube-proxy", wantErr: "not of the form"},
 		{name: ".n1", wantErr: "invalid extension"},

@@ -3,7 +3,7 @@ package v1alpha1
 import "time"
 
 // Reasons of the SystemExtensionsReady node condition, as the node-health
-// controller writes them (DESIGN §5). The kubectl plugin, the update operator
+// controller writes them (docs/controller.md). The kubectl plugin, the update operator
 // and anything else that reads the condition import these instead of retyping
 // them. The False reasons are also the values of the reason label of the
 // controller's nodehealth_gated_nodes metric.

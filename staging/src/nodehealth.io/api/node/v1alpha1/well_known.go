@@ -1,6 +1,6 @@
 package v1alpha1
 
-// Names every nodehealth component, manifest and tool shares (DESIGN §3).
+// Names every nodehealth component, manifest and tool shares (docs/system-extensions.md).
 // Changing one of these is a breaking change of the wire contract.
 const (
 	// Domain is the API domain all nodehealth names live under.
