@@ -2,6 +2,7 @@ package nodehealth
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"sort"
 	"strings"
@@ -58,6 +59,27 @@ var simRegressions = sim.Regressions{
 // and 28 are open findings (docs/reliability.md): they fail and are not
 // among these.
 var simSmokeSeeds = []uint64{2, 4, 5}
+
+// simOpenFindings are seeds that fail and are not diagnosed yet
+// (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
+// them with -sim.open; until they are fixed they would keep CI red.
+var simOpenFindings = sim.Regressions{
+	{Seed: 11, Name: "controller gates NodeRebooted where the model has the node ready, after a restart during a Lease-watch stall"},
+	{Seed: 28, Name: "controller holds a node the model taints, updates and a label change in one second"},
+	{Seed: 4921215255747016209, Name: "controller gates NodeRebooted where the model has the node ready"},
+	{Seed: 16365078962249930749, Name: "controller gates NodeRebooted where the model has two nodes ready"},
+}
+
+var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
+
+func TestSimulationOpenFindings(t *testing.T) {
+	if !*simOpen {
+		t.Skipf("%d open findings, not yet diagnosed (docs/reliability.md); run them with -sim.open", len(simOpenFindings))
+	}
+	sim.Run(t, "open", simOpenFindings.Seeds(), func(t *testing.T, seed uint64) *sim.Trace {
+		return runSimulation(t, seed, simTicks)
+	})
+}
 
 func TestSimulation(t *testing.T) {
 	sim.Run(t, "guards", append(simRegressions.Seeds(), simSmokeSeeds...), func(t *testing.T, seed uint64) *sim.Trace {
