@@ -172,6 +172,13 @@ func (s *SimNode) Agent() *Process {
 	return s.agent
 }
 
+// Heartbeats are the running heartbeat processes of the current boot.
+func (s *SimNode) Heartbeats() []*Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Process(nil), s.heartbeats...)
+}
+
 // RebootError is the error of the last reboot simulation, if any.
 func (s *SimNode) RebootError() error {
 	s.mu.Lock()

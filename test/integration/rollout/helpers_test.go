@@ -293,6 +293,9 @@ drainTimeout: 30s
 				if p := s.Agent(); p != nil {
 					t.Logf("last lines of %s:\n%s", p.Name, p.LogTail(40))
 				}
+				for _, p := range s.Heartbeats() {
+					t.Logf("last lines of %s:\n%s", p.Name, p.LogTail(20))
+				}
 			}
 			s.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
