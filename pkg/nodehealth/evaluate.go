@@ -164,6 +164,11 @@ type evaluation struct {
 	allPlanned       bool
 	// failing and suspended: set by failure, read by escalation.
 	failing, suspended bool
+	// releasesBoot is the boot a planned release first seen in this
+	// evaluation belongs to, when it is not the node's current one: on a
+	// node first seen with a boot record that reveals a reboot, a release
+	// found was made before that reboot (plannedInThisBoot).
+	releasesBoot string
 }
 
 // earliest lowers the decision's nextCheck to t if t is a future instant.
@@ -191,6 +196,13 @@ func (e *evaluation) bootChange() {
 	case f.hasRecord && f.record.BootID != "" && f.bootID != "" && f.record.BootID != f.bootID && st.handledBoot != f.bootID:
 		st.gate(causeRebooted, now)
 		st.handledBoot = f.bootID
+		if firstSight {
+			// A controller that starts after the reboot cannot tell when
+			// a release it finds was made; the updater releases before it
+			// reboots and renews only once the Node shows the new boot, so
+			// the release belongs to the boot the record names.
+			e.releasesBoot = f.record.BootID
+		}
 	case firstSight && e.env.live:
 		st.gate(causeNew, now)
 	case firstSight && f.tainted:
@@ -291,8 +303,11 @@ func (e *evaluation) plannedInThisBoot(extension, reason string) bool {
 	}
 	boot, seen := e.st.plannedBoot[extension]
 	if !seen {
-		e.st.plannedBoot[extension] = e.f.bootID
-		return true
+		boot = e.f.bootID
+		if e.releasesBoot != "" {
+			boot = e.releasesBoot
+		}
+		e.st.plannedBoot[extension] = boot
 	}
 	return boot == e.f.bootID
 }

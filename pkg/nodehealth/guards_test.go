@@ -514,6 +514,39 @@ func TestAPlannedReleaseOfANonGatingExtensionGatesOnlyInItsBoot(t *testing.T) {
 	}
 }
 
+// Found by the simulation (seed 4921215255747016209): a controller that
+// starts after a node rebooted into an update finds the updater's Lease
+// still released (its agent renews only once the Node shows the new boot)
+// and a boot record naming the previous boot. The release was made before
+// the reboot, in the boot the record names: it must not gate the new boot,
+// which its own reboot gate covers.
+func TestAPlannedReleaseFoundAtStartBelongsToTheBootTheRecordNames(t *testing.T) {
+	f := newFixture(t, guardOptions(), readyNode("n1"))
+	updaterNode(f, "n1")
+	f.clock.Step(time.Second)
+	f.putLease(updaterLease(f, "n1", ""))
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("the updater's planned release did not gate the node")
+	}
+	// The controller stops; the node reboots and kube-proxy renews in the
+	// new boot; a new controller starts.
+	f.clock.Step(time.Minute)
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.renew("kube-proxy", "n1")
+	g := f.restart(guardOptions())
+	g.sync("n1")
+	if c := g.condition("n1"); c.Reason != nodev1alpha1.ReasonNodeRebooted {
+		t.Fatalf("condition %s after the restart, want %s", c.Reason, nodev1alpha1.ReasonNodeRebooted)
+	}
+	g.clock.Step(time.Second)
+	g.renew("kube-proxy", "n1")
+	g.sync("n1")
+	if g.tainted("n1") {
+		t.Fatalf("the node is still gated (%s) by a release made before its reboot", g.condition("n1").Reason)
+	}
+}
+
 // Issue 20 item 9: a node that lists only extensions that do not affect
 // readiness reports True with reason NoRequiredExtensions (the update
 // operator's health gate reads it), and the updater's planned release still
