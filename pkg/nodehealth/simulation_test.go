@@ -2,10 +2,11 @@ package nodehealth
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"hash/fnv"
-	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
@@ -57,6 +59,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 11, Name: "a stopped controller observes nothing: the events its informers still had reached the model after a restart during a Lease-watch stall (driver)"},
 	{Seed: 28, Name: "a stopped controller observes nothing: its informers' late events made the model taint a node the new controller holds (driver)"},
 	{Seed: 16365078962249930749, Name: "a stopped controller observes nothing: two nodes ungated by the model on events only the old instance saw (driver)"},
+	{Seed: 8340306768581789401, Name: "a reboot ends the escalated failure: the driver's evicted flag outlived it (driver)"},
 	{Seed: 4921215255747016209, Name: "a planned release found at start on a node whose boot record reveals a reboot belongs to the boot before it"},
 }
 
@@ -200,6 +203,10 @@ type simulation struct {
 	// startedAt is when the current instance started: its eviction clocks
 	// begin there.
 	startedAt time.Time
+	// The previous second: whether only renewals happened in it, and the
+	// observable state after it (checkSteadyWrites).
+	prevQuiet bool
+	prevState string
 	cancel    context.CancelFunc
 	gen       int
 
@@ -301,6 +308,56 @@ func hash(name string, at time.Time) uint64 {
 	h := fnv.New64a()
 	_, _ = fmt.Fprintf(h, "%s@%d", name, at.UnixNano())
 	return h.Sum64()
+}
+
+// taintRemovals are the nodes whose readiness taint the controller removed
+// in this second, whatever it did next: the state sampled at the end of the
+// second can hide an ungate followed by a new gate.
+func (s *simulation) taintRemovals() sets.Set[string] {
+	out := sets.New[string]()
+	for _, a := range s.kube.Actions() {
+		p, ok := a.(clienttesting.PatchAction)
+		if !ok || p.GetResource().Resource != "nodes" || p.GetSubresource() != "" {
+			continue
+		}
+		var patch struct {
+			Spec *struct {
+				Taints *[]v1.Taint `json:"taints"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(p.GetPatch(), &patch); err != nil || patch.Spec == nil || patch.Spec.Taints == nil {
+			continue
+		}
+		if !slices.ContainsFunc(*patch.Spec.Taints, func(t v1.Taint) bool { return t.Key == testKey }) {
+			out.Insert(p.GetName())
+		}
+	}
+	return out
+}
+
+// checkSteadyWrites is the invariant of steady state: in a second where
+// nothing but renewals happened, after another such second, with every node
+// ready and nothing observable changed (state includes the conditions'
+// messages, which name extensions that do not affect readiness), the
+// controller writes no Node
+// (DESIGN: steady-state cost follows the rate of change, not of renewals).
+func (s *simulation) checkSteadyWrites(quiet bool, state string) []string {
+	steady := quiet && s.prevQuiet && state == s.prevState && !strings.Contains(state, "=tainted/") && !strings.Contains(state, "/False")
+	s.prevQuiet, s.prevState = quiet, state
+	if !steady {
+		return nil
+	}
+	var writes []string
+	for _, a := range s.kube.Actions() {
+		if a.GetVerb() == "patch" && a.GetResource().Resource == "nodes" {
+			p := a.(clienttesting.PatchAction)
+			writes = append(writes, p.GetName()+" "+string(p.GetPatch()))
+		}
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("the controller wrote Nodes at steady state (invariant): %s", strings.Join(writes, "; "))}
 }
 
 // drainSlack is how long a drain may take once nothing stops it: the
@@ -602,7 +659,6 @@ func (s *simulation) feedModel(nodes, leases cache.SharedIndexInformer) {
 		}
 		if old == nil || ptr.Deref(old.Spec.HolderIdentity, "") == "" || !old.Spec.RenewTime.Equal(l.Spec.RenewTime) {
 			d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second
-			fmt.Fprintf(os.Stderr, "DBG t=%s renewed %s/%s renewTime=%s\n", s.at(), node, ext, l.Spec.RenewTime.Time.Sub(sim.Epoch))
 			s.observe(key, func() { s.model.LeaseRenewed(at, node, ext, d) })
 		}
 	}
@@ -704,6 +760,8 @@ func (s *simulation) step() bool {
 	s.clk.Forward(1)
 	now := s.clk.Now()
 	s.kube.ClearActions()
+	// Every event of the world adds a line to the trace; renewals do not.
+	mark := s.trace.Len()
 	// What came due with time first, in both: the view's staleness, then
 	// the timers, before anything that happens in this second.
 	s.checkView()
@@ -718,10 +776,7 @@ func (s *simulation) step() bool {
 	s.checkView()
 	s.deliver()
 	s.model.Advance(now)
-	if st := s.c.nodes["n1"]; st != nil && s.clk.Elapsed() > 125*time.Second {
-		fmt.Fprintf(os.Stderr, "DBG t=%s n1 gated=%v gateStart=%s suppressed=%v full=%v\n", s.at(), st.gated, st.gateStart.Sub(sim.Epoch), st.suppressed, st.full)
-	}
-	return s.compare()
+	return s.compare(s.trace.Len() == mark)
 }
 
 // heartbeats renews the Leases of the agents that are alive and due.
@@ -906,12 +961,20 @@ func (s *simulation) updateNode(n *simNode) {
 
 // compare requires the controller's observable state to equal the model's,
 // records both in the trace, and checks the invariants.
-func (s *simulation) compare() bool {
+func (s *simulation) compare(quiet bool) bool {
 	s.t.Helper()
 	want := s.model.Nodes()
 	held := sets.New(s.model.Held()...)
-	var diffs, line []string
+	var diffs, line, messages []string
+	untainted := s.taintRemovals()
 	for _, n := range s.nodes {
+		if untainted.Has(n.name) && n.evicted {
+			// Ungated within the second, perhaps gated again (a reboot):
+			// the escalated failure ended with the taint.
+			n.evicted, n.budgetAllows = false, time.Time{}
+			s.deletePods(n)
+			s.createPods(n, fmt.Sprintf("-%d", s.clk.Elapsed()/time.Second))
+		}
 		obj, err := s.kube.CoreV1().Nodes().Get(s.ctx, n.name, metav1.GetOptions{})
 		if err != nil {
 			s.t.Fatal(err)
@@ -920,6 +983,7 @@ func (s *simulation) compare() bool {
 		for _, c := range obj.Status.Conditions {
 			if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
 				got.ConditionStatus, got.ConditionReason = string(c.Status), c.Reason
+				messages = append(messages, c.Message)
 			}
 		}
 		// Evicted lasts as long as the failure: while the node is tainted
@@ -943,7 +1007,9 @@ func (s *simulation) compare() bool {
 		}
 	}
 	sort.Strings(line)
-	s.trace.Add("t=%s %s", s.at(), strings.Join(line, " "))
+	state := strings.Join(line, " ")
+	diffs = append(diffs, s.checkSteadyWrites(quiet, state+"\n"+strings.Join(messages, "\n"))...)
+	s.trace.Add("t=%s %s", s.at(), state)
 	if len(diffs) > 0 {
 		s.t.Errorf("t=%s the controller and the model differ:\n  %s\nrecent trace:\n%s", s.at(), strings.Join(diffs, "\n  "), s.trace.Tail(40))
 		return false
