@@ -59,7 +59,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 11, Name: "a stopped controller observes nothing: the events its informers still had reached the model after a restart during a Lease-watch stall (driver)"},
 	{Seed: 28, Name: "a stopped controller observes nothing: its informers' late events made the model taint a node the new controller holds (driver)"},
 	{Seed: 16365078962249930749, Name: "a stopped controller observes nothing: two nodes ungated by the model on events only the old instance saw (driver)"},
-	{Seed: 8340306768581789401, Name: "a reboot ends the escalated failure: the driver's evicted flag outlived it (driver)"},
+	{Seed: 8340306768581789401, Name: "an ungate and a new gate (a reboot) in one second end the escalation: the driver sampled only the end of the second (driver)"},
 	{Seed: 4921215255747016209, Name: "a planned release found at start on a node whose boot record reveals a reboot belongs to the boot before it"},
 }
 
