@@ -28,8 +28,8 @@ func TestSuspensionPausesTheEvictionClock(t *testing.T) {
 	escalated := func() bool { return f.c.evictions.Len() > 0 }
 
 	// The healthy nodes renew (a node whose Lease is past its expiry
-	// counts as failing as soon as a failure taint is decided, synced or
-	// not).
+	// counts as failing as soon as a failure taint or an escalation is
+	// decided, synced or not).
 	renewHealthy := func(names ...string) {
 		for _, n := range names {
 			f.renew("kube-proxy", n)
@@ -59,6 +59,7 @@ func TestSuspensionPausesTheEvictionClock(t *testing.T) {
 	}
 	// b and c recover at t0+12m: 10 minutes of suspension.
 	f.clock.Step(6 * time.Minute)
+	renewHealthy("d", "e", "f")
 	for _, n := range []string{"b", "c"} {
 		f.renew("kube-proxy", n)
 		f.sync(n)
@@ -72,6 +73,7 @@ func TestSuspensionPausesTheEvictionClock(t *testing.T) {
 	}
 	// a failed for 1 minute before the suspension, so 4 more minutes.
 	f.clock.Step(4*time.Minute - time.Second)
+	renewHealthy("b", "c", "d", "e", "f")
 	f.sync("a")
 	if escalated() {
 		t.Fatalf("a escalated %s after the resume, before its remaining 4 minutes", 4*time.Minute-time.Second)

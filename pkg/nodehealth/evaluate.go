@@ -534,10 +534,11 @@ func (e *evaluation) failure() {
 	e.failing = failing
 	e.env.updateFailing(failing, countAffecting(e.d.statuses) > 0)
 	e.suspended = e.env.suspended(f.zone)
-	if failing && !f.tainted && !e.suspended && e.env.recount != nil {
+	if failing && !e.suspended && e.env.recount != nil && (!f.tainted || e.escalationComesDue()) {
 		// Failures that come due together (a restart's grace running
 		// out, a mass failure) are all counted before any one of them is
-		// tainted, not one by one as their nodes are synced.
+		// tainted or escalated, not one by one as their nodes are synced:
+		// the node whose timer is handled first must not slip through.
 		e.env.recount()
 		e.suspended = e.env.suspended(f.zone)
 	}
@@ -562,6 +563,20 @@ func (e *evaluation) failure() {
 
 // escalation runs the eviction clock of an unplanned failure after the node
 // was ready, paused while escalation is suspended.
+// escalationComesDue reports whether this evaluation would escalate the
+// failing node if nothing held it, without moving its clock.
+func (e *evaluation) escalationComesDue() bool {
+	st, opts := e.st, e.env.opts
+	if opts.Eviction.Mode == EvictionModeNone || opts.Eviction.Timeout < 0 || (st.escalated && !st.drainInterrupted) {
+		return false
+	}
+	elapsed := st.escElapsed
+	if !st.escRunningSince.IsZero() {
+		elapsed += e.now.Sub(st.escRunningSince)
+	}
+	return elapsed >= opts.Eviction.Timeout
+}
+
 func (e *evaluation) escalation() {
 	st, now, opts := e.st, e.now, e.env.opts
 	held := e.suspended || e.env.ownViewStale

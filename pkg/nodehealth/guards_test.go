@@ -260,6 +260,45 @@ func TestADrainInterruptedByASuspensionContinuesAfterIt(t *testing.T) {
 	}
 }
 
+// Found by the simulation: a node's eviction clock runs out at the very
+// instant the Leases of other nodes expire, enough of them to suspend
+// escalation. The node's own timer may be handled first: the count is
+// brought up to date before an escalation as before a failure taint, or the
+// guard lets through the eviction it exists to stop.
+func TestAnEscalationDueWithAMassExpiryAtTheSameInstantIsHeld(t *testing.T) {
+	opts := testOptions()
+	opts.Eviction.Timeout = time.Minute
+	names := []string{"a", "b", "c", "d"}
+	f := newFixture(t, opts, readyNodes(names...)...)
+	f.c.primeBlastRadius(f.ctx)
+	f.syncAll(names...)
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "a", "Crashed")
+	f.sync("a")
+	if !f.tainted("a") {
+		t.Fatal("a not tainted for its failure")
+	}
+	// b and c renew one last time so that they expire (40 s + 10 s of
+	// grace) when a's eviction clock runs out; d keeps renewing.
+	f.clock.Step(10 * time.Second)
+	f.renew("kube-proxy", "b")
+	f.renew("kube-proxy", "c")
+	f.syncAll("b", "c")
+	for range 5 {
+		f.clock.Step(10 * time.Second)
+		f.renew("kube-proxy", "d")
+	}
+	// a's timer first.
+	f.sync("a")
+	if n := f.c.evictions.Len(); n != 0 {
+		t.Fatalf("a queued for eviction while 3 of 4 nodes fail (threshold 50 %%): the count was not brought up to date first")
+	}
+	f.syncAll("b", "c", "d")
+	if f.tainted("b") || f.tainted("c") {
+		t.Error("b or c tainted during the suspension")
+	}
+}
+
 // Issue 20 item 4: a restart in the middle of an expiry-type incident. At
 // the start every Lease counts as observed, so the count is 0; when the
 // grace runs out every expiry comes due together, and the count is brought

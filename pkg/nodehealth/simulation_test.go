@@ -124,7 +124,7 @@ func simOptions() Options {
 		RenewalGrace:         5 * time.Second,
 		RegistrationGrace:    30 * time.Second,
 		MaintenanceReasons:   sets.New(nodev1alpha1.ReasonUpdating),
-		Eviction:             EvictionOptions{Mode: EvictionModeEvict, Timeout: time.Minute, NodesPerSecond: 1000},
+		Eviction:             EvictionOptions{Mode: EvictionModeEvict, Timeout: 30 * time.Second, NodesPerSecond: 1000},
 		BlastRadius:          BlastRadiusOptions{ClusterThreshold: 0.5, ZoneThreshold: 0.6},
 		CanaryInterval:       simCanary,
 		MinimumLeaseDuration: 10 * time.Second,
@@ -169,11 +169,14 @@ type simNode struct {
 	// bootID reported at downUntil.
 	downFrom, downUntil time.Time
 	evicted             bool
+	// gen counts re-creations (the UID's suffix).
+	gen int
 	// The node's guarded pod has a PodDisruptionBudget whose replacement
 	// takes a while: the first eviction attempt is refused, and so is every
 	// one until budgetAllows (zero: no attempt yet). freeSince is since when
-	// no guard has held the node's escalation (zero: held now).
-	budgetAllows, freeSince time.Time
+	// no guard has held the node's escalation (zero: held now); lastAttempt
+	// the last eviction attempt on the node.
+	budgetAllows, freeSince, lastAttempt time.Time
 }
 
 func (n *simNode) bootID() string { return fmt.Sprintf("boot-%d", n.boot) }
@@ -248,16 +251,16 @@ func newSimulation(t *testing.T, seed uint64) *simulation {
 			if n.name != pod.Spec.NodeName {
 				continue
 			}
-			n.evicted = true
+			now := s.clk.Now()
+			n.evicted, n.lastAttempt = true, now
 			if pod.Labels["budget"] != "guarded" {
 				return nil
 			}
-			now := s.clk.Now()
 			if n.budgetAllows.IsZero() {
 				// Derived from the pod, not drawn: when the controller
 				// evicts is its own business, and must not shift the
 				// seed's other draws.
-				n.budgetAllows = now.Add(time.Duration(10+hash(pod.Name, now)%31) * time.Second)
+				n.budgetAllows = now.Add(time.Duration(5+hash(pod.Name, now)%16) * time.Second)
 			}
 			if now.Before(n.budgetAllows) {
 				return fmt.Errorf("the budget of %s allows no disruption until %s", pod.Name, n.budgetAllows.Sub(sim.Epoch))
@@ -270,17 +273,21 @@ func newSimulation(t *testing.T, seed uint64) *simulation {
 	s.api.Install(&s.kube.Fake)
 	s.model = model.New(modelConfig(s.opts))
 
+	// Half the seeds give cni a startup timeout, failing closed or open.
+	if rng.Chance(0.5) {
+		cni := &s.opts.Rules[1]
+		cni.StartupTimeout = time.Duration(10+rng.Intn(30)) * time.Second
+		cni.FailurePolicy = FailurePolicyKeepGated
+		if rng.Chance(0.5) {
+			cni.FailurePolicy = FailurePolicyUngate
+		}
+	}
+
 	// The cluster: 6 to 9 nodes in two zones, all running kube-proxy, some
 	// cni, some the updater (self-registered, not gating).
 	count := 6 + rng.Intn(4)
-	for i := range count {
-		n := &simNode{name: fmt.Sprintf("n%d", i), zone: fmt.Sprintf("z%d", i%2), uid: types.UID(fmt.Sprintf("uid-n%d", i)),
-			boot: 1, cni: rng.Chance(0.5)}
-		n.agents = []*simAgent{{ext: "kube-proxy", alive: true}, {ext: "cni", alive: true}}
-		if rng.Chance(0.5) {
-			n.agents = append(n.agents, &simAgent{ext: "bottlerocket-updater", registered: true, alive: true})
-		}
-		s.nodes = append(s.nodes, n)
+	for range count {
+		n := s.newNode()
 		s.create(s.nodeObject(n))
 		s.createPods(n, "")
 		for _, a := range n.agents {
@@ -292,6 +299,63 @@ func newSimulation(t *testing.T, seed uint64) *simulation {
 	}
 	s.startController()
 	return s
+}
+
+// newNode adds the next node to the world (not yet to the API).
+func (s *simulation) newNode() *simNode {
+	i := len(s.nodes)
+	n := &simNode{name: fmt.Sprintf("n%d", i), zone: fmt.Sprintf("z%d", i%2), uid: types.UID(fmt.Sprintf("uid-n%d", i)),
+		boot: 1, cni: s.rng.Chance(0.5)}
+	n.agents = []*simAgent{{ext: "kube-proxy", alive: true}, {ext: "cni", alive: true}}
+	if s.rng.Chance(0.5) {
+		n.agents = append(n.agents, &simAgent{ext: "bottlerocket-updater", registered: true, alive: true})
+	}
+	s.nodes = append(s.nodes, n)
+	return n
+}
+
+// join adds a node while the cluster runs (a scale-up), created with the
+// readiness taint already on when taint is set (the creation-time admission
+// policy); its DaemonSet pods start a few seconds later and create their
+// Leases with their first renewal.
+func (s *simulation) join(now time.Time, taint bool) {
+	n := s.newNode()
+	obj := s.nodeObject(n)
+	if taint {
+		obj.Spec.Taints = []v1.Taint{{Key: testKey, Effect: v1.TaintEffectNoSchedule}}
+	}
+	s.create(obj)
+	s.createPods(n, "")
+	for _, a := range n.agents {
+		a.nextRenew = now.Add(time.Duration(2+s.rng.Intn(20)) * time.Second)
+	}
+	s.trace.Add("t=%s %s joins (zone %s, cni %v, tainted at creation %v)", s.at(), n.name, n.zone, n.cni, taint)
+}
+
+// recreate replaces a node's Node object by a new one of the same name (a
+// machine replaced under the same name): its pods go with the old object,
+// its DaemonSet pods start again on the new machine.
+func (s *simulation) recreate(n *simNode, now time.Time, taint bool) {
+	if err := s.kube.CoreV1().Nodes().Delete(s.ctx, n.name, metav1.DeleteOptions{}); err != nil {
+		s.t.Fatalf("deleting node %s: %v", n.name, err)
+	}
+	s.deletePods(n)
+	n.gen++
+	n.uid = types.UID(fmt.Sprintf("uid-%s-%d", n.name, n.gen))
+	n.boot++
+	n.evicted, n.budgetAllows, n.lastAttempt, n.downFrom, n.downUntil = false, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	obj := s.nodeObject(n)
+	if taint {
+		obj.Spec.Taints = []v1.Taint{{Key: testKey, Effect: v1.TaintEffectNoSchedule}}
+	}
+	s.create(obj)
+	s.createPods(n, fmt.Sprintf("-%d", s.clk.Elapsed()/time.Second))
+	for _, a := range n.agents {
+		if a.alive && a.released == "" {
+			a.nextRenew = now.Add(time.Duration(2+s.rng.Intn(20)) * time.Second)
+		}
+	}
+	s.trace.Add("t=%s %s re-created (uid %s, tainted at creation %v)", s.at(), n.name, n.uid, taint)
 }
 
 // createPods puts the node's workload on it: a pod anyone may evict and a
@@ -360,15 +424,16 @@ func (s *simulation) checkSteadyWrites(quiet bool, state string) []string {
 	return []string{fmt.Sprintf("the controller wrote Nodes at steady state (invariant): %s", strings.Join(writes, "; "))}
 }
 
-// drainSlack is how long a drain may take once nothing stops it: the
-// longest per-pod back-off a refusal of at most 40 s can reach (attempts 5,
-// 15, 35 and 75 s after the first), with room to spare.
-const drainSlack = 90 * time.Second
+// drainGap is the longest a drain may leave an escalated node's pods
+// without an eviction attempt while nothing stops it: a budget refuses for
+// at most 20 s, so the per-pod back-off (5, 10, 20 s, ...) never waits more
+// than 20 s before the attempt that succeeds.
+const drainGap = 25 * time.Second
 
-// checkDrain is the invariant of an escalated node: once no guard holds its
-// escalation and its budget allows, the drain is carried through, also when
-// a suspension cut it in the middle: no pod is left on the node past
-// drainSlack. A restarted controller starts its eviction clocks anew.
+// checkDrain is the invariant of an escalated node: while no guard holds
+// its escalation and pods are left on it, the drain goes on, also after a
+// suspension cut it in the middle: an eviction attempt at least every
+// drainGap. A restarted controller starts its eviction clocks anew.
 func (s *simulation) checkDrain(n *simNode, w model.NodeView) []string {
 	now := s.clk.Now()
 	if !w.Evicted || s.model.Suspended(n.zone) {
@@ -379,13 +444,12 @@ func (s *simulation) checkDrain(n *simNode, w model.NodeView) []string {
 		n.freeSince = now
 	}
 	since := n.freeSince
-	if n.budgetAllows.After(since) {
-		since = n.budgetAllows
+	for _, t := range []time.Time{n.lastAttempt, s.startedAt.Add(s.opts.Eviction.Timeout)} {
+		if t.After(since) {
+			since = t
+		}
 	}
-	if restarted := s.startedAt.Add(s.opts.Eviction.Timeout); restarted.After(since) {
-		since = restarted
-	}
-	if now.Sub(since) <= drainSlack {
+	if now.Sub(since) <= drainGap {
 		return nil
 	}
 	var left []string
@@ -395,7 +459,7 @@ func (s *simulation) checkDrain(n *simNode, w model.NodeView) []string {
 	if len(left) == 0 {
 		return nil
 	}
-	return []string{fmt.Sprintf("%s: escalated and held by no guard since %s, its budget allowing since %s, yet pods %s are left on it (invariant)",
+	return []string{fmt.Sprintf("%s: escalated and held by no guard since %s, no eviction attempt since %s, yet pods %s are left on it (invariant)",
 		n.name, n.freeSince.Sub(sim.Epoch), since.Sub(sim.Epoch), strings.Join(left, ", "))}
 }
 
@@ -462,9 +526,12 @@ func (s *simulation) leaseObject(n *simNode, a *simAgent) *coordinationv1.Lease 
 // controller resolves from its rules and the registrations.
 func (s *simulation) modelNode(node *v1.Node) model.Node {
 	mn := model.Node{Name: node.Name, UID: string(node.UID), BootID: node.Status.NodeInfo.BootID, Zone: node.Labels[v1.LabelTopologyZone]}
+	mn.TaintedAtCreation = hasTaint(node, testKey, v1.TaintEffectNoSchedule)
 	mn.Extensions = append(mn.Extensions, model.Extension{Name: "kube-proxy", AffectsReadiness: true})
 	if node.Labels["cni"] == "true" {
-		mn.Extensions = append(mn.Extensions, model.Extension{Name: "cni", AffectsReadiness: true})
+		cni := s.opts.Rules[1]
+		mn.Extensions = append(mn.Extensions, model.Extension{Name: "cni", AffectsReadiness: true,
+			StartupTimeout: cni.StartupTimeout, FailOpen: cni.FailurePolicy == FailurePolicyUngate})
 	}
 	for _, n := range s.nodes {
 		if n.name != node.Name {
@@ -898,6 +965,10 @@ func (s *simulation) faults(now time.Time) {
 		s.trace.Add("t=%s kube-proxy dies everywhere", s.at())
 	case r.Chance(0.004):
 		s.startController()
+	case len(s.nodes) < 12 && r.Chance(0.002):
+		s.join(now, r.Chance(0.5))
+	case r.Chance(0.001):
+		s.recreate(s.nodes[r.Intn(len(s.nodes))], now, r.Chance(0.5))
 	case r.Chance(0.005):
 		s.api.CloseWatches(nodesGVR)
 		s.api.CloseWatches(leasesGVR)
@@ -971,7 +1042,7 @@ func (s *simulation) compare(quiet bool) bool {
 		if untainted.Has(n.name) && n.evicted {
 			// Ungated within the second, perhaps gated again (a reboot):
 			// the escalated failure ended with the taint.
-			n.evicted, n.budgetAllows = false, time.Time{}
+			n.evicted, n.budgetAllows, n.lastAttempt = false, time.Time{}, time.Time{}
 			s.deletePods(n)
 			s.createPods(n, fmt.Sprintf("-%d", s.clk.Elapsed()/time.Second))
 		}
@@ -1001,7 +1072,7 @@ func (s *simulation) compare(quiet bool) bool {
 		diffs = append(diffs, s.checkDrain(n, w)...)
 		if n.evicted && !got.Evicted {
 			// The node recovered: its workload comes back.
-			n.evicted, n.budgetAllows = false, time.Time{}
+			n.evicted, n.budgetAllows, n.lastAttempt = false, time.Time{}, time.Time{}
 			s.deletePods(n)
 			s.createPods(n, fmt.Sprintf("-%d", s.clk.Elapsed()/time.Second))
 		}

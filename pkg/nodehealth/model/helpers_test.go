@@ -174,6 +174,12 @@ func ready(rec string) NodeView {
 	return NodeView{ConditionStatus: "True", ConditionReason: nodev1alpha1.ReasonExtensionsReady, BootRecord: rec}
 }
 
+// failedOpen: not gated, but a required extension failed open and is not
+// ready yet.
+func failedOpen(rec string) NodeView {
+	return NodeView{ConditionStatus: "True", ConditionReason: nodev1alpha1.ReasonExtensionsFailedOpen, BootRecord: rec}
+}
+
 func nothingRequired(rec string) NodeView {
 	return NodeView{ConditionStatus: "True", ConditionReason: nodev1alpha1.ReasonNoRequiredExtensions, BootRecord: rec}
 }

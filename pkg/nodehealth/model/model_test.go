@@ -466,9 +466,9 @@ func TestStartupTimeoutsKeepTheNodeGatedOrFailOpen(t *testing.T) {
 	st.expect("before the timeout", gated(registered, ""), "n1", "n2")
 	st.run(1 * minute)
 	st.expect("KeepGated", gated(startupTimeout, ""), "n1")
-	st.expect("Ungate: nothing else to wait for", ready(boot1+";b"), "n2")
+	st.expect("Ungate: nothing else to wait for", failedOpen(boot1+";b"), "n2")
 	st.renew(70*sec, "n1/a")
-	st.expect("a came up; b failed open", ready(boot1+";b"), "n1")
+	st.expect("a came up; b failed open", failedOpen(boot1+";b"), "n1")
 	st.renew(80*sec, "n1/b", "n2/b")
 	st.expect("b came up: its fail-open ends", ready(boot1), "n1", "n2")
 	st.run(130 * sec)
@@ -483,14 +483,14 @@ func TestAFailOpenInTheBootRecordSurvivesARestartWhileAnotherExtensionGates(t *t
 	st.renew(10*sec, "n1/a")
 	st.keep("n1/a")
 	st.run(1 * minute)
-	st.expect("b failed open", ready(boot1+";b"), "n1")
+	st.expect("b failed open", failedOpen(boot1+";b"), "n1")
 	st.drop("n1/a")
 	st.release(2*minute, "n1/a", "Crashed")
 	st.expect("a failed", gated(notReady, boot1+";b"), "n1")
 	st.start(3 * minute)
 	st.expect("found gated", gated(notReady, boot1+";b"), "n1")
 	st.renew(3*minute+10*sec, "n1/a")
-	st.expect("b's missing Lease does not gate after the restart", ready(boot1+";b"), "n1")
+	st.expect("b's missing Lease does not gate after the restart", failedOpen(boot1+";b"), "n1")
 }
 
 // --- Nodes without gating extensions, exclusion ----------------------------
@@ -578,7 +578,7 @@ func TestNothingFailsOpenWhileTheOwnViewIsStale(t *testing.T) {
 	st.run(2*minute + 59*sec)
 	st.expect("the lift restarted the timeout", gated(registered, ""), "n1")
 	st.run(3 * minute)
-	st.expect("a minute after the lift", ready(boot1+";b"), "n1")
+	st.expect("a minute after the lift", failedOpen(boot1+";b"), "n1")
 }
 
 func TestARenewalObservedAtTheSameInstantAsARebootDoesNotCount(t *testing.T) {

@@ -340,6 +340,7 @@ func (m *Model) evaluateNode(n *node, t time.Time) {
 	}
 	tickEvictionClock(n, t)
 	m.applyStartupTimeouts(n, t)
+	m.endFailOpens(n, t)
 	f := m.factsOf(n, t)
 	wasHeld := n.held
 	n.held = false
@@ -373,6 +374,27 @@ func leaveExcludedNodeAlone(n *node) {
 	}
 	n.gate, n.inService, n.held, n.evicted = nil, false, false, false
 	n.clock = evictionClock{}
+}
+
+// endFailOpens: failing open lasts until the extension becomes ready; from
+// then on it gates like any other (docs/controller.md, startup timeouts).
+func (m *Model) endFailOpens(n *node, t time.Time) {
+	for e := range n.failedOpen {
+		if m.leaseReady(n.Name, e, t) {
+			delete(n.failedOpen, e)
+		}
+	}
+}
+
+// failedOpenListed: an extension the node lists as affecting readiness
+// failed open in this boot and is not ready yet.
+func failedOpenListed(n *node) bool {
+	for _, e := range n.Extensions {
+		if e.AffectsReadiness && n.failedOpen[e.Name] {
+			return true
+		}
+	}
+	return false
 }
 
 // applyStartupTimeouts: during a bootstrap gate (new, rebooted, re-created,
@@ -527,6 +549,10 @@ func (m *Model) writeCondition(n *node, f facts, t time.Time) {
 		n.condStatus, n.condReason = condFalse, nodev1alpha1.ReasonGatingSuspended
 	case n.gate != nil && len(f.gating) > 0:
 		n.condStatus, n.condReason = condFalse, m.gateReason(n, f, t)
+	case failedOpenListed(n):
+		// Not "every extension ready": the update operator's health gate
+		// does not pass it.
+		n.condStatus, n.condReason = condTrue, nodev1alpha1.ReasonExtensionsFailedOpen
 	case !f.listsGating:
 		n.condStatus, n.condReason = condTrue, nodev1alpha1.ReasonNoRequiredExtensions
 	default:
