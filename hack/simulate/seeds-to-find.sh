@@ -35,7 +35,7 @@ for patch in "$root"/hack/simulate/mutants/$only.patch; do
 		total=$((total + 1))
 		if ! out=$(cd "$scratch/pkg/nodehealth" && ./../../nh.test -test.run '^TestSimulation$' -test.timeout 10m -sim.seeds=0 -sim.seed="$seed" 2>&1); then
 			found=$seed
-			what=$(grep -m1 -A1 'differ\|invariant' <<<"$out" | tail -1 | sed 's/^ *//; s/|/\\|/g')
+			what=$(grep -m1 -A1 'differ\|invariant' <<<"$out" | tail -1 | sed 's/^ *//; s/|/\\|/g' | cut -c1-160)
 			break
 		fi
 	done
