@@ -24,9 +24,8 @@ func TestRolloutHoldsTheLimit(t *testing.T) {
 	h := watchHistory(t, ctx, nodes...)
 	createNodes(t, nodes...)
 	startAgent(t, ctx, nodes...)
-	opts := baseOptions(t)
-	opts.MaxConcurrent = intstr.FromInt32(2)
-	startOperator(t, opts)
+	createPolicy(t, func(s *updatesv1alpha1.UpdatePolicySpec) { s.MaxConcurrentUpdates = intstr.FromInt32(2) })
+	startOperator(t, baseOptions(t))
 	for _, n := range nodes {
 		waitShadow(t, ctx, n, "updated", updated)
 	}
@@ -59,6 +58,7 @@ func TestHealthGateHaltsUntilResume(t *testing.T) {
 	a.mu.Lock()
 	a.unhealthy["gate-b"] = true
 	a.mu.Unlock()
+	createPolicy(t)
 	opts := baseOptions(t)
 	opts.Deadlines.MonitoringUpdate = 5 * time.Second
 	op := startOperator(t, opts)
@@ -96,6 +96,7 @@ func TestStuckNodeFailsAndFreesItsSlot(t *testing.T) {
 	a.mu.Lock()
 	a.stuckIn["stuck-a"] = updatesv1alpha1.StateStagedAndPerformedUpdate
 	a.mu.Unlock()
+	createPolicy(t)
 	opts := baseOptions(t)
 	opts.Deadlines.RebootedIntoUpdate = 4 * time.Second
 	startOperator(t, opts)
@@ -125,8 +126,8 @@ func TestRestartMidRollout(t *testing.T) {
 	a.mu.Lock()
 	a.stuckIn["restart-1"] = updatesv1alpha1.StateStagedAndPerformedUpdate
 	a.mu.Unlock()
+	createPolicy(t, func(s *updatesv1alpha1.UpdatePolicySpec) { s.MaxConcurrentUpdates = intstr.FromInt32(2) })
 	opts := baseOptions(t)
-	opts.MaxConcurrent = intstr.FromInt32(2)
 	op := startOperator(t, opts)
 	waitShadow(t, ctx, "restart-1", "draining", func(s *updatesv1alpha1.BottlerocketShadow) bool {
 		return s.Spec.State == updatesv1alpha1.StateRebootedIntoUpdate
@@ -161,7 +162,8 @@ func resumeAgent(t *testing.T, ctx context.Context, name string) {
 	}
 }
 
-// Pausing lets the nodes in flight finish and starts no other.
+// Pausing lets the nodes in flight finish and starts no other. The pause is
+// an edit of the UpdatePolicy: the running operator takes it, no restart.
 func TestPauseLetsInFlightFinish(t *testing.T) {
 	ctx := ctxFor(t, 3*time.Minute)
 	nodes := []string{"pause-a", "pause-b", "pause-c"}
@@ -171,15 +173,15 @@ func TestPauseLetsInFlightFinish(t *testing.T) {
 	a.mu.Lock()
 	a.stuckIn["pause-a"] = updatesv1alpha1.StateStagedAndPerformedUpdate
 	a.mu.Unlock()
-	opts := baseOptions(t)
-	op := startOperator(t, opts)
+	pol := createPolicy(t)
+	startOperator(t, baseOptions(t))
 	waitShadow(t, ctx, "pause-a", "in flight", func(s *updatesv1alpha1.BottlerocketShadow) bool {
 		return s.Status.CurrentState == updatesv1alpha1.StateStagedAndPerformedUpdate
 	})
-	// A configuration change restarts the operator with the new settings.
-	op.stop()
-	opts.Paused = true
-	startOperator(t, opts)
+	paused := editPolicy(t, ctx, pol.Name, func(s *updatesv1alpha1.UpdatePolicySpec) { s.Paused = true })
+	waitPolicy(t, ctx, pol.Name, "observed the pause", func(p *updatesv1alpha1.UpdatePolicy) bool {
+		return p.Status.ObservedGeneration == paused.Generation
+	})
 	a.mu.Lock()
 	delete(a.stuckIn, "pause-a")
 	a.mu.Unlock()
