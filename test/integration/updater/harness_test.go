@@ -351,11 +351,15 @@ type history struct {
 	max      int
 	starts   map[string]int
 	lastSpec map[string]updatesv1alpha1.ShadowState
+	// startRVs are the resourceVersions of the writes that started a
+	// node, by node.
+	startRVs map[string][]string
 }
 
 func watchHistory(t *testing.T, ctx context.Context, nodes ...string) *history {
 	t.Helper()
-	h := &history{current: map[string]bool{}, starts: map[string]int{}, lastSpec: map[string]updatesv1alpha1.ShadowState{}}
+	h := &history{current: map[string]bool{}, starts: map[string]int{}, lastSpec: map[string]updatesv1alpha1.ShadowState{},
+		startRVs: map[string][]string{}}
 	ours := map[string]bool{}
 	for _, n := range nodes {
 		ours[n] = true
@@ -409,6 +413,7 @@ func (h *history) observe(s *updatesv1alpha1.BottlerocketShadow, ours map[string
 	h.max = max(h.max, n)
 	if h.lastSpec[s.Name] == updatesv1alpha1.StateIdle && s.Spec.State == updatesv1alpha1.StateStagedAndPerformedUpdate {
 		h.starts[s.Name]++
+		h.startRVs[s.Name] = append(h.startRVs[s.Name], s.ResourceVersion)
 	}
 	h.lastSpec[s.Name] = s.Spec.State
 }
