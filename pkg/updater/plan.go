@@ -253,19 +253,15 @@ func planStarts(snap *snapshot, pol *policy) plan {
 	return p
 }
 
-// conflictNotes are the Events about nodes that several policies select, or
-// none: they are never started.
+// conflictNotes are the Events about nodes that several policies select:
+// they are never started. A node no policy selects is not started either,
+// but gets no Event: that is the state of a fresh install (no policy until
+// someone writes one), and thousands of Events would say nothing that
+// "kubectl get upol" does not.
 func conflictNotes(snap *snapshot) map[string]note {
 	out := map[string]note{}
 	for name, n := range snap.nodes {
-		if !n.managed {
-			continue
-		}
-		switch len(n.selectedBy) {
-		case 0:
-			out[name] = note{"NoUpdatePolicy", "No UpdatePolicy selects this node; it is never started"}
-		case 1:
-		default:
+		if n.managed && len(n.selectedBy) > 1 {
 			out[name] = note{"UpdatePolicyConflict", fmt.Sprintf("UpdatePolicies %s all select this node; it is never started until exactly one does",
 				strings.Join(n.selectedBy, ", "))}
 		}
