@@ -9,8 +9,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clienttesting "k8s.io/client-go/testing"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 )
@@ -316,4 +319,28 @@ func (f *fixture) storedPolicy(name string) *updatesv1alpha1.UpdatePolicy {
 		f.t.Fatal(err)
 	}
 	return o.(*updatesv1alpha1.UpdatePolicy)
+}
+
+// TestAStatusWriteConflictBringsThePassBack: the cache can lag behind the
+// pass's own last status write, whose event brings no pass back; a
+// conflicting write must try again, or the status stays stale until some
+// node changes.
+func TestAStatusWriteConflictBringsThePassBack(t *testing.T) {
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("a")}, []*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, idle, running(newV))})
+	f.client.PrependReactor("update", "updatepolicies", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(updatesv1alpha1.Resource("updatepolicies"), "fleet", fmt.Errorf("stale"))
+	})
+	if err := f.c.syncStart(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"status fleet"})
+	f.clock.Step(time.Second)
+	// The delaying queue moves the key over in its own goroutine.
+	deadline := time.Now().Add(5 * time.Second)
+	for f.c.queue.Len() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := f.c.queue.Len(); got != 1 {
+		t.Errorf("queue length %d after a conflicting status write, want the start pass queued again", got)
+	}
 }

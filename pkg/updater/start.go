@@ -217,8 +217,16 @@ func (c *Controller) writeStatuses(ctx context.Context, snap *snapshot, pols []*
 		n := o.DeepCopy()
 		n.Status = st
 		if _, err := c.client.UpdatesV1alpha1().UpdatePolicies().UpdateStatus(ctx, n, metav1.UpdateOptions{FieldManager: "update-operator"}); err != nil {
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				continue // its event brings the pass back
+			if apierrors.IsNotFound(err) {
+				continue // deleted: its event brings the pass back
+			}
+			if apierrors.IsConflict(err) {
+				// Most often the cache has not caught up with this
+				// pass's own last status write, whose event does not
+				// bring the pass back (see the policy handler): try
+				// again shortly rather than wait for another event.
+				c.queue.AddRateLimited(startKey)
+				continue
 			}
 			return fmt.Errorf("writing the status of UpdatePolicy %s: %w", pol.name, err)
 		}

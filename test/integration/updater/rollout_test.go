@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -58,7 +59,7 @@ func TestHealthGateHaltsUntilResume(t *testing.T) {
 	a.mu.Lock()
 	a.unhealthy["gate-b"] = true
 	a.mu.Unlock()
-	createPolicy(t)
+	pol := createPolicy(t)
 	opts := baseOptions(t)
 	opts.Deadlines.MonitoringUpdate = 5 * time.Second
 	op := startOperator(t, opts)
@@ -67,6 +68,12 @@ func TestHealthGateHaltsUntilResume(t *testing.T) {
 	if r := s.Annotations[updatesv1alpha1.FailureReasonAnnotation]; !strings.Contains(r, "DeadlineExceeded") || !strings.Contains(r, "MonitoringUpdate") {
 		t.Errorf("failure reason %q", r)
 	}
+	// kubectl describe upol explains the halt and names the node.
+	waitPolicy(t, ctx, pol.Name, "halted by gate-b", func(p *updatesv1alpha1.UpdatePolicy) bool {
+		c := meta.FindStatusCondition(p.Status.Conditions, updatesv1alpha1.PolicyHalted)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "UpdateFailed" && strings.Contains(c.Message, "gate-b (DeadlineExceeded") &&
+			len(p.Status.HaltedBy) == 1 && p.Status.HaltedBy[0] == "gate-b" && p.Status.Failed == 1
+	})
 	setReady(t, ctx, "gate-a", true)
 	setReady(t, ctx, "gate-c", true)
 	never(t, ctx, 4*time.Second, "halted rollout", "gate-a", "gate-c")
