@@ -54,8 +54,9 @@ type UpdatePolicySpec struct {
 	TargetVersion string `json:"targetVersion,omitempty"`
 
 	// Paused stops governed nodes from starting an update; nodes in flight
-	// finish.
+	// finish. Defaulted, so that the PAUSED column of kubectl get shows it.
 	// +optional
+	// +kubebuilder:default=false
 	Paused bool `json:"paused,omitempty"`
 
 	// MaxConcurrentUpdates is how many governed nodes may count as updating

@@ -39,7 +39,7 @@ type UpdatePolicySpecApplyConfiguration struct {
 	// started their update.
 	TargetVersion *string `json:"targetVersion,omitempty"`
 	// Paused stops governed nodes from starting an update; nodes in flight
-	// finish.
+	// finish. Defaulted, so that the PAUSED column of kubectl get shows it.
 	Paused *bool `json:"paused,omitempty"`
 	// MaxConcurrentUpdates is how many governed nodes may count as updating
 	// at once: a count (at least 1) or a percentage of the governed nodes
