@@ -344,3 +344,39 @@ func TestAStatusWriteConflictBringsThePassBack(t *testing.T) {
 		t.Errorf("queue length %d after a conflicting status write, want the start pass queued again", got)
 	}
 }
+
+// TestTheSoakIsThatOfThePolicyThatStartedTheUpdate: the health gate holds a
+// node for the postRebootSoak of the policy that started it (the shadow's
+// policy annotation), even when another policy governs it now; a node whose
+// policy is gone falls back to the policy that selects it, then to the
+// default.
+func TestTheSoakIsThatOfThePolicyThatStartedTheUpdate(t *testing.T) {
+	long := func(p *updatesv1alpha1.UpdatePolicy) {
+		p.Spec.PostRebootSoak = &metav1.Duration{Duration: 10 * time.Minute}
+	}
+	healthy6m := annotate(updatesv1alpha1.HealthySinceAnnotation, t0.Add(-6*time.Minute).Format(time.RFC3339))
+	for _, tc := range []struct {
+		name     string
+		policies []*updatesv1alpha1.UpdatePolicy
+		node     *v1.Node
+		startBy  string
+		want     []string
+	}{
+		{"the starting policy's 10m soak holds the node after 6m", []*updatesv1alpha1.UpdatePolicy{canaryPolicy(long), fleetPolicy()},
+			mkNode("n1"), "canary", nil},
+		{"the governing policy's 5m soak lets it pass", []*updatesv1alpha1.UpdatePolicy{canaryPolicy(long), fleetPolicy()},
+			mkNode("n1"), "fleet", []string{"update n1 Idle"}},
+		{"the starting policy is gone: the governing one's 10m", []*updatesv1alpha1.UpdatePolicy{canaryPolicy(long)},
+			mkNode("n1", canary), "deleted", nil},
+		{"no policy at all: the default 5m", nil, mkNode("n1"), "deleted", []string{"update n1 Idle"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := mkShadow("n1", monitor, monitor, running(newV), since(7*time.Minute), healthy6m, startedBy(tc.startBy))
+			f := newPolicyFixture(t, defaultOptions(), tc.policies, []*v1.Node{tc.node}, []*updatesv1alpha1.BottlerocketShadow{s})
+			if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+				t.Fatal(err)
+			}
+			f.expect(tc.want)
+		})
+	}
+}
