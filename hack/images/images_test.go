@@ -462,3 +462,33 @@ func diffIDs(t *testing.T, img v1.Image) []v1.Hash {
 	}
 	return cf.RootFS.DiffIDs
 }
+
+// The update operator evaluates UpdatePolicy windows in IANA time zones, and
+// the images have no zoneinfo: the image of update-operator carries no
+// /usr/share/zoneinfo, and its binary embeds the time zone database
+// (time/tzdata), which time.LoadLocation falls back to — the names of zones
+// no code of ours mentions are in it. pkg/updater/window's tests show a
+// window in Europe/Berlin opening at its local time.
+func TestTheUpdateOperatorImageEmbedsTheTimeZoneDatabase(t *testing.T) {
+	o := testOptions(t.TempDir(), amd64)
+	o.Binaries = []string{"update-operator"}
+	img := firstImage(t, build(t, o))
+	files := imageFiles(t, img)
+	var bin []byte
+	for name, f := range files {
+		if strings.Contains(name, "zoneinfo") {
+			t.Errorf("the image has %s: this test no longer proves the embedded database is what is used", name)
+		}
+		if strings.HasSuffix(name, "/update-operator") {
+			bin = f.data
+		}
+	}
+	if bin == nil {
+		t.Fatal("the image has no update-operator binary")
+	}
+	for _, zone := range []string{"Europe/Berlin", "America/Argentina/ComodRivadavia", "Pacific/Chatham"} {
+		if !bytes.Contains(bin, []byte(zone)) {
+			t.Errorf("the update-operator binary does not embed the time zone %s (is time/tzdata still imported?)", zone)
+		}
+	}
+}

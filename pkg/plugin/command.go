@@ -5,7 +5,8 @@
 //	kubectl nodehealth explain NODE       why a node is (not) gated, in sentences
 //	kubectl nodehealth register NODE EXT  add a manual entry to the node's list
 //	kubectl nodehealth unregister NODE EXT
-//	kubectl nodehealth update status      where each node is in its OS update, what halts the rollout
+//	kubectl nodehealth update status      each UpdatePolicy, the nodes in flight, what halts the rollout
+//	kubectl nodehealth update pause|unpause POLICY  set the policy's spec.paused
 //	kubectl nodehealth update resume NODE lift the halt a node's failed update caused
 //
 // The logic lives here, out of cmd/, so that it is tested with a fake

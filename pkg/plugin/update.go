@@ -12,8 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	versioned "nodehealth.io/client-go/clientset/versioned"
@@ -22,14 +24,16 @@ import (
 func newUpdateCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "update",
-		Short: "Show and steer the Bottlerocket update rollout (BottlerocketShadows)",
+		Short: "Show and steer the Bottlerocket update rollout (UpdatePolicies, BottlerocketShadows)",
 		Long: `The update operator drives each managed node through
-Idle → StagedAndPerformedUpdate → RebootedIntoUpdate → MonitoringUpdate → Idle.
-A failure after a reboot (a missed deadline, the wrong version, the health gate
-not passed) is recorded on the node's BottlerocketShadow and halts the rollout
-until it is resumed. See docs/updater.md.`,
+Idle → StagedAndPerformedUpdate → RebootedIntoUpdate → MonitoringUpdate → Idle,
+as the UpdatePolicy that selects the node says (target version, pause,
+concurrency, windows, soak). A failure after a reboot (a missed deadline, the
+wrong version, the health gate not passed) is recorded on the node's
+BottlerocketShadow and halts its policy until it is resumed. See
+docs/updater.md.`,
 	}
-	cmd.AddCommand(newUpdateStatusCommand(o), newUpdateResumeCommand(o))
+	cmd.AddCommand(newUpdateStatusCommand(o), newUpdatePauseCommand(o, true), newUpdatePauseCommand(o, false), newUpdateResumeCommand(o))
 	return cmd
 }
 
@@ -46,16 +50,47 @@ type UpdateNode struct {
 	Failed        string `json:"failed,omitempty"`
 	FailureReason string `json:"failureReason,omitempty"`
 	Resumed       string `json:"resumed,omitempty"`
-	// Halting is true while this node's failure halts the rollout.
+	// Halting is true while this node's failure halts its policy.
 	Halting bool `json:"halting"`
 	// Problem is the agent's DrainBlocked or UpdateFailed message.
 	Problem string `json:"problem,omitempty"`
+	// Policy is the UpdatePolicy that started the node's update in flight
+	// (the shadow's updates.nodehealth.io/policy annotation).
+	Policy string `json:"policy,omitempty"`
+	// InFlight is true while the node counts as updating.
+	InFlight bool `json:"inFlight"`
 }
 
-// UpdateReport is the output of `update status -o json`.
+// UpdatePolicyRow is one policy of `update status`: its spec and the
+// operator's last status.
+type UpdatePolicyRow struct {
+	Name     string `json:"name"`
+	Target   string `json:"targetVersion,omitempty"`
+	Paused   bool   `json:"paused"`
+	Limit    string `json:"maxConcurrentUpdates"`
+	Selector string `json:"nodeSelector"`
+	Nodes    int32  `json:"nodes"`
+	UpToDate int32  `json:"upToDate"`
+	InFlight int32  `json:"inFlight"`
+	Failed   int32  `json:"failed"`
+	Waiting  int32  `json:"waiting"`
+	// Window is the WindowOpen condition: "open", "closed" or why unknown.
+	Window        string   `json:"window"`
+	WindowMessage string   `json:"windowMessage,omitempty"`
+	HaltedBy      []string `json:"haltedBy,omitempty"`
+	// Halted is the Halted condition's reason when it is True.
+	Halted   string `json:"halted,omitempty"`
+	Conflict string `json:"conflict,omitempty"`
+	// Observed is false while the operator has not yet acted on the
+	// policy's latest generation.
+	Observed bool `json:"observed"`
+}
+
+// UpdateReport is the output of `update status -o json|yaml`.
 type UpdateReport struct {
-	Time metav1.Time `json:"time"`
-	// HaltedBy names the nodes whose failures halt the rollout.
+	Time     metav1.Time       `json:"time"`
+	Policies []UpdatePolicyRow `json:"policies"`
+	// HaltedBy names the nodes whose failures halt a policy.
 	HaltedBy []string     `json:"haltedBy"`
 	Nodes    []UpdateNode `json:"nodes"`
 }
@@ -64,19 +99,21 @@ func newUpdateStatusCommand(o *Options) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "status [NODE...]",
-		Short: "Show where each node is in its update and what halts the rollout",
-		Long: `Show, per node with a BottlerocketShadow, the state the operator wants
-(DESIRED) and the state its agent reports (STATE), the running and offered
-versions, the version being installed, the crash count, and any failure
-recorded by the operator. Failures that halt the rollout are listed first, with
-the command that resumes it. A pause or a closed update window is part of the
-operator's configuration and is not shown here (see its logs and the
-update_operator_rollout_halted metric).`,
+		Short: "Show each UpdatePolicy, the nodes in flight and what halts the rollout",
+		Long: `Show each UpdatePolicy (target version, progress, paused, update window,
+the nodes whose failure halts it) and the nodes in flight: the state the
+operator wants (DESIRED) and the state its agent reports (STATE), the running
+and offered versions, the version being installed, the crash count, and any
+failure recorded by the operator. Failures that halt a policy are listed
+first, with the command that resumes it. -o wide shows every node with a
+BottlerocketShadow, not only those in flight; -o json and -o yaml print
+everything. With NODE..., only those nodes.`,
 		Example: `  kubectl nodehealth update status
+  kubectl nodehealth update status -o wide
   kubectl nodehealth update status node-1 -o json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "" && output != "json" {
-				return fmt.Errorf("--output %q is not supported: use json", output)
+			if !validOutput(output) {
+				return fmt.Errorf("--output %q is not supported: use wide, json or yaml", output)
 			}
 			client, err := o.NewShadowClient()
 			if err != nil {
@@ -86,15 +123,23 @@ update_operator_rollout_halted metric).`,
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			switch output {
+			case OutputJSON:
 				enc := json.NewEncoder(o.Out)
 				enc.SetIndent("", "  ")
 				return enc.Encode(report)
+			case OutputYAML:
+				data, err := yaml.Marshal(report)
+				if err != nil {
+					return err
+				}
+				_, err = o.Out.Write(data)
+				return err
 			}
-			return printUpdateStatus(o.Out, report)
+			return printUpdateStatus(o.Out, report, output == OutputWide || len(args) > 0)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json.")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: wide, json or yaml.")
 	return cmd
 }
 
@@ -119,6 +164,15 @@ func updateStatus(ctx context.Context, client versioned.Interface, names []strin
 			items = append(items, *s)
 		}
 	}
+	policies, err := client.UpdatesV1alpha1().UpdatePolicies().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return report, fmt.Errorf("listing UpdatePolicies: %w", err)
+	}
+	report.Policies = []UpdatePolicyRow{}
+	for _, p := range policies.Items {
+		report.Policies = append(report.Policies, policyRow(&p))
+	}
+	sort.Slice(report.Policies, func(i, j int) bool { return report.Policies[i].Name < report.Policies[j].Name })
 	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
 	for _, s := range items {
 		row := UpdateNode{
@@ -139,6 +193,8 @@ func updateStatus(ctx context.Context, client versioned.Interface, names []strin
 			}
 		}
 		row.Halting = halts(row.Failed, row.Resumed)
+		row.Policy = s.Annotations[updatesv1alpha1.PolicyAnnotation]
+		row.InFlight = inFlight(&s)
 		if row.Halting {
 			report.HaltedBy = append(report.HaltedBy, s.Name)
 		}
@@ -147,15 +203,101 @@ func updateStatus(ctx context.Context, client versioned.Interface, names []strin
 	return report, nil
 }
 
-// halts mirrors the operator's rule: a failure halts while it is newer than
-// the resume time (an unreadable failure time halts too).
+// policyRow summarizes a policy from its spec and the operator's status.
+func policyRow(p *updatesv1alpha1.UpdatePolicy) UpdatePolicyRow {
+	r := UpdatePolicyRow{Name: p.Name, Target: p.Spec.TargetVersion, Paused: p.Spec.Paused, Limit: p.Spec.MaxConcurrentUpdates.String(),
+		Nodes: p.Status.Nodes, UpToDate: p.Status.UpToDate, InFlight: p.Status.InFlight, Failed: p.Status.Failed, Waiting: p.Status.Waiting,
+		HaltedBy: p.Status.HaltedBy, Observed: p.Status.ObservedGeneration == p.Generation, Window: "unknown"}
+	if sel, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector); err == nil && p.Spec.NodeSelector != nil {
+		r.Selector = sel.String()
+		if r.Selector == "" {
+			r.Selector = "<every managed node>"
+		}
+	}
+	if c := meta.FindStatusCondition(p.Status.Conditions, updatesv1alpha1.PolicyWindowOpen); c != nil {
+		switch c.Status {
+		case metav1.ConditionTrue:
+			r.Window = "open"
+		case metav1.ConditionFalse:
+			r.Window = "closed"
+		default:
+			r.Window = c.Reason
+		}
+		r.WindowMessage = c.Message
+	}
+	if c := meta.FindStatusCondition(p.Status.Conditions, updatesv1alpha1.PolicyHalted); c != nil && c.Status == metav1.ConditionTrue {
+		r.Halted = c.Reason
+	}
+	if c := meta.FindStatusCondition(p.Status.Conditions, updatesv1alpha1.PolicyConflict); c != nil && c.Status == metav1.ConditionTrue {
+		r.Conflict = c.Message
+	}
+	return r
+}
+
+// inFlight is docs/updater.md's counting table: spec not Idle, or the agent
+// still reports an update state, unless the operator marked this attempt
+// failed.
+func inFlight(s *updatesv1alpha1.BottlerocketShadow) bool {
+	if f, err := time.Parse(time.RFC3339, s.Annotations[updatesv1alpha1.FailedAnnotation]); err == nil &&
+		s.Spec.StateTransitionTimestamp != nil && !f.Before(s.Spec.StateTransitionTimestamp.Time.Truncate(time.Second)) {
+		return false
+	}
+	if s.Spec.State != updatesv1alpha1.StateIdle && s.Spec.State != "" {
+		return true
+	}
+	switch s.Status.CurrentState {
+	case updatesv1alpha1.StateStagedAndPerformedUpdate, updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateMonitoringUpdate,
+		updatesv1alpha1.StateErrorReset:
+		return true
+	}
+	return false
+}
+
 // halts is the operator's rule (docs/updater.md): a failed value the resume does
 // not repeat halts the rollout.
 func halts(failed, resumed string) bool {
 	return failed != "" && resumed != failed
 }
 
-func printUpdateStatus(out io.Writer, r UpdateReport) error {
+func printUpdateStatus(out io.Writer, r UpdateReport, all bool) error {
+	if len(r.Policies) == 0 {
+		fmt.Fprintln(out, "No UpdatePolicy: no node starts an update (docs/updater.md shows one to apply).")
+	} else {
+		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		header := "POLICY\tTARGET\tPROGRESS\tIN-FLIGHT\tFAILED\tPAUSED\tWINDOW\tHALTED BY"
+		if all {
+			header += "\tLIMIT\tSELECTOR"
+		}
+		fmt.Fprintln(w, header)
+		for _, p := range r.Policies {
+			halted := strings.Join(p.HaltedBy, ",")
+			if p.Halted != "" && halted == "" {
+				halted = p.Halted
+			}
+			target := p.Target
+			if target == "" {
+				target = "<offered>"
+			}
+			line := fmt.Sprintf("%s\t%s\t%d/%d\t%d\t%d\t%v\t%s\t%s", p.Name, target, p.UpToDate, p.Nodes, p.InFlight, p.Failed, p.Paused,
+				p.Window, dash(halted))
+			if all {
+				line += fmt.Sprintf("\t%s\t%s", p.Limit, dash(p.Selector))
+			}
+			fmt.Fprintln(w, line)
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		for _, p := range r.Policies {
+			if p.Conflict != "" {
+				fmt.Fprintf(out, "%s: %s\n", p.Name, p.Conflict)
+			}
+			if !p.Observed {
+				fmt.Fprintf(out, "%s: the operator has not acted on its latest edit yet\n", p.Name)
+			}
+		}
+		fmt.Fprintln(out)
+	}
 	if len(r.HaltedBy) > 0 {
 		fmt.Fprintf(out, "Rollout HALTED by failed updates on: %s\n", strings.Join(r.HaltedBy, ", "))
 		for _, n := range r.Nodes {
@@ -171,9 +313,19 @@ func printUpdateStatus(out io.Writer, r UpdateReport) error {
 		fmt.Fprintln(out, "No BottlerocketShadows: the update operator manages no node.")
 		return nil
 	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tDESIRED\tSTATE\tSINCE\tCURRENT\tTARGET\tVERSION\tCRASH\tNOTE")
+	var rows []UpdateNode
 	for _, n := range r.Nodes {
+		if all || n.InFlight || n.Halting {
+			rows = append(rows, n)
+		}
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(out, "No node in flight (%d nodes; -o wide lists them).\n", len(r.Nodes))
+		return nil
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tPOLICY\tDESIRED\tSTATE\tSINCE\tCURRENT\tTARGET\tVERSION\tCRASH\tNOTE")
+	for _, n := range rows {
 		note := n.Problem
 		if n.Failed != "" {
 			note = "failed " + n.Failed
@@ -181,7 +333,7 @@ func printUpdateStatus(out io.Writer, r UpdateReport) error {
 				note += " (resumed)"
 			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", n.Name, n.Desired, n.State, dash(n.Since), dash(n.Current),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", n.Name, dash(n.Policy), n.Desired, n.State, dash(n.Since), dash(n.Current),
 			dash(n.Target), dash(n.Version), n.CrashCount, note)
 	}
 	return w.Flush()
@@ -243,5 +395,51 @@ func resumeNode(ctx context.Context, client versioned.Interface, name string, ou
 		return fmt.Errorf("resuming %s: %w", name, err)
 	}
 	fmt.Fprintf(out, "%s resumed: its failure at %s (%s) no longer halts the rollout\n", name, failed, s.Annotations[updatesv1alpha1.FailureReasonAnnotation])
+	return nil
+}
+
+func newUpdatePauseCommand(o *Options, pause bool) *cobra.Command {
+	verb, short := "pause", "Stop an UpdatePolicy from starting nodes; nodes in flight finish"
+	if !pause {
+		verb, short = "unpause", "Let a paused UpdatePolicy start nodes again"
+	}
+	return &cobra.Command{
+		Use:   verb + " POLICY",
+		Short: short,
+		Long: short + `. It sets the policy's spec.paused; the running
+operator acts on it at once, with no restart. "kubectl get upol POLICY" shows
+the operator's status; its observedGeneration equal to metadata.generation
+means the operator has seen the edit, and no node starts after that while
+paused.`,
+		Example: "  kubectl nodehealth update " + verb + " fleet",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client, err := o.NewShadowClient()
+			if err != nil {
+				return err
+			}
+			return setPaused(cmd.Context(), client, args[0], pause, o.Out)
+		},
+	}
+}
+
+func setPaused(ctx context.Context, client versioned.Interface, name string, pause bool, out io.Writer) error {
+	policies := client.UpdatesV1alpha1().UpdatePolicies()
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"paused": pause}})
+	if err != nil {
+		return err
+	}
+	p, err := policies.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("no UpdatePolicy %s (kubectl get upol lists them)", name)
+	}
+	if err != nil {
+		return fmt.Errorf("setting spec.paused of UpdatePolicy %s: %w", name, err)
+	}
+	if pause {
+		fmt.Fprintf(out, "UpdatePolicy %s paused (generation %d): it starts no node; nodes in flight finish\n", name, p.Generation)
+	} else {
+		fmt.Fprintf(out, "UpdatePolicy %s unpaused (generation %d)\n", name, p.Generation)
+	}
 	return nil
 }

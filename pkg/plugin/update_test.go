@@ -2,11 +2,13 @@ package plugin
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -35,9 +37,23 @@ func runUpdate(t *testing.T, client versioned.Interface, args ...string) (string
 
 func rfc(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
+func policyFixture(name string, paused bool, status updatesv1alpha1.UpdatePolicyStatus) *updatesv1alpha1.UpdatePolicy {
+	return &updatesv1alpha1.UpdatePolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 2, ResourceVersion: "7"},
+		Spec: updatesv1alpha1.UpdatePolicySpec{NodeSelector: &metav1.LabelSelector{}, TargetVersion: "1.20.0", Paused: paused,
+			MaxConcurrentUpdates: intstr.FromString("10%")},
+		Status: status,
+	}
+}
+
 func TestUpdateStatus(t *testing.T) {
 	failedAt := now.Add(-time.Hour)
 	client := shadowfake.NewSimpleClientset(
+		policyFixture("fleet", false, updatesv1alpha1.UpdatePolicyStatus{ObservedGeneration: 2, Nodes: 3, UpToDate: 1, InFlight: 1, Failed: 1,
+			HaltedBy: []string{"n2"}, Conditions: []metav1.Condition{
+				{Type: updatesv1alpha1.PolicyWindowOpen, Status: metav1.ConditionFalse, Reason: "OutsideWindow", Message: "The next update window opens at X"},
+				{Type: updatesv1alpha1.PolicyHalted, Status: metav1.ConditionTrue, Reason: "UpdateFailed"}}}),
+		policyFixture("canary", true, updatesv1alpha1.UpdatePolicyStatus{ObservedGeneration: 1}),
 		shadowFixture("n2", updatesv1alpha1.StateIdle, updatesv1alpha1.StateMonitoringUpdate, map[string]string{
 			updatesv1alpha1.FailedAnnotation: rfc(failedAt), updatesv1alpha1.FailureReasonAnnotation: "DeadlineExceeded: too slow"}),
 		shadowFixture("n1", updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateStagedAndPerformedUpdate, nil),
@@ -49,19 +65,43 @@ func TestUpdateStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
+		"POLICY  TARGET  PROGRESS  IN-FLIGHT  FAILED  PAUSED  WINDOW   HALTED BY\n",
+		"canary  1.20.0  0/0       0          0       true    unknown  -\n",
+		"fleet   1.20.0  1/3       1          1       false   closed   n2\n",
+		"canary: the operator has not acted on its latest edit yet",
 		"Rollout HALTED by failed updates on: n2\n",
 		"n2 failed at " + rfc(failedAt) + ": DeadlineExceeded: too slow",
 		"kubectl nodehealth update resume NODE",
-		"NODE  DESIRED             STATE                     SINCE  CURRENT  TARGET  VERSION  CRASH  NOTE",
-		"n1    RebootedIntoUpdate  StagedAndPerformedUpdate  1m30s  1.19.0   1.20.0",
-		"(resumed)",
+		"NODE  POLICY  DESIRED             STATE                     SINCE  CURRENT  TARGET  VERSION  CRASH  NOTE",
+		"n1    -       RebootedIntoUpdate  StagedAndPerformedUpdate  1m30s  1.19.0   1.20.0",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	if strings.Contains(out, "n3 ") {
+		t.Errorf("an Idle node not in flight is listed without -o wide:\n%s", out)
+	}
 	if strings.Index(out, "n1  ") > strings.Index(out, "n2  ") {
 		t.Errorf("rows not sorted by node:\n%s", out)
+	}
+
+	// -o wide: every node, and the policies' limits and selectors.
+	out, err = runUpdate(t, client, "update", "status", "-o", "wide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"LIMIT  SELECTOR", "10%    <every managed node>", "n3", "(resumed)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("-o wide lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runUpdate(t, client, "update", "status", "-o", "yaml")
+	if err != nil || !strings.Contains(out, "policies:\n") || !strings.Contains(out, "name: canary") {
+		t.Errorf("-o yaml: %v\n%s", err, out)
+	}
+	if _, err := runUpdate(t, client, "update", "status", "-o", "table"); err == nil {
+		t.Error("-o table accepted")
 	}
 
 	out, err = runUpdate(t, client, "update", "status", "n3", "-o", "json")
@@ -77,6 +117,39 @@ func TestUpdateStatus(t *testing.T) {
 	}
 	if _, err := runUpdate(t, client, "update", "status", "missing"); err == nil || !strings.Contains(err.Error(), "no BottlerocketShadow") {
 		t.Errorf("missing node: %v", err)
+	}
+}
+
+// pause and unpause write spec.paused of the policy, nothing else, with a
+// merge patch: no read-modify-write that could undo a concurrent edit.
+func TestUpdatePauseAndUnpause(t *testing.T) {
+	client := shadowfake.NewSimpleClientset(policyFixture("fleet", false, updatesv1alpha1.UpdatePolicyStatus{}))
+	out, err := runUpdate(t, client, "update", "pause", "fleet")
+	if err != nil || !strings.Contains(out, "UpdatePolicy fleet paused") {
+		t.Fatalf("%v: %s", err, out)
+	}
+	out, err = runUpdate(t, client, "update", "unpause", "fleet")
+	if err != nil || !strings.Contains(out, "UpdatePolicy fleet unpaused") {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if _, err := runUpdate(t, client, "update", "pause", "missing"); err == nil || !strings.Contains(err.Error(), "no UpdatePolicy missing") {
+		t.Errorf("missing policy: %v", err)
+	}
+	var got []string
+	for _, a := range client.Actions() {
+		if p, ok := a.(clienttesting.PatchAction); ok {
+			got = append(got, fmt.Sprintf("patch %s %s %s", p.GetResource().Resource, p.GetName(), p.GetPatch()))
+		} else {
+			got = append(got, a.GetVerb()+" "+a.GetResource().Resource)
+		}
+	}
+	want := []string{
+		`patch updatepolicies fleet {"spec":{"paused":true}}`,
+		`patch updatepolicies fleet {"spec":{"paused":false}}`,
+		`patch updatepolicies missing {"spec":{"paused":true}}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("actions:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

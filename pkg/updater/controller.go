@@ -43,10 +43,12 @@ type Controller struct {
 	recorder record.EventRecorder
 	metrics  *Metrics
 
-	nodeLister    corelisters.NodeLister
-	shadowLister  updateslisters.BottlerocketShadowLister
-	nodesSynced   cache.InformerSynced
-	shadowsSynced cache.InformerSynced
+	nodeLister     corelisters.NodeLister
+	shadowLister   updateslisters.BottlerocketShadowLister
+	policyLister   updateslisters.UpdatePolicyLister
+	nodesSynced    cache.InformerSynced
+	shadowsSynced  cache.InformerSynced
+	policiesSynced cache.InformerSynced
 
 	queue workqueue.TypedRateLimitingInterface[string]
 	// after schedules a key; tests replace it to see every timer.
@@ -63,10 +65,10 @@ type Controller struct {
 	// fully ready. It is memory only: an operator restart starts the soak
 	// over, which errs on the side of a longer soak.
 	soakSince map[string]time.Time
-	// halted is the reason the rollout was last found halted ("" when not)
-	// and haltedBy the nodes whose failures held it, so halts and resumes
-	// are announced once.
-	halted   string
+	// halted is the reason each policy was last found halted ("" when
+	// not) and haltedBy the nodes whose failures held one, so halts and
+	// resumes are announced once.
+	halted   map[string]string
 	haltedBy map[string]bool
 	// lastHealthyEnd is when the last node passed its health gate, for the
 	// delay until the next node starts.
@@ -79,8 +81,8 @@ type Controller struct {
 // NewController wires the controller to its informers. recorder may be nil;
 // metrics may be nil.
 func NewController(client versioned.Interface, nodeInformer coreinformers.NodeInformer,
-	shadowInformer updatesinformers.BottlerocketShadowInformer, recorder record.EventRecorder,
-	clk clock.WithTicker, opts Options, metrics *Metrics) (*Controller, error) {
+	shadowInformer updatesinformers.BottlerocketShadowInformer, policyInformer updatesinformers.UpdatePolicyInformer,
+	recorder record.EventRecorder, clk clock.WithTicker, opts Options, metrics *Metrics) (*Controller, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -103,6 +105,7 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "updater", Clock: clk}),
 		nodeLister:   nodeInformer.Lister(),
 		shadowLister: shadowInformer.Lister(),
+		policyLister: policyInformer.Lister(),
 		soakSince:    map[string]time.Time{},
 		told:         map[string]string{},
 	}
@@ -129,8 +132,27 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 	if err != nil {
 		return nil, err
 	}
+	// A policy's spec change (its generation) takes effect at once: no
+	// restart, no re-election. The operator's own status writes do not
+	// bring the pass back.
+	policyHandler, err := policyInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(interface{}) { c.queue.Add(startKey) },
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, ok1 := oldObj.(*updatesv1alpha1.UpdatePolicy)
+			n, ok2 := newObj.(*updatesv1alpha1.UpdatePolicy)
+			if !ok1 || !ok2 || o.Generation != n.Generation || o.ResourceVersion == n.ResourceVersion ||
+				n.Status.ObservedGeneration != n.Generation {
+				c.queue.Add(startKey)
+			}
+		},
+		DeleteFunc: func(interface{}) { c.queue.Add(startKey) },
+	})
+	if err != nil {
+		return nil, err
+	}
 	c.nodesSynced = nodeHandler.HasSynced
 	c.shadowsSynced = shadowHandler.HasSynced
+	c.policiesSynced = policyHandler.HasSynced
 	return c, nil
 }
 
@@ -193,9 +215,9 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
 	logger := klog.FromContext(ctx)
-	logger.Info("Starting update controller", "dryRun", c.opts.DryRun, "paused", c.opts.Paused, "targetVersion", c.opts.TargetVersion)
+	logger.Info("Starting update controller", "dryRun", c.opts.DryRun)
 	defer logger.Info("Shutting down update controller")
-	if !cache.WaitForNamedCacheSync("updater", ctx.Done(), c.nodesSynced, c.shadowsSynced) {
+	if !cache.WaitForNamedCacheSync("updater", ctx.Done(), c.nodesSynced, c.shadowsSynced, c.policiesSynced) {
 		return
 	}
 	c.queue.Add(startKey)

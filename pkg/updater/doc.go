@@ -1,13 +1,15 @@
 // Package updater is the update controller of the Bottlerocket update
-// operator (docs/updater.md). It owns the spec of every BottlerocketShadow: it
-// starts a node's update when the rollout's rules allow it, moves the spec one
+// operator (docs/updater.md). It owns the spec of every BottlerocketShadow and
+// the status of every UpdatePolicy: it starts a node's update when the one
+// policy that governs the node allows it (planStarts, a pure function of a
+// snapshot, decides; syncStart reads and writes), moves the spec one
 // state forward each time the node's agent reports reaching the current one,
 // enforces a deadline per state, holds each rebooted node to the health gate
 // (SystemExtensionsReady True with reason ExtensionsReady for postRebootSoak),
 // and records failures after a reboot as annotations on the shadow that halt
-// the rollout until a user resumes it. It is event driven: informers on
-// shadows and Nodes, and workqueue timers for deadlines, soaks, back-offs and
-// update windows — there is no polling loop.
+// the node's policy until a user resumes it. It is event driven: informers on
+// shadows, Nodes and UpdatePolicies, and workqueue timers for deadlines,
+// soaks, back-offs and update windows — there is no polling loop.
 //
 // The subpackage brapi is the agent's Bottlerocket API client; window parses
 // and evaluates update windows.

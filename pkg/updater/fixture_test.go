@@ -48,12 +48,30 @@ var t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 
 func defaultOptions() Options {
 	return Options{
-		Selector:       labels.SelectorFromSet(labels.Set{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}),
-		MaxConcurrent:  intstr.FromInt32(1),
-		Deadlines:      Deadlines{StagedAndPerformedUpdate: stagedDL, RebootedIntoUpdate: rebootDL, MonitoringUpdate: monitorDL, ReturnToIdle: returnDL},
-		PostRebootSoak: soak,
+		Selector:  labels.SelectorFromSet(labels.Set{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}),
+		Deadlines: Deadlines{StagedAndPerformedUpdate: stagedDL, RebootedIntoUpdate: rebootDL, MonitoringUpdate: monitorDL, ReturnToIdle: returnDL},
 	}
 }
+
+type policyMod func(*updatesv1alpha1.UpdatePolicy)
+
+// mkPolicy is a policy named name governing the nodes matching selector
+// (nil: every managed node), one at a time, with a soak of soak.
+func mkPolicy(name string, selector map[string]string, mods ...policyMod) *updatesv1alpha1.UpdatePolicy {
+	p := &updatesv1alpha1.UpdatePolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1, ResourceVersion: "1"},
+		Spec: updatesv1alpha1.UpdatePolicySpec{NodeSelector: &metav1.LabelSelector{MatchLabels: selector},
+			MaxConcurrentUpdates: intstr.FromInt32(1), PostRebootSoak: &metav1.Duration{Duration: soak}},
+	}
+	for _, m := range mods {
+		m(p)
+	}
+	return p
+}
+
+// fleet is the policy the fixture creates unless a test gives its own:
+// every managed node, one at a time.
+func fleet(mods ...policyMod) *updatesv1alpha1.UpdatePolicy { return mkPolicy("fleet", nil, mods...) }
 
 type nodeMod func(*v1.Node)
 
@@ -153,22 +171,34 @@ type fixture struct {
 	// listed, when set, is what the consistent LIST returns instead of the
 	// cache's content (a cache behind the API server).
 	listed []*updatesv1alpha1.BottlerocketShadow
+	// listedPolicies, when set, is what the consistent LIST of policies
+	// returns (a policy edited after the cache was read).
+	listedPolicies []*updatesv1alpha1.UpdatePolicy
 
-	nodes, shadows cache.Indexer
+	nodes, shadows, policies cache.Indexer
 }
 
 func newFixture(t *testing.T, opts Options, nodes []*v1.Node, shadows []*updatesv1alpha1.BottlerocketShadow) *fixture {
+	t.Helper()
+	return newPolicyFixture(t, opts, []*updatesv1alpha1.UpdatePolicy{fleet()}, nodes, shadows)
+}
+
+func newPolicyFixture(t *testing.T, opts Options, policies []*updatesv1alpha1.UpdatePolicy, nodes []*v1.Node, shadows []*updatesv1alpha1.BottlerocketShadow) *fixture {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	var objs []runtime.Object
 	for _, s := range shadows {
 		objs = append(objs, s.DeepCopy())
 	}
+	for _, p := range policies {
+		objs = append(objs, p.DeepCopy())
+	}
 	f := &fixture{t: t, ctx: ctx, client: fake.NewSimpleClientset(objs...), clock: testingclock.NewFakeClock(t0),
 		rec: record.NewFakeRecorder(100), timers: map[string][]time.Duration{}}
 	kf := kubeinformers.NewSharedInformerFactory(kubefake.NewClientset(), 0)
 	sf := externalversions.NewSharedInformerFactory(f.client, 0)
-	c, err := NewController(f.client, kf.Core().V1().Nodes(), sf.Updates().V1alpha1().BottlerocketShadows(), f.rec, f.clock, opts, nil)
+	c, err := NewController(f.client, kf.Core().V1().Nodes(), sf.Updates().V1alpha1().BottlerocketShadows(), sf.Updates().V1alpha1().UpdatePolicies(),
+		f.rec, f.clock, opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +208,9 @@ func newFixture(t *testing.T, opts Options, nodes []*v1.Node, shadows []*updates
 	}
 	for _, s := range shadows {
 		_ = sf.Updates().V1alpha1().BottlerocketShadows().Informer().GetIndexer().Add(s)
+	}
+	for _, p := range policies {
+		_ = sf.Updates().V1alpha1().UpdatePolicies().Informer().GetIndexer().Add(p)
 	}
 	f.client.PrependReactor("list", "bottlerocketshadows", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		if rv := a.(clienttesting.ListActionImpl).ListOptions.ResourceVersion; rv != "" {
@@ -193,22 +226,44 @@ func newFixture(t *testing.T, opts Options, nodes []*v1.Node, shadows []*updates
 		return true, l, nil
 	})
 	f.c = c
+	f.client.PrependReactor("list", "updatepolicies", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if rv := a.(clienttesting.ListActionImpl).ListOptions.ResourceVersion; rv != "" {
+			return true, nil, fmt.Errorf("LIST with resourceVersion %q is not a consistent read", rv)
+		}
+		if f.listedPolicies == nil {
+			return false, nil, nil
+		}
+		l := &updatesv1alpha1.UpdatePolicyList{}
+		for _, p := range f.listedPolicies {
+			l.Items = append(l.Items, *p)
+		}
+		return true, l, nil
+	})
 	f.nodes = kf.Core().V1().Nodes().Informer().GetIndexer()
+	f.policies = sf.Updates().V1alpha1().UpdatePolicies().Informer().GetIndexer()
 	f.shadows = sf.Updates().V1alpha1().BottlerocketShadows().Informer().GetIndexer()
 	f.client.ClearActions()
 	return f
 }
 
-// actions renders the client's calls: "list", or
-// "update NAME STATE VERSION" plus " failed=REASON" when the update records a
-// failure.
+// actions renders the client's calls: "list" (shadows), "list policies",
+// "status POLICY" (a policy's status written), or "update NAME STATE
+// VERSION" plus " failed=REASON" when the update records a failure.
 func (f *fixture) actions() []string {
 	var out []string
 	for _, a := range f.client.Actions() {
 		switch a := a.(type) {
 		case clienttesting.ListAction:
+			if a.GetResource().Resource == "updatepolicies" {
+				out = append(out, "list policies")
+				continue
+			}
 			out = append(out, "list")
 		case clienttesting.UpdateAction:
+			if p, ok := a.GetObject().(*updatesv1alpha1.UpdatePolicy); ok {
+				out = append(out, "status "+p.Name)
+				continue
+			}
 			s := a.GetObject().(*updatesv1alpha1.BottlerocketShadow)
 			if old, ok, _ := f.shadows.GetByKey(s.Name); ok && apiequality.Semantic.DeepEqual(old.(*updatesv1alpha1.BottlerocketShadow).Spec, s.Spec) {
 				// spec unchanged: a write of the soak's start

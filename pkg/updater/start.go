@@ -7,15 +7,15 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
-	"nodehealth.io/nodehealth/pkg/shadow"
-	"nodehealth.io/nodehealth/pkg/updater/brapi"
 )
 
 // Reasons the rollout starts no node, for the halt metric and Events.
@@ -32,15 +32,21 @@ type candidate struct {
 	own                 bool
 }
 
-// syncStart decides which Idle nodes start an update now. It reads the
-// informer cache to find candidates, then confirms the counts with a
-// consistent LIST before starting any, so a stale cache (just after
-// acquiring leadership, or behind a burst of writes) never overshoots the
-// limits.
+// syncStart runs the start pass: it records the failures that are due,
+// takes a snapshot of the cache, lets planStarts decide per policy, reports
+// (Events, timers, metrics, the policies' status) and, when some policy
+// would start a node, confirms with a consistent LIST of shadows and
+// policies and starts what planStarts decides on that fresher snapshot. A
+// stale cache (just after acquiring leadership, or behind a burst of
+// writes) never overshoots the limits, and a pause or pin written before
+// the LIST is honoured.
+//
+// Passes are serialized (one queue key, countMu), and a pass writes a
+// policy's observedGeneration before it lists and starts: once the status
+// shows a generation, no start decided on an older one follows.
 func (c *Controller) syncStart(ctx context.Context) error {
 	c.countMu.Lock()
 	defer c.countMu.Unlock()
-	logger := klog.FromContext(ctx)
 	now := c.clock.Now()
 	shadows, err := c.shadowLister.List(labels.Everything())
 	if err != nil {
@@ -48,7 +54,7 @@ func (c *Controller) syncStart(ctx context.Context) error {
 	}
 	c.updateGauges(shadows)
 
-	// Failures before starts: a failure that is due halts the rollout even
+	// Failures before starts: a failure that is due halts its policy even
 	// if its node's own sync has not run yet.
 	recorded := false
 	for _, s := range shadows {
@@ -70,102 +76,186 @@ func (c *Controller) syncStart(ctx context.Context) error {
 		return nil // the failures' events bring the start pass back
 	}
 
-	halt, haltedBy := c.haltReason(shadows, now)
-	c.setHalt(ctx, halt, haltedBy)
-	if halt != "" {
+	policies, err := c.policyLister.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	pols := parsePolicies(policies, c.opts.Deadlines)
+	snap, err := c.snapshot(shadows, pols, now)
+	if err != nil {
+		return err
+	}
+	plans := make(map[string]plan, len(pols))
+	anyStart := false
+	for _, pol := range pols {
+		p := planStarts(snap, pol)
+		plans[pol.name] = p
+		anyStart = anyStart || len(p.starts) > 0
+	}
+	c.report(ctx, snap, pols, plans)
+	if err := c.writeStatuses(ctx, snap, pols, plans, policies); err != nil {
+		return err
+	}
+	if !anyStart {
 		return nil
 	}
 
-	cands, managed := c.candidates(ctx, shadows, now)
-	if len(cands) == 0 || !c.anyStartable(cands, shadows, managed) {
-		return nil
-	}
-
-	// Confirm with a consistent read: resourceVersion "" is served from etcd.
+	// Confirm with consistent reads: resourceVersion "" is served from etcd.
 	list, err := c.client.UpdatesV1alpha1().BottlerocketShadows().List(ctx, metav1.ListOptions{ResourceVersion: ""})
 	if err != nil {
 		return fmt.Errorf("listing shadows to confirm the update count: %w", err)
 	}
-	fresh := make(map[string]*updatesv1alpha1.BottlerocketShadow, len(list.Items))
-	fresher := make([]*updatesv1alpha1.BottlerocketShadow, 0, len(list.Items))
+	fresh := make([]*updatesv1alpha1.BottlerocketShadow, 0, len(list.Items))
 	for i := range list.Items {
-		fresh[list.Items[i].Name] = &list.Items[i]
-		fresher = append(fresher, &list.Items[i])
+		fresh = append(fresh, &list.Items[i])
 	}
-	h, by := c.haltReason(fresher, now)
-	c.setHalt(ctx, h, by)
-	if h != "" {
-		return nil
+	plist, err := c.client.UpdatesV1alpha1().UpdatePolicies().List(ctx, metav1.ListOptions{ResourceVersion: ""})
+	if err != nil {
+		return fmt.Errorf("listing update policies to confirm them: %w", err)
 	}
-	total := 0
-	zoneTotal := map[string]int{}
-	updating := 0
-	zoneUpdating := map[string]int{}
-	othersBusy := false
-	for _, s := range fresher {
-		zone := managed[s.Name]
-		if !counts(s) || c.scaledDown(s) {
-			continue
-		}
-		updating++
-		zoneUpdating[zone]++
-		if s.Name != c.opts.OwnNode {
-			othersBusy = true
-		}
+	freshPolicies := make([]*updatesv1alpha1.UpdatePolicy, 0, len(plist.Items))
+	for i := range plist.Items {
+		freshPolicies = append(freshPolicies, &plist.Items[i])
 	}
-	for _, zone := range managed {
-		total++
-		zoneTotal[zone]++
+	pols = parsePolicies(freshPolicies, c.opts.Deadlines)
+	snap, err = c.snapshot(fresh, pols, now)
+	if err != nil {
+		return err
 	}
-	limit, _ := scaledLimit(c.opts.MaxConcurrent, total)
-
-	for i, cand := range cands {
-		s, ok := fresh[cand.name]
-		if !ok || s.Spec.State != updatesv1alpha1.StateIdle || s.Status.CurrentState != updatesv1alpha1.StateIdle || counts(s) {
-			continue // changed since the cache was read; its event brings us back
-		}
-		if cand.own && (othersBusy || i < len(cands)-1) {
-			logger.V(2).Info("The operator's own node waits until every other node is done", "node", cand.name)
-			continue
-		}
-		if updating >= limit {
-			logger.V(2).Info("Concurrency limit reached", "updating", updating, "limit", limit)
-			return nil
-		}
-		if c.opts.MaxConcurrentPerZone != nil {
-			zl, _ := scaledLimit(*c.opts.MaxConcurrentPerZone, zoneTotal[cand.zone])
-			if zoneUpdating[cand.zone] >= zl {
-				logger.V(2).Info("Zone limit reached", "zone", cand.zone, "updating", zoneUpdating[cand.zone], "limit", zl)
-				continue
+	logger := klog.FromContext(ctx)
+	for _, pol := range pols {
+		p := planStarts(snap, pol)
+		for _, st := range p.starts {
+			logger.V(2).Info("Starting node", "policy", pol.name, "generation", pol.generation, "node", st.node)
+			if err := c.start(ctx, snap.shadows[st.node], st.version, pol.name); err != nil {
+				return err
 			}
-		}
-		if err := c.start(ctx, s, cand.version); err != nil {
-			return err
-		}
-		updating++
-		zoneUpdating[cand.zone]++
-		if !cand.own {
-			othersBusy = true
 		}
 	}
 	return nil
 }
 
-func (c *Controller) start(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, version string) error {
+// snapshot reads the Nodes the shadows describe and which policies select
+// them.
+func (c *Controller) snapshot(shadows []*updatesv1alpha1.BottlerocketShadow, pols []*policy, now time.Time) (*snapshot, error) {
+	snap := &snapshot{now: now, ownNode: c.opts.OwnNode, shadows: make(map[string]*updatesv1alpha1.BottlerocketShadow, len(shadows)),
+		nodes: make(map[string]nodeView, len(shadows)), policies: make(map[string]*policy, len(pols))}
+	for _, p := range pols {
+		snap.policies[p.name] = p
+	}
+	for _, s := range shadows {
+		snap.shadows[s.Name] = s
+		node, err := c.nodeOf(s)
+		if err != nil {
+			return nil, err
+		}
+		if node == nil {
+			continue
+		}
+		set := labels.Set(node.Labels)
+		v := nodeView{zone: node.Labels[ZoneLabel], managed: node.DeletionTimestamp == nil && c.opts.Selector.Matches(set), blocked: c.notStartable(node)}
+		for _, p := range pols {
+			if p.selector.Matches(set) {
+				v.selectedBy = append(v.selectedBy, p.name)
+			}
+		}
+		snap.nodes[s.Name] = v
+	}
+	return snap, nil
+}
+
+// report sends the planned Events, arms the timers, and logs and counts the
+// halts.
+func (c *Controller) report(ctx context.Context, snap *snapshot, pols []*policy, plans map[string]plan) {
+	notes := conflictNotes(snap)
+	var wakeAt time.Time
+	for _, pol := range pols {
+		p := plans[pol.name]
+		for n, nt := range p.notes {
+			notes[n] = nt
+		}
+		wake(&wakeAt, p.wake)
+	}
+	for _, name := range sortedNames(notes) {
+		s := snap.shadows[name]
+		if nt := notes[name]; nt.reason == "" {
+			c.forget(name)
+		} else if s != nil {
+			c.tell(s, nt.reason, "%s", nt.message)
+		}
+	}
+	if !wakeAt.IsZero() {
+		c.after(startKey, wakeAt.Sub(snap.now))
+	}
+	c.setHalts(ctx, pols, plans)
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// writeStatuses writes each policy's status when it changed: zero writes
+// while nothing changes. Only the leader runs the controller, so only the
+// leader writes.
+func (c *Controller) writeStatuses(ctx context.Context, snap *snapshot, pols []*policy, plans map[string]plan, objs []*updatesv1alpha1.UpdatePolicy) error {
+	byName := make(map[string]*updatesv1alpha1.UpdatePolicy, len(objs))
+	for _, o := range objs {
+		byName[o.Name] = o
+	}
+	for _, pol := range pols {
+		o := byName[pol.name]
+		st := policyStatus(snap, pol, plans[pol.name], &o.Status)
+		if apiequality.Semantic.DeepEqual(st, o.Status) {
+			continue
+		}
+		wasConflict := meta.IsStatusConditionTrue(o.Status.Conditions, updatesv1alpha1.PolicyConflict)
+		n := o.DeepCopy()
+		n.Status = st
+		if _, err := c.client.UpdatesV1alpha1().UpdatePolicies().UpdateStatus(ctx, n, metav1.UpdateOptions{FieldManager: "update-operator"}); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // deleted: its event brings the pass back
+			}
+			if apierrors.IsConflict(err) {
+				// Most often the cache has not caught up with this
+				// pass's own last status write, whose event does not
+				// bring the pass back (see the policy handler): try
+				// again shortly rather than wait for another event.
+				c.queue.AddRateLimited(startKey)
+				continue
+			}
+			return fmt.Errorf("writing the status of UpdatePolicy %s: %w", pol.name, err)
+		}
+		if pol.generation != o.Status.ObservedGeneration {
+			klog.FromContext(ctx).Info("UpdatePolicy generation observed", "policy", pol.name, "generation", pol.generation,
+				"paused", pol.paused, "targetVersion", pol.targetVersion, "invalid", pol.invalid)
+		}
+		if cond := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.PolicyConflict); cond != nil && cond.Status == metav1.ConditionTrue && !wasConflict {
+			c.recorder.Event(o, v1.EventTypeWarning, "Conflict", cond.Message)
+		}
+	}
+	return nil
+}
+
+func (c *Controller) start(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, version, policy string) error {
 	c.mu.Lock()
 	last := c.lastHealthyEnd
 	c.mu.Unlock()
 	now := c.now()
-	klog.FromContext(ctx).Info("Starting update", "node", s.Name, "from", s.Status.CurrentVersion, "to", version)
+	klog.FromContext(ctx).Info("Starting update", "node", s.Name, "from", s.Status.CurrentVersion, "to", version, "policy", policy)
 	if err := c.writeSpec(ctx, s, updatesv1alpha1.StateStagedAndPerformedUpdate, version,
-		map[string]string{startedAnnotation: now.UTC().Format(time.RFC3339)}); err != nil {
+		map[string]string{startedAnnotation: now.UTC().Format(time.RFC3339), updatesv1alpha1.PolicyAnnotation: policy}); err != nil {
 		if apierrors.IsConflict(err) {
 			c.queue.Add(startKey)
 			return nil
 		}
 		return err
 	}
-	c.event(s, v1.EventTypeNormal, "UpdateStarted", "Updating from %s to %s", s.Status.CurrentVersion, version)
+	c.event(s, v1.EventTypeNormal, "UpdateStarted", "Updating from %s to %s (UpdatePolicy %s)", s.Status.CurrentVersion, version, policy)
 	c.metrics.Starts.Inc()
 	if !last.IsZero() {
 		c.metrics.NextStartDelay.Observe(c.clock.Since(last).Seconds())
@@ -173,94 +263,36 @@ func (c *Controller) start(ctx context.Context, s *updatesv1alpha1.BottlerocketS
 	return nil
 }
 
-// anyStartable reports whether the cache leaves some candidate under the
-// limits. The cache can only lag behind the slots taken, never show one
-// taken that is free for longer than until the event that frees it, which
-// brings the start pass back: when it shows every candidate blocked, the
-// consistent LIST is not needed.
-func (c *Controller) anyStartable(cands []candidate, shadows []*updatesv1alpha1.BottlerocketShadow, managed map[string]string) bool {
-	updating := 0
-	zoneUpdating, zoneTotal := map[string]int{}, map[string]int{}
-	for _, zone := range managed {
-		zoneTotal[zone]++
-	}
-	for _, s := range shadows {
-		if counts(s) && !c.scaledDown(s) {
-			updating++
-			zoneUpdating[managed[s.Name]]++
+// setHalts logs changes of each policy's halt and sends an Event on each
+// shadow whose failure stopped halting (it was resumed).
+func (c *Controller) setHalts(ctx context.Context, pols []*policy, plans map[string]plan) {
+	logger := klog.FromContext(ctx)
+	reasons := map[string]string{}
+	by := map[string]bool{}
+	active := map[string]bool{}
+	for _, pol := range pols {
+		p := plans[pol.name]
+		reasons[pol.name] = p.halt
+		for _, n := range p.haltedBy {
+			by[n] = true
+		}
+		for r, on := range p.active {
+			active[r] = active[r] || on
 		}
 	}
-	if limit, _ := scaledLimit(c.opts.MaxConcurrent, len(managed)); updating >= limit {
-		return false
-	}
-	if c.opts.MaxConcurrentPerZone == nil {
-		return true
-	}
-	for _, cand := range cands {
-		if zl, _ := scaledLimit(*c.opts.MaxConcurrentPerZone, zoneTotal[cand.zone]); zoneUpdating[cand.zone] < zl {
-			return true
-		}
-	}
-	return false
-}
-
-// scaledDown reports whether the shadow's Node was deleted (or replaced by a
-// Node of the same name) before its update got past the drain: it was scaled
-// down, not broken by the release, and its slot is free at once, before the
-// shadow controller deleted the shadow. A node deleted past the drain counts
-// until the update controller marks it failed.
-func (c *Controller) scaledDown(s *updatesv1alpha1.BottlerocketShadow) bool {
-	node, err := c.nodeLister.Get(s.Name)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return false
-	}
-	return (err != nil || !shadow.Describes(s, node)) && !shadow.PastDrain(s)
-}
-
-// haltReason says why no node may start now ("" when they may) and which
-// nodes' failures halt the rollout. Every active reason is reported in the
-// halt metric; the first of paused, failed, outside-window is returned.
-func (c *Controller) haltReason(shadows []*updatesv1alpha1.BottlerocketShadow, now time.Time) (string, []string) {
-	var by []string
-	for _, s := range shadows {
-		if shadow.Halting(s) {
-			by = append(by, s.Name)
-		}
-	}
-	sort.Strings(by)
-	open, change := c.opts.Windows.State(now)
-	if !change.IsZero() && !open {
-		c.after(startKey, change.Sub(now))
-	}
-	active := map[string]bool{HaltPaused: c.opts.Paused, HaltUpdateFailed: len(by) > 0, HaltOutsideWindow: !open}
-	reason := ""
 	for _, r := range haltReasons {
 		v := 0.0
 		if active[r] {
 			v = 1
-			if reason == "" {
-				reason = r
-			}
 		}
 		c.metrics.RolloutHalted.WithLabelValues(r).Set(v)
 	}
-	return reason, by
-}
-
-// setHalt logs changes of the halt and sends an Event on each shadow whose
-// failure stopped halting the rollout (it was resumed).
-func (c *Controller) setHalt(ctx context.Context, reason string, by []string) {
-	now := map[string]bool{}
-	for _, n := range by {
-		now[n] = true
-	}
 	c.mu.Lock()
 	prev, prevBy := c.halted, c.haltedBy
-	c.halted, c.haltedBy = reason, now
+	c.halted, c.haltedBy = reasons, by
 	c.mu.Unlock()
-	logger := klog.FromContext(ctx)
-	for n := range prevBy {
-		if now[n] {
+	for _, n := range sortedNames(prevBy) {
+		if by[n] {
 			continue
 		}
 		if s, err := c.shadowLister.Get(n); err == nil {
@@ -269,17 +301,20 @@ func (c *Controller) setHalt(ctx context.Context, reason string, by []string) {
 				s.Annotations[updatesv1alpha1.FailedAnnotation])
 		}
 	}
-	for n := range now {
+	for _, n := range sortedNames(by) {
 		if !prevBy[n] {
 			logger.Info("Rollout halted by a failed update; resume with `kubectl nodehealth update resume NODE`", "node", n,
 				"reason", c.shadowAnnotation(n, updatesv1alpha1.FailureReasonAnnotation))
 		}
 	}
-	if prev != reason {
-		if reason == "" {
-			logger.Info("Rollout may start nodes", "previously", prev)
+	for _, name := range sortedNames(reasons) {
+		if p, ok := prev[name]; ok && p == reasons[name] {
+			continue
+		}
+		if reasons[name] == "" {
+			logger.Info("UpdatePolicy may start nodes", "policy", name, "previously", prev[name])
 		} else {
-			logger.Info("Rollout starts no node", "reason", reason)
+			logger.Info("UpdatePolicy starts no node", "policy", name, "reason", reasons[name])
 		}
 	}
 }
@@ -289,69 +324,6 @@ func (c *Controller) shadowAnnotation(name, key string) string {
 		return s.Annotations[key]
 	}
 	return ""
-}
-
-// candidates lists the Idle nodes that may start now, in start order (own
-// node last, then by name), and the zone of every managed node. It sends an
-// Event the first time a node is found blocked for a given cause, and arms a
-// timer for the earliest end of a back-off.
-func (c *Controller) candidates(ctx context.Context, shadows []*updatesv1alpha1.BottlerocketShadow, now time.Time) ([]candidate, map[string]string) {
-	managed := map[string]string{}
-	var out []candidate
-	var nextBackoff time.Time
-	for _, s := range shadows {
-		node, err := c.nodeLister.Get(s.Name)
-		if err != nil || node.DeletionTimestamp != nil || !c.opts.Selector.Matches(labels.Set(node.Labels)) || !shadow.Describes(s, node) {
-			continue
-		}
-		zone := node.Labels[ZoneLabel]
-		managed[s.Name] = zone
-		if s.Spec.State != updatesv1alpha1.StateIdle || s.Status.CurrentState != updatesv1alpha1.StateIdle || counts(s) {
-			continue
-		}
-		target := c.opts.TargetVersion
-		if target == "" {
-			target = s.Status.TargetVersion
-		}
-		if target == "" || s.Status.CurrentVersion == "" {
-			continue
-		}
-		cmp, err := brapi.CompareVersions(s.Status.CurrentVersion, target)
-		if err != nil {
-			c.tell(s, "InvalidVersion", "Cannot compare versions %q and %q: %v", s.Status.CurrentVersion, target, err)
-			continue
-		}
-		if cmp == 0 {
-			c.forget(s.Name)
-			continue
-		}
-		if cmp > 0 {
-			c.tell(s, "DowngradeRefused", "Node runs %s, newer than the target %s; it is never downgraded", s.Status.CurrentVersion, target)
-			continue
-		}
-		if until := backoffUntil(s); until.After(now) {
-			if nextBackoff.IsZero() || until.Before(nextBackoff) {
-				nextBackoff = until
-			}
-			continue
-		}
-		if why := c.notStartable(node); why != "" {
-			c.tell(s, "UpdateBlocked", "Not starting the update to %s: %s", target, why)
-			continue
-		}
-		c.forget(s.Name)
-		out = append(out, candidate{name: s.Name, zone: zone, version: target, own: s.Name == c.opts.OwnNode})
-	}
-	if !nextBackoff.IsZero() {
-		c.after(startKey, nextBackoff.Sub(now))
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].own != out[j].own {
-			return !out[i].own
-		}
-		return out[i].name < out[j].name
-	})
-	return out, managed
 }
 
 // notStartable says why a node must not start ("" when it may): the seed's

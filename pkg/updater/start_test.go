@@ -8,20 +8,33 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
-	"nodehealth.io/nodehealth/pkg/updater/window"
 )
 
-func windows(t *testing.T, schedule string, d time.Duration) window.Set {
-	t.Helper()
-	w, err := window.Parse([]string{schedule}, []time.Duration{d})
-	if err != nil {
-		t.Fatal(err)
+func pin(v string) policyMod {
+	return func(p *updatesv1alpha1.UpdatePolicy) { p.Spec.TargetVersion = v }
+}
+func paused(p *updatesv1alpha1.UpdatePolicy) { p.Spec.Paused = true }
+func limit(v intstr.IntOrString) policyMod {
+	return func(p *updatesv1alpha1.UpdatePolicy) { p.Spec.MaxConcurrentUpdates = v }
+}
+func zoneLimit(v intstr.IntOrString) policyMod {
+	return func(p *updatesv1alpha1.UpdatePolicy) { p.Spec.MaxConcurrentUpdatesPerZone = &v }
+}
+func inWindow(schedule string, d time.Duration, tz string) policyMod {
+	return func(p *updatesv1alpha1.UpdatePolicy) {
+		p.Spec.Windows = append(p.Spec.Windows, updatesv1alpha1.UpdateWindow{Schedule: schedule, Duration: metav1.Duration{Duration: d}, TimeZone: tz})
 	}
-	return w
+}
+func generation(g int64) policyMod { return func(p *updatesv1alpha1.UpdatePolicy) { p.Generation = g } }
+func all(mods ...policyMod) policyMod {
+	return func(p *updatesv1alpha1.UpdatePolicy) {
+		for _, m := range mods {
+			m(p)
+		}
+	}
 }
 
 func TestSyncStart(t *testing.T) {
@@ -31,6 +44,7 @@ func TestSyncStart(t *testing.T) {
 	cases := []struct {
 		name    string
 		opts    func(*Options)
+		pol     policyMod // of the fleet policy
 		nodes   N
 		shadows S
 		listed  S // the API server's view when the cache is behind
@@ -39,43 +53,44 @@ func TestSyncStart(t *testing.T) {
 		timer   []time.Duration // start-pass timers
 	}{
 		{name: "one eligible node starts with its offered version", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)},
-			want: []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
-		{name: "pin overrides the offered version", opts: func(o *Options) { o.TargetVersion = "1.19.5" },
+			want: []string{"list", "list policies", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "pin overrides the offered version", pol: pin("1.19.5"),
 			nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)},
-			want: []string{"list", start("a", "1.19.5")}, events: []string{"Normal UpdateStarted"}},
-		{name: "pin older than the node: never downgraded", opts: func(o *Options) { o.TargetVersion = "1.18.0" },
+			want: []string{"list", "list policies", start("a", "1.19.5")}, events: []string{"Normal UpdateStarted"}},
+		{name: "pin older than the node: never downgraded", pol: pin("1.18.0"),
 			nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}, events: []string{"Normal DowngradeRefused"}},
 		{name: "offered version equals the running one", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle, offered(oldV))}},
 		{name: "nothing offered: never started", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle, offered(""))}},
 		{name: "agent has not reported yet", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, "", running(""), offered(""))}},
 		{name: "unmanaged node never started", nodes: N{mkNode("a", unmanaged)}, shadows: S{mkShadow("a", idle, idle)}},
-		{name: "paused: none starts", opts: func(o *Options) { o.Paused = true }, nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}},
+		{name: "paused: none starts", pol: paused, nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}},
 		{name: "halted by a failure", nodes: N{mkNode("a"), mkNode("b")},
 			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, rebooted, failedAt(t0.Add(-time.Hour)), since(time.Hour))}},
 		{name: "halted by a failure its resume does not repeat", nodes: N{mkNode("a"), mkNode("b")},
 			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, failedAt(t0.Add(-time.Hour)), resumedAt(t0.Add(-2*time.Hour)))}},
 		{name: "resumed failure no longer halts", nodes: N{mkNode("a"), mkNode("b")},
 			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, running(newV), failedAt(t0.Add(-time.Hour)), resumedAt(t0.Add(-time.Hour)))},
-			want:    []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
+			want:    []string{"list", "list policies", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
 		{name: "halt found only in the consistent LIST", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)},
-			listed: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, failedAt(t0))}, want: []string{"list"}},
+			listed: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, failedAt(t0))}, want: []string{"list", "list policies"}},
 		{name: "window closed: none starts, timer to its opening",
-			opts:  func(o *Options) { o.Windows = windows(t, "0 12 * * *", time.Hour) },
+			pol:   inWindow("0 12 * * *", time.Hour, ""),
 			nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}, timer: []time.Duration{2 * time.Hour}},
 		{name: "window open at its first second",
-			opts:  func(o *Options) { o.Windows = windows(t, "0 10 * * *", time.Hour) },
-			nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}, want: []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
+			pol:   inWindow("0 10 * * *", time.Hour, ""),
+			nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}, want: []string{"list", "list policies", start("a", newV)}, events: []string{"Normal UpdateStarted"},
+			timer: []time.Duration{time.Hour}}, // its closing changes the WindowOpen condition
 		{name: "window closed at its last instant",
-			opts:  func(o *Options) { o.Windows = windows(t, "0 9 * * *", time.Hour) },
+			pol:   inWindow("0 9 * * *", time.Hour, ""),
 			nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}, timer: []time.Duration{23 * time.Hour}},
 		{name: "back-off 2^2 minutes not over", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle, crashed(2, t0.Add(-3*time.Minute)))},
 			timer: []time.Duration{time.Minute}},
 		{name: "back-off 2^2 minutes over", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle, crashed(2, t0.Add(-4*time.Minute)))},
-			want: []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
+			want: []string{"list", "list policies", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
 		{name: "back-off capped at 24h", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle, crashed(30, t0.Add(-23*time.Hour)))},
 			timer: []time.Duration{time.Hour}},
 		{name: "back-off cap over", nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle, crashed(30, t0.Add(-24*time.Hour)))},
-			want: []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
+			want: []string{"list", "list policies", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
 		{name: "not ready: not started", nodes: N{mkNode("a", unready("ExtensionsNotReady"))}, shadows: S{mkShadow("a", idle, idle)},
 			events: []string{"Normal UpdateBlocked"}},
 		{name: "updater extension not listed", nodes: N{mkNode("a", extensions(`[{"name":"kube-proxy"}]`))}, shadows: S{mkShadow("a", idle, idle)},
@@ -88,57 +103,50 @@ func TestSyncStart(t *testing.T) {
 			shadows: S{mkShadow("a", idle, idle), mkShadow("b", rebooted, staged)}},
 		{name: "spec Idle but status still in flight counts", nodes: N{mkNode("a"), mkNode("b")},
 			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, monitor, running(newV), since(0))}},
-		{name: "a failed node does not count", opts: func(o *Options) { o.MaxConcurrent = intstr.FromInt32(1) }, nodes: N{mkNode("a"), mkNode("b")},
+		{name: "a failed node does not count", pol: limit(intstr.FromInt32(1)), nodes: N{mkNode("a"), mkNode("b")},
 			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, rebooted, failedAt(t0.Add(-time.Hour)), resumedAt(t0.Add(-time.Hour)), since(time.Hour))},
-			want:    []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
-		{name: "limit 2: one more beside the one in flight, in name order", opts: func(o *Options) { o.MaxConcurrent = intstr.FromInt32(2) },
+			want:    []string{"list", "list policies", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "limit 2: one more beside the one in flight, in name order", pol: limit(intstr.FromInt32(2)),
 			nodes:   N{mkNode("a"), mkNode("b"), mkNode("c"), mkNode("d")},
 			shadows: S{mkShadow("a", staged, idle), mkShadow("c", idle, idle), mkShadow("b", idle, idle), mkShadow("d", idle, idle)},
-			want:    []string{"list", start("b", newV)}, events: []string{"Normal UpdateStarted"}},
-		{name: "limit 50% of 4 managed nodes", opts: func(o *Options) { o.MaxConcurrent = intstr.FromString("50%") },
+			want:    []string{"list", "list policies", start("b", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "limit 50% of 4 managed nodes", pol: limit(intstr.FromString("50%")),
 			nodes:   N{mkNode("a"), mkNode("b"), mkNode("c"), mkNode("d")},
 			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle), mkShadow("c", idle, idle), mkShadow("d", idle, idle)},
-			want:    []string{"list", start("a", newV), start("b", newV)}, events: []string{"Normal UpdateStarted"}},
-		{name: "limit 10% of 4 nodes is still 1", opts: func(o *Options) { o.MaxConcurrent = intstr.FromString("10%") },
+			want:    []string{"list", "list policies", start("a", newV), start("b", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "limit 10% of 4 nodes is still 1", pol: limit(intstr.FromString("10%")),
 			nodes:   N{mkNode("a"), mkNode("b")},
 			shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle)},
-			want:    []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
-		{name: "stale cache: the LIST shows the slot taken", opts: func(o *Options) { o.MaxConcurrent = intstr.FromInt32(1) },
+			want:    []string{"list", "list policies", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "stale cache: the LIST shows the slot taken", pol: limit(intstr.FromInt32(1)),
 			nodes: N{mkNode("a"), mkNode("b")}, shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle)},
-			listed: S{mkShadow("a", idle, idle), mkShadow("b", staged, idle)}, want: []string{"list"}},
-		{name: "stale cache: the LIST shows the candidate already started", opts: func(o *Options) { o.MaxConcurrent = intstr.FromInt32(3) },
+			listed: S{mkShadow("a", idle, idle), mkShadow("b", staged, idle)}, want: []string{"list", "list policies"}},
+		{name: "stale cache: the LIST shows the candidate already started", pol: limit(intstr.FromInt32(3)),
 			nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)},
-			listed: S{mkShadow("a", staged, idle)}, want: []string{"list"}},
+			listed: S{mkShadow("a", staged, idle)}, want: []string{"list", "list policies"}},
 		{name: "per-zone limit skips the busy zone",
-			opts: func(o *Options) {
-				o.MaxConcurrent = intstr.FromInt32(3)
-				o.MaxConcurrentPerZone = ptr.To(intstr.FromInt32(1))
-			},
+			pol:     all(limit(intstr.FromInt32(3)), zoneLimit(intstr.FromInt32(1))),
 			nodes:   N{mkNode("a1", zone("a")), mkNode("a2", zone("a")), mkNode("b1", zone("b")), mkNode("b2", zone("b"))},
 			shadows: S{mkShadow("a1", staged, staged), mkShadow("a2", idle, idle), mkShadow("b1", idle, idle), mkShadow("b2", idle, idle)},
-			want:    []string{"list", start("b1", newV)}, events: []string{"Normal UpdateStarted"}},
+			want:    []string{"list", "list policies", start("b1", newV)}, events: []string{"Normal UpdateStarted"}},
 		{name: "per-zone percentage of the zone's nodes",
-			opts: func(o *Options) {
-				o.MaxConcurrent = intstr.FromInt32(10)
-				o.MaxConcurrentPerZone = ptr.To(intstr.FromString("50%"))
-			},
+			pol:     all(limit(intstr.FromInt32(10)), zoneLimit(intstr.FromString("50%"))),
 			nodes:   N{mkNode("a1", zone("a")), mkNode("a2", zone("a")), mkNode("a3", zone("a")), mkNode("a4", zone("a")), mkNode("b1", zone("b"))},
 			shadows: S{mkShadow("a1", idle, idle), mkShadow("a2", idle, idle), mkShadow("a3", idle, idle), mkShadow("a4", idle, idle), mkShadow("b1", idle, idle)},
-			want:    []string{"list", start("a1", newV), start("a2", newV), start("b1", newV)}, events: []string{"Normal UpdateStarted"}},
-		{name: "own node waits for the others", opts: func(o *Options) { o.MaxConcurrent = intstr.FromInt32(5); o.OwnNode = "a" },
+			want:    []string{"list", "list policies", start("a1", newV), start("a2", newV), start("b1", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "own node waits for the others", pol: limit(intstr.FromInt32(5)), opts: func(o *Options) { o.OwnNode = "a" },
 			nodes: N{mkNode("a"), mkNode("b")}, shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle)},
-			want: []string{"list", start("b", newV)}, events: []string{"Normal UpdateStarted"}},
-		{name: "own node waits while another is in flight", opts: func(o *Options) { o.MaxConcurrent = intstr.FromInt32(5); o.OwnNode = "a" },
-			nodes: N{mkNode("a"), mkNode("b")}, shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, monitor, running(newV))},
-			want: []string{"list"}},
+			want: []string{"list", "list policies", start("b", newV)}, events: []string{"Normal UpdateStarted"}},
+		{name: "own node waits while another is in flight: no LIST needed", pol: limit(intstr.FromInt32(5)), opts: func(o *Options) { o.OwnNode = "a" },
+			nodes: N{mkNode("a"), mkNode("b")}, shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, monitor, running(newV))}},
 		{name: "own node last of all", opts: func(o *Options) { o.OwnNode = "a" },
 			nodes: N{mkNode("a"), mkNode("b")}, shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle, running(newV))},
-			want: []string{"list", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
+			want: []string{"list", "list policies", start("a", newV)}, events: []string{"Normal UpdateStarted"}},
 		{name: "own node not held by a blocked node", opts: func(o *Options) { o.OwnNode = "a" },
 			nodes: N{mkNode("a"), mkNode("b", unready("ExtensionsNotReady"))}, shadows: S{mkShadow("a", idle, idle), mkShadow("b", idle, idle)},
-			want: []string{"list", start("a", newV)}, events: []string{"Normal UpdateBlocked", "Normal UpdateStarted"}},
+			want: []string{"list", "list policies", start("a", newV)}, events: []string{"Normal UpdateBlocked", "Normal UpdateStarted"}},
 		{name: "dry run lists but writes nothing", opts: func(o *Options) { o.DryRun = true },
-			nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}, want: []string{"list"}, events: []string{"Normal UpdateStarted"}},
+			nodes: N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)}, want: []string{"list", "list policies"}, events: []string{"Normal UpdateStarted"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -146,12 +154,17 @@ func TestSyncStart(t *testing.T) {
 			if tc.opts != nil {
 				tc.opts(&opts)
 			}
-			f := newFixture(t, opts, tc.nodes, tc.shadows)
+			pol := fleet()
+			if tc.pol != nil {
+				tc.pol(pol)
+			}
+			f := newPolicyFixture(t, opts, []*updatesv1alpha1.UpdatePolicy{pol}, tc.nodes, tc.shadows)
 			f.listed = tc.listed
 			if err := f.c.syncStart(f.ctx); err != nil {
 				t.Fatal(err)
 			}
-			f.expect(tc.want)
+			// Every first pass writes the policy's status (it had none).
+			f.expect(append([]string{"status fleet"}, tc.want...))
 			if got := distinct(f.events()); strings.Join(got, ",") != strings.Join(tc.events, ",") {
 				t.Errorf("events = %v, want %v", got, tc.events)
 			}
@@ -171,7 +184,7 @@ func TestHaltAndResume(t *testing.T) {
 	if err := f.c.syncStart(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.expect(nil)
+	f.expect([]string{"status fleet"})
 	if got := testutilCounter(f.c.metrics.RolloutHalted.WithLabelValues(HaltUpdateFailed)); got != 1 {
 		t.Errorf("rollout_halted{UpdateFailed} = %v, want 1", got)
 	}
@@ -184,7 +197,10 @@ func TestHaltAndResume(t *testing.T) {
 	if err := f.c.syncStart(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.expect([]string{"list", "update a StagedAndPerformedUpdate 1.20.0"})
+	// The status write of the first pass is not in the cache: the pass
+	// computes it from the cached policy again, finds it changed (no
+	// longer halted) and writes it.
+	f.expect([]string{"status fleet", "list", "list policies", "update a StagedAndPerformedUpdate 1.20.0"})
 	if got := distinct(f.events()); strings.Join(got, ",") != "Normal UpdateResumed,Normal UpdateStarted" {
 		t.Errorf("events = %v", got)
 	}
@@ -196,20 +212,18 @@ func TestHaltAndResume(t *testing.T) {
 // TestInFlightFinishes: a pause or a closed window stops starts, never the
 // nodes already updating.
 func TestInFlightFinishes(t *testing.T) {
-	for name, mod := range map[string]func(*Options){
-		"paused":        func(o *Options) { o.Paused = true },
-		"window closed": func(o *Options) { o.Windows = windows(t, "0 3 * * *", time.Hour) },
+	for name, mod := range map[string]policyMod{
+		"paused":        paused,
+		"window closed": inWindow("0 3 * * *", time.Hour, ""),
 	} {
 		t.Run(name, func(t *testing.T) {
-			opts := defaultOptions()
-			mod(&opts)
-			opts.MaxConcurrent = intstr.FromInt32(2)
-			f := newFixture(t, opts, []*v1.Node{mkNode("a"), mkNode("b")},
+			f := newPolicyFixture(t, defaultOptions(), []*updatesv1alpha1.UpdatePolicy{fleet(mod, limit(intstr.FromInt32(2)))},
+				[]*v1.Node{mkNode("a"), mkNode("b")},
 				[]*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, idle), mkShadow("b", staged, staged)})
 			if err := f.c.syncStart(f.ctx); err != nil {
 				t.Fatal(err)
 			}
-			f.expect(nil)
+			f.expect([]string{"status fleet"})
 			if err := f.c.syncShadow(f.ctx, "b"); err != nil {
 				t.Fatal(err)
 			}
@@ -257,7 +271,7 @@ func TestAnErrorResetHoldsItsSlotUntilTheAgentReportsIdle(t *testing.T) {
 	if err := f.c.syncStart(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.expect(nil)
+	f.expect([]string{"status fleet"})
 }
 
 func notOfferedAt(at time.Time) shadowMod {
@@ -288,7 +302,7 @@ func TestANodeNotOfferedItsPinYetWaitsForItsNextRefresh(t *testing.T) {
 	if err := f.c.syncStart(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.expect(nil)
+	f.expect([]string{"status fleet"})
 	if got := f.timers[startKey]; !equalDurations(got, []time.Duration{time.Minute}) {
 		t.Errorf("start timers = %v, want a retry in 1m, after the agent's next refresh", got)
 	}
@@ -299,9 +313,7 @@ func TestANodeNotOfferedItsPinYetWaitsForItsNextRefresh(t *testing.T) {
 // starts anything, so no node starts in the instant between a failure
 // becoming due and its node's own sync recording it.
 func TestAFailureDueAtTheStartPassIsRecordedBeforeAnyStart(t *testing.T) {
-	opts := defaultOptions()
-	opts.MaxConcurrent = intstr.FromInt32(2)
-	f := newFixture(t, opts, []*v1.Node{mkNode("a"), mkNode("b")},
+	f := newPolicyFixture(t, defaultOptions(), []*updatesv1alpha1.UpdatePolicy{fleet(limit(intstr.FromInt32(2)))}, []*v1.Node{mkNode("a"), mkNode("b")},
 		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("a", monitor, monitor, running(newV), since(monitorDL)), mkShadow("b", idle, idle)})
 	if err := f.c.syncStart(f.ctx); err != nil {
 		t.Fatal(err)
@@ -319,5 +331,5 @@ func TestAStartPassWithTheLimitReachedInItsCacheMakesNoList(t *testing.T) {
 	if err := f.c.syncStart(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.expect(nil)
+	f.expect([]string{"status fleet"})
 }

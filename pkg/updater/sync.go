@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
@@ -251,7 +252,8 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 	if s.Status.CurrentState != updatesv1alpha1.StateMonitoringUpdate {
 		return nil
 	}
-	if left := start.Add(c.opts.PostRebootSoak).Sub(now); left > 0 {
+	soak := c.soakOf(s, node)
+	if left := start.Add(soak).Sub(now); left > 0 {
 		c.after(s.Name, left)
 		return nil
 	}
@@ -262,7 +264,7 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 	delete(c.soakSince, s.Name)
 	c.lastHealthyEnd = c.clock.Now()
 	c.mu.Unlock()
-	c.event(s, v1.EventTypeNormal, "UpdateSucceeded", "Node runs %s and stayed fully ready for %s", s.Status.CurrentVersion, c.opts.PostRebootSoak)
+	c.event(s, v1.EventTypeNormal, "UpdateSucceeded", "Node runs %s and stayed fully ready for %s", s.Status.CurrentVersion, soak)
 	if t := s.Annotations[startedAnnotation]; t != "" {
 		if started, err := time.Parse(time.RFC3339, t); err == nil {
 			c.metrics.UpdateDuration.Observe(now.Sub(started).Seconds())
@@ -270,6 +272,35 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 	}
 	logger.Info("Update passed its health gate", "node", s.Name, "version", s.Status.CurrentVersion)
 	return nil
+}
+
+// soakOf is the postRebootSoak of the policy the node's update belongs to:
+// the one that started it while it exists, else the one that governs the
+// node now, else DefaultPostRebootSoak.
+func (c *Controller) soakOf(s *updatesv1alpha1.BottlerocketShadow, node *v1.Node) time.Duration {
+	if name := s.Annotations[updatesv1alpha1.PolicyAnnotation]; name != "" {
+		if p, err := c.policyLister.Get(name); err == nil {
+			return parsePolicy(p, c.opts.Deadlines).soak
+		}
+	}
+	if node != nil {
+		if list, err := c.policyLister.List(labels.Everything()); err == nil {
+			var found *policy
+			for _, p := range list {
+				if pol := parsePolicy(p, c.opts.Deadlines); pol.selector.Matches(labels.Set(node.Labels)) {
+					if found != nil {
+						found = nil
+						break
+					}
+					found = pol
+				}
+			}
+			if found != nil {
+				return found.soak
+			}
+		}
+	}
+	return DefaultPostRebootSoak
 }
 
 // soakStart is when the node's soak started: the healthy-since annotation,

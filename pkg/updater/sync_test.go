@@ -246,7 +246,7 @@ func TestANodeDeletedBeforeItsRebootWasRequestedFreesItsSlot(t *testing.T) {
 	if err := f.c.syncStart(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.expect([]string{"list", "update b StagedAndPerformedUpdate 1.20.0"})
+	f.expect([]string{"status fleet", "list", "list policies", "update b StagedAndPerformedUpdate 1.20.0"})
 }
 
 // TestANodeThatNeverReturnsToIdleIsFailedAfterTheReturnToIdleDeadline: spec

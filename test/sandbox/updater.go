@@ -41,6 +41,7 @@ type updaterComponent struct {
 	logPath     string
 	emulatorLog string
 	kubectl     string
+	policyPath  string
 }
 
 func (u *updaterComponent) Name() string { return "Bottlerocket update operator" }
@@ -83,6 +84,15 @@ func (u *updaterComponent) Start(ctx context.Context, env *Env) error {
 	u.configPath = filepath.Join(env.Dir, "update-operator.yaml")
 	if err := os.WriteFile(u.configPath, []byte(operatorConfig(env.KubeconfigPath, ports[0])), 0o644); err != nil {
 		return err
+	}
+	// The rollout is an UpdatePolicy: without one no node would start.
+	u.policyPath = filepath.Join(env.Dir, "update-policy.yaml")
+	if err := os.WriteFile(u.policyPath, []byte(sandboxPolicy), 0o644); err != nil {
+		return err
+	}
+	apply := exec.CommandContext(ctx, u.kubectl, "--kubeconfig="+env.KubeconfigPath, "apply", "--server-side", "-f", u.policyPath)
+	if out, err := apply.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl apply -f %s: %v\n%s", u.policyPath, err, out)
 	}
 	// Restarted when it exits, like the controller (it exits on lost leadership).
 	s, err := env.Supervise(ctx, framework.ProcessSpec{Name: "update-operator", Path: operator, Args: []string{"--config", u.configPath}}, nil)
@@ -171,7 +181,8 @@ func (u *updaterComponent) TryThis() []string {
 	second := u.nodes[len(u.nodes)/2].Name()
 	lines := []string{
 		fmt.Sprintf("# %d simulated Bottlerocket nodes (sandbox-br-N) run %s, an update agent and an emulated", len(u.nodes), sandboxOldVersion),
-		"# Bottlerocket API each; the operator updates one node at a time. Watch the shadows and a node:",
+		"# Bottlerocket API each; the UpdatePolicy \"fleet\" updates one node at a time. Watch it, the shadows and a node:",
+		"kubectl get upol -w",
 		"kubectl get brs -w",
 		fmt.Sprintf("kubectl describe node %s", second),
 		fmt.Sprintf("# Make %s's cni extension fail after its reboot (the rollout will halt there):", second),
@@ -184,18 +195,36 @@ func (u *updaterComponent) TryThis() []string {
 	lines = append(lines,
 		"# Which nodes are where, and what halts the rollout (kubectl-nodehealth is in _output/bin):",
 		"PATH=$PWD/_output/bin:$PATH kubectl nodehealth update status",
+		"kubectl describe upol fleet",
+		"# Pause the rollout (nodes in flight finish) and go on again, no restart:",
+		"PATH=$PWD/_output/bin:$PATH kubectl nodehealth update pause fleet",
+		"PATH=$PWD/_output/bin:$PATH kubectl nodehealth update unpause fleet",
 		fmt.Sprintf("# Repair %s's extension and resume the rollout:", second),
 		fmt.Sprintf("rm %s; touch %s", display(filepath.Join(u.dirs[second], "fail-after-reboot")), display(filepath.Join(u.dirs[second], "healthy"))),
 		fmt.Sprintf("PATH=$PWD/_output/bin:$PATH kubectl nodehealth update resume %s", second),
 		"# The emulated hosts (running version, reboots) and their log:",
 		fmt.Sprintf("curl -s --unix-socket %s localhost/emulator/state", u.nodes[0].Socket),
 		fmt.Sprintf("tail -f %s", display(u.emulatorLog)),
-		"# The operator's configuration and log:",
+		"# The operator's configuration, the UpdatePolicy and the operator's log:",
 		fmt.Sprintf("cat %s", display(u.configPath)),
+		fmt.Sprintf("cat %s", display(u.policyPath)),
 		fmt.Sprintf("tail -f %s", display(u.logPath)),
 	)
 	return lines
 }
+
+// sandboxPolicy is the sandbox's UpdatePolicy: every managed node, one at a
+// time, each node's offered version, a short soak (default 5m).
+const sandboxPolicy = `# Written by the sandbox (test/sandbox/updater.go) at every start.
+apiVersion: updates.nodehealth.io/v1alpha1
+kind: UpdatePolicy
+metadata:
+  name: fleet
+spec:
+  nodeSelector: {}
+  maxConcurrentUpdates: 1
+  postRebootSoak: 10s
+`
 
 // operatorConfig is the sandbox's UpdateOperatorConfiguration.
 func operatorConfig(kubeconfig string, port int) string {
@@ -209,9 +238,8 @@ serving:
   healthzBindAddress: 127.0.0.1:%d
 logging:
   verbosity: 2
-maxConcurrentUpdates: 1
-# Short for the sandbox (defaults 5m; 15m, 30m, 20m).
-postRebootSoak: 10s
+# Short for the sandbox (defaults 15m, 30m, 20m). The rollout itself is the
+# UpdatePolicy "fleet" (update-policy.yaml beside this file).
 stateDeadlines:
   stagedAndPerformedUpdate: 2m
   rebootedIntoUpdate: 3m

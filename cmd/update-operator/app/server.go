@@ -57,10 +57,12 @@ func NewCommand() *cobra.Command {
 		Long: `update-operator keeps a BottlerocketShadow (updates.nodehealth.io/v1alpha1) for
 every node matching managedNodeSelector and drives each node's update agent
 through Idle → StagedAndPerformedUpdate → RebootedIntoUpdate →
-MonitoringUpdate → Idle, at most maxConcurrentUpdates nodes at once, inside
-the update windows, with a deadline per state and node readiness
-(SystemExtensionsReady) as the health gate after each reboot. A failure after
-a reboot halts the rollout until "kubectl nodehealth update resume NODE".
+MonitoringUpdate → Idle as the UpdatePolicy that selects the node says
+(updates.nodehealth.io/v1alpha1, "kubectl get upol": target version, pause,
+concurrency, windows, soak), with a deadline per state and node readiness
+(SystemExtensionsReady) as the health gate after each reboot. A node no
+policy selects is never started. A failure after a reboot halts its policy
+until "kubectl nodehealth update resume NODE".
 
 Configuration comes from --config (an UpdateOperatorConfiguration of
 config.nodehealth.io/v1alpha1); see docs/config and docs/updater.md.`,
@@ -79,9 +81,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateOperatorConfigur
 	hostname, _ := os.Hostname()
 	identity := hostname + "_" + string(uuid.NewUUID())
 	logger.Info("Starting with effective configuration", "configFile", rt.ConfigFile, "identity", identity,
-		"managedNodeSelector", opts.Selector.String(), "maxConcurrentUpdates", opts.MaxConcurrent.String(),
-		"updateWindows", len(opts.Windows), "paused", opts.Paused, "targetVersion", opts.TargetVersion,
-		"postRebootSoak", opts.PostRebootSoak, "ownNode", opts.OwnNode, "dryRun", opts.DryRun,
+		"managedNodeSelector", opts.Selector.String(), "ownNode", opts.OwnNode, "dryRun", opts.DryRun,
 		"leaderElect", cfg.LeaderElection.LeaderElect)
 
 	restConfig, err := options.RESTConfig(cfg.ClientConnection, "update-operator")
@@ -190,7 +190,7 @@ func startControllers(ctx context.Context, kube kubernetes.Interface, client ver
 		return err
 	}
 	updates, err := updater.NewController(client, nodeFactory.Core().V1().Nodes(), shadowFactory.Updates().V1alpha1().BottlerocketShadows(),
-		recorder, clock.RealClock{}, opts, metrics)
+		shadowFactory.Updates().V1alpha1().UpdatePolicies(), recorder, clock.RealClock{}, opts, metrics)
 	if err != nil {
 		return err
 	}

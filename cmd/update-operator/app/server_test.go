@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config/latest"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options/optionstest"
 )
@@ -71,8 +69,6 @@ func TestUpdaterOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.UpdateWindows = []config.UpdateWindow{{Schedule: "0 2 * * *", Duration: metav1.Duration{Duration: time.Hour}}}
-	cfg.TargetVersion = "1.20.3"
 	opts, err := updaterOptions(cfg, "n1")
 	if err != nil {
 		t.Fatal(err)
@@ -80,11 +76,7 @@ func TestUpdaterOptions(t *testing.T) {
 	if !opts.Selector.Matches(labels.Set{"bottlerocket.aws/updater-interface-version": "2.0.0"}) || opts.Selector.Matches(labels.Set{}) {
 		t.Errorf("selector %v", opts.Selector)
 	}
-	open, next := opts.Windows.State(time.Date(2026, 1, 1, 2, 30, 0, 0, time.UTC))
-	if !open || next.Hour() != 3 {
-		t.Errorf("window open=%v next=%v", open, next)
-	}
-	if opts.OwnNode != "n1" || opts.TargetVersion != "1.20.3" || opts.Deadlines.RebootedIntoUpdate != 30*time.Minute {
+	if opts.OwnNode != "n1" || opts.Deadlines.RebootedIntoUpdate != 30*time.Minute {
 		t.Errorf("options %+v", opts)
 	}
 }

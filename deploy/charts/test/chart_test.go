@@ -59,6 +59,32 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// A first install touches no node: the chart creates no UpdatePolicy unless
+// asked, and one it is asked for is a post-install/post-upgrade hook, so it
+// is created after the release's CRD exists (a custom resource in the
+// release beside its own CRD fails the first install).
+func TestTheChartCreatesAnUpdatePolicyOnlyWhenAskedAndAfterItsCRD(t *testing.T) {
+	def, err := render(t, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(def, "apiVersion: updates.nodehealth.io/v1alpha1\nkind: UpdatePolicy\n") {
+		t.Error("the default values create an UpdatePolicy")
+	}
+	full, err := render(t, valuesFile(t, "testdata/full-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook := strings.Index(full, "# Hook: ")
+	policy := strings.Index(full, "apiVersion: updates.nodehealth.io/v1alpha1\nkind: UpdatePolicy\n")
+	if policy < 0 || hook < 0 || policy < hook {
+		t.Fatalf("the full values' UpdatePolicy is not a hook:\n%s", full[max(0, policy-200):max(0, policy)])
+	}
+	if !strings.Contains(full[hook:], "helm.sh/hook: post-install,post-upgrade") {
+		t.Error("the UpdatePolicy hook does not run after install and upgrade")
+	}
+}
+
 // A misspelt or misplaced value fails the install with the schema's message
 // naming it, instead of being ignored; inside the configuration objects too.
 func TestSchemaRejectsBadValues(t *testing.T) {
@@ -72,7 +98,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"nested config field", "controller:\n  config:\n    blastRadius:\n      clusterThreshold: 30\n", regexp.MustCompile(`at '/controller/config/blastRadius': additional properties 'clusterThreshold' not allowed`)},
 		{"config field of a list item", "controller:\n  config:\n    extensionRules:\n    - name: x\n      nodeSelector: {}\n      startupTimeOut: 5m\n", regexp.MustCompile(`at '/controller/config/extensionRules/0': additional properties 'startupTimeOut' not allowed`)},
 		{"wrong type", "controller:\n  config:\n    workers: many\n", regexp.MustCompile(`at '/controller/config/workers': got string, want (integer|null)`)},
-		{"duration as a number", "updateOperator:\n  config:\n    postRebootSoak: 300\n", regexp.MustCompile(`at '/updateOperator/config/postRebootSoak': got number, want (null or )?string`)},
+		{"duration as a number", "updateOperator:\n  config:\n    stateDeadlines:\n      returnToIdle: 300\n", regexp.MustCompile(`at '/updateOperator/config/stateDeadlines/returnToIdle': got number, want (null or )?string`)},
 		{"another Kind", "updateAgent:\n  config:\n    kind: UpdateOperatorConfiguration\n", regexp.MustCompile(`at '/updateAgent/config/kind': value must be 'UpdateAgentConfiguration'`)},
 		{"heartbeat config", "exampleSidecars:\n  kubeProxy:\n    config:\n      probe:\n        htp: {}\n", regexp.MustCompile(`at '/exampleSidecars/kubeProxy/config/probe': additional properties 'htp' not allowed`)},
 		{"bad pull policy", "image:\n  pullPolicy: Sometimes\n", regexp.MustCompile(`at '/image/pullPolicy': value must be one of`)},
@@ -264,6 +290,12 @@ func renderChart(ch *chart.Chart, vals map[string]any) (string, error) {
 	var out bytes.Buffer
 	out.WriteString(strings.TrimSpace(r.Manifest))
 	out.WriteString("\n")
+	// Hooks are not in the manifest: `helm template` prints them after it.
+	for _, h := range r.Hooks {
+		out.WriteString("---\n# Hook: " + h.Path + "\n")
+		out.WriteString(strings.TrimSpace(h.Manifest))
+		out.WriteString("\n")
+	}
 	return out.String(), nil
 }
 

@@ -26,9 +26,8 @@ var nonPathFields = sets.New(
 	"ExtensionRules[].NodeSelector.MatchExpressions[].Operator", "ExtensionRules[].NodeSelector.MatchExpressions[].Values[]",
 	"Eviction.Mode",
 	"ExtensionName", "Lease.Namespace", "Probe.HTTP.URL", "Probe.TCP.Address", "Probe.GRPC.Address", "Probe.GRPC.Service",
-	"ManagedNodeSelector.MatchLabels{}", "ManagedNodeSelector.MatchExpressions[].Key", "TargetVersion",
+	"ManagedNodeSelector.MatchLabels{}", "ManagedNodeSelector.MatchExpressions[].Key",
 	"ManagedNodeSelector.MatchExpressions[].Operator", "ManagedNodeSelector.MatchExpressions[].Values[]",
-	"MaxConcurrentUpdates.StrVal", "MaxConcurrentUpdatesPerZone.StrVal", "UpdateWindows[].Schedule",
 )
 
 type pathRefsCase struct {

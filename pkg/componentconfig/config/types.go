@@ -2,7 +2,6 @@ package config
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	componentbaseconfig "k8s.io/component-base/config"
 	logsapi "k8s.io/component-base/logs/api/v1"
 )
@@ -188,23 +187,9 @@ type UpdateOperatorConfiguration struct {
 	Serving          ServingConfiguration
 
 	// ManagedNodeSelector is always set after defaulting.
-	ManagedNodeSelector  *metav1.LabelSelector
-	MaxConcurrentUpdates intstr.IntOrString
-	// MaxConcurrentUpdatesPerZone nil means no per-zone limit: an optional
-	// value without default, so it stays a pointer.
-	MaxConcurrentUpdatesPerZone *intstr.IntOrString
-	UpdateWindows               []UpdateWindow
-	Paused                      bool
-	TargetVersion               string
-	DryRun                      bool
-	StateDeadlines              StateDeadlines
-	PostRebootSoak              metav1.Duration
-}
-
-// UpdateWindow is a cron schedule plus a duration.
-type UpdateWindow struct {
-	Schedule string
-	Duration metav1.Duration
+	ManagedNodeSelector *metav1.LabelSelector
+	DryRun              bool
+	StateDeadlines      StateDeadlines
 }
 
 // StateDeadlines bound each non-Idle update state.

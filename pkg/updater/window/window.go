@@ -1,55 +1,106 @@
 // Package window evaluates update windows: cron schedules that open a window
-// for a duration. Configuration validation and the update controller both
-// parse schedules here, with the parser the Kubernetes CronJob controller uses
+// for a duration, in an IANA time zone. The update controller parses
+// schedules here, with the parser the Kubernetes CronJob controller uses
 // (github.com/robfig/cron/v3, standard 5-field syntax), so a schedule that
 // validates is exactly one that the controller can evaluate.
+//
+// The package embeds the time zone database (time/tzdata): the images have
+// no zoneinfo, and a window in Europe/Berlin must open at the same instant
+// in the image as on a developer's machine.
 package window
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+	_ "time/tzdata" // the images have no zoneinfo
 
 	"github.com/robfig/cron/v3"
 )
 
+// ErrUnknownTimeZone is wrapped by Parse for a time zone name the embedded
+// database does not know.
+var ErrUnknownTimeZone = errors.New("unknown time zone")
+
 // ParseSchedule parses a standard 5-field cron expression or a descriptor
-// such as @daily. Windows are evaluated in UTC, so a time zone prefix
-// (TZ=..., CRON_TZ=...) is refused rather than silently honoured.
+// such as @daily. The time zone is a window's own field, so a time zone
+// prefix (TZ=..., CRON_TZ=...) is refused rather than silently honoured;
+// @every is refused too: it names no instant (its Next is "now plus the
+// delay"), so a window built on it would be never or always open.
 func ParseSchedule(s string) (cron.Schedule, error) {
-	if t := strings.TrimSpace(s); strings.HasPrefix(t, "TZ=") || strings.HasPrefix(t, "CRON_TZ=") {
-		return nil, fmt.Errorf("time zones are not supported: windows are evaluated in UTC")
+	t := strings.TrimSpace(s)
+	if strings.HasPrefix(t, "TZ=") || strings.HasPrefix(t, "CRON_TZ=") {
+		return nil, fmt.Errorf("a time zone prefix is not supported: set the window's timeZone")
 	}
-	return cron.ParseStandard(s)
+	if strings.HasPrefix(t, "@every") {
+		return nil, fmt.Errorf("@every is not a schedule of instants: use a 5-field cron expression or @hourly, @daily, @weekly, @monthly")
+	}
+	sched, err := cron.ParseStandard(s)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := sched.(*cron.SpecSchedule); !ok {
+		return nil, fmt.Errorf("not a schedule of instants")
+	}
+	return sched, nil
 }
 
-// Window opens each time Schedule fires and stays open for Duration.
+// LoadLocation resolves an IANA time zone name; "" is UTC.
+func LoadLocation(name string) (*time.Location, error) {
+	if name == "" || name == "UTC" {
+		return time.UTC, nil
+	}
+	// time.LoadLocation also accepts "Local", the process's zone: a
+	// window must mean the same instant on every replica.
+	if name == "Local" {
+		return nil, fmt.Errorf("%w %q", ErrUnknownTimeZone, name)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownTimeZone, name)
+	}
+	return loc, nil
+}
+
+// Window opens each time Schedule fires, in Location, and stays open for
+// Duration.
 type Window struct {
 	Schedule cron.Schedule
 	Duration time.Duration
+	// Location is the time zone Schedule is evaluated in; nil is UTC.
+	Location *time.Location
+}
+
+// Spec is a window as written in an UpdatePolicy.
+type Spec struct {
+	Schedule string
+	Duration time.Duration
+	TimeZone string
+}
+
+// Parse builds a Set from window specs.
+func Parse(specs ...Spec) (Set, error) {
+	out := make(Set, 0, len(specs))
+	for i, w := range specs {
+		sched, err := ParseSchedule(w.Schedule)
+		if err != nil {
+			return nil, fmt.Errorf("update window %d schedule %q: %w", i, w.Schedule, err)
+		}
+		if w.Duration <= 0 {
+			return nil, fmt.Errorf("update window %d: duration must be positive", i)
+		}
+		loc, err := LoadLocation(w.TimeZone)
+		if err != nil {
+			return nil, fmt.Errorf("update window %d: %w", i, err)
+		}
+		out = append(out, Window{Schedule: sched, Duration: w.Duration, Location: loc})
+	}
+	return out, nil
 }
 
 // Set is the union of windows; an empty Set is always open.
 type Set []Window
-
-// Parse builds a Set from (schedule, duration) pairs.
-func Parse(schedules []string, durations []time.Duration) (Set, error) {
-	if len(schedules) != len(durations) {
-		return nil, fmt.Errorf("%d schedules but %d durations", len(schedules), len(durations))
-	}
-	out := make(Set, 0, len(schedules))
-	for i, s := range schedules {
-		sched, err := ParseSchedule(s)
-		if err != nil {
-			return nil, fmt.Errorf("update window %d schedule %q: %w", i, s, err)
-		}
-		if durations[i] <= 0 {
-			return nil, fmt.Errorf("update window %d: duration must be positive", i)
-		}
-		out = append(out, Window{Schedule: sched, Duration: durations[i]})
-	}
-	return out, nil
-}
 
 // State reports whether a window is open at now and when that changes next:
 // the time it closes (if open) or the time the next window opens (if
@@ -61,15 +112,23 @@ func (s Set) State(now time.Time) (open bool, next time.Time) {
 	now = now.UTC()
 	var closes, opens time.Time
 	for _, w := range s {
+		loc := w.Location
+		if loc == nil {
+			loc = time.UTC
+		}
+		// The parsed schedules carry time.Local, which makes Next work in
+		// the location of the time it is given (robfig/cron): the window's
+		// own zone, whatever the process's.
+		now := now.In(loc)
 		if start, ok := w.lastStart(now); ok {
-			if end := start.Add(w.Duration); end.After(now) {
+			if end := start.Add(w.Duration).UTC(); end.After(now) {
 				open = true
 				if end.After(closes) {
 					closes = end
 				}
 			}
 		}
-		if n := w.Schedule.Next(now); !n.IsZero() && (opens.IsZero() || n.Before(opens)) {
+		if n := w.Schedule.Next(now).UTC(); !n.IsZero() && (opens.IsZero() || n.Before(opens)) {
 			opens = n
 		}
 	}

@@ -1,13 +1,14 @@
 package window
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
 
 func mustSet(t *testing.T, schedule string, d time.Duration) Set {
 	t.Helper()
-	s, err := Parse([]string{schedule}, []time.Duration{d})
+	s, err := Parse(Spec{Schedule: schedule, Duration: d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestState(t *testing.T) {
 }
 
 func TestOverlappingWindows(t *testing.T) {
-	s, err := Parse([]string{"0 2 * * *", "0 3 * * *"}, []time.Duration{2 * time.Hour, 2 * time.Hour})
+	s, err := Parse(Spec{Schedule: "0 2 * * *", Duration: 2 * time.Hour}, Spec{Schedule: "0 3 * * *", Duration: 2 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,9 +76,50 @@ func TestParseSchedule(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "* * * *", "* * * * * *", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *", "* * * * 8",
-		"a * * * *", "1-x * * * *", "@sometimes", "TZ=Europe/Berlin 0 2 * * *", "CRON_TZ=UTC 0 2 * * *"} {
+		"a * * * *", "1-x * * * *", "@sometimes", "TZ=Europe/Berlin 0 2 * * *", "CRON_TZ=UTC 0 2 * * *",
+		"@every 1h", " @every 5m"} {
 		if _, err := ParseSchedule(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestAWindowInATimeZoneOpensAtItsLocalTime: 02:00 in Europe/Berlin is 01:00
+// UTC in winter and 00:00 UTC in summer; the embedded time zone database
+// makes this hold in images without zoneinfo.
+func TestAWindowInATimeZoneOpensAtItsLocalTime(t *testing.T) {
+	s, err := Parse(Spec{Schedule: "0 2 * * *", Duration: time.Hour, TimeZone: "Europe/Berlin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		now, next string
+		open      bool
+	}{
+		{"2026-01-15T00:59:59Z", "2026-01-15T01:00:00Z", false},
+		{"2026-01-15T01:00:00Z", "2026-01-15T02:00:00Z", true},
+		{"2026-01-15T02:00:00Z", "2026-01-16T01:00:00Z", false},
+		{"2026-07-15T00:00:00Z", "2026-07-15T01:00:00Z", true},
+		{"2026-07-14T23:59:59Z", "2026-07-15T00:00:00Z", false},
+	} {
+		open, next := s.State(at(tc.now))
+		if open != tc.open || !next.Equal(at(tc.next)) || next.Location() != time.UTC {
+			t.Errorf("at %s: open=%v next=%v, want open=%v next=%s (UTC)", tc.now, open, next, tc.open, tc.next)
+		}
+	}
+}
+
+// TestAnUnknownTimeZoneIsRefused: CEL cannot check IANA names, so the
+// operator does; "Local" would mean another instant on every replica.
+func TestAnUnknownTimeZoneIsRefused(t *testing.T) {
+	for _, tz := range []string{"Mars/Olympus", "Local", "europe/berlin"} {
+		if _, err := Parse(Spec{Schedule: "0 2 * * *", Duration: time.Hour, TimeZone: tz}); !errors.Is(err, ErrUnknownTimeZone) {
+			t.Errorf("%q: err = %v, want ErrUnknownTimeZone", tz, err)
+		}
+	}
+	for _, tz := range []string{"", "UTC", "America/New_York", "Asia/Kolkata"} {
+		if _, err := Parse(Spec{Schedule: "0 2 * * *", Duration: time.Hour, TimeZone: tz}); err != nil {
+			t.Errorf("%q: %v", tz, err)
 		}
 	}
 }

@@ -37,10 +37,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/client-go/clientset/versioned"
 	"nodehealth.io/nodehealth/test/bench/results"
 	"nodehealth.io/nodehealth/test/framework"
@@ -93,8 +95,8 @@ var progressColumns = []string{"updated", "inProgress", "idle"}
 func main() {
 	var c config
 	nodes := flag.String("nodes", "100,500", "comma-separated node counts; each runs on a fresh control plane")
-	flag.StringVar(&c.concurrency, "max-concurrent", "10%", "maxConcurrentUpdates of the operator")
-	flag.DurationVar(&c.soak, "soak", time.Second, "postRebootSoak of the operator")
+	flag.StringVar(&c.concurrency, "max-concurrent", "10%", "maxConcurrentUpdates of the UpdatePolicy")
+	flag.DurationVar(&c.soak, "soak", time.Second, "postRebootSoak of the UpdatePolicy")
 	flag.IntVar(&c.agentWork, "agent-workers", 16, "concurrent workers of the in-process agents")
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "give up on a rollout after this long")
 	flag.IntVar(&c.qps, "operator-qps", 0, "clientConnection.qps of the operator, burst twice that (0: the operator's default, 20 and 40)")
@@ -293,6 +295,13 @@ func runRollout(ctx context.Context, c config, nodeCount int, bin string) (*resu
 		return nil, err
 	}
 
+	// The rollout is an UpdatePolicy: every managed node, the benchmark's
+	// concurrency and soak.
+	pol := &updatesv1alpha1.UpdatePolicy{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: updatesv1alpha1.UpdatePolicySpec{
+		NodeSelector: &metav1.LabelSelector{}, MaxConcurrentUpdates: intstr.Parse(c.concurrency), PostRebootSoak: &metav1.Duration{Duration: c.soak}}}
+	if _, err := shadows.UpdatesV1alpha1().UpdatePolicies().Create(ctx, pol, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("creating the UpdatePolicy: %w", err)
+	}
 	metricsURL, proc, err := startOperator(env, c, bin)
 	if err != nil {
 		return nil, err
@@ -344,8 +353,9 @@ func runRollout(ctx context.Context, c config, nodeCount int, bin string) (*resu
 	return r, nil
 }
 
-// limitOf is maxConcurrentUpdates scaled as §7 says: a percentage of the
-// managed nodes rounded down, at least 1.
+// limitOf is maxConcurrentUpdates scaled as docs/updater.md says: a
+// percentage of the nodes the policy governs (here every managed node)
+// rounded down, at least 1.
 func limitOf(v string, nodes int) int {
 	if p, ok := strings.CutSuffix(v, "%"); ok {
 		n, _ := strconv.Atoi(p)
@@ -373,9 +383,7 @@ serving:
 managedNodeSelector:
   matchLabels:
     %s: "2.0.0"
-maxConcurrentUpdates: %q
-postRebootSoak: %s
-`, operatorNamespace, env.Kubeconfig, ports[0], ports[1], interfaceLabel, c.concurrency, c.soak)
+`, operatorNamespace, env.Kubeconfig, ports[0], ports[1], interfaceLabel)
 	if c.qps > 0 {
 		cfg = strings.Replace(cfg, "  kubeconfig:", fmt.Sprintf("  qps: %d\n  burst: %d\n  kubeconfig:", c.qps, 2*c.qps), 1)
 	}

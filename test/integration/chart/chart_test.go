@@ -53,7 +53,10 @@ func TestChartGatesAndUngatesNode(t *testing.T) {
 
 	// Every object but the Prometheus Operator's, applied as `helm install`
 	// would create them (strict server-side field validation).
-	var docs []string
+	// Hooks (the UpdatePolicy) are applied after the rest, as Helm runs
+	// post-install hooks once the release's objects, its CRDs among them,
+	// exist.
+	var docs, hooks []string
 	skipped := 0
 	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(render), -1) {
 		if strings.TrimSpace(doc) == "" {
@@ -61,6 +64,10 @@ func TestChartGatesAndUngatesNode(t *testing.T) {
 		}
 		if regexp.MustCompile(`(?m)^apiVersion: ` + regexp.QuoteMeta(prometheusOperatorGroup)).MatchString(doc) {
 			skipped++
+			continue
+		}
+		if strings.Contains(doc, "# Hook: ") {
+			hooks = append(hooks, doc)
 			continue
 		}
 		docs = append(docs, doc)
@@ -84,7 +91,16 @@ func TestChartGatesAndUngatesNode(t *testing.T) {
 	if out, err := env.Kubectl(ctx, "apply", "--server-side", "--validate=strict", "--field-manager=helm", "-f", manifest); err != nil {
 		t.Fatalf("applying the chart's render: %v\n%s", err, out)
 	}
-	t.Logf("applied %d objects of the chart's full render (%d Prometheus Operator objects left out)", len(docs), skipped)
+	if len(hooks) > 0 {
+		hookManifest := filepath.Join(t.TempDir(), "hooks.yaml")
+		if err := os.WriteFile(hookManifest, []byte(strings.Join(hooks, "\n---\n")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := env.Kubectl(ctx, "apply", "--server-side", "--validate=strict", "--field-manager=helm", "-f", hookManifest); err != nil {
+			t.Fatalf("applying the chart's hooks: %v\n%s", err, out)
+		}
+	}
+	t.Logf("applied %d objects and %d hooks of the chart's full render (%d Prometheus Operator objects left out)", len(docs), len(hooks), skipped)
 
 	// The MutatingAdmissionPolicy of the chart taints a Node at creation
 	// (policies take effect asynchronously: retry until a fresh node is tainted).

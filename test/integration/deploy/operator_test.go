@@ -56,8 +56,8 @@ func renderOperator(t *testing.T) ([]runtime.Object, []string) {
 
 func TestOperatorManifestsShape(t *testing.T) {
 	objs, crds := renderOperator(t)
-	if !slices.Equal(crds, []string{"bottlerocketshadows." + shadowGroup}) {
-		t.Errorf("CRDs %v, want the BottlerocketShadow CRD", crds)
+	if !slices.Equal(crds, []string{"bottlerocketshadows." + shadowGroup, "updatepolicies." + shadowGroup}) {
+		t.Errorf("CRDs %v, want the BottlerocketShadow and UpdatePolicy CRDs", crds)
 	}
 	deploy := find[*appsv1.Deployment](t, objs, operatorName)
 	if deploy.Namespace != systemNamespace || deploy.Spec.Replicas == nil || *deploy.Spec.Replicas != 2 {
@@ -126,6 +126,8 @@ func TestOperatorInstall(t *testing.T) {
 		{shadowGroup, "bottlerocketshadows", "get", ""}, {shadowGroup, "bottlerocketshadows", "list", ""},
 		{shadowGroup, "bottlerocketshadows", "watch", ""}, {shadowGroup, "bottlerocketshadows", "create", ""},
 		{shadowGroup, "bottlerocketshadows", "update", ""}, {shadowGroup, "bottlerocketshadows", "delete", ""},
+		{shadowGroup, "updatepolicies", "get", ""}, {shadowGroup, "updatepolicies", "list", ""},
+		{shadowGroup, "updatepolicies", "watch", ""}, {shadowGroup, "updatepolicies/status", "update", ""},
 		{"", "nodes", "get", ""}, {"", "nodes", "list", ""}, {"", "nodes", "watch", ""},
 	}
 	const lease = "coordination.k8s.io"
@@ -147,6 +149,8 @@ func TestOperatorInstall(t *testing.T) {
 	for _, denied := range [][]string{
 		{"patch", "nodes"}, {"update", "nodes"}, {"update", "bottlerocketshadows." + shadowGroup, "--subresource=status"},
 		{"patch", "bottlerocketshadows." + shadowGroup, "--subresource=status"}, {"create", "pods/eviction"},
+		// A policy's spec is the users': the operator writes its status only.
+		{"update", "updatepolicies." + shadowGroup}, {"patch", "updatepolicies." + shadowGroup},
 	} {
 		args := append([]string{"auth", "can-i"}, denied...)
 		args = append(args, "--as="+operatorServiceAccount)

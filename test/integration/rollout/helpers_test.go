@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
@@ -127,16 +127,44 @@ eviction:
 `)
 }
 
-// startOperator runs the update operator with test-sized deadlines and soak.
+// startOperator runs the update operator with test-sized deadlines, and the
+// test's UpdatePolicy: every managed node, maxConcurrent at once, a 2s soak.
 func startOperator(t *testing.T, maxConcurrent int) *component {
 	t.Helper()
 	return startOperatorWithStagingDeadline(t, maxConcurrent, 60*time.Second)
+}
+
+// applyPolicy creates (or, on a second call, updates) the test's
+// UpdatePolicy "rollout": every managed node, maxConcurrent at once, a 2s
+// soak. It is deleted after the test.
+func applyPolicy(t *testing.T, maxConcurrent int) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	c := shadowClient(t).UpdatesV1alpha1().UpdatePolicies()
+	spec := updatesv1alpha1.UpdatePolicySpec{NodeSelector: &metav1.LabelSelector{},
+		MaxConcurrentUpdates: intstr.FromInt(maxConcurrent), PostRebootSoak: &metav1.Duration{Duration: 2 * time.Second}}
+	if p, err := c.Get(ctx, "rollout", metav1.GetOptions{}); err == nil {
+		p.Spec = spec
+		if _, err := c.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if _, err := c.Create(ctx, &updatesv1alpha1.UpdatePolicy{ObjectMeta: metav1.ObjectMeta{Name: "rollout"}, Spec: spec}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = c.Delete(ctx, "rollout", metav1.DeleteOptions{})
+	})
 }
 
 // startOperatorWithStagingDeadline is startOperator with the
 // StagedAndPerformedUpdate deadline chosen.
 func startOperatorWithStagingDeadline(t *testing.T, maxConcurrent int, staging time.Duration) *component {
 	t.Helper()
+	applyPolicy(t, maxConcurrent)
 	return start(t, "update-operator", `apiVersion: config.nodehealth.io/v1alpha1
 kind: UpdateOperatorConfiguration
 leaderElection:
@@ -146,8 +174,6 @@ clientConnection:
 serving:
   metricsBindAddress: %[2]s
   healthzBindAddress: %[2]s
-maxConcurrentUpdates: `+strconv.Itoa(maxConcurrent)+`
-postRebootSoak: 2s
 stateDeadlines:
   stagedAndPerformedUpdate: `+staging.String()+`
   rebootedIntoUpdate: 90s

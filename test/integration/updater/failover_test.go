@@ -10,6 +10,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/nodehealth/test/framework"
@@ -31,6 +32,7 @@ func TestLeaderFailover(t *testing.T) {
 	a.stuckIn["failover-1"] = updatesv1alpha1.StateStagedAndPerformedUpdate
 	a.mu.Unlock()
 
+	createPolicy(t, func(s *updatesv1alpha1.UpdatePolicySpec) { s.MaxConcurrentUpdates = intstr.FromInt32(2) })
 	binDir := t.TempDir()
 	if err := framework.BuildCommands(ctx, binDir, "./cmd/update-operator"); err != nil {
 		t.Fatal(err)
@@ -56,12 +58,10 @@ serving:
 managedNodeSelector:
   matchLabels:
     %q: %q
-maxConcurrentUpdates: 2
 stateDeadlines:
   stagedAndPerformedUpdate: 1m
   rebootedIntoUpdate: 1m
   monitoringUpdate: 1m
-postRebootSoak: 1s
 `, env.Kubeconfig, leaseName, freePort(t), freePort(t), k, v)
 		path := filepath.Join(t.TempDir(), "config.yaml")
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {

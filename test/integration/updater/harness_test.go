@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,11 +55,86 @@ func testLabel(t *testing.T) (string, string) { return "updater-it/test", t.Name
 func baseOptions(t *testing.T) updater.Options {
 	k, v := testLabel(t)
 	return updater.Options{
-		Selector:      labels.SelectorFromSet(labels.Set{k: v}),
-		MaxConcurrent: intstr.FromInt32(1),
+		Selector: labels.SelectorFromSet(labels.Set{k: v}),
 		Deadlines: updater.Deadlines{StagedAndPerformedUpdate: 20 * time.Second, RebootedIntoUpdate: 20 * time.Second,
 			MonitoringUpdate: 20 * time.Second, ReturnToIdle: 20 * time.Second},
-		PostRebootSoak: time.Second,
+	}
+}
+
+// policyName is the name of the test's UpdatePolicy (cluster-scoped, so one
+// per test, deleted after it).
+func policyName(t *testing.T) string {
+	return strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+}
+
+// createPolicy creates the test's UpdatePolicy: its nodes (testLabel), one
+// at a time, a soak of one second; mods change the spec.
+func createPolicy(t *testing.T, mods ...func(*updatesv1alpha1.UpdatePolicySpec)) *updatesv1alpha1.UpdatePolicy {
+	t.Helper()
+	k, v := testLabel(t)
+	p := &updatesv1alpha1.UpdatePolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: policyName(t)},
+		Spec: updatesv1alpha1.UpdatePolicySpec{NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{k: v}},
+			MaxConcurrentUpdates: intstr.FromInt32(1), PostRebootSoak: &metav1.Duration{Duration: time.Second}},
+	}
+	for _, m := range mods {
+		m(&p.Spec)
+	}
+	return createPolicyObject(t, p)
+}
+
+func createPolicyObject(t *testing.T, p *updatesv1alpha1.UpdatePolicy) *updatesv1alpha1.UpdatePolicy {
+	t.Helper()
+	c := shadows(t).UpdatesV1alpha1().UpdatePolicies()
+	out, err := c.Create(testenv.Context(t), p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = c.Delete(ctx, p.Name, metav1.DeleteOptions{})
+	})
+	return out
+}
+
+// editPolicy changes the spec of a policy and returns its new generation.
+func editPolicy(t *testing.T, ctx context.Context, name string, mod func(*updatesv1alpha1.UpdatePolicySpec)) *updatesv1alpha1.UpdatePolicy {
+	t.Helper()
+	c := shadows(t).UpdatesV1alpha1().UpdatePolicies()
+	var out *updatesv1alpha1.UpdatePolicy
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := c.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		mod(&p.Spec)
+		out, err = c.Update(ctx, p, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// waitPolicy waits until the policy satisfies ok.
+func waitPolicy(t *testing.T, ctx context.Context, name, what string, ok func(*updatesv1alpha1.UpdatePolicy) bool) *updatesv1alpha1.UpdatePolicy {
+	t.Helper()
+	c := shadows(t).UpdatesV1alpha1().UpdatePolicies()
+	var last *updatesv1alpha1.UpdatePolicy
+	for {
+		p, err := c.Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			last = p
+			if ok(p) {
+				return p
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("UpdatePolicy %s never %s; last: %+v", name, what, last)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
@@ -144,7 +220,7 @@ func startOperator(t *testing.T, opts updater.Options) *operator {
 		t.Fatal(err)
 	}
 	uc, err := updater.NewController(client, nodeFactory.Core().V1().Nodes(), shadowFactory.Updates().V1alpha1().BottlerocketShadows(),
-		recorder, clock.RealClock{}, opts, nil)
+		shadowFactory.Updates().V1alpha1().UpdatePolicies(), recorder, clock.RealClock{}, opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,11 +351,15 @@ type history struct {
 	max      int
 	starts   map[string]int
 	lastSpec map[string]updatesv1alpha1.ShadowState
+	// startRVs are the resourceVersions of the writes that started a
+	// node, by node.
+	startRVs map[string][]string
 }
 
 func watchHistory(t *testing.T, ctx context.Context, nodes ...string) *history {
 	t.Helper()
-	h := &history{current: map[string]bool{}, starts: map[string]int{}, lastSpec: map[string]updatesv1alpha1.ShadowState{}}
+	h := &history{current: map[string]bool{}, starts: map[string]int{}, lastSpec: map[string]updatesv1alpha1.ShadowState{},
+		startRVs: map[string][]string{}}
 	ours := map[string]bool{}
 	for _, n := range nodes {
 		ours[n] = true
@@ -333,6 +413,7 @@ func (h *history) observe(s *updatesv1alpha1.BottlerocketShadow, ours map[string
 	h.max = max(h.max, n)
 	if h.lastSpec[s.Name] == updatesv1alpha1.StateIdle && s.Spec.State == updatesv1alpha1.StateStagedAndPerformedUpdate {
 		h.starts[s.Name]++
+		h.startRVs[s.Name] = append(h.startRVs[s.Name], s.ResourceVersion)
 	}
 	h.lastSpec[s.Name] = s.Spec.State
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -24,9 +25,8 @@ func TestRolloutHoldsTheLimit(t *testing.T) {
 	h := watchHistory(t, ctx, nodes...)
 	createNodes(t, nodes...)
 	startAgent(t, ctx, nodes...)
-	opts := baseOptions(t)
-	opts.MaxConcurrent = intstr.FromInt32(2)
-	startOperator(t, opts)
+	createPolicy(t, func(s *updatesv1alpha1.UpdatePolicySpec) { s.MaxConcurrentUpdates = intstr.FromInt32(2) })
+	startOperator(t, baseOptions(t))
 	for _, n := range nodes {
 		waitShadow(t, ctx, n, "updated", updated)
 	}
@@ -59,6 +59,7 @@ func TestHealthGateHaltsUntilResume(t *testing.T) {
 	a.mu.Lock()
 	a.unhealthy["gate-b"] = true
 	a.mu.Unlock()
+	pol := createPolicy(t)
 	opts := baseOptions(t)
 	opts.Deadlines.MonitoringUpdate = 5 * time.Second
 	op := startOperator(t, opts)
@@ -67,6 +68,12 @@ func TestHealthGateHaltsUntilResume(t *testing.T) {
 	if r := s.Annotations[updatesv1alpha1.FailureReasonAnnotation]; !strings.Contains(r, "DeadlineExceeded") || !strings.Contains(r, "MonitoringUpdate") {
 		t.Errorf("failure reason %q", r)
 	}
+	// kubectl describe upol explains the halt and names the node.
+	waitPolicy(t, ctx, pol.Name, "halted by gate-b", func(p *updatesv1alpha1.UpdatePolicy) bool {
+		c := meta.FindStatusCondition(p.Status.Conditions, updatesv1alpha1.PolicyHalted)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "UpdateFailed" && strings.Contains(c.Message, "gate-b (DeadlineExceeded") &&
+			len(p.Status.HaltedBy) == 1 && p.Status.HaltedBy[0] == "gate-b" && p.Status.Failed == 1
+	})
 	setReady(t, ctx, "gate-a", true)
 	setReady(t, ctx, "gate-c", true)
 	never(t, ctx, 4*time.Second, "halted rollout", "gate-a", "gate-c")
@@ -96,6 +103,7 @@ func TestStuckNodeFailsAndFreesItsSlot(t *testing.T) {
 	a.mu.Lock()
 	a.stuckIn["stuck-a"] = updatesv1alpha1.StateStagedAndPerformedUpdate
 	a.mu.Unlock()
+	createPolicy(t)
 	opts := baseOptions(t)
 	opts.Deadlines.RebootedIntoUpdate = 4 * time.Second
 	startOperator(t, opts)
@@ -125,8 +133,8 @@ func TestRestartMidRollout(t *testing.T) {
 	a.mu.Lock()
 	a.stuckIn["restart-1"] = updatesv1alpha1.StateStagedAndPerformedUpdate
 	a.mu.Unlock()
+	createPolicy(t, func(s *updatesv1alpha1.UpdatePolicySpec) { s.MaxConcurrentUpdates = intstr.FromInt32(2) })
 	opts := baseOptions(t)
-	opts.MaxConcurrent = intstr.FromInt32(2)
 	op := startOperator(t, opts)
 	waitShadow(t, ctx, "restart-1", "draining", func(s *updatesv1alpha1.BottlerocketShadow) bool {
 		return s.Spec.State == updatesv1alpha1.StateRebootedIntoUpdate
@@ -161,7 +169,8 @@ func resumeAgent(t *testing.T, ctx context.Context, name string) {
 	}
 }
 
-// Pausing lets the nodes in flight finish and starts no other.
+// Pausing lets the nodes in flight finish and starts no other. The pause is
+// an edit of the UpdatePolicy: the running operator takes it, no restart.
 func TestPauseLetsInFlightFinish(t *testing.T) {
 	ctx := ctxFor(t, 3*time.Minute)
 	nodes := []string{"pause-a", "pause-b", "pause-c"}
@@ -171,15 +180,15 @@ func TestPauseLetsInFlightFinish(t *testing.T) {
 	a.mu.Lock()
 	a.stuckIn["pause-a"] = updatesv1alpha1.StateStagedAndPerformedUpdate
 	a.mu.Unlock()
-	opts := baseOptions(t)
-	op := startOperator(t, opts)
+	pol := createPolicy(t)
+	startOperator(t, baseOptions(t))
 	waitShadow(t, ctx, "pause-a", "in flight", func(s *updatesv1alpha1.BottlerocketShadow) bool {
 		return s.Status.CurrentState == updatesv1alpha1.StateStagedAndPerformedUpdate
 	})
-	// A configuration change restarts the operator with the new settings.
-	op.stop()
-	opts.Paused = true
-	startOperator(t, opts)
+	paused := editPolicy(t, ctx, pol.Name, func(s *updatesv1alpha1.UpdatePolicySpec) { s.Paused = true })
+	waitPolicy(t, ctx, pol.Name, "observed the pause", func(p *updatesv1alpha1.UpdatePolicy) bool {
+		return p.Status.ObservedGeneration == paused.Generation
+	})
 	a.mu.Lock()
 	delete(a.stuckIn, "pause-a")
 	a.mu.Unlock()

@@ -21,9 +21,8 @@ func TestShadowLifecycle(t *testing.T) {
 	ctx := ctxFor(t, 3*time.Minute)
 	env := testenv.Env(t)
 	createNodes(t, "life-a", "life-b")
-	opts := baseOptions(t)
-	opts.Paused = true
-	startOperator(t, opts)
+	createPolicy(t, func(s *updatesv1alpha1.UpdatePolicySpec) { s.Paused = true })
+	startOperator(t, baseOptions(t))
 
 	s := waitShadow(t, ctx, "life-a", "created", func(*updatesv1alpha1.BottlerocketShadow) bool { return true })
 	node, err := env.Client.CoreV1().Nodes().Get(ctx, "life-a", metav1.GetOptions{})

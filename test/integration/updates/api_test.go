@@ -10,9 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	applymetav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	updatesapply "nodehealth.io/client-go/applyconfiguration/updates/v1alpha1"
@@ -291,5 +293,58 @@ func TestKubectlGetBrsShowsTheRollout(t *testing.T) {
 	// VERSION is empty while Idle, so the row has one field fewer than the header.
 	if len(row) < 7 || row[0] != node.Name || row[1] != "Idle" || row[2] != "Idle" || row[3] != "1.20.0" || row[4] != "1.21.0" || row[5] != "2" {
 		t.Errorf("row = %v, want %s Idle Idle 1.20.0 1.21.0 2 <age>", row, node.Name)
+	}
+}
+
+// The UpdatePolicy CRD rejects what its schema and CEL rules can see: a
+// limit that is neither a count of at least 1 nor a percentage from 1% to
+// 100%, an @every schedule (no instants: a window built on it is never or
+// always open), a TZ= prefix instead of timeZone, a window of no duration.
+// What CEL cannot check (an IANA time zone name) the operator reports in
+// the policy's status.
+func TestUpdatePolicyValidation(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	c := shadowClient(t).UpdatesV1alpha1().UpdatePolicies()
+	valid := func(name string) *updatesv1alpha1.UpdatePolicy {
+		return &updatesv1alpha1.UpdatePolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: updatesv1alpha1.UpdatePolicySpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"updates-it/none": "x"}}, MaxConcurrentUpdates: intstr.FromString("10%"),
+			Windows: []updatesv1alpha1.UpdateWindow{{Schedule: "0 2 * * mon-fri", Duration: metav1.Duration{Duration: 4 * time.Hour}, TimeZone: "Europe/Berlin"}}}}
+	}
+	p, err := c.Create(ctx, valid("validation-ok"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a valid policy was rejected: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), p.Name, metav1.DeleteOptions{}) })
+	for _, tc := range []struct {
+		name string
+		mod  func(*updatesv1alpha1.UpdatePolicySpec)
+		want string
+	}{
+		{"limit-zero", func(s *updatesv1alpha1.UpdatePolicySpec) { s.MaxConcurrentUpdates = intstr.FromInt32(0) }, "count of at least 1"},
+		{"limit-0-percent", func(s *updatesv1alpha1.UpdatePolicySpec) { s.MaxConcurrentUpdates = intstr.FromString("0%") }, "percentage"},
+		{"limit-150-percent", func(s *updatesv1alpha1.UpdatePolicySpec) { s.MaxConcurrentUpdates = intstr.FromString("150%") }, "percentage"},
+		{"limit-words", func(s *updatesv1alpha1.UpdatePolicySpec) { s.MaxConcurrentUpdates = intstr.FromString("ten") }, "percentage"},
+		{"zone-limit", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.MaxConcurrentUpdatesPerZone = ptr.To(intstr.FromInt32(-1))
+		}, "count of at least 1"},
+		{"every", func(s *updatesv1alpha1.UpdatePolicySpec) { s.Windows[0].Schedule = "@every 1h" }, "@every"},
+		{"tz-prefix", func(s *updatesv1alpha1.UpdatePolicySpec) { s.Windows[0].Schedule = "TZ=UTC 0 2 * * *" }, "timeZone"},
+		{"no-duration", func(s *updatesv1alpha1.UpdatePolicySpec) { s.Windows[0].Duration = metav1.Duration{} }, "positive"},
+		{"negative-soak", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.PostRebootSoak = &metav1.Duration{Duration: -time.Second}
+		}, "negative"},
+	} {
+		p := valid("validation-" + tc.name)
+		tc.mod(&p.Spec)
+		_, err := c.Create(ctx, p, metav1.CreateOptions{})
+		if err == nil {
+			_ = c.Delete(context.Background(), p.Name, metav1.DeleteOptions{})
+			t.Errorf("%s: accepted", tc.name)
+			continue
+		}
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want Invalid mentioning %q", tc.name, err, tc.want)
+		}
 	}
 }

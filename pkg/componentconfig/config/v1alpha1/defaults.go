@@ -5,7 +5,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	componentbaseconfigv1alpha1 "k8s.io/component-base/config/v1alpha1"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/utils/ptr"
@@ -176,11 +175,6 @@ func SetDefaults_UpdateOperatorConfiguration(obj *configv1alpha1.UpdateOperatorC
 			MatchLabels: map[string]string{DefaultUpdaterInterfaceVersionLabel: DefaultUpdaterInterfaceVersionValue},
 		}
 	}
-	// One node at a time, like the Bottlerocket update operator: slow, but a
-	// bad update can hurt only one node before the rollout halts.
-	if obj.MaxConcurrentUpdates == nil {
-		obj.MaxConcurrentUpdates = ptr.To(intstr.FromInt32(1))
-	}
 	// Download, staging and activation take minutes. The drain happens in
 	// RebootedIntoUpdate: the agents' 10 minute drainTimeout plus a boot
 	// must fit in it.
@@ -190,7 +184,6 @@ func SetDefaults_UpdateOperatorConfiguration(obj *configv1alpha1.UpdateOperatorC
 	// Completing or aborting is a few local calls and one status write; ten
 	// minutes is an agent that cannot (crash-looping, no update repository).
 	setDuration(&obj.StateDeadlines.ReturnToIdle, 10*time.Minute)
-	setDuration(&obj.PostRebootSoak, 5*time.Minute)
 }
 
 // SetDefaults_UpdateAgentConfiguration sets the update agent's defaults.

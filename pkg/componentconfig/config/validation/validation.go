@@ -16,7 +16,6 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -24,8 +23,6 @@ import (
 	componentbasevalidation "k8s.io/component-base/config/validation"
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
-	"nodehealth.io/nodehealth/pkg/updater/brapi"
-	"nodehealth.io/nodehealth/pkg/updater/window"
 )
 
 // ValidateNodeHealthControllerConfiguration validates the controller's
@@ -269,54 +266,12 @@ func ValidateUpdateOperatorConfiguration(c *config.UpdateOperatorConfiguration) 
 	} else {
 		errs = append(errs, metav1validation.ValidateLabelSelector(c.ManagedNodeSelector, metav1validation.LabelSelectorValidationOptions{}, field.NewPath("managedNodeSelector"))...)
 	}
-	errs = append(errs, validateConcurrency(c.MaxConcurrentUpdates, field.NewPath("maxConcurrentUpdates"))...)
-	if c.MaxConcurrentUpdatesPerZone != nil {
-		errs = append(errs, validateConcurrency(*c.MaxConcurrentUpdatesPerZone, field.NewPath("maxConcurrentUpdatesPerZone"))...)
-	}
-	windowsPath := field.NewPath("updateWindows")
-	for i, w := range c.UpdateWindows {
-		if _, err := window.ParseSchedule(w.Schedule); err != nil {
-			errs = append(errs, field.Invalid(windowsPath.Index(i).Child("schedule"), w.Schedule, err.Error()))
-		}
-		errs = append(errs, validatePositiveDuration(w.Duration, windowsPath.Index(i).Child("duration"))...)
-	}
-	if c.TargetVersion != "" {
-		if _, err := brapi.ParseVersion(c.TargetVersion); err != nil {
-			errs = append(errs, field.Invalid(field.NewPath("targetVersion"), c.TargetVersion, err.Error()))
-		}
-	}
 	deadlinesPath := field.NewPath("stateDeadlines")
 	errs = append(errs, validatePositiveDuration(c.StateDeadlines.StagedAndPerformedUpdate, deadlinesPath.Child("stagedAndPerformedUpdate"))...)
 	errs = append(errs, validatePositiveDuration(c.StateDeadlines.RebootedIntoUpdate, deadlinesPath.Child("rebootedIntoUpdate"))...)
 	errs = append(errs, validatePositiveDuration(c.StateDeadlines.MonitoringUpdate, deadlinesPath.Child("monitoringUpdate"))...)
 	errs = append(errs, validatePositiveDuration(c.StateDeadlines.ReturnToIdle, deadlinesPath.Child("returnToIdle"))...)
-	errs = append(errs, validateNonNegativeDuration(c.PostRebootSoak, field.NewPath("postRebootSoak"))...)
-	if c.StateDeadlines.MonitoringUpdate.Duration <= c.PostRebootSoak.Duration {
-		errs = append(errs, field.Invalid(deadlinesPath.Child("monitoringUpdate"), c.StateDeadlines.MonitoringUpdate.Duration.String(),
-			"must be longer than postRebootSoak ("+c.PostRebootSoak.Duration.String()+"), which it includes"))
-	}
 	return errs
-}
-
-// validateConcurrency accepts a count of at least 1 or a percentage from 1%
-// to 100%.
-func validateConcurrency(v intstr.IntOrString, path *field.Path) field.ErrorList {
-	switch v.Type {
-	case intstr.Int:
-		if v.IntVal < 1 {
-			return field.ErrorList{field.Invalid(path, v.IntVal, "must be at least 1")}
-		}
-	case intstr.String:
-		s, ok := strings.CutSuffix(v.StrVal, "%")
-		n, err := strconv.Atoi(s)
-		if !ok || err != nil {
-			return field.ErrorList{field.Invalid(path, v.StrVal, "must be a count (e.g. 2) or a percentage (e.g. 10%)")}
-		}
-		if n < 1 || n > 100 {
-			return field.ErrorList{field.Invalid(path, v.StrVal, "must be a percentage from 1% to 100%")}
-		}
-	}
-	return nil
 }
 
 // ValidateUpdateAgentConfiguration validates the update agent's

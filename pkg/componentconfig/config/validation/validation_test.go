@@ -6,9 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/utils/ptr"
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config/latest"
@@ -163,8 +161,6 @@ func validOperator() *config.UpdateOperatorConfiguration {
 	if err != nil {
 		panic(err)
 	}
-	c.UpdateWindows = []config.UpdateWindow{{Schedule: "0 2 * * mon-fri", Duration: d("4h")}}
-	c.MaxConcurrentUpdatesPerZone = ptr.To(intstr.FromString("10%"))
 	return c
 }
 
@@ -174,24 +170,10 @@ func TestValidateUpdateOperatorConfiguration(t *testing.T) {
 		{"leader election", func(c C) { c.LeaderElection.RetryPeriod = d("0s") }, "leaderElection.retryPeriod", "greater than zero"},
 		{"selector missing", func(c C) { c.ManagedNodeSelector = nil }, "managedNodeSelector", "Required"},
 		{"selector invalid", func(c C) { c.ManagedNodeSelector.MatchLabels = map[string]string{"a b": "c"} }, "managedNodeSelector.matchLabels", "Invalid value"},
-		{"concurrency zero", func(c C) { c.MaxConcurrentUpdates = intstr.FromInt32(0) }, "maxConcurrentUpdates", "at least 1"},
-		{"concurrency not percent", func(c C) { c.MaxConcurrentUpdates = intstr.FromString("ten") }, "maxConcurrentUpdates", "percentage"},
-		{"concurrency percent range", func(c C) { c.MaxConcurrentUpdates = intstr.FromString("0%") }, "maxConcurrentUpdates", "1% to 100%"},
-		{"per zone", func(c C) { c.MaxConcurrentUpdatesPerZone = ptr.To(intstr.FromString("150%")) }, "maxConcurrentUpdatesPerZone", "1% to 100%"},
-		{"window fields", func(c C) { c.UpdateWindows[0].Schedule = "0 2 * *" }, "updateWindows[0].schedule", "5 fields"},
-		{"window value", func(c C) { c.UpdateWindows[0].Schedule = "61 2 * * *" }, "updateWindows[0].schedule", "above maximum"},
-		{"window range", func(c C) { c.UpdateWindows[0].Schedule = "0 5-2 * * *" }, "updateWindows[0].schedule", "beyond end of range"},
-		{"window name", func(c C) { c.UpdateWindows[0].Schedule = "0 2 * * fun" }, "updateWindows[0].schedule", "failed to parse"},
-		{"window step", func(c C) { c.UpdateWindows[0].Schedule = "*/0 2 * * *" }, "updateWindows[0].schedule", "step"},
-		{"window duration", func(c C) { c.UpdateWindows[0].Duration = d("0s") }, "updateWindows[0].duration", "greater than zero"},
 		{"staged deadline", func(c C) { c.StateDeadlines.StagedAndPerformedUpdate = d("0s") }, "stateDeadlines.stagedAndPerformedUpdate", "greater than zero"},
 		{"rebooted deadline", func(c C) { c.StateDeadlines.RebootedIntoUpdate = d("0s") }, "stateDeadlines.rebootedIntoUpdate", "greater than zero"},
-		{"monitoring deadline", func(c C) { c.StateDeadlines.MonitoringUpdate = d("5m") }, "stateDeadlines.monitoringUpdate", "postRebootSoak"},
+		{"monitoring deadline", func(c C) { c.StateDeadlines.MonitoringUpdate = d("0s") }, "stateDeadlines.monitoringUpdate", "greater than zero"},
 		{"return-to-idle deadline", func(c C) { c.StateDeadlines.ReturnToIdle = d("0s") }, "stateDeadlines.returnToIdle", "greater than zero"},
-		{"soak", func(c C) { c.PostRebootSoak = d("-1s") }, "postRebootSoak", "negative"},
-		{"target version", func(c C) { c.TargetVersion = "1.x" }, "targetVersion", ""},
-		{"window time zone", func(c C) { c.UpdateWindows = []config.UpdateWindow{{Schedule: "TZ=UTC 0 2 * * *", Duration: d("1h")}} }, "updateWindows[0].schedule", "time zones"},
-		{"window schedule", func(c C) { c.UpdateWindows = []config.UpdateWindow{{Schedule: "* * * * 8", Duration: d("1h")}} }, "updateWindows[0].schedule", ""},
 	})
 }
 

@@ -38,6 +38,14 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &updatesv1alpha1.BottlerocketShadowSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BottlerocketShadowStatus"):
 		return &updatesv1alpha1.BottlerocketShadowStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("UpdatePolicy"):
+		return &updatesv1alpha1.UpdatePolicyApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("UpdatePolicySpec"):
+		return &updatesv1alpha1.UpdatePolicySpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("UpdatePolicyStatus"):
+		return &updatesv1alpha1.UpdatePolicyStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("UpdateWindow"):
+		return &updatesv1alpha1.UpdateWindowApplyConfiguration{}
 
 	}
 	return nil

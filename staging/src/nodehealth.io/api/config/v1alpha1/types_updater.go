@@ -2,7 +2,6 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	componentbaseconfigv1alpha1 "k8s.io/component-base/config/v1alpha1"
 	logsapi "k8s.io/component-base/logs/api/v1"
 )
@@ -35,34 +34,13 @@ type UpdateOperatorConfiguration struct {
 	// Serving says where /metrics and /healthz are served.
 	Serving ServingConfiguration `json:"serving"`
 
-	// ManagedNodeSelector selects the nodes whose OS the operator updates. The
-	// default is the label existing Bottlerocket update operator users already
-	// set.
+	// ManagedNodeSelector selects the nodes the operator keeps a
+	// BottlerocketShadow for. Which of them update, to which version, how
+	// many at once and when is said by UpdatePolicy objects
+	// (updates.nodehealth.io/v1alpha1), not here: a managed node no policy
+	// selects is never started. The default is the label existing
+	// Bottlerocket update operator users already set.
 	ManagedNodeSelector *metav1.LabelSelector `json:"managedNodeSelector,omitempty"`
-
-	// MaxConcurrentUpdates is how many managed nodes may be out of Idle at
-	// once: a count (at least 1) or a percentage of managed nodes (rounded
-	// down, but at least one node).
-	MaxConcurrentUpdates *intstr.IntOrString `json:"maxConcurrentUpdates,omitempty"`
-
-	// MaxConcurrentUpdatesPerZone additionally limits updates within one
-	// topology.kubernetes.io/zone: a count or a percentage of the zone's
-	// managed nodes. Unset means no per-zone limit.
-	MaxConcurrentUpdatesPerZone *intstr.IntOrString `json:"maxConcurrentUpdatesPerZone,omitempty"`
-
-	// UpdateWindows are the times at which nodes may start an update. Empty
-	// means always. Nodes already updating finish outside a window.
-	UpdateWindows []UpdateWindow `json:"updateWindows,omitempty"`
-
-	// Paused stops nodes from starting an update; nodes in flight finish.
-	Paused bool `json:"paused,omitempty"`
-
-	// TargetVersion pins the Bottlerocket version every managed node is
-	// updated to (for example "1.20.3"). Empty means each node goes to the
-	// version its own Bottlerocket API offers. A node already newer than the
-	// pin is never downgraded (an Event says so); changing the pin affects
-	// only nodes that have not started their update.
-	TargetVersion string `json:"targetVersion,omitempty"`
 
 	// DryRun makes the operator log and report the shadow writes it would
 	// make (creating shadows, starting and advancing updates, recording
@@ -72,22 +50,6 @@ type UpdateOperatorConfiguration struct {
 	// StateDeadlines bound how long a node may stay in each state before the
 	// update counts as failed and the rollout halts.
 	StateDeadlines StateDeadlines `json:"stateDeadlines"`
-
-	// PostRebootSoak is how long a node must stay fully ready (every system
-	// extension ready) after its reboot before its update counts as healthy
-	// and the next node may start.
-	PostRebootSoak *metav1.Duration `json:"postRebootSoak,omitempty"`
-}
-
-// UpdateWindow opens at every time Schedule fires and stays open for
-// Duration.
-type UpdateWindow struct {
-	// Schedule is a standard 5-field cron expression (minute hour
-	// day-of-month month day-of-week) evaluated in UTC.
-	Schedule string `json:"schedule"`
-
-	// Duration is how long the window stays open each time.
-	Duration metav1.Duration `json:"duration"`
 }
 
 // StateDeadlines are the longest times a node may spend in each non-Idle
@@ -104,7 +66,9 @@ type StateDeadlines struct {
 	RebootedIntoUpdate *metav1.Duration `json:"rebootedIntoUpdate,omitempty"`
 
 	// MonitoringUpdate covers waiting for full readiness plus the
-	// postRebootSoak. It must be longer than postRebootSoak. Default 20m.
+	// postRebootSoak of the node's UpdatePolicy. It must be longer than
+	// every policy's postRebootSoak (a policy with a longer soak starts
+	// nothing and says so in its status). Default 20m.
 	MonitoringUpdate *metav1.Duration `json:"monitoringUpdate,omitempty"`
 
 	// ReturnToIdle bounds how long a node whose spec is back at Idle may

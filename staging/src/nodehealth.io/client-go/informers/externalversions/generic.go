@@ -55,6 +55,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=updates.nodehealth.io, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithResource("bottlerocketshadows"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Updates().V1alpha1().BottlerocketShadows().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("updatepolicies"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Updates().V1alpha1().UpdatePolicies().Informer()}, nil
 
 	}
 

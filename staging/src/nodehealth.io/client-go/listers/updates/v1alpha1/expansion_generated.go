@@ -21,3 +21,7 @@ package v1alpha1
 // BottlerocketShadowListerExpansion allows custom methods to be added to
 // BottlerocketShadowLister.
 type BottlerocketShadowListerExpansion interface{}
+
+// UpdatePolicyListerExpansion allows custom methods to be added to
+// UpdatePolicyLister.
+type UpdatePolicyListerExpansion interface{}

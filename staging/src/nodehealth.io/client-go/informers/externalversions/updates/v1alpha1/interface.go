@@ -26,6 +26,8 @@ import (
 type Interface interface {
 	// BottlerocketShadows returns a BottlerocketShadowInformer.
 	BottlerocketShadows() TypedBottlerocketShadowInformer
+	// UpdatePolicies returns a UpdatePolicyInformer.
+	UpdatePolicies() TypedUpdatePolicyInformer
 }
 
 type version struct {
@@ -42,4 +44,9 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // BottlerocketShadows returns a TypedBottlerocketShadowInformer.
 func (v *version) BottlerocketShadows() TypedBottlerocketShadowInformer {
 	return &bottlerocketShadowInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// UpdatePolicies returns a TypedUpdatePolicyInformer.
+func (v *version) UpdatePolicies() TypedUpdatePolicyInformer {
+	return &updatePolicyInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

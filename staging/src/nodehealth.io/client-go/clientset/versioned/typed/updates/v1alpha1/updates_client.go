@@ -29,6 +29,7 @@ import (
 type UpdatesV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	BottlerocketShadowsGetter
+	UpdatePoliciesGetter
 }
 
 // UpdatesV1alpha1Client is used to interact with features provided by the updates.nodehealth.io group.
@@ -38,6 +39,10 @@ type UpdatesV1alpha1Client struct {
 
 func (c *UpdatesV1alpha1Client) BottlerocketShadows() BottlerocketShadowInterface {
 	return newBottlerocketShadows(c)
+}
+
+func (c *UpdatesV1alpha1Client) UpdatePolicies() UpdatePolicyInterface {
+	return newUpdatePolicies(c)
 }
 
 // NewForConfig creates a new UpdatesV1alpha1Client for the given config.

@@ -32,6 +32,10 @@ func (c *FakeUpdatesV1alpha1) BottlerocketShadows() v1alpha1.BottlerocketShadowI
 	return newFakeBottlerocketShadows(c)
 }
 
+func (c *FakeUpdatesV1alpha1) UpdatePolicies() v1alpha1.UpdatePolicyInterface {
+	return newFakeUpdatePolicies(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeUpdatesV1alpha1) RESTClient() rest.Interface {

@@ -1,0 +1,413 @@
+package updater
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/shadow"
+	"nodehealth.io/nodehealth/pkg/updater/brapi"
+)
+
+// snapshot is everything the start decision reads, taken at one instant:
+// the shadows, the nodes they describe and the policies. planStarts and
+// policyStatus are pure functions of it, so the decision is tested as a
+// table without a client.
+type snapshot struct {
+	now     time.Time
+	ownNode string
+	// shadows by name.
+	shadows map[string]*updatesv1alpha1.BottlerocketShadow
+	// nodes are the Nodes the shadows describe (same name and UID), by
+	// name; a shadow without an entry lost its Node.
+	nodes map[string]nodeView
+	// policies by name.
+	policies map[string]*policy
+}
+
+// nodeView is what the start decision needs of a Node.
+type nodeView struct {
+	zone string
+	// managed: the operator's managedNodeSelector selects it and it is not
+	// being deleted.
+	managed bool
+	// selectedBy are the policies whose nodeSelector selects the node, by
+	// name; exactly one governs it.
+	selectedBy []string
+	// blocked says why the node must not start ("" when it may): not
+	// healthy, excluded, no updater extension.
+	blocked string
+}
+
+// governor is the policy that governs a managed node ("" when none or
+// several select it).
+func (s *snapshot) governor(name string) string {
+	n, ok := s.nodes[name]
+	if !ok || !n.managed || len(n.selectedBy) != 1 {
+		return ""
+	}
+	return n.selectedBy[0]
+}
+
+// owners are the policies a shadow's update belongs to: the policy that
+// started it (PolicyAnnotation) while that policy exists, even if the
+// node's labels changed since; else the policies that select its node.
+// A failure no policy can be found for (its node is gone, or no policy
+// selects it, and it names none) halts every policy: a failure nobody can
+// place must not let the fleet go on.
+func (s *snapshot) owners(sh *updatesv1alpha1.BottlerocketShadow) []string {
+	if p := sh.Annotations[updatesv1alpha1.PolicyAnnotation]; p != "" {
+		if _, ok := s.policies[p]; ok {
+			return []string{p}
+		}
+	}
+	if n, ok := s.nodes[sh.Name]; ok && len(n.selectedBy) > 0 {
+		return n.selectedBy
+	}
+	if shadow.Halting(sh) {
+		all := make([]string, 0, len(s.policies))
+		for p := range s.policies {
+			all = append(all, p)
+		}
+		return all
+	}
+	return nil
+}
+
+func (s *snapshot) owned(sh *updatesv1alpha1.BottlerocketShadow, pol string) bool {
+	for _, o := range s.owners(sh) {
+		if o == pol {
+			return true
+		}
+	}
+	return false
+}
+
+// scaledDown reports whether the shadow's Node was deleted (or replaced by
+// a Node of the same name) before its update got past the drain: it was
+// scaled down, not broken by the release, and its slot is free at once. A
+// node deleted past the drain counts until it is marked failed.
+func (s *snapshot) scaledDown(sh *updatesv1alpha1.BottlerocketShadow) bool {
+	_, ok := s.nodes[sh.Name]
+	return !ok && !shadow.PastDrain(sh)
+}
+
+// note is an Event about one node the start pass sends once per distinct
+// message; a zero note forgets what was told, so the next block is told
+// again.
+type note struct {
+	reason, message string
+}
+
+// plan is the start decision for one policy.
+type plan struct {
+	// starts are the nodes to start now, in order, with their version.
+	starts []startDecision
+	// halt is why the policy starts no node ("" when it may): the first
+	// of InvalidSpec, Paused, UpdateFailed, OutsideWindow. active holds
+	// every reason that holds, for the halt metric.
+	halt   string
+	active map[string]bool
+	// haltedBy are the nodes whose failure halts the policy.
+	haltedBy []string
+	// windowOpen and windowChange: whether a window is open and when that
+	// changes (zero: never).
+	windowOpen   bool
+	windowChange time.Time
+	// wake is when the pass must run again although no object changes: a
+	// back-off ending, a window opening or closing (zero: never).
+	wake time.Time
+	// notes are Events about the policy's nodes, by node.
+	notes map[string]note
+}
+
+type startDecision struct {
+	node, version string
+}
+
+// HaltInvalidSpec is the halt reason of a policy the operator rejects.
+const HaltInvalidSpec = "InvalidSpec"
+
+// planStarts decides which Idle nodes the policy starts now. A node starts
+// only when the policy governs it alone, its version differs from the
+// target (and is older: never a downgrade), it is not in back-off, the
+// policy is valid, not paused, not halted and inside a window, the node is
+// healthy, lists the updater extension and is not excluded, and fewer than
+// maxConcurrentUpdates of the policy's nodes (a percentage is of the nodes
+// it governs) — and maxConcurrentUpdatesPerZone in its zone — count as
+// updating. Candidates go in name order; the operator's own node goes last:
+// only when no other node of the policy is updating or could start.
+func planStarts(snap *snapshot, pol *policy) plan {
+	p := plan{notes: map[string]note{}, active: map[string]bool{}}
+	for _, sh := range sortedShadows(snap) {
+		if shadow.Halting(sh) && snap.owned(sh, pol.name) {
+			p.haltedBy = append(p.haltedBy, sh.Name)
+		}
+	}
+	p.windowOpen, p.windowChange = pol.windows.State(snap.now)
+	if pol.invalid != "" {
+		p.windowOpen, p.windowChange = false, time.Time{}
+	}
+	wake(&p.wake, p.windowChange)
+	p.active[HaltInvalidSpec] = pol.invalid != ""
+	p.active[HaltPaused] = pol.paused
+	p.active[HaltUpdateFailed] = len(p.haltedBy) > 0
+	p.active[HaltOutsideWindow] = pol.invalid == "" && !p.windowOpen
+	for _, r := range append([]string{HaltInvalidSpec}, haltReasons...) {
+		if p.active[r] {
+			p.halt = r
+			break
+		}
+	}
+
+	// The nodes the policy governs and what counts as updating.
+	total, zoneTotal := 0, map[string]int{}
+	updating, zoneUpdating := 0, map[string]int{}
+	othersBusy := false
+	for _, sh := range sortedShadows(snap) {
+		n := snap.nodes[sh.Name]
+		if snap.governor(sh.Name) == pol.name {
+			total++
+			zoneTotal[n.zone]++
+		}
+		if counts(sh) && !snap.scaledDown(sh) && snap.owned(sh, pol.name) {
+			updating++
+			zoneUpdating[n.zone]++
+			if sh.Name != snap.ownNode {
+				othersBusy = true
+			}
+		}
+	}
+	if p.halt != "" {
+		return p
+	}
+
+	var cands []candidate
+	for _, sh := range sortedShadows(snap) {
+		if snap.governor(sh.Name) != pol.name {
+			continue
+		}
+		if sh.Spec.State != updatesv1alpha1.StateIdle || sh.Status.CurrentState != updatesv1alpha1.StateIdle || counts(sh) {
+			continue
+		}
+		target := pol.targetVersion
+		if target == "" {
+			target = sh.Status.TargetVersion
+		}
+		if target == "" || sh.Status.CurrentVersion == "" {
+			continue
+		}
+		cmp, err := brapi.CompareVersions(sh.Status.CurrentVersion, target)
+		if err != nil {
+			p.notes[sh.Name] = note{"InvalidVersion", fmt.Sprintf("Cannot compare versions %q and %q: %v", sh.Status.CurrentVersion, target, err)}
+			continue
+		}
+		if cmp == 0 {
+			p.notes[sh.Name] = note{}
+			continue
+		}
+		if cmp > 0 {
+			p.notes[sh.Name] = note{"DowngradeRefused", fmt.Sprintf("Node runs %s, newer than the target %s of UpdatePolicy %s; it is never downgraded",
+				sh.Status.CurrentVersion, target, pol.name)}
+			continue
+		}
+		if until := backoffUntil(sh); until.After(snap.now) {
+			wake(&p.wake, until)
+			continue
+		}
+		n := snap.nodes[sh.Name]
+		if n.blocked != "" {
+			p.notes[sh.Name] = note{"UpdateBlocked", fmt.Sprintf("Not starting the update to %s: %s", target, n.blocked)}
+			continue
+		}
+		p.notes[sh.Name] = note{}
+		cands = append(cands, candidate{name: sh.Name, zone: n.zone, version: target, own: sh.Name == snap.ownNode})
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return !cands[i].own && cands[j].own })
+
+	limit, _ := scaledLimit(pol.maxConcurrent, total)
+	for i, cand := range cands {
+		if cand.own && (othersBusy || i < len(cands)-1) {
+			continue // the operator's own node waits until every other node is done
+		}
+		if updating >= limit {
+			break
+		}
+		if pol.maxConcurrentPerZone != nil {
+			zl, _ := scaledLimit(*pol.maxConcurrentPerZone, zoneTotal[cand.zone])
+			if zoneUpdating[cand.zone] >= zl {
+				continue
+			}
+		}
+		p.starts = append(p.starts, startDecision{node: cand.name, version: cand.version})
+		updating++
+		zoneUpdating[cand.zone]++
+		if !cand.own {
+			othersBusy = true
+		}
+	}
+	return p
+}
+
+// conflictNotes are the Events about nodes that several policies select:
+// they are never started. A node no policy selects is not started either,
+// but gets no Event: that is the state of a fresh install (no policy until
+// someone writes one), and thousands of Events would say nothing that
+// "kubectl get upol" does not.
+func conflictNotes(snap *snapshot) map[string]note {
+	out := map[string]note{}
+	for name, n := range snap.nodes {
+		if n.managed && len(n.selectedBy) > 1 {
+			out[name] = note{"UpdatePolicyConflict", fmt.Sprintf("UpdatePolicies %s all select this node; it is never started until exactly one does",
+				strings.Join(n.selectedBy, ", "))}
+		}
+	}
+	return out
+}
+
+func wake(at *time.Time, t time.Time) {
+	if !t.IsZero() && (at.IsZero() || t.Before(*at)) {
+		*at = t
+	}
+}
+
+func sortedShadows(snap *snapshot) []*updatesv1alpha1.BottlerocketShadow {
+	out := make([]*updatesv1alpha1.BottlerocketShadow, 0, len(snap.shadows))
+	for _, s := range snap.shadows {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// policyStatus is the status the policy's nodes show: the counts, the nodes
+// whose failure halts it and the conditions. Conditions keep their
+// lastTransitionTime while their status holds, so a status computed again
+// from an unchanged cluster equals the stored one and is not written.
+func policyStatus(snap *snapshot, pol *policy, p plan, old *updatesv1alpha1.UpdatePolicyStatus) updatesv1alpha1.UpdatePolicyStatus {
+	st := updatesv1alpha1.UpdatePolicyStatus{ObservedGeneration: pol.generation, HaltedBy: p.haltedBy}
+	var conflicts []string
+	for _, sh := range sortedShadows(snap) {
+		n, ok := snap.nodes[sh.Name]
+		if ok && n.managed && len(n.selectedBy) > 1 {
+			for _, s := range n.selectedBy {
+				if s == pol.name {
+					conflicts = append(conflicts, sh.Name)
+				}
+			}
+		}
+		governed := snap.governor(sh.Name) == pol.name
+		owned := snap.owned(sh, pol.name)
+		if !governed && !(owned && (counts(sh) || shadow.Halting(sh))) {
+			continue
+		}
+		st.Nodes++
+		switch {
+		case shadow.Halting(sh):
+			st.Failed++
+		case counts(sh) && !snap.scaledDown(sh):
+			st.InFlight++
+		case upToDate(sh, pol):
+			st.UpToDate++
+		default:
+			st.Waiting++
+		}
+	}
+	conds := []metav1.Condition{}
+	if old != nil {
+		conds = append(conds, old.Conditions...)
+	}
+	set := func(t string, status bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if status {
+			s = metav1.ConditionTrue
+		}
+		setCondition(&conds, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: pol.generation}, snap.now)
+	}
+	switch {
+	case pol.invalid != "":
+		set(updatesv1alpha1.PolicyHalted, true, HaltInvalidSpec, pol.invalid)
+	case len(p.haltedBy) > 0:
+		var why []string
+		for _, n := range p.haltedBy {
+			why = append(why, fmt.Sprintf("%s (%s)", n, snap.shadows[n].Annotations[updatesv1alpha1.FailureReasonAnnotation]))
+		}
+		set(updatesv1alpha1.PolicyHalted, true, HaltUpdateFailed, fmt.Sprintf("Failed updates halt the policy: %s; resume with `kubectl nodehealth update resume NODE`",
+			strings.Join(why, "; ")))
+	default:
+		set(updatesv1alpha1.PolicyHalted, false, "NoFailure", "No failure halts the policy")
+	}
+	if pol.paused {
+		set(updatesv1alpha1.PolicyPaused, true, "Paused", "spec.paused is true: no node starts; nodes in flight finish")
+	} else {
+		set(updatesv1alpha1.PolicyPaused, false, "NotPaused", "spec.paused is false")
+	}
+	switch {
+	case pol.badTimeZone:
+		setCondition(&conds, metav1.Condition{Type: updatesv1alpha1.PolicyWindowOpen, Status: metav1.ConditionUnknown, Reason: "UnknownTimeZone",
+			Message: pol.invalid, ObservedGeneration: pol.generation}, snap.now)
+	case pol.invalid != "":
+		setCondition(&conds, metav1.Condition{Type: updatesv1alpha1.PolicyWindowOpen, Status: metav1.ConditionUnknown, Reason: HaltInvalidSpec,
+			Message: pol.invalid, ObservedGeneration: pol.generation}, snap.now)
+	case len(pol.windows) == 0:
+		set(updatesv1alpha1.PolicyWindowOpen, true, "NoWindows", "No update windows: always open")
+	case p.windowOpen:
+		set(updatesv1alpha1.PolicyWindowOpen, true, "InWindow", "An update window is open until "+p.windowChange.UTC().Format(time.RFC3339))
+	default:
+		set(updatesv1alpha1.PolicyWindowOpen, false, "OutsideWindow", "The next update window opens at "+p.windowChange.UTC().Format(time.RFC3339))
+	}
+	if st.Nodes > 0 && st.UpToDate == st.Nodes {
+		set(updatesv1alpha1.PolicyComplete, true, "AllUpToDate", fmt.Sprintf("All %d nodes run the target version", st.Nodes))
+	} else {
+		set(updatesv1alpha1.PolicyComplete, false, "Progressing",
+			fmt.Sprintf("%d of %d nodes run the target version (%d in flight, %d failed, %d waiting)", st.UpToDate, st.Nodes, st.InFlight, st.Failed, st.Waiting))
+	}
+	if len(conflicts) > 0 {
+		set(updatesv1alpha1.PolicyConflict, true, "NodesSelectedTwice", fmt.Sprintf("Other policies select these nodes too; they are never started: %s",
+			strings.Join(conflicts, ", ")))
+	} else {
+		set(updatesv1alpha1.PolicyConflict, false, "NoConflict", "No other policy selects this policy's nodes")
+	}
+	st.Conditions = conds
+	return st
+}
+
+// upToDate reports whether an Idle node runs the policy's target: the pin,
+// or the version it is offered. A node newer than the pin counts as up to
+// date (it is never downgraded); one with nothing offered too.
+func upToDate(sh *updatesv1alpha1.BottlerocketShadow, pol *policy) bool {
+	if sh.Status.CurrentVersion == "" {
+		return false
+	}
+	target := pol.targetVersion
+	if target == "" {
+		target = sh.Status.TargetVersion
+	}
+	if target == "" {
+		return true
+	}
+	cmp, err := brapi.CompareVersions(sh.Status.CurrentVersion, target)
+	return err == nil && cmp >= 0
+}
+
+// setCondition is meta.SetStatusCondition with the operator's clock: the
+// transition time moves only when the status does.
+func setCondition(conds *[]metav1.Condition, c metav1.Condition, now time.Time) {
+	for i := range *conds {
+		if (*conds)[i].Type == c.Type {
+			if (*conds)[i].Status == c.Status {
+				c.LastTransitionTime = (*conds)[i].LastTransitionTime
+			} else {
+				c.LastTransitionTime = metav1.NewTime(now)
+			}
+			(*conds)[i] = c
+			return
+		}
+	}
+	c.LastTransitionTime = metav1.NewTime(now)
+	*conds = append(*conds, c)
+}

@@ -1,0 +1,129 @@
+package updater
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/updater/brapi"
+	"nodehealth.io/nodehealth/pkg/updater/window"
+)
+
+// DefaultPostRebootSoak is a policy's postRebootSoak when it sets none, and
+// the soak of a node whose policy is gone.
+const DefaultPostRebootSoak = 5 * time.Minute
+
+// policy is an UpdatePolicy in plain values, validated by the operator:
+// the CRD's schema and CEL rules catch most mistakes, but not an unknown
+// time zone, a version the operator cannot compare, or a soak longer than
+// the operator's own MonitoringUpdate deadline.
+type policy struct {
+	name       string
+	generation int64
+	// invalid says why the policy starts nothing ("" when valid).
+	invalid string
+	// badTimeZone is set when invalid is an unknown time zone: reported
+	// in the WindowOpen condition too.
+	badTimeZone bool
+
+	selector             labels.Selector
+	targetVersion        string
+	paused               bool
+	maxConcurrent        intstr.IntOrString
+	maxConcurrentPerZone *intstr.IntOrString
+	windows              window.Set
+	soak                 time.Duration
+}
+
+// parsePolicy validates an UpdatePolicy against what the controller relies
+// on. An invalid policy is kept (it still governs its nodes, so they do not
+// fall to another policy or start by accident) but starts nothing.
+func parsePolicy(p *updatesv1alpha1.UpdatePolicy, d Deadlines) *policy {
+	out := &policy{name: p.Name, generation: p.Generation, targetVersion: p.Spec.TargetVersion, paused: p.Spec.Paused,
+		maxConcurrent: p.Spec.MaxConcurrentUpdates, maxConcurrentPerZone: p.Spec.MaxConcurrentUpdatesPerZone, soak: DefaultPostRebootSoak}
+	invalid := func(format string, args ...interface{}) *policy {
+		out.invalid = fmt.Sprintf(format, args...)
+		return out
+	}
+	if p.Spec.NodeSelector == nil {
+		// It selects nothing, so it cannot be the reason a node starts.
+		out.selector = labels.Nothing()
+		return invalid("spec.nodeSelector is required (use {} for every managed node)")
+	}
+	sel, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
+	if err != nil {
+		out.selector = labels.Nothing()
+		return invalid("spec.nodeSelector: %v", err)
+	}
+	out.selector = sel
+	if p.Spec.PostRebootSoak != nil {
+		out.soak = p.Spec.PostRebootSoak.Duration
+	}
+	if _, err := scaledLimit(p.Spec.MaxConcurrentUpdates, 1); err != nil {
+		return invalid("spec.maxConcurrentUpdates: %v", err)
+	}
+	if z := p.Spec.MaxConcurrentUpdatesPerZone; z != nil {
+		if _, err := scaledLimit(*z, 1); err != nil {
+			return invalid("spec.maxConcurrentUpdatesPerZone: %v", err)
+		}
+	}
+	if v := p.Spec.TargetVersion; v != "" {
+		if _, err := brapi.ParseVersion(v); err != nil {
+			return invalid("spec.targetVersion: %v", err)
+		}
+	}
+	if out.soak < 0 {
+		out.soak = DefaultPostRebootSoak
+		return invalid("spec.postRebootSoak must not be negative")
+	}
+	if d.MonitoringUpdate > 0 && out.soak >= d.MonitoringUpdate {
+		// Nodes of the policy in flight keep a soak that can pass.
+		soak := out.soak
+		out.soak = min(DefaultPostRebootSoak, d.MonitoringUpdate/2)
+		return invalid("spec.postRebootSoak (%s) must be shorter than the operator's MonitoringUpdate deadline (%s), which includes it",
+			soak, d.MonitoringUpdate)
+	}
+	specs := make([]window.Spec, 0, len(p.Spec.Windows))
+	for _, w := range p.Spec.Windows {
+		specs = append(specs, window.Spec{Schedule: w.Schedule, Duration: w.Duration.Duration, TimeZone: w.TimeZone})
+	}
+	ws, err := window.Parse(specs...)
+	if err != nil {
+		out.badTimeZone = errors.Is(err, window.ErrUnknownTimeZone)
+		return invalid("spec.windows: %v", err)
+	}
+	out.windows = ws
+	return out
+}
+
+// parsePolicies parses every policy, sorted by name.
+func parsePolicies(list []*updatesv1alpha1.UpdatePolicy, d Deadlines) []*policy {
+	out := make([]*policy, 0, len(list))
+	for _, p := range list {
+		out = append(out, parsePolicy(p, d))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// scaledLimit resolves a count or percentage against total: a percentage
+// rounds down, and the result is at least 1 so a rollout always progresses.
+func scaledLimit(v intstr.IntOrString, total int) (int, error) {
+	n, err := intstr.GetScaledValueFromIntOrPercent(&v, total, false)
+	if err != nil {
+		return 0, err
+	}
+	if v.Type == intstr.Int && n < 1 {
+		return 0, fmt.Errorf("must be at least 1")
+	}
+	if v.Type == intstr.String && (n < 0 || v.StrVal == "0%") {
+		return 0, fmt.Errorf("must be a percentage from 1%% to 100%%")
+	}
+	return max(n, 1), nil
+}

@@ -1,0 +1,192 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// +genclient
+// +genclient:nonNamespaced
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=upol,categories=nodehealth
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.targetVersion`,description="The pinned version (empty: each node's offered version)"
+// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,description="No node starts while paused"
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes`,description="Nodes the policy governs"
+// +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.upToDate`,description="Governed nodes on the target version"
+// +kubebuilder:printcolumn:name="In-flight",type=integer,JSONPath=`.status.inFlight`,description="Governed nodes that count as updating"
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failed`,description="Governed nodes whose failure halts the policy"
+// +kubebuilder:printcolumn:name="Halted",type=string,JSONPath=`.status.conditions[?(@.type=="Halted")].status`,description="True while a failure halts the policy"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// UpdatePolicy is a rollout policy: which managed nodes it governs, the
+// version they go to, how many update at once and when. A node is governed
+// by the one policy whose nodeSelector selects it; a node two policies
+// select, or none, is never started. It is cluster-scoped; the update
+// operator reads spec and writes status.
+type UpdatePolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the rollout a user asks for.
+	Spec UpdatePolicySpec `json:"spec"`
+
+	// Status is what the update operator last observed of the nodes the
+	// policy governs.
+	// +optional
+	Status UpdatePolicyStatus `json:"status,omitempty"`
+}
+
+// UpdatePolicySpec is written by users.
+type UpdatePolicySpec struct {
+	// NodeSelector selects, among the update operator's managed nodes, the
+	// nodes this policy governs; {} selects every managed node.
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector"`
+
+	// TargetVersion pins the Bottlerocket version every governed node is
+	// updated to (for example "1.20.3"). Empty means each node goes to the
+	// version its own Bottlerocket API offers. A node newer than the pin is
+	// never downgraded; changing the pin affects only nodes that have not
+	// started their update.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	TargetVersion string `json:"targetVersion,omitempty"`
+
+	// Paused stops governed nodes from starting an update; nodes in flight
+	// finish. Defaulted, so that the PAUSED column of kubectl get shows it.
+	// +optional
+	// +kubebuilder:default=false
+	Paused bool `json:"paused,omitempty"`
+
+	// MaxConcurrentUpdates is how many governed nodes may count as updating
+	// at once: a count (at least 1) or a percentage of the governed nodes
+	// (1% to 100%, rounded down, but at least one node).
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="must be a count of at least 1 or a percentage from 1% to 100%"
+	MaxConcurrentUpdates intstr.IntOrString `json:"maxConcurrentUpdates"`
+
+	// MaxConcurrentUpdatesPerZone additionally limits updates within one
+	// topology.kubernetes.io/zone: a count or a percentage of the zone's
+	// governed nodes. Unset means no per-zone limit.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="must be a count of at least 1 or a percentage from 1% to 100%"
+	MaxConcurrentUpdatesPerZone *intstr.IntOrString `json:"maxConcurrentUpdatesPerZone,omitempty"`
+
+	// Windows are the times at which governed nodes may start an update;
+	// empty means always. Nodes already updating finish outside a window.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Windows []UpdateWindow `json:"windows,omitempty"`
+
+	// PostRebootSoak is how long a node must stay fully ready (every system
+	// extension ready, and Ready) after its reboot before its update counts
+	// as healthy and its slot frees. It must be shorter than the operator's
+	// MonitoringUpdate deadline. Default 5m.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative"
+	PostRebootSoak *metav1.Duration `json:"postRebootSoak,omitempty"`
+}
+
+// UpdateWindow opens at every time Schedule fires and stays open for
+// Duration.
+type UpdateWindow struct {
+	// Schedule is a standard 5-field cron expression (minute hour
+	// day-of-month month day-of-week), or @hourly, @daily, @weekly,
+	// @monthly or @yearly, evaluated in TimeZone. @every is rejected: it
+	// names no instant, so the window would open at no fixed time.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('@every')",message="@every is not a schedule of instants; use a 5-field cron expression"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('TZ=') && !self.startsWith('CRON_TZ=')",message="set timeZone instead of a TZ= prefix"
+	Schedule string `json:"schedule"`
+
+	// Duration is how long the window stays open each time.
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be positive"
+	Duration metav1.Duration `json:"duration"`
+
+	// TimeZone is the IANA time zone the schedule is evaluated in (for
+	// example "Europe/Berlin"); default UTC. The operator embeds the time
+	// zone database; an unknown name stops the policy's starts and is
+	// reported in its WindowOpen condition.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// UpdatePolicyStatus is written by the update operator's leader only, and
+// only when it changed.
+type UpdatePolicyStatus struct {
+	// ObservedGeneration is the generation of spec this status was computed
+	// from: once it equals metadata.generation, the operator acts on the
+	// edit (a pause, a new pin).
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Nodes is how many managed nodes the policy governs.
+	// +optional
+	Nodes int32 `json:"nodes"`
+	// UpToDate is how many of them run the target version and are Idle.
+	// +optional
+	UpToDate int32 `json:"upToDate"`
+	// InFlight is how many of them count as updating.
+	// +optional
+	InFlight int32 `json:"inFlight"`
+	// Failed is how many of them carry a failure that halts the policy.
+	// +optional
+	Failed int32 `json:"failed"`
+	// Waiting is how many of them still have to update: not up to date, not
+	// in flight, not failed.
+	// +optional
+	Waiting int32 `json:"waiting"`
+
+	// HaltedBy are the nodes whose failure halts the policy, in name order;
+	// `kubectl nodehealth update resume NODE` resumes one.
+	// +optional
+	// +listType=atomic
+	HaltedBy []string `json:"haltedBy,omitempty"`
+
+	// Conditions are Halted, Paused, WindowOpen, Complete and Conflict.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Condition types of UpdatePolicyStatus.Conditions.
+const (
+	// PolicyHalted is True while a governed node's failure (reason
+	// UpdateFailed) or an invalid spec (reason InvalidSpec) stops starts.
+	PolicyHalted = "Halted"
+	// PolicyPaused mirrors spec.paused.
+	PolicyPaused = "Paused"
+	// PolicyWindowOpen is True while an update window is open (or none is
+	// set); Unknown with reason UnknownTimeZone for a time zone the
+	// operator does not know.
+	PolicyWindowOpen = "WindowOpen"
+	// PolicyComplete is True when every governed node runs the target
+	// version and none is in flight.
+	PolicyComplete = "Complete"
+	// PolicyConflict is True while nodes this policy selects are also
+	// selected by another policy; they are never started.
+	PolicyConflict = "Conflict"
+)
+
+// PolicyAnnotation, written by the operator on a shadow when it starts the
+// node's update, names the UpdatePolicy that started it: a failure of that
+// update halts that policy, and its postRebootSoak applies, even if the
+// node's labels change meanwhile.
+const PolicyAnnotation = "updates.nodehealth.io/policy"
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// UpdatePolicyList is a list of UpdatePolicies.
+type UpdatePolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []UpdatePolicy `json:"items"`
+}
