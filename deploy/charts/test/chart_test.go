@@ -33,6 +33,7 @@ func TestGolden(t *testing.T) {
 	for _, tc := range []struct{ name, values string }{
 		{"default", ""},
 		{"full", "testdata/full-values.yaml"},
+		{"eks", "../nodehealth/examples/values-eks.yaml"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := render(t, valuesFile(t, tc.values))
@@ -54,6 +55,34 @@ func TestGolden(t *testing.T) {
 				t.Errorf("the render of %s differs from %s; if the change is intended, run\n"+
 					"  cd deploy/charts/test && GOWORK=off go test . -run TestGolden -update\n%s",
 					tc.name, golden, firstDifference(string(want), got))
+			}
+		})
+	}
+}
+
+// NOTES.txt says what the install does: with the default values, nothing to
+// any node; with rules, which ones gate.
+func TestNotes(t *testing.T) {
+	for _, tc := range []struct {
+		name, values string
+		want         []string
+	}{
+		{"default", "", []string{"What it does now: nothing to your nodes", "kubectl -n nodehealth-system get deployment nodehealth-controller"}},
+		{"eks", "../nodehealth/examples/values-eks.yaml", []string{"2 extension rule(s) gate the nodes they select\n(kube-proxy, ebs-csi-node)", "nodehealth.io/not-ready"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ch, err := loader.Load(chartDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel, err := install(ch, valuesFile(t, tc.values))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(rel.Info.Notes, w) {
+					t.Errorf("NOTES.txt does not say %q:\n%s", w, rel.Info.Notes)
+				}
 			}
 		})
 	}
@@ -245,6 +274,19 @@ func render(t *testing.T, vals map[string]any) (string, error) {
 }
 
 func renderChart(ch *chart.Chart, vals map[string]any) (string, error) {
+	r, err := install(ch, vals)
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	out.WriteString(strings.TrimSpace(r.Manifest))
+	out.WriteString("\n")
+	return out.String(), nil
+}
+
+// install is a client-only dry-run install of the release "nodehealth" in
+// namespace "default".
+func install(ch *chart.Chart, vals map[string]any) (*releasev1.Release, error) {
 	install := action.NewInstall(action.NewConfiguration())
 	install.DryRunStrategy = action.DryRunClient
 	install.ReleaseName = "nodehealth"
@@ -253,18 +295,14 @@ func renderChart(ch *chart.Chart, vals map[string]any) (string, error) {
 	// The control plane the integration tests apply the render to.
 	kubeVersion, err := common.ParseKubeVersion("v1.37.1")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	install.KubeVersion = kubeVersion
 	rel, err := install.Run(ch, vals)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	r := rel.(*releasev1.Release)
-	var out bytes.Buffer
-	out.WriteString(strings.TrimSpace(r.Manifest))
-	out.WriteString("\n")
-	return out.String(), nil
+	return rel.(*releasev1.Release), nil
 }
 
 // firstDifference shows the lines around the first differing line.

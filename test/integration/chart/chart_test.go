@@ -29,8 +29,10 @@ const (
 	leaseNamespace  = "node-extension-lease"
 	controllerName  = "nodehealth-controller"
 	taintKey        = "nodehealth.io/not-ready"
-	// The render the chart's module checks against the chart (make verify).
-	goldenRender = "deploy/charts/test/testdata/full.yaml"
+	// The renders the chart's module checks against the chart (make verify):
+	// every component on, and the default values.
+	goldenRender  = "deploy/charts/test/testdata/full.yaml"
+	defaultRender = "deploy/charts/test/testdata/default.yaml"
 )
 
 // prometheusOperatorGroup is the API group of ServiceMonitor and
@@ -39,6 +41,110 @@ const (
 // render).
 const prometheusOperatorGroup = "monitoring.coreos.com/"
 
+// A first install changes nothing on any node: the default render (no
+// extension rules, no admission policy) applied to the real control plane,
+// and the controller running with its configuration and ServiceAccount, write
+// no Node: no taint, no annotation, no condition, no field of any kind. (This
+// test runs before the full render's, whose MutatingAdmissionPolicy would
+// taint the nodes created here.)
+func TestDefaultInstallWritesNoNode(t *testing.T) {
+	env := testenv.Env(t)
+	ctx := testenv.ContextWithTimeout(t, 5*time.Minute)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nodes as a cluster has them before the install: two plain ones, one
+	// with a label a rule could select, one unschedulable.
+	before := map[string]*corev1.Node{}
+	for i, name := range []string{"default-plain-a", "default-plain-b", "default-labelled", "default-cordoned"} {
+		n := framework.NewKwokNode(name, map[string]string{"topology.kubernetes.io/zone": "zone-" + string(rune('a'+i))})
+		if name == "default-labelled" {
+			n.Labels["storage.example.com/ebs-csi"] = "true"
+		}
+		n.Spec.Unschedulable = name == "default-cordoned"
+		created, err := env.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.DeleteNode(context.Background(), name) })
+		before[name] = created
+	}
+
+	applyRender(t, ctx, filepath.Join(root, defaultRender), false)
+
+	cfg := renderedConfig(t, ctx)
+	if rules, _ := cfg["extensionRules"].([]any); len(rules) != 0 {
+		t.Fatalf("the default configuration has %d extension rules, want none", len(rules))
+	}
+	if served, err := env.ServesResource(ctx, "admissionregistration.k8s.io/v1", "mutatingadmissionpolicies"); err != nil {
+		t.Fatal(err)
+	} else if served {
+		list, err := env.Client.AdmissionregistrationV1().MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) != 0 {
+			t.Fatalf("the default render installed the MutatingAdmissionPolicy %s", list.Items[0].Name)
+		}
+	}
+	p := startController(t, ctx, cfg)
+
+	// The controller is up: it leads and renews its canary through the
+	// extension Lease namespace. Then it has had every node in its cache and
+	// synced each one; give it a few more seconds to write anything it would.
+	if _, err := env.WaitForLease(ctx, systemNamespace, controllerName, func(l *coordinationv1.Lease) bool {
+		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
+	}); err != nil {
+		t.Fatalf("leader election: %v\n%s", err, p.LogTail(30))
+	}
+	if _, err := env.WaitForLease(ctx, leaseNamespace, "nodehealth-controller-canary", func(l *coordinationv1.Lease) bool {
+		return l.Spec.RenewTime != nil
+	}); err != nil {
+		t.Fatalf("canary: %v\n%s", err, p.LogTail(30))
+	}
+	// A node created while the controller runs is left alone too.
+	late := framework.NewKwokNode("default-late", nil)
+	created, err := env.Client.CoreV1().Nodes().Create(ctx, late, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.DeleteNode(context.Background(), "default-late") })
+	before["default-late"] = created
+	select {
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	case <-time.After(10 * time.Second):
+	}
+
+	for name := range before {
+		n, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// (The node lifecycle controller changes the node.kubernetes.io
+		// taints of kwok nodes; only ours matter here.)
+		if hasReadinessTaint(n) {
+			t.Errorf("node %s: readiness taint written: %v", name, n.Spec.Taints)
+		}
+		for k := range n.Annotations {
+			if strings.Contains(k, "nodehealth.io") {
+				t.Errorf("node %s: annotation %s=%q written", name, k, n.Annotations[k])
+			}
+		}
+		if s := conditionStatus(n); s != "" {
+			t.Errorf("node %s: condition SystemExtensionsReady=%s written", name, s)
+		}
+		// No field at all: every writer of a Node is in its managedFields.
+		for _, mf := range n.ManagedFields {
+			if strings.Contains(mf.Manager, "nodehealth") {
+				t.Errorf("node %s: the controller wrote %s (%s at %v)", name, mf.Subresource+" "+string(mf.Operation), mf.Manager, mf.Time)
+			}
+		}
+	}
+	checkNoForbidden(t, p)
+}
+
 func TestChartGatesAndUngatesNode(t *testing.T) {
 	env := testenv.Env(t)
 	ctx := testenv.ContextWithTimeout(t, 5*time.Minute)
@@ -46,45 +152,7 @@ func TestChartGatesAndUngatesNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	render, err := os.ReadFile(filepath.Join(root, goldenRender))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// Every object but the Prometheus Operator's, applied as `helm install`
-	// would create them (strict server-side field validation).
-	var docs []string
-	skipped := 0
-	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(render), -1) {
-		if strings.TrimSpace(doc) == "" {
-			continue
-		}
-		if regexp.MustCompile(`(?m)^apiVersion: ` + regexp.QuoteMeta(prometheusOperatorGroup)).MatchString(doc) {
-			skipped++
-			continue
-		}
-		docs = append(docs, doc)
-	}
-	if skipped == 0 {
-		t.Errorf("the full render has no ServiceMonitor/PrometheusRule: is monitoring still switched on in full-values.yaml?")
-	}
-	manifest := filepath.Join(t.TempDir(), "chart.yaml")
-	if err := os.WriteFile(manifest, []byte(strings.Join(docs, "\n---\n")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// Namespaces the chart renders into but does not own: the example
-	// sidecars' belong to the extensions' own installs (kube-system exists;
-	// the logging agent's does not), and the dashboards' to Grafana's.
-	for _, ns := range []string{"observability", "monitoring"} {
-		if out, err := env.Kubectl(ctx, "create", "namespace", ns); err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
-	}
-	// Server-side apply validates strictly: an unknown field is an error.
-	if out, err := env.Kubectl(ctx, "apply", "--server-side", "--validate=strict", "--field-manager=helm", "-f", manifest); err != nil {
-		t.Fatalf("applying the chart's render: %v\n%s", err, out)
-	}
-	t.Logf("applied %d objects of the chart's full render (%d Prometheus Operator objects left out)", len(docs), skipped)
+	applyRender(t, ctx, filepath.Join(root, goldenRender), true)
 
 	// The MutatingAdmissionPolicy of the chart taints a Node at creation
 	// (policies take effect asynchronously: retry until a fresh node is tainted).
@@ -92,30 +160,7 @@ func TestChartGatesAndUngatesNode(t *testing.T) {
 
 	// The controller binary with the rendered configuration and the chart's
 	// ServiceAccount's token.
-	cfg := renderedConfig(t, ctx)
-	kubeconfig := serviceAccountKubeconfig(t, ctx)
-	addr := testenv.FreeLoopbackAddresses(t, 1)[0]
-	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
-	cfg["serving"] = map[string]any{"metricsBindAddress": addr, "healthzBindAddress": addr}
-	data, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	configPath := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(configPath, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// The binary validates the rendered configuration up front: an invalid
-	// one fails here with the controller's own message.
-	bin := controllerBinary(t)
-	if out, err := exec.CommandContext(ctx, bin, "--config", configPath, "--write-config-to", os.DevNull).CombinedOutput(); err != nil {
-		t.Fatalf("nodehealth-controller rejects the chart's configuration: %v\n%s", err, out)
-	}
-	p, err := env.StartProcess(framework.ProcessSpec{Name: controllerName, Path: bin, Args: []string{"--config", configPath}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Stop(10 * time.Second) })
+	p := startController(t, ctx, renderedConfig(t, ctx))
 
 	// Gated: the kube-proxy rule of the chart's configuration selects every
 	// node and kube-proxy has no Lease on it, so the taint stays and the
@@ -158,6 +203,90 @@ func TestChartGatesAndUngatesNode(t *testing.T) {
 		t.Fatalf("node %s was not gated again after its Lease was released: %v\n%s", node, err, p.LogTail(40))
 	}
 
+	checkNoForbidden(t, p)
+}
+
+// applyRender applies a golden render's objects, all but the Prometheus
+// Operator's (this control plane has no such CRDs), as `helm install` would
+// create them: strict server-side field validation.
+func applyRender(t *testing.T, ctx context.Context, path string, wantMonitoring bool) {
+	t.Helper()
+	env := testenv.Env(t)
+	render, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []string
+	skipped := 0
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(render), -1) {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		if regexp.MustCompile(`(?m)^apiVersion: ` + regexp.QuoteMeta(prometheusOperatorGroup)).MatchString(doc) {
+			skipped++
+			continue
+		}
+		docs = append(docs, doc)
+	}
+	if wantMonitoring && skipped == 0 {
+		t.Errorf("%s has no ServiceMonitor/PrometheusRule: is monitoring still switched on in its values?", path)
+	}
+	manifest := filepath.Join(t.TempDir(), "chart.yaml")
+	if err := os.WriteFile(manifest, []byte(strings.Join(docs, "\n---\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Namespaces the chart renders into but does not own: the example
+	// sidecars' belong to the extensions' own installs (kube-system exists;
+	// the logging agent's does not), and the dashboards' to Grafana's.
+	if wantMonitoring {
+		for _, ns := range []string{"observability", "monitoring"} {
+			if out, err := env.Kubectl(ctx, "create", "namespace", ns); err != nil && !strings.Contains(string(out), "AlreadyExists") {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		}
+	}
+	// Server-side apply validates strictly: an unknown field is an error.
+	if out, err := env.Kubectl(ctx, "apply", "--server-side", "--validate=strict", "--field-manager=helm", "-f", manifest); err != nil {
+		t.Fatalf("applying %s: %v\n%s", path, err, out)
+	}
+	t.Logf("applied %d objects of %s (%d Prometheus Operator objects left out)", len(docs), filepath.Base(path), skipped)
+}
+
+// startController runs the controller binary with a rendered configuration
+// and a token of the chart's ServiceAccount: what the Deployment's pods run.
+func startController(t *testing.T, ctx context.Context, cfg map[string]any) *framework.Process {
+	t.Helper()
+	env := testenv.Env(t)
+	kubeconfig := serviceAccountKubeconfig(t, ctx)
+	addr := testenv.FreeLoopbackAddresses(t, 1)[0]
+	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
+	cfg["serving"] = map[string]any{"metricsBindAddress": addr, "healthzBindAddress": addr}
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	configPath := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(configPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The binary validates the rendered configuration up front: an invalid
+	// one fails here with the controller's own message.
+	bin := controllerBinary(t)
+	if out, err := exec.CommandContext(ctx, bin, "--config", configPath, "--write-config-to", os.DevNull).CombinedOutput(); err != nil {
+		t.Fatalf("nodehealth-controller rejects the chart's configuration: %v\n%s", err, out)
+	}
+	p, err := env.StartProcess(framework.ProcessSpec{Name: controllerName, Path: bin, Args: []string{"--config", configPath}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop(10 * time.Second) })
+	return p
+}
+
+// checkNoForbidden stops the controller and fails on any request its
+// ServiceAccount was denied.
+func checkNoForbidden(t *testing.T, p *framework.Process) {
+	t.Helper()
 	if err := p.Stop(10 * time.Second); err != nil {
 		t.Logf("stopping the controller: %v", err)
 	}

@@ -264,8 +264,10 @@ func TestControllerConfigIsAccepted(t *testing.T) {
 	if effective.Taint.Key != taintKey || effective.Taint.Effect != string(corev1.TaintEffectNoSchedule) {
 		t.Errorf("taint %+v, want %s:NoSchedule as the tolerations and the admission policy expect", effective.Taint, taintKey)
 	}
-	if len(effective.ExtensionRules) != 2 {
-		t.Errorf("%d extension rules, want the two examples", len(effective.ExtensionRules))
+	// A first install changes nothing on any node: no rule, so no node
+	// requires an extension (TestControllerInstall checks no Node is written).
+	if len(effective.ExtensionRules) != 0 {
+		t.Errorf("%d extension rules, want none: a rule gates every node it selects until its extension renews", len(effective.ExtensionRules))
 	}
 }
 
@@ -652,8 +654,49 @@ func testRunsAsServiceAccount(t *testing.T, ctx context.Context, nodes []string)
 	if _, err := env.WaitForLease(ctx, leaseNamespace, canaryLease, func(l *coordinationv1.Lease) bool { return l.Spec.RenewTime != nil }); err != nil {
 		t.Fatalf("canary: %v\n%s", err, p.LogTail(30))
 	}
+	// With the configuration as installed (no rules), a node that lists no
+	// extension is not written: no taint, annotation or condition.
+	plain := "deploy-plain"
+	if _, err := env.Client.CoreV1().Nodes().Create(ctx, framework.NewKwokNode(plain, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.DeleteNode(context.Background(), plain) })
+	select {
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	case <-time.After(10 * time.Second):
+	}
+	n, err := env.Client.CoreV1().Nodes().Get(ctx, plain, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range n.ManagedFields {
+		if strings.Contains(mf.Manager, "nodehealth") {
+			t.Errorf("the default configuration wrote node %s (%s %s by %s)", plain, mf.Operation, mf.Subresource, mf.Manager)
+		}
+	}
+	if readinessTaints(n) != 0 || conditionStatus(n) != "" || n.Annotations["nodehealth.io/system-extensions"] != "" {
+		t.Errorf("the default configuration gated node %s: taints %v, condition %q", plain, n.Spec.Taints, conditionStatus(n))
+	}
+
+	// The documented next step: a kube-proxy rule (docs/controller.md,
+	// "Rolling out a rule"), written into the file the controller re-reads.
+	cfg["extensionRules"] = []any{map[string]any{"name": "kube-proxy", "nodeSelector": map[string]any{}, "startupTimeout": "10m", "failurePolicy": "KeepGated"}}
+	if data, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	// A changed file makes the controller release leadership and exit for
+	// its pod to be restarted; here the test restarts it.
+	stop()
+	if err := os.WriteFile(configPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = env.StartProcess(framework.ProcessSpec{Name: "nodehealth-controller-kube-proxy-rule", Path: controllerBinary(t), Args: []string{"--config", configPath}}); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
 	// The kube-proxy rule selects every node: its entry is written, and the
-	// nodes (found gated) report why in their condition.
+	// nodes report why in their condition.
 	for _, name := range nodes {
 		_, err := env.WaitForNode(ctx, name, func(n *corev1.Node) bool {
 			return strings.Contains(n.Annotations["nodehealth.io/system-extensions"], "kube-proxy") && conditionStatus(n) == corev1.ConditionFalse

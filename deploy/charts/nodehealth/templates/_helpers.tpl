@@ -70,3 +70,11 @@ Call with (dict "config" .Values.controller.config "kind" "NodeHealthControllerC
 {{- $_ := set $c "kind" .kind -}}
 {{ toYaml $c }}
 {{- end }}
+
+{{/*
+The namespace of the controller and the update operator. The RBAC, the
+admission policies and the leader-election Lease name it.
+*/}}
+{{- define "nodehealth.namespace" -}}
+nodehealth-system
+{{- end }}
