@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
@@ -145,6 +148,9 @@ func TestDefaultInstallWritesNoNode(t *testing.T) {
 	checkNoForbidden(t, p)
 }
 
+// hookAnnotation marks the documents of Helm hooks in a render.
+var hookAnnotation = regexp.MustCompile(`(?m)^    helm\.sh/hook: `)
+
 func TestChartGatesAndUngatesNode(t *testing.T) {
 	env := testenv.Env(t)
 	ctx := testenv.ContextWithTimeout(t, 5*time.Minute)
@@ -203,7 +209,116 @@ func TestChartGatesAndUngatesNode(t *testing.T) {
 		t.Fatalf("node %s was not gated again after its Lease was released: %v\n%s", node, err, p.LogTail(40))
 	}
 
+	// helm uninstall: the pre-delete hook's command, run with the hook's
+	// own ServiceAccount and RBAC, leaves no taint, annotation or condition
+	// of ours, and no admission policy tainting new nodes.
+	runUninstallHook(t, ctx, filepath.Join(root, goldenRender), p)
 	checkNoForbidden(t, p)
+	n, err := env.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasReadinessTaint(n) || conditionStatus(n) != "" {
+		t.Errorf("node %s after the uninstall hook: taints %v, condition %q", node, n.Spec.Taints, conditionStatus(n))
+	}
+	for k := range n.Annotations {
+		if strings.HasPrefix(k, "nodehealth.io/") {
+			t.Errorf("node %s after the uninstall hook: annotation %s=%q", node, k, n.Annotations[k])
+		}
+	}
+	if _, err := env.Client.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Get(ctx, "nodehealth-readiness-taint-on-create", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the MutatingAdmissionPolicyBinding after the uninstall hook: %v", err)
+	}
+	if _, err := env.Client.CoordinationV1().Leases(leaseNamespace).Get(ctx, "nodehealth-controller-canary", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the canary Lease after the uninstall hook: %v", err)
+	}
+	// A node created now is not tainted: nothing of ours is left to gate it.
+	late, err := env.Client.CoreV1().Nodes().Create(ctx, framework.NewKwokNode("chart-after-uninstall", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.DeleteNode(context.Background(), late.Name) })
+	if hasReadinessTaint(late) {
+		t.Errorf("a node created after the uninstall hook was tainted: %v", late.Spec.Taints)
+	}
+}
+
+// runUninstallHook does what helm uninstall does with the chart's pre-delete
+// hook: it creates the hook's ServiceAccount and RBAC, and runs the Job's
+// command (kwok runs no container: the binary built from this tree runs it)
+// with a token of the Job's ServiceAccount. The controller process plays the
+// Deployment's pods: it stops once the Deployment is scaled to 0.
+func runUninstallHook(t *testing.T, ctx context.Context, render string, controller *framework.Process) {
+	t.Helper()
+	env := testenv.Env(t)
+	data, err := os.ReadFile(render)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rbac []string
+	var job *batchv1.Job
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(data), -1) {
+		if !hookAnnotation.MatchString(doc) || !strings.Contains(doc, "helm.sh/hook: pre-delete") {
+			continue
+		}
+		if regexp.MustCompile(`(?m)^kind: Job$`).MatchString(doc) {
+			job = &batchv1.Job{}
+			if err := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(doc), 4096).Decode(job); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		rbac = append(rbac, doc)
+	}
+	if job == nil || len(rbac) == 0 {
+		t.Fatalf("%s has no pre-delete hook Job and RBAC", render)
+	}
+	manifest := filepath.Join(t.TempDir(), "hook.yaml")
+	if err := os.WriteFile(manifest, []byte(strings.Join(rbac, "\n---\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := env.Kubectl(ctx, "apply", "--server-side", "--validate=strict", "--field-manager=helm", "-f", manifest); err != nil {
+		t.Fatalf("applying the hook's RBAC: %v\n%s", err, out)
+	}
+	// The Job is valid for the API server too (dry run: kwok would
+	// complete its pod without running anything).
+	jobManifest, err := json.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobFile := filepath.Join(t.TempDir(), "job.json")
+	if err := os.WriteFile(jobFile, jobManifest, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := env.Kubectl(ctx, "create", "--dry-run=server", "-f", jobFile); err != nil {
+		t.Fatalf("the hook Job: %v\n%s", err, out)
+	}
+	spec := job.Spec.Template.Spec
+	if len(spec.Containers) != 1 || spec.ServiceAccountName == "" {
+		t.Fatalf("hook Job: %d containers, ServiceAccount %q", len(spec.Containers), spec.ServiceAccountName)
+	}
+	if !slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool { return tol.Key == taintKey }) {
+		t.Errorf("the hook Job does not tolerate %s: it could not run while every node is gated", taintKey)
+	}
+	args := append(slices.Clone(spec.Containers[0].Command), spec.Containers[0].Args...)
+	args = append(args, "--kubeconfig", serviceAccountKubeconfig(t, ctx, spec.ServiceAccountName))
+
+	// The Deployment's pods stop when it is scaled to 0: so does the process.
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_, err := framework.WaitFor(ctx, framework.NamedListWatch(env.Client.AppsV1().RESTClient(), "deployments", systemNamespace, controllerName),
+			func(d *appsv1.Deployment) bool { return d.Spec.Replicas != nil && *d.Spec.Replicas == 0 })
+		if err == nil {
+			_ = controller.Stop(10 * time.Second)
+		}
+	}()
+	out, err := exec.CommandContext(ctx, controllerBinary(t), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the uninstall hook's command %v: %v\n%s", args, err, out)
+	}
+	<-stopped
+	t.Logf("the uninstall hook's command %v:\n%s", args, out)
 }
 
 // applyRender applies a golden render's objects, all but the Prometheus
@@ -224,6 +339,10 @@ func applyRender(t *testing.T, ctx context.Context, path string, wantMonitoring 
 		}
 		if regexp.MustCompile(`(?m)^apiVersion: ` + regexp.QuoteMeta(prometheusOperatorGroup)).MatchString(doc) {
 			skipped++
+			continue
+		}
+		// Hooks run only on their event (uninstallHook's on helm uninstall).
+		if hookAnnotation.MatchString(doc) {
 			continue
 		}
 		docs = append(docs, doc)
@@ -257,7 +376,7 @@ func applyRender(t *testing.T, ctx context.Context, path string, wantMonitoring 
 func startController(t *testing.T, ctx context.Context, cfg map[string]any) *framework.Process {
 	t.Helper()
 	env := testenv.Env(t)
-	kubeconfig := serviceAccountKubeconfig(t, ctx)
+	kubeconfig := serviceAccountKubeconfig(t, ctx, controllerName)
 	addr := testenv.FreeLoopbackAddresses(t, 1)[0]
 	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
 	cfg["serving"] = map[string]any{"metricsBindAddress": addr, "healthzBindAddress": addr}
@@ -341,15 +460,15 @@ func renderedConfig(t *testing.T, ctx context.Context) map[string]any {
 	return cfg
 }
 
-// serviceAccountKubeconfig writes a kubeconfig with a token of the chart's
-// controller ServiceAccount: what the Deployment's pods would use.
-func serviceAccountKubeconfig(t *testing.T, ctx context.Context) string {
+// serviceAccountKubeconfig writes a kubeconfig with a token of one of the
+// chart's ServiceAccounts in nodehealth-system: what its pods would use.
+func serviceAccountKubeconfig(t *testing.T, ctx context.Context, name string) string {
 	t.Helper()
 	env := testenv.Env(t)
-	if _, err := env.Client.CoreV1().ServiceAccounts(systemNamespace).Get(ctx, controllerName, metav1.GetOptions{}); err != nil {
+	if _, err := env.Client.CoreV1().ServiceAccounts(systemNamespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
 		t.Fatalf("the chart's ServiceAccount: %v", err)
 	}
-	sa, err := env.ClientForServiceAccount(ctx, systemNamespace, controllerName)
+	sa, err := env.ClientForServiceAccount(ctx, systemNamespace, name)
 	if err != nil {
 		t.Fatal(err)
 	}
