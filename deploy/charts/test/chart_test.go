@@ -105,6 +105,9 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"another Kind", "updateAgent:\n  config:\n    kind: UpdateOperatorConfiguration\n", regexp.MustCompile(`at '/updateAgent/config/kind': value must be 'UpdateAgentConfiguration'`)},
 		{"heartbeat config", "exampleSidecars:\n  kubeProxy:\n    config:\n      probe:\n        htp: {}\n", regexp.MustCompile(`at '/exampleSidecars/kubeProxy/config/probe': additional properties 'htp' not allowed`)},
 		{"bad pull policy", "image:\n  pullPolicy: Sometimes\n", regexp.MustCompile(`at '/image/pullPolicy': value must be one of`)},
+		{"digest without algorithm", "controller:\n  image:\n    digest: 0123abcd\n", regexp.MustCompile(`at '/controller/image/digest': '0123abcd' does not match pattern`)},
+		{"argument not a string", "updateOperator:\n  extraArgs:\n  - 2\n", regexp.MustCompile(`at '/updateOperator/extraArgs/0': got number, want string`)},
+		{"env without name", "updateAgent:\n  extraEnv:\n  - value: x\n", regexp.MustCompile(`at '/updateAgent/extraEnv/0': missing property 'name'`)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "values.yaml")

@@ -1,10 +1,12 @@
 {{/*
 Labels of every object: Helm's recommended ones, the part-of/component
-labels of the kustomize bases, and commonLabels.
+labels of the kustomize bases, and commonLabels. app.kubernetes.io/name is
+the component (what the kustomize bases' pods carry).
 Call with (dict "ctx" $ "component" "nodehealth-controller").
 */}}
 {{- define "nodehealth.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ .component }}
 app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
 app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
@@ -16,14 +18,58 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
 {{/*
-The image of one binary: [image.registry/]nodehealth/<binary>:<tag>.
-Call with (dict "ctx" $ "binary" "nodehealth-controller").
+The labels of a component's pods: its selector label
+(app.kubernetes.io/name, as in the kustomize bases; selectors cannot change
+on upgrade), the other labels of every object, and podLabels.
+Call with (dict "ctx" $ "component" "nodehealth-controller" "values" .Values.controller).
+*/}}
+{{- define "nodehealth.podLabels" -}}
+{{- $l := include "nodehealth.labels" (dict "ctx" .ctx "component" .component) | fromYaml -}}
+{{- $l = merge (deepCopy (.values.podLabels | default dict)) $l -}}
+{{ toYaml $l }}
+{{- end }}
+
+{{/*
+The image of one binary: <repository>[:<tag>][@<digest>]. repository
+defaults to [image.registry/]nodehealth/<binary>; tag to image.tag, then
+the chart's appVersion; a digest pins the image (the tag stays readable).
+Call with (dict "ctx" $ "binary" "nodehealth-controller" "image" .Values.controller.image).
 */}}
 {{- define "nodehealth.image" -}}
 {{- $v := .ctx.Values.image -}}
-{{- $repo := printf "nodehealth/%s" .binary -}}
+{{- $c := .image | default dict -}}
+{{- $repo := $c.repository -}}
+{{- if not $repo }}
+{{- $repo = printf "nodehealth/%s" .binary -}}
 {{- if $v.registry }}{{ $repo = printf "%s/%s" (trimSuffix "/" $v.registry) $repo }}{{ end -}}
-{{ $repo }}:{{ $v.tag | default .ctx.Chart.AppVersion }}
+{{- end -}}
+{{- $tag := $c.tag | default $v.tag | default .ctx.Chart.AppVersion -}}
+{{ $repo }}:{{ $tag }}{{ with $c.digest }}@{{ . }}{{ end }}
+{{- end }}
+
+{{/*
+The environment of a container: the chart's own variables (a list of
+EnvVar), except those extraEnv sets, then extraEnv.
+Call with (dict "env" (list ...) "extraEnv" .Values.controller.extraEnv).
+*/}}
+{{- define "nodehealth.env" -}}
+{{- $extra := .extraEnv | default list -}}
+{{- $names := list -}}
+{{- range $extra }}{{ $names = append $names .name }}{{ end -}}
+{{- $out := list -}}
+{{- range .env }}{{ if not (has .name $names) }}{{ $out = append $out . }}{{ end }}{{ end -}}
+{{- $out = concat $out $extra -}}
+{{- if $out }}
+{{ toYaml $out }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pod's priorityClassName: priorityClass.name, created by the chart when
+priorityClass.create, else an existing class; empty: none.
+*/}}
+{{- define "nodehealth.priorityClassName" -}}
+{{- with .priorityClass }}{{ .name | default "" }}{{ end -}}
 {{- end }}
 
 {{/*
