@@ -88,6 +88,42 @@ func TestNotes(t *testing.T) {
 	}
 }
 
+// Installed into another namespace, every namespaced object of the
+// controller, the operator and the hook follows the release, and so do
+// their RBAC subjects and leader-election Leases; nothing is left in the
+// kustomize bases' nodehealth-system.
+func TestReleaseNamespace(t *testing.T) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := installIn(ch, valuesFile(t, "testdata/full-values.yaml"), "platform")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := rel.Manifest
+	for _, h := range rel.Hooks {
+		out += "\n---\n" + h.Manifest
+	}
+	if strings.Contains(out, "nodehealth-system") {
+		for i, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "nodehealth-system") {
+				t.Errorf("line %d still names nodehealth-system: %s", i+1, line)
+			}
+		}
+	}
+	for _, want := range []string{
+		"kind: Deployment\nmetadata:\n  name: nodehealth-controller\n  namespace: platform",
+		"kind: Job\nmetadata:\n  name: nodehealth-uninstall\n  namespace: platform",
+		"resourceNamespace: platform",
+		"--stop-deployment=platform/nodehealth-controller",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the render in namespace platform lacks %q", want)
+		}
+	}
+}
+
 // A misspelt or misplaced value fails the install with the schema's message
 // naming it, instead of being ignored; inside the configuration objects too.
 func TestSchemaRejectsBadValues(t *testing.T) {
@@ -299,12 +335,16 @@ func renderChart(ch *chart.Chart, vals map[string]any) (string, error) {
 }
 
 // install is a client-only dry-run install of the release "nodehealth" in
-// namespace "default".
+// namespace "nodehealth-system", as docs/install.md installs it.
 func install(ch *chart.Chart, vals map[string]any) (*releasev1.Release, error) {
+	return installIn(ch, vals, "nodehealth-system")
+}
+
+func installIn(ch *chart.Chart, vals map[string]any, namespace string) (*releasev1.Release, error) {
 	install := action.NewInstall(action.NewConfiguration())
 	install.DryRunStrategy = action.DryRunClient
 	install.ReleaseName = "nodehealth"
-	install.Namespace = "default"
+	install.Namespace = namespace
 	install.Replace = true
 	// The control plane the integration tests apply the render to.
 	kubeVersion, err := common.ParseKubeVersion("v1.37.1")

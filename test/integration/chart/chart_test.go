@@ -354,6 +354,10 @@ func applyRender(t *testing.T, ctx context.Context, path string, wantMonitoring 
 	if err := os.WriteFile(manifest, []byte(strings.Join(docs, "\n---\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The release's namespace, which helm install --create-namespace creates.
+	if out, err := env.Kubectl(ctx, "create", "namespace", systemNamespace); err != nil && !strings.Contains(string(out), "AlreadyExists") {
+		t.Fatalf("%v\n%s", err, out)
+	}
 	// Namespaces the chart renders into but does not own: the example
 	// sidecars' belong to the extensions' own installs (kube-system exists;
 	// the logging agent's does not), and the dashboards' to Grafana's.

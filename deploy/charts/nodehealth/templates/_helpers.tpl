@@ -74,7 +74,9 @@ priorityClass.create, else an existing class; empty: none.
 
 {{/*
 The objects of a file copied from the kustomize bases (files/, written by
-hack/update-chart.sh), each with the chart's labels added. The RBAC and
+hack/update-chart.sh), each with the chart's labels added and the bases'
+namespace nodehealth-system replaced by the release's (the Namespace object
+itself left out: helm install --create-namespace creates it). The RBAC and
 admission policies are rendered from these files, not rewritten here, so
 that `kubectl apply -k deploy/` and this chart grant exactly the same rules.
 Call with (dict "ctx" $ "file" "files/controller/rbac.yaml" "component" "...").
@@ -89,9 +91,20 @@ Call with (dict "ctx" $ "file" "files/controller/rbac.yaml" "component" "...").
 {{- if $obj }}
 {{- if hasKey $obj "Error" }}{{ fail (printf "%s: %s" $.file $obj.Error) }}{{ end }}
 {{- $meta := $obj.metadata }}
+{{- /* The kustomize bases' nodehealth-system is the release's namespace. */}}
+{{- if not (and (eq $obj.kind "Namespace") (eq $meta.name "nodehealth-system")) }}
+{{- if eq ($meta.namespace | default "") "nodehealth-system" }}
+{{- $_ := set $meta "namespace" $ctx.Release.Namespace }}
+{{- end }}
+{{- range $obj.subjects | default list }}
+{{- if eq (.namespace | default "") "nodehealth-system" }}
+{{- $_ := set . "namespace" $ctx.Release.Namespace }}
+{{- end }}
+{{- end }}
 {{- $_ := set $meta "labels" (merge (dict) ($meta.labels | default dict) $labels) }}
 ---
 {{ toYaml $obj }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -107,20 +120,29 @@ Call with (dict "ctx" $ "file" "files/controller/rbac.yaml" "component" "...").
 {{- end }}
 
 {{/*
-A configuration object from values, with apiVersion and kind filled in.
-Call with (dict "config" .Values.controller.config "kind" "NodeHealthControllerConfiguration").
+A configuration object from values, with apiVersion and kind filled in,
+and with "namespace", leaderElection.resourceNamespace unless set.
+Call with (dict "config" .Values.controller.config "kind" "NodeHealthControllerConfiguration" "namespace" "...").
 */}}
 {{- define "nodehealth.config" -}}
 {{- $c := deepCopy (.config | default dict) -}}
 {{- $_ := set $c "apiVersion" "config.nodehealth.io/v1alpha1" -}}
 {{- $_ := set $c "kind" .kind -}}
+{{- /* The leader-election Lease lives in the release's namespace, where the RBAC grants it. */}}
+{{- if .namespace }}
+{{- $le := $c.leaderElection | default dict }}
+{{- if not $le.resourceNamespace }}
+{{- $_ := set $le "resourceNamespace" .namespace }}
+{{- $_ := set $c "leaderElection" $le }}
+{{- end }}
+{{- end -}}
 {{ toYaml $c }}
 {{- end }}
 
 {{/*
-The namespace of the controller and the update operator. The RBAC, the
-admission policies and the leader-election Lease name it.
+The namespace of the controller, the update operator and the uninstall
+hook: the release's. Their RBAC and leader-election Leases follow it.
 */}}
 {{- define "nodehealth.namespace" -}}
-nodehealth-system
+{{ .Release.Namespace }}
 {{- end }}
