@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	versioned "nodehealth.io/client-go/clientset/versioned"
@@ -52,8 +53,10 @@ type UpdateNode struct {
 	Problem string `json:"problem,omitempty"`
 }
 
-// UpdateReport is the output of `update status -o json`.
+// UpdateReport is the output of `update status -o json` and `-o yaml`.
 type UpdateReport struct {
+	// apiVersion plugin.nodehealth.io/v1alpha1, kind UpdateStatusReport.
+	metav1.TypeMeta
 	Time metav1.Time `json:"time"`
 	// HaltedBy names the nodes whose failures halt the rollout.
 	HaltedBy []string     `json:"haltedBy"`
@@ -73,10 +76,12 @@ the command that resumes it. A pause or a closed update window is part of the
 operator's configuration and is not shown here (see its logs and the
 update_operator_rollout_halted metric).`,
 		Example: `  kubectl nodehealth update status
+  kubectl nodehealth update status -o wide
   kubectl nodehealth update status node-1 -o json`,
+		ValidArgsFunction: completeShadows(o, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "" && output != "json" {
-				return fmt.Errorf("--output %q is not supported: use json", output)
+			if !validOutput(output) {
+				return fmt.Errorf("--output %q is not supported: use wide, json or yaml", output)
 			}
 			client, err := o.NewShadowClient()
 			if err != nil {
@@ -86,20 +91,30 @@ update_operator_rollout_halted metric).`,
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			switch output {
+			case OutputJSON:
 				enc := json.NewEncoder(o.Out)
 				enc.SetIndent("", "  ")
 				return enc.Encode(report)
+			case OutputYAML:
+				data, err := yaml.Marshal(report)
+				if err != nil {
+					return err
+				}
+				_, err = o.Out.Write(data)
+				return err
 			}
-			return printUpdateStatus(o.Out, report)
+			return printUpdateStatus(o.Out, report, output == OutputWide)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json.")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: wide, json or yaml.")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{OutputWide, OutputJSON, OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
 func updateStatus(ctx context.Context, client versioned.Interface, names []string, now time.Time) (UpdateReport, error) {
-	report := UpdateReport{Time: metav1.NewTime(now), HaltedBy: []string{}, Nodes: []UpdateNode{}}
+	report := UpdateReport{TypeMeta: metav1.TypeMeta{APIVersion: ReportAPIVersion, Kind: "UpdateStatusReport"},
+		Time: metav1.NewTime(now), HaltedBy: []string{}, Nodes: []UpdateNode{}}
 	var items []updatesv1alpha1.BottlerocketShadow
 	if len(names) == 0 {
 		list, err := client.UpdatesV1alpha1().BottlerocketShadows().List(ctx, metav1.ListOptions{})
@@ -155,7 +170,7 @@ func halts(failed, resumed string) bool {
 	return failed != "" && resumed != failed
 }
 
-func printUpdateStatus(out io.Writer, r UpdateReport) error {
+func printUpdateStatus(out io.Writer, r UpdateReport, wide bool) error {
 	if len(r.HaltedBy) > 0 {
 		fmt.Fprintf(out, "Rollout HALTED by failed updates on: %s\n", strings.Join(r.HaltedBy, ", "))
 		for _, n := range r.Nodes {
@@ -172,7 +187,12 @@ func printUpdateStatus(out io.Writer, r UpdateReport) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tDESIRED\tSTATE\tSINCE\tCURRENT\tTARGET\tVERSION\tCRASH\tNOTE")
+	header := "NODE\tDESIRED\tSTATE\tSINCE\tCURRENT\tTARGET\tVERSION\tCRASH\tNOTE"
+	if wide {
+		// The failure's reason, its resume, and the agent's problem in full.
+		header += "\tFAILURE-REASON\tRESUMED\tPROBLEM"
+	}
+	fmt.Fprintln(w, header)
 	for _, n := range r.Nodes {
 		note := n.Problem
 		if n.Failed != "" {
@@ -181,8 +201,12 @@ func printUpdateStatus(out io.Writer, r UpdateReport) error {
 				note += " (resumed)"
 			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", n.Name, n.Desired, n.State, dash(n.Since), dash(n.Current),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s", n.Name, n.Desired, n.State, dash(n.Since), dash(n.Current),
 			dash(n.Target), dash(n.Version), n.CrashCount, note)
+		if wide {
+			fmt.Fprintf(w, "\t%s\t%s\t%s", dash(n.FailureReason), dash(n.Resumed), dash(n.Problem))
+		}
+		fmt.Fprintln(w)
 	}
 	return w.Flush()
 }
@@ -203,8 +227,9 @@ func newUpdateResumeCommand(o *Options) *cobra.Command {
 was dealt with. The rollout continues once every failed value is repeated by
 its shadow's resume; a later failure halts it again. The failed node itself is
 updated again only if it still runs an older version.`,
-		Example: `  kubectl nodehealth update resume node-1`,
-		Args:    cobra.ExactArgs(1),
+		Example:           `  kubectl nodehealth update resume node-1`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeShadows(o, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := o.NewShadowClient()
 			if err != nil {
