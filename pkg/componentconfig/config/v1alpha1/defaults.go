@@ -261,6 +261,9 @@ func setServingDefaults(obj *configv1alpha1.ServingConfiguration, metrics, healt
 	if obj.HealthzBindAddress == "" {
 		obj.HealthzBindAddress = healthz
 	}
+	if obj.MetricsAuthentication == "" {
+		obj.MetricsAuthentication = configv1alpha1.MetricsAuthenticationNone
+	}
 }
 
 func setDuration(p **metav1.Duration, d time.Duration) {
