@@ -2,7 +2,10 @@ package chart_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +19,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -150,6 +155,97 @@ func TestDefaultInstallWritesNoNode(t *testing.T) {
 
 // hookAnnotation marks the documents of Helm hooks in a render.
 var hookAnnotation = regexp.MustCompile(`(?m)^    helm\.sh/hook: `)
+
+// The controller's metrics, as the chart configures them
+// (serving.metricsAuthentication Delegated), are served over HTTPS to a
+// bearer token the API server authenticates and allows get on /metrics (the
+// chart's ClusterRole nodehealth-metrics-reader), and to nobody else; the
+// health endpoint stays plain HTTP for the kubelet.
+func TestMetricsNeedAnAuthorizedToken(t *testing.T) {
+	env := testenv.Env(t)
+	ctx := testenv.ContextWithTimeout(t, 5*time.Minute)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyRender(t, ctx, filepath.Join(root, defaultRender), false)
+	cfg := renderedConfig(t, ctx)
+	serving, _ := cfg["serving"].(map[string]any)
+	if serving["metricsAuthentication"] != "Delegated" {
+		t.Fatalf("the chart's configuration serves metrics with %v, want Delegated", serving)
+	}
+	addrs := testenv.FreeLoopbackAddresses(t, 2)
+	p := startControllerServing(t, ctx, cfg, map[string]any{
+		"metricsBindAddress": addrs[0], "healthzBindAddress": addrs[1], "metricsAuthentication": "Delegated",
+	})
+	metricsURL := "https://" + addrs[0] + "/metrics"
+	// The certificate is self-signed: scrapers check the caller, not it.
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	get := func(url, token string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	// Up: the plain health endpoint answers.
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		code, _ := get("http://"+addrs[1]+"/healthz", "")
+		return code == http.StatusOK, nil
+	}); err != nil {
+		t.Fatalf("healthz: %v\n%s", err, p.LogTail(30))
+	}
+	if code, body := get("http://"+addrs[0]+"/metrics", ""); code != http.StatusBadRequest {
+		t.Errorf("plain HTTP to the metrics port: %d, want 400 (it speaks HTTPS only)\n%s", code, body)
+	}
+	if code, body := get(metricsURL, ""); code != http.StatusUnauthorized {
+		t.Errorf("anonymous scrape: %d, want 401\n%s", code, body)
+	}
+	if code, body := get(metricsURL, "not-a-token"); code != http.StatusUnauthorized {
+		t.Errorf("forged token: %d, want 401\n%s", code, body)
+	}
+	scraper, err := env.ClientForServiceAccount(ctx, "default", "metrics-scraper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get(metricsURL, scraper.Token); code != http.StatusForbidden {
+		t.Errorf("a ServiceAccount without the role: %d, want 403\n%s", code, body)
+	}
+	// Bound to the chart's reader role, the same token reads the metrics
+	// (once the 403 above is no longer cached).
+	_, err = env.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-metrics-scraper"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "nodehealth-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "metrics-scraper", Namespace: "default"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), "test-metrics-scraper", metav1.DeleteOptions{})
+	})
+	var code int
+	var body string
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
+		code, body = get(metricsURL, scraper.Token)
+		return code == http.StatusOK, nil
+	}); err != nil {
+		t.Fatalf("the reader's token: %d\n%s\n%s", code, body, p.LogTail(30))
+	}
+	if !strings.Contains(body, "nodehealth_") {
+		t.Errorf("the metrics have no nodehealth_ series:\n%.500s", body)
+	}
+	checkNoForbidden(t, p)
+}
 
 func TestChartGatesAndUngatesNode(t *testing.T) {
 	env := testenv.Env(t)
@@ -379,11 +475,17 @@ func applyRender(t *testing.T, ctx context.Context, path string, wantMonitoring 
 // and a token of the chart's ServiceAccount: what the Deployment's pods run.
 func startController(t *testing.T, ctx context.Context, cfg map[string]any) *framework.Process {
 	t.Helper()
+	addr := testenv.FreeLoopbackAddresses(t, 1)[0]
+	return startControllerServing(t, ctx, cfg, map[string]any{"metricsBindAddress": addr, "healthzBindAddress": addr})
+}
+
+// startControllerServing is startController with the given serving section.
+func startControllerServing(t *testing.T, ctx context.Context, cfg, serving map[string]any) *framework.Process {
+	t.Helper()
 	env := testenv.Env(t)
 	kubeconfig := serviceAccountKubeconfig(t, ctx, controllerName)
-	addr := testenv.FreeLoopbackAddresses(t, 1)[0]
 	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
-	cfg["serving"] = map[string]any{"metricsBindAddress": addr, "healthzBindAddress": addr}
+	cfg["serving"] = serving
 	data, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -483,6 +483,8 @@ func testExactRules(t *testing.T, ctx context.Context) {
 		{"", "nodes/status", "patch", ""},
 		{"", "pods", "list", ""},
 		{"", "pods/eviction", "create", ""},
+		// The reviews of serving.metricsAuthentication Delegated.
+		{"authentication.k8s.io", "tokenreviews", "create", ""}, {"authorization.k8s.io", "subjectaccessreviews", "create", ""},
 	}
 	const lease = "coordination.k8s.io"
 	want := map[string][]rule{

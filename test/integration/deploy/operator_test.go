@@ -127,6 +127,8 @@ func TestOperatorInstall(t *testing.T) {
 		{shadowGroup, "bottlerocketshadows", "watch", ""}, {shadowGroup, "bottlerocketshadows", "create", ""},
 		{shadowGroup, "bottlerocketshadows", "update", ""}, {shadowGroup, "bottlerocketshadows", "delete", ""},
 		{"", "nodes", "get", ""}, {"", "nodes", "list", ""}, {"", "nodes", "watch", ""},
+		// The reviews of serving.metricsAuthentication Delegated.
+		{"authentication.k8s.io", "tokenreviews", "create", ""}, {"authorization.k8s.io", "subjectaccessreviews", "create", ""},
 	}
 	const lease = "coordination.k8s.io"
 	want := map[string][]rule{
