@@ -247,6 +247,71 @@ func TestMetricsNeedAnAuthorizedToken(t *testing.T) {
 	checkNoForbidden(t, p)
 }
 
+// The chart refuses to install its update agent where Brupop is installed
+// (its CRD exists): the two agents would drive the same nodes' API socket.
+// helm's lookup needs a cluster, so this runs the helm CLI against the real
+// control plane (--dry-run=server: lookups, nothing created).
+func TestAgentRefusedBesideBrupop(t *testing.T) {
+	env := testenv.Env(t)
+	ctx := testenv.ContextWithTimeout(t, 5*time.Minute)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm := filepath.Join(root, "_output", "tools", "bin", "helm")
+	if _, err := os.Stat(helm); err != nil {
+		t.Fatalf("this test runs helm: run `make helm` (make test-integration builds it first): %v", err)
+	}
+	if out, err := env.Kubectl(ctx, "create", "namespace", systemNamespace); err != nil && !strings.Contains(string(out), "AlreadyExists") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	install := func(extra ...string) (string, error) {
+		args := append([]string{"install", "brupop-check", filepath.Join(root, "deploy", "charts", "nodehealth"),
+			"--namespace", systemNamespace, "--dry-run=server", "--kubeconfig", env.Kubeconfig,
+			"--set", "updateOperator.enabled=true", "--set", "updateAgent.enabled=true"}, extra...)
+		cmd := exec.CommandContext(ctx, helm, args...)
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := install(); err != nil {
+		t.Fatalf("without Brupop: %v\n%s", err, out)
+	}
+	crd := `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: bottlerocketshadows.brupop.bottlerocket.aws
+spec:
+  group: brupop.bottlerocket.aws
+  names: {kind: BottlerocketShadow, plural: bottlerocketshadows, singular: bottlerocketshadow, shortNames: [brs]}
+  scope: Namespaced
+  versions:
+  - name: v2
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+	path := filepath.Join(t.TempDir(), "brupop-crd.yaml")
+	if err := os.WriteFile(path, []byte(crd), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := env.Kubectl(ctx, "apply", "-f", path); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = env.Kubectl(context.Background(), "delete", "-f", path, "--ignore-not-found") })
+	out, err := install()
+	if err == nil || !strings.Contains(out, "Brupop") || !strings.Contains(out, "allowBesideBrupop") {
+		t.Errorf("beside Brupop the install was not refused with the reason: %v\n%s", err, out)
+	}
+	if out, err := install("--set", "updateAgent.allowBesideBrupop=true"); err != nil {
+		t.Errorf("allowBesideBrupop=true: %v\n%s", err, out)
+	}
+	if out, err := install("--set", "updateAgent.enabled=false"); err != nil {
+		t.Errorf("without the agent, beside Brupop: %v\n%s", err, out)
+	}
+}
+
 func TestChartGatesAndUngatesNode(t *testing.T) {
 	env := testenv.Env(t)
 	ctx := testenv.ContextWithTimeout(t, 5*time.Minute)
