@@ -197,7 +197,7 @@ func TestRBACMatchesKustomize(t *testing.T) {
 	}
 	got := rbacObjects(t, out)
 	want := map[string]map[string]any{}
-	for _, f := range []string{"controller/rbac.yaml", "extensions/rbac.yaml", "update-operator/rbac.yaml", "update-agent/rbac.yaml"} {
+	for _, f := range []string{"controller/rbac.yaml", "extensions/rbac.yaml", "update-operator/rbac.yaml", "update-agent/rbac.yaml", "uninstall/rbac.yaml"} {
 		data, err := os.ReadFile(filepath.Join(deployDir, f))
 		if err != nil {
 			t.Fatal(err)
@@ -266,13 +266,8 @@ func rbacObjects(t *testing.T, stream string) map[string]map[string]any {
 			continue
 		}
 		meta := obj["metadata"].(map[string]any)
-		// The uninstall hook's own RBAC exists only while helm uninstall
-		// runs it (test/integration/chart runs its command with it); the
-		// metrics reader's binding names the user's Prometheus
+		// The metrics reader's binding names the user's Prometheus
 		// (monitoring.metricsReader), which kustomize users bind themselves.
-		if ann, _ := meta["annotations"].(map[string]any); ann["helm.sh/hook"] != nil {
-			continue
-		}
 		if kind == "ClusterRoleBinding" && meta["name"] == "nodehealth-metrics-reader" {
 			continue
 		}

@@ -250,7 +250,7 @@ func TestMetricsNeedAnAuthorizedToken(t *testing.T) {
 // The chart refuses to install its update agent where Brupop is installed
 // (its CRD exists): the two agents would drive the same nodes' API socket.
 // helm's lookup needs a cluster, so this runs the helm CLI against the real
-// control plane (--dry-run=server: lookups, nothing created).
+// control plane (helm template --dry-run=server: lookups, nothing created).
 func TestAgentRefusedBesideBrupop(t *testing.T) {
 	env := testenv.Env(t)
 	ctx := testenv.ContextWithTimeout(t, 5*time.Minute)
@@ -266,9 +266,14 @@ func TestAgentRefusedBesideBrupop(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	install := func(extra ...string) (string, error) {
-		args := append([]string{"install", "brupop-check", filepath.Join(root, "deploy", "charts", "nodehealth"),
+		// helm template --dry-run=server: lookups against the cluster, and
+		// no ownership checks of objects other tests applied.
+		args := append([]string{"template", "brupop-check", filepath.Join(root, "deploy", "charts", "nodehealth"),
 			"--namespace", systemNamespace, "--dry-run=server", "--kubeconfig", env.Kubeconfig,
-			"--set", "updateOperator.enabled=true", "--set", "updateAgent.enabled=true"}, extra...)
+			// The agent alone: other tests of this package apply the
+			// controller's cluster-scoped objects without Helm's ownership.
+			"--set", "controller.enabled=false", "--set", "extensionSecurity.enabled=false", "--set", "createNamespaces=false",
+			"--set", "updateAgent.enabled=true"}, extra...)
 		cmd := exec.CommandContext(ctx, helm, args...)
 		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 		out, err := cmd.CombinedOutput()

@@ -16,6 +16,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -368,6 +369,8 @@ func TestControllerInstall(t *testing.T) {
 
 	t.Run("the controller runs with exactly this RBAC", func(t *testing.T) { testRunsAsServiceAccount(t, ctx, nodes) })
 
+	t.Run("the uninstall Job's command with its ServiceAccount", func(t *testing.T) { testUninstallJob(t, ctx, nodes) })
+
 	t.Run("documented uninstall steps", func(t *testing.T) {
 		// The commands of docs/controller.md, "Uninstall", in order. The
 		// policy's kind exists only where the API server serves it (v1.36+;
@@ -408,6 +411,90 @@ func TestControllerInstall(t *testing.T) {
 			t.Errorf("PriorityClass after delete: %v", err)
 		}
 	})
+}
+
+// testUninstallJob applies deploy/uninstall as documented, but its Job
+// (kwok runs no container) is run here: the Job's arguments, with the
+// binary built from this tree and a token of the Job's ServiceAccount. It
+// scales the controller to 0, waits for its pods to go, and leaves no taint,
+// annotation or condition of the controller on any node.
+func testUninstallJob(t *testing.T, ctx context.Context, nodes []string) {
+	env := testenv.Env(t)
+	objs := render(t, "deploy/uninstall/")
+	job := find[*batchv1.Job](t, objs, "nodehealth-uninstall")
+	spec := job.Spec.Template.Spec
+	if !slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool { return tol.Key == taintKey }) {
+		t.Errorf("the Job does not tolerate %s: it could not run while every node is gated", taintKey)
+	}
+	// Everything but the Job, applied as documented; the Job validated by
+	// the API server.
+	out := mustKubectl(t, ctx, "kustomize", "deploy/uninstall/")
+	var docs []string
+	for _, doc := range strings.Split(out, "\n---\n") {
+		if !strings.Contains(doc, "kind: Job\n") {
+			docs = append(docs, doc)
+		}
+	}
+	manifest := filepath.Join(t.TempDir(), "rbac.yaml")
+	if err := os.WriteFile(manifest, []byte(strings.Join(docs, "\n---\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustKubectl(t, ctx, "apply", "--server-side", "-f", manifest)
+	t.Cleanup(func() { _, _, _ = kubectl(t, context.Background(), "delete", "-f", manifest, "--ignore-not-found") })
+	mustKubectl(t, ctx, "apply", "--server-side", "--dry-run=server", "-k", "deploy/uninstall/")
+
+	sa, err := env.ClientForServiceAccount(ctx, systemNamespace, spec.ServiceAccountName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	err = clientcmd.WriteToFile(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"local": {Server: env.APIServerURL, CertificateAuthority: env.CAFile}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"sa": {Token: sa.Token}},
+		Contexts:       map[string]*clientcmdapi.Context{"sa": {Cluster: "local", AuthInfo: "sa"}},
+		CurrentContext: "sa",
+	}, kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A node as the controller leaves it: tainted, listed, with its condition.
+	node := nodes[len(nodes)-1]
+	n, err := env.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if readinessTaints(n) == 0 {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: taintKey, Effect: corev1.TaintEffectNoSchedule})
+		if _, err := env.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	if err := framework.BuildCommands(ctx, dir, "./cmd/nodehealth-controller"); err != nil {
+		t.Fatal(err)
+	}
+	args := append(slices.Clone(spec.Containers[0].Args), "--kubeconfig", kubeconfig)
+	cmdOut, err := exec.CommandContext(ctx, filepath.Join(dir, "nodehealth-controller"), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the Job's command %v: %v\n%s", args, err, cmdOut)
+	}
+	t.Logf("the Job's command %v:\n%s", args, cmdOut)
+	d, err := env.Client.AppsV1().Deployments(systemNamespace).Get(ctx, controllerName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 0 {
+		t.Errorf("the controller's Deployment has %v replicas after the Job, want 0", d.Spec.Replicas)
+	}
+	for _, name := range nodes {
+		n, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if readinessTaints(n) != 0 || conditionStatus(n) != "" || n.Annotations["nodehealth.io/system-extensions"] != "" {
+			t.Errorf("node %s after the Job: taints %v, condition %q, extensions %q", name, n.Spec.Taints, conditionStatus(n), n.Annotations["nodehealth.io/system-extensions"])
+		}
+	}
 }
 
 func describePods(pods []corev1.Pod) string {

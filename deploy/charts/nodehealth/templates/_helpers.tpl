@@ -79,7 +79,8 @@ namespace nodehealth-system replaced by the release's (the Namespace object
 itself left out: helm install --create-namespace creates it). The RBAC and
 admission policies are rendered from these files, not rewritten here, so
 that `kubectl apply -k deploy/` and this chart grant exactly the same rules.
-Call with (dict "ctx" $ "file" "files/controller/rbac.yaml" "component" "...").
+Call with (dict "ctx" $ "file" "files/controller/rbac.yaml" "component" "..."),
+and "annotations" (a dict) to add annotations to every object.
 */}}
 {{- define "nodehealth.fromFile" -}}
 {{- $ctx := .ctx -}}
@@ -102,6 +103,9 @@ Call with (dict "ctx" $ "file" "files/controller/rbac.yaml" "component" "...").
 {{- end }}
 {{- end }}
 {{- $_ := set $meta "labels" (merge (dict) ($meta.labels | default dict) $labels) }}
+{{- with $.annotations }}
+{{- $_ := set $meta "annotations" (merge (dict) ($meta.annotations | default dict) .) }}
+{{- end }}
 ---
 {{ toYaml $obj }}
 {{- end }}
