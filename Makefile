@@ -121,7 +121,7 @@ verify: ## Fail on stale generated code, gofmt, untidy go.mod, go vet or staticc
 	hack/verify.sh
 
 .PHONY: test
-test: controlplane test-unit test-fuzz test-chart test-monitoring test-images test-plots test-integration ## Everything: unit, fuzz (briefly), chart, alert rules and dashboards, images, plots, integration and e2e.
+test: controlplane test-unit test-fuzz test-chart test-monitoring test-images test-plots test-release test-integration ## Everything: unit, fuzz (briefly), chart, alert rules and dashboards, images, plots, release (host platform), integration and e2e.
 
 .PHONY: tools
 tools: $(GOTESTSUM)
@@ -182,6 +182,19 @@ sandbox: controlplane build ## Start the sandbox; Ctrl-C stops everything.
 .PHONY: bench
 bench: ## Go benchmarks of the product packages (figures go to docs/benchmarks.md).
 	$(GO) test -run='^$$' -bench=. -benchmem $(UNIT_PKGS)
+
+# Releases (docs/releasing.md): the plugin archives, the krew manifest, the
+# packaged chart, the release notes from CHANGELOG.md and SHA256SUMS into
+# _output/release/$(VERSION). The images are make images TAG=$(VERSION).
+PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+
+.PHONY: release
+release: helm ## Release artifacts of VERSION=vX.Y.Z into _output/release/<version> (docs/releasing.md).
+	VERSION=$(VERSION) PLUGIN_PLATFORMS="$(PLUGIN_PLATFORMS)" HELM=$(HELM) hack/release.sh
+
+.PHONY: test-release
+test-release: helm ## Run the release for the host platform into a temporary folder and check it (checksums, --version, notes, chart).
+	HELM=$(HELM) hack/test-release.sh
 
 .PHONY: clean
 clean: ## Remove everything built (control plane, tools, binaries) and the sandbox state.

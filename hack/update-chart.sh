@@ -26,7 +26,8 @@ copy deploy/controller/namespaces.yaml deploy/controller/rbac.yaml \
   deploy/extensions/rbac.yaml deploy/extensions/policy.yaml \
   deploy/admission/mutating-taint-on-create/policy.yaml \
   deploy/update-operator/rbac.yaml \
-  deploy/update-agent/namespace.yaml deploy/update-agent/rbac.yaml deploy/update-agent/policy.yaml
+  deploy/update-agent/namespace.yaml deploy/update-agent/rbac.yaml deploy/update-agent/policy.yaml \
+  deploy/uninstall/rbac.yaml
 for crd in deploy/crds/*.yaml; do
   [[ $(basename "$crd") == kustomization.yaml ]] || copy "$crd"
 done

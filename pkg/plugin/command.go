@@ -29,7 +29,13 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	versioned "nodehealth.io/client-go/clientset/versioned"
+	"nodehealth.io/nodehealth/pkg/version"
 )
+
+// ReportAPIVersion is the apiVersion of the objects -o json and -o yaml
+// print (kinds NodeStatusReport and UpdateStatusReport): the plugin's own
+// output, not a resource of the cluster.
+const ReportAPIVersion = "plugin.nodehealth.io/v1alpha1"
 
 // Options are the settings every subcommand shares.
 type Options struct {
@@ -108,12 +114,14 @@ Extension states are estimated from each Lease's renewTime and this machine's
 clock. The controller judges by when it observed each renewal, so its
 SystemExtensionsReady condition, shown with every node, is authoritative.`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl nodehealth"},
+		Version:       version.Get().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	cmd.SetIn(o.In)
 	cmd.SetOut(o.Out)
 	cmd.SetErr(o.ErrOut)
+	cmd.SetVersionTemplate("kubectl-nodehealth {{.Version}}\n")
 	flags := cmd.PersistentFlags()
 	o.ConfigFlags.AddFlags(flags)
 	flags.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace,
@@ -139,6 +147,7 @@ Without NODE, every node.`,
 		Example: `  kubectl nodehealth status
   kubectl nodehealth status node-1 node-2 -o wide
   kubectl nodehealth status node-1 -o json`,
+		ValidArgsFunction: completeNodes(o, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !validOutput(output) {
 				return fmt.Errorf("--output %q is not supported: use wide, json or yaml", output)
@@ -152,11 +161,12 @@ Without NODE, every node.`,
 			if err != nil {
 				return err
 			}
-			report := StatusReport{Time: metav1.NewTime(s.now), Note: Estimated, Nodes: nodes}
+			report := StatusReport{TypeMeta: metav1.TypeMeta{APIVersion: ReportAPIVersion, Kind: "NodeStatusReport"}, Time: metav1.NewTime(s.now), Note: Estimated, Nodes: nodes}
 			return printStatus(o.Out, output, report, o.TaintKey)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: wide, json or yaml.")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{OutputWide, OutputJSON, OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -167,8 +177,9 @@ func newExplainCommand(o *Options) *cobra.Command {
 		Long: `Explain why a node is or is not gated, from the readiness taint, the
 controller's SystemExtensionsReady condition, the node's extension list and the
 extensions' Leases.`,
-		Example: `  kubectl nodehealth explain node-1`,
-		Args:    cobra.ExactArgs(1),
+		Example:           `  kubectl nodehealth explain node-1`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeNodes(o, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := o.NewClient()
 			if err != nil {
@@ -205,7 +216,8 @@ be parsed is never rewritten.`,
 		Example: `  kubectl nodehealth register node-1 kube-proxy
   kubectl nodehealth register node-1 gpu-monitor --affects-readiness=false
   kubectl nodehealth register node-1 cni --lease node-extension-lease/cilium.node-1`,
-		Args: cobra.ExactArgs(2),
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeNodes(o, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r.Extension = args[1]
 			if err := o.validateEdit(args[0], r.Extension); err != nil {
@@ -232,8 +244,9 @@ func newUnregisterCommand(o *Options) *cobra.Command {
 resourceVersion-guarded read-modify-write as register. Entries the controller
 manages (source rule/<rule> or lease) are refused without --force, because the
 controller adds them back while their rule matches or their Lease exists.`,
-		Example: `  kubectl nodehealth unregister node-1 gpu-monitor`,
-		Args:    cobra.ExactArgs(2),
+		Example:           `  kubectl nodehealth unregister node-1 gpu-monitor`,
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeNodes(o, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validateEdit(args[0], args[1]); err != nil {
 				return err

@@ -161,6 +161,9 @@ func TestStatusJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &report); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
+	if report.APIVersion != ReportAPIVersion || report.Kind != "NodeStatusReport" {
+		t.Errorf("apiVersion %q, kind %q", report.APIVersion, report.Kind)
+	}
 	if report.Note != Estimated || !report.Time.Time.Equal(now) {
 		t.Errorf("note %q time %s", report.Note, report.Time)
 	}

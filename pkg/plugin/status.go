@@ -97,6 +97,9 @@ const Estimated = "Extension states are estimated by this client from each Lease
 
 // StatusReport is the -o json|yaml form of `status`.
 type StatusReport struct {
+	// apiVersion plugin.nodehealth.io/v1alpha1, kind NodeStatusReport: what
+	// a script reading -o json or -o yaml checks before it reads on.
+	metav1.TypeMeta
 	// Time is this client's clock when the report was made; every age is
 	// relative to it.
 	Time  metav1.Time  `json:"time"`

@@ -88,6 +88,8 @@ type UpdatePolicyRow struct {
 
 // UpdateReport is the output of `update status -o json|yaml`.
 type UpdateReport struct {
+	// apiVersion plugin.nodehealth.io/v1alpha1, kind UpdateStatusReport.
+	metav1.TypeMeta
 	Time     metav1.Time       `json:"time"`
 	Policies []UpdatePolicyRow `json:"policies"`
 	// HaltedBy names the nodes whose failures halt a policy.
@@ -111,6 +113,7 @@ everything. With NODE..., only those nodes.`,
 		Example: `  kubectl nodehealth update status
   kubectl nodehealth update status -o wide
   kubectl nodehealth update status node-1 -o json`,
+		ValidArgsFunction: completeShadows(o, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !validOutput(output) {
 				return fmt.Errorf("--output %q is not supported: use wide, json or yaml", output)
@@ -140,11 +143,13 @@ everything. With NODE..., only those nodes.`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: wide, json or yaml.")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{OutputWide, OutputJSON, OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
 func updateStatus(ctx context.Context, client versioned.Interface, names []string, now time.Time) (UpdateReport, error) {
-	report := UpdateReport{Time: metav1.NewTime(now), HaltedBy: []string{}, Nodes: []UpdateNode{}}
+	report := UpdateReport{TypeMeta: metav1.TypeMeta{APIVersion: ReportAPIVersion, Kind: "UpdateStatusReport"},
+		Time: metav1.NewTime(now), HaltedBy: []string{}, Nodes: []UpdateNode{}}
 	var items []updatesv1alpha1.BottlerocketShadow
 	if len(names) == 0 {
 		list, err := client.UpdatesV1alpha1().BottlerocketShadows().List(ctx, metav1.ListOptions{})
@@ -324,7 +329,12 @@ func printUpdateStatus(out io.Writer, r UpdateReport, all bool) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tPOLICY\tDESIRED\tSTATE\tSINCE\tCURRENT\tTARGET\tVERSION\tCRASH\tNOTE")
+	header := "NODE\tPOLICY\tDESIRED\tSTATE\tSINCE\tCURRENT\tTARGET\tVERSION\tCRASH\tNOTE"
+	if all {
+		// The failure's reason, its resume, and the agent's problem in full.
+		header += "\tFAILURE-REASON\tRESUMED\tPROBLEM"
+	}
+	fmt.Fprintln(w, header)
 	for _, n := range rows {
 		note := n.Problem
 		if n.Failed != "" {
@@ -333,8 +343,12 @@ func printUpdateStatus(out io.Writer, r UpdateReport, all bool) error {
 				note += " (resumed)"
 			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", n.Name, dash(n.Policy), n.Desired, n.State, dash(n.Since), dash(n.Current),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s", n.Name, dash(n.Policy), n.Desired, n.State, dash(n.Since), dash(n.Current),
 			dash(n.Target), dash(n.Version), n.CrashCount, note)
+		if all {
+			fmt.Fprintf(w, "\t%s\t%s\t%s", dash(n.FailureReason), dash(n.Resumed), dash(n.Problem))
+		}
+		fmt.Fprintln(w)
 	}
 	return w.Flush()
 }
@@ -355,8 +369,9 @@ func newUpdateResumeCommand(o *Options) *cobra.Command {
 was dealt with. The rollout continues once every failed value is repeated by
 its shadow's resume; a later failure halts it again. The failed node itself is
 updated again only if it still runs an older version.`,
-		Example: `  kubectl nodehealth update resume node-1`,
-		Args:    cobra.ExactArgs(1),
+		Example:           `  kubectl nodehealth update resume node-1`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeShadows(o, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := o.NewShadowClient()
 			if err != nil {

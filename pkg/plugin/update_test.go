@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -15,6 +17,7 @@ import (
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	versioned "nodehealth.io/client-go/clientset/versioned"
 	shadowfake "nodehealth.io/client-go/clientset/versioned/fake"
+	"nodehealth.io/nodehealth/pkg/version"
 )
 
 func shadowFixture(name string, spec, status updatesv1alpha1.ShadowState, annotations map[string]string) *updatesv1alpha1.BottlerocketShadow {
@@ -197,5 +200,87 @@ func TestUpdateResume(t *testing.T) {
 	}
 	if _, err := runUpdate(t, client, "update", "resume"); err == nil {
 		t.Error("resume without a node accepted")
+	}
+}
+
+// -o json and -o yaml print a typed object; -o wide adds the failure's
+// reason, its resume and the agent's problem.
+func TestUpdateStatusFormats(t *testing.T) {
+	failedAt := now.Add(-time.Hour)
+	client := shadowfake.NewSimpleClientset(
+		shadowFixture("n1", updatesv1alpha1.StateIdle, updatesv1alpha1.StateMonitoringUpdate, map[string]string{
+			updatesv1alpha1.FailedAnnotation: rfc(failedAt), updatesv1alpha1.FailureReasonAnnotation: "DeadlineExceeded"}),
+	)
+	for _, format := range []string{"json", "yaml"} {
+		out, err := runUpdate(t, client, "update", "status", "-o", format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"apiVersion", ReportAPIVersion, "kind", "UpdateStatusReport"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("-o %s lacks %q:\n%s", format, want, out)
+			}
+		}
+	}
+	out, err := runUpdate(t, client, "update", "status", "-o", "wide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "FAILURE-REASON") || !strings.Contains(out, "DeadlineExceeded") {
+		t.Errorf("-o wide:\n%s", out)
+	}
+	if _, err := runUpdate(t, client, "update", "status", "-o", "xml"); err == nil {
+		t.Error("-o xml accepted")
+	}
+}
+
+// Node names complete from the cluster: nodes for status and the first
+// argument of register, shadows for update status and resume; names
+// already given are not offered again.
+func TestCompletion(t *testing.T) {
+	nodes := kubefake.NewClientset(
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-b"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-a"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "infra-1"}},
+	)
+	shadows := shadowfake.NewSimpleClientset(shadowFixture("worker-a", updatesv1alpha1.StateIdle, updatesv1alpha1.StateIdle, nil))
+	complete := func(args ...string) string {
+		t.Helper()
+		o, out := testOptions(nodes)
+		o.NewShadowClient = func() (versioned.Interface, error) { return shadows, nil }
+		cmd := NewCommandWithOptions(o)
+		cmd.SetArgs(append([]string{cobra.ShellCompRequestCmd}, args...))
+		if err := cmd.ExecuteContext(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		// The candidates, one a line, then ":<directive>".
+		return strings.Join(strings.Split(strings.TrimSpace(out.String()), "\n"), " ")
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "worker"}, "worker-a worker-b :4"},
+		{[]string{"status", "worker-a", ""}, "infra-1 worker-b :4"},
+		{[]string{"explain", ""}, "infra-1 worker-a worker-b :4"},
+		{[]string{"explain", "infra-1", ""}, ":4"},
+		{[]string{"register", "inf"}, "infra-1 :4"},
+		{[]string{"update", "status", ""}, "worker-a :4"},
+		{[]string{"update", "resume", "w"}, "worker-a :4"},
+		{[]string{"status", "-o", ""}, "wide json yaml :4"},
+	} {
+		if got := complete(tc.args...); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("completing %q: %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, err := runUpdate(t, shadowfake.NewSimpleClientset(), "--version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "kubectl-nodehealth " + version.Get().String() + "\n"; out != want {
+		t.Errorf("--version printed %q, want %q", out, want)
 	}
 }

@@ -56,6 +56,67 @@ func TestEveryMetricIsRegistered(t *testing.T) {
 	t.Logf("checked %d expressions against %d series names", len(exprs), len(known))
 }
 
+// Every selector of every dashboard filters by the cluster variable, so that
+// one Prometheus holding several clusters' series shows one cluster; each
+// dashboard has the cluster and job variables.
+func TestDashboardsFilterByCluster(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(dir, "dashboards", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range files {
+		var doc struct {
+			Templating struct {
+				List []struct {
+					Name     string `json:"name"`
+					AllValue string `json:"allValue"`
+				} `json:"list"`
+			} `json:"templating"`
+		}
+		readJSON(t, file, &doc)
+		vars := map[string]string{}
+		for _, v := range doc.Templating.List {
+			vars[v.Name] = v.AllValue
+		}
+		for _, name := range []string{"cluster", "job"} {
+			// All must match series without the label too (one cluster, no
+			// cluster label): ".*" does, Grafana's default (a list) does not.
+			if all, ok := vars[name]; !ok || all != ".*" {
+				t.Errorf("%s: no variable %s with allValue \".*\"", filepath.Base(file), name)
+			}
+		}
+	}
+	for _, e := range dashboardExpressions(t) {
+		node, err := parser.NewParser(parser.Options{}).ParseExpr(grafanaVariables.Replace(e.expr))
+		if err != nil {
+			continue // TestEveryMetricIsRegistered reports it
+		}
+		parser.Inspect(node, func(n parser.Node, _ []parser.Node) error {
+			if vs, ok := n.(*parser.VectorSelector); ok {
+				found := false
+				for _, m := range vs.LabelMatchers {
+					found = found || m.Name == "cluster"
+				}
+				if !found {
+					t.Errorf("%s: selector %s does not filter by cluster=~\"$cluster\"", e.where, vs)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+func readJSON(t *testing.T, path string, into any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, into); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
 // The checker itself: a made-up metric, a histogram without its suffix and
 // a Grafana variable it does not know are rejected.
 func TestCheckerRejects(t *testing.T) {
@@ -155,8 +216,10 @@ func registeredSeries(t *testing.T, path string) map[string]bool {
 }
 
 // grafanaVariables are the built-in interval variables the dashboards may
-// use, replaced by a duration before parsing. Any other $variable fails.
-var grafanaVariables = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "6h")
+// use, replaced by a duration before parsing, and the dashboards' own
+// cluster and job variables, replaced by a regular expression. Any other
+// $variable fails.
+var grafanaVariables = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "6h", "$cluster", ".*", "$job", ".*")
 
 var variable = regexp.MustCompile(`\$\{?\w+`)
 
@@ -269,4 +332,46 @@ func ruleExpressions(t *testing.T, path string) []expression {
 		}
 	}
 	return out
+}
+
+// Every alert links its runbook with an absolute runbook_url (Alertmanager
+// and its receivers make it a link; a relative path goes nowhere), to a
+// section docs/monitoring.md has.
+func TestRunbookURLs(t *testing.T) {
+	const base = "https://github.com/nodehealth/nodehealth/blob/main/docs/monitoring.md#"
+	path := filepath.Join(dir, "nodehealth.rules.yaml")
+	groups, errs := rulefmt.ParseFile(path, false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	doc, err := os.ReadFile(filepath.Join(dir, "..", "..", "docs", "monitoring.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(line, "#") {
+			title := strings.ToLower(strings.TrimSpace(strings.TrimLeft(line, "#")))
+			anchor := regexp.MustCompile(`[^a-z0-9 _-]`).ReplaceAllString(title, "")
+			anchors[strings.ReplaceAll(anchor, " ", "-")] = true
+		}
+	}
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			if _, ok := r.Annotations["runbook"]; ok {
+				t.Errorf("%s: annotation runbook; use runbook_url", r.Alert)
+			}
+			url := r.Annotations["runbook_url"]
+			if !strings.HasPrefix(url, base) {
+				t.Errorf("%s: runbook_url %q does not start with %s", r.Alert, url, base)
+				continue
+			}
+			if !anchors[strings.TrimPrefix(url, base)] {
+				t.Errorf("%s: runbook_url %q: docs/monitoring.md has no such section", r.Alert, url)
+			}
+		}
+	}
 }

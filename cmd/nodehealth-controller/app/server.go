@@ -24,6 +24,8 @@ import (
 	"nodehealth.io/nodehealth/pkg/coalesce"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
+	"nodehealth.io/nodehealth/pkg/componentconfig/server"
+	"nodehealth.io/nodehealth/pkg/componentconfig/server/delegated"
 	"nodehealth.io/nodehealth/pkg/leaderelection"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
 )
@@ -126,7 +128,17 @@ func run(ctx context.Context, rt *options.Runtime[*config.NodeHealthControllerCo
 			elector.Release(hookCtx)
 		})
 	}
-	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, health)
+	var serveOpts []server.Option
+	if cfg.Serving.MetricsAuthentication == config.MetricsAuthenticationDelegated {
+		// HTTPS, and only callers the API server authenticates and
+		// authorizes for get on the path (TokenReview, SubjectAccessReview).
+		tlsConfig, err := delegated.TLSConfig()
+		if err != nil {
+			return err
+		}
+		serveOpts = append(serveOpts, server.WithProtectedMetrics(tlsConfig, delegated.New(client).Wrap))
+	}
+	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, health, serveOpts...)
 	if err != nil {
 		return err
 	}

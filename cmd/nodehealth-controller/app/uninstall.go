@@ -1,7 +1,10 @@
 package app
 
 import (
+	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
@@ -12,7 +15,11 @@ import (
 )
 
 func newUninstallCommand() *cobra.Command {
-	var kubeconfig, taintKey, leaseNamespace string
+	var (
+		kubeconfig, taintKey, leaseNamespace string
+		stopDeployments, deleteBindings      []string
+		stopTimeout                          time.Duration
+	)
 	cmd := &cobra.Command{
 		Use:   "uninstall",
 		Short: "Remove every taint, annotation and condition the controller owns from every node",
@@ -21,7 +28,13 @@ readiness taint (both effects), the nodehealth.io/boot record, the
 SystemExtensionsReady condition, and the extension-list entries added by rules
 and self-registration. Entries added by hand stay.
 
-Stop the controller first (scale its Deployment to 0), or it puts everything back.`,
+Stop the controller first, or it puts everything back: scale its Deployment to
+0, or name it with --stop-deployment, which scales it to 0 and waits until none
+of its pods is left. --delete-mutating-admission-policy-binding first stops new
+Nodes from being tainted at creation. The chart's pre-delete hook runs
+  uninstall --delete-mutating-admission-policy-binding=nodehealth-readiness-taint-on-create \
+    --stop-deployment=nodehealth-system/nodehealth-controller
+in the cluster, so that helm uninstall leaves no node gated.`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -37,6 +50,24 @@ Stop the controller first (scale its Deployment to 0), or it puts everything bac
 				return err
 			}
 			out := cmd.OutOrStdout()
+			logf := func(format string, args ...interface{}) { fmt.Fprintf(out, format+"\n", args...) }
+			for _, name := range deleteBindings {
+				if err := uninstall.DeleteMutatingAdmissionPolicyBinding(cmd.Context(), client, name, logf); err != nil {
+					return err
+				}
+			}
+			for _, ref := range stopDeployments {
+				namespace, name, ok := strings.Cut(ref, "/")
+				if !ok || namespace == "" || name == "" {
+					return fmt.Errorf("--stop-deployment %q: want namespace/name", ref)
+				}
+				ctx, cancel := context.WithTimeout(cmd.Context(), stopTimeout)
+				err := uninstall.StopDeployment(ctx, client, namespace, name, time.Second, logf)
+				cancel()
+				if err != nil {
+					return err
+				}
+			}
 			res, err := uninstall.Uninstall(cmd.Context(), client, taintKey, leaseNamespace, func(format string, args ...interface{}) {
 				fmt.Fprintf(out, format+"\n", args...)
 			})
@@ -58,8 +89,11 @@ Stop the controller first (scale its Deployment to 0), or it puts everything bac
 		fmt.Fprintf(c.OutOrStdout(), "%s\n\n", c.Long)
 		_ = usage(c)
 	})
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig file; empty means the usual kubectl rules ($KUBECONFIG, ~/.kube/config).")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig file; empty means the usual kubectl rules ($KUBECONFIG, ~/.kube/config), and in a pod its ServiceAccount.")
 	cmd.Flags().StringVar(&taintKey, "taint-key", nodev1alpha1.DefaultReadinessTaintKey, "The readiness taint key the controller was configured with.")
+	cmd.Flags().StringSliceVar(&stopDeployments, "stop-deployment", nil, "A Deployment (namespace/name) to scale to 0, waiting until none of its pods is left, before anything is removed; repeatable.")
+	cmd.Flags().StringSliceVar(&deleteBindings, "delete-mutating-admission-policy-binding", nil, "A MutatingAdmissionPolicyBinding to delete first, so that no new Node is tainted at creation; repeatable. Missing or not served: ignored.")
+	cmd.Flags().DurationVar(&stopTimeout, "stop-timeout", 2*time.Minute, "How long --stop-deployment waits for each Deployment's pods to go.")
 	cmd.Flags().StringVar(&leaseNamespace, "lease-namespace", nodev1alpha1.DefaultLeaseNamespace, "The extension Lease namespace the controller was configured with.")
 	return cmd
 }

@@ -26,6 +26,8 @@ import (
 	"nodehealth.io/client-go/informers/externalversions"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
+	"nodehealth.io/nodehealth/pkg/componentconfig/server"
+	"nodehealth.io/nodehealth/pkg/componentconfig/server/delegated"
 	"nodehealth.io/nodehealth/pkg/leaderelection"
 	"nodehealth.io/nodehealth/pkg/shadow"
 	"nodehealth.io/nodehealth/pkg/updater"
@@ -129,7 +131,17 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateOperatorConfigur
 			elector.Release(hookCtx)
 		})
 	}
-	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, health)
+	var serveOpts []server.Option
+	if cfg.Serving.MetricsAuthentication == config.MetricsAuthenticationDelegated {
+		// HTTPS, and only callers the API server authenticates and
+		// authorizes for get on the path (TokenReview, SubjectAccessReview).
+		tlsConfig, err := delegated.TLSConfig()
+		if err != nil {
+			return err
+		}
+		serveOpts = append(serveOpts, server.WithProtectedMetrics(tlsConfig, delegated.New(kube).Wrap))
+	}
+	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, health, serveOpts...)
 	if err != nil {
 		return err
 	}

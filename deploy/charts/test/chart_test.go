@@ -33,6 +33,7 @@ func TestGolden(t *testing.T) {
 	for _, tc := range []struct{ name, values string }{
 		{"default", ""},
 		{"full", "testdata/full-values.yaml"},
+		{"eks", "../nodehealth/examples/values-eks.yaml"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := render(t, valuesFile(t, tc.values))
@@ -64,24 +65,106 @@ func TestGolden(t *testing.T) {
 // is created after the release's CRD exists (a custom resource in the
 // release beside its own CRD fails the first install).
 func TestTheChartCreatesAnUpdatePolicyOnlyWhenAskedAndAfterItsCRD(t *testing.T) {
-	def, err := render(t, map[string]any{})
+	const policy = "apiVersion: updates.nodehealth.io/v1alpha1\nkind: UpdatePolicy\n"
+	ch, err := loader.Load(chartDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(def, "apiVersion: updates.nodehealth.io/v1alpha1\nkind: UpdatePolicy\n") {
+	def, err := install(ch, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(def.Manifest, policy) {
 		t.Error("the default values create an UpdatePolicy")
 	}
-	full, err := render(t, valuesFile(t, "testdata/full-values.yaml"))
+	for _, h := range def.Hooks {
+		if strings.Contains(h.Manifest, policy) {
+			t.Errorf("the default values create an UpdatePolicy hook (%s)", h.Path)
+		}
+	}
+	full, err := install(ch, valuesFile(t, "testdata/full-values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hook := strings.Index(full, "# Hook: ")
-	policy := strings.Index(full, "apiVersion: updates.nodehealth.io/v1alpha1\nkind: UpdatePolicy\n")
-	if policy < 0 || hook < 0 || policy < hook {
-		t.Fatalf("the full values' UpdatePolicy is not a hook:\n%s", full[max(0, policy-200):max(0, policy)])
+	if strings.Contains(full.Manifest, policy) {
+		t.Fatal("the full values' UpdatePolicy is in the release's manifest, not a hook")
 	}
-	if !strings.Contains(full[hook:], "helm.sh/hook: post-install,post-upgrade") {
-		t.Error("the UpdatePolicy hook does not run after install and upgrade")
+	found := false
+	for _, h := range full.Hooks {
+		if !strings.Contains(h.Manifest, policy) {
+			continue
+		}
+		found = true
+		if !strings.Contains(h.Manifest, "helm.sh/hook: post-install,post-upgrade") {
+			t.Errorf("the UpdatePolicy hook %s does not run after install and upgrade", h.Path)
+		}
+	}
+	if !found {
+		t.Error("the full values create no UpdatePolicy")
+	}
+}
+
+// NOTES.txt says what the install does: with the default values, nothing to
+// any node; with rules, which ones gate.
+func TestNotes(t *testing.T) {
+	for _, tc := range []struct {
+		name, values string
+		want         []string
+	}{
+		{"default", "", []string{"What it does now: nothing to your nodes", "kubectl -n nodehealth-system get deployment nodehealth-controller"}},
+		{"eks", "../nodehealth/examples/values-eks.yaml", []string{"2 extension rule(s) gate the nodes they select\n(kube-proxy, ebs-csi-node)", "nodehealth.io/not-ready"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ch, err := loader.Load(chartDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel, err := install(ch, valuesFile(t, tc.values))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(rel.Info.Notes, w) {
+					t.Errorf("NOTES.txt does not say %q:\n%s", w, rel.Info.Notes)
+				}
+			}
+		})
+	}
+}
+
+// Installed into another namespace, every namespaced object of the
+// controller, the operator and the hook follows the release, and so do
+// their RBAC subjects and leader-election Leases; nothing is left in the
+// kustomize bases' nodehealth-system.
+func TestReleaseNamespace(t *testing.T) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := installIn(ch, valuesFile(t, "testdata/full-values.yaml"), "platform")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := rel.Manifest
+	for _, h := range rel.Hooks {
+		out += "\n---\n" + h.Manifest
+	}
+	if strings.Contains(out, "nodehealth-system") {
+		for i, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "nodehealth-system") {
+				t.Errorf("line %d still names nodehealth-system: %s", i+1, line)
+			}
+		}
+	}
+	for _, want := range []string{
+		"kind: Deployment\nmetadata:\n  name: nodehealth-controller\n  namespace: platform",
+		"kind: Job\nmetadata:\n  name: nodehealth-uninstall\n  namespace: platform",
+		"resourceNamespace: platform",
+		"--stop-deployment=platform/nodehealth-controller",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the render in namespace platform lacks %q", want)
+		}
 	}
 }
 
@@ -102,6 +185,9 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"another Kind", "updateAgent:\n  config:\n    kind: UpdateOperatorConfiguration\n", regexp.MustCompile(`at '/updateAgent/config/kind': value must be 'UpdateAgentConfiguration'`)},
 		{"heartbeat config", "exampleSidecars:\n  kubeProxy:\n    config:\n      probe:\n        htp: {}\n", regexp.MustCompile(`at '/exampleSidecars/kubeProxy/config/probe': additional properties 'htp' not allowed`)},
 		{"bad pull policy", "image:\n  pullPolicy: Sometimes\n", regexp.MustCompile(`at '/image/pullPolicy': value must be one of`)},
+		{"digest without algorithm", "controller:\n  image:\n    digest: 0123abcd\n", regexp.MustCompile(`at '/controller/image/digest': '0123abcd' does not match pattern`)},
+		{"argument not a string", "updateOperator:\n  extraArgs:\n  - 2\n", regexp.MustCompile(`at '/updateOperator/extraArgs/0': got number, want string`)},
+		{"env without name", "updateAgent:\n  extraEnv:\n  - value: x\n", regexp.MustCompile(`at '/updateAgent/extraEnv/0': missing property 'name'`)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "values.yaml")
@@ -155,7 +241,7 @@ func TestRBACMatchesKustomize(t *testing.T) {
 	}
 	got := rbacObjects(t, out)
 	want := map[string]map[string]any{}
-	for _, f := range []string{"controller/rbac.yaml", "extensions/rbac.yaml", "update-operator/rbac.yaml", "update-agent/rbac.yaml"} {
+	for _, f := range []string{"controller/rbac.yaml", "extensions/rbac.yaml", "update-operator/rbac.yaml", "update-agent/rbac.yaml", "uninstall/rbac.yaml"} {
 		data, err := os.ReadFile(filepath.Join(deployDir, f))
 		if err != nil {
 			t.Fatal(err)
@@ -224,6 +310,11 @@ func rbacObjects(t *testing.T, stream string) map[string]map[string]any {
 			continue
 		}
 		meta := obj["metadata"].(map[string]any)
+		// The metrics reader's binding names the user's Prometheus
+		// (monitoring.metricsReader), which kustomize users bind themselves.
+		if kind == "ClusterRoleBinding" && meta["name"] == "nodehealth-metrics-reader" {
+			continue
+		}
 		key := kind + " " + strings.TrimPrefix(fmtString(meta["namespace"])+"/", "/") + fmtString(meta["name"])
 		reduced := map[string]any{}
 		for _, f := range []string{"rules", "roleRef", "subjects", "aggregationRule"} {
@@ -271,32 +362,45 @@ func render(t *testing.T, vals map[string]any) (string, error) {
 }
 
 func renderChart(ch *chart.Chart, vals map[string]any) (string, error) {
-	install := action.NewInstall(action.NewConfiguration())
-	install.DryRunStrategy = action.DryRunClient
-	install.ReleaseName = "nodehealth"
-	install.Namespace = "default"
-	install.Replace = true
-	// The control plane the integration tests apply the render to.
-	kubeVersion, err := common.ParseKubeVersion("v1.37.1")
+	r, err := install(ch, vals)
 	if err != nil {
 		return "", err
 	}
-	install.KubeVersion = kubeVersion
-	rel, err := install.Run(ch, vals)
-	if err != nil {
-		return "", err
-	}
-	r := rel.(*releasev1.Release)
 	var out bytes.Buffer
 	out.WriteString(strings.TrimSpace(r.Manifest))
 	out.WriteString("\n")
-	// Hooks are not in the manifest: `helm template` prints them after it.
+	// The hooks, as helm template prints them: after the manifest.
 	for _, h := range r.Hooks {
-		out.WriteString("---\n# Hook: " + h.Path + "\n")
+		out.WriteString("---\n# Source: " + h.Path + "\n")
 		out.WriteString(strings.TrimSpace(h.Manifest))
 		out.WriteString("\n")
 	}
 	return out.String(), nil
+}
+
+// install is a client-only dry-run install of the release "nodehealth" in
+// namespace "nodehealth-system", as docs/install.md installs it.
+func install(ch *chart.Chart, vals map[string]any) (*releasev1.Release, error) {
+	return installIn(ch, vals, "nodehealth-system")
+}
+
+func installIn(ch *chart.Chart, vals map[string]any, namespace string) (*releasev1.Release, error) {
+	install := action.NewInstall(action.NewConfiguration())
+	install.DryRunStrategy = action.DryRunClient
+	install.ReleaseName = "nodehealth"
+	install.Namespace = namespace
+	install.Replace = true
+	// The control plane the integration tests apply the render to.
+	kubeVersion, err := common.ParseKubeVersion("v1.37.1")
+	if err != nil {
+		return nil, err
+	}
+	install.KubeVersion = kubeVersion
+	rel, err := install.Run(ch, vals)
+	if err != nil {
+		return nil, err
+	}
+	return rel.(*releasev1.Release), nil
 }
 
 // firstDifference shows the lines around the first differing line.

@@ -19,7 +19,7 @@ var nonPathFields = sets.New(
 	"Logging.Format", "Logging.VModule[].FilePattern",
 	"Logging.Options.Text.OutputRoutingOptions.InfoBufferSize.Quantity.Format",
 	"Logging.Options.JSON.OutputRoutingOptions.InfoBufferSize.Quantity.Format",
-	"Serving.MetricsBindAddress", "Serving.HealthzBindAddress",
+	"Serving.MetricsBindAddress", "Serving.HealthzBindAddress", "Serving.MetricsAuthentication",
 	"LeaseNamespace", "Taint.Key", "Taint.Effect", "MaintenanceReasons[]", "ReadinessTaintKey",
 	"ExtensionRules[].Name", "ExtensionRules[].LeaseNameTemplate", "ExtensionRules[].FailurePolicy",
 	"ExtensionRules[].NodeSelector.MatchLabels{}", "ExtensionRules[].NodeSelector.MatchExpressions[].Key",

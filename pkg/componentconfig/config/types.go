@@ -12,9 +12,18 @@ import (
 
 // ServingConfiguration says where a binary serves its HTTP endpoints.
 type ServingConfiguration struct {
-	MetricsBindAddress string
-	HealthzBindAddress string
+	MetricsBindAddress    string
+	HealthzBindAddress    string
+	MetricsAuthentication MetricsAuthentication
 }
+
+// MetricsAuthentication is None or Delegated.
+type MetricsAuthentication string
+
+const (
+	MetricsAuthenticationNone      MetricsAuthentication = "None"
+	MetricsAuthenticationDelegated MetricsAuthentication = "Delegated"
+)
 
 // LeaseSettings describes an extension's Lease.
 type LeaseSettings struct {

@@ -37,8 +37,8 @@ var (
 )
 
 // Serve is server.Serve.
-func Serve(ctx context.Context, serving config.ServingConfiguration, enableProfiling bool, registry *prometheus.Registry, healthz HealthCheck) (<-chan error, error) {
-	return server.Serve(ctx, serving, enableProfiling, registry, healthz)
+func Serve(ctx context.Context, serving config.ServingConfiguration, enableProfiling bool, registry *prometheus.Registry, healthz HealthCheck, opts ...server.Option) (<-chan error, error) {
+	return server.Serve(ctx, serving, enableProfiling, registry, healthz, opts...)
 }
 
 // RunFunc runs a component until ctx is cancelled; context.Cause(ctx) says

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +16,22 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 )
 
+// Option changes how Serve serves.
+type Option func(*options)
+
+type options struct {
+	metricsTLS  *tls.Config
+	wrapMetrics func(http.Handler) http.Handler
+}
+
+// WithProtectedMetrics serves the metrics address over TLS with tlsConfig,
+// every request passing through wrap (authentication and authorization:
+// package delegated) first; the health address stays plain. It is what
+// serving.metricsAuthentication Delegated needs.
+func WithProtectedMetrics(tlsConfig *tls.Config, wrap func(http.Handler) http.Handler) Option {
+	return func(o *options) { o.metricsTLS, o.wrapMetrics = tlsConfig, wrap }
+}
+
 // HealthCheck reports whether the component is healthy; nil means yes.
 type HealthCheck func() error
 
@@ -26,9 +43,16 @@ var ErrProfilingNotBuiltIn = errors.New("debugging.enableProfiling is true, but 
 // /healthz, /livez, /readyz on the configured addresses until ctx is done.
 // Listening happens before Serve returns, so a taken port fails the start
 // instead of being logged later.
-func Serve(ctx context.Context, serving config.ServingConfiguration, enableProfiling bool, registry *prometheus.Registry, healthz HealthCheck) (<-chan error, error) {
+func Serve(ctx context.Context, serving config.ServingConfiguration, enableProfiling bool, registry *prometheus.Registry, healthz HealthCheck, opts ...Option) (<-chan error, error) {
 	if enableProfiling && !ProfilingBuiltIn {
 		return nil, ErrProfilingNotBuiltIn
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if serving.MetricsAuthentication == config.MetricsAuthenticationDelegated && o.metricsTLS == nil {
+		return nil, errors.New("serving.metricsAuthentication is Delegated, which this binary does not support")
 	}
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
@@ -52,7 +76,11 @@ func Serve(ctx context.Context, serving config.ServingConfiguration, enableProfi
 		healthMux.HandleFunc(path, health)
 	}
 
-	servers := map[string]http.Handler{serving.MetricsBindAddress: metricsMux}
+	var metricsHandler http.Handler = metricsMux
+	if o.metricsTLS != nil {
+		metricsHandler = o.wrapMetrics(metricsMux)
+	}
+	servers := map[string]http.Handler{serving.MetricsBindAddress: metricsHandler}
 	if serving.HealthzBindAddress != serving.MetricsBindAddress {
 		servers[serving.HealthzBindAddress] = healthMux
 	}
@@ -68,6 +96,10 @@ func Serve(ctx context.Context, serving config.ServingConfiguration, enableProfi
 		}
 		listeners = append(listeners, l)
 		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+		if addr == serving.MetricsBindAddress && o.metricsTLS != nil {
+			srv.TLSConfig = o.metricsTLS
+			l = tls.NewListener(l, o.metricsTLS)
+		}
 		go func() {
 			<-ctx.Done()
 			shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

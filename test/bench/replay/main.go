@@ -415,7 +415,9 @@ leaderElection:
   resourceNamespace: %s
 clientConnection:
   kubeconfig: %s
-%sserving:
+%sdebugging:
+  enableProfiling: true
+serving:
   metricsBindAddress: 127.0.0.1:%d
   healthzBindAddress: 127.0.0.1:%d
 leaseNamespace: %s
@@ -424,7 +426,7 @@ extensionRules:
 }
 
 // saveProfiles fetches the controller's CPU profile over most of the window, then its
-// heap profile (pprof is on by default on the metrics port).
+// heap profile (the benchmark turns pprof on, on the metrics port; it is off by default).
 func saveProfiles(ctx context.Context, metricsURL, dir string, window time.Duration) {
 	base := strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/"
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -398,6 +398,8 @@ leaderElection:
   resourceNamespace: %s
 clientConnection:
   kubeconfig: %s
+debugging:
+  enableProfiling: true
 serving:
   metricsBindAddress: 127.0.0.1:%d
   healthzBindAddress: 127.0.0.1:%d
@@ -523,7 +525,7 @@ func markdown(c config, rs []*result) string {
 }
 
 // saveProfiles fetches the controller's CPU profile over most of the steady window and
-// its heap profile at the end (pprof is on by default on the metrics port).
+// its heap profile at the end (the benchmark turns pprof on, on the metrics port; it is off by default).
 func saveProfiles(ctx context.Context, metricsURL, dir string, nodes int, window time.Duration) {
 	base := strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/"
 	secs := max(1, int((window - 5*time.Second).Seconds()))

@@ -16,6 +16,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -264,8 +265,10 @@ func TestControllerConfigIsAccepted(t *testing.T) {
 	if effective.Taint.Key != taintKey || effective.Taint.Effect != string(corev1.TaintEffectNoSchedule) {
 		t.Errorf("taint %+v, want %s:NoSchedule as the tolerations and the admission policy expect", effective.Taint, taintKey)
 	}
-	if len(effective.ExtensionRules) != 2 {
-		t.Errorf("%d extension rules, want the two examples", len(effective.ExtensionRules))
+	// A first install changes nothing on any node: no rule, so no node
+	// requires an extension (TestControllerInstall checks no Node is written).
+	if len(effective.ExtensionRules) != 0 {
+		t.Errorf("%d extension rules, want none: a rule gates every node it selects until its extension renews", len(effective.ExtensionRules))
 	}
 }
 
@@ -366,6 +369,8 @@ func TestControllerInstall(t *testing.T) {
 
 	t.Run("the controller runs with exactly this RBAC", func(t *testing.T) { testRunsAsServiceAccount(t, ctx, nodes) })
 
+	t.Run("the uninstall Job's command with its ServiceAccount", func(t *testing.T) { testUninstallJob(t, ctx, nodes) })
+
 	t.Run("documented uninstall steps", func(t *testing.T) {
 		// The commands of docs/controller.md, "Uninstall", in order. The
 		// policy's kind exists only where the API server serves it (v1.36+;
@@ -406,6 +411,90 @@ func TestControllerInstall(t *testing.T) {
 			t.Errorf("PriorityClass after delete: %v", err)
 		}
 	})
+}
+
+// testUninstallJob applies deploy/uninstall as documented, but its Job
+// (kwok runs no container) is run here: the Job's arguments, with the
+// binary built from this tree and a token of the Job's ServiceAccount. It
+// scales the controller to 0, waits for its pods to go, and leaves no taint,
+// annotation or condition of the controller on any node.
+func testUninstallJob(t *testing.T, ctx context.Context, nodes []string) {
+	env := testenv.Env(t)
+	objs := render(t, "deploy/uninstall/")
+	job := find[*batchv1.Job](t, objs, "nodehealth-uninstall")
+	spec := job.Spec.Template.Spec
+	if !slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool { return tol.Key == taintKey }) {
+		t.Errorf("the Job does not tolerate %s: it could not run while every node is gated", taintKey)
+	}
+	// Everything but the Job, applied as documented; the Job validated by
+	// the API server.
+	out := mustKubectl(t, ctx, "kustomize", "deploy/uninstall/")
+	var docs []string
+	for _, doc := range strings.Split(out, "\n---\n") {
+		if !strings.Contains(doc, "kind: Job\n") {
+			docs = append(docs, doc)
+		}
+	}
+	manifest := filepath.Join(t.TempDir(), "rbac.yaml")
+	if err := os.WriteFile(manifest, []byte(strings.Join(docs, "\n---\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustKubectl(t, ctx, "apply", "--server-side", "-f", manifest)
+	t.Cleanup(func() { _, _, _ = kubectl(t, context.Background(), "delete", "-f", manifest, "--ignore-not-found") })
+	mustKubectl(t, ctx, "apply", "--server-side", "--dry-run=server", "-k", "deploy/uninstall/")
+
+	sa, err := env.ClientForServiceAccount(ctx, systemNamespace, spec.ServiceAccountName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	err = clientcmd.WriteToFile(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"local": {Server: env.APIServerURL, CertificateAuthority: env.CAFile}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"sa": {Token: sa.Token}},
+		Contexts:       map[string]*clientcmdapi.Context{"sa": {Cluster: "local", AuthInfo: "sa"}},
+		CurrentContext: "sa",
+	}, kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A node as the controller leaves it: tainted, listed, with its condition.
+	node := nodes[len(nodes)-1]
+	n, err := env.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if readinessTaints(n) == 0 {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: taintKey, Effect: corev1.TaintEffectNoSchedule})
+		if _, err := env.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	if err := framework.BuildCommands(ctx, dir, "./cmd/nodehealth-controller"); err != nil {
+		t.Fatal(err)
+	}
+	args := append(slices.Clone(spec.Containers[0].Args), "--kubeconfig", kubeconfig)
+	cmdOut, err := exec.CommandContext(ctx, filepath.Join(dir, "nodehealth-controller"), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the Job's command %v: %v\n%s", args, err, cmdOut)
+	}
+	t.Logf("the Job's command %v:\n%s", args, cmdOut)
+	d, err := env.Client.AppsV1().Deployments(systemNamespace).Get(ctx, controllerName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 0 {
+		t.Errorf("the controller's Deployment has %v replicas after the Job, want 0", d.Spec.Replicas)
+	}
+	for _, name := range nodes {
+		n, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if readinessTaints(n) != 0 || conditionStatus(n) != "" || n.Annotations["nodehealth.io/system-extensions"] != "" {
+			t.Errorf("node %s after the Job: taints %v, condition %q, extensions %q", name, n.Spec.Taints, conditionStatus(n), n.Annotations["nodehealth.io/system-extensions"])
+		}
+	}
 }
 
 func describePods(pods []corev1.Pod) string {
@@ -481,6 +570,8 @@ func testExactRules(t *testing.T, ctx context.Context) {
 		{"", "nodes/status", "patch", ""},
 		{"", "pods", "list", ""},
 		{"", "pods/eviction", "create", ""},
+		// The reviews of serving.metricsAuthentication Delegated.
+		{"authentication.k8s.io", "tokenreviews", "create", ""}, {"authorization.k8s.io", "subjectaccessreviews", "create", ""},
 	}
 	const lease = "coordination.k8s.io"
 	want := map[string][]rule{
@@ -652,8 +743,49 @@ func testRunsAsServiceAccount(t *testing.T, ctx context.Context, nodes []string)
 	if _, err := env.WaitForLease(ctx, leaseNamespace, canaryLease, func(l *coordinationv1.Lease) bool { return l.Spec.RenewTime != nil }); err != nil {
 		t.Fatalf("canary: %v\n%s", err, p.LogTail(30))
 	}
+	// With the configuration as installed (no rules), a node that lists no
+	// extension is not written: no taint, annotation or condition.
+	plain := "deploy-plain"
+	if _, err := env.Client.CoreV1().Nodes().Create(ctx, framework.NewKwokNode(plain, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.DeleteNode(context.Background(), plain) })
+	select {
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	case <-time.After(10 * time.Second):
+	}
+	n, err := env.Client.CoreV1().Nodes().Get(ctx, plain, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range n.ManagedFields {
+		if strings.Contains(mf.Manager, "nodehealth") {
+			t.Errorf("the default configuration wrote node %s (%s %s by %s)", plain, mf.Operation, mf.Subresource, mf.Manager)
+		}
+	}
+	if readinessTaints(n) != 0 || conditionStatus(n) != "" || n.Annotations["nodehealth.io/system-extensions"] != "" {
+		t.Errorf("the default configuration gated node %s: taints %v, condition %q", plain, n.Spec.Taints, conditionStatus(n))
+	}
+
+	// The documented next step: a kube-proxy rule (docs/controller.md,
+	// "Rolling out a rule"), written into the file the controller re-reads.
+	cfg["extensionRules"] = []any{map[string]any{"name": "kube-proxy", "nodeSelector": map[string]any{}, "startupTimeout": "10m", "failurePolicy": "KeepGated"}}
+	if data, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	// A changed file makes the controller release leadership and exit for
+	// its pod to be restarted; here the test restarts it.
+	stop()
+	if err := os.WriteFile(configPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = env.StartProcess(framework.ProcessSpec{Name: "nodehealth-controller-kube-proxy-rule", Path: controllerBinary(t), Args: []string{"--config", configPath}}); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
 	// The kube-proxy rule selects every node: its entry is written, and the
-	// nodes (found gated) report why in their condition.
+	// nodes report why in their condition.
 	for _, name := range nodes {
 		_, err := env.WaitForNode(ctx, name, func(n *corev1.Node) bool {
 			return strings.Contains(n.Annotations["nodehealth.io/system-extensions"], "kube-proxy") && conditionStatus(n) == corev1.ConditionFalse

@@ -129,6 +129,8 @@ func TestOperatorInstall(t *testing.T) {
 		{shadowGroup, "updatepolicies", "get", ""}, {shadowGroup, "updatepolicies", "list", ""},
 		{shadowGroup, "updatepolicies", "watch", ""}, {shadowGroup, "updatepolicies/status", "update", ""},
 		{"", "nodes", "get", ""}, {"", "nodes", "list", ""}, {"", "nodes", "watch", ""},
+		// The reviews of serving.metricsAuthentication Delegated.
+		{"authentication.k8s.io", "tokenreviews", "create", ""}, {"authorization.k8s.io", "subjectaccessreviews", "create", ""},
 	}
 	const lease = "coordination.k8s.io"
 	want := map[string][]rule{

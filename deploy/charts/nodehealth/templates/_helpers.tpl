@@ -1,10 +1,12 @@
 {{/*
 Labels of every object: Helm's recommended ones, the part-of/component
-labels of the kustomize bases, and commonLabels.
+labels of the kustomize bases, and commonLabels. app.kubernetes.io/name is
+the component (what the kustomize bases' pods carry).
 Call with (dict "ctx" $ "component" "nodehealth-controller").
 */}}
 {{- define "nodehealth.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ .component }}
 app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
 app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
@@ -16,22 +18,69 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
 {{/*
-The image of one binary: [image.registry/]nodehealth/<binary>:<tag>.
-Call with (dict "ctx" $ "binary" "nodehealth-controller").
+The labels of a component's pods: its selector label
+(app.kubernetes.io/name, as in the kustomize bases; selectors cannot change
+on upgrade), the other labels of every object, and podLabels.
+Call with (dict "ctx" $ "component" "nodehealth-controller" "values" .Values.controller).
+*/}}
+{{- define "nodehealth.podLabels" -}}
+{{- $l := include "nodehealth.labels" (dict "ctx" .ctx "component" .component) | fromYaml -}}
+{{- $l = merge (deepCopy (.values.podLabels | default dict)) $l -}}
+{{ toYaml $l }}
+{{- end }}
+
+{{/*
+The image of one binary: <repository>[:<tag>][@<digest>]. repository
+defaults to [image.registry/]nodehealth/<binary>; tag to image.tag, then
+the chart's appVersion; a digest pins the image (the tag stays readable).
+Call with (dict "ctx" $ "binary" "nodehealth-controller" "image" .Values.controller.image).
 */}}
 {{- define "nodehealth.image" -}}
 {{- $v := .ctx.Values.image -}}
-{{- $repo := printf "nodehealth/%s" .binary -}}
+{{- $c := .image | default dict -}}
+{{- $repo := $c.repository -}}
+{{- if not $repo }}
+{{- $repo = printf "nodehealth/%s" .binary -}}
 {{- if $v.registry }}{{ $repo = printf "%s/%s" (trimSuffix "/" $v.registry) $repo }}{{ end -}}
-{{ $repo }}:{{ $v.tag | default .ctx.Chart.AppVersion }}
+{{- end -}}
+{{- $tag := $c.tag | default $v.tag | default .ctx.Chart.AppVersion -}}
+{{ $repo }}:{{ $tag }}{{ with $c.digest }}@{{ . }}{{ end }}
+{{- end }}
+
+{{/*
+The environment of a container: the chart's own variables (a list of
+EnvVar), except those extraEnv sets, then extraEnv.
+Call with (dict "env" (list ...) "extraEnv" .Values.controller.extraEnv).
+*/}}
+{{- define "nodehealth.env" -}}
+{{- $extra := .extraEnv | default list -}}
+{{- $names := list -}}
+{{- range $extra }}{{ $names = append $names .name }}{{ end -}}
+{{- $out := list -}}
+{{- range .env }}{{ if not (has .name $names) }}{{ $out = append $out . }}{{ end }}{{ end -}}
+{{- $out = concat $out $extra -}}
+{{- if $out }}
+{{ toYaml $out }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pod's priorityClassName: priorityClass.name, created by the chart when
+priorityClass.create, else an existing class; empty: none.
+*/}}
+{{- define "nodehealth.priorityClassName" -}}
+{{- with .priorityClass }}{{ .name | default "" }}{{ end -}}
 {{- end }}
 
 {{/*
 The objects of a file copied from the kustomize bases (files/, written by
-hack/update-chart.sh), each with the chart's labels added. The RBAC and
+hack/update-chart.sh), each with the chart's labels added and the bases'
+namespace nodehealth-system replaced by the release's (the Namespace object
+itself left out: helm install --create-namespace creates it). The RBAC and
 admission policies are rendered from these files, not rewritten here, so
 that `kubectl apply -k deploy/` and this chart grant exactly the same rules.
-Call with (dict "ctx" $ "file" "files/controller/rbac.yaml" "component" "...").
+Call with (dict "ctx" $ "file" "files/controller/rbac.yaml" "component" "..."),
+and "annotations" (a dict) to add annotations to every object.
 */}}
 {{- define "nodehealth.fromFile" -}}
 {{- $ctx := .ctx -}}
@@ -43,9 +92,23 @@ Call with (dict "ctx" $ "file" "files/controller/rbac.yaml" "component" "...").
 {{- if $obj }}
 {{- if hasKey $obj "Error" }}{{ fail (printf "%s: %s" $.file $obj.Error) }}{{ end }}
 {{- $meta := $obj.metadata }}
+{{- /* The kustomize bases' nodehealth-system is the release's namespace. */}}
+{{- if not (and (eq $obj.kind "Namespace") (eq $meta.name "nodehealth-system")) }}
+{{- if eq ($meta.namespace | default "") "nodehealth-system" }}
+{{- $_ := set $meta "namespace" $ctx.Release.Namespace }}
+{{- end }}
+{{- range $obj.subjects | default list }}
+{{- if eq (.namespace | default "") "nodehealth-system" }}
+{{- $_ := set . "namespace" $ctx.Release.Namespace }}
+{{- end }}
+{{- end }}
 {{- $_ := set $meta "labels" (merge (dict) ($meta.labels | default dict) $labels) }}
+{{- with $.annotations }}
+{{- $_ := set $meta "annotations" (merge (dict) ($meta.annotations | default dict) .) }}
+{{- end }}
 ---
 {{ toYaml $obj }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -61,12 +124,29 @@ Call with (dict "ctx" $ "file" "files/controller/rbac.yaml" "component" "...").
 {{- end }}
 
 {{/*
-A configuration object from values, with apiVersion and kind filled in.
-Call with (dict "config" .Values.controller.config "kind" "NodeHealthControllerConfiguration").
+A configuration object from values, with apiVersion and kind filled in,
+and with "namespace", leaderElection.resourceNamespace unless set.
+Call with (dict "config" .Values.controller.config "kind" "NodeHealthControllerConfiguration" "namespace" "...").
 */}}
 {{- define "nodehealth.config" -}}
 {{- $c := deepCopy (.config | default dict) -}}
 {{- $_ := set $c "apiVersion" "config.nodehealth.io/v1alpha1" -}}
 {{- $_ := set $c "kind" .kind -}}
+{{- /* The leader-election Lease lives in the release's namespace, where the RBAC grants it. */}}
+{{- if .namespace }}
+{{- $le := $c.leaderElection | default dict }}
+{{- if not $le.resourceNamespace }}
+{{- $_ := set $le "resourceNamespace" .namespace }}
+{{- $_ := set $c "leaderElection" $le }}
+{{- end }}
+{{- end -}}
 {{ toYaml $c }}
+{{- end }}
+
+{{/*
+The namespace of the controller, the update operator and the uninstall
+hook: the release's. Their RBAC and leader-election Leases follow it.
+*/}}
+{{- define "nodehealth.namespace" -}}
+{{ .Release.Namespace }}
 {{- end }}

@@ -57,7 +57,7 @@ func SetDefaults_NodeHealthControllerConfiguration(obj *configv1alpha1.NodeHealt
 	// below API Priority and Fairness' default share for a workload-high
 	// controller.
 	setClientConnectionDefaults(&obj.ClientConnection, 100, 200)
-	componentbaseconfigv1alpha1.RecommendedDebuggingConfiguration(&obj.Debugging)
+	setDebuggingOff(&obj.Debugging)
 	logsapi.SetRecommendedLoggingConfiguration(&obj.Logging)
 	setServingDefaults(&obj.Serving, "0.0.0.0:8080", "0.0.0.0:8081")
 
@@ -166,7 +166,7 @@ func SetDefaults_FileProbe(obj *configv1alpha1.FileProbe) {
 func SetDefaults_UpdateOperatorConfiguration(obj *configv1alpha1.UpdateOperatorConfiguration) {
 	setLeaderElectionDefaults(&obj.LeaderElection, DefaultOperatorLeaderElectionName)
 	setClientConnectionDefaults(&obj.ClientConnection, 20, 40)
-	componentbaseconfigv1alpha1.RecommendedDebuggingConfiguration(&obj.Debugging)
+	setDebuggingOff(&obj.Debugging)
 	logsapi.SetRecommendedLoggingConfiguration(&obj.Logging)
 	setServingDefaults(&obj.Serving, "0.0.0.0:8080", "0.0.0.0:8081")
 
@@ -235,9 +235,11 @@ func setClientConnectionDefaults(obj *componentbaseconfigv1alpha1.ClientConnecti
 	componentbaseconfigv1alpha1.RecommendedDefaultClientConnectionConfiguration(obj)
 }
 
-// setDebuggingOff defaults profiling off for the per-node binaries: they
-// often run in the host network, where a pprof endpoint would be reachable
-// by anything that can reach the node.
+// setDebuggingOff defaults profiling off for every component (component-base
+// recommends it on): /debug/pprof is served on the metrics address without
+// authentication, and the per-node binaries often run in the host network,
+// where it would be reachable by anything that can reach the node. Turn it
+// on while investigating (debugging.enableProfiling: true).
 func setDebuggingOff(obj *componentbaseconfigv1alpha1.DebuggingConfiguration) {
 	if obj.EnableProfiling == nil {
 		obj.EnableProfiling = ptr.To(false)
@@ -251,6 +253,9 @@ func setServingDefaults(obj *configv1alpha1.ServingConfiguration, metrics, healt
 	}
 	if obj.HealthzBindAddress == "" {
 		obj.HealthzBindAddress = healthz
+	}
+	if obj.MetricsAuthentication == "" {
+		obj.MetricsAuthentication = configv1alpha1.MetricsAuthenticationNone
 	}
 }
 

@@ -181,7 +181,7 @@ func RenderLeaseName(tmpl, extension, node string) string {
 func ValidateExtensionHeartbeatConfiguration(c *config.ExtensionHeartbeatConfiguration) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, validateClientConnection(&c.ClientConnection, field.NewPath("clientConnection"))...)
-	errs = append(errs, validateServing(&c.Serving, field.NewPath("serving"))...)
+	errs = append(errs, validatePlainServing(&c.Serving, field.NewPath("serving"))...)
 	errs = append(errs, validateExtensionName(c.ExtensionName, field.NewPath("extensionName"))...)
 	errs = append(errs, validateLeaseSettings(&c.Lease, field.NewPath("lease"))...)
 	errs = append(errs, validateProbe(&c.Probe, field.NewPath("probe"))...)
@@ -279,7 +279,7 @@ func ValidateUpdateOperatorConfiguration(c *config.UpdateOperatorConfiguration) 
 func ValidateUpdateAgentConfiguration(c *config.UpdateAgentConfiguration) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, validateClientConnection(&c.ClientConnection, field.NewPath("clientConnection"))...)
-	errs = append(errs, validateServing(&c.Serving, field.NewPath("serving"))...)
+	errs = append(errs, validatePlainServing(&c.Serving, field.NewPath("serving"))...)
 	if c.APISocketPath == "" {
 		errs = append(errs, field.Required(field.NewPath("apiSocketPath"), ""))
 	}
@@ -380,6 +380,28 @@ func validateServing(s *config.ServingConfiguration, path *field.Path) field.Err
 	var errs field.ErrorList
 	errs = append(errs, validateHostPort(s.MetricsBindAddress, path.Child("metricsBindAddress"))...)
 	errs = append(errs, validateHostPort(s.HealthzBindAddress, path.Child("healthzBindAddress"))...)
+	switch s.MetricsAuthentication {
+	case "", config.MetricsAuthenticationNone:
+	case config.MetricsAuthenticationDelegated:
+		if s.MetricsBindAddress == s.HealthzBindAddress {
+			errs = append(errs, field.Invalid(path.Child("metricsAuthentication"), s.MetricsAuthentication,
+				"Delegated needs metricsBindAddress and healthzBindAddress to differ: the kubelet's probes stay plain HTTP"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(path.Child("metricsAuthentication"), s.MetricsAuthentication,
+			[]string{string(config.MetricsAuthenticationNone), string(config.MetricsAuthenticationDelegated)}))
+	}
+	return errs
+}
+
+// validatePlainServing is validateServing for the per-node binaries, which
+// serve their metrics plainly (their memory is paid on every node).
+func validatePlainServing(s *config.ServingConfiguration, path *field.Path) field.ErrorList {
+	errs := validateServing(s, path)
+	if s.MetricsAuthentication == config.MetricsAuthenticationDelegated {
+		errs = append(errs, field.NotSupported(path.Child("metricsAuthentication"), s.MetricsAuthentication,
+			[]string{string(config.MetricsAuthenticationNone)}))
+	}
 	return errs
 }
 

@@ -73,6 +73,11 @@ func TestValidateNodeHealthControllerConfiguration(t *testing.T) {
 		{"burst", func(c C) { c.ClientConnection.Burst = 0 }, "clientConnection.burst", "at least 1"},
 		{"metrics address", func(c C) { c.Serving.MetricsBindAddress = "8080" }, "serving.metricsBindAddress", "host:port"},
 		{"healthz port", func(c C) { c.Serving.HealthzBindAddress = ":99999" }, "serving.healthzBindAddress", "1 to 65535"},
+		{"metrics authentication", func(c C) { c.Serving.MetricsAuthentication = "Token" }, "serving.metricsAuthentication", "Unsupported value"},
+		{"delegated metrics beside the probes", func(c C) {
+			c.Serving.MetricsAuthentication = config.MetricsAuthenticationDelegated
+			c.Serving.HealthzBindAddress = c.Serving.MetricsBindAddress
+		}, "serving.metricsAuthentication", "differ"},
 		{"lease namespace", func(c C) { c.LeaseNamespace = "Not_A_Namespace" }, "leaseNamespace", "Invalid value"},
 		{"lease namespace empty", func(c C) { c.LeaseNamespace = "" }, "leaseNamespace", "Required"},
 		{"taint key", func(c C) { c.Taint.Key = "not a key" }, "taint.key", "Invalid value"},
@@ -153,6 +158,7 @@ func TestValidateExtensionHeartbeatConfiguration(t *testing.T) {
 		{"affectsReadiness without register", func(c C) { c.AffectsReadiness = false }, "affectsReadiness", "register: true"},
 		{"qps", func(c C) { c.ClientConnection.QPS = -1 }, "clientConnection.qps", "greater than zero"},
 		{"serving", func(c C) { c.Serving.HealthzBindAddress = "" }, "serving.healthzBindAddress", "Required"},
+		{"delegated metrics on a node", func(c C) { c.Serving.MetricsAuthentication = config.MetricsAuthenticationDelegated }, "serving.metricsAuthentication", "Unsupported value"},
 	})
 }
 

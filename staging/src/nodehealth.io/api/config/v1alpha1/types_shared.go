@@ -16,7 +16,28 @@ type ServingConfiguration struct {
 	// HealthzBindAddress is the host:port that serves /healthz, /livez and
 	// /readyz for the kubelet's probes.
 	HealthzBindAddress string `json:"healthzBindAddress,omitempty"`
+
+	// MetricsAuthentication is None (plain HTTP, anyone who reaches the port
+	// reads /metrics) or Delegated: /metrics (and /debug/pprof) over HTTPS
+	// with a self-signed certificate, for clients whose bearer token the API
+	// server authenticates (TokenReview) and authorizes for get on the
+	// non-resource URL /metrics (SubjectAccessReview), as
+	// kube-controller-manager does. Health endpoints stay plain. Delegated
+	// needs metricsBindAddress to differ from healthzBindAddress; only the
+	// node-health controller and the update operator support it.
+	MetricsAuthentication MetricsAuthentication `json:"metricsAuthentication,omitempty"`
 }
+
+// MetricsAuthentication says who may read a binary's metrics.
+type MetricsAuthentication string
+
+const (
+	// MetricsAuthenticationNone serves the metrics over plain HTTP to anyone.
+	MetricsAuthenticationNone MetricsAuthentication = "None"
+	// MetricsAuthenticationDelegated serves them over HTTPS to clients the
+	// API server authenticates and authorizes.
+	MetricsAuthenticationDelegated MetricsAuthentication = "Delegated"
+)
 
 // LeaseSettings describes the coordination.k8s.io/v1 Lease through which an
 // extension proves it is alive (docs/controller.md, §6). The extension heartbeat and the
