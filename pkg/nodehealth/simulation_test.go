@@ -60,6 +60,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 28, Name: "a stopped controller observes nothing: its informers' late events made the model taint a node the new controller holds (driver)"},
 	{Seed: 16365078962249930749, Name: "a stopped controller observes nothing: two nodes ungated by the model on events only the old instance saw (driver)"},
 	{Seed: 8340306768581789401, Name: "an ungate and a new gate (a reboot) in one second end the escalation: the driver sampled only the end of the second (driver)"},
+	{Seed: 656584010092113126, Name: "a node re-created while the controller writes it: its retries wait for the informer to deliver the new object instead of spinning (driver)"},
 	{Seed: 4921215255747016209, Name: "a planned release found at start on a node whose boot record reveals a reboot belongs to the boot before it"},
 }
 
@@ -577,7 +578,7 @@ func (s *simulation) startController() {
 	// happens in the same simulated second, as it would in a real one.
 	c.evictionLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
 	c.queue.ShutDown()
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](immediateRetry{},
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](&immediateRetry{},
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodehealth", Clock: s.clk})
 	s.c = c
 	nodeInf := nodeInformer.Informer()
@@ -1089,12 +1090,41 @@ func (s *simulation) compare(quiet bool) bool {
 }
 
 // immediateRetry retries a failed sync at once (a real controller's first
-// back-off, 5 ms, is below the simulation's resolution).
-type immediateRetry struct{}
+// back-offs, 5 ms and up, are below the simulation's resolution), a few
+// times: a sync that keeps failing waits for the next simulated second.
+// Some failures only end once the informer delivers what is pending (a node
+// re-created while the controller wrote it): retried at once forever, the
+// workers would never let the driver deliver it, where a real controller's
+// back-off does.
+type immediateRetry struct {
+	mu    sync.Mutex
+	fails map[string]int
+}
 
-func (immediateRetry) When(string) time.Duration { return 0 }
-func (immediateRetry) Forget(string)             {}
-func (immediateRetry) NumRequeues(string) int    { return 0 }
+func (r *immediateRetry) When(key string) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fails == nil {
+		r.fails = map[string]int{}
+	}
+	r.fails[key]++
+	if r.fails[key] > 3 {
+		return time.Nanosecond
+	}
+	return 0
+}
+
+func (r *immediateRetry) Forget(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.fails, key)
+}
+
+func (r *immediateRetry) NumRequeues(key string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fails[key]
+}
 
 func viewString(v model.NodeView) string {
 	s := "untainted"
