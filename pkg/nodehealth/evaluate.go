@@ -472,6 +472,7 @@ func (e *evaluation) gateTransition() {
 		st.readyInBoot = true
 	}
 
+	e.startupExpiryCause()
 	if st.gated && !st.full {
 		for _, s := range e.notReady {
 			st.scope.Insert(s.name)
@@ -519,19 +520,30 @@ func (e *evaluation) stayOrBecomeGated() {
 	case st.cause == causeNotReady && e.allPlanned:
 		st.cause = causeMaintenance
 	}
-	if len(st.startupExpired) > 0 && !st.readyInBoot {
-		expired := false
-		for _, s := range e.notReady {
-			expired = expired || s.reason == extStartupTimeout
-		}
-		switch {
-		case expired && st.cause != causeStartupExpiry:
-			st.causeBeforeExpiry, st.cause = st.cause, causeStartupExpiry
-		case !expired && st.cause == causeStartupExpiry:
-			// The late extension came up: the gate is its cause's again
-			// while the others renew.
-			st.cause = st.causeBeforeExpiry
-		}
+}
+
+// startupExpiryCause makes StartupTimeout the gate's reason while an
+// extension that missed its startup timeout (KeepGated) has not come up, and
+// gives the gate its own cause back once it has. Every gating extension
+// counts, ready or not: after a reboot the Lease of the previous boot may
+// still be valid when the timeout passes, and the extension has not come up
+// in this boot all the same.
+func (e *evaluation) startupExpiryCause() {
+	st := e.st
+	if !st.gated || len(st.startupExpired) == 0 || st.readyInBoot {
+		return
+	}
+	expired := false
+	for _, s := range e.gating {
+		expired = expired || s.reason == extStartupTimeout
+	}
+	switch {
+	case expired && st.cause != causeStartupExpiry:
+		st.causeBeforeExpiry, st.cause = st.cause, causeStartupExpiry
+	case !expired && st.cause == causeStartupExpiry:
+		// The late extension came up: the gate is its cause's again
+		// while the others renew.
+		st.cause = st.causeBeforeExpiry
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -141,5 +142,34 @@ func TestTheStartupTimeoutReasonEndsWhenTheLateExtensionComesUp(t *testing.T) {
 	}
 	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonNodeRegistered {
 		t.Errorf("condition %s once cni came up, want %s", r, nodev1alpha1.ReasonNodeRegistered)
+	}
+}
+
+// After a reboot the extension's Lease from the previous boot may still be
+// within its duration when the startup timeout passes: the extension has not
+// come up in this boot, so the timeout is reported all the same (seed 22 of
+// the simulation, where the old Lease outlived an 11 s timeout by a second).
+func TestAStartupTimeoutIsReportedWhileTheLeaseOfThePreviousBootIsStillValid(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: labels.Everything(), AffectsReadiness: true,
+		StartupTimeout: 5 * time.Second, FailurePolicy: FailurePolicyKeepGated})
+	f := newFixture(t, opts, readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	f.renew("cni", "n1")
+	f.sync("n1")
+	f.clock.Step(2 * time.Second)
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.sync("n1")
+	if r := f.condition("n1").Reason; r != string(causeRebooted) {
+		t.Fatalf("condition %s after the reboot, want %s", r, causeRebooted)
+	}
+	f.clock.Step(6 * time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("ungated although cni never renewed in this boot")
+	}
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonStartupTimeout {
+		t.Errorf("condition %s once cni's startup timeout passed with its old Lease still valid, want %s", r, nodev1alpha1.ReasonStartupTimeout)
 	}
 }

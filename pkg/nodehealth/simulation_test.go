@@ -65,6 +65,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 16453071871301386689, Name: "a startup timeout passing while the own view is stale restarts at the lift; StartupTimeout ends when the late extension comes up"},
 	{Seed: 8571825671609677723, Name: "after a restart the drain invariant waits for the new instance's own eviction clock (driver)"},
 	{Seed: 4921215255747016209, Name: "a planned release found at start on a node whose boot record reveals a reboot belongs to the boot before it"},
+	{Seed: 22, Name: "a startup timeout passing while the Lease of the previous boot is still valid is reported as one"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that
