@@ -205,6 +205,7 @@ func (e *evaluation) bootChange() {
 		}
 	case firstSight && e.env.live:
 		st.gate(causeNew, now)
+		st.createdLive = true
 	case firstSight && f.tainted:
 		// Found gated after a start or a failover: the gate stands, and the
 		// extensions must renew again after this moment.
@@ -243,7 +244,7 @@ func (e *evaluation) extensionStatuses() {
 			missing[ext.name] = s.failedAt
 		case obs.released():
 			s.reason = extLeaseReleased
-			s.planned = e.plannedInThisBoot(ext.name, obs.reason)
+			s.planned = e.plannedInThisBoot(ext.name, obs.reason, obs.releasedAt)
 			// A planned release asks for maintenance: it gates even
 			// from an extension whose failures never do.
 			s.gating = s.gating || s.planned
@@ -292,25 +293,35 @@ func (e *evaluation) extensionStatuses() {
 	e.collectGating()
 }
 
-// plannedInThisBoot reports whether a release with reason is planned and was
-// made in the node's current boot. The boot a release belongs to is the one
-// in which it was first seen: after a reboot the node's gate is the reboot
-// gate over its gating extensions, whatever the releasing extension (the
-// updater, which renews only once the Node shows the new boot) does next.
-func (e *evaluation) plannedInThisBoot(extension, reason string) bool {
+// plannedInThisBoot reports whether a release with reason, observed at
+// releasedAt, is planned and was made in the node's current boot. The boot a
+// release belongs to is the one in which it was first seen: after a reboot
+// the node's gate is the reboot gate over its gating extensions, whatever the
+// releasing extension (the updater, which renews only once the Node shows the
+// new boot) does next. A release observed before the controller watched the
+// Node being created was made for an earlier Node of that name: it belongs to
+// no boot of this one.
+func (e *evaluation) plannedInThisBoot(extension, reason string, releasedAt time.Time) bool {
 	if !e.env.opts.MaintenanceReasons.Has(reason) {
 		return false
 	}
 	boot, seen := e.st.plannedBoot[extension]
 	if !seen {
 		boot = e.f.bootID
-		if e.releasesBoot != "" {
+		switch {
+		case e.st.createdLive && releasedAt.Before(e.st.firstSeen):
+			boot = releasedForEarlierNode
+		case e.releasesBoot != "":
 			boot = e.releasesBoot
 		}
 		e.st.plannedBoot[extension] = boot
 	}
 	return boot == e.f.bootID
 }
+
+// releasedForEarlierNode marks a release made for a deleted Node of the same
+// name; no bootID equals it.
+const releasedForEarlierNode = "(a deleted node of this name)"
 
 // collectGating lists the gating statuses.
 func (e *evaluation) collectGating() {

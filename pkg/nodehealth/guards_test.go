@@ -10,6 +10,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	core "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -689,5 +690,46 @@ func TestAStartupTimeoutPassingWhileTheViewIsStaleRestartsAtTheLift(t *testing.T
 				t.Errorf("still gated 30 s after the lift (condition %s), want failed open", r)
 			}
 		})
+	}
+}
+
+// A Node deleted while its updater had released its Lease for maintenance,
+// and a new Node of that name created: the release was made for the Node
+// that is gone, so it does not gate the new one (simulation seed 40, where
+// the re-created node waited for an updater that would never renew).
+func TestAPlannedReleaseObservedBeforeTheNodeWasCreatedDoesNotGateIt(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = append(opts.Rules, Rule{Name: "updater", Extension: "updater", Selector: labels.Everything(), AffectsReadiness: false,
+		FailurePolicy: FailurePolicyKeepGated})
+	released := lease("updater", "n1", "", t0)
+	released.Annotations = map[string]string{nodev1alpha1.ReasonAnnotation: nodev1alpha1.ReasonUpdating}
+	f := newFixture(t, opts, released)
+	f.clock.Step(10 * time.Second)
+	node := newNode("n1")
+	if err := f.client.Tracker().Add(node); err != nil {
+		t.Fatal(err)
+	}
+	f.nodeIndexer().Add(node.DeepCopy())
+	f.live("n1")
+	f.sync("n1")
+	if r := f.condition("n1").Reason; !f.tainted("n1") || r != string(causeNew) {
+		t.Fatalf("new node: tainted %v, reason %s; want gated as %s", f.tainted("n1"), r, causeNew)
+	}
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Errorf("still gated (%s) by a release made before the node existed", f.condition("n1").Reason)
+	}
+	// A release made once the node exists (its updater came up, then
+	// released) is a request for maintenance.
+	f.clock.Step(time.Second)
+	f.renew("updater", "n1")
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.release("updater", "n1", nodev1alpha1.ReasonUpdating)
+	f.sync("n1")
+	if r := f.condition("n1").Reason; !f.tainted("n1") || r != nodev1alpha1.ReasonPlannedMaintenance {
+		t.Errorf("after a release in this node's boot: tainted %v, reason %s; want %s", f.tainted("n1"), r, nodev1alpha1.ReasonPlannedMaintenance)
 	}
 }

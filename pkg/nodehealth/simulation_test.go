@@ -66,6 +66,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 8571825671609677723, Name: "after a restart the drain invariant waits for the new instance's own eviction clock (driver)"},
 	{Seed: 4921215255747016209, Name: "a planned release found at start on a node whose boot record reveals a reboot belongs to the boot before it"},
 	{Seed: 22, Name: "a startup timeout passing while the Lease of the previous boot is still valid is reported as one"},
+	{Seed: 40, Name: "a release made for a deleted Node does not gate the new Node of that name"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that

@@ -130,6 +130,10 @@ type nodeState struct {
 	// plannedBoot is the bootID in which each planned release was first
 	// seen: a planned release gates only in the boot it was made in.
 	plannedBoot map[string]string
+	// createdLive: the controller watched this Node being created, so a
+	// release it observed before then was made for an earlier Node of the
+	// same name (plannedInThisBoot).
+	createdLive bool
 
 	// What was last reported, so Events and condition writes happen on
 	// transitions only.
