@@ -1,6 +1,7 @@
 package nodehealth
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -172,4 +173,38 @@ func TestAStartupTimeoutIsReportedWhileTheLeaseOfThePreviousBootIsStillValid(t *
 	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonStartupTimeout {
 		t.Errorf("condition %s once cni's startup timeout passed with its old Lease still valid, want %s", r, nodev1alpha1.ReasonStartupTimeout)
 	}
+}
+
+// After a restart every Lease counts as observed at the start, so a
+// non-gating extension that had expired looks ready until its grace runs out
+// again, and the condition's message then says again what the node already
+// holds: nothing to write (simulation seed 84, a write at steady state).
+func TestAConditionTheNodeAlreadyHoldsIsNotRewrittenAfterARestart(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = append(opts.Rules, Rule{Name: "updater", Extension: "updater", Selector: labels.Everything(), AffectsReadiness: false,
+		FailurePolicy: FailurePolicyKeepGated})
+	f := newFixture(t, opts, readyNode("n1"), lease("kube-proxy", "n1", "holder", t0), lease("updater", "n1", "holder", t0))
+	f.sync("n1")
+	for i := 0; i < 5; i++ {
+		f.clock.Step(10 * time.Second)
+		f.renew("kube-proxy", "n1")
+		f.sync("n1")
+	}
+	held := f.condition("n1")
+	if held.Status != v1.ConditionTrue || !strings.Contains(held.Message, "updater (LeaseExpired") {
+		t.Fatalf("condition %s/%s %q, want True naming the expired updater", held.Status, held.Reason, held.Message)
+	}
+
+	g := newFixture(t, opts, f.node("n1"), lease("kube-proxy", "n1", "holder", t0), lease("updater", "n1", "holder", t0))
+	g.sync("n1")
+	g.expectWrites()
+	for i := 0; i < 5; i++ {
+		g.clock.Step(10 * time.Second)
+		g.renew("kube-proxy", "n1")
+		g.sync("n1")
+	}
+	if c := g.condition("n1"); c.Message != held.Message {
+		t.Fatalf("message %q after the updater's grace ran out again, want %q", c.Message, held.Message)
+	}
+	g.expectWrites()
 }

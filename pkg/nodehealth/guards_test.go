@@ -103,8 +103,8 @@ func readyNodes(names ...string) []runtime.Object {
 // duration + grace. Expiry timers fire during the stall and the own-view
 // guard holds the taints; when the view recovers every Lease that was ready
 // when it went stale gets full grace, and no node is tainted for the
-// renewals the stall hid (DESIGN: such an outage "must end with no taint
-// added").
+// renewals the stall hid (docs/controller.md: such an outage ends with no taint
+// added).
 func TestAStallLongerThanALeaseEndsWithNoTaintAdded(t *testing.T) {
 	names := []string{"a", "b", "c"}
 	f := newFixture(t, guardOptions(), readyNodes(names...)...)

@@ -67,6 +67,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 4921215255747016209, Name: "a planned release found at start on a node whose boot record reveals a reboot belongs to the boot before it"},
 	{Seed: 22, Name: "a startup timeout passing while the Lease of the previous boot is still valid is reported as one"},
 	{Seed: 40, Name: "a release made for a deleted Node does not gate the new Node of that name"},
+	{Seed: 84, Name: "after a restart, a condition the node already holds word for word is not written again"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that
@@ -410,7 +411,7 @@ func (s *simulation) taintRemovals() sets.Set[string] {
 // ready and nothing observable changed (state includes the conditions'
 // messages, which name extensions that do not affect readiness), the
 // controller writes no Node
-// (DESIGN: steady-state cost follows the rate of change, not of renewals).
+// (steady-state cost follows the rate of change, not of renewals).
 func (s *simulation) checkSteadyWrites(quiet bool, state string) []string {
 	steady := quiet && s.prevQuiet && state == s.prevState && !strings.Contains(state, "=tainted/") && !strings.Contains(state, "/False")
 	s.prevQuiet, s.prevState = quiet, state

@@ -175,6 +175,12 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 	// controller would write: that is not drift.
 	drifted := !c.opts.DryRun && st.conditionSig != "" && (len(d.statuses) > 0 || hasCondition(node)) && !conditionMatches(node, r.status, r.reason)
 	r.conditionChanged = r.sig != st.conditionSig || drifted
+	if r.conditionChanged && !c.opts.DryRun && conditionHolds(node, r.status, r.reason, r.message) {
+		// The node already says exactly this (after a start, every Lease
+		// counts as fresh until its grace runs out, and the condition comes
+		// back to what the previous instance wrote): nothing to write.
+		st.conditionSig, r.conditionChanged = r.sig, false
+	}
 	r.escalated = st.escalated
 	c.updateContribution(name, contribution{reason: gateReason(st), notReady: notReadyNames(d.statuses), tracked: countGating(d.statuses) > 0})
 	return r

@@ -68,6 +68,17 @@ func conditionMatches(node *v1.Node, status v1.ConditionStatus, reason string) b
 	return false
 }
 
+// conditionHolds reports whether the node's SystemExtensionsReady condition
+// is exactly status, reason and message.
+func conditionHolds(node *v1.Node, status v1.ConditionStatus, reason, message string) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
+			return c.Status == status && c.Reason == reason && c.Message == message
+		}
+	}
+	return false
+}
+
 // nodeWrite is the state a sync wants on the Node object; writeNode turns it
 // into one merge patch of the differences.
 type nodeWrite struct {

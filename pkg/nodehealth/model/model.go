@@ -14,7 +14,7 @@
 // restart, and the controller's memory (gate, gateStart, scope, eviction
 // clock, fail-opens), which Start wipes.
 //
-// Every decision DESIGN leaves open is marked in the code with a comment that
+// Every decision the design text (docs/controller.md) leaves open is marked in the code with a comment that
 // starts "Choice:".
 package model
 

@@ -539,7 +539,7 @@ func (m *Model) placeTaint(n *node, f facts) {
 
 // writeCondition sets SystemExtensionsReady.
 //
-// Choice (DESIGN over docs): every evaluated node gets the condition, also a
+// Choice: every evaluated node gets the condition, also a
 // node that never listed a gating extension (True / NoRequiredExtensions),
 // even while it still carries its creation taint during the registration
 // grace.
