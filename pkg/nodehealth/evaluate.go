@@ -608,11 +608,7 @@ func (e *evaluation) escalationComesDue() bool {
 	if opts.Eviction.Mode == EvictionModeNone || opts.Eviction.Timeout < 0 || (st.escalated && !st.drainInterrupted) {
 		return false
 	}
-	elapsed := st.escElapsed
-	if !st.escRunningSince.IsZero() {
-		elapsed += e.now.Sub(st.escRunningSince)
-	}
-	return elapsed >= opts.Eviction.Timeout
+	return st.evictionClockRanOut(e.now, opts.Eviction.Timeout)
 }
 
 func (e *evaluation) escalation() {

@@ -158,11 +158,13 @@ func (c *Controller) escalateNode(ctx context.Context, name string) (time.Durati
 }
 
 // escalationDue re-checks a node queued for escalation: whether it still
-// fails, and whether a guard (blast radius, own view) holds its escalation.
+// fails and is due (escalated, or its eviction clock ran out: a drain retry
+// queued in an earlier failure may fire in the next one), and whether a
+// guard (blast radius, own view) holds its escalation.
 func (c *Controller) escalationDue(name string) (failing, held bool) {
 	c.mu.Lock()
 	st := c.nodes[name]
-	failing = st != nil && st.failing && st.gated
+	failing = st != nil && st.failing && st.gated && (st.escalated || st.evictionClockRanOut(c.clock.Now(), c.opts.Eviction.Timeout))
 	ownViewStale := c.ownViewStaleLocked()
 	c.mu.Unlock()
 	if !failing {

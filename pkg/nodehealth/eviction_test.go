@@ -152,3 +152,51 @@ func testCounter(t *testing.T, f *fixture, result string) float64 {
 	t.Helper()
 	return testutil.ToFloat64(f.c.metrics.Evictions.WithLabelValues(result))
 }
+
+// A drain retry still queued when the node recovered must not evict anything
+// when it fires during a new failure of the node whose eviction clock has not
+// run out (simulation seed 84: a refused pod's retry evicted the node's new
+// pods 10 s into its next failure, with a 30 s eviction timeout).
+func TestADrainRetryOfAnEarlierFailureDoesNotEvictInTheNextOne(t *testing.T) {
+	f := escalationDue(t, pod("blocked", "n1"))
+	refuse := true
+	f.client.PrependReactor("create", "pods", func(action core.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "eviction" || !refuse {
+			return false, nil, nil
+		}
+		err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: "The disruption budget web-pdb needs 1 healthy pods and has 1 currently"}}
+		return true, nil, err
+	})
+	if after, err := f.c.escalateNode(f.ctx, "n1"); err != nil || after != evictionInitialBackoff {
+		t.Fatalf("retry in %v (err %v), want the back-off", after, err)
+	}
+	// Recovered, then failing again before the retry fires.
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("not ungated after the renewal")
+	}
+	f.clock.Step(51 * time.Second)
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("not gated after the second expiry")
+	}
+	refuse = false
+	f.client.ClearActions()
+	if after, err := f.c.escalateNode(f.ctx, "n1"); err != nil || after != 0 {
+		t.Fatalf("retry in %v (err %v) in the new failure, want none", after, err)
+	}
+	if got := evictionsOf(f); len(got) != 0 {
+		t.Errorf("evicted %q with the new failure's eviction clock at 0s of 5m", got)
+	}
+	// Once the new failure's clock runs out, the node is escalated again.
+	f.clock.Step(5 * time.Minute)
+	f.sync("n1")
+	if after, err := f.c.escalateNode(f.ctx, "n1"); err != nil || after != 0 {
+		t.Fatalf("retry in %v (err %v) once due, want none", after, err)
+	}
+	if got := evictionsOf(f); len(got) != 1 || got[0] != "blocked" {
+		t.Errorf("evicted %q once the new failure was due, want [blocked]", got)
+	}
+}

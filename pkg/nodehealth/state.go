@@ -173,6 +173,16 @@ func (s *nodeState) gate(cause gateCause, now time.Time) {
 	}
 }
 
+// evictionClockRanOut reports whether the failure's eviction clock has
+// counted timeout by now, without moving it.
+func (s *nodeState) evictionClockRanOut(now time.Time, timeout time.Duration) bool {
+	elapsed := s.escElapsed
+	if !s.escRunningSince.IsZero() {
+		elapsed += now.Sub(s.escRunningSince)
+	}
+	return elapsed >= timeout
+}
+
 func (s *nodeState) ungate() {
 	s.gated = false
 	s.cause = causeNone
