@@ -475,6 +475,9 @@ func (c Config) Allowed(w World, prev, next Shadow) string {
 		if prev.Status != ErrorReset {
 			return fmt.Sprintf("called the update off in %s without a failure (the agent reports %q)", prev.Spec, prev.Status)
 		}
+		if PastDrain(prev) {
+			return "a failure after the drain was called off without halting the rollout"
+		}
 		if next.SpecVersion != prev.SpecVersion {
 			return "an abort changed spec.version (the agent compares its pin with it)"
 		}
