@@ -1041,9 +1041,13 @@ func (s *updaterSimulation) hostReacts(n *simNode) {
 			}
 		}
 	}
-	if sh, err := s.obsUp.UpdatesV1alpha1().BottlerocketShadows().Get(s.ctx, n.name, metav1.GetOptions{}); err == nil && planned {
+	// Never two boots into one update: a boot into the update (planned or
+	// not: a host that crashed with the update activated boots it) and then
+	// an agent's reboot of a host that already runs it.
+	if sh, err := s.obsUp.UpdatesV1alpha1().BottlerocketShadows().Get(s.ctx, n.name, metav1.GetOptions{}); err == nil && inFlight(sh.Spec.State) {
 		v := sh.Spec.Version
-		if v != "" && (brapi.SameVersion(ev.To, v) || brapi.SameVersion(ev.From, v)) {
+		into := brapi.SameVersion(ev.To, v) && !brapi.SameVersion(ev.From, v)
+		if v != "" && (into || (planned && brapi.SameVersion(ev.From, v))) {
 			key := sh.Annotations[startedAnnotation] + "/" + v
 			n.attemptBoots[key]++
 			if n.attemptBoots[key] > 1 {
@@ -1478,6 +1482,14 @@ func (s *updaterSimulation) check() {
 			if !slices.Contains(simUserLocks, st.VersionLock) {
 				s.fail("nothing-pinned-when-idle", "t=%s %s: spec and status Idle, but the version lock is %q (the user's is %q)", s.at(), nd.name, st.VersionLock, nd.userLock)
 			}
+		}
+		// A drained node whose reboot was asked for reboots: a refusal is
+		// asked again, a lost request after rebootGrace, while the update
+		// is armed and its agent runs (a liveness bound, generous).
+		if ok && err == nil && sh.Spec == model.Rebooted && raw.Status.RebootRequestedAt != nil && nd.downAt.IsZero() &&
+			raw.Status.RebootFromBootID == fmt.Sprintf("boot-%d", nd.boot) && activated(st) == raw.Spec.Version && nd.inc != nil &&
+			s.clk.Now().Sub(raw.Status.RebootRequestedAt.Time) > simRebootGrace+90*time.Second {
+			s.fail("drained-node-reboots", "t=%s %s: asked to reboot at %s, still up with the update armed", s.at(), nd.name, raw.Status.RebootRequestedAt.Sub(sim.Epoch))
 		}
 		// No node stays drained past its deadlines without being failed.
 		if !nd.taintedSince.IsZero() && ok && s.clk.Now().Sub(nd.taintedSince) > simRebootedDL+simMonitoringDL+simReturnDL+2*time.Second &&
