@@ -598,7 +598,8 @@ func (e *Emulator) rebootLocked() answer {
 		st.RebootsRefused++
 		e.logger.Info("Reboot refused (fault injected)")
 		e.saveLocked()
-		return textAnswer(http.StatusInternalServerError, "Unable to reboot: failed to run 'shutdown -r': a shutdown inhibitor is active (emulated refusal)")
+		// The body as the API server words its Reboot error.
+		return textAnswer(http.StatusInternalServerError, "Failed to reboot, exit code: 1, stderr: Operation inhibited by \"emulator\" (a shutdown inhibitor is active; emulated refusal)")
 	}
 	st.RebootRequests++
 	if st.Faults.RebootHangs {
