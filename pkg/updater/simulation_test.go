@@ -1334,8 +1334,10 @@ func (s *updaterSimulation) faults(now time.Time) {
 				n.userLock = lock
 				s.trace.Add("t=%s %s: a user sets the version lock to %s", s.at(), n.name, lock)
 			}
-		case n.downAt.IsZero() && (n.inc == nil || !n.inc.running) && r.Chance(0.0005):
-			// An unplanned reboot (a kernel panic, host maintenance).
+		case n.downAt.IsZero() && (n.inc == nil || !n.inc.running) && r.Chance(0.0005+0.02*armed(n)):
+			// An unplanned reboot (a kernel panic, host maintenance);
+			// likelier while an update is activated, where it matters: the
+			// host boots the update without the agent asking.
 			n.unplanned = true
 			if err := s.userClient(n).Reboot(s.ctx); err != nil {
 				n.unplanned = false
@@ -1466,11 +1468,14 @@ func (s *updaterSimulation) check() {
 		if nd.gone {
 			continue
 		}
-		// Nothing armed, nothing pinned, on a node at rest with spec Idle.
+		// Nothing armed, nothing pinned, on a node at rest with spec Idle:
+		// its agent's last sync read the current shadow and ended without
+		// an error. (Not trusting the agent's own bookkeeping, such as
+		// previousVersionLock: a sync that leaves it set has not aborted.)
 		raw, err := s.obsUp.UpdatesV1alpha1().BottlerocketShadows().Get(s.ctx, nd.name, metav1.GetOptions{})
 		inc := nd.inc
 		if ok && err == nil && inc != nil && !inc.running && inc.restOK && inc.syncedRV == raw.ResourceVersion &&
-			sh.Spec == model.Idle && (sh.Status == model.Idle) && raw.Status.PreviousVersionLock == "" && nd.downAt.IsZero() {
+			sh.Spec == model.Idle && sh.Status == model.Idle && nd.downAt.IsZero() {
 			if a := activated(st); a != "" {
 				s.fail("nothing-armed-when-idle", "t=%s %s: spec and status Idle, but update %s is activated on the host", s.at(), nd.name, a)
 			}
@@ -1499,6 +1504,14 @@ func (s *updaterSimulation) check() {
 	}
 	sort.Strings(line)
 	s.trace.Add("t=%s %s", s.at(), strings.Join(line, " "))
+}
+
+// armed is 1 while an update is activated on the node's host, else 0.
+func armed(n *simNode) float64 {
+	if activated(n.em.State()) != "" {
+		return 1
+	}
+	return 0
 }
 
 // activated is the version activated for the next boot, "" if none (or the
