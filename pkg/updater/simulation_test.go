@@ -72,11 +72,14 @@ import (
 
 // simRegressions are seeds that once found something, kept with what they
 // found. A change to the driver's schedule changes what a seed runs.
-var simRegressions = sim.Regressions{}
+var simRegressions = sim.Regressions{
+	{Seed: 1, Name: "a soak start whose healthy-since write conflicted is written again (the model requires SoakStart)"},
+}
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that a
-// CI run is deterministic; make simulate explores random ones.
-var simSmokeSeeds = []uint64{1, 2, 3}
+// CI run is deterministic; make simulate explores random ones. Few, to keep
+// make test short (a seed is about 2 s of CPU with -race).
+var simSmokeSeeds = []uint64{2}
 
 var simDeleteShadowsMidUpdate = flag.Bool("sim.delete-shadows-mid-update", false,
 	"let users delete shadows mid-update (an open finding: the version lock the agent pinned is never restored)")
@@ -94,8 +97,8 @@ func TestUpdaterSimulation(t *testing.T) {
 // observable state after each step.
 func TestUpdaterSimulationIsDeterministic(t *testing.T) {
 	const seed = 7
-	a := runUpdaterSimulation(t, seed, 300)
-	b := runUpdaterSimulation(t, seed, 300)
+	a := runUpdaterSimulation(t, seed, 200)
+	b := runUpdaterSimulation(t, seed, 200)
 	if a.Hash() != b.Hash() {
 		t.Fatalf("seed %d gave two traces:\n%s\n----\n%s", seed, a, b)
 	}
@@ -187,6 +190,7 @@ type incarnation struct {
 	timer    *parkTimer
 	next     time.Time // when Sync is due again
 	seenRV   string    // the shadow's and Node's resourceVersions its last Sync read
+	seenAPI  int64     // the cluster's resourceVersion then: unchanged, nothing changed
 	lastErr  error
 	restOK   bool // its last Sync read the current shadow and returned no error
 	syncedRV string
@@ -292,9 +296,11 @@ type updaterSimulation struct {
 	// opBackAt: the operator is down until then (a failover's gap).
 	opBackAt time.Time
 	opKillP  float64
-	maxLimit int
-	opts     Options
-	cfg      model.Config
+	// checkedRV is the cluster's resourceVersion at the last check.
+	checkedRV int64
+	maxLimit  int
+	opts      Options
+	cfg       model.Config
 
 	// Schedule of this seed.
 	badVersions  map[string]bool
@@ -338,6 +344,10 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	s := &updaterSimulation{t: t, ctx: ctx, seed: seed, rng: rng, clk: sim.NewClock(time.Second), trace: &sim.Trace{}, dir: dir}
 	s.api = sim.NewAPI(simScheme(), rng.Fork())
 	s.api.Clock = s.clk
+	// One quiet poll is enough: the driver counts every notification each
+	// controller handler ran (countingInformer), and starts no goroutine
+	// Settle could not see (agents and reboots are waited for by name).
+	s.api.SettlePolls = 1
 	s.opKube, s.opUpdates = kubefake.NewClientset(), fake.NewClientset()
 	s.agKube, s.agUpdates = kubefake.NewClientset(), fake.NewClientset()
 	s.kube, s.updates = kubefake.NewClientset(), fake.NewClientset()
@@ -657,6 +667,12 @@ func (s *updaterSimulation) settle() {
 func (s *updaterSimulation) deliver() bool {
 	any := false
 	for range 10000 {
+		if s.api.Pending() == 0 && s.idleOperator() {
+			// Nothing delivered or queued since the last settle: the
+			// informers and handlers have it all (a settle costs a few
+			// timer sleeps; most simulated seconds need none).
+			return any
+		}
 		n := s.api.Deliver(1)
 		s.settle()
 		if n == 0 {
@@ -666,6 +682,12 @@ func (s *updaterSimulation) deliver() bool {
 	}
 	s.t.Fatal("events kept coming: the operator writes without end")
 	return any
+}
+
+// idleOperator: no operator runs, or its handlers have run for every
+// notification and its queues are empty.
+func (s *updaterSimulation) idleOperator() bool {
+	return s.op == nil || (s.handlersDone() && s.op.c.queue.Len() == 0 && s.op.sc.Queued() == 0)
 }
 
 type simImmediateRetry struct{}
@@ -1015,11 +1037,11 @@ func (s *updaterSimulation) killAgent(n *simNode, restart bool) {
 // hostReacts takes the reboot the host accepted, if any: the host goes down
 // (the agent with it) and boots a few seconds later.
 func (s *updaterSimulation) hostReacts(n *simNode) {
-	st := n.em.State()
-	if st.RebootRequests <= n.requests {
+	requests := n.em.RebootRequests()
+	if requests <= n.requests {
 		return
 	}
-	n.requests = st.RebootRequests
+	n.requests = requests
 	var call hookCall
 	select {
 	case call = <-n.rebootCh:
@@ -1091,7 +1113,10 @@ func (s *updaterSimulation) agentDue(n *simNode) bool {
 	if inc == nil || inc.running {
 		return false
 	}
-	return !s.clk.Now().Before(inc.next) || s.rvs(n) != inc.seenRV
+	if !s.clk.Now().Before(inc.next) {
+		return true
+	}
+	return s.api.ResourceVersion() != inc.seenAPI && s.rvs(n) != inc.seenRV
 }
 
 func (s *updaterSimulation) rvs(n *simNode) string {
@@ -1107,7 +1132,7 @@ func (s *updaterSimulation) rvs(n *simNode) string {
 
 func (s *updaterSimulation) syncAgent(n *simNode) {
 	inc := n.inc
-	inc.seenRV = s.rvs(n)
+	inc.seenRV, inc.seenAPI = s.rvs(n), s.api.ResourceVersion()
 	shadowRV := strings.Split(inc.seenRV, "/")[0]
 	inc.syncedRV, inc.restOK = shadowRV, false
 	s.runInAgent(n, inc.a.Sync)
@@ -1276,7 +1301,13 @@ func (s *updaterSimulation) step() bool {
 			break
 		}
 	}
-	s.check()
+	// The checks when something was written, and every few seconds
+	// otherwise: what they find in a quiet second (a deadline the operator
+	// let pass) stays until they look.
+	if rv := s.api.ResourceVersion(); rv != s.checkedRV || s.clk.Elapsed()%(5*time.Second) == 0 {
+		s.checkedRV = rv
+		s.check()
+	}
 	if s.failure != "" {
 		s.t.Errorf("%s\nrecent trace:\n%s", s.failure, s.trace.Tail(60))
 		return false
@@ -1508,7 +1539,7 @@ func (s *updaterSimulation) check() {
 
 // armed is 1 while an update is activated on the node's host, else 0.
 func armed(n *simNode) float64 {
-	if activated(n.em.State()) != "" {
+	if n.em.Activated() != "" {
 		return 1
 	}
 	return 0
