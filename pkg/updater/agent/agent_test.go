@@ -1064,3 +1064,40 @@ func TestANodeThatRebootedIntoTheUpdateMidDrainReportsItInsteadOfRebootingAgain(
 		t.Error("the Lease stays released after the node came back on the update")
 	}
 }
+
+// TestAnAgentWhoseReportOfTheUpdateBootedMidDrainFailedNeverRebootsAgain:
+// found by the update simulation (a random seed, never-two-boots). The host
+// booted the activated update on its own mid-drain; the restarted agent finds
+// it running the update, but its report fails (a conflict: the operator wrote
+// the shadow in between). Its next sync must look at the host again, not
+// drain and reboot a host that already runs the update.
+func TestAnAgentWhoseReportOfTheUpdateBootedMidDrainFailedNeverRebootsAgain(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.pods.setBudget("web-2", "web-pdb")
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	mustSync(t, h, a)                                          // release; the controller taints
+	mustSync(t, h, a)                                          // a drain pass, blocked
+	if err := h.api.Reboot(context.Background()); err != nil { // not the agent's
+		t.Fatal(err)
+	}
+	h.settle()
+	h.pods.setBudget("web-2", "")
+	b := h.newAgent() // the reboot restarted the agent
+	if err := b.InitLease(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.shadows.mu.Lock()
+	h.shadows.conflictNext = 1
+	h.shadows.mu.Unlock()
+	if _, err := h.sync(b); err == nil {
+		t.Fatal("the report of the boot did not meet the conflict")
+	}
+	for i := 0; i < 4 && h.status().CurrentState != rebootedTo; i++ {
+		mustSync(t, h, b)
+	}
+	h.expectState(rebootedTo)
+	if st := h.em.State(); st.Reboots != 1 || st.Running != "1.21.0" {
+		t.Fatalf("reboots = %d, running %s: want the one unplanned boot into 1.21.0 and no second", st.Reboots, st.Running)
+	}
+}
