@@ -1101,3 +1101,34 @@ func TestAnAgentWhoseReportOfTheUpdateBootedMidDrainFailedNeverRebootsAgain(t *t
 		t.Fatalf("reboots = %d, running %s: want the one unplanned boot into 1.21.0 and no second", st.Reboots, st.Running)
 	}
 }
+
+// TestTheRebootMarkerIsClearedWhenAnUpdateEnds: found by the update
+// simulation (a random seed; the model refused an abort "past the drain"). An
+// update that completed or was called off kept status.rebootRequestedAt while
+// clearing rebootFromBootID, so the next attempt looked past its drain before
+// it drained: deleting that node in a scale-down would have been recorded as a
+// failed update (NodeDeleted) that halts the rollout.
+func TestTheRebootMarkerIsClearedWhenAnUpdateEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status updatesv1alpha1.ShadowState
+	}{
+		{"completed", monitoring},
+		{"called off after the marker", staged},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, emulator.Config{})
+			h.shadows.create()
+			h.shadows.mu.Lock()
+			h.shadows.shadow.Spec.Version = "1.20.0"
+			h.shadows.shadow.Status = updatesv1alpha1.BottlerocketShadowStatus{CurrentState: tc.status, CurrentVersion: "1.20.0",
+				RebootFromBootID: "boot-0", RebootRequestedAt: &metav1.Time{Time: t0}}
+			h.shadows.mu.Unlock()
+			a := h.newAgent()
+			mustSync(t, h, a)
+			if st := h.status(); st.CurrentState != idle || st.RebootFromBootID != "" || st.RebootRequestedAt != nil {
+				t.Errorf("status = %+v, want Idle with rebootFromBootID and rebootRequestedAt cleared", st)
+			}
+		})
+	}
+}

@@ -77,7 +77,9 @@ func (a *Agent) complete(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.CurrentState = updatesv1alpha1.StateIdle
 		st.CurrentVersion, st.TargetVersion = current, target
-		st.RebootFromBootID, st.PreviousVersionLock = "", ""
+		// The marker belongs to this attempt: a stale rebootRequestedAt
+		// would put the next attempt past its drain before it drained.
+		st.RebootFromBootID, st.RebootRequestedAt, st.PreviousVersionLock = "", nil, ""
 		meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
 		if success {
 			st.CrashCount = 0
@@ -133,7 +135,9 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.CurrentState = updatesv1alpha1.StateIdle
 		st.CurrentVersion, st.TargetVersion = current, target
-		st.RebootFromBootID, st.PreviousVersionLock = "", ""
+		// The marker belongs to this attempt: a stale rebootRequestedAt
+		// would put the next attempt past its drain before it drained.
+		st.RebootFromBootID, st.RebootRequestedAt, st.PreviousVersionLock = "", nil, ""
 		meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
 	})
 	if err != nil {
