@@ -132,7 +132,6 @@ var simUserLocks = []string{brapi.VersionLockLatest, simStartVersion}
 
 var (
 	simNodesGVR   = v1.SchemeGroupVersion.WithResource("nodes")
-	simPodsGVR    = v1.SchemeGroupVersion.WithResource("pods")
 	simShadowsGVR = updatesv1alpha1.SchemeGroupVersion.WithResource("bottlerocketshadows")
 	errKilled     = errors.New("sim: the process was killed")
 	errLost       = errors.New("sim: connection reset: the answer was lost")
@@ -305,7 +304,6 @@ type updaterSimulation struct {
 
 	// Schedule of this seed.
 	badVersions  map[string]bool
-	healthLag    time.Duration // the node-health controller taints this late
 	healthLagEnd time.Time
 
 	failure string // the first difference or broken invariant
