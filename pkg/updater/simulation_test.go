@@ -1102,6 +1102,12 @@ func (s *updaterSimulation) boot(n *simNode) {
 	s.writeNode(n, func(node *v1.Node) { node.Status.NodeInfo.BootID = fmt.Sprintf("boot-%d", n.boot) })
 	n.restartAt = s.clk.Now().Add(time.Duration(1+s.rng.Intn(10)) * time.Second)
 	s.trace.Add("t=%s %s booted %s (boot %d)", s.at(), n.name, n.em.Running(), n.boot)
+	if s.rng.Chance(0.3) {
+		// The operator writes the shadow while the agent reports what it
+		// found after the boot: the report conflicts.
+		s.api.Inject(sim.Fault{Verb: "update", Resource: "bottlerocketshadows", Subresource: "status", Name: n.name, Kind: sim.Conflict})
+		s.trace.Add("t=%s %s: its agent's next report conflicts", s.at(), n.name)
+	}
 }
 
 // agentDue reports whether the node's agent should sync now: its timer
@@ -1426,7 +1432,7 @@ func (s *updaterSimulation) faults(now time.Time) {
 		}
 	case s.op != nil && r.Chance(0.002):
 		s.killOperator()
-	case r.Chance(0.002):
+	case r.Chance(0.004):
 		s.healthLagEnd = now.Add(time.Duration(5+r.Intn(40)) * time.Second)
 		s.trace.Add("t=%s the node-health controller is late until %s", s.at(), s.healthLagEnd.Sub(sim.Epoch))
 	case r.Chance(0.004):
