@@ -63,12 +63,13 @@ import (
 // node-health controller that is late to taint, pods that tolerate the
 // readiness taint arriving mid-drain, unplanned reboots.
 //
-// After every simulated second it requires what the reference model of
-// docs/updater.md (pkg/updater/model) requires — each spec write the
-// operator made was allowed when it was made, and a settled operator owes
-// no write — and checks the rollout's invariants (check). `make
-// test` runs the regression seeds and a few fixed ones; `make simulate`
-// adds random ones.
+// It requires what the reference model of docs/updater.md (pkg/updater/model)
+// requires — each spec write the operator made was allowed when it was made
+// (judge), and a settled operator owes no write — and checks the rollout's
+// invariants (check) after every simulated second in which anything was
+// written, and every 5 s otherwise. `make test` runs the regression seeds and
+// the determinism check; `make simulate SIM=updater` adds random seeds
+// (docs/reliability.md, "The updater's simulation").
 
 // simRegressions are seeds that once found something, kept with what they
 // found. A change to the driver's schedule changes what a seed runs.
