@@ -136,6 +136,19 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	return true
 }
 
+// ProcessNextItem syncs one queued node, waiting for one when none is queued,
+// and reports false once the queue is shut down. Run's workers loop on it; a
+// deterministic driver (the update simulation in pkg/updater) calls it
+// itself, one item at a time, so that every run of a seed interleaves the
+// shadow and update controllers alike.
+func (c *Controller) ProcessNextItem(ctx context.Context) bool { return c.processNext(ctx) }
+
+// Queued is how many nodes wait to be synced, for such a driver.
+func (c *Controller) Queued() int { return c.queue.Len() }
+
+// ShutDownQueue stops the queue of a controller whose Run was never called.
+func (c *Controller) ShutDownQueue() { c.queue.ShutDown() }
+
 // Managed reports whether a node is one whose OS the updater manages.
 func Managed(selector labels.Selector, node *v1.Node) bool {
 	return node != nil && node.DeletionTimestamp == nil && selector.Matches(labels.Set(node.Labels))

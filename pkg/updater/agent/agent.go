@@ -193,7 +193,7 @@ type Agent struct {
 	rebootRefusals int
 	markerSeen     time.Time
 	// hostChecked: this process has read /os in RebootedIntoUpdate before
-	// draining.
+	// draining and found the host not yet on the update.
 	hostChecked bool
 
 	// mu guards lastSpec, read by Shutdown from another goroutine.

@@ -1064,3 +1064,71 @@ func TestANodeThatRebootedIntoTheUpdateMidDrainReportsItInsteadOfRebootingAgain(
 		t.Error("the Lease stays released after the node came back on the update")
 	}
 }
+
+// TestAnAgentWhoseReportOfTheUpdateBootedMidDrainFailedNeverRebootsAgain:
+// found by the update simulation (a random seed, never-two-boots). The host
+// booted the activated update on its own mid-drain; the restarted agent finds
+// it running the update, but its report fails (a conflict: the operator wrote
+// the shadow in between). Its next sync must look at the host again, not
+// drain and reboot a host that already runs the update.
+func TestAnAgentWhoseReportOfTheUpdateBootedMidDrainFailedNeverRebootsAgain(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.pods.setBudget("web-2", "web-pdb")
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	mustSync(t, h, a)                                          // release; the controller taints
+	mustSync(t, h, a)                                          // a drain pass, blocked
+	if err := h.api.Reboot(context.Background()); err != nil { // not the agent's
+		t.Fatal(err)
+	}
+	h.settle()
+	h.pods.setBudget("web-2", "")
+	b := h.newAgent() // the reboot restarted the agent
+	if err := b.InitLease(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.shadows.mu.Lock()
+	h.shadows.conflictNext = 1
+	h.shadows.mu.Unlock()
+	if _, err := h.sync(b); err == nil {
+		t.Fatal("the report of the boot did not meet the conflict")
+	}
+	for i := 0; i < 4 && h.status().CurrentState != rebootedTo; i++ {
+		mustSync(t, h, b)
+	}
+	h.expectState(rebootedTo)
+	if st := h.em.State(); st.Reboots != 1 || st.Running != "1.21.0" {
+		t.Fatalf("reboots = %d, running %s: want the one unplanned boot into 1.21.0 and no second", st.Reboots, st.Running)
+	}
+}
+
+// TestTheRebootMarkerIsClearedWhenAnUpdateEnds: found by the update
+// simulation (a random seed; the model refused an abort "past the drain"). An
+// update that completed or was called off kept status.rebootRequestedAt while
+// clearing rebootFromBootID, so the next attempt looked past its drain before
+// it drained: deleting that node in a scale-down would have been recorded as a
+// failed update (NodeDeleted) that halts the rollout.
+func TestTheRebootMarkerIsClearedWhenAnUpdateEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status updatesv1alpha1.ShadowState
+	}{
+		{"completed", monitoring},
+		{"called off after the marker", staged},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, emulator.Config{})
+			h.shadows.create()
+			h.shadows.mu.Lock()
+			h.shadows.shadow.Spec.Version = "1.20.0"
+			h.shadows.shadow.Status = updatesv1alpha1.BottlerocketShadowStatus{CurrentState: tc.status, CurrentVersion: "1.20.0",
+				RebootFromBootID: "boot-0", RebootRequestedAt: &metav1.Time{Time: t0}}
+			h.shadows.mu.Unlock()
+			a := h.newAgent()
+			mustSync(t, h, a)
+			if st := h.status(); st.CurrentState != idle || st.RebootFromBootID != "" || st.RebootRequestedAt != nil {
+				t.Errorf("status = %+v, want Idle with rebootFromBootID and rebootRequestedAt cleared", st)
+			}
+		})
+	}
+}

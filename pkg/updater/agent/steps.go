@@ -77,7 +77,9 @@ func (a *Agent) complete(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.CurrentState = updatesv1alpha1.StateIdle
 		st.CurrentVersion, st.TargetVersion = current, target
-		st.RebootFromBootID, st.PreviousVersionLock = "", ""
+		// The marker belongs to this attempt: a stale rebootRequestedAt
+		// would put the next attempt past its drain before it drained.
+		st.RebootFromBootID, st.RebootRequestedAt, st.PreviousVersionLock = "", nil, ""
 		meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
 		if success {
 			st.CrashCount = 0
@@ -133,7 +135,9 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.CurrentState = updatesv1alpha1.StateIdle
 		st.CurrentVersion, st.TargetVersion = current, target
-		st.RebootFromBootID, st.PreviousVersionLock = "", ""
+		// The marker belongs to this attempt: a stale rebootRequestedAt
+		// would put the next attempt past its drain before it drained.
+		st.RebootFromBootID, st.RebootRequestedAt, st.PreviousVersionLock = "", nil, ""
 		meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
 	})
 	if err != nil {
@@ -367,20 +371,22 @@ func (a *Agent) syncReboot(ctx context.Context, shadow *updatesv1alpha1.Bottlero
 		return a.rebootAgain(ctx, shadow)
 	}
 
-	// Before draining, once per process (a reboot restarts it): a node that
-	// rebooted for another reason mid-drain may have booted the activated
-	// update already. Then it reports that instead of rebooting again;
-	// otherwise it drains (again).
+	// Before draining, once per process (a reboot restarts it) that found
+	// the host on its old version: a node that rebooted for another reason
+	// mid-drain may have booted the activated update already. Then it
+	// reports that instead of rebooting again; otherwise it drains (again).
 	if !a.hostChecked {
 		os, err := a.c.API.OS(ctx)
 		if err != nil {
 			return a.opts.RetryInterval, fmt.Errorf("before draining: %w", err)
 		}
-		a.hostChecked = true
 		if brapi.SameVersion(os.VersionID, shadow.Spec.Version) {
+			// Checked again at the next sync should the report fail: a
+			// host that runs the update is never drained or rebooted.
 			logger.Info("The host already runs the update (it rebooted for another reason); not draining or rebooting again", "running", os.VersionID)
 			return a.afterReboot(ctx, shadow, node)
 		}
+		a.hostChecked = true
 	}
 
 	// No cordon: the node-health controller's taint, asked for by the
