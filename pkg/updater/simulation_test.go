@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kubeinformers "k8s.io/client-go/informers"
@@ -59,7 +60,7 @@ import (
 // item it processes and failing over, Nodes deleted by an autoscaler, shadows
 // deleted by a user, Bottlerocket errors, refused reboots and lost answers,
 // slow commands, shadow writes that conflict or whose answer is lost, pin
-// changes, a user's version lock, a release that never becomes healthy, a
+// changes (a user editing the UpdatePolicy), a user's version lock, a release that never becomes healthy, a
 // node-health controller that is late to taint, pods that tolerate the
 // readiness taint arriving mid-drain, unplanned reboots.
 //
@@ -134,11 +135,16 @@ const (
 // so that a lock left pinned by the agent is told from a user's.
 var simUserLocks = []string{brapi.VersionLockLatest, simStartVersion}
 
+// simPolicy is the name of the one UpdatePolicy, which governs every managed
+// node.
+const simPolicy = "fleet"
+
 var (
-	simNodesGVR   = v1.SchemeGroupVersion.WithResource("nodes")
-	simShadowsGVR = updatesv1alpha1.SchemeGroupVersion.WithResource("bottlerocketshadows")
-	errKilled     = errors.New("sim: the process was killed")
-	errLost       = errors.New("sim: connection reset: the answer was lost")
+	simNodesGVR    = v1.SchemeGroupVersion.WithResource("nodes")
+	simShadowsGVR  = updatesv1alpha1.SchemeGroupVersion.WithResource("bottlerocketshadows")
+	simPoliciesGVR = updatesv1alpha1.SchemeGroupVersion.WithResource("updatepolicies")
+	errKilled      = errors.New("sim: the process was killed")
+	errLost        = errors.New("sim: connection reset: the answer was lost")
 )
 
 // simNode is one machine: its Node, its emulated Bottlerocket host, its
@@ -267,9 +273,11 @@ type operatorInstance struct {
 	c         *Controller
 	sc        *shadow.Controller
 	informers []cache.SharedIndexInformer
+	// policyInf is the policy informer, which only the update controller
+	// handles (the shadow controller's handlers are on the others).
+	policyInf cache.SharedIndexInformer
 	handled   *atomic.Int64
 	timers    map[string]time.Time
-	opts      Options
 }
 
 type updaterSimulation struct {
@@ -302,9 +310,10 @@ type updaterSimulation struct {
 	opKillP  float64
 	// checkedRV is the cluster's resourceVersion at the last check.
 	checkedRV int64
-	maxLimit  int
-	opts      Options
-	cfg       model.Config
+	// maxLimit is the limit with every node there: a percentage is of the
+	// nodes the policy governs, which deleted nodes shrink.
+	maxLimit int
+	opts     Options
 
 	// Schedule of this seed.
 	badVersions  map[string]bool
@@ -361,17 +370,19 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	// Every write of the operator's goes through the judge first.
 	s.opUpdates.PrependReactor("*", "bottlerocketshadows", s.judge)
 
-	// The rollout: 4 to 6 nodes in two zones, a limit of 1 or 2 (or 50 %),
-	// sometimes 1 per zone.
-	limit := sim.Pick(rng, []intstr.IntOrString{intstr.FromInt32(1), intstr.FromInt32(2), intstr.FromString("50%")})
+	// The rollout: 4 to 6 nodes in two zones, one UpdatePolicy governing
+	// them all with a limit of 1 or 2 (or 50 %), sometimes 1 per zone.
 	s.opts = Options{
-		Selector:       labels.SelectorFromSet(labels.Set{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}),
-		MaxConcurrent:  limit,
-		Deadlines:      Deadlines{StagedAndPerformedUpdate: simStagedDL, RebootedIntoUpdate: simRebootedDL, MonitoringUpdate: simMonitoringDL, ReturnToIdle: simReturnDL},
-		PostRebootSoak: simSoak,
+		Selector:  labels.SelectorFromSet(labels.Set{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}),
+		Deadlines: Deadlines{StagedAndPerformedUpdate: simStagedDL, RebootedIntoUpdate: simRebootedDL, MonitoringUpdate: simMonitoringDL, ReturnToIdle: simReturnDL},
 	}
+	pol := &updatesv1alpha1.UpdatePolicy{ObjectMeta: metav1.ObjectMeta{Name: simPolicy}, Spec: updatesv1alpha1.UpdatePolicySpec{
+		NodeSelector:         &metav1.LabelSelector{},
+		MaxConcurrentUpdates: sim.Pick(rng, []intstr.IntOrString{intstr.FromInt32(1), intstr.FromInt32(2), intstr.FromString("50%")}),
+		PostRebootSoak:       &metav1.Duration{Duration: simSoak},
+	}}
 	if rng.Chance(0.3) {
-		s.opts.MaxConcurrentPerZone = ptr.To(intstr.FromInt32(1))
+		pol.Spec.MaxConcurrentUpdatesPerZone = ptr.To(intstr.FromInt32(1))
 	}
 	s.badVersions = map[string]bool{"1.21.0": rng.Chance(0.4), "1.20.1": rng.Chance(0.1)}
 	s.opKillP = 0.002
@@ -384,8 +395,8 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 		s.create(s.nodeObject(n))
 		s.addPod(n, false)
 	}
-	s.cfg = s.modelConfig()
-	s.maxLimit = s.cfg.MaxConcurrent
+	s.create(pol)
+	s.maxLimit = s.config().MaxConcurrent
 	s.startOperator()
 	for _, n := range s.nodes {
 		n.restartAt = sim.Epoch.Add(time.Duration(rng.Intn(5)) * time.Second)
@@ -393,21 +404,40 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	return s
 }
 
-func (s *updaterSimulation) modelConfig() model.Config {
-	managed := 0
-	zones := map[string]int{}
+// policy is the UpdatePolicy as it is now in the API.
+func (s *updaterSimulation) policy() *updatesv1alpha1.UpdatePolicy {
+	p, err := s.obsUp.UpdatesV1alpha1().UpdatePolicies().Get(s.ctx, simPolicy, metav1.GetOptions{})
+	if err != nil {
+		s.t.Fatalf("reading the UpdatePolicy: %v", err)
+	}
+	return p
+}
+
+// config is the model's configuration from the UpdatePolicy as it is in the
+// API now, which is what the operator acts on where the model looks: a
+// start is decided on a consistent LIST of the policies, and the model asks
+// what is owed only once every event has reached the operator's informers.
+// A percentage is of the nodes the policy governs, those still there.
+func (s *updaterSimulation) config() model.Config {
+	p := s.policy()
+	governed := 0
 	for _, n := range s.nodes {
 		if !n.gone {
-			managed++
-			zones[n.zone]++
+			governed++
 		}
 	}
-	limit, _ := scaledLimit(s.opts.MaxConcurrent, managed)
-	c := model.Config{MaxConcurrent: limit, TargetVersion: s.opts.TargetVersion, Paused: s.opts.Paused,
-		Staged: simStagedDL, Rebooted: simRebootedDL, Monitoring: simMonitoringDL, ReturnToIdle: simReturnDL, Soak: simSoak,
+	limit, _ := scaledLimit(p.Spec.MaxConcurrentUpdates, governed)
+	soak := DefaultPostRebootSoak
+	if p.Spec.PostRebootSoak != nil {
+		soak = p.Spec.PostRebootSoak.Duration
+	}
+	c := model.Config{MaxConcurrent: limit, TargetVersion: p.Spec.TargetVersion, Paused: p.Spec.Paused,
+		Staged: simStagedDL, Rebooted: simRebootedDL, Monitoring: simMonitoringDL, ReturnToIdle: simReturnDL, Soak: soak,
 		NotOfferedRetry: notOfferedRetry}
-	if s.opts.MaxConcurrentPerZone != nil {
-		c.MaxConcurrentPerZone, _ = scaledLimit(*s.opts.MaxConcurrentPerZone, 1)
+	if z := p.Spec.MaxConcurrentUpdatesPerZone; z != nil {
+		// A count: the seed never draws a percentage per zone, which would
+		// be of each zone's governed nodes.
+		c.MaxConcurrentPerZone, _ = scaledLimit(*z, 1)
 	}
 	return c
 }
@@ -454,6 +484,8 @@ func (s *updaterSimulation) create(obj runtime.Object) {
 		_, err = s.kube.CoreV1().Nodes().Create(s.ctx, o, metav1.CreateOptions{})
 	case *v1.Pod:
 		_, err = s.kube.CoreV1().Pods(o.Namespace).Create(s.ctx, o, metav1.CreateOptions{})
+	case *updatesv1alpha1.UpdatePolicy:
+		_, err = s.updates.UpdatesV1alpha1().UpdatePolicies().Create(s.ctx, o, metav1.CreateOptions{})
 	}
 	if err != nil {
 		s.t.Fatalf("creating %T: %v", obj, err)
@@ -517,6 +549,13 @@ type countedShadows struct {
 
 func (c countedShadows) Informer() cache.SharedIndexInformer { return c.inf }
 
+type countedPolicies struct {
+	updatesinformers.UpdatePolicyInformer
+	inf countingInformer
+}
+
+func (c countedPolicies) Informer() cache.SharedIndexInformer { return c.inf }
+
 // startOperator starts a new leader: informers of its own, a consistent
 // first start pass, deadlines re-armed from the shadows.
 func (s *updaterSimulation) startOperator() {
@@ -524,15 +563,17 @@ func (s *updaterSimulation) startOperator() {
 	s.stopOperator()
 	s.opGen++
 	ctx, cancel := context.WithCancel(klog.NewContext(s.ctx, s.opLogger()))
-	op := &operatorInstance{gen: s.opGen, ctx: ctx, cancel: cancel, handled: &atomic.Int64{}, timers: map[string]time.Time{}, opts: s.opts}
+	op := &operatorInstance{gen: s.opGen, ctx: ctx, cancel: cancel, handled: &atomic.Int64{}, timers: map[string]time.Time{}}
 	kf := kubeinformers.NewSharedInformerFactory(s.opKube, 0)
 	uf := externalversions.NewSharedInformerFactory(s.opUpdates, 0)
 	nodes := kf.Core().V1().Nodes()
 	shadows := uf.Updates().V1alpha1().BottlerocketShadows()
-	nodeInf, shadowInf := nodes.Informer(), shadows.Informer()
+	policies := uf.Updates().V1alpha1().UpdatePolicies()
+	nodeInf, shadowInf, policyInf := nodes.Informer(), shadows.Informer(), policies.Informer()
 	cn := countedNodes{NodeInformer: nodes, inf: countingInformer{nodeInf, op.handled}}
 	cs := countedShadows{BottlerocketShadowInformer: shadows, inf: countingInformer{shadowInf, op.handled}}
-	c, err := NewController(s.opUpdates, cn, cs, nil, s.clk, s.opts, nil)
+	cp := countedPolicies{UpdatePolicyInformer: policies, inf: countingInformer{policyInf, op.handled}}
+	c, err := NewController(s.opUpdates, cn, cs, cp, nil, s.clk, s.opts, nil)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -552,24 +593,29 @@ func (s *updaterSimulation) startOperator() {
 		s.t.Fatal(err)
 	}
 	op.c, op.sc = c, sc
-	op.informers = []cache.SharedIndexInformer{nodeInf, shadowInf}
-	if err := s.api.Track(simNodesGVR, nodeInf); err != nil {
-		s.t.Fatal(err)
-	}
-	if err := s.api.Track(simShadowsGVR, shadowInf); err != nil {
-		s.t.Fatal(err)
+	op.informers, op.policyInf = []cache.SharedIndexInformer{nodeInf, shadowInf}, policyInf
+	for _, t := range []struct {
+		gvr schema.GroupVersionResource
+		inf cache.SharedIndexInformer
+	}{{simNodesGVR, nodeInf}, {simShadowsGVR, shadowInf}, {simPoliciesGVR, policyInf}} {
+		if err := s.api.Track(t.gvr, t.inf); err != nil {
+			s.t.Fatal(err)
+		}
 	}
 	kf.Start(ctx.Done())
 	uf.Start(ctx.Done())
 	s.op = op
 	startCtx, cancelStart := context.WithTimeout(s.ctx, time.Minute)
 	defer cancelStart()
-	if err := s.api.Settle(startCtx, func() bool { return c.nodesSynced() && c.shadowsSynced() && s.handlersDone() }); err != nil {
+	if err := s.api.Settle(startCtx, func() bool {
+		return c.nodesSynced() && c.shadowsSynced() && c.policiesSynced() && s.handlersDone()
+	}); err != nil {
 		s.t.Fatalf("the operator's caches did not sync: %v", err)
 	}
 	// As Run does once the caches synced.
 	c.queue.Add(startKey)
-	s.trace.Add("t=%s operator %d started (limit %s, target %q)", s.at(), op.gen, s.opts.MaxConcurrent.String(), s.opts.TargetVersion)
+	p := s.policy()
+	s.trace.Add("t=%s operator %d started (limit %s, target %q)", s.at(), op.gen, p.Spec.MaxConcurrentUpdates.String(), p.Spec.TargetVersion)
 }
 
 // opLogger puts the operator's errors (a failed sync) in the trace.
@@ -606,7 +652,8 @@ func (s *updaterSimulation) stop() {
 }
 
 // handlersDone reports whether both controllers' handlers have run for every
-// notification the informers sent.
+// notification the node and shadow informers sent, and the update
+// controller's for every one of the policy informer.
 func (s *updaterSimulation) handlersDone() bool {
 	if s.op == nil {
 		return true
@@ -615,7 +662,7 @@ func (s *updaterSimulation) handlersDone() bool {
 	for _, inf := range s.op.informers {
 		sent += s.api.Seen(inf)
 	}
-	return s.op.handled.Load() == 2*sent
+	return s.op.handled.Load() == 2*sent+s.api.Seen(s.op.policyInf)
 }
 
 // work runs the operator's queues until empty, one item at a time, killing
@@ -724,7 +771,7 @@ func (s *updaterSimulation) judge(action clienttesting.Action) (bool, runtime.Ob
 		switch a := action.(type) {
 		case clienttesting.UpdateActionImpl:
 			next := modelShadow(a.Object.(*updatesv1alpha1.BottlerocketShadow))
-			if why := s.cfg.Allowed(w, prev, next); why != "" {
+			if why := s.config().Allowed(w, prev, next); why != "" {
 				s.fail("model", "t=%s %s: the operator wrote spec %s→%s (%s→%s): %s", s.at(), name, prev.Spec, next.Spec, prev.Status, next.Status, why)
 			}
 			s.trace.Add("t=%s op writes %s spec=%s version=%s failed=%q soak=%v", s.at(), name, next.Spec, next.SpecVersion, next.Failed, !next.HealthySince.IsZero())
@@ -755,9 +802,15 @@ func (s *updaterSimulation) fail(kind, format string, args ...any) {
 	s.failure = kind + ": " + fmt.Sprintf(format, args...)
 }
 
-// world is what the operator could see now, read from the API.
+// world is what the operator could see now, read from the API. A node is
+// managed, for the model, when the policy governs it: the operator's
+// managed-node selector and the policy's nodeSelector both select it.
 func (s *updaterSimulation) world() model.World {
 	w := model.World{Now: s.clk.Now(), Shadows: map[string]model.Shadow{}, Nodes: map[string]model.Node{}}
+	governs, err := metav1.LabelSelectorAsSelector(s.policy().Spec.NodeSelector)
+	if err != nil {
+		s.t.Fatal(err)
+	}
 	shadows, err := s.obsUp.UpdatesV1alpha1().BottlerocketShadows().List(s.ctx, metav1.ListOptions{})
 	if err != nil {
 		s.t.Fatal(err)
@@ -773,7 +826,7 @@ func (s *updaterSimulation) world() model.World {
 		n := &nodes.Items[i]
 		cond := extensionsReady(n)
 		w.Nodes[n.Name] = model.Node{Name: n.Name, UID: string(n.UID), Zone: n.Labels[ZoneLabel],
-			Managed:         n.DeletionTimestamp == nil && s.opts.Selector.Matches(labels.Set(n.Labels)),
+			Managed:         n.DeletionTimestamp == nil && s.opts.Selector.Matches(labels.Set(n.Labels)) && governs.Matches(labels.Set(n.Labels)),
 			Excluded:        n.Labels[nodev1alpha1.ExcludeLabel] == "true",
 			ExtensionsReady: cond != nil && cond.Status == v1.ConditionTrue,
 			Healthy:         healthy(n),
@@ -1427,13 +1480,14 @@ func (s *updaterSimulation) faults(now time.Time) {
 		}
 		s.trace.Add("t=%s 1.21.0 offered to a wave", s.at())
 	case r.Chance(0.0015):
-		// The pin changes: the operator restarts its loops with it.
-		s.opts.TargetVersion = sim.Pick(r, []string{"", "1.20.1", "1.21.0"})
-		s.cfg = s.modelConfig()
-		s.trace.Add("t=%s pin %q", s.at(), s.opts.TargetVersion)
-		if s.op != nil {
-			s.startOperator()
+		// A user moves the policy's pin: the operator sees it through its
+		// informer (and its start pass's consistent LIST), no restart.
+		p := s.policy()
+		p.Spec.TargetVersion = sim.Pick(r, []string{"", "1.20.1", "1.21.0"})
+		if _, err := s.updates.UpdatesV1alpha1().UpdatePolicies().Update(s.ctx, p, metav1.UpdateOptions{}); err != nil {
+			s.t.Fatalf("pinning %q: %v", p.Spec.TargetVersion, err)
 		}
+		s.trace.Add("t=%s pin %q", s.at(), p.Spec.TargetVersion)
 	case s.op != nil && r.Chance(0.002):
 		s.killOperator()
 	case r.Chance(0.004):
@@ -1463,7 +1517,6 @@ func (s *updaterSimulation) deleteNode(n *simNode) {
 	}
 	n.gone = true
 	s.killAgent(n, false)
-	s.cfg = s.modelConfig()
 	s.trace.Add("t=%s %s: the Node is deleted", s.at(), n.name)
 }
 
@@ -1473,6 +1526,7 @@ func (s *updaterSimulation) deleteNode(n *simNode) {
 // invariants.
 func (s *updaterSimulation) check() {
 	w := s.world()
+	cfg := s.config()
 	// The limits hold whatever runs. A percentage is of the nodes there
 	// are: the nodes in flight when a deleted node shrinks it were started
 	// under the larger one (each start is judged against the limit of its
@@ -1482,7 +1536,7 @@ func (s *updaterSimulation) check() {
 	if n > limit {
 		s.fail("limit", "t=%s %d nodes in flight, limit %d", s.at(), n, limit)
 	}
-	if z := s.cfg.MaxConcurrentPerZone; z > 0 {
+	if z := cfg.MaxConcurrentPerZone; z > 0 {
 		for zone, c := range zones {
 			if zone != "" && c > z {
 				s.fail("zone-limit", "t=%s %d nodes in flight in zone %s, limit %d", s.at(), c, zone, z)
@@ -1491,7 +1545,7 @@ func (s *updaterSimulation) check() {
 	}
 	// A settled operator owes nothing.
 	if s.op != nil {
-		if due := s.cfg.Due(w); len(due) > 0 {
+		if due := cfg.Due(w); len(due) > 0 {
 			var d []string
 			for _, a := range due {
 				d = append(d, a.String())
