@@ -16,6 +16,15 @@ if [[ -n "$unformatted" ]]; then
   failed=1
 fi
 
+# The repository stands on its own: its docs say the design in their own
+# words, and nothing refers to the design notes it was planned from.
+step "self-contained docs"
+if refs=$(git grep --untracked -n -I -E '\.\./shared|DESIGN (§|\.md)' -- . ':!hack/verify.sh'); then
+  echo "these lines refer to documents outside the repository; say it in docs/ instead:" >&2
+  echo "$refs" >&2
+  failed=1
+fi
+
 step "go mod tidy"
 for m in "${NODEHEALTH_MODULES[@]}" hack/tools hack/tools/helm deploy/charts/test test/controlplane/kubernetes test/controlplane/etcd "${NODEHEALTH_HACK_MODULES[@]}"; do
   if ! (cd "$m" && GOWORK=off GOFLAGS=-mod=mod go mod tidy -diff >/dev/null 2>&1); then

@@ -422,7 +422,14 @@ func (c *Controller) recoverView(at time.Time) {
 		}
 		pendingBootstrap := st.suppressed && st.full
 		if pendingBootstrap || c.taintedInCache(name) {
+			// The gate begins again, and so do its startup timeouts: one
+			// that passed during the stall was judged on a view that may
+			// have hidden the renewal.
 			st.gateStart = at
+			st.startupExpired = sets.New[string]()
+			if st.cause == causeStartupExpiry {
+				st.cause = st.causeBeforeExpiry
+			}
 		}
 	}
 	c.viewStale = false

@@ -332,12 +332,20 @@ func (e *evaluation) startupTimeouts() {
 	}
 	for i, ext := range e.exts {
 		s := &e.d.statuses[i]
-		if !s.gating || ext.rule == nil || ext.rule.StartupTimeout <= 0 || (s.ready && s.renewedSinceGate) {
+		// A startup timeout is for an extension that never came up after
+		// the gate began: one that renewed since and failed later (it may
+		// be released now) started, and its failure is not a startup one.
+		if !s.gating || ext.rule == nil || ext.rule.StartupTimeout <= 0 || s.lastRenewal.After(st.gateStart) {
 			continue
 		}
 		deadline := st.gateStart.Add(ext.rule.StartupTimeout)
 		if now.Before(deadline) {
 			e.earliest(deadline)
+			continue
+		}
+		if ext.rule.FailurePolicy == FailurePolicyUngate && e.env.ownViewStale {
+			// Nothing fails open on a view that may hide the renewal;
+			// the lift restarts the gate and its timeouts.
 			continue
 		}
 		if !st.failedOpen.Has(ext.name) && !st.startupExpired.Has(ext.name) {
@@ -512,10 +520,17 @@ func (e *evaluation) stayOrBecomeGated() {
 		st.cause = causeMaintenance
 	}
 	if len(st.startupExpired) > 0 && !st.readyInBoot {
+		expired := false
 		for _, s := range e.notReady {
-			if s.reason == extStartupTimeout {
-				st.cause = causeStartupExpiry
-			}
+			expired = expired || s.reason == extStartupTimeout
+		}
+		switch {
+		case expired && st.cause != causeStartupExpiry:
+			st.causeBeforeExpiry, st.cause = st.cause, causeStartupExpiry
+		case !expired && st.cause == causeStartupExpiry:
+			// The late extension came up: the gate is its cause's again
+			// while the others renew.
+			st.cause = st.causeBeforeExpiry
 		}
 	}
 }

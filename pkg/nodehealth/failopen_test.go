@@ -6,6 +6,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
@@ -80,5 +81,65 @@ func TestFailOpenSurvivesARestart(t *testing.T) {
 	h.sync("n1")
 	if !h.tainted("n1") {
 		t.Fatal("a failure after the failed-open extension came up must gate, also after a restart")
+	}
+}
+
+// Found by the simulation: a startup timeout is for an extension that never
+// comes up after the gate began. One that came up and then died while
+// another extension still kept the node gated did start: failing it open
+// would ungate the node with that extension down, and failing it closed
+// would call a crash a startup timeout.
+func TestAnExtensionThatCameUpAndDiedDuringTheGateHasNoStartupTimeout(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: labels.Everything(), AffectsReadiness: true,
+		StartupTimeout: 30 * time.Second, FailurePolicy: FailurePolicyUngate})
+	f := newFixture(t, opts, newNode("n1"))
+	f.live("n1")
+	f.sync("n1")
+	// cni comes up and dies; kube-proxy never comes up.
+	f.clock.Step(5 * time.Second)
+	f.renew("cni", "n1")
+	f.sync("n1")
+	f.clock.Step(25 * time.Second)
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("the node was ungated while kube-proxy never came up")
+	}
+	f.clock.Step(time.Minute)
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatalf("the node was ungated with cni down: cni failed open although it came up after the gate began (condition %s)", f.condition("n1").Reason)
+	}
+	if r := f.condition("n1").Reason; r == nodev1alpha1.ReasonStartupTimeout {
+		t.Errorf("condition %s: cni came up, its later failure is not a startup timeout", r)
+	}
+}
+
+// Found by the simulation: StartupTimeout says a late extension keeps the
+// node gated; once it comes up while another extension still has to renew,
+// the reason is the gate's own again (here NodeRegistered).
+func TestTheStartupTimeoutReasonEndsWhenTheLateExtensionComesUp(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: labels.Everything(), AffectsReadiness: true,
+		StartupTimeout: 30 * time.Second, FailurePolicy: FailurePolicyKeepGated})
+	f := newFixture(t, opts, newNode("n1"))
+	f.live("n1")
+	f.sync("n1")
+	f.clock.Step(31 * time.Second)
+	f.sync("n1")
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonStartupTimeout {
+		t.Fatalf("condition %s after cni's startup timeout, want %s", r, nodev1alpha1.ReasonStartupTimeout)
+	}
+	f.clock.Step(time.Second)
+	f.renew("cni", "n1")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("ungated although kube-proxy never renewed")
+	}
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonNodeRegistered {
+		t.Errorf("condition %s once cni came up, want %s", r, nodev1alpha1.ReasonNodeRegistered)
 	}
 }

@@ -652,3 +652,42 @@ func TestARebootSeenWhileTheViewIsStaleIsNotEndedBeforeTheGuardLifts(t *testing.
 		t.Fatal("not ungated by a renewal after the guard lifted")
 	}
 }
+
+// Found by the simulation: a startup timeout that passes while the own view
+// is stale decides nothing (the missing renewal may be the view's fault),
+// and the lift, which restarts the gate, restarts the timeout too: a node
+// that rebooted during an etcd stall is not reported StartupTimeout (or,
+// with Ungate, failed open) the moment the view recovers.
+func TestAStartupTimeoutPassingWhileTheViewIsStaleRestartsAtTheLift(t *testing.T) {
+	for _, policy := range []FailurePolicy{FailurePolicyKeepGated, FailurePolicyUngate} {
+		t.Run(string(policy), func(t *testing.T) {
+			opts := guardOptions()
+			opts.Rules[0].StartupTimeout = 30 * time.Second
+			opts.Rules[0].FailurePolicy = policy
+			f := newFixture(t, opts, newNode("n1"))
+			f.pass(20*time.Second, false)
+			f.live("n1")
+			f.sync("n1")
+			// The timeout passes during the stall.
+			f.pass(40*time.Second, false)
+			f.sync("n1")
+			// The view recovers: the gate, pending so far, begins now.
+			f.pass(6*time.Second, true)
+			f.sync("n1")
+			if !f.tainted("n1") {
+				t.Fatalf("not gated after the lift (condition %s): the timeout that passed during the stall failed it open", f.condition("n1").Reason)
+			}
+			if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonNodeRegistered {
+				t.Fatalf("condition %s right after the lift, want %s: the startup timeout restarts with the gate", r, nodev1alpha1.ReasonNodeRegistered)
+			}
+			f.pass(30*time.Second, true)
+			f.sync("n1")
+			switch r := f.condition("n1").Reason; {
+			case policy == FailurePolicyKeepGated && r != nodev1alpha1.ReasonStartupTimeout:
+				t.Errorf("condition %s 30 s after the lift, want %s", r, nodev1alpha1.ReasonStartupTimeout)
+			case policy == FailurePolicyUngate && f.tainted("n1"):
+				t.Errorf("still gated 30 s after the lift (condition %s), want failed open", r)
+			}
+		})
+	}
+}

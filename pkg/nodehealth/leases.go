@@ -114,6 +114,10 @@ func (t *leaseTracker) observe(lease *coordinationv1.Lease) (prev, next leaseObs
 	switch {
 	case lease.Spec.RenewTime == nil:
 		// Never renewed: not ready whatever its holder says.
+	case !known && next.released():
+		// First seen released: whatever renewed it did so before this
+		// controller could see it; no renewal is observed (a startup
+		// timeout still counts it as never come up).
 	case !known, !prev.renewTime.Equal(next.renewTime), prev.holder != next.holder && next.holder != "":
 		next.observedAt = t.clock.Now()
 	default:

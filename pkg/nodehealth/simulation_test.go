@@ -61,6 +61,9 @@ var simRegressions = sim.Regressions{
 	{Seed: 16365078962249930749, Name: "a stopped controller observes nothing: two nodes ungated by the model on events only the old instance saw (driver)"},
 	{Seed: 8340306768581789401, Name: "an ungate and a new gate (a reboot) in one second end the escalation: the driver sampled only the end of the second (driver)"},
 	{Seed: 656584010092113126, Name: "a node re-created while the controller writes it: its retries wait for the informer to deliver the new object instead of spinning (driver)"},
+	{Seed: 10708024348038392572, Name: "an extension that came up after the gate began and died before the node was ungated has no startup timeout"},
+	{Seed: 16453071871301386689, Name: "a startup timeout passing while the own view is stale restarts at the lift; StartupTimeout ends when the late extension comes up"},
+	{Seed: 8571825671609677723, Name: "after a restart the drain invariant waits for the new instance's own eviction clock (driver)"},
 	{Seed: 4921215255747016209, Name: "a planned release found at start on a node whose boot record reveals a reboot belongs to the boot before it"},
 }
 
@@ -434,7 +437,7 @@ const drainGap = 25 * time.Second
 // checkDrain is the invariant of an escalated node: while no guard holds
 // its escalation and pods are left on it, the drain goes on, also after a
 // suspension cut it in the middle: an eviction attempt at least every
-// drainGap. A restarted controller starts its eviction clocks anew.
+// drainGap, once the current controller instance began the drain.
 func (s *simulation) checkDrain(n *simNode, w model.NodeView) []string {
 	now := s.clk.Now()
 	if !w.Evicted || s.model.Suspended(n.zone) {
@@ -444,11 +447,15 @@ func (s *simulation) checkDrain(n *simNode, w model.NodeView) []string {
 	if n.freeSince.IsZero() {
 		n.freeSince = now
 	}
+	if n.lastAttempt.Before(s.startedAt) {
+		// The current instance has not begun this node's drain: after a
+		// restart its own eviction clock, paused by any suspension, says
+		// when it does.
+		return nil
+	}
 	since := n.freeSince
-	for _, t := range []time.Time{n.lastAttempt, s.startedAt.Add(s.opts.Eviction.Timeout)} {
-		if t.After(since) {
-			since = t
-		}
+	if n.lastAttempt.After(since) {
+		since = n.lastAttempt
 	}
 	if now.Sub(since) <= drainGap {
 		return nil

@@ -84,6 +84,9 @@ type nodeState struct {
 	gated     bool
 	gateStart time.Time
 	cause     gateCause
+	// causeBeforeExpiry is the cause a startup timeout replaced, put
+	// back when the gate begins again at an own-view recovery.
+	causeBeforeExpiry gateCause
 	// full: every extension must renew after gateStart to ungate (bootstrap,
 	// reboot, re-creation, found gated at start). Otherwise the gate is
 	// failed-only: only the extensions in scope must renew.
