@@ -384,6 +384,10 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	if rng.Chance(0.3) {
 		pol.Spec.MaxConcurrentUpdatesPerZone = ptr.To(intstr.FromInt32(1))
 	}
+	if rng.Chance(0.3) {
+		pol.Spec.Windows = simWindows(rng)
+	}
+	pol.Spec.Paused = rng.Chance(0.1)
 	s.badVersions = map[string]bool{"1.21.0": rng.Chance(0.4), "1.20.1": rng.Chance(0.1)}
 	s.opKillP = 0.002
 	count := 4 + rng.Intn(3)
@@ -402,6 +406,19 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 		n.restartAt = sim.Epoch.Add(time.Duration(rng.Intn(5)) * time.Second)
 	}
 	return s
+}
+
+// simWindows draws one or two update windows of the form the model reads:
+// "*/N * * * *" (N divides an hour) open for less than N minutes, so that a
+// 900 s schedule crosses several edges.
+func simWindows(rng *sim.Rand) []updatesv1alpha1.UpdateWindow {
+	var ws []updatesv1alpha1.UpdateWindow
+	for range 1 + rng.Intn(2) {
+		every := sim.Pick(rng, []int{2, 3, 4, 5})
+		open := time.Duration(20+rng.Intn(every*60-30)) * time.Second
+		ws = append(ws, updatesv1alpha1.UpdateWindow{Schedule: fmt.Sprintf("*/%d * * * *", every), Duration: metav1.Duration{Duration: open}})
+	}
+	return ws
 }
 
 // policy is the UpdatePolicy as it is now in the API.
@@ -434,6 +451,15 @@ func (s *updaterSimulation) config() model.Config {
 	c := model.Config{MaxConcurrent: limit, TargetVersion: p.Spec.TargetVersion, Paused: p.Spec.Paused,
 		Staged: simStagedDL, Rebooted: simRebootedDL, Monitoring: simMonitoringDL, ReturnToIdle: simReturnDL, Soak: soak,
 		NotOfferedRetry: notOfferedRetry}
+	for _, w := range p.Spec.Windows {
+		// The driver writes only "*/N * * * *" in UTC (simWindows): a
+		// window opens every N minutes from the hour.
+		var every int
+		if _, err := fmt.Sscanf(w.Schedule, "*/%d * * * *", &every); err != nil || w.TimeZone != "" {
+			s.t.Fatalf("a window the model cannot read: %+v", w)
+		}
+		c.Windows = append(c.Windows, model.Window{Every: time.Duration(every) * time.Minute, Open: w.Duration.Duration})
+	}
 	if z := p.Spec.MaxConcurrentUpdatesPerZone; z != nil {
 		// A count: the seed never draws a percentage per zone, which would
 		// be of each zone's governed nodes.
@@ -1488,6 +1514,26 @@ func (s *updaterSimulation) faults(now time.Time) {
 			s.t.Fatalf("pinning %q: %v", p.Spec.TargetVersion, err)
 		}
 		s.trace.Add("t=%s pin %q", s.at(), p.Spec.TargetVersion)
+	case r.Chance(0.002):
+		// A user pauses the policy, or unpauses it: nothing starts while
+		// paused; nodes in flight finish.
+		p := s.policy()
+		p.Spec.Paused = !p.Spec.Paused
+		if _, err := s.updates.UpdatesV1alpha1().UpdatePolicies().Update(s.ctx, p, metav1.UpdateOptions{}); err != nil {
+			s.t.Fatalf("pausing: %v", err)
+		}
+		s.trace.Add("t=%s paused %v", s.at(), p.Spec.Paused)
+	case r.Chance(0.001):
+		// A user sets update windows, or removes them (always open).
+		p := s.policy()
+		p.Spec.Windows = nil
+		if r.Chance(0.6) {
+			p.Spec.Windows = simWindows(r)
+		}
+		if _, err := s.updates.UpdatesV1alpha1().UpdatePolicies().Update(s.ctx, p, metav1.UpdateOptions{}); err != nil {
+			s.t.Fatalf("setting windows: %v", err)
+		}
+		s.trace.Add("t=%s windows %v", s.at(), p.Spec.Windows)
 	case s.op != nil && r.Chance(0.002):
 		s.killOperator()
 	case r.Chance(0.004):

@@ -49,12 +49,40 @@ type Config struct {
 	// TargetVersion pins the version; "" means each node's offered one.
 	TargetVersion string
 	Paused        bool
+	// Windows are the update windows; none means always open.
+	Windows []Window
 	// The state deadlines and the soak.
 	Staged, Rebooted, Monitoring, ReturnToIdle time.Duration
 	Soak                                       time.Duration
 	// NotOfferedRetry is how long after its agent found a pin not offered a
 	// node waits (its agent's next refresh).
 	NotOfferedRetry time.Duration
+}
+
+// Window is an update window of the simple form the simulation draws: it
+// opens at every multiple of Every (counted from midnight UTC; Every divides
+// an hour, as a cron "*/N * * * *" does) and stays open for Open.
+type Window struct {
+	Every, Open time.Duration
+}
+
+// OpenAt says whether any window is open at t (true when there are none).
+// A window is open from the instant it opens and closed from the instant
+// it ends.
+func (c Config) OpenAt(t time.Time) bool {
+	if len(c.Windows) == 0 {
+		return true
+	}
+	for _, w := range c.Windows {
+		if w.Every <= 0 {
+			continue
+		}
+		since := t.Sub(t.Truncate(24 * time.Hour)) // midnight UTC
+		if since%w.Every < w.Open {
+			return true
+		}
+	}
+	return false
 }
 
 // Shadow is what the operator reads of one BottlerocketShadow.
@@ -286,6 +314,9 @@ func (c Config) Halted(w World) string {
 		if Halting(s) {
 			return "UpdateFailed"
 		}
+	}
+	if !c.OpenAt(w.Now) {
+		return "OutsideWindow"
 	}
 	return ""
 }

@@ -127,3 +127,37 @@ func TestTheHealthGatePassesOnlyAfterTheSoak(t *testing.T) {
 		t.Fatalf("after the soak: Due = %v, want Succeed", got)
 	}
 }
+
+func TestNothingStartsOutsideAWindowNorWhilePaused(t *testing.T) {
+	w := world(idleShadow("a"))
+	c := cfg
+	c.Windows = []Window{{Every: 5 * time.Minute, Open: time.Minute}}
+	for _, tc := range []struct {
+		at   time.Duration // after t0, a multiple of 5 minutes
+		want string
+	}{
+		{0, ""},                         // the window opens
+		{time.Minute - time.Second, ""}, // its last second
+		{time.Minute, "OutsideWindow"},  // it closes
+		{5*time.Minute - time.Second, "OutsideWindow"},
+		{5 * time.Minute, ""},
+	} {
+		w.Now = t0.Add(tc.at)
+		if got := c.Halted(w); got != tc.want {
+			t.Errorf("at +%s: Halted = %q, want %q", tc.at, got, tc.want)
+		}
+		if got := len(c.Starts(w)); (got == 0) != (tc.want != "") {
+			t.Errorf("at +%s: %d starts", tc.at, got)
+		}
+	}
+	w.Now = t0
+	c.Paused = true
+	if got := c.Halted(w); got != "Paused" {
+		t.Errorf("paused: Halted = %q", got)
+	}
+	next := idleShadow("a")
+	next.Spec, next.SpecVersion, next.SpecSince = Staged, "1.1.0", t0
+	if why := c.Allowed(w, idleShadow("a"), next); !strings.Contains(why, "Paused") {
+		t.Errorf("a start while paused: Allowed = %q", why)
+	}
+}
