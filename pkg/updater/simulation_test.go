@@ -1618,13 +1618,16 @@ func (s *updaterSimulation) check() {
 			if a := activated(st); a != "" {
 				s.fail("nothing-armed-when-idle", "t=%s %s: spec and status Idle, but update %s is activated on the host", s.at(), nd.name, a)
 			}
-			// A user's lock is one of simUserLocks, an agent's pin is an
-			// update's version. (A user's change made while the agent
-			// retries staging is overwritten by its next pin, and the
-			// abort then restores the lock from before the update: an open
-			// finding, docs/reliability.md.)
-			if !slices.Contains(simUserLocks, st.VersionLock) {
-				s.fail("nothing-pinned-when-idle", "t=%s %s: spec and status Idle, but the version lock is %q (the user's is %q)", s.at(), nd.name, st.VersionLock, nd.userLock)
+			// The lock is the one the user set last, whenever they set it:
+			// an agent's pin is never left, and a lock a user set during an
+			// update is never overwritten (neither pinned over on a later
+			// attempt nor "restored" to the lock from before the update).
+			if st.VersionLock != nd.userLock {
+				kind := "nothing-pinned-when-idle"
+				if slices.Contains(simUserLocks, st.VersionLock) {
+					kind = "user-lock-kept"
+				}
+				s.fail(kind, "t=%s %s: spec and status Idle, but the version lock is %q (the user's is %q)", s.at(), nd.name, st.VersionLock, nd.userLock)
 			}
 		}
 		// A drained node whose reboot was asked for reboots: a refusal is

@@ -1132,3 +1132,69 @@ func TestTheRebootMarkerIsClearedWhenAnUpdateEnds(t *testing.T) {
 		})
 	}
 }
+
+// refreshDown answers the next n refreshes with a connection error, a
+// transient failure the agent retries.
+type refreshDown struct {
+	BottlerocketAPI
+	n int
+}
+
+func (r *refreshDown) RefreshUpdates(ctx context.Context) (*brapi.UpdateStatus, error) {
+	if r.n > 0 {
+		r.n--
+		return nil, errors.New("connection reset by peer")
+	}
+	return r.BottlerocketAPI.RefreshUpdates(ctx)
+}
+
+// TestAUserLockChangeBetweenStagingAttemptsIsRespected: a user who changes
+// the version lock after the agent pinned it (here between two attempts of
+// StagedAndPerformedUpdate, the first failing transiently) keeps that lock:
+// the agent does not pin over it, forgets previousVersionLock (no longer its
+// to restore), says so in an Event naming the new lock and reports the
+// attempt failed (VersionLockChanged), like any staging failure. The abort
+// then leaves the user's lock alone.
+func TestAUserLockChangeBetweenStagingAttemptsIsRespected(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0", "1.22.0"}})
+	h.shadows.create()
+	c := h.clients()
+	api := &refreshDown{BottlerocketAPI: c.API}
+	c.API = api
+	a, err := New(c, h.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	api.n = 1
+	if _, err := h.sync(a); err == nil {
+		t.Fatal("the first attempt: want the transient refresh error")
+	}
+	h.expectState(idle)
+	if got, prev := h.em.State().VersionLock, h.status().PreviousVersionLock; got != "1.21.0" || prev != "latest" {
+		t.Fatalf("after the first attempt: lock %q, previousVersionLock %q; want the pin 1.21.0 and latest", got, prev)
+	}
+	if err := h.api.SetVersionLock(context.Background(), "1.22.0"); err != nil { // a user
+		t.Fatal(err)
+	}
+	mustSync(t, h, a) // the second attempt
+	if got := h.em.State().VersionLock; got != "1.22.0" {
+		t.Fatalf("version lock = %q after the second attempt, want the user's 1.22.0", got)
+	}
+	h.expectState(errorReset)
+	st := h.status()
+	cond := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.ConditionUpdateFailed)
+	if cond == nil || cond.Reason != ReasonVersionLockChanged || st.PreviousVersionLock != "" || st.StateTransitionFailureTimestamp == nil {
+		t.Fatalf("status = %+v, want ErrorReset with UpdateFailed/%s, a failure time and previousVersionLock cleared", st, ReasonVersionLockChanged)
+	}
+	if e := h.events.find(ReasonVersionLockChanged); e == nil || !strings.Contains(e.message, `"1.22.0"`) {
+		t.Errorf("events %+v, want %s naming the lock 1.22.0", h.events.events, ReasonVersionLockChanged)
+	}
+	if st := h.em.State(); st.Status.ActivatedVersion() != "" || st.RebootRequests != 0 {
+		t.Errorf("the attempt went on: activated %q, reboot requests %d", st.Status.ActivatedVersion(), st.RebootRequests)
+	}
+	h.operator("1.21.0") // → Idle
+	mustSync(t, h, a)
+	h.expectConverged("1.22.0")
+}

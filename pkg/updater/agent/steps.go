@@ -176,6 +176,28 @@ func (a *Agent) restoreVersionLock(ctx context.Context, shadow *updatesv1alpha1.
 	return nil
 }
 
+// lockChanged reports whether the host's version lock is neither the pin of
+// version nor the lock the agent recorded before pinning it: someone changed
+// it during the update.
+func lockChanged(lock, version, previous string) bool {
+	if lock == previous {
+		return false
+	}
+	return lock == brapi.VersionLockLatest || !brapi.SameVersion(lock, version)
+}
+
+// lockChanged fails an attempt whose version lock someone changed since the
+// agent pinned it: the lock is left as it is and previousVersionLock is
+// cleared in the same write, so that the abort restores nothing; the
+// operator records the failure like any other before the reboot.
+func (a *Agent) lockChanged(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, lock string) (time.Duration, error) {
+	cause := fmt.Errorf("the version lock of node %s was changed to %q during the update to %s (the agent had pinned %s over %q): not pinning over it; the lock is left as it is",
+		a.opts.NodeName, lock, shadow.Spec.Version, shadow.Spec.Version, shadow.Status.PreviousVersionLock)
+	return a.failWith(ctx, shadow, ReasonVersionLockChanged, cause, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		st.PreviousVersionLock = ""
+	})
+}
+
 // stepError is a failed step: definite (the update fails now) or transient
 // (tried again, at most TransientAttempts times).
 type stepError struct {
@@ -216,8 +238,14 @@ func (a *Agent) handle(ctx context.Context, shadow *updatesv1alpha1.Bottlerocket
 // failure time and an UpdateFailed condition saying what failed. The
 // operator then asks for Idle and the agent aborts.
 func (a *Agent) fail(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, reason string, cause error) (time.Duration, error) {
+	return a.failWith(ctx, shadow, reason, cause, func(*updatesv1alpha1.BottlerocketShadowStatus) {})
+}
+
+// failWith is fail with more to change in the same status write.
+func (a *Agent) failWith(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, reason string, cause error, also func(*updatesv1alpha1.BottlerocketShadowStatus)) (time.Duration, error) {
 	klog.FromContext(ctx).Error(cause, "Update failed before the reboot", "reason", reason, "version", shadow.Spec.Version)
 	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		also(st)
 		st.CurrentState = updatesv1alpha1.StateErrorReset
 		st.CrashCount++
 		now := a.now()
@@ -283,6 +311,19 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 			return a.opts.RetryInterval, err
 		}
 		shadow = out
+	} else {
+		// A later attempt (a transient failure, a restart): the lock is
+		// still the pin, or the lock recorded before it. Anything else
+		// someone set since the update began, and it is theirs: the agent
+		// does not pin over it, and its record is no longer its to
+		// restore (docs/updater.md).
+		lock, err := a.c.API.VersionLock(ctx)
+		if err != nil {
+			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the version lock: %w", err)))
+		}
+		if lockChanged(lock, version, shadow.Status.PreviousVersionLock) {
+			return a.lockChanged(ctx, shadow, lock)
+		}
 	}
 	if err := a.c.API.SetVersionLock(ctx, version); err != nil {
 		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("pinning the version lock to %s: %w", version, err)))
