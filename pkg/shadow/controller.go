@@ -46,6 +46,11 @@ type Options struct {
 	Selector labels.Selector
 	// DryRun logs the writes it would make instead of making them.
 	DryRun bool
+	// RateLimiter spaces the retries of a failed sync; nil is client-go's
+	// default controller rate limiter. A deterministic driver passes one
+	// that retries at once, so that no retry lands at a wall-clock instant
+	// it cannot see.
+	RateLimiter workqueue.TypedRateLimiter[string]
 }
 
 // NewController wires the controller to its informers. recorder may be nil.
@@ -54,12 +59,16 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 	if opts.Selector == nil {
 		opts.Selector = labels.Nothing()
 	}
+	limiter := opts.RateLimiter
+	if limiter == nil {
+		limiter = workqueue.DefaultTypedControllerRateLimiter[string]()
+	}
 	c := &Controller{
 		client:   client,
 		selector: opts.Selector,
 		recorder: recorder,
 		dryRun:   opts.DryRun,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "shadow"}),
 		nodeLister:   nodeInformer.Lister(),
 		shadowLister: shadowInformer.Lister(),
@@ -145,6 +154,9 @@ func (c *Controller) ProcessNextItem(ctx context.Context) bool { return c.proces
 
 // Queued is how many nodes wait to be synced, for such a driver.
 func (c *Controller) Queued() int { return c.queue.Len() }
+
+// Requeue queues a node to be synced again, for such a driver's timers.
+func (c *Controller) Requeue(key string) { c.queue.Add(key) }
 
 // ShutDownQueue stops the queue of a controller whose Run was never called.
 func (c *Controller) ShutDownQueue() { c.queue.ShutDown() }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -90,7 +91,7 @@ var simRegressions = sim.Regressions{
 var simSmokeSeeds = []uint64{}
 
 var simDeleteShadowsMidUpdate = flag.Bool("sim.delete-shadows-mid-update", false,
-	"let users delete shadows mid-update (an open finding: the version lock the agent pinned is never restored)")
+	"let users try to delete shadows mid-update too (the API refuses it, as the admission policy of deploy/update-agent does)")
 
 // simTicks is how many simulated seconds one seed runs.
 const simTicks = 900
@@ -277,7 +278,9 @@ type operatorInstance struct {
 	// handles (the shadow controller's handlers are on the others).
 	policyInf cache.SharedIndexInformer
 	handled   *atomic.Int64
-	timers    map[string]time.Time
+	// timers and scTimers are when the driver queues a key again in the
+	// update and the shadow controller.
+	timers, scTimers map[string]time.Time
 }
 
 type updaterSimulation struct {
@@ -589,7 +592,7 @@ func (s *updaterSimulation) startOperator() {
 	s.stopOperator()
 	s.opGen++
 	ctx, cancel := context.WithCancel(klog.NewContext(s.ctx, s.opLogger()))
-	op := &operatorInstance{gen: s.opGen, ctx: ctx, cancel: cancel, handled: &atomic.Int64{}, timers: map[string]time.Time{}}
+	op := &operatorInstance{gen: s.opGen, ctx: ctx, cancel: cancel, handled: &atomic.Int64{}, timers: map[string]time.Time{}, scTimers: map[string]time.Time{}}
 	kf := kubeinformers.NewSharedInformerFactory(s.opKube, 0)
 	uf := externalversions.NewSharedInformerFactory(s.opUpdates, 0)
 	nodes := kf.Core().V1().Nodes()
@@ -606,7 +609,7 @@ func (s *updaterSimulation) startOperator() {
 	// Retries at once (a real first back-off, 5 ms, is below the
 	// simulation's resolution); timers are the driver's.
 	c.queue.ShutDown()
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](simImmediateRetry{},
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](&simSpinRetry{s: s, timers: op.timers, at: map[string]time.Time{}, n: map[string]int{}},
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "updater", Clock: s.clk})
 	c.after = func(key string, d time.Duration) {
 		at := s.clk.Now().Add(max(d, 0))
@@ -614,12 +617,21 @@ func (s *updaterSimulation) startOperator() {
 			op.timers[key] = at
 		}
 	}
-	sc, err := shadow.NewController(s.opUpdates, cn, cs, nil, shadow.Options{Selector: s.opts.Selector})
+	sc, err := shadow.NewController(s.opUpdates, cn, cs, nil, shadow.Options{Selector: s.opts.Selector,
+		RateLimiter: &simSpinRetry{s: s, timers: op.scTimers, at: map[string]time.Time{}, n: map[string]int{}}})
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	op.c, op.sc = c, sc
 	op.informers, op.policyInf = []cache.SharedIndexInformer{nodeInf, shadowInf}, policyInf
+	s.op = op
+	startCtx, cancelStart := context.WithTimeout(s.ctx, time.Minute)
+	defer cancelStart()
+	// One informer at a time, each synced and its handlers run before the
+	// next starts: started together, their handlers' goroutines would put
+	// the first keys into the update controller's queue in an order of
+	// the scheduler's, and the order of the items decides which one a kill
+	// lands before.
 	for _, t := range []struct {
 		gvr schema.GroupVersionResource
 		inf cache.SharedIndexInformer
@@ -627,12 +639,11 @@ func (s *updaterSimulation) startOperator() {
 		if err := s.api.Track(t.gvr, t.inf); err != nil {
 			s.t.Fatal(err)
 		}
+		go t.inf.Run(ctx.Done())
+		if err := s.api.Settle(startCtx, func() bool { return t.inf.HasSynced() && s.handlersDone() }); err != nil {
+			s.t.Fatalf("the operator's caches did not sync: %v", err)
+		}
 	}
-	kf.Start(ctx.Done())
-	uf.Start(ctx.Done())
-	s.op = op
-	startCtx, cancelStart := context.WithTimeout(s.ctx, time.Minute)
-	defer cancelStart()
 	if err := s.api.Settle(startCtx, func() bool {
 		return c.nodesSynced() && c.shadowsSynced() && c.policiesSynced() && s.handlersDone()
 	}); err != nil {
@@ -766,11 +777,36 @@ func (s *updaterSimulation) idleOperator() bool {
 	return s.op == nil || (s.handlersDone() && s.op.c.queue.Len() == 0 && s.op.sc.Queued() == 0)
 }
 
-type simImmediateRetry struct{}
+// simSpinRetry retries a key at once a few times in one simulated instant, then
+// at the next simulated second, by the driver's timer. Some retries only end
+// once an event is delivered (a policy status write that conflicts because
+// the cache has not seen the pass's own last write): retried at once they
+// would spin until the informer happened to catch up, a number of times the
+// scheduler decides, each one a draw of the operator's kill.
+type simSpinRetry struct {
+	s *updaterSimulation
+	// timers are the driver's timers of the queue's controller.
+	timers map[string]time.Time
+	at     map[string]time.Time
+	n      map[string]int
+}
 
-func (simImmediateRetry) When(string) time.Duration { return 0 }
-func (simImmediateRetry) Forget(string)             {}
-func (simImmediateRetry) NumRequeues(string) int    { return 0 }
+func (r *simSpinRetry) When(key string) time.Duration {
+	now := r.s.clk.Now()
+	if !r.at[key].Equal(now) {
+		r.at[key], r.n[key] = now, 0
+	}
+	if r.n[key]++; r.n[key] <= 3 {
+		return 0
+	}
+	next := now.Add(time.Second)
+	if cur, ok := r.timers[key]; !ok || next.Before(cur) {
+		r.timers[key] = next
+	}
+	return 1000 * time.Hour // never, in a simulation: the timer adds it
+}
+func (r *simSpinRetry) Forget(string)          {}
+func (r *simSpinRetry) NumRequeues(string) int { return 0 }
 
 // ---- The judge: every write of the operator's, checked by the model ----
 
@@ -1341,10 +1377,18 @@ func (s *updaterSimulation) step() bool {
 		s.startOperator()
 	}
 	if s.op != nil {
-		for key, at := range s.op.timers {
-			if !now.Before(at) {
+		// In key order: a map's order is random, and the queue's order
+		// decides which item a kill lands before.
+		for _, key := range slices.Sorted(maps.Keys(s.op.timers)) {
+			if !now.Before(s.op.timers[key]) {
 				delete(s.op.timers, key)
 				s.op.c.queue.Add(key)
+			}
+		}
+		for _, key := range slices.Sorted(maps.Keys(s.op.scTimers)) {
+			if !now.Before(s.op.scTimers[key]) {
+				delete(s.op.scTimers, key)
+				s.op.sc.Requeue(key)
 			}
 		}
 	}
@@ -1445,8 +1489,11 @@ func (s *updaterSimulation) faults(now time.Time) {
 		case r.Chance(0.0005):
 			n.em.UpdateFaults(func(f *emulator.Faults) { f.NeverComesUp = !f.NeverComesUp })
 			s.trace.Add("t=%s %s: the next boot into an update fails toggled", s.at(), n.name)
-		case n.downAt.IsZero() && (n.inc == nil || !n.inc.running) && r.Chance(0.0008):
-			// A user pins the host's version lock, or unpins it.
+		case n.downAt.IsZero() && (n.inc == nil || !n.inc.running) && r.Chance(0.0008+0.03*agentPinned(n)):
+			// A user pins the host's version lock, or unpins it; likelier
+			// while the agent's pin is on the host (between two attempts
+			// of StagedAndPerformedUpdate), where it matters: the user's
+			// lock must be kept.
 			lock := sim.Pick(r, simUserLocks)
 			if err := s.userClient(n).SetVersionLock(s.ctx, lock); err == nil {
 				n.userLock = lock
@@ -1472,11 +1519,25 @@ func (s *updaterSimulation) faults(now time.Time) {
 			s.addPod(n, true)
 			s.trace.Add("t=%s %s: a tolerating pod arrives", s.at(), n.name)
 		case r.Chance(0.0004):
-			// A user deletes the shadow: harmless at rest; mid-update it is
-			// an open finding (docs/reliability.md), run with
-			// -sim.delete-shadows-mid-update.
+			// A user deletes the shadow: harmless at rest. Mid-update the
+			// API refuses it (the admission policy of deploy/update-agent,
+			// proved against a real API server by
+			// TestAShadowMidUpdateCannotBeDeletedByAPerson): the driver
+			// refuses it as that policy would. Users try mid-update only
+			// with -sim.delete-shadows-mid-update. A halted shadow is not
+			// deleted: that would erase the failure that halts the rollout
+			// (docs/reliability.md).
 			sh, err := s.updates.UpdatesV1alpha1().BottlerocketShadows().Get(s.ctx, n.name, metav1.GetOptions{})
-			if err != nil || (!*simDeleteShadowsMidUpdate && (!shadow.Idle(sh) || sh.Status.PreviousVersionLock != "" || (n.inc != nil && n.inc.running))) {
+			if err != nil || shadow.Halting(sh) {
+				break
+			}
+			atRest := userMayDeleteShadow(sh)
+			if !*simDeleteShadowsMidUpdate && (!atRest || (n.inc != nil && n.inc.running)) {
+				break
+			}
+			if !atRest {
+				s.trace.Add("t=%s %s: a user's deletion of the shadow is refused: mid-update (spec %s, status %q, previousVersionLock %q)",
+					s.at(), n.name, sh.Spec.State, sh.Status.CurrentState, sh.Status.PreviousVersionLock)
 				break
 			}
 			if err := s.updates.UpdatesV1alpha1().BottlerocketShadows().Delete(s.ctx, n.name, metav1.DeleteOptions{}); err == nil {
@@ -1648,12 +1709,30 @@ func (s *updaterSimulation) check() {
 	s.trace.Add("t=%s %s", s.at(), strings.Join(line, " "))
 }
 
+// userMayDeleteShadow is the rule of the admission policy
+// nodehealth-shadow-delete-mid-update (deploy/update-agent/policy.yaml) for a
+// person: spec and status Idle (or unset) and no version lock the agent
+// pinned over.
+func userMayDeleteShadow(sh *updatesv1alpha1.BottlerocketShadow) bool {
+	idle := func(st updatesv1alpha1.ShadowState) bool { return st == "" || st == updatesv1alpha1.StateIdle }
+	return idle(sh.Spec.State) && idle(sh.Status.CurrentState) && sh.Status.PreviousVersionLock == ""
+}
+
 // armed is 1 while an update is activated on the node's host, else 0.
 func armed(n *simNode) float64 {
 	if n.em.Activated() != "" {
 		return 1
 	}
 	return 0
+}
+
+// agentPinned is 1 while the host's version lock is an agent's pin (not a
+// lock a user sets), else 0.
+func agentPinned(n *simNode) float64 {
+	if slices.Contains(simUserLocks, n.em.State().VersionLock) {
+		return 0
+	}
+	return 1
 }
 
 // activated is the version activated for the next boot, "" if none (or the
