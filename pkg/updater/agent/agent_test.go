@@ -1198,3 +1198,38 @@ func TestAUserLockChangeBetweenStagingAttemptsIsRespected(t *testing.T) {
 	mustSync(t, h, a)
 	h.expectConverged("1.22.0")
 }
+
+// TestAnEarlierAttemptsPinIsNotTakenForAUsersLock: the operator calls an
+// attempt off (its deadline) and starts another, towards another version,
+// before the agent ran the abort: the lock is still this process's pin of
+// the first version, not a user's, and the new attempt pins over it; the
+// lock from before the update is what the end restores.
+func TestAnEarlierAttemptsPinIsNotTakenForAUsersLock(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0", "1.22.0"}})
+	h.shadows.create()
+	c := h.clients()
+	api := &refreshDown{BottlerocketAPI: c.API}
+	c.API = api
+	a, err := New(c, h.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	api.n = 1
+	if _, err := h.sync(a); err == nil {
+		t.Fatal("the first attempt: want the transient refresh error")
+	}
+	h.shadows.setSpec(idle, "1.21.0")                                         // the deadline
+	h.shadows.setSpec(updatesv1alpha1.StateStagedAndPerformedUpdate, "1.22.0") // and a new start
+	mustSync(t, h, a)
+	if st := h.status(); st.CurrentState != staged || st.PreviousVersionLock != "latest" {
+		t.Fatalf("status = %+v, want StagedAndPerformedUpdate with previousVersionLock latest", st)
+	}
+	if h.events.find(ReasonVersionLockChanged) != nil {
+		t.Errorf("the agent took its own earlier pin for a user's lock: %+v", h.events.events)
+	}
+	h.shadows.setSpec(idle, "1.22.0")
+	mustSync(t, h, a)
+	h.expectConverged("latest")
+}

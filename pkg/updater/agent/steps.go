@@ -89,6 +89,7 @@ func (a *Agent) complete(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 	if err != nil {
 		return a.opts.RetryInterval, err
 	}
+	a.pinned = ""
 	if success {
 		a.c.Events.Event(out, v1.EventTypeNormal, ReasonUpdated, fmt.Sprintf("Node %s runs Bottlerocket %s", a.opts.NodeName, current))
 	}
@@ -143,6 +144,7 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 	if err != nil {
 		return a.opts.RetryInterval, err
 	}
+	a.pinned = ""
 	logger.Info("Update aborted; the node is Idle", "running", current)
 	a.c.Events.Event(out, v1.EventTypeNormal, ReasonAborted, fmt.Sprintf("Update to %s called off; node %s stays on %s", shadow.Spec.Version, a.opts.NodeName, current))
 	a.nextCheck = a.opts.Clock.Now().Add(a.opts.UpdateCheckInterval)
@@ -176,14 +178,26 @@ func (a *Agent) restoreVersionLock(ctx context.Context, shadow *updatesv1alpha1.
 	return nil
 }
 
-// lockChanged reports whether the host's version lock is neither the pin of
-// version nor the lock the agent recorded before pinning it: someone changed
-// it during the update.
-func lockChanged(lock, version, previous string) bool {
-	if lock == previous {
-		return false
+// lockIsOurs reports whether the host's version lock, on a later attempt of
+// StagedAndPerformedUpdate, is the agent's: the lock it recorded before
+// pinning, the pin of version, or the pin this process made for an earlier
+// attempt (one the operator called off before the agent aborted it).
+// Anything else someone changed during the update. A restarted process
+// remembers no earlier pin: then a specific version newer than the one
+// running is taken for an earlier attempt's pin (the agent pins only
+// updates), and "latest" or an older version for a user's lock.
+func (a *Agent) lockIsOurs(lock, version, previous, running string) bool {
+	pinOf := func(v string) bool { return v != "" && lock != brapi.VersionLockLatest && brapi.SameVersion(lock, v) }
+	switch {
+	case lock == previous || pinOf(version):
+		return true
+	case a.pinned != "":
+		return pinOf(a.pinned)
+	case lock == brapi.VersionLockLatest || running == "":
+		return lock != brapi.VersionLockLatest
 	}
-	return lock == brapi.VersionLockLatest || !brapi.SameVersion(lock, version)
+	cmp, err := brapi.CompareVersions(lock, running)
+	return err == nil && cmp > 0
 }
 
 // lockChanged fails an attempt whose version lock someone changed since the
@@ -193,9 +207,13 @@ func lockChanged(lock, version, previous string) bool {
 func (a *Agent) lockChanged(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, lock string) (time.Duration, error) {
 	cause := fmt.Errorf("the version lock of node %s was changed to %q during the update to %s (the agent had pinned %s over %q): not pinning over it; the lock is left as it is",
 		a.opts.NodeName, lock, shadow.Spec.Version, shadow.Spec.Version, shadow.Status.PreviousVersionLock)
-	return a.failWith(ctx, shadow, ReasonVersionLockChanged, cause, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+	d, err := a.failWith(ctx, shadow, ReasonVersionLockChanged, cause, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.PreviousVersionLock = ""
 	})
+	if err == nil {
+		a.pinned = ""
+	}
+	return d, err
 }
 
 // stepError is a failed step: definite (the update fails now) or transient
@@ -321,10 +339,11 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 		if err != nil {
 			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the version lock: %w", err)))
 		}
-		if lockChanged(lock, version, shadow.Status.PreviousVersionLock) {
+		if !a.lockIsOurs(lock, version, shadow.Status.PreviousVersionLock, shadow.Status.CurrentVersion) {
 			return a.lockChanged(ctx, shadow, lock)
 		}
 	}
+	a.pinned = version // before the call: its answer may be lost
 	if err := a.c.API.SetVersionLock(ctx, version); err != nil {
 		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("pinning the version lock to %s: %w", version, err)))
 	}
