@@ -76,12 +76,14 @@ import (
 // simRegressions are seeds that once found something, kept with what they
 // found. A change to the driver's schedule changes what a seed runs.
 var simRegressions = sim.Regressions{
-	// Seeds 1 and 5832568632707619870 found the first and third; after
-	// schedule changes 11 and 32 are the seeds that find them (their
-	// mutants, hack/simulate/mutants/updater, fail there).
-	{Seed: 11, Name: "a soak start whose healthy-since write conflicted is written again (the model requires SoakStart)"},
-	{Seed: 18202181090204670337, Name: "an agent whose report of the update its host booted mid-drain failed does not reboot it again (never-two-boots)"},
-	{Seed: 32, Name: "an update that ended clears rebootRequestedAt, so the next attempt is not past its drain before it drained (model)"},
+	// Seeds 1, 5832568632707619870, then 11 and 32 found the first and
+	// third; the schedule has changed since (pause, windows, users' lock
+	// changes): these are the seeds that find them now (their mutants,
+	// hack/simulate/mutants/updater, fail there).
+	{Seed: 17, Name: "a soak start whose healthy-since write conflicted is written again (the model requires SoakStart)"},
+	{Seed: 15, Name: "an agent whose report of the update its host booted mid-drain failed does not reboot it again (never-two-boots)"},
+	{Seed: 67, Name: "an update that ended clears rebootRequestedAt, so the next attempt is not past its drain before it drained (model)"},
+	{Seed: 4, Name: "a version lock a user changed between two staging attempts is not pinned over (user-lock-kept)"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that a

@@ -1220,7 +1220,7 @@ func TestAnEarlierAttemptsPinIsNotTakenForAUsersLock(t *testing.T) {
 	if _, err := h.sync(a); err == nil {
 		t.Fatal("the first attempt: want the transient refresh error")
 	}
-	h.shadows.setSpec(idle, "1.21.0")                                         // the deadline
+	h.shadows.setSpec(idle, "1.21.0")                                          // the deadline
 	h.shadows.setSpec(updatesv1alpha1.StateStagedAndPerformedUpdate, "1.22.0") // and a new start
 	mustSync(t, h, a)
 	if st := h.status(); st.CurrentState != staged || st.PreviousVersionLock != "latest" {
