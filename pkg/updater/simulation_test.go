@@ -59,11 +59,13 @@ import (
 // clock, under a seeded schedule of faults: the agent killed (SIGKILL or
 // SIGTERM) before or after any call it makes, the operator killed before any
 // item it processes and failing over, Nodes deleted by an autoscaler, shadows
-// deleted by a user, Bottlerocket errors, refused reboots and lost answers,
+// deleted by a user at rest (mid-update refused, as the API's admission
+// policy refuses it), Bottlerocket errors, refused reboots and lost answers,
 // slow commands, shadow writes that conflict or whose answer is lost, pin
-// changes (a user editing the UpdatePolicy), a user's version lock, a release that never becomes healthy, a
-// node-health controller that is late to taint, pods that tolerate the
-// readiness taint arriving mid-drain, unplanned reboots.
+// changes, pauses and update windows (a user editing the UpdatePolicy), a
+// user's version lock (also between two attempts of staging), a release that
+// never becomes healthy, a node-health controller that is late to taint, pods
+// that tolerate the readiness taint arriving mid-drain, unplanned reboots.
 //
 // It requires what the reference model of docs/updater.md (pkg/updater/model)
 // requires — each spec write the operator made was allowed when it was made
