@@ -160,20 +160,27 @@ test-monitoring: $(PROMTOOL) ## Alert rule tests (promtool) and the dashboards' 
 	$(PROMTOOL) test rules deploy/monitoring/tests/*.yaml
 	cd test/monitoring && GOWORK=off $(GO) test -count=1 ./...
 
-# The deterministic simulation of the node-health controller beside its
-# reference model (pkg/nodehealth/simulation_test.go; docs/reliability.md).
-# make test runs its regression seeds and a few random ones; this runs SEEDS
-# random seeds, SIM_PARALLEL at a time (a run mostly waits for goroutines).
+# The deterministic simulations beside their reference models
+# (docs/reliability.md): SIM=controller (the default) is the node-health
+# controller's (pkg/nodehealth/simulation_test.go), SIM=updater the update
+# operator's and agents' (pkg/updater/simulation_test.go). make test runs
+# their regression seeds and a few fixed ones; this runs SEEDS random seeds,
+# SIM_PARALLEL at a time (a run mostly waits for goroutines).
 SEEDS ?= 100
 SIM_PARALLEL ?= 4
+SIM ?= controller
+SIM_PKG_controller := ./pkg/nodehealth/
+SIM_TEST_controller := TestSimulation
+SIM_PKG_updater := ./pkg/updater/
+SIM_TEST_updater := TestUpdaterSimulation
 
 .PHONY: simulate
-simulate: ## Run the controller simulation on SEEDS random seeds (a failing seed prints its replay command).
-	$(GO) test ./pkg/nodehealth/ -count=1 -run '^TestSimulation$$' -sim.seeds=$(SEEDS) -parallel $(SIM_PARALLEL) -timeout 3h
+simulate: ## Run a simulation (SIM=controller or updater) on SEEDS random seeds (a failing seed prints its replay command).
+	$(GO) test $(SIM_PKG_$(SIM)) -count=1 -run '^$(SIM_TEST_$(SIM))$$' -sim.seeds=$(SEEDS) -parallel $(SIM_PARALLEL) -timeout 3h
 
 .PHONY: simulate-mutants
-simulate-mutants: ## Revert each guard fix in turn (hack/simulate/mutants) and count the seeds the simulation needs to find it.
-	hack/simulate/seeds-to-find.sh $(SEEDS)
+simulate-mutants: ## Revert each fix in turn (hack/simulate/mutants; SIM=updater: mutants/updater) and count the seeds the simulation needs to find it.
+	SIM=$(SIM) hack/simulate/seeds-to-find.sh $(SEEDS)
 
 .PHONY: sandbox
 sandbox: controlplane build ## Start the sandbox; Ctrl-C stops everything.

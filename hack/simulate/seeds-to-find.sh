@@ -7,6 +7,10 @@
 #
 #   hack/simulate/seeds-to-find.sh [MAX_SEEDS [MUTANT_GLOB]]   (defaults 40, *)
 #
+# SIM=updater does the same for the update operator's simulation
+# (pkg/updater, TestUpdaterSimulation) with the mutants in
+# hack/simulate/mutants/updater, each reverting one fix of issue 21.
+#
 # Prints a Markdown table (docs/reliability.md keeps the last one) and the
 # total number of simulated schedules. SKIP_SEEDS (space-separated) lists
 # seeds that fail without any mutant (open findings, docs/reliability.md):
@@ -16,6 +20,11 @@ cd "$(git rev-parse --show-toplevel)"
 max=${1:-40}
 only=${2:-*}
 root=$PWD
+case "${SIM:-controller}" in
+controller) pkg=pkg/nodehealth test=TestSimulation mutants=$root/hack/simulate/mutants ticks=300 ;;
+updater) pkg=pkg/updater test=TestUpdaterSimulation mutants=$root/hack/simulate/mutants/updater ticks=900 ;;
+*) echo "SIM=$SIM: want controller or updater" >&2; exit 2 ;;
+esac
 scratch=$(mktemp -d)
 trap 'git -C "$root" worktree remove --force "$scratch" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
 git worktree add --detach --quiet "$scratch" HEAD
@@ -23,23 +32,27 @@ git worktree add --detach --quiet "$scratch" HEAD
 total=0
 echo "| mutant (the fix it reverts) | seeds to find | what failed |"
 echo "|---|---|---|"
-for patch in "$root"/hack/simulate/mutants/$only.patch; do
+for patch in "$mutants"/$only.patch; do
 	name=$(basename "$patch" .patch)
 	git -C "$scratch" checkout --quiet -- .
 	git -C "$scratch" apply "$patch"
-	(cd "$scratch" && go test -c -o "$scratch/nh.test" ./pkg/nodehealth/ >/dev/null)
+	(cd "$scratch" && go test -c -o "$scratch/nh.test" "./$pkg/" >/dev/null)
 	found="not found in $max"
 	what=""
 	for seed in $(seq 1 "$max"); do
 		case " ${SKIP_SEEDS:-} " in *" $seed "*) continue ;; esac
 		total=$((total + 1))
-		if ! out=$(cd "$scratch/pkg/nodehealth" && ./../../nh.test -test.run '^TestSimulation$' -test.timeout 10m -sim.seeds=0 -sim.seed="$seed" 2>&1); then
+		if ! out=$(cd "$scratch/$pkg" && "$scratch/nh.test" -test.run "^$test\$" -test.timeout 10m -sim.seeds=0 -sim.seed="$seed" 2>&1); then
 			found=$seed
-			what=$(grep -m1 -A1 'differ\|invariant' <<<"$out" | tail -1 | sed 's/^ *//; s/|/\\|/g' | cut -c1-160)
+			if [ "$test" = TestSimulation ]; then
+				what=$(grep -m1 -A1 'differ\|invariant' <<<"$out" | tail -1 | sed 's/^ *//; s/|/\\|/g' | cut -c1-160)
+			else
+				what=$(grep -m1 -E 'simulation_test.go:[0-9]+: ' <<<"$out" | sed 's/^ *simulation_test.go:[0-9]*: //; s/|/\\|/g' | cut -c1-160)
+			fi
 			break
 		fi
 	done
 	echo "| \`$name\` | $found | $what |"
 done
 echo
-echo "$total simulated schedules of 300 s each."
+echo "$total simulated schedules of $ticks s each."

@@ -46,6 +46,11 @@ type Options struct {
 	Selector labels.Selector
 	// DryRun logs the writes it would make instead of making them.
 	DryRun bool
+	// RateLimiter spaces the retries of a failed sync; nil is client-go's
+	// default controller rate limiter. A deterministic driver passes one
+	// that retries at once, so that no retry lands at a wall-clock instant
+	// it cannot see.
+	RateLimiter workqueue.TypedRateLimiter[string]
 }
 
 // NewController wires the controller to its informers. recorder may be nil.
@@ -54,12 +59,16 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 	if opts.Selector == nil {
 		opts.Selector = labels.Nothing()
 	}
+	limiter := opts.RateLimiter
+	if limiter == nil {
+		limiter = workqueue.DefaultTypedControllerRateLimiter[string]()
+	}
 	c := &Controller{
 		client:   client,
 		selector: opts.Selector,
 		recorder: recorder,
 		dryRun:   opts.DryRun,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "shadow"}),
 		nodeLister:   nodeInformer.Lister(),
 		shadowLister: shadowInformer.Lister(),
@@ -135,6 +144,22 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	c.queue.Forget(key)
 	return true
 }
+
+// ProcessNextItem syncs one queued node, waiting for one when none is queued,
+// and reports false once the queue is shut down. Run's workers loop on it; a
+// deterministic driver (the update simulation in pkg/updater) calls it
+// itself, one item at a time, so that every run of a seed interleaves the
+// shadow and update controllers alike.
+func (c *Controller) ProcessNextItem(ctx context.Context) bool { return c.processNext(ctx) }
+
+// Queued is how many nodes wait to be synced, for such a driver.
+func (c *Controller) Queued() int { return c.queue.Len() }
+
+// Requeue queues a node to be synced again, for such a driver's timers.
+func (c *Controller) Requeue(key string) { c.queue.Add(key) }
+
+// ShutDownQueue stops the queue of a controller whose Run was never called.
+func (c *Controller) ShutDownQueue() { c.queue.ShutDown() }
 
 // Managed reports whether a node is one whose OS the updater manages.
 func Managed(selector labels.Selector, node *v1.Node) bool {

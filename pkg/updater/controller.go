@@ -62,8 +62,8 @@ type Controller struct {
 
 	mu sync.Mutex
 	// soakSince is when each node in MonitoringUpdate was last seen become
-	// fully ready. It is memory only: an operator restart starts the soak
-	// over, which errs on the side of a longer soak.
+	// fully ready, in a dry run only (which writes nothing); otherwise the
+	// soak's start lives in the shadow's healthy-since annotation.
 	soakSince map[string]time.Time
 	// halted is the reason each policy was last found halted ("" when
 	// not) and haltedBy the nodes whose failures held one, so halts and

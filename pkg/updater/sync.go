@@ -241,13 +241,15 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 	}
 	if !soaking {
 		start = now
+		if !c.opts.DryRun {
+			// The write's event brings the shadow back here. Nothing is
+			// remembered before the write succeeded: a failed write must
+			// be made again, or the soak would live in memory only.
+			return c.setHealthySince(ctx, s, now.UTC().Format(time.RFC3339))
+		}
 		c.mu.Lock()
 		c.soakSince[s.Name] = now
 		c.mu.Unlock()
-		if !c.opts.DryRun {
-			// The write's event brings the shadow back here.
-			return c.setHealthySince(ctx, s, now.UTC().Format(time.RFC3339))
-		}
 	}
 	if s.Status.CurrentState != updatesv1alpha1.StateMonitoringUpdate {
 		return nil

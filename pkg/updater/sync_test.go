@@ -349,3 +349,31 @@ func TestTheHealthGateAlsoRequiresTheNodesReadyAndAcceptsNoRequiredExtensions(t 
 		})
 	}
 }
+
+// TestASoakStartWhoseWriteFailedIsWrittenAgain: found by the simulation. The
+// write of healthy-since can fail (a conflict: the agent reported
+// MonitoringUpdate meanwhile); the retry must write it again. Remembering the
+// soak's start in memory before the write succeeded kept it there for good,
+// so a failover later in MonitoringUpdate started the soak over, past the
+// deadline for a node that was healthy all along.
+func TestASoakStartWhoseWriteFailedIsWrittenAgain(t *testing.T) {
+	s := mkShadow("n1", monitor, rebooted, running(newV))
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")}, []*updatesv1alpha1.BottlerocketShadow{s})
+	conflicts := 1
+	f.client.PrependReactor("update", "bottlerocketshadows", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if conflicts == 0 {
+			return false, nil, nil
+		}
+		conflicts--
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "updates.nodehealth.io", Resource: "bottlerocketshadows"}, "n1", errors.New("modified"))
+	})
+	if err := f.c.syncShadow(f.ctx, "n1"); !apierrors.IsConflict(err) {
+		t.Fatalf("err = %v, want the conflict", err)
+	}
+	f.client.ClearActions()
+	f.clock.Step(time.Second)
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"annotate n1 healthy-since=" + t0.Add(time.Second).Format(time.RFC3339)})
+}

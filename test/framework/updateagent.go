@@ -17,6 +17,10 @@ import (
 // that keeps each agent's pod-bound token to its own shadow's status.
 const UpdateAgentPolicy = "nodehealth-update-agent-own-shadow"
 
+// ShadowDeletePolicy is the ValidatingAdmissionPolicy of deploy/update-agent
+// that refuses a person's deletion of a shadow mid-update.
+const ShadowDeletePolicy = "nodehealth-shadow-delete-mid-update"
+
 // Kubectl runs the control plane's kubectl as the admin from the repository
 // root (so manifest paths are relative to it), with no ~/.kube of the
 // developer's, and returns its combined output.
@@ -45,8 +49,10 @@ func (e *Environment) Kubectl(ctx context.Context, args ...string) ([]byte, erro
 // namespaces and extension security of deploy/controller and
 // deploy/extensions, then deploy/update-agent as it is (kwok runs the
 // DaemonSet's pods, whose bound tokens SimNodes give their agents). It
-// returns once the own-shadow admission policy is type-checked, without
-// warnings, so the agents' status writes go through it.
+// returns once its admission policies (the own-shadow one and the one
+// refusing a shadow's deletion mid-update) are type-checked, without
+// warnings, so the agents' status writes and users' deletions go through
+// them.
 func (e *Environment) InstallUpdateAgent(ctx context.Context) error {
 	for _, args := range [][]string{
 		{"apply", "--server-side", "-f", "deploy/controller/namespaces.yaml", "-f", "deploy/controller/rbac.yaml"},
@@ -58,17 +64,23 @@ func (e *Environment) InstallUpdateAgent(ctx context.Context) error {
 		}
 	}
 	policies := e.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
-	return wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		p, err := policies.Get(ctx, UpdateAgentPolicy, metav1.GetOptions{})
+	for _, name := range []string{UpdateAgentPolicy, ShadowDeletePolicy} {
+		err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			p, err := policies.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
+				return false, nil
+			}
+			if w := p.Status.TypeChecking.ExpressionWarnings; len(w) > 0 {
+				return false, fmt.Errorf("policy %s has type-checking warnings: %+v", name, w)
+			}
+			return true, nil
+		})
 		if err != nil {
-			return false, err
+			return err
 		}
-		if p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
-			return false, nil
-		}
-		if w := p.Status.TypeChecking.ExpressionWarnings; len(w) > 0 {
-			return false, fmt.Errorf("policy %s has type-checking warnings: %+v", UpdateAgentPolicy, w)
-		}
-		return true, nil
-	})
+	}
+	return nil
 }

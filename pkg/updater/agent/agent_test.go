@@ -1064,3 +1064,172 @@ func TestANodeThatRebootedIntoTheUpdateMidDrainReportsItInsteadOfRebootingAgain(
 		t.Error("the Lease stays released after the node came back on the update")
 	}
 }
+
+// TestAnAgentWhoseReportOfTheUpdateBootedMidDrainFailedNeverRebootsAgain:
+// found by the update simulation (a random seed, never-two-boots). The host
+// booted the activated update on its own mid-drain; the restarted agent finds
+// it running the update, but its report fails (a conflict: the operator wrote
+// the shadow in between). Its next sync must look at the host again, not
+// drain and reboot a host that already runs the update.
+func TestAnAgentWhoseReportOfTheUpdateBootedMidDrainFailedNeverRebootsAgain(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.pods.setBudget("web-2", "web-pdb")
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	mustSync(t, h, a)                                          // release; the controller taints
+	mustSync(t, h, a)                                          // a drain pass, blocked
+	if err := h.api.Reboot(context.Background()); err != nil { // not the agent's
+		t.Fatal(err)
+	}
+	h.settle()
+	h.pods.setBudget("web-2", "")
+	b := h.newAgent() // the reboot restarted the agent
+	if err := b.InitLease(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.shadows.mu.Lock()
+	h.shadows.conflictNext = 1
+	h.shadows.mu.Unlock()
+	if _, err := h.sync(b); err == nil {
+		t.Fatal("the report of the boot did not meet the conflict")
+	}
+	for i := 0; i < 4 && h.status().CurrentState != rebootedTo; i++ {
+		mustSync(t, h, b)
+	}
+	h.expectState(rebootedTo)
+	if st := h.em.State(); st.Reboots != 1 || st.Running != "1.21.0" {
+		t.Fatalf("reboots = %d, running %s: want the one unplanned boot into 1.21.0 and no second", st.Reboots, st.Running)
+	}
+}
+
+// TestTheRebootMarkerIsClearedWhenAnUpdateEnds: found by the update
+// simulation (a random seed; the model refused an abort "past the drain"). An
+// update that completed or was called off kept status.rebootRequestedAt while
+// clearing rebootFromBootID, so the next attempt looked past its drain before
+// it drained: deleting that node in a scale-down would have been recorded as a
+// failed update (NodeDeleted) that halts the rollout.
+func TestTheRebootMarkerIsClearedWhenAnUpdateEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status updatesv1alpha1.ShadowState
+	}{
+		{"completed", monitoring},
+		{"called off after the marker", staged},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, emulator.Config{})
+			h.shadows.create()
+			h.shadows.mu.Lock()
+			h.shadows.shadow.Spec.Version = "1.20.0"
+			h.shadows.shadow.Status = updatesv1alpha1.BottlerocketShadowStatus{CurrentState: tc.status, CurrentVersion: "1.20.0",
+				RebootFromBootID: "boot-0", RebootRequestedAt: &metav1.Time{Time: t0}}
+			h.shadows.mu.Unlock()
+			a := h.newAgent()
+			mustSync(t, h, a)
+			if st := h.status(); st.CurrentState != idle || st.RebootFromBootID != "" || st.RebootRequestedAt != nil {
+				t.Errorf("status = %+v, want Idle with rebootFromBootID and rebootRequestedAt cleared", st)
+			}
+		})
+	}
+}
+
+// refreshDown answers the next n refreshes with a connection error, a
+// transient failure the agent retries.
+type refreshDown struct {
+	BottlerocketAPI
+	n int
+}
+
+func (r *refreshDown) RefreshUpdates(ctx context.Context) (*brapi.UpdateStatus, error) {
+	if r.n > 0 {
+		r.n--
+		return nil, errors.New("connection reset by peer")
+	}
+	return r.BottlerocketAPI.RefreshUpdates(ctx)
+}
+
+// TestAUserLockChangeBetweenStagingAttemptsIsRespected: a user who changes
+// the version lock after the agent pinned it (here between two attempts of
+// StagedAndPerformedUpdate, the first failing transiently) keeps that lock:
+// the agent does not pin over it, forgets previousVersionLock (no longer its
+// to restore), says so in an Event naming the new lock and reports the
+// attempt failed (VersionLockChanged), like any staging failure. The abort
+// then leaves the user's lock alone.
+func TestAUserLockChangeBetweenStagingAttemptsIsRespected(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0", "1.22.0"}})
+	h.shadows.create()
+	c := h.clients()
+	api := &refreshDown{BottlerocketAPI: c.API}
+	c.API = api
+	a, err := New(c, h.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	api.n = 1
+	if _, err := h.sync(a); err == nil {
+		t.Fatal("the first attempt: want the transient refresh error")
+	}
+	h.expectState(idle)
+	if got, prev := h.em.State().VersionLock, h.status().PreviousVersionLock; got != "1.21.0" || prev != "latest" {
+		t.Fatalf("after the first attempt: lock %q, previousVersionLock %q; want the pin 1.21.0 and latest", got, prev)
+	}
+	if err := h.api.SetVersionLock(context.Background(), "1.22.0"); err != nil { // a user
+		t.Fatal(err)
+	}
+	mustSync(t, h, a) // the second attempt
+	if got := h.em.State().VersionLock; got != "1.22.0" {
+		t.Fatalf("version lock = %q after the second attempt, want the user's 1.22.0", got)
+	}
+	h.expectState(errorReset)
+	st := h.status()
+	cond := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.ConditionUpdateFailed)
+	if cond == nil || cond.Reason != ReasonVersionLockChanged || st.PreviousVersionLock != "" || st.StateTransitionFailureTimestamp == nil {
+		t.Fatalf("status = %+v, want ErrorReset with UpdateFailed/%s, a failure time and previousVersionLock cleared", st, ReasonVersionLockChanged)
+	}
+	if e := h.events.find(ReasonVersionLockChanged); e == nil || !strings.Contains(e.message, `"1.22.0"`) {
+		t.Errorf("events %+v, want %s naming the lock 1.22.0", h.events.events, ReasonVersionLockChanged)
+	}
+	if st := h.em.State(); st.Status.ActivatedVersion() != "" || st.RebootRequests != 0 {
+		t.Errorf("the attempt went on: activated %q, reboot requests %d", st.Status.ActivatedVersion(), st.RebootRequests)
+	}
+	h.operator("1.21.0") // → Idle
+	mustSync(t, h, a)
+	h.expectConverged("1.22.0")
+}
+
+// TestAnEarlierAttemptsPinIsNotTakenForAUsersLock: the operator calls an
+// attempt off (its deadline) and starts another, towards another version,
+// before the agent ran the abort: the lock is still this process's pin of
+// the first version, not a user's, and the new attempt pins over it; the
+// lock from before the update is what the end restores.
+func TestAnEarlierAttemptsPinIsNotTakenForAUsersLock(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0", "1.22.0"}})
+	h.shadows.create()
+	c := h.clients()
+	api := &refreshDown{BottlerocketAPI: c.API}
+	c.API = api
+	a, err := New(c, h.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	api.n = 1
+	if _, err := h.sync(a); err == nil {
+		t.Fatal("the first attempt: want the transient refresh error")
+	}
+	h.shadows.setSpec(idle, "1.21.0")                                          // the deadline
+	h.shadows.setSpec(updatesv1alpha1.StateStagedAndPerformedUpdate, "1.22.0") // and a new start
+	mustSync(t, h, a)
+	if st := h.status(); st.CurrentState != staged || st.PreviousVersionLock != "latest" {
+		t.Fatalf("status = %+v, want StagedAndPerformedUpdate with previousVersionLock latest", st)
+	}
+	if h.events.find(ReasonVersionLockChanged) != nil {
+		t.Errorf("the agent took its own earlier pin for a user's lock: %+v", h.events.events)
+	}
+	h.shadows.setSpec(idle, "1.22.0")
+	mustSync(t, h, a)
+	h.expectConverged("latest")
+}

@@ -40,6 +40,9 @@ type fakeShadows struct {
 	// loseNext status writes are applied but their answer is lost, as when
 	// the connection drops after the API server committed the write.
 	loseNext int
+	// conflictNext status writes are refused with 409 and not applied, as
+	// when the operator wrote the shadow after the agent read it.
+	conflictNext int
 }
 
 var errAnswerLost = errors.New("http2: client connection lost")
@@ -61,7 +64,10 @@ func (f *fakeShadows) UpdateShadowStatus(_ context.Context, s *updatesv1alpha1.B
 	if f.shadow == nil || f.shadow.Name != s.Name {
 		return nil, apierrors.NewNotFound(shadowResource, s.Name)
 	}
-	if s.ResourceVersion != f.shadow.ResourceVersion {
+	if s.ResourceVersion != f.shadow.ResourceVersion || f.conflictNext > 0 {
+		if f.conflictNext > 0 {
+			f.conflictNext--
+		}
 		return nil, apierrors.NewConflict(shadowResource, s.Name, errors.New("the object has been modified"))
 	}
 	f.rv++

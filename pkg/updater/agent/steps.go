@@ -77,7 +77,9 @@ func (a *Agent) complete(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.CurrentState = updatesv1alpha1.StateIdle
 		st.CurrentVersion, st.TargetVersion = current, target
-		st.RebootFromBootID, st.PreviousVersionLock = "", ""
+		// The marker belongs to this attempt: a stale rebootRequestedAt
+		// would put the next attempt past its drain before it drained.
+		st.RebootFromBootID, st.RebootRequestedAt, st.PreviousVersionLock = "", nil, ""
 		meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
 		if success {
 			st.CrashCount = 0
@@ -87,6 +89,7 @@ func (a *Agent) complete(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 	if err != nil {
 		return a.opts.RetryInterval, err
 	}
+	a.pinned = ""
 	if success {
 		a.c.Events.Event(out, v1.EventTypeNormal, ReasonUpdated, fmt.Sprintf("Node %s runs Bottlerocket %s", a.opts.NodeName, current))
 	}
@@ -133,12 +136,15 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.CurrentState = updatesv1alpha1.StateIdle
 		st.CurrentVersion, st.TargetVersion = current, target
-		st.RebootFromBootID, st.PreviousVersionLock = "", ""
+		// The marker belongs to this attempt: a stale rebootRequestedAt
+		// would put the next attempt past its drain before it drained.
+		st.RebootFromBootID, st.RebootRequestedAt, st.PreviousVersionLock = "", nil, ""
 		meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
 	})
 	if err != nil {
 		return a.opts.RetryInterval, err
 	}
+	a.pinned = ""
 	logger.Info("Update aborted; the node is Idle", "running", current)
 	a.c.Events.Event(out, v1.EventTypeNormal, ReasonAborted, fmt.Sprintf("Update to %s called off; node %s stays on %s", shadow.Spec.Version, a.opts.NodeName, current))
 	a.nextCheck = a.opts.Clock.Now().Add(a.opts.UpdateCheckInterval)
@@ -170,6 +176,44 @@ func (a *Agent) restoreVersionLock(ctx context.Context, shadow *updatesv1alpha1.
 		fmt.Sprintf("The version lock of node %s is %q, not the %q the agent pinned: left as it is (the agent would have restored %q)",
 			a.opts.NodeName, current, pin, previous))
 	return nil
+}
+
+// lockIsOurs reports whether the host's version lock, on a later attempt of
+// StagedAndPerformedUpdate, is the agent's: the lock it recorded before
+// pinning, the pin of version, or the pin this process made for an earlier
+// attempt (one the operator called off before the agent aborted it).
+// Anything else someone changed during the update. A restarted process
+// remembers no earlier pin: then a specific version newer than the one
+// running is taken for an earlier attempt's pin (the agent pins only
+// updates), and "latest" or an older version for a user's lock.
+func (a *Agent) lockIsOurs(lock, version, previous, running string) bool {
+	pinOf := func(v string) bool { return v != "" && lock != brapi.VersionLockLatest && brapi.SameVersion(lock, v) }
+	switch {
+	case lock == previous || pinOf(version):
+		return true
+	case a.pinned != "":
+		return pinOf(a.pinned)
+	case lock == brapi.VersionLockLatest || running == "":
+		return lock != brapi.VersionLockLatest
+	}
+	cmp, err := brapi.CompareVersions(lock, running)
+	return err == nil && cmp > 0
+}
+
+// lockChanged fails an attempt whose version lock someone changed since the
+// agent pinned it: the lock is left as it is and previousVersionLock is
+// cleared in the same write, so that the abort restores nothing; the
+// operator records the failure like any other before the reboot.
+func (a *Agent) lockChanged(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, lock string) (time.Duration, error) {
+	cause := fmt.Errorf("the version lock of node %s was changed to %q during the update to %s (the agent had pinned %s over %q): not pinning over it; the lock is left as it is",
+		a.opts.NodeName, lock, shadow.Spec.Version, shadow.Spec.Version, shadow.Status.PreviousVersionLock)
+	d, err := a.failWith(ctx, shadow, ReasonVersionLockChanged, cause, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		st.PreviousVersionLock = ""
+	})
+	if err == nil {
+		a.pinned = ""
+	}
+	return d, err
 }
 
 // stepError is a failed step: definite (the update fails now) or transient
@@ -212,8 +256,14 @@ func (a *Agent) handle(ctx context.Context, shadow *updatesv1alpha1.Bottlerocket
 // failure time and an UpdateFailed condition saying what failed. The
 // operator then asks for Idle and the agent aborts.
 func (a *Agent) fail(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, reason string, cause error) (time.Duration, error) {
+	return a.failWith(ctx, shadow, reason, cause, func(*updatesv1alpha1.BottlerocketShadowStatus) {})
+}
+
+// failWith is fail with more to change in the same status write.
+func (a *Agent) failWith(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, reason string, cause error, also func(*updatesv1alpha1.BottlerocketShadowStatus)) (time.Duration, error) {
 	klog.FromContext(ctx).Error(cause, "Update failed before the reboot", "reason", reason, "version", shadow.Spec.Version)
 	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		also(st)
 		st.CurrentState = updatesv1alpha1.StateErrorReset
 		st.CrashCount++
 		now := a.now()
@@ -279,7 +329,21 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 			return a.opts.RetryInterval, err
 		}
 		shadow = out
+	} else {
+		// A later attempt (a transient failure, a restart): the lock is
+		// still the pin, or the lock recorded before it. Anything else
+		// someone set since the update began, and it is theirs: the agent
+		// does not pin over it, and its record is no longer its to
+		// restore (docs/updater.md).
+		lock, err := a.c.API.VersionLock(ctx)
+		if err != nil {
+			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the version lock: %w", err)))
+		}
+		if !a.lockIsOurs(lock, version, shadow.Status.PreviousVersionLock, shadow.Status.CurrentVersion) {
+			return a.lockChanged(ctx, shadow, lock)
+		}
 	}
+	a.pinned = version // before the call: its answer may be lost
 	if err := a.c.API.SetVersionLock(ctx, version); err != nil {
 		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("pinning the version lock to %s: %w", version, err)))
 	}
@@ -367,20 +431,22 @@ func (a *Agent) syncReboot(ctx context.Context, shadow *updatesv1alpha1.Bottlero
 		return a.rebootAgain(ctx, shadow)
 	}
 
-	// Before draining, once per process (a reboot restarts it): a node that
-	// rebooted for another reason mid-drain may have booted the activated
-	// update already. Then it reports that instead of rebooting again;
-	// otherwise it drains (again).
+	// Before draining, once per process (a reboot restarts it) that found
+	// the host on its old version: a node that rebooted for another reason
+	// mid-drain may have booted the activated update already. Then it
+	// reports that instead of rebooting again; otherwise it drains (again).
 	if !a.hostChecked {
 		os, err := a.c.API.OS(ctx)
 		if err != nil {
 			return a.opts.RetryInterval, fmt.Errorf("before draining: %w", err)
 		}
-		a.hostChecked = true
 		if brapi.SameVersion(os.VersionID, shadow.Spec.Version) {
+			// Checked again at the next sync should the report fail: a
+			// host that runs the update is never drained or rebooted.
 			logger.Info("The host already runs the update (it rebooted for another reason); not draining or rebooting again", "running", os.VersionID)
 			return a.afterReboot(ctx, shadow, node)
 		}
+		a.hostChecked = true
 	}
 
 	// No cordon: the node-health controller's taint, asked for by the

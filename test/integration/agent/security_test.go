@@ -16,6 +16,7 @@ import (
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	versioned "nodehealth.io/client-go/clientset/versioned"
+	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
@@ -131,5 +132,104 @@ func TestAgentWritesOnlyItsOwnShadowStatus(t *testing.T) {
 	s.Spec.State = updatesv1alpha1.StateStagedAndPerformedUpdate
 	if _, err := onN1.UpdatesV1alpha1().BottlerocketShadows().Update(ctx, s, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("agent writes its shadow's spec: want Forbidden, got %v", err)
+	}
+}
+
+// impersonating returns a shadow client acting as user (in system:masters,
+// so that RBAC allows everything and only admission decides).
+func impersonating(t *testing.T, user string) versioned.Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(testenv.Env(t).Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters"}}
+	c, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// setShadowStatus writes the shadow's status as the admin: the state and
+// the agent's record of the lock it pinned over.
+func setShadowStatus(t *testing.T, name string, state updatesv1alpha1.ShadowState, previousLock string) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	c := shadows(t).UpdatesV1alpha1().BottlerocketShadows()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		s, err := c.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s.Status.CurrentState, s.Status.PreviousVersionLock = state, previousLock
+		s.Status.CurrentVersion, s.Status.TargetVersion = "1.20.0", "1.21.0"
+		_, err = c.UpdateStatus(ctx, s, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("writing the status of %s: %v", name, err)
+	}
+}
+
+// A person may not delete a shadow mid-update (spec or status not Idle, or
+// the agent's previousVersionLock set): the shadow controller would create a
+// fresh one and the host would stay pinned. The denial says why and what to
+// do. At rest the shadow may go; a system component (the operator deleting
+// the shadow of a Node that is gone) may always delete it.
+func TestAShadowMidUpdateCannotBeDeletedByAPerson(t *testing.T) {
+	installAgent(t)
+	ctx := testenv.Context(t)
+	user := impersonating(t, "jane").UpdatesV1alpha1().BottlerocketShadows()
+	operator := impersonating(t, "system:serviceaccount:nodehealth-system:update-operator").UpdatesV1alpha1().BottlerocketShadows()
+	deletePolicy := framework.ShadowDeletePolicy
+	for _, n := range []string{"del-staged", "del-pinned", "del-idle", "del-by-operator"} {
+		testenv.CreateNode(t, n, managedLabels)
+		createShadow(t, n)
+	}
+	setSpec(t, "del-staged", updatesv1alpha1.StateStagedAndPerformedUpdate, "1.21.0")
+	setShadowStatus(t, "del-pinned", updatesv1alpha1.StateIdle, "latest") // spec back to Idle, the agent not yet aborted
+	setShadowStatus(t, "del-idle", updatesv1alpha1.StateIdle, "")
+	setSpec(t, "del-by-operator", updatesv1alpha1.StateRebootedIntoUpdate, "1.21.0")
+	setShadowStatus(t, "del-by-operator", updatesv1alpha1.StateStagedAndPerformedUpdate, "latest")
+
+	// The policy is loaded through an informer; wait until it denies.
+	var err error
+	if werr := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		err = user.Delete(ctx, "del-staged", metav1.DeleteOptions{})
+		if err == nil {
+			t.Fatal("a person deleted shadow del-staged mid-update")
+		}
+		return apierrors.IsInvalid(err), nil
+	}); werr != nil {
+		t.Fatalf("the admission policy was never enforced: %v (last: %v)", werr, err)
+	}
+	for _, want := range []string{deletePolicy, "shadow del-staged is mid-update (spec StagedAndPerformedUpdate, status Idle)",
+		"would lose the version lock the agent pinned", "kubectl nodehealth update pause POLICY", "kubectl nodehealth update status del-staged"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the denial %q does not say %q", err, want)
+		}
+	}
+	err = user.Delete(ctx, "del-pinned", metav1.DeleteOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "shadow del-pinned is mid-update (spec Idle, status Idle, version lock pinned over latest)") {
+		t.Errorf("a person deletes a shadow whose agent has not restored the lock yet: want the denial, got %v", err)
+	}
+	if err := user.Delete(ctx, "del-idle", metav1.DeleteOptions{}); err != nil {
+		t.Errorf("a person deletes a shadow at rest: %v", err)
+	}
+	if err := operator.Delete(ctx, "del-by-operator", metav1.DeleteOptions{}); err != nil {
+		t.Errorf("the operator deletes a shadow mid-update: %v", err)
+	}
+	// Both denied shadows are still there; the test's own cleanup moves
+	// them to rest first.
+	for _, n := range []string{"del-staged", "del-pinned"} {
+		if _, err := shadows(t).UpdatesV1alpha1().BottlerocketShadows().Get(ctx, n, metav1.GetOptions{}); err != nil {
+			t.Errorf("shadow %s: %v", n, err)
+		}
+		setSpec(t, n, updatesv1alpha1.StateIdle, "")
+		setShadowStatus(t, n, updatesv1alpha1.StateIdle, "")
+		if err := user.Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("a person deletes shadow %s once at rest: %v", n, err)
+		}
 	}
 }

@@ -213,6 +213,27 @@ func (e *Emulator) Running() string {
 	return e.state.Running
 }
 
+// RebootRequests is how many reboot requests the host accepted (cheaper than
+// State for a driver that asks after every call).
+func (e *Emulator) RebootRequests() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.state.RebootRequests
+}
+
+// Activated is the version activated for the next boot, "" when none (or
+// the running one), as of the last command that finished.
+func (e *Emulator) Activated() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s := e.state.Status; s != nil {
+		if v := s.ActivatedVersion(); v != "" && !brapi.SameVersion(v, e.state.Running) {
+			return v
+		}
+	}
+	return ""
+}
+
 // WaitForReboots waits until the host completed at least n reboots.
 func (e *Emulator) WaitForReboots(ctx context.Context, n int) error {
 	for {
@@ -598,7 +619,8 @@ func (e *Emulator) rebootLocked() answer {
 		st.RebootsRefused++
 		e.logger.Info("Reboot refused (fault injected)")
 		e.saveLocked()
-		return textAnswer(http.StatusInternalServerError, "Unable to reboot: failed to run 'shutdown -r': a shutdown inhibitor is active (emulated refusal)")
+		// The body as the API server words its Reboot error.
+		return textAnswer(http.StatusInternalServerError, "Failed to reboot, exit code: 1, stderr: Operation inhibited by \"emulator\" (a shutdown inhibitor is active; emulated refusal)")
 	}
 	st.RebootRequests++
 	if st.Faults.RebootHangs {

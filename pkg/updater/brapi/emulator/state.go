@@ -26,11 +26,13 @@ type Faults struct {
 	RebootHangs bool `json:"rebootHangs,omitempty"`
 	// RefuseRebootNext answers the next N POST /actions/reboot 500 without
 	// rebooting, as Bottlerocket's API server does when the reboot command
-	// fails — e.g. its check for shutdown inhibitors refuses it. The host is
-	// then definitely not going down. (Source: bottlerocket-core-kit
-	// sources/api, apiserver's reboot action; the status code and the
-	// inhibitor check are as docs/updater.md describes them, to be checked against
-	// that source.)
+	// fails: it runs `systemctl reboot --check-inhibitors=yes` and answers
+	// a failure with its Reboot error, 500, body "Failed to reboot, exit
+	// code: N, stderr: …" — an active shutdown inhibitor refuses it. The
+	// host is then definitely not going down. (Checked against
+	// bottlerocket-core-kit sources/api/apiserver/src/server/mod.rs, the
+	// reboot handler and ResponseError's status codes;
+	// docs/updater-emulator.md lists what else was checked.)
 	RefuseRebootNext int `json:"refuseRebootNext,omitempty"`
 	// NeverComesUp makes the activated version fail to boot: the reboot
 	// happens (the hook runs) but the host comes back on the version it ran

@@ -1,0 +1,570 @@
+// Package model is a small, slow, deliberately obvious reference model of the
+// update operator's rules (docs/updater.md): the state machine of a
+// BottlerocketShadow's spec, the counting table, who may start, the deadlines,
+// the failures that halt the rollout and the health gate. It was written from
+// the documentation only, never from pkg/updater's code, so that the
+// deterministic simulation (pkg/updater/simulation_test.go) can run it beside
+// the real operator and agents and require that they agree.
+//
+// The model is a judge, not a second operator: it keeps no state of its own
+// between calls. Given what the operator could see at an instant (a World:
+// every shadow, every Node, the clock), it says
+//
+//   - which writes the operator still owes (Due): a spec to move one step, an
+//     abort to answer, a failure to record, a node to start. A settled
+//     simulation — every event delivered, every worker idle — must owe none;
+//   - whether one spec write the operator made was allowed (Allowed), judged
+//     on the object the write replaced (the operator's writes are guarded by
+//     its resourceVersion, so that object is exactly what it decided on);
+//   - the invariants of a rollout (InFlight and its limits).
+//
+// Every decision the documentation leaves open is marked "Choice:".
+package model
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// State is a shadow state (spec.state or status.currentState).
+type State string
+
+// The states of docs/updater.md. ErrorReset is only ever reported by an agent.
+const (
+	Idle       State = "Idle"
+	Staged     State = "StagedAndPerformedUpdate"
+	Rebooted   State = "RebootedIntoUpdate"
+	Monitoring State = "MonitoringUpdate"
+	ErrorReset State = "ErrorReset"
+)
+
+// Config is the operator's configuration as the model needs it.
+type Config struct {
+	// MaxConcurrent and MaxConcurrentPerZone are counts (0 per zone: no
+	// zone limit); percentages are resolved by the caller.
+	MaxConcurrent, MaxConcurrentPerZone int
+	// TargetVersion pins the version; "" means each node's offered one.
+	TargetVersion string
+	Paused        bool
+	// Windows are the update windows; none means always open.
+	Windows []Window
+	// The state deadlines and the soak.
+	Staged, Rebooted, Monitoring, ReturnToIdle time.Duration
+	Soak                                       time.Duration
+	// NotOfferedRetry is how long after its agent found a pin not offered a
+	// node waits (its agent's next refresh).
+	NotOfferedRetry time.Duration
+}
+
+// Window is an update window of the simple form the simulation draws: it
+// opens at every multiple of Every (counted from midnight UTC; Every divides
+// an hour, as a cron "*/N * * * *" does) and stays open for Open.
+type Window struct {
+	Every, Open time.Duration
+}
+
+// OpenAt says whether any window is open at t (true when there are none).
+// A window is open from the instant it opens and closed from the instant
+// it ends.
+func (c Config) OpenAt(t time.Time) bool {
+	if len(c.Windows) == 0 {
+		return true
+	}
+	for _, w := range c.Windows {
+		if w.Every <= 0 {
+			continue
+		}
+		since := t.Sub(t.Truncate(24 * time.Hour)) // midnight UTC
+		if since%w.Every < w.Open {
+			return true
+		}
+	}
+	return false
+}
+
+// Shadow is what the operator reads of one BottlerocketShadow.
+type Shadow struct {
+	Name    string
+	NodeUID string // the node-uid annotation
+
+	Spec        State
+	SpecVersion string
+	SpecSince   time.Time // spec.stateTransitionTimestamp; zero when unset
+
+	Status          State // status.currentState; "" before the agent's first report
+	CurrentVersion  string
+	TargetVersion   string
+	CrashCount      int
+	FailureAt       time.Time // status.stateTransitionFailureTimestamp
+	NotOffered      bool      // UpdateFailed True with reason VersionNotOffered
+	RebootRequested bool      // status.rebootRequestedAt is set
+
+	Failed, Resume string    // the failed and resume annotations
+	HealthySince   time.Time // the healthy-since annotation; zero when absent
+	Started        string    // the started annotation
+}
+
+// Node is what the operator reads of one Node.
+type Node struct {
+	Name, UID, Zone string
+	Managed         bool // matches the managed-node selector and is not being deleted
+	Excluded        bool
+	// ExtensionsReady: SystemExtensionsReady is True (any reason);
+	// Healthy: True with reason ExtensionsReady or NoRequiredExtensions,
+	// and the Node's Ready condition True.
+	ExtensionsReady, Healthy bool
+	ListsUpdater             bool // its system-extensions list names bottlerocket-updater
+}
+
+// World is everything the operator could see at Now.
+type World struct {
+	Now     time.Time
+	Shadows map[string]Shadow
+	Nodes   map[string]Node // existing Nodes only
+}
+
+// NodeOf is the Node the shadow describes, if it exists: a Node of the same
+// name with another UID is another machine.
+func (w World) NodeOf(s Shadow) (Node, bool) {
+	n, ok := w.Nodes[s.Name]
+	if !ok || (s.NodeUID != "" && s.NodeUID != n.UID) {
+		return Node{}, false
+	}
+	return n, true
+}
+
+// MarkedFailed: the operator failed this attempt (the failure is not older
+// than the last spec transition: both are written together, and a later
+// start moves the transition on).
+func MarkedFailed(s Shadow) bool {
+	t, err := time.Parse(time.RFC3339, s.Failed)
+	if s.Failed == "" || err != nil || s.SpecSince.IsZero() {
+		return false
+	}
+	return !t.Before(s.SpecSince.Truncate(time.Second))
+}
+
+// Halting: the shadow carries a failed value its resume does not repeat.
+func Halting(s Shadow) bool { return s.Failed != "" && s.Resume != s.Failed }
+
+func inFlight(st State) bool { return st == Staged || st == Rebooted || st == Monitoring }
+
+// Returning: spec is Idle but the agent still reports an update state or the
+// failure it aborts.
+func Returning(s Shadow) bool {
+	return (s.Spec == Idle || s.Spec == "") && (inFlight(s.Status) || s.Status == ErrorReset)
+}
+
+// Counts is the counting table of docs/updater.md.
+func Counts(s Shadow) bool {
+	if MarkedFailed(s) {
+		return false
+	}
+	if s.Spec != Idle && s.Spec != "" {
+		return true
+	}
+	return Returning(s)
+}
+
+// PastDrain: losing the node now is the update's failure — the agent asked
+// for the reboot, or the node is in MonitoringUpdate.
+func PastDrain(s Shadow) bool {
+	return s.Spec == Monitoring || (s.Spec == Rebooted && s.RebootRequested)
+}
+
+// ScaledDown: the Node is gone before the update got past the drain; its slot
+// is free at once.
+func (w World) ScaledDown(s Shadow) bool {
+	_, ok := w.NodeOf(s)
+	return !ok && !PastDrain(s)
+}
+
+// Occupies: the shadow takes a slot of the limits now.
+func (w World) Occupies(s Shadow) bool { return Counts(s) && !w.ScaledDown(s) }
+
+func (c Config) deadline(st State) time.Duration {
+	switch st {
+	case Staged:
+		return c.Staged
+	case Rebooted:
+		return c.Rebooted
+	case Monitoring:
+		return c.Monitoring
+	}
+	return c.ReturnToIdle
+}
+
+// Deadline is when the shadow's current spec state times out (zero: none).
+func (c Config) Deadline(s Shadow) time.Time {
+	if s.SpecSince.IsZero() {
+		return time.Time{}
+	}
+	if s.Spec == Idle || s.Spec == "" {
+		if !Returning(s) || MarkedFailed(s) {
+			return time.Time{}
+		}
+	}
+	return s.SpecSince.Add(c.deadline(s.Spec))
+}
+
+// Failure reasons (the first word of the failure-reason annotation).
+const (
+	DeadlineExceeded = "DeadlineExceeded"
+	WrongVersion     = "WrongVersion"
+	NodeDeleted      = "NodeDeleted"
+)
+
+// FailureDue is the halting failure the operator must record for s now, ""
+// when none.
+func (c Config) FailureDue(w World, s Shadow) string {
+	if MarkedFailed(s) {
+		return ""
+	}
+	if s.Spec == Idle || s.Spec == "" {
+		if d := c.Deadline(s); !d.IsZero() && !w.Now.Before(d) {
+			return DeadlineExceeded
+		}
+		return ""
+	}
+	if _, ok := w.NodeOf(s); !ok {
+		if PastDrain(s) {
+			return NodeDeleted
+		}
+		return "" // a scale-down: no deadline either
+	}
+	if s.Status == ErrorReset {
+		return "" // the agent failed before the reboot: an abort, no halt
+	}
+	if !w.Now.Before(c.Deadline(s)) {
+		return DeadlineExceeded
+	}
+	if s.Spec == Rebooted && s.Status == Rebooted && !SameVersion(s.CurrentVersion, s.SpecVersion) {
+		return WrongVersion
+	}
+	return ""
+}
+
+// Action is a write the operator owes.
+type Action struct {
+	Node string
+	What string // Advance, Abort, Fail <reason>, SoakStart, SoakEnd, Succeed, Start <version>
+}
+
+func (a Action) String() string { return a.Node + ": " + a.What }
+
+// Due lists the writes the operator owes in w, in node-name order, starts
+// last. A settled operator owes none.
+func (c Config) Due(w World) []Action {
+	var out []Action
+	for _, name := range names(w.Shadows) {
+		if a := c.due(w, w.Shadows[name]); a != "" {
+			out = append(out, Action{Node: name, What: a})
+		}
+	}
+	if len(out) > 0 {
+		return out // failures and transitions before starts
+	}
+	for _, st := range c.Starts(w) {
+		out = append(out, Action{Node: st, What: "Start " + c.target(w.Shadows[st])})
+	}
+	return out
+}
+
+func (c Config) due(w World, s Shadow) string {
+	if f := c.FailureDue(w, s); f != "" {
+		return "Fail " + f
+	}
+	if s.Spec == Idle || s.Spec == "" {
+		return ""
+	}
+	node, ok := w.NodeOf(s)
+	if !ok {
+		return ""
+	}
+	if s.Status == ErrorReset {
+		return "Abort"
+	}
+	switch s.Spec {
+	case Staged, Rebooted:
+		if s.Status == s.Spec {
+			return "Advance"
+		}
+	case Monitoring:
+		switch {
+		case !node.Healthy && !s.HealthySince.IsZero():
+			return "SoakEnd"
+		case node.Healthy && s.HealthySince.IsZero():
+			return "SoakStart"
+		case node.Healthy && s.Status == Monitoring && !w.Now.Before(s.HealthySince.Add(c.Soak)):
+			return "Succeed"
+		}
+	}
+	return ""
+}
+
+// Halted says why no node may start ("" when they may).
+func (c Config) Halted(w World) string {
+	if c.Paused {
+		return "Paused"
+	}
+	for _, s := range w.Shadows {
+		if Halting(s) {
+			return "UpdateFailed"
+		}
+	}
+	if !c.OpenAt(w.Now) {
+		return "OutsideWindow"
+	}
+	return ""
+}
+
+func (c Config) target(s Shadow) string {
+	if c.TargetVersion != "" {
+		return c.TargetVersion
+	}
+	return s.TargetVersion
+}
+
+// BackoffUntil is when a node that failed before its reboot may retry:
+// 2^crashCount minutes after the failure, at most a day; a pin not offered
+// yet waits NotOfferedRetry, without a crash.
+func (c Config) BackoffUntil(s Shadow) time.Time {
+	if s.FailureAt.IsZero() {
+		return time.Time{}
+	}
+	if s.NotOffered {
+		return s.FailureAt.Add(c.NotOfferedRetry)
+	}
+	if s.CrashCount <= 0 {
+		return time.Time{}
+	}
+	d := 24 * time.Hour
+	if s.CrashCount < 11 {
+		d = min(time.Duration(1<<s.CrashCount)*time.Minute, d)
+	}
+	return s.FailureAt.Add(d)
+}
+
+// Candidate says why the node may not start on its own merits ("" when it
+// may, limits aside).
+func (c Config) Candidate(w World, s Shadow) string {
+	node, ok := w.NodeOf(s)
+	switch {
+	case !ok || !node.Managed:
+		return "not a managed node"
+	case s.Spec != Idle || s.Status != Idle || Counts(s):
+		return "not idle"
+	}
+	target := c.target(s)
+	if target == "" || s.CurrentVersion == "" {
+		return "nothing to go to"
+	}
+	cmp, err := CompareVersions(s.CurrentVersion, target)
+	switch {
+	case err != nil:
+		return "versions not comparable"
+	case cmp >= 0:
+		return "up to date (or newer: never downgraded)"
+	case w.Now.Before(c.BackoffUntil(s)):
+		return "in back-off"
+	case node.Excluded:
+		return "excluded"
+	case !node.ExtensionsReady:
+		return "SystemExtensionsReady not True"
+	case !node.ListsUpdater:
+		return "the updater extension is not listed"
+	}
+	return ""
+}
+
+// InFlight counts the slots taken, cluster-wide and per zone. A shadow of a
+// deleted node counts in the zone "" (its zone is no longer known).
+func (w World) InFlight() (int, map[string]int) {
+	n, zones := 0, map[string]int{}
+	for _, s := range w.Shadows {
+		if !w.Occupies(s) {
+			continue
+		}
+		n++
+		node, _ := w.NodeOf(s)
+		zones[node.Zone]++
+	}
+	return n, zones
+}
+
+// Starts are the nodes the operator must start now, in its order (by name;
+// the simulation has no operator node): every candidate the limits allow,
+// each start counted before the next.
+func (c Config) Starts(w World) []string {
+	if c.Halted(w) != "" {
+		return nil
+	}
+	n, zones := w.InFlight()
+	var out []string
+	for _, name := range names(w.Shadows) {
+		s := w.Shadows[name]
+		if c.Candidate(w, s) != "" {
+			continue
+		}
+		if n >= c.MaxConcurrent {
+			break
+		}
+		zone := w.Nodes[name].Zone
+		if c.MaxConcurrentPerZone > 0 && zones[zone] >= c.MaxConcurrentPerZone {
+			continue
+		}
+		out = append(out, name)
+		n++
+		zones[zone]++
+	}
+	return out
+}
+
+// Allowed judges one spec or annotation write of the operator: prev is the
+// shadow it replaced, next what was written, w the world at that instant
+// (prev among its shadows). It returns why the write breaks the rules, or "".
+func (c Config) Allowed(w World, prev, next Shadow) string {
+	if prev.Spec == next.Spec && prev.SpecVersion == next.SpecVersion && prev.Failed == next.Failed &&
+		prev.SpecSince.Equal(next.SpecSince) {
+		// Only the soak's record may change without a transition.
+		switch {
+		case prev.HealthySince.Equal(next.HealthySince):
+			return ""
+		case next.Spec != Monitoring:
+			return "healthy-since written outside MonitoringUpdate"
+		}
+		node, ok := w.NodeOf(prev)
+		if next.HealthySince.IsZero() {
+			if ok && node.Healthy {
+				return "the soak ended while the node is healthy"
+			}
+			return ""
+		}
+		if !ok || !node.Healthy {
+			return "the soak started while the node is not healthy"
+		}
+		return ""
+	}
+	if next.Failed != prev.Failed {
+		f := c.FailureDue(w, prev)
+		switch {
+		case f == "":
+			return "marked failed, but no failure is due"
+		case next.Spec != Idle:
+			return "marked failed without returning spec to Idle"
+		case next.SpecVersion != prev.SpecVersion:
+			return "a failure changed spec.version"
+		}
+		return ""
+	}
+	if f := c.FailureDue(w, prev); f != "" {
+		return fmt.Sprintf("a failure (%s) is due, but spec went %s → %s without it", f, prev.Spec, next.Spec)
+	}
+	switch {
+	case prev.Spec == Idle && next.Spec == Staged:
+		if why := c.Candidate(w, prev); why != "" {
+			return "started a node that may not start: " + why
+		}
+		if h := c.Halted(w); h != "" {
+			return "started a node while the rollout is halted: " + h
+		}
+		n, zones := w.InFlight()
+		zone := w.Nodes[prev.Name].Zone
+		if n >= c.MaxConcurrent {
+			return fmt.Sprintf("started a node with %d in flight, limit %d", n, c.MaxConcurrent)
+		}
+		if c.MaxConcurrentPerZone > 0 && zones[zone] >= c.MaxConcurrentPerZone {
+			return fmt.Sprintf("started a node with %d in flight in zone %q, limit %d", zones[zone], zone, c.MaxConcurrentPerZone)
+		}
+		if !SameVersion(next.SpecVersion, c.target(prev)) {
+			return fmt.Sprintf("started towards %q, the target is %q", next.SpecVersion, c.target(prev))
+		}
+		return ""
+	case prev.Spec == Staged && next.Spec == Rebooted, prev.Spec == Rebooted && next.Spec == Monitoring:
+		if prev.Status != prev.Spec {
+			return fmt.Sprintf("moved on from %s before the agent reported it (it reports %q)", prev.Spec, prev.Status)
+		}
+		if next.SpecVersion != prev.SpecVersion {
+			return "spec.version changed mid-update"
+		}
+		return ""
+	case prev.Spec == Monitoring && next.Spec == Idle:
+		node, ok := w.NodeOf(prev)
+		switch {
+		case prev.Status != Monitoring:
+			return "passed the health gate before the agent reported MonitoringUpdate"
+		case !ok || !node.Healthy:
+			return "passed the health gate while the node is not healthy"
+		case prev.HealthySince.IsZero() || w.Now.Before(prev.HealthySince.Add(c.Soak)):
+			return "passed the health gate before the soak ended"
+		}
+		return ""
+	case (prev.Spec == Staged || prev.Spec == Rebooted) && next.Spec == Idle:
+		if prev.Status != ErrorReset {
+			return fmt.Sprintf("called the update off in %s without a failure (the agent reports %q)", prev.Spec, prev.Status)
+		}
+		if PastDrain(prev) {
+			return "a failure after the drain was called off without halting the rollout"
+		}
+		if next.SpecVersion != prev.SpecVersion {
+			return "an abort changed spec.version (the agent compares its pin with it)"
+		}
+		return ""
+	}
+	return fmt.Sprintf("spec went %s → %s: no such transition", prev.Spec, next.Spec)
+}
+
+func names(m map[string]Shadow) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SameVersion compares versions with or without a leading "v".
+func SameVersion(a, b string) bool {
+	return a != "" && strings.TrimPrefix(a, "v") == strings.TrimPrefix(b, "v")
+}
+
+// CompareVersions compares two MAJOR.MINOR.PATCH versions (a leading "v"
+// allowed): -1, 0 or 1.
+func CompareVersions(a, b string) (int, error) {
+	pa, err := parse(a)
+	if err != nil {
+		return 0, err
+	}
+	pb, err := parse(b)
+	if err != nil {
+		return 0, err
+	}
+	for i := range pa {
+		switch {
+		case pa[i] < pb[i]:
+			return -1, nil
+		case pa[i] > pb[i]:
+			return 1, nil
+		}
+	}
+	return 0, nil
+}
+
+func parse(v string) ([3]int, error) {
+	var out [3]int
+	parts := strings.Split(strings.TrimPrefix(v, "v"), ".")
+	if len(parts) != 3 {
+		return out, fmt.Errorf("version %q is not MAJOR.MINOR.PATCH", v)
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return out, fmt.Errorf("version %q is not MAJOR.MINOR.PATCH", v)
+		}
+		out[i] = n
+	}
+	return out, nil
+}

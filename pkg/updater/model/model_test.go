@@ -1,0 +1,163 @@
+package model
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	t0  = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	cfg = Config{MaxConcurrent: 1, MaxConcurrentPerZone: 0, Staged: 15 * time.Minute, Rebooted: 30 * time.Minute,
+		Monitoring: 20 * time.Minute, ReturnToIdle: 10 * time.Minute, Soak: 5 * time.Minute, NotOfferedRetry: 2 * time.Minute}
+)
+
+func idleShadow(name string) Shadow {
+	return Shadow{Name: name, NodeUID: "uid-" + name, Spec: Idle, Status: Idle, CurrentVersion: "1.0.0", TargetVersion: "1.1.0"}
+}
+
+func healthyNode(name, zone string) Node {
+	return Node{Name: name, UID: "uid-" + name, Zone: zone, Managed: true, ExtensionsReady: true, Healthy: true, ListsUpdater: true}
+}
+
+func world(shadows ...Shadow) World {
+	w := World{Now: t0, Shadows: map[string]Shadow{}, Nodes: map[string]Node{}}
+	for _, s := range shadows {
+		w.Shadows[s.Name] = s
+		w.Nodes[s.Name] = healthyNode(s.Name, "z")
+	}
+	return w
+}
+
+// The counting table of docs/updater.md, row by row.
+func TestCountsFollowsTheCountingTable(t *testing.T) {
+	failedNow := t0.Format(time.RFC3339)
+	for _, tc := range []struct {
+		name string
+		s    Shadow
+		want bool
+	}{
+		{"spec in flight, not failed", Shadow{Spec: Staged, Status: Idle, SpecSince: t0}, true},
+		{"spec in flight, failed", Shadow{Spec: Rebooted, Status: Staged, SpecSince: t0, Failed: failedNow}, false},
+		{"spec Idle, status in flight", Shadow{Spec: Idle, Status: Monitoring, SpecSince: t0}, true},
+		{"spec Idle, status ErrorReset", Shadow{Spec: Idle, Status: ErrorReset, SpecSince: t0}, true},
+		{"spec Idle, status in flight, failed", Shadow{Spec: Idle, Status: Rebooted, SpecSince: t0, Failed: failedNow}, false},
+		{"spec Idle, status Idle", Shadow{Spec: Idle, Status: Idle, SpecSince: t0}, false},
+		{"spec Idle, no status", Shadow{Spec: Idle}, false},
+		{"an older failure does not mark a later attempt", Shadow{Spec: Staged, SpecSince: t0, Failed: t0.Add(-time.Hour).Format(time.RFC3339)}, true},
+	} {
+		if got := Counts(tc.s); got != tc.want {
+			t.Errorf("%s: Counts = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestAStartBeyondTheLimitIsNotAllowed(t *testing.T) {
+	a, b := idleShadow("a"), idleShadow("b")
+	a.Spec, a.Status, a.SpecSince, a.SpecVersion = Staged, Idle, t0, "1.1.0"
+	w := world(a, b)
+	next := b
+	next.Spec, next.SpecVersion, next.SpecSince = Staged, "1.1.0", t0
+	if why := cfg.Allowed(w, b, next); !strings.Contains(why, "limit 1") {
+		t.Fatalf("Allowed = %q, want the limit named", why)
+	}
+	w.Shadows["a"] = idleShadow("a")
+	if why := cfg.Allowed(w, b, next); why != "" {
+		t.Fatalf("with the slot free, Allowed = %q", why)
+	}
+}
+
+func TestANodeDeletedPastItsDrainOwesAFailureAndOneDeletedBeforeFreesItsSlot(t *testing.T) {
+	s := idleShadow("a")
+	s.Spec, s.Status, s.SpecSince, s.SpecVersion = Rebooted, Staged, t0, "1.1.0"
+	w := world(s)
+	delete(w.Nodes, "a")
+	if got := cfg.Due(w); len(got) != 0 {
+		t.Fatalf("drained, not yet asked to reboot: Due = %v, want nothing (a scale-down)", got)
+	}
+	if n, _ := w.InFlight(); n != 0 {
+		t.Fatalf("a scaled-down node takes a slot (%d in flight)", n)
+	}
+	s.RebootRequested = true
+	w.Shadows["a"] = s
+	if got := cfg.Due(w); len(got) != 1 || got[0].What != "Fail "+NodeDeleted {
+		t.Fatalf("past its drain: Due = %v, want Fail %s", got, NodeDeleted)
+	}
+}
+
+func TestAMissedDeadlineIsDueAndMovingOnInsteadIsNotAllowed(t *testing.T) {
+	s := idleShadow("a")
+	s.Spec, s.Status, s.SpecSince, s.SpecVersion = Staged, Staged, t0, "1.1.0"
+	w := world(s)
+	w.Now = t0.Add(cfg.Staged)
+	if got := cfg.Due(w); len(got) != 1 || got[0].What != "Fail "+DeadlineExceeded {
+		t.Fatalf("Due = %v, want the deadline failure", got)
+	}
+	next := s
+	next.Spec, next.SpecSince = Rebooted, w.Now
+	if why := cfg.Allowed(w, s, next); !strings.Contains(why, "is due") {
+		t.Fatalf("Allowed = %q, want the due failure named", why)
+	}
+}
+
+func TestAnAbortIsAllowedOnlyAfterTheAgentReportedErrorReset(t *testing.T) {
+	s := idleShadow("a")
+	s.Spec, s.Status, s.SpecSince, s.SpecVersion = Staged, Idle, t0, "1.1.0"
+	next := s
+	next.Spec = Idle
+	if why := cfg.Allowed(world(s), s, next); why == "" {
+		t.Fatal("an update called off without ErrorReset or a failure was allowed")
+	}
+	s.Status = ErrorReset
+	if why := cfg.Allowed(world(s), s, next); why != "" {
+		t.Fatalf("the abort of an ErrorReset was refused: %s", why)
+	}
+}
+
+func TestTheHealthGatePassesOnlyAfterTheSoak(t *testing.T) {
+	s := idleShadow("a")
+	s.Spec, s.Status, s.SpecSince, s.SpecVersion, s.HealthySince = Monitoring, Monitoring, t0, "1.1.0", t0
+	w := world(s)
+	w.Now = t0.Add(cfg.Soak - time.Second)
+	if got := cfg.Due(w); len(got) != 0 {
+		t.Fatalf("before the soak ended: Due = %v", got)
+	}
+	w.Now = t0.Add(cfg.Soak)
+	if got := cfg.Due(w); len(got) != 1 || got[0].What != "Succeed" {
+		t.Fatalf("after the soak: Due = %v, want Succeed", got)
+	}
+}
+
+func TestNothingStartsOutsideAWindowNorWhilePaused(t *testing.T) {
+	w := world(idleShadow("a"))
+	c := cfg
+	c.Windows = []Window{{Every: 5 * time.Minute, Open: time.Minute}}
+	for _, tc := range []struct {
+		at   time.Duration // after t0, a multiple of 5 minutes
+		want string
+	}{
+		{0, ""},                         // the window opens
+		{time.Minute - time.Second, ""}, // its last second
+		{time.Minute, "OutsideWindow"},  // it closes
+		{5*time.Minute - time.Second, "OutsideWindow"},
+		{5 * time.Minute, ""},
+	} {
+		w.Now = t0.Add(tc.at)
+		if got := c.Halted(w); got != tc.want {
+			t.Errorf("at +%s: Halted = %q, want %q", tc.at, got, tc.want)
+		}
+		if got := len(c.Starts(w)); (got == 0) != (tc.want != "") {
+			t.Errorf("at +%s: %d starts", tc.at, got)
+		}
+	}
+	w.Now = t0
+	c.Paused = true
+	if got := c.Halted(w); got != "Paused" {
+		t.Errorf("paused: Halted = %q", got)
+	}
+	next := idleShadow("a")
+	next.Spec, next.SpecVersion, next.SpecSince = Staged, "1.1.0", t0
+	if why := c.Allowed(w, idleShadow("a"), next); !strings.Contains(why, "Paused") {
+		t.Errorf("a start while paused: Allowed = %q", why)
+	}
+}
