@@ -69,6 +69,7 @@ func TestTheTimelineInTheBootRecordIsBounded(t *testing.T) {
 		t.Fatalf("node not ungated: %s", f.condition("n1").Message)
 	}
 	value := f.node("n1").Annotations[nodev1alpha1.BootAnnotation]
+	t.Logf("boot record of %d bytes", len(value))
 	if len(value) > 1024 {
 		t.Errorf("boot record of %d bytes, want at most 1 KiB: %s", len(value), value)
 	}
