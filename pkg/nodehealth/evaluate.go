@@ -653,7 +653,10 @@ func (s *nodeState) restoreFailedOpen(f nodeFacts) {
 // the one the node's record of this boot already holds (after a start).
 func (s *nodeState) wantRecord(f nodeFacts) bootRecord {
 	r := bootRecord{BootID: f.bootID, UID: f.uid, FailedOpen: sets.List(s.failedOpen), Startup: s.startup}
-	if r.Startup == nil && f.hasRecord && f.record.sameBoot(f.uid, f.bootID) {
+	if r.Startup == nil && f.hasRecord && f.record.sameBoot(f.uid, f.bootID) && f.record.Startup != nil &&
+		len(f.record.Startup.Extensions) <= nodev1alpha1.MaxStartupExtensions {
+		// Kept as it is, unless it is larger than any this controller
+		// writes (someone else wrote it): then it is dropped.
 		r.Startup = f.record.Startup
 	}
 	return r

@@ -333,3 +333,37 @@ func TestTheExtensionStartupLabelIsCapped(t *testing.T) {
 		t.Errorf("%d reboots observed, want 3", count)
 	}
 }
+
+// A restarted controller finds the timeline on a ready node and writes
+// nothing; a later failure gate of the node is no start-up, and its ungate
+// keeps the boot's timeline as it is.
+func TestARestartedControllerKeepsTheTimelineWithoutWriting(t *testing.T) {
+	tl := `{"cause":"NodeRebooted","start":"2026-11-21T09:00:00Z","ready":"41.2s","extensions":[{"name":"kube-proxy","ready":"38.1s"}]}`
+	n := readyNode("n1", func(n *v1.Node) {
+		n.Annotations[nodev1alpha1.BootAnnotation] = `{"bootID":"boot-1","uid":"uid-n1","startup":` + tl + `}`
+	})
+	f := newFixture(t, testOptions(), n)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.expectWrites()
+
+	f.release("kube-proxy", "n1", "Crashed")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("not gated for the failure")
+	}
+	f.clock.Step(5 * time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("not ungated")
+	}
+	if got := f.node("n1").Annotations[nodev1alpha1.BootAnnotation]; !strings.Contains(got, `"startup":`+tl) {
+		t.Errorf("boot record %s, want the boot's timeline kept as it was", got)
+	}
+	for _, e := range f.events() {
+		if strings.Contains(e, "Start-up:") {
+			t.Errorf("a failure gate's ungate reported a start-up: %s", e)
+		}
+	}
+}
