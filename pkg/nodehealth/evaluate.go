@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -25,6 +26,8 @@ type nodeFacts struct {
 	noExecute bool
 	record    bootRecord
 	hasRecord bool
+	// created is the Node's creationTimestamp (the API server's clock).
+	created time.Time
 }
 
 // extensionStatus is the evaluated state of one extension on one node.
@@ -89,6 +92,12 @@ type decision struct {
 	// startupTimeouts are the extensions whose startup timeout passed in
 	// this step.
 	startupTimeouts []startupTimeout
+	// startup is the start-up timeline of a boot whose gate ended in this
+	// step; startupExtensions has every gating extension's time to its
+	// first ready renewal (the timeline lists the slowest only), for the
+	// histograms.
+	startup           *nodev1alpha1.StartupTimeline
+	startupExtensions map[string]time.Duration
 }
 
 type startupTimeout struct {
@@ -193,9 +202,11 @@ func (e *evaluation) bootChange() {
 	case f.hasRecord && f.record.UID != f.uid && st.handledUID != f.uid:
 		st.gate(causeRecreated, now)
 		st.handledUID = f.uid
+		st.foundAtStart = firstSight && !e.env.live
 	case f.hasRecord && f.record.BootID != "" && f.bootID != "" && f.record.BootID != f.bootID && st.handledBoot != f.bootID:
 		st.gate(causeRebooted, now)
 		st.handledBoot = f.bootID
+		st.foundAtStart = firstSight && !e.env.live
 		if firstSight {
 			// A controller that starts after the reboot cannot tell when
 			// a release it finds was made; the updater releases before it
@@ -210,6 +221,7 @@ func (e *evaluation) bootChange() {
 		// Found gated after a start or a failover: the gate stands, and the
 		// extensions must renew again after this moment.
 		st.gate(causeFoundGated, now)
+		st.foundAtStart = true
 		st.readyInBoot = f.hasRecord && f.record.sameBoot(f.uid, f.bootID) && !f.record.Pending
 		st.restoreFailedOpen(f)
 	case firstSight:
@@ -280,6 +292,13 @@ func (e *evaluation) extensionStatuses() {
 		}
 		if !ok || !obs.released() {
 			delete(st.plannedBoot, ext.name)
+		}
+		if s.ready && s.renewedSinceGate && ext.affects && st.firstReady != nil {
+			// The first ready renewal after the gate began (or began
+			// again at an own-view recovery) is the extension's start-up.
+			if at, seen := st.firstReady[ext.name]; !seen || !at.After(st.gateStart) {
+				st.firstReady[ext.name] = s.lastRenewal
+			}
 		}
 		if s.ready && st.failedOpen.Has(ext.name) {
 			// Failing open lasts until the extension becomes ready; from
@@ -421,6 +440,8 @@ func (e *evaluation) noGatingExtensions() {
 	// node that never did was never gated by this controller.
 	e.d.ended = wasGated && st.hadGating
 	if e.d.ended {
+		e.recordStartup()
+		st.startupCause, st.firstReady = causeNone, nil
 		// Released by failing open: the node is in service.
 		st.readyInBoot = true
 	}
@@ -472,6 +493,7 @@ func (e *evaluation) gateTransition() {
 		// that is catching up, may predate the cause (docs/controller.md).
 		pending := st.suppressed && !e.f.tainted && st.full && e.env.ownViewStale
 		if (fresh || held) && !pending {
+			e.recordStartup()
 			st.ungate()
 			e.d.ended = true
 			e.d.ungateLatency = now.Sub(latest)
@@ -646,8 +668,59 @@ func (s *nodeState) restoreFailedOpen(f nodeFacts) {
 }
 
 // wantRecord is the boot record the node should carry once it is ungated.
+// It keeps the boot's start-up timeline: the one this controller built, or
+// the one the node's record of this boot already holds (after a start).
 func (s *nodeState) wantRecord(f nodeFacts) bootRecord {
-	return bootRecord{BootID: f.bootID, UID: f.uid, FailedOpen: sets.List(s.failedOpen)}
+	r := bootRecord{BootID: f.bootID, UID: f.uid, FailedOpen: sets.List(s.failedOpen), Startup: s.startup}
+	if r.Startup == nil && f.hasRecord && f.record.sameBoot(f.uid, f.bootID) && f.record.Startup != nil &&
+		len(f.record.Startup.Extensions) <= nodev1alpha1.MaxStartupExtensions {
+		// Kept as it is, unless it is larger than any this controller
+		// writes (someone else wrote it): then it is dropped.
+		r.Startup = f.record.Startup
+	}
+	return r
+}
+
+// recordStartup builds the start-up timeline of a boot whose gate ends now,
+// if the gate is the boot's start-up: a bootstrap, reboot or re-creation
+// gate, or a gate found at start, before the node was ever ready in the boot.
+// Failure and maintenance gates of a node already ready have none.
+func (e *evaluation) recordStartup() {
+	st, now := e.st, e.now
+	if st.readyInBoot || st.startupCause == causeNone {
+		return
+	}
+	tl := &nodev1alpha1.StartupTimeline{
+		Cause:        string(st.startupCause),
+		FoundAtStart: st.foundAtStart,
+		Start:        metav1.NewTime(st.startupStart.UTC().Truncate(time.Second)),
+		Ready:        metav1.Duration{Duration: nodev1alpha1.RoundStartup(now.Sub(st.startupStart))},
+	}
+	if (st.startupCause == causeNew || st.startupCause == causeRecreated) && !e.f.created.IsZero() {
+		tl.SinceCreation = &metav1.Duration{Duration: nodev1alpha1.RoundStartup(now.Sub(e.f.created))}
+	}
+	e.d.startupExtensions = map[string]time.Duration{}
+	var exts []nodev1alpha1.StartupExtension
+	for _, s := range e.d.statuses {
+		if !s.affects {
+			continue
+		}
+		entry := nodev1alpha1.StartupExtension{Name: s.name}
+		if at, ok := st.firstReady[s.name]; ok && at.After(st.gateStart) {
+			d := at.Sub(st.startupStart)
+			e.d.startupExtensions[s.name] = d
+			entry.Ready = &metav1.Duration{Duration: nodev1alpha1.RoundStartup(d)}
+		}
+		exts = append(exts, entry)
+	}
+	sort.Slice(exts, func(i, j int) bool { return nodev1alpha1.Slower(exts[i], exts[j]) })
+	if len(exts) > nodev1alpha1.MaxStartupExtensions {
+		tl.Omitted = int32(len(exts) - nodev1alpha1.MaxStartupExtensions)
+		exts = exts[:nodev1alpha1.MaxStartupExtensions]
+	}
+	tl.Extensions = exts
+	st.startup = tl
+	e.d.startup = tl
 }
 
 func equalRecords(a, b bootRecord) bool {

@@ -1,6 +1,7 @@
 package nodehealth
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,11 @@ type Metrics struct {
 	EvaluationsTotal    prometheus.Counter
 	TimerRechecks       prometheus.Counter
 	EvaluationDurations prometheus.Histogram
+	// NodeStartup and ExtensionStartup time start-ups: from the gate's
+	// start to the ungate, by cause, and to each extension's first ready
+	// renewal, by extension (label bounded by startupSeries).
+	NodeStartup      *prometheus.HistogramVec
+	ExtensionStartup *prometheus.HistogramVec
 	// LongestGate is read at scrape time from the running controller.
 	LongestGate *gateAges
 
@@ -36,6 +42,8 @@ type Metrics struct {
 	// notReadySeries bounds and cleans up the extension label of
 	// NotReadyNodes.
 	notReadySeries *extensionSeries
+	// startupSeries bounds the extension label of ExtensionStartup.
+	startupSeries *extensionLabels
 }
 
 // maxExtensionSeries caps the distinct extension label values of
@@ -94,6 +102,60 @@ func (e *extensionSeries) dec(label string) {
 	e.gauge.WithLabelValues(label).Dec()
 }
 
+// extensionLabels bounds the extension label of a histogram the way
+// extensionSeries bounds extension_not_ready_nodes: at most limit extensions
+// get a series of their own, further ones share otherExtensionsLabel. A
+// histogram's series are never deleted (that would reset its counts under
+// rate()), so the first limit extensions keep theirs. Safe for concurrent use.
+type extensionLabels struct {
+	mu    sync.Mutex
+	limit int
+	known map[string]struct{}
+}
+
+func newExtensionLabels(limit int) *extensionLabels {
+	return &extensionLabels{limit: limit, known: map[string]struct{}{}}
+}
+
+// label is the label value extension is observed under.
+func (e *extensionLabels) label(extension string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.known[extension]; ok || extension == otherExtensionsLabel {
+		return extension
+	}
+	if len(e.known) < e.limit {
+		e.known[extension] = struct{}{}
+		return extension
+	}
+	return otherExtensionsLabel
+}
+
+// startupBuckets span 1 s to 30 min: extensions come up in seconds to
+// minutes after a boot, and startup timeouts are minutes (10 m by default).
+var startupBuckets = []float64{1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1200, 1800}
+
+// Start-up causes, the cause label of nodehealth_node_startup_seconds.
+const (
+	startupBootstrap  = "bootstrap"
+	startupReboot     = "reboot"
+	startupRecreation = "re-creation"
+)
+
+// startupCauseLabel is the cause label of a gate cause; false for a
+// cause that is not a start-up the histogram times.
+func startupCauseLabel(cause string) (string, bool) {
+	switch gateCause(cause) {
+	case causeNew:
+		return startupBootstrap, true
+	case causeRebooted:
+		return startupReboot, true
+	case causeRecreated:
+		return startupRecreation, true
+	}
+	return "", false
+}
+
 // latencyBuckets span 10 ms to ~80 s: the targets are around one second, and
 // anything over a Lease duration is a failure worth seeing.
 var latencyBuckets = prometheus.ExponentialBuckets(0.01, 2, 14)
@@ -138,16 +200,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Expiry timers of steady nodes whose Leases had all been renewed since: the timer moved to the new expiry without a full evaluation."}),
 		EvaluationDurations: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: "evaluation_duration_seconds",
 			Help: "Time to evaluate and write one node.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
+		NodeStartup: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: "node_startup_seconds",
+			Help: "Start-ups of nodes: from the controller observing the cause (a new node, a reboot, a re-creation) to the readiness taint being removed, by cause (bootstrap, reboot, re-creation); the controller's clock. Start-ups found at a controller start are not counted.", Buckets: startupBuckets}, []string{"cause"}),
+		ExtensionStartup: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: "extension_startup_seconds",
+			Help: "From the start of a node's start-up gate to the first ready renewal of an extension's Lease the controller observed after it, by extension; the controller's clock. Past 100 extensions, further ones are counted under extension=\"_other\".", Buckets: startupBuckets}, []string{"extension"}),
 		LongestGate: &gateAges{desc: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "", "longest_gate_seconds"),
 			"How long the longest-gated of the nodes gated for this reason has been gated without interruption (as seen by the current leader: a failover restarts the count). Series exist only for reasons some node is gated for.",
 			[]string{"reason"}, nil)},
 		queues: newQueueMetrics(),
 	}
 	m.notReadySeries = newExtensionSeries(m.NotReadyNodes, maxExtensionSeries)
+	m.startupSeries = newExtensionLabels(maxExtensionSeries)
 	if reg != nil {
 		reg.MustRegister(m.GatedNodes, m.NotReadyNodes, m.TaintWrites, m.DetectionLatency, m.UngateLatency, m.Evictions,
 			m.GatingSuspended, m.Suspensions, m.InvalidLists, m.ListWrites, m.DryRunActions, m.ConditionWrites,
-			m.StartupTimeouts, m.OwnViewStale, m.TrackedNodes, m.EvaluationsTotal, m.TimerRechecks, m.EvaluationDurations, m.LongestGate)
+			m.StartupTimeouts, m.OwnViewStale, m.TrackedNodes, m.EvaluationsTotal, m.TimerRechecks, m.EvaluationDurations, m.LongestGate,
+			m.NodeStartup, m.ExtensionStartup)
 		reg.MustRegister(m.queues.collectors()...)
 	}
 	return m
@@ -173,5 +241,23 @@ func (g *gateAges) Collect(ch chan<- prometheus.Metric) {
 	}
 	for reason, seconds := range (*source)() {
 		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, seconds, string(reason))
+	}
+}
+
+// observeStartup counts a start-up that ended in decision d: the node's
+// time to the ungate by cause and each extension's time to its first ready
+// renewal. A start-up found at a controller start began an unknown time
+// before the controller saw it and is not counted.
+func (c *Controller) observeStartup(d decision) {
+	if d.startup == nil || d.startup.FoundAtStart {
+		return
+	}
+	cause, ok := startupCauseLabel(d.startup.Cause)
+	if !ok {
+		return
+	}
+	c.metrics.NodeStartup.WithLabelValues(cause).Observe(d.startup.Ready.Seconds())
+	for ext, ready := range d.startupExtensions {
+		c.metrics.ExtensionStartup.WithLabelValues(c.metrics.startupSeries.label(ext)).Observe(ready.Seconds())
 	}
 }

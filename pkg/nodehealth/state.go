@@ -45,11 +45,17 @@ func (c gateCause) bootstrap() bool {
 // Pending marks a record written while the node was still gated in its
 // boot, only to keep FailedOpen: an extension that failed open while another
 // one kept the node gated. Such a record does not say the boot was ready.
+//
+// Startup is the start-up timeline of the boot, written with the ungate that
+// ends it (docs/controller.md, "The start-up timeline"); nothing reads it
+// back but the plugin, and it never makes the record worth rewriting.
+// Unknown fields (a newer controller's) are ignored when parsing.
 type bootRecord struct {
-	BootID     string    `json:"bootID,omitempty"`
-	UID        types.UID `json:"uid"`
-	FailedOpen []string  `json:"failedOpen,omitempty"`
-	Pending    bool      `json:"pending,omitempty"`
+	BootID     string                        `json:"bootID,omitempty"`
+	UID        types.UID                     `json:"uid"`
+	FailedOpen []string                      `json:"failedOpen,omitempty"`
+	Pending    bool                          `json:"pending,omitempty"`
+	Startup    *nodev1alpha1.StartupTimeline `json:"startup,omitempty"`
 }
 
 // sameBoot reports whether the record was written in the node's current boot
@@ -110,6 +116,21 @@ type nodeState struct {
 	handledBoot string
 	handledUID  types.UID
 
+	// The start-up of the current boot: startupCause is the cause of the
+	// bootstrap or found-at-start gate (kept while the gate's reason moves
+	// to StartupTimeout or ExtensionsNotReady), startupStart when it was
+	// observed (an own-view recovery restarts the gate but not this),
+	// foundAtStart whether it was found in the initial view. firstReady
+	// holds each gating extension's first ready renewal observed after
+	// gateStart: at most one entry per listed extension, dropped at the
+	// ungate. startup is the timeline that ungate built, kept for the boot
+	// so that a retried write carries it.
+	startupCause gateCause
+	startupStart time.Time
+	foundAtStart bool
+	firstReady   map[string]time.Time
+	startup      *nodev1alpha1.StartupTimeline
+
 	// missing holds when each extension's Lease was first seen missing, so
 	// that the failure is timed from then (detection_latency_seconds).
 	missing map[string]time.Time
@@ -164,6 +185,11 @@ func (s *nodeState) gate(cause gateCause, now time.Time) {
 	// re-creation during any gate restarts it as full.
 	s.full = cause.bootstrap() || cause == causeFoundGated
 	s.scope = sets.New[string]()
+	if s.full {
+		s.startupCause, s.startupStart, s.foundAtStart = cause, now, false
+		s.firstReady = map[string]time.Time{}
+		s.startup = nil
+	}
 	if cause.bootstrap() {
 		s.plannedExts = sets.New[string]()
 		s.readyInBoot = false
@@ -184,6 +210,7 @@ func (s *nodeState) evictionClockRanOut(now time.Time, timeout time.Duration) bo
 }
 
 func (s *nodeState) ungate() {
+	s.startupCause, s.firstReady = causeNone, nil
 	s.gated = false
 	s.cause = causeNone
 	s.full = false

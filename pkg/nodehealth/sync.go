@@ -214,6 +214,10 @@ func (c *Controller) announce(ctx context.Context, node *v1.Node, r nodeResult) 
 		c.metrics.StartupTimeouts.WithLabelValues(string(to.policy)).Inc()
 		logger.Info("Extension missed its startup timeout", "extension", to.extension, "timeout", to.timeout, "failurePolicy", to.policy)
 	}
+	if d.startup != nil {
+		logger.V(2).Info("Node started up", "startup", d.startup.Summary())
+		c.observeStartup(d)
+	}
 	if c.opts.DryRun {
 		return
 	}
@@ -277,7 +281,13 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 		if d.ended && d.ungateLatency > 0 {
 			c.metrics.UngateLatency.Observe(d.ungateLatency.Seconds() + c.clock.Since(r.now).Seconds())
 		}
-		c.recorder.Eventf(node, v1.EventTypeNormal, EventNodeUngated, "Removed taint %s: %s", c.opts.TaintKey, r.message)
+		message := r.message
+		if d.startup != nil {
+			// The start-up timeline in one line, in the Event the
+			// ungate records anyway.
+			message += " Start-up: " + d.startup.Summary() + "."
+		}
+		c.recorder.Eventf(node, v1.EventTypeNormal, EventNodeUngated, "Removed taint %s: %s", c.opts.TaintKey, message)
 	}
 
 	// Every node that lists an extension carries the condition (a node
@@ -323,6 +333,7 @@ func (c *Controller) nodeInputs(node *v1.Node) ([]requiredExtension, nodeFacts, 
 		zone:      node.Labels[zoneLabel],
 		tainted:   hasTaint(node, c.opts.TaintKey, c.opts.TaintEffect),
 		noExecute: hasTaint(node, c.opts.TaintKey, v1.TaintEffectNoExecute),
+		created:   node.CreationTimestamp.Time,
 	}
 	facts.record, facts.hasRecord = parseBootRecord(node.Annotations[nodev1alpha1.BootAnnotation])
 	return exts, facts, nil

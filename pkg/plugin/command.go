@@ -136,6 +136,7 @@ SystemExtensionsReady condition, shown with every node, is authoritative.`,
 
 func newStatusCommand(o *Options) *cobra.Command {
 	var output string
+	var startup bool
 	cmd := &cobra.Command{
 		Use:   "status [NODE...]",
 		Short: "Show each node's gate and the state of its system extensions",
@@ -143,10 +144,17 @@ func newStatusCommand(o *Options) *cobra.Command {
 controller's SystemExtensionsReady condition, and every extension of its list:
 whether it affects readiness, who added it (manual, lease, rule/<rule>), its
 Lease, the Lease's holder, the age of its last renewal, its state and reason.
-Without NODE, every node.`,
+Without NODE, every node.
+
+With --startup, the last start-up of each node as the controller recorded it
+when it ungated the node: the time from the cause (new node, reboot,
+re-creation) to the ungate, the slowest extension and the next one, the time
+since the Node's creation; slowest first. Only Nodes are read.`,
 		Example: `  kubectl nodehealth status
   kubectl nodehealth status node-1 node-2 -o wide
-  kubectl nodehealth status node-1 -o json`,
+  kubectl nodehealth status node-1 -o json
+  kubectl nodehealth status --startup
+  kubectl nodehealth status --startup -o json`,
 		ValidArgsFunction: completeNodes(o, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !validOutput(output) {
@@ -157,6 +165,13 @@ Without NODE, every node.`,
 				return err
 			}
 			s := o.settings()
+			if startup {
+				report, err := startupReport(cmd.Context(), client, args, s.now)
+				if err != nil {
+					return err
+				}
+				return printStartup(o.Out, output, report)
+			}
 			nodes, err := statusOf(cmd.Context(), client, args, s)
 			if err != nil {
 				return err
@@ -166,6 +181,7 @@ Without NODE, every node.`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: wide, json or yaml.")
+	cmd.Flags().BoolVar(&startup, "startup", false, "Show each node's last recorded start-up (time to ready, slowest extensions), slowest first.")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{OutputWide, OutputJSON, OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -176,7 +192,9 @@ func newExplainCommand(o *Options) *cobra.Command {
 		Short: "Explain in sentences why a node is gated or not",
 		Long: `Explain why a node is or is not gated, from the readiness taint, the
 controller's SystemExtensionsReady condition, the node's extension list and the
-extensions' Leases.`,
+extensions' Leases; and how its last start-up went, as a timeline from the
+cause (new node, reboot, re-creation) to each extension's first ready renewal
+and to the ungate, as the controller recorded it.`,
 		Example:           `  kubectl nodehealth explain node-1`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNodes(o, 1),

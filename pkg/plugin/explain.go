@@ -79,6 +79,11 @@ func explain(n NodeStatus, s evalSettings) []string {
 		}
 	}
 
+	// The last start-up.
+	if !n.Excluded {
+		out = append(out, explainStartup(n)...)
+	}
+
 	// The list.
 	if n.ListError != "" {
 		say("The extension list (annotation %s) cannot be parsed: %s.", nodev1alpha1.SystemExtensionsAnnotation, n.ListError)

@@ -52,6 +52,9 @@ type NodeStatus struct {
 	// extensions are then unknown.
 	ListError  string            `json:"listError,omitempty"`
 	Extensions []ExtensionStatus `json:"extensions"`
+	// Startup is the node's last start-up as the controller recorded it in
+	// the boot record; nil when it recorded none.
+	Startup *StartupStatus `json:"startup,omitempty"`
 }
 
 // Condition is the node's SystemExtensionsReady condition.
@@ -130,6 +133,7 @@ func evaluateNode(ctx context.Context, node *corev1.Node, getLease leaseGetter, 
 		}
 	}
 	st.Excluded = node.Labels[nodev1alpha1.ExcludeLabel] == "true"
+	st.Startup = startupOf(node)
 	for _, c := range node.Status.Conditions {
 		if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
 			st.Condition = &Condition{Status: c.Status, Reason: c.Reason, Message: c.Message, LastTransitionTime: c.LastTransitionTime}

@@ -217,9 +217,9 @@ func registeredSeries(t *testing.T, path string) map[string]bool {
 
 // grafanaVariables are the built-in interval variables the dashboards may
 // use, replaced by a duration before parsing, and the dashboards' own
-// cluster and job variables, replaced by a regular expression. Any other
+// cluster, job and extension variables, replaced by a regular expression. Any other
 // $variable fails.
-var grafanaVariables = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "6h", "$cluster", ".*", "$job", ".*")
+var grafanaVariables = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "6h", "$cluster", ".*", "$job", ".*", "$extension", ".*")
 
 var variable = regexp.MustCompile(`\$\{?\w+`)
 

@@ -393,6 +393,9 @@ func (c *extensionsComponent) TryThis() []string {
 		"# extensions renew again (they are down for 4s and 10s):",
 		fmt.Sprintf(`%s patch node %s --subresource=status --type=merge -p '{"status":{"nodeInfo":{"bootID":"reboot-2"}}}'`, k, n1),
 		fmt.Sprintf("%s get events --field-selector involvedObject.name=%s", k, n1),
+		"# Once it is ungated (about 10s): its start-up timeline (kubectl-nodehealth is in _output/bin), and every node's, slowest first:",
+		fmt.Sprintf("sleep 12; PATH=$PWD/_output/bin:$PATH kubectl nodehealth explain %s", n1),
+		"PATH=$PWD/_output/bin:$PATH kubectl nodehealth status --startup",
 	}
 	if cni2 != nil {
 		lines = append(lines,

@@ -1,0 +1,158 @@
+package nodehealth_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/pkg/plugin"
+)
+
+// startupTolerance is how much later than the offset the test produced it at
+// a recorded start-up time may be: the watch latency of the extension's first
+// renewal (observed after the test sent it), a renewal the worker may have
+// coalesced with the next one (renewPeriod), and a slow shared machine. It
+// may be earlier only by as much as the controller took to see the node
+// (the gate's start is somewhere between the creation and the test seeing
+// the taint), plus the rounding.
+const startupTolerance = 2 * time.Second
+
+// A new node whose three extensions come up at known offsets after its
+// creation gets a start-up timeline in its boot record that matches them,
+// histogram observations that match them, and a NodeUngated Event naming the
+// slowest.
+func TestStartupTimelineMatchesTheExtensionsOffsets(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "startup")
+	run := h.startController(t, h.options(h.rule("proxy", nil), h.rule("csi", nil), h.rule("cni", nil)))
+
+	offsets := []struct {
+		ext string
+		at  time.Duration
+	}{{"proxy", time.Second}, {"csi", 5 * time.Second}, {"cni", 10 * time.Second}}
+	created := time.Now()
+	node := h.createNode(t, "startup-n1")
+	_, gatedSeen := h.nodes.waitAt(t, node, "gated as new", all(gated, conditionIs(v1.ConditionFalse, "NodeRegistered")))
+	// The controller observed the node at most this long after the test
+	// created it.
+	seenWithin := gatedSeen.Sub(created)
+	sent := map[string]time.Duration{}
+	for _, o := range offsets {
+		time.Sleep(time.Until(created.Add(o.at)))
+		sent[o.ext] = time.Since(created)
+		h.startRenewer(t, o.ext, node)
+	}
+	n := h.nodes.wait(t, node, "ungated with a start-up timeline", all(readyNode, func(n *v1.Node) bool {
+		return timelineOf(n) != nil
+	}))
+
+	tl := timelineOf(n)
+	t.Logf("timeline: %s", n.Annotations[nodev1alpha1.BootAnnotation])
+	if tl.Cause != nodev1alpha1.ReasonNodeRegistered || tl.FoundAtStart {
+		t.Errorf("cause %s, foundAtStart %v; want NodeRegistered, seen live", tl.Cause, tl.FoundAtStart)
+	}
+	within := func(what string, got, want time.Duration) {
+		t.Helper()
+		if got < want-seenWithin-nodev1alpha1.StartupResolution || got > want+startupTolerance {
+			t.Errorf("%s: %s, want %s (-%s, +%s)", what, got, want, seenWithin, startupTolerance)
+		}
+	}
+	if len(tl.Extensions) != 3 {
+		t.Fatalf("timeline lists %d extensions, want 3: %+v", len(tl.Extensions), tl.Extensions)
+	}
+	for i, want := range []string{"cni", "csi", "proxy"} {
+		e := tl.Extensions[i]
+		if e.Name != want || e.Ready == nil {
+			t.Errorf("extension %d is %s (ready %v), want %s, slowest first", i, e.Name, e.Ready, want)
+			continue
+		}
+		within(e.Name+" ready", e.Ready.Duration, sent[e.Name])
+	}
+	within("ungated", tl.Ready.Duration, sent["cni"])
+	if tl.Ready.Duration < tl.Extensions[0].Ready.Duration {
+		t.Errorf("ungated at %s, before the slowest extension was ready (%s)", tl.Ready.Duration, tl.Extensions[0].Ready.Duration)
+	}
+	// creationTimestamp is whole seconds (the API server's clock): up to a
+	// second earlier than the creation.
+	if tl.SinceCreation == nil {
+		t.Error("no time since creation for a new node")
+	} else if d := tl.SinceCreation.Duration - tl.Ready.Duration; d < -100*time.Millisecond || d > startupTolerance+time.Second {
+		t.Errorf("since creation %s, ungated %s after the gate's start: the controller saw the node %s after its creation", tl.SinceCreation.Duration, tl.Ready.Duration, d)
+	}
+
+	for ext, at := range sent {
+		count, sum := histogram(t, run, "nodehealth_extension_startup_seconds", "extension", ext)
+		if count != 1 {
+			t.Errorf("extension_startup_seconds{extension=%q}: %d observations, want 1", ext, count)
+			continue
+		}
+		within("extension_startup_seconds of "+ext, time.Duration(sum*float64(time.Second)), at)
+	}
+	if count, sum := histogram(t, run, "nodehealth_node_startup_seconds", "cause", "bootstrap"); count != 1 {
+		t.Errorf("node_startup_seconds{cause=bootstrap}: %d observations, want 1", count)
+	} else {
+		within("node_startup_seconds", time.Duration(sum*float64(time.Second)), sent["cni"])
+	}
+
+	ev := h.waitEvent(t, node, nodehealth.EventNodeUngated, "after registration", "slowest cni", "then csi")
+	t.Logf("event: %s", ev.Message)
+
+	// kubectl nodehealth explain reads it from the Node alone.
+	var out bytes.Buffer
+	o := plugin.NewOptions(genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &out})
+	o.NewClient = func() (kubernetes.Interface, error) { return h.env.Client, nil }
+	o.LeaseNamespace = h.leaseNS
+	cmd := plugin.NewCommandWithOptions(o)
+	cmd.SetArgs([]string{"explain", node})
+	if err := cmd.ExecuteContext(waitCtx(t)); err != nil {
+		t.Fatalf("explain: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"new node observed", "cni: first ready renewal (the last, ", "after csi)", "cni was the last extension to become ready"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("explain lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// timelineOf returns the start-up timeline of a node's boot record.
+func timelineOf(n *v1.Node) *nodev1alpha1.StartupTimeline {
+	var rec struct {
+		Startup *nodev1alpha1.StartupTimeline `json:"startup"`
+	}
+	if json.Unmarshal([]byte(n.Annotations[nodev1alpha1.BootAnnotation]), &rec) != nil {
+		return nil
+	}
+	return rec.Startup
+}
+
+// histogram returns the observation count and sum of the histogram series
+// with label=value.
+func histogram(t *testing.T, run *controllerRun, name, label, value string) (uint64, float64) {
+	t.Helper()
+	families, err := run.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+				}
+			}
+		}
+	}
+	return 0, math.NaN()
+}
