@@ -1,5 +1,5 @@
 // Package plugin implements kubectl-nodehealth, the kubectl plugin that shows
-// and changes which system extensions each node requires (docs/system-extensions.md, §5):
+// and changes which system extensions each node requires (docs/system-extensions.md):
 //
 //	kubectl nodehealth status [NODE...]   extensions, Leases and the gate of each node
 //	kubectl nodehealth explain NODE       why a node is (not) gated, in sentences

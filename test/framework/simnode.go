@@ -90,7 +90,7 @@ type SimNode struct {
 // BootID returns the bootID a SimNode reports in its boot number n.
 func BootID(node string, n int) string { return fmt.Sprintf("%s-boot-%d", node, n) }
 
-// StartSimNode creates the kwok Node with a non-empty bootID (§5 ignores a
+// StartSimNode creates the kwok Node with a non-empty bootID (the controller ignores a
 // change from an empty one), starts its emulator, its heartbeats and, when
 // AgentBinary is set, its agent. Close stops everything but the Node.
 func (e *Environment) StartSimNode(ctx context.Context, opts SimNodeOptions) (*SimNode, error) {

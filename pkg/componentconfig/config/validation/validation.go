@@ -336,7 +336,7 @@ func validateExtensionName(name string, path *field.Path) field.ErrorList {
 		return field.ErrorList{field.Required(path, "")}
 	}
 	// A DNS label has no dots: the part of a Lease name after the first dot
-	// is the node name (docs/system-extensions.md, §6).
+	// is the node name (docs/system-extensions.md).
 	var errs field.ErrorList
 	for _, msg := range utilvalidation.IsDNS1123Label(name) {
 		errs = append(errs, field.Invalid(path, name, msg))

@@ -40,7 +40,7 @@ const (
 )
 
 // LeaseSettings describes the coordination.k8s.io/v1 Lease through which an
-// extension proves it is alive (docs/controller.md, §6). The extension heartbeat and the
+// extension proves it is alive (docs/controller.md). The extension heartbeat and the
 // update agent share it.
 type LeaseSettings struct {
 	// Namespace holds the extension Leases. It must be the namespace the

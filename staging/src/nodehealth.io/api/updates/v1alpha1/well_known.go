@@ -1,7 +1,7 @@
 package v1alpha1
 
 // Names the update operator, the update agent, the kubectl plugin and users
-// share (docs/system-extensions.md and §7). Changing one is a breaking change of the contract.
+// share (docs/system-extensions.md and docs/updater.md). Changing one is a breaking change of the contract.
 const (
 	// FailedAnnotation, written by the operator, holds the RFC 3339 time an
 	// update of this node failed after its reboot. The rollout is halted while
