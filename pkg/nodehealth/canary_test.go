@@ -67,8 +67,11 @@ func TestCanaryGuardFiresWhileRenewalHangs(t *testing.T) {
 		t.Fatalf("first change reports stale=false")
 	}
 	// It fires at 3 intervals (the loop wakes then), not an interval later.
-	if late := got.at.Sub(start) - staleAfterIntervals*interval; late < 0 || late > 2*step {
-		t.Errorf("guard fired %s after start, want %s (+ one step)", got.at.Sub(start), staleAfterIntervals*interval)
+	// The poll keeps stepping the clock while the canary's goroutine runs,
+	// so on a loaded machine it sees the instant a few steps late (CI saw
+	// 300 ms); half an interval still tells the two apart.
+	if late := got.at.Sub(start) - staleAfterIntervals*interval; late < 0 || late >= interval/2 {
+		t.Errorf("guard fired %s after start, want %s (+ less than half an interval)", got.at.Sub(start), staleAfterIntervals*interval)
 	}
 }
 
