@@ -426,6 +426,22 @@ func (e *Environment) componentKubeconfig(component, user string) (string, error
 	return path, e.writeKubeconfig(path, user, kp)
 }
 
+// ServiceAccountKubeconfig writes a kubeconfig that authenticates as the
+// service account namespace/name does in a cluster (user
+// system:serviceaccount:NAMESPACE:NAME, its service-account groups) and is
+// authorized for everything (system:masters): a component a test runs with
+// it is seen by admission policies as the in-cluster component it stands
+// for, without the test writing its RBAC.
+func (e *Environment) ServiceAccountKubeconfig(namespace, name string) (string, error) {
+	user := "system:serviceaccount:" + namespace + ":" + name
+	kp, err := e.ca.newClientCert(user, "system:serviceaccounts", "system:serviceaccounts:"+namespace, "system:masters")
+	if err != nil {
+		return "", err
+	}
+	path := e.path("serviceaccount-" + namespace + "-" + name + ".kubeconfig")
+	return path, e.writeKubeconfig(path, user, kp)
+}
+
 // writeKubeconfig writes a self-contained kubeconfig (certificates embedded).
 func (e *Environment) writeKubeconfig(path, user string, kp *keyPair) error {
 	return e.writeKubeconfigFor(e.APIServerURL, path, user, kp)

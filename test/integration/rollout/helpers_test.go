@@ -75,10 +75,16 @@ type component struct {
 // address for /metrics and /healthz) and runs binary with it.
 func start(t *testing.T, binary, config string, extraArgs ...string) *component {
 	t.Helper()
+	return startAs(t, testenv.Env(t).Kubeconfig, binary, config, extraArgs...)
+}
+
+// startAs is start with the kubeconfig the binary uses.
+func startAs(t *testing.T, kubeconfig, binary, config string, extraArgs ...string) *component {
+	t.Helper()
 	env := testenv.Env(t)
 	addr := testenv.FreeLoopbackAddresses(t, 1)[0]
 	path := filepath.Join(t.TempDir(), binary+".yaml")
-	if err := os.WriteFile(path, []byte(fmt.Sprintf(config, env.Kubeconfig, addr)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(config, kubeconfig, addr)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p, err := env.StartProcess(framework.ProcessSpec{
@@ -165,7 +171,13 @@ func applyPolicy(t *testing.T, maxConcurrent int) {
 func startOperatorWithStagingDeadline(t *testing.T, maxConcurrent int, staging time.Duration) *component {
 	t.Helper()
 	applyPolicy(t, maxConcurrent)
-	return start(t, "update-operator", `apiVersion: config.nodehealth.io/v1alpha1
+	// As its service account, which the shadow-deletion admission policy
+	// lets delete the orphaned shadow of a node deleted mid-update.
+	kubeconfig, err := testenv.Env(t).ServiceAccountKubeconfig("nodehealth-system", "update-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startAs(t, kubeconfig, "update-operator", `apiVersion: config.nodehealth.io/v1alpha1
 kind: UpdateOperatorConfiguration
 leaderElection:
   leaderElect: false
