@@ -77,7 +77,10 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	{Seed: 132, Name: "an escalated node's drain makes no attempt for more than 25 s with nothing holding it (found on 2026-11-24, not diagnosed)"},
+	{Seed: 133, Name: "the controller and the model disagree on whether a node's pods were evicted (found on 2026-11-24, not diagnosed)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
