@@ -59,11 +59,13 @@ func runWorkload(t *testing.T, ns, node, name string, replicas int32) {
 }
 
 // recorder keeps, in the single etcd's order (resourceVersions are its
-// revisions), when the node's readiness taint appeared and when each of the
-// namespace's pods was deleted.
+// revisions), when the node's readiness taint appeared, when each of the
+// namespace's pods was deleted, and whether the node was ever cordoned (the
+// agent never cordons: the taint is the one mechanism).
 type recorder struct {
 	mu         sync.Mutex
 	taintRV    uint64
+	cordonRV   uint64
 	deletedRVs map[string]uint64
 }
 
@@ -97,13 +99,18 @@ func record(t *testing.T, node, ns string) *recorder {
 	t.Cleanup(pw.Stop)
 	go func() {
 		for ev := range nw.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok && tainted(n) {
-				r.mu.Lock()
-				if r.taintRV == 0 {
-					r.taintRV = rv(n)
-				}
-				r.mu.Unlock()
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
 			}
+			r.mu.Lock()
+			if tainted(n) && r.taintRV == 0 {
+				r.taintRV = rv(n)
+			}
+			if n.Spec.Unschedulable && r.cordonRV == 0 {
+				r.cordonRV = rv(n)
+			}
+			r.mu.Unlock()
 		}
 	}()
 	go func() {
@@ -130,6 +137,9 @@ func (r *recorder) check(t *testing.T, wantDeleted int) {
 	defer r.mu.Unlock()
 	if r.taintRV == 0 {
 		t.Fatal("the readiness taint was never seen on the node")
+	}
+	if r.cordonRV != 0 {
+		t.Errorf("the node was cordoned at revision %d: the agent must rely on the readiness taint alone", r.cordonRV)
 	}
 	if len(r.deletedRVs) < wantDeleted {
 		t.Fatalf("%d pods were evicted, want %d", len(r.deletedRVs), wantDeleted)
