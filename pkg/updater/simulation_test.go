@@ -88,6 +88,24 @@ var simRegressions = sim.Regressions{
 	{Seed: 4, Name: "a version lock a user changed between two staging attempts is not pinned over (user-lock-kept)"},
 }
 
+// simOpenFindings are seeds that fail and are not diagnosed yet
+// (docs/reliability.md); TestUpdaterSimulationOpenFindings runs them with
+// -sim.open. Until they are fixed they would keep CI red.
+var simOpenFindings = sim.Regressions{
+	{Seed: 11319276540199915920, Name: "drained-past-deadline: n4 tainted since 33s, Idle, never marked failed (found on 2026-11-24 by make simulate SIM=updater SEEDS=40, not diagnosed)"},
+}
+
+var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
+
+func TestUpdaterSimulationOpenFindings(t *testing.T) {
+	if !*simOpen {
+		t.Skipf("%d open findings, not yet diagnosed (docs/reliability.md); run them with -sim.open", len(simOpenFindings))
+	}
+	sim.Run(t, "open", simOpenFindings.Seeds(), func(t *testing.T, seed uint64) *sim.Trace {
+		return runUpdaterSimulation(t, seed, simTicks)
+	})
+}
+
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that a
 // CI run is deterministic; make simulate explores random ones. None beyond
 // the regressions, to keep make test short (a seed is about 2 s of CPU with
