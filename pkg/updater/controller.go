@@ -23,7 +23,7 @@ import (
 	versioned "nodehealth.io/client-go/clientset/versioned"
 	updatesinformers "nodehealth.io/client-go/informers/externalversions/updates/v1alpha1"
 	updateslisters "nodehealth.io/client-go/listers/updates/v1alpha1"
-	"nodehealth.io/nodehealth/pkg/shadow"
+	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
 
 // startKey is the queue key of the start pass, which decides which Idle

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
-	"nodehealth.io/nodehealth/pkg/shadow"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
+	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
 
 // snapshot is everything the start decision reads, taken at one instant:

@@ -43,11 +43,11 @@ import (
 	"nodehealth.io/client-go/informers/externalversions"
 	updatesinformers "nodehealth.io/client-go/informers/externalversions/updates/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/drain"
-	"nodehealth.io/nodehealth/pkg/shadow"
 	"nodehealth.io/nodehealth/pkg/updater/agent"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
 	"nodehealth.io/nodehealth/pkg/updater/model"
+	"nodehealth.io/nodehealth/pkg/updater/shadow"
 	"nodehealth.io/nodehealth/test/sim"
 )
 

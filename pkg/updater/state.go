@@ -9,7 +9,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
-	"nodehealth.io/nodehealth/pkg/shadow"
+	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
 
 // maxBackoff caps the retry delay after failures before the reboot.

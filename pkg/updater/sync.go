@@ -12,8 +12,8 @@ import (
 	"k8s.io/klog/v2"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
-	"nodehealth.io/nodehealth/pkg/shadow"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
+	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
 
 // Failure reasons recorded in the failure-reason annotation's first word and

@@ -29,8 +29,8 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/componentconfig/server/delegated"
 	"nodehealth.io/nodehealth/pkg/leaderelection"
-	"nodehealth.io/nodehealth/pkg/shadow"
 	"nodehealth.io/nodehealth/pkg/updater"
+	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
 
 // NodeNameEnv is the environment variable --node-name falls back to; the

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
-	"nodehealth.io/nodehealth/pkg/plugin"
+	"nodehealth.io/nodehealth/pkg/kubectlplugin"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
@@ -168,9 +168,9 @@ func TestPluginConcurrentRegisterGoroutines(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var out bytes.Buffer
-			o := plugin.NewOptions(genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &out})
+			o := kubectlplugin.NewOptions(genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &out})
 			o.NewClient = func() (kubernetes.Interface, error) { return kubernetes.NewForConfig(testenv.Env(t).Config) }
-			cmd := plugin.NewCommandWithOptions(o)
+			cmd := kubectlplugin.NewCommandWithOptions(o)
 			cmd.SetArgs([]string{"register", node, fmt.Sprintf("ext-%d", i)})
 			<-start
 			errs[i] = cmd.ExecuteContext(ctx)
@@ -256,7 +256,7 @@ func TestPluginStatusAndExplain(t *testing.T) {
 		}
 	}
 
-	var report plugin.StatusReport
+	var report kubectlplugin.StatusReport
 	if err := json.Unmarshal([]byte(mustNodehealth(t, ctx, "status", node, "-o", "json")), &report); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestPluginStatusAndExplain(t *testing.T) {
 	for _, e := range report.Nodes[0].Extensions {
 		states[e.Name] = e.State
 	}
-	if states["gpu"] != plugin.StateLeaseMissing || states["kube-proxy"] != plugin.StateReady || states["logs"] != plugin.StateLeaseReleased || !report.Nodes[0].Gated {
+	if states["gpu"] != kubectlplugin.StateLeaseMissing || states["kube-proxy"] != kubectlplugin.StateReady || states["logs"] != kubectlplugin.StateLeaseReleased || !report.Nodes[0].Gated {
 		t.Errorf("json report: gated %v, states %v", report.Nodes[0].Gated, states)
 	}
 	yamlOut := mustNodehealth(t, ctx, "status", node, "-o", "yaml")

@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/kubectlplugin"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
-	"nodehealth.io/nodehealth/pkg/plugin"
 )
 
 // startupTolerance is how much later than the offset the test produced it at
@@ -108,10 +108,10 @@ func TestStartupTimelineMatchesTheExtensionsOffsets(t *testing.T) {
 
 	// kubectl nodehealth explain reads it from the Node alone.
 	var out bytes.Buffer
-	o := plugin.NewOptions(genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &out})
+	o := kubectlplugin.NewOptions(genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &out})
 	o.NewClient = func() (kubernetes.Interface, error) { return h.env.Client, nil }
 	o.LeaseNamespace = h.leaseNS
-	cmd := plugin.NewCommandWithOptions(o)
+	cmd := kubectlplugin.NewCommandWithOptions(o)
 	cmd.SetArgs([]string{"explain", node})
 	if err := cmd.ExecuteContext(waitCtx(t)); err != nil {
 		t.Fatalf("explain: %v\n%s", err, out.String())

@@ -29,8 +29,8 @@ import (
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/client-go/clientset/versioned"
 	"nodehealth.io/client-go/informers/externalversions"
-	"nodehealth.io/nodehealth/pkg/shadow"
 	"nodehealth.io/nodehealth/pkg/updater"
+	"nodehealth.io/nodehealth/pkg/updater/shadow"
 	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )

@@ -1,4 +1,4 @@
-// Package updater_test runs the update operator's controllers (pkg/shadow and
+// Package updater_test runs the update operator's controllers (pkg/updater/shadow and
 // pkg/updater) against the real control plane. The agent's side is played by
 // the test writing shadow status, and the node-health controller's side by the
 // test writing the nodes' SystemExtensionsReady condition — the same API

@@ -1,4 +1,4 @@
-// Package plugin implements kubectl-nodehealth, the kubectl plugin that shows
+// Package kubectlplugin implements kubectl-nodehealth, the kubectl plugin that shows
 // and changes which system extensions each node requires (docs/system-extensions.md):
 //
 //	kubectl nodehealth status [NODE...]   extensions, Leases and the gate of each node
@@ -11,7 +11,7 @@
 //
 // The logic lives here, out of cmd/, so that it is tested with a fake
 // clientset; cmd/kubectl-nodehealth only wires standard streams.
-package plugin
+package kubectlplugin
 
 import (
 	"context"

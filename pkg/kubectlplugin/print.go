@@ -1,4 +1,4 @@
-package plugin
+package kubectlplugin
 
 import (
 	"encoding/json"
