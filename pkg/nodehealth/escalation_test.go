@@ -5,7 +5,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 )
 
 // The eviction clock pauses at the instant a blast-radius suspension begins
@@ -99,5 +102,53 @@ func TestDryRunConditionIsCountedOnTransitionsOnly(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(f.c.metrics.DryRunActions.WithLabelValues("condition")); got != before {
 		t.Fatalf("dry_run_actions_total{condition} grew from %v to %v at steady state", before, got)
+	}
+}
+
+// A planned release pauses a failing node's eviction clock; it does not reset
+// it: when the updater's Lease renews while the other failure remains, the
+// clock goes on from the time it had counted. Nothing but an ungate or a
+// recovery resets it (docs/controller.md, "Escalation"). The simulation found
+// the reset (seed 133, where the gate's restart after an own-view stall left
+// the node waiting for renewals, the same pause).
+func TestAPlannedReleasePausesTheEvictionClockWithoutResettingIt(t *testing.T) {
+	opts := testOptions()
+	opts.BlastRadius = BlastRadiusOptions{}
+	opts.Rules = append(opts.Rules, Rule{Name: "updater", Extension: "updater", Selector: labels.Everything(), AffectsReadiness: true,
+		FailurePolicy: FailurePolicyKeepGated})
+	f := newFixture(t, opts, readyNode("a"), lease("kube-proxy", "a", "holder", t0), lease("updater", "a", "holder", t0))
+	f.sync("a")
+	escalated := func() bool { return f.c.evictions.Len() > 0 }
+	step := func(d time.Duration, renewUpdater bool) {
+		f.clock.Step(d)
+		if renewUpdater {
+			f.renew("updater", "a")
+		}
+		f.sync("a")
+	}
+
+	// kube-proxy fails at t0+1m and its clock counts 2 minutes.
+	f.clock.Step(time.Minute)
+	f.renew("updater", "a")
+	f.release("kube-proxy", "a", "Crash")
+	f.sync("a")
+	step(2*time.Minute, true)
+	// The updater releases for an update: the failures are planned for
+	// 10 minutes, and nothing escalates.
+	f.release("updater", "a", nodev1alpha1.ReasonUpdating)
+	f.sync("a")
+	step(10*time.Minute, false)
+	if escalated() {
+		t.Fatal("escalated while the node's failures were planned")
+	}
+	// The updater renews; kube-proxy still fails: 3 minutes are left.
+	step(0, true)
+	step(3*time.Minute-time.Second, true)
+	if escalated() {
+		t.Fatal("escalated before the failure had counted 5 minutes outside the planned release")
+	}
+	step(time.Second, true)
+	if !escalated() {
+		t.Fatal("the planned release reset the eviction clock: no escalation 5 minutes of unplanned failure after it began")
 	}
 }

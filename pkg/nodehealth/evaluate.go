@@ -587,7 +587,13 @@ func (e *evaluation) failure() {
 	st, f := e.st, e.f
 	// Failing nodes count toward the blast radius whether tainted or not.
 	failing := st.gated && st.readyInBoot && !e.allPlanned && len(e.notReady) > 0
-	if failing != st.failing && !failing {
+	switch {
+	case st.failing && !failing && st.gated:
+		// Still gated: its failures became planned, or it waits for
+		// renewals after the gate restarted. The eviction clock pauses,
+		// keeping what it counted; only an ungate or a recovery resets it.
+		st.escalationClock(e.now, true)
+	case st.failing && !failing:
 		st.resetEscalation()
 	}
 	st.failing = failing

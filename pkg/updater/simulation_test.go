@@ -86,14 +86,13 @@ var simRegressions = sim.Regressions{
 	{Seed: 15, Name: "an agent whose report of the update its host booted mid-drain failed does not reboot it again (never-two-boots)"},
 	{Seed: 67, Name: "an update that ended clears rebootRequestedAt, so the next attempt is not past its drain before it drained (model)"},
 	{Seed: 4, Name: "a version lock a user changed between two staging attempts is not pinned over (user-lock-kept)"},
+	{Seed: 11319276540199915920, Name: "a user who deletes a shadow marked failed removes the record of the failure with it; a bad release keeps the node tainted (driver)"},
 }
 
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md); TestUpdaterSimulationOpenFindings runs them with
 // -sim.open. Until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{
-	{Seed: 11319276540199915920, Name: "drained-past-deadline: n4 tainted since 33s, Idle, never marked failed (found on 2026-11-24 by make simulate SIM=updater SEEDS=40, not diagnosed)"},
-}
+var simOpenFindings = sim.Regressions{}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
@@ -1564,6 +1563,12 @@ func (s *updaterSimulation) faults(now time.Time) {
 			}
 			if err := s.updates.UpdatesV1alpha1().BottlerocketShadows().Delete(s.ctx, n.name, metav1.DeleteOptions{}); err == nil {
 				s.trace.Add("t=%s %s: a user deletes the shadow", s.at(), n.name)
+				if model.MarkedFailed(modelShadow(sh)) {
+					// The update was marked failed, and the user removed
+					// that record: the updater's part in the node's taint
+					// ended with it (a bad release keeps it tainted).
+					n.taintedSince = time.Time{}
+				}
 			}
 		}
 	}

@@ -414,6 +414,16 @@ func (m *Model) Nodes() map[string]NodeView {
 	return out
 }
 
+// Failing reports whether the node is failing now, in the sense escalation
+// acts on: in service in its current boot, a gating extension not ready, and
+// no planned release of this boot among the failures. A drain goes on only
+// while it holds: a planned release (the updater drains then) or a reboot
+// ends the controller's part, though the node's Evicted stays true.
+func (m *Model) Failing(name string) bool {
+	n := m.nodes[name]
+	return n != nil && isFailing(n, m.factsOf(n, m.now))
+}
+
 // Held lists (sorted) the nodes in the held state: a guard keeps them from
 // being tainted.
 func (m *Model) Held() []string {
