@@ -14,6 +14,14 @@ export NODEHEALTH_BIN_DIR := $(BIN_DIR)
 # Product packages: the main module and the staging modules of go.work.
 STAGING_PKGS := nodehealth.io/api/... nodehealth.io/client-go/... nodehealth.io/heartbeat/...
 UNIT_PKGS := ./cmd/... ./pkg/... $(STAGING_PKGS)
+# The packages whose unit tests run goroutines against each other (the
+# controllers, their workqueues and informers, leader election, the
+# heartbeat): make test-unit runs them with the race detector. The others
+# (flags and configuration, API types, the kubectl plugin) run without it, so
+# their dependencies (kustomize, grpc, ...) are not compiled a second time
+# with race instrumentation.
+RACE_PKGS := ./pkg/nodehealth/... ./pkg/updater/... ./pkg/leaderelection/... ./pkg/coalesce/... \
+	./pkg/drain/... ./pkg/componentconfig/server/... nodehealth.io/heartbeat/...
 INTEGRATION_PKGS := ./test/...
 # How long each go test -fuzz target runs in make test.
 FUZZTIME ?= 10s
@@ -130,8 +138,9 @@ $(GOTESTSUM): hack/tools/go.mod hack/tools/go.sum
 	source hack/lib.sh && nodehealth::tools::install gotest.tools/gotestsum
 
 .PHONY: test-unit
-test-unit: tools ## Unit tests (no control plane), with the race detector.
-	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -race -count=1 $(UNIT_PKGS)
+test-unit: tools ## Unit tests (no control plane); RACE_PKGS with the race detector.
+	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -race -count=1 $(RACE_PKGS)
+	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -count=1 $$($(GO) list $(UNIT_PKGS) | grep -v -x -F -f <($(GO) list $(RACE_PKGS)))
 	# The lean release build's variants of what its build tags replace.
 	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -count=1 -tags=$(HEARTBEAT_LEAN_TAGS) ./pkg/probe/... ./pkg/componentconfig/server/...
 
@@ -141,7 +150,9 @@ test-fuzz: ## Run every go test -fuzz target for FUZZTIME (seed corpora run in t
 
 .PHONY: test-integration
 test-integration: controlplane tools helm ## Integration and e2e tests against the real local control plane.
-	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -count=1 -timeout=45m $(INTEGRATION_PKGS)
+	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) --jsonfile $(CURDIR)/_output/test-integration.json -- -count=1 -timeout=45m $(INTEGRATION_PKGS)
+	@echo "--- the slowest integration tests (where the minutes go):"
+	@$(GOTESTSUM) tool slowest --jsonfile $(CURDIR)/_output/test-integration.json --threshold 20s
 
 # promtool, built once from the Prometheus Go module pinned in test/monitoring
 # (its own module, outside go.work; remove_all_sd leaves the service discovery
