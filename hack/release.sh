@@ -48,6 +48,7 @@ fi
 
 rm -rf "$out"
 mkdir -p "$out"
+out=$(cd "$out" && pwd) # absolute: the archives are written from other folders
 printf '# nodehealth %s\n%s\n' "$VERSION" "$notes" > "$out/RELEASE-NOTES.md"
 
 work=$(mktemp -d)
@@ -68,7 +69,7 @@ for platform in $platforms; do
   touch -d "@$epoch" "$dir/$exe" "$dir/LICENSE"
   name="kubectl-nodehealth_${semver}_${os}_${arch}"
   if [[ $os == windows ]]; then
-    (cd "$dir" && zip -q -X "$NODEHEALTH_ROOT/$out/$name.zip" "$exe" LICENSE)
+    (cd "$dir" && zip -q -X "$out/$name.zip" "$exe" LICENSE)
   else
     # Reproducible: fixed order, owner and times.
     tar -C "$dir" --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" -cf - "$exe" LICENSE | gzip -n > "$out/$name.tar.gz"
