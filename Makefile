@@ -85,7 +85,7 @@ TAG ?= $(VERSION)
 IMAGE_BINARIES ?= nodehealth-controller,extension-heartbeat,update-operator,update-agent
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 IMAGE_TARBALLS ?= linux/amd64
-IMAGE_SOURCE ?= https://nodehealth.io/nodehealth
+IMAGE_SOURCE ?= https://github.com/nodehealth/nodehealth
 IMAGES_DIR := $(CURDIR)/_output/images
 
 .PHONY: images
@@ -202,16 +202,21 @@ bench: ## Go benchmarks of the product packages (figures go to docs/benchmarks.m
 	$(GO) test -run='^$$' -bench=. -benchmem $(UNIT_PKGS)
 
 # Releases (docs/releasing.md): the plugin archives, the krew manifest, the
-# packaged chart, the release notes from CHANGELOG.md and SHA256SUMS into
-# _output/release/$(VERSION). The images are make images TAG=$(VERSION).
+# packaged chart, the image layouts (IMAGE_PLATFORMS, REGISTRY; empty
+# IMAGE_PLATFORMS for none), an SPDX SBOM per plugin binary and per image and
+# platform, the release notes from CHANGELOG.md and SHA256SUMS into
+# _output/release/$(VERSION).
 PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 
 .PHONY: release
 release: helm ## Release artifacts of VERSION=vX.Y.Z into _output/release/<version> (docs/releasing.md).
-	VERSION=$(VERSION) PLUGIN_PLATFORMS="$(PLUGIN_PLATFORMS)" HELM=$(HELM) hack/release.sh
+	VERSION=$(VERSION) PLUGIN_PLATFORMS="$(PLUGIN_PLATFORMS)" HELM=$(HELM) \
+		IMAGE_PLATFORMS="$(IMAGE_PLATFORMS)" IMAGE_BINARIES="$(IMAGE_BINARIES)" REGISTRY="$(REGISTRY)" IMAGE_SOURCE="$(IMAGE_SOURCE)" \
+		hack/release.sh
 
 .PHONY: test-release
-test-release: helm ## Run the release for the host platform into a temporary folder and check it (checksums, --version, notes, chart).
+test-release: helm ## Run the release for the host platform into a temporary folder and check it (checksums, --version, notes, chart, SBOMs, image layouts).
+	cd hack/sbom && GOWORK=off $(GO) test -count=1 ./...
 	HELM=$(HELM) hack/test-release.sh
 
 .PHONY: clean

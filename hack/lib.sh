@@ -18,6 +18,7 @@ NODEHEALTH_MODULES=(
 NODEHEALTH_HACK_MODULES=(
   hack/images
   hack/plots
+  hack/sbom
 )
 
 # nodehealth::tools::dir MODULE prints where the pinned version of MODULE lives

@@ -3,12 +3,19 @@
 # $RELEASE_OUT (default _output/release/<version>), without Docker and without
 # downloads beyond Go modules (docs/releasing.md):
 #   kubectl-nodehealth_<v>_<os>_<arch>.tar.gz (.zip for Windows), each with the
-#     plugin built for that platform and LICENSE, for every PLUGIN_PLATFORMS;
+#     plugin built for that platform and LICENSE, for every PLUGIN_PLATFORMS,
+#     and kubectl-nodehealth_<v>_<os>_<arch>.spdx.json, the SPDX SBOM of its
+#     plugin binary (hack/sbom, from the Go build information);
 #   nodehealth.yaml: the krew manifest with their sha256 (all five platforms only);
 #   nodehealth-<v>.tgz: the packaged Helm chart, appVersion = VERSION (the image tag);
+#   images/<binary>/: the OCI image layout of each image (hack/images, as
+#     make images builds them: IMAGE_PLATFORMS, default linux/amd64,linux/arm64;
+#     empty for no images), named [REGISTRY/]nodehealth/<binary>:VERSION;
+#     images/digests.txt: <name>@<index digest> per image; and
+#     images/<binary>_<v>_<os>_<arch>.spdx.json, the SBOM of each image's
+#     binaries per platform;
 #   RELEASE-NOTES.md: the CHANGELOG.md section of the version;
-#   SHA256SUMS of all of them.
-# The container images are `make images TAG=$VERSION` (docs/images.md).
+#   SHA256SUMS of every file of all of them (the layouts' files included).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$NODEHEALTH_ROOT"
@@ -21,8 +28,13 @@ platforms=${PLUGIN_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 
 changelog=${CHANGELOG:-CHANGELOG.md}
 org=${RELEASE_ORG:-nodehealth}
 helm=${HELM:-_output/tools/bin/helm}
+image_platforms=${IMAGE_PLATFORMS-linux/amd64,linux/arm64}
+image_binaries=${IMAGE_BINARIES:-nodehealth-controller,extension-heartbeat,update-operator,update-agent}
+registry=${REGISTRY:-}
+source_url=${IMAGE_SOURCE:-https://github.com/nodehealth/nodehealth}
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
-ldflags="-s -w -X nodehealth.io/nodehealth/pkg/version.gitVersion=$VERSION -X nodehealth.io/nodehealth/pkg/version.gitCommit=$(git rev-parse HEAD) -X nodehealth.io/nodehealth/pkg/version.buildDate=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)"
+commit=$(git rev-parse HEAD)
+ldflags="-s -w -X nodehealth.io/nodehealth/pkg/version.gitVersion=$VERSION -X nodehealth.io/nodehealth/pkg/version.gitCommit=$commit -X nodehealth.io/nodehealth/pkg/version.buildDate=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)"
 
 # The release notes first: a version without its CHANGELOG section is not
 # released.
@@ -36,10 +48,16 @@ fi
 
 rm -rf "$out"
 mkdir -p "$out"
+out=$(cd "$out" && pwd) # absolute: the archives are written from other folders
 printf '# nodehealth %s\n%s\n' "$VERSION" "$notes" > "$out/RELEASE-NOTES.md"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# The SBOM writer, built once (its own module, out of go.work).
+(cd hack/sbom && GOWORK=off go build -o "$work/sbom" .)
+sbom() { # sbom OUT NAME BINARY...
+  "$work/sbom" --out="$1" --name="$2" --version="$VERSION" --created="$epoch" "${@:3}"
+}
 for platform in $platforms; do
   os=${platform%/*} arch=${platform#*/}
   dir="$work/${os}_${arch}"
@@ -51,11 +69,12 @@ for platform in $platforms; do
   touch -d "@$epoch" "$dir/$exe" "$dir/LICENSE"
   name="kubectl-nodehealth_${semver}_${os}_${arch}"
   if [[ $os == windows ]]; then
-    (cd "$dir" && zip -q -X "$NODEHEALTH_ROOT/$out/$name.zip" "$exe" LICENSE)
+    (cd "$dir" && zip -q -X "$out/$name.zip" "$exe" LICENSE)
   else
     # Reproducible: fixed order, owner and times.
     tar -C "$dir" --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" -cf - "$exe" LICENSE | gzip -n > "$out/$name.tar.gz"
   fi
+  sbom "$out/$name.spdx.json" "$name" "$dir/$exe"
 done
 if [[ $(wc -w <<<"$platforms") -eq 5 ]]; then
   hack/krew-manifest.sh "$VERSION" "$org" "$out" > "$out/nodehealth.yaml"
@@ -63,6 +82,28 @@ fi
 
 "$helm" package deploy/charts/nodehealth --version "$semver" --app-version "$VERSION" --destination "$out" >/dev/null
 
-(cd "$out" && sha256sum -- * > SHA256SUMS)
+# The images: the layouts as make images writes them (no tarballs), and an
+# SBOM per image and platform of the binaries in it (the binary, and for a
+# lean build the full build beside it: <binary>-*).
+if [[ -n $image_platforms ]]; then
+  (cd hack/images && GOWORK=off go run . --repo-root="$NODEHEALTH_ROOT" --out="$work/images" \
+    --binaries="$image_binaries" --platforms="$image_platforms" --tarballs= \
+    --registry="$registry" --tag="$VERSION" --version="$VERSION" --revision="$commit" \
+    --source="$source_url" --source-date-epoch="$epoch" >/dev/null)
+  mkdir "$out/images"
+  cp "$work/images/digests.txt" "$out/images/"
+  for b in ${image_binaries//,/ }; do
+    cp -r "$work/images/$b" "$out/images/$b"
+    for platform in ${image_platforms//,/ }; do
+      os=${platform%/*} arch=${platform#*/}
+      name="${b}_${semver}_${os}_${arch}"
+      shopt -s nullglob
+      sbom "$out/images/$name.spdx.json" "$name" "$work/images/bin/${os}_${arch}/$b" "$work/images/bin/${os}_${arch}/$b"-*
+      shopt -u nullglob
+    done
+  done
+fi
+
+(cd "$out" && find . -type f -printf '%P\n' | LC_ALL=C sort | xargs -d '\n' sha256sum -- > "$work/SHA256SUMS" && mv "$work/SHA256SUMS" SHA256SUMS)
 echo "release $VERSION in $out:"
-ls -1 "$out"
+(cd "$out" && find . -path ./images/\*/\* -prune -o -printf '%P\n' | LC_ALL=C sort | sed '/^$/d')

@@ -43,7 +43,7 @@ func main() {
 	flag.StringVar(&o.Tag, "tag", "", "image tag (default: --version)")
 	flag.StringVar(&o.Meta.Version, "version", "v0.0.0-dev", "version stamped into the binaries and the images' labels")
 	flag.StringVar(&o.Meta.Revision, "revision", "unknown", "git commit stamped into the binaries and the images' labels")
-	flag.StringVar(&o.Meta.Source, "source", "https://nodehealth.io/nodehealth", "org.opencontainers.image.source")
+	flag.StringVar(&o.Meta.Source, "source", "https://github.com/nodehealth/nodehealth", "org.opencontainers.image.source")
 	flag.StringVar(&o.GoFlags.Tags, "tags", "grpcnotrace", "go build -tags")
 	flag.StringVar(&o.GoFlags.LDFlags, "ldflags", "-s -w", "go build -ldflags, before the version's -X flags")
 	flag.Parse()
