@@ -2,7 +2,6 @@ package faults_test
 
 import (
 	"context"
-	"nodehealth.io/nodehealth/test/framework/testenv"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
 // Compound faults (issue 20): one fault on top of another, the way a real

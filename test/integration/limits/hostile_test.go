@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"nodehealth.io/nodehealth/test/framework"
-	"nodehealth.io/nodehealth/test/framework/testenv"
 	"os"
 	"runtime"
 	"strings"
@@ -23,6 +21,8 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
 // Hostile input through the API (issue 13, item 8). Everything a Lease or a

@@ -2,8 +2,6 @@ package limits_test
 
 import (
 	"fmt"
-	"nodehealth.io/nodehealth/test/framework"
-	"nodehealth.io/nodehealth/test/framework/testenv"
 	"slices"
 	"testing"
 	"time"
@@ -13,6 +11,8 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
 // Mass extension failure (issue 13, item 7): kube-proxy's Leases released on

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
-	"nodehealth.io/nodehealth/test/framework"
-	"nodehealth.io/nodehealth/test/framework/inprocess"
-	"nodehealth.io/nodehealth/test/framework/testenv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +15,9 @@ import (
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/kubectlplugin"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/inprocess"
+	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
 // startupTolerance is how much later than the offset the test produced it at

@@ -3,8 +3,6 @@ package nodehealth_test
 import (
 	"context"
 	"fmt"
-	"nodehealth.io/nodehealth/test/framework/inprocess"
-	"nodehealth.io/nodehealth/test/framework/testenv"
 	"reflect"
 	"slices"
 	"strconv"
@@ -20,6 +18,8 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/inprocess"
+	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
 // controllerWrites lists the managedFields entries of the in-process
