@@ -256,7 +256,7 @@ func runRollout(ctx context.Context, c config, nodeCount int, bin string) (*resu
 	}
 	// kwok initialises each node's status after it appears; make sure the
 	// condition survived that before the operator looks.
-	if err := waitUntil(ctx, 2*time.Minute, nil, func() bool {
+	if err := measure.WaitUntil(ctx, 2*time.Minute, nil, func() bool {
 		list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false
@@ -308,7 +308,7 @@ func runRollout(ctx context.Context, c config, nodeCount int, bin string) (*resu
 	opStart := time.Now()
 	before := measure.ReadProc(proc.Pid())
 	stopSampling := sampleProgress(ctx, tl, nodeCount, opStart, c.sampleEvery)
-	err = waitUntil(ctx, c.timeout, proc, func() bool {
+	err = measure.WaitUntil(ctx, c.timeout, proc, func() bool {
 		_, _, done := tl.progress()
 		return done == nodeCount
 	})
@@ -397,46 +397,9 @@ managedNodeSelector:
 	return fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]), p, nil
 }
 
-// waitUntil polls cond every 100ms until it holds, timeout passes, or p (when
-// set) exits.
-func waitUntil(ctx context.Context, timeout time.Duration, p *framework.Process, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if p != nil {
-			if exited, err := p.Exited(); exited {
-				return fmt.Errorf("the operator exited (%v); last lines of %s:\n%s", err, p.LogPath, p.LogTail(20))
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s", timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return nil
-}
-
 func markdown(c config, rs []*result) string {
 	var b strings.Builder
-	b.WriteString("| |")
-	for _, r := range rs {
-		fmt.Fprintf(&b, " %d nodes |", r.nodes)
-	}
-	b.WriteString("\n|---|")
-	for range rs {
-		b.WriteString("---:|")
-	}
-	b.WriteString("\n")
-	row := func(name string, f func(r *result) string) {
-		fmt.Fprintf(&b, "| %s |", name)
-		for _, r := range rs {
-			fmt.Fprintf(&b, " %s |", f(r))
-		}
-		b.WriteString("\n")
-	}
+	row := measure.Columns(&b, rs, func(r *result) string { return fmt.Sprintf("%d nodes", r.nodes) })
 	ms := func(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
 	mib := func(v int64) string { return fmt.Sprintf("%.1f MiB", float64(v)/(1<<20)) }
 	row("maxConcurrentUpdates "+c.concurrency+" → limit", func(r *result) string { return fmt.Sprint(r.limit) })

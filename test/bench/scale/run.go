@@ -169,7 +169,7 @@ func setUp(ctx context.Context, c config, nodeCount int, controllerBin string) (
 		return nil, stop, err
 	}
 	ctrlStart := time.Now()
-	if err := waitFor(ctx, c.ungateTimeout, proc, func() bool {
+	if err := measure.WaitUntil(ctx, c.ungateTimeout, proc, func() bool {
 		tainted, total := watch.counts()
 		return total == nodeCount && tainted == 0
 	}); err != nil {
@@ -182,7 +182,7 @@ func setUp(ctx context.Context, c config, nodeCount int, controllerBin string) (
 
 	// Let the start-up writes (conditions, boot records) drain: no write of
 	// nodehealth's fields for 5s.
-	_ = waitFor(ctx, 2*time.Minute, proc, func() bool { return time.Since(watch.lastOwnWrite()) > 5*time.Second })
+	_ = measure.WaitUntil(ctx, 2*time.Minute, proc, func() bool { return time.Since(watch.lastOwnWrite()) > 5*time.Second })
 	return b, stop, nil
 }
 
@@ -282,7 +282,7 @@ func runScale(ctx context.Context, c config, nodeCount int, controllerBin string
 			lastExpiry = expiry[v.node]
 		}
 	}
-	_ = waitFor(ctx, time.Until(lastExpiry)+time.Minute, proc, func() bool {
+	_ = measure.WaitUntil(ctx, time.Until(lastExpiry)+time.Minute, proc, func() bool {
 		for _, v := range victims {
 			if !watch.isTainted(v.node) {
 				return false
@@ -309,7 +309,7 @@ func runScale(ctx context.Context, c config, nodeCount int, controllerBin string
 		}
 		firstRenewal[v.node] = at
 	}
-	_ = waitFor(ctx, time.Minute, proc, func() bool {
+	_ = measure.WaitUntil(ctx, time.Minute, proc, func() bool {
 		for _, v := range victims {
 			if watch.isTainted(v.node) {
 				return false
@@ -419,44 +419,10 @@ extensionRules:
 	return fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), p, nil
 }
 
-// waitFor polls cond every 100ms until it holds, timeout passes, or the controller exits.
-func waitFor(ctx context.Context, timeout time.Duration, p *framework.Process, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("the controller exited (%v); last lines of %s:\n%s", err, p.LogPath, p.LogTail(20))
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s", timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return nil
-}
-
 // markdown renders the results as one column per node count.
 func markdown(c config, rs []*result) string {
 	var b strings.Builder
-	b.WriteString("| |")
-	for _, r := range rs {
-		fmt.Fprintf(&b, " %d nodes |", r.nodes)
-	}
-	b.WriteString("\n|---|")
-	for range rs {
-		b.WriteString("---:|")
-	}
-	b.WriteString("\n")
-	row := func(name string, f func(r *result) string) {
-		fmt.Fprintf(&b, "| %s |", name)
-		for _, r := range rs {
-			fmt.Fprintf(&b, " %s |", f(r))
-		}
-		b.WriteString("\n")
-	}
+	row := measure.Columns(&b, rs, func(r *result) string { return fmt.Sprintf("%d nodes", r.nodes) })
 	ms := func(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
 	sec := func(v float64) string {
 		if math.IsNaN(v) {
