@@ -4,16 +4,16 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
-	"google.golang.org/protobuf/proto"
+	"k8s.io/utils/ptr"
 )
 
 func TestSumMetricAddsTheSeriesWhoseLabelsInclude(t *testing.T) {
 	series := func(scope string, v float64) *dto.Metric {
-		return &dto.Metric{Label: []*dto.LabelPair{{Name: proto.String("scope"), Value: proto.String(scope)}}, Counter: &dto.Counter{Value: proto.Float64(v)}}
+		return &dto.Metric{Label: []*dto.LabelPair{{Name: ptr.To("scope"), Value: ptr.To(scope)}}, Counter: &dto.Counter{Value: ptr.To[float64](v)}}
 	}
 	families := []*dto.MetricFamily{
-		{Name: proto.String("suspensions_total"), Metric: []*dto.Metric{series("cluster", 2), series("zones", 3)}},
-		{Name: proto.String("latency_seconds"), Metric: []*dto.Metric{{Histogram: &dto.Histogram{SampleCount: proto.Uint64(7)}}}},
+		{Name: ptr.To("suspensions_total"), Metric: []*dto.Metric{series("cluster", 2), series("zones", 3)}},
+		{Name: ptr.To("latency_seconds"), Metric: []*dto.Metric{{Histogram: &dto.Histogram{SampleCount: ptr.To[uint64](7)}}}},
 	}
 	for _, tc := range []struct {
 		name   string
