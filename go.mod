@@ -16,6 +16,7 @@ require (
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	nodehealth.io/api v0.0.0
 	nodehealth.io/heartbeat v0.0.0
+	nodehealth.io/nodehealth/test/bench/results v0.0.0
 )
 
 require (
@@ -95,4 +96,5 @@ replace (
 	nodehealth.io/api => ./staging/src/nodehealth.io/api
 	nodehealth.io/client-go => ./staging/src/nodehealth.io/client-go
 	nodehealth.io/heartbeat => ./staging/src/nodehealth.io/heartbeat
+	nodehealth.io/nodehealth/test/bench/results => ./test/bench/results
 )

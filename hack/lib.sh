@@ -5,12 +5,14 @@ NODEHEALTH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # module into this folder, never onto the user's PATH.
 NODEHEALTH_TOOLS_BIN="${NODEHEALTH_TOOLS_BIN:-$NODEHEALTH_ROOT/_output/tools/bin}"
 
-# Go modules of the product: the main module and the staging modules (go.work).
+# Go modules of the product: the main module and the staging modules (go.work),
+# and test/bench/results, the benchmarks' results types that hack/plots reads.
 NODEHEALTH_MODULES=(
   .
   staging/src/nodehealth.io/api
   staging/src/nodehealth.io/client-go
   staging/src/nodehealth.io/heartbeat
+  test/bench/results
 )
 
 # Go modules of build tooling kept out of go.work, so that their dependencies

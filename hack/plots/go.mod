@@ -2,7 +2,10 @@ module nodehealth.io/nodehealth/hack/plots
 
 go 1.26.0
 
-require gonum.org/v1/plot v0.17.0
+require (
+	gonum.org/v1/plot v0.17.0
+	nodehealth.io/nodehealth/test/bench/results v0.0.0
+)
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
@@ -14,3 +17,7 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
 )
+
+// The benchmarks' results types, read from the tree: a module with nothing but
+// the standard library, so the product's dependencies never reach this one.
+replace nodehealth.io/nodehealth/test/bench/results => ../../test/bench/results

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"nodehealth.io/nodehealth/test/bench/results"
 )
 
 const fixture = "testdata/data"
@@ -183,7 +185,7 @@ func copyFixture(t *testing.T, dir string) {
 // and named by it; unlabelled points keep the metric-first order.
 func TestBarNames(t *testing.T) {
 	mem := unit{key: "memory", label: "MiB", suffix: "MiB"}
-	labelled := &Document{Benchmark: "footprint", Points: []Point{
+	labelled := &results.Document{Benchmark: "footprint", Points: []results.Point{
 		{Label: "agent", Metrics: map[string]float64{"rssStartMiB": 1, "rssAfterMiB": 2}},
 		{Label: "sidecar", Metrics: map[string]float64{"rssStartMiB": 3, "rssAfterMiB": 4}},
 	}}
@@ -192,7 +194,7 @@ func TestBarNames(t *testing.T) {
 	if !reflect.DeepEqual(names, want) || !reflect.DeepEqual([]float64(vals), []float64{2, 1, 4, 3}) {
 		t.Errorf("labelled: bars %v %v, want %v [2 1 4 3]", names, vals, want)
 	}
-	sized := &Document{Benchmark: "x", Points: []Point{
+	sized := &results.Document{Benchmark: "x", Points: []results.Point{
 		{Nodes: 100, Metrics: map[string]float64{"rssMiB": 1}},
 		{Nodes: 500, Metrics: map[string]float64{"rssMiB": 2}},
 	}}

@@ -12,6 +12,8 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"nodehealth.io/nodehealth/test/bench/results"
 )
 
 // Output is one rendered plot.
@@ -30,7 +32,7 @@ var barCharts = map[string]bool{"footprint": true}
 
 // Render draws every plot the documents give, in a fixed order, and says on
 // notes what it skipped and why.
-func Render(docs []*Document, notes io.Writer) ([]Output, error) {
+func Render(docs []*results.Document, notes io.Writer) ([]Output, error) {
 	have := map[string]bool{}
 	var out []Output
 	add := func(o Output, err error) error {
@@ -85,7 +87,7 @@ func Render(docs []*Document, notes io.Writer) ([]Output, error) {
 	return out, nil
 }
 
-func distinctNodes(ps []Point) int {
+func distinctNodes(ps []results.Point) int {
 	seen := map[int]bool{}
 	for _, p := range ps {
 		seen[p.Nodes] = true
@@ -94,7 +96,7 @@ func distinctNodes(ps []Point) int {
 }
 
 // metricsOf are the sorted metric names of ps in unit u.
-func metricsOf(ps []Point, u unit) []string {
+func metricsOf(ps []results.Point, u unit) []string {
 	seen := map[string]bool{}
 	for _, p := range ps {
 		for m := range p.Metrics {
@@ -113,7 +115,7 @@ func metricsOf(ps []Point, u unit) []string {
 
 // lines draws the metrics of unit u against the node count, one line per
 // metric and extension count.
-func lines(d *Document, u unit) (Output, bool, error) {
+func lines(d *results.Document, u unit) (Output, bool, error) {
 	o := Output{Name: d.Benchmark + "-" + u.key + ".png"}
 	metrics := metricsOf(d.Points, u)
 	if len(metrics) == 0 {
@@ -170,7 +172,7 @@ func lines(d *Document, u unit) (Output, bool, error) {
 // points (the footprint's processes) are grouped by point, each bar named
 // "label: metric"; otherwise bars are grouped by metric, with the node count
 // when the document holds several points.
-func bars(d *Document, u unit) (Output, bool, error) {
+func bars(d *results.Document, u unit) (Output, bool, error) {
 	o := Output{Name: d.Benchmark + "-" + u.key + ".png"}
 	vals, names := barValues(d, u)
 	if len(vals) == 0 {
@@ -202,7 +204,7 @@ type group struct {
 
 // seriesGroups splits a series' columns by unit; columns without a unit
 // suffix are counts (for the rollout: nodes in each state).
-func seriesGroups(d *Document, s Series) []group {
+func seriesGroups(d *results.Document, s results.Series) []group {
 	countKey, countLabel := "counts", "count"
 	if d.Benchmark == "rollout" {
 		countKey, countLabel = "progress", "nodes"
@@ -230,7 +232,7 @@ func seriesGroups(d *Document, s Series) []group {
 }
 
 // series draws the columns of g over the run's time.
-func series(d *Document, s Series, g group) (Output, error) {
+func series(d *results.Document, s results.Series, g group) (Output, error) {
 	name := d.Benchmark + "-" + g.key + ".png"
 	if len(d.Series) > 1 {
 		name = fmt.Sprintf("%s-%dnodes-%s.png", d.Benchmark, s.Nodes, g.key)
@@ -263,7 +265,7 @@ func series(d *Document, s Series, g group) (Output, error) {
 
 // newPlot starts a plot whose title also says where and when the figures
 // were taken.
-func newPlot(d *Document, title string) *plot.Plot {
+func newPlot(d *results.Document, title string) *plot.Plot {
 	p := plot.New()
 	date, _, _ := strings.Cut(d.Date, "T")
 	p.Title.Text = fmt.Sprintf("%s\n%d cores, %s, %s", title, d.Machine.Cores, d.Machine.GoVersion, date)
@@ -302,7 +304,7 @@ func encodePNG(p *plot.Plot) ([]byte, error) {
 }
 
 // labelled reports whether every point has a label.
-func labelled(points []Point) bool {
+func labelled(points []results.Point) bool {
 	for _, pt := range points {
 		if pt.Label == "" {
 			return false
@@ -313,12 +315,12 @@ func labelled(points []Point) bool {
 
 // barValues are the bars of unit u and their names, in the order bars draws
 // them.
-func barValues(d *Document, u unit) (plotter.Values, []string) {
+func barValues(d *results.Document, u unit) (plotter.Values, []string) {
 	var (
 		vals  plotter.Values
 		names []string
 	)
-	add := func(pt Point, m string) {
+	add := func(pt results.Point, m string) {
 		v, ok := pt.Metrics[m]
 		if !ok {
 			return

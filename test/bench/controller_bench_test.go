@@ -130,8 +130,8 @@ func benchmarkEvents(b *testing.B, nodeCount int, drive driver) {
 		}
 	}
 	// NewSimpleClientset, not NewClientset: the field-managed tracker of the latter
-	// builds a REST mapper on every write, which costs ~2 ms and would be all this
-	// benchmark measured.
+	// builds a REST mapper on every write, whose cost would be all this benchmark
+	// measured (docs/benchmarks.md).
 	client := fake.NewSimpleClientset(objects...)
 	h.client = client
 	// The controller's own Node patches are recorded but not applied: should it

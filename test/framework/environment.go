@@ -52,11 +52,18 @@ type options struct {
 	stopGracePeriod   time.Duration
 	serviceClusterIPs string
 	installCRDs       bool
+	auditPolicy       string
 }
 
 // WithCRDs installs the repository's CustomResourceDefinitions (deploy/crds) once
 // the control plane is up, and waits until they are served.
 func WithCRDs() Option { return func(o *options) { o.installCRDs = true } }
+
+// WithAuditPolicy makes kube-apiserver write an audit log of what policy (an
+// audit.k8s.io/v1 Policy) selects to Environment.AuditLog, as JSON lines and
+// before it answers each request (blocking mode), so a test can count exactly
+// the requests it cares about.
+func WithAuditPolicy(policy string) Option { return func(o *options) { o.auditPolicy = policy } }
 
 // WithBinDir takes the control-plane binaries from dir instead of BinDir().
 func WithBinDir(dir string) Option { return func(o *options) { o.binDir = dir } }
@@ -127,6 +134,9 @@ type Environment struct {
 	CAFile string
 	// ServiceAccountIssuer is --service-account-issuer, the "iss" of every token.
 	ServiceAccountIssuer string
+	// AuditLog is the API server's audit log (JSON lines) with WithAuditPolicy;
+	// empty without.
+	AuditLog string
 
 	opts      options
 	ca        *ca
@@ -195,6 +205,11 @@ func Start(ctx context.Context, opts ...Option) (_ *Environment, err error) {
 	e.LogDir = filepath.Join(e.Dir, "logs")
 	if err := os.MkdirAll(e.LogDir, 0o755); err != nil {
 		return nil, err
+	}
+	if o.auditPolicy != "" {
+		if err := e.enableAudit(); err != nil {
+			return nil, err
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -284,4 +299,16 @@ func (e *Environment) Binary(name string) string { return filepath.Join(e.BinDir
 // LogTail returns the last n lines of a process's log (e.g. "kube-apiserver").
 func (e *Environment) LogTail(process string, n int) string {
 	return tailFile(filepath.Join(e.LogDir, process+".log"), n)
+}
+
+// enableAudit writes the audit policy and points kube-apiserver at it.
+func (e *Environment) enableAudit() error {
+	policy := e.path("audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(e.opts.auditPolicy), 0o644); err != nil {
+		return fmt.Errorf("writing the audit policy: %w", err)
+	}
+	e.AuditLog = e.path("audit.log")
+	e.opts.apiServerFlags = append(e.opts.apiServerFlags, "--audit-policy-file="+policy, "--audit-log-path="+e.AuditLog,
+		"--audit-log-mode=blocking", "--audit-log-format=json")
+	return nil
 }

@@ -52,6 +52,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
+	"nodehealth.io/nodehealth/test/bench/internal/measure"
 	"nodehealth.io/nodehealth/test/bench/results"
 	"nodehealth.io/nodehealth/test/framework"
 )
@@ -270,12 +271,12 @@ probe:
 		}
 	}
 	fmt.Fprintf(os.Stderr, "footprint: %d processes started; first sample in %s, last after %s more\n", len(subjects), settle, duration)
-	loadStart := loadavg()
+	loadStart := measure.LoadAverage()
 	if err := sleep(ctx, settle); err != nil {
 		return err
 	}
 	for _, s := range subjects {
-		if s.start, err = measure(s); err != nil {
+		if s.start, err = sampleOf(s); err != nil {
 			return err
 		}
 	}
@@ -283,11 +284,11 @@ probe:
 		return err
 	}
 	for _, s := range subjects {
-		if s.end, err = measure(s); err != nil {
+		if s.end, err = sampleOf(s); err != nil {
 			return err
 		}
 	}
-	loadEnd := loadavg()
+	loadEnd := measure.LoadAverage()
 	printTable(os.Stdout, subjects, interval)
 	fmt.Printf("Load averages (1, 5, 15 min) at the first sample: %s; at the last: %s.\n", loadStart, loadEnd)
 	if resultsFile == "" {
@@ -308,19 +309,6 @@ probe:
 	}
 	fmt.Fprintf(os.Stderr, "footprint: wrote %s\n", resultsFile)
 	return nil
-}
-
-// loadavg returns the first three fields of /proc/loadavg.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // point is s's figures for the results document.
@@ -353,7 +341,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func measure(s *subject) (sample, error) {
+func sampleOf(s *subject) (sample, error) {
 	if exited, err := s.proc.Exited(); exited {
 		return sample{}, fmt.Errorf("%s exited (%v): %s", s.name, err, s.proc.LogTail(20))
 	}

@@ -40,6 +40,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/test/bench/internal/measure"
 	"nodehealth.io/nodehealth/test/bench/results"
 	"nodehealth.io/nodehealth/test/framework"
 )
@@ -179,8 +180,8 @@ func run(ctx context.Context, c config) error {
 			return ctx.Err()
 		case <-time.After(time.Second):
 		}
-		m, err := scrape(ctx, metricsURL)
-		if err != nil || m.sum("nodehealth_evaluations_total") < float64(c.nodes) {
+		m, err := measure.Scrape(ctx, metricsURL)
+		if err != nil || m.Sum("nodehealth_evaluations_total") < float64(c.nodes) {
 			continue
 		}
 		if w := s.nodeWrites.Load(); w != lastWrites {
@@ -204,8 +205,8 @@ func run(ctx context.Context, c config) error {
 	}
 
 	pid := cmd.Process.Pid
-	p0, self0 := readProc(pid), readProc(os.Getpid())
-	m0, err := scrape(ctx, metricsURL)
+	p0, self0 := measure.ReadProc(pid), measure.ReadProc(os.Getpid())
+	m0, err := measure.Scrape(ctx, metricsURL)
 	if err != nil {
 		return err
 	}
@@ -220,7 +221,7 @@ func run(ctx context.Context, c config) error {
 	for end := time.Now().Add(c.window); time.Now().Before(end); {
 		select {
 		case <-tick.C:
-			peakRSS = max(peakRSS, readProc(pid).rss)
+			peakRSS = max(peakRSS, measure.ReadProc(pid).RSS)
 		case <-ctx.Done():
 			return ctx.Err()
 		case err := <-exited:
@@ -228,27 +229,27 @@ func run(ctx context.Context, c config) error {
 		}
 	}
 	elapsed := time.Since(t0)
-	p1, self1 := readProc(pid), readProc(os.Getpid())
-	m1, err := scrape(ctx, metricsURL)
+	p1, self1 := measure.ReadProc(pid), measure.ReadProc(os.Getpid())
+	m1, err := measure.Scrape(ctx, metricsURL)
 	if err != nil {
 		return err
 	}
-	load := loadAverage()
+	load := measure.LoadAverage()
 	r := map[string]float64{
 		"eventsPerSecond":              float64(s.eventsSent.Load()-ev0) / elapsed.Seconds(),
 		"targetEventsPerSecond":        float64(len(keys)) / c.renewInterval.Seconds(),
-		"controllerCPUPercent":         100 * (p1.cpu - p0.cpu).Seconds() / elapsed.Seconds(),
-		"controllerRSSMiB":             float64(p1.rss) / (1 << 20),
-		"controllerPeakRSSMiB":         float64(max(peakRSS, p1.rss)) / (1 << 20),
-		"controllerHWMMiB":             float64(p1.hwm) / (1 << 20),
-		"controllerHeapMiB":            m1.sum("go_memstats_heap_inuse_bytes") / (1 << 20),
-		"goroutines":                   m1.sum("go_goroutines"),
-		"evaluationsPerSecond":         (m1.sum("nodehealth_evaluations_total") - m0.sum("nodehealth_evaluations_total")) / elapsed.Seconds(),
+		"controllerCPUPercent":         100 * (p1.CPU - p0.CPU).Seconds() / elapsed.Seconds(),
+		"controllerRSSMiB":             float64(p1.RSS) / (1 << 20),
+		"controllerPeakRSSMiB":         float64(max(peakRSS, p1.RSS)) / (1 << 20),
+		"controllerHWMMiB":             float64(p1.HWM) / (1 << 20),
+		"controllerHeapMiB":            m1.Sum("go_memstats_heap_inuse_bytes") / (1 << 20),
+		"goroutines":                   m1.Sum("go_goroutines"),
+		"evaluationsPerSecond":         (m1.Sum("nodehealth_evaluations_total") - m0.Sum("nodehealth_evaluations_total")) / elapsed.Seconds(),
 		"nodeWritesInWindow":           float64(s.nodeWrites.Load() - nw0),
-		"replayServerCPUPercent":       100 * (self1.cpu - self0.cpu).Seconds() / elapsed.Seconds(),
+		"replayServerCPUPercent":       100 * (self1.CPU - self0.CPU).Seconds() / elapsed.Seconds(),
 		"watchesDropped":               float64(s.dropped.Load()),
 		"requestsNotServed":            float64(s.unknown.Load()),
-		"controllerCPUMsPer1000Events": 1000 * (p1.cpu - p0.cpu).Seconds() / (float64(s.eventsSent.Load()-ev0) / 1000),
+		"controllerCPUMsPer1000Events": 1000 * (p1.CPU - p0.CPU).Seconds() / (float64(s.eventsSent.Load()-ev0) / 1000),
 		"watchesDroppedInWindow":       float64(s.dropped.Load() - dropped0),
 		"loadAverage1m":                load1(load),
 	}

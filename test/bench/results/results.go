@@ -2,6 +2,11 @@
 // one JSON document per benchmark run, committed under docs/benchmarks/data/ and read
 // by the plot generator (make plots). Figures are recorded as measured; nothing here
 // derives or smooths them, so a plot always shows what a run printed.
+//
+// It is a module of its own, with nothing but the standard library, so that
+// the plot generator (hack/plots, outside go.work) reads the very types the
+// benchmarks write without requiring the product module and its Kubernetes
+// dependencies.
 package results
 
 import (
@@ -100,6 +105,13 @@ func Read(path string) (*Document, error) {
 	}
 	if d.Benchmark == "" {
 		return nil, fmt.Errorf("%s: no benchmark name", path)
+	}
+	for _, s := range d.Series {
+		for i, smp := range s.Samples {
+			if len(smp.Values) != len(s.Columns) {
+				return nil, fmt.Errorf("%s: series %q sample %d has %d values for %d columns", path, s.Name, i, len(smp.Values), len(s.Columns))
+			}
+		}
 	}
 	return &d, nil
 }

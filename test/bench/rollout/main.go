@@ -20,11 +20,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -44,6 +42,7 @@ import (
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/client-go/clientset/versioned"
+	"nodehealth.io/nodehealth/test/bench/internal/measure"
 	"nodehealth.io/nodehealth/test/bench/results"
 	"nodehealth.io/nodehealth/test/framework"
 )
@@ -243,7 +242,7 @@ func runRollout(ctx context.Context, c config, nodeCount int, bin string) (*resu
 	// Nodes: kwok-simulated, managed by the updater, fully ready.
 	names := make([]string, nodeCount)
 	started := time.Now()
-	err = parallel(ctx, nodeCount, 16, func(i int) error {
+	err = measure.Parallel(ctx, nodeCount, 16, func(i int) error {
 		names[i] = fmt.Sprintf("bench-node-%04d", i)
 		n := framework.NewKwokNode(names[i], map[string]string{interfaceLabel: "2.0.0"})
 		n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = `[{"name":"bottlerocket-updater","source":"lease"}]`
@@ -257,7 +256,7 @@ func runRollout(ctx context.Context, c config, nodeCount int, bin string) (*resu
 	}
 	// kwok initialises each node's status after it appears; make sure the
 	// condition survived that before the operator looks.
-	if err := waitUntil(ctx, 2*time.Minute, nil, func() bool {
+	if err := measure.WaitUntil(ctx, 2*time.Minute, nil, func() bool {
 		list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false
@@ -307,9 +306,9 @@ func runRollout(ctx context.Context, c config, nodeCount int, bin string) (*resu
 		return nil, err
 	}
 	opStart := time.Now()
-	before := readProc(proc.Pid())
+	before := measure.ReadProc(proc.Pid())
 	stopSampling := sampleProgress(ctx, tl, nodeCount, opStart, c.sampleEvery)
-	err = waitUntil(ctx, c.timeout, proc, func() bool {
+	err = measure.WaitUntil(ctx, c.timeout, proc, func() bool {
 		_, _, done := tl.progress()
 		return done == nodeCount
 	})
@@ -319,12 +318,12 @@ func runRollout(ctx context.Context, c config, nodeCount int, bin string) (*resu
 		return nil, fmt.Errorf("%d shadows, %d reporting, %d updated: %w", s, rep, done, err)
 	}
 	total := time.Since(opStart)
-	after := readProc(proc.Pid())
-	r := &result{nodes: nodeCount, total: total, loadAvg: loadAverage(), agentErrors: a.errors.Load(), rss: after.rss, hwm: after.hwm, progress: progress}
+	after := measure.ReadProc(proc.Pid())
+	r := &result{nodes: nodeCount, total: total, loadAvg: measure.LoadAverage(), agentErrors: a.errors.Load(), rss: after.RSS, hwm: after.HWM, progress: progress}
 	// The process had started before the first reading; its CPU before that is
 	// only exec and runtime start, counted too.
-	r.cpuSeconds = after.cpu.Seconds()
-	r.cpuShare = (after.cpu - before.cpu).Seconds() / total.Seconds()
+	r.cpuSeconds = after.CPU.Seconds()
+	r.cpuShare = (after.CPU - before.CPU).Seconds() / total.Seconds()
 
 	tl.mu.Lock()
 	r.starts, r.maxSeen = len(tl.starts), tl.maxUpdating
@@ -340,9 +339,9 @@ func runRollout(ctx context.Context, c config, nodeCount int, bin string) (*resu
 	}
 	tl.mu.Unlock()
 	r.pairs = len(free)
-	r.freeP50, r.freeP99, r.freeMax = percentile(free, 50), percentile(free, 99), percentile(free, 100)
-	r.gateP50, r.gateP99 = percentile(gate, 50), percentile(gate, 99)
-	if m, err := scrape(ctx, metricsURL); err == nil && m["update_operator_next_start_delay_seconds_count"] > 0 {
+	r.freeP50, r.freeP99, r.freeMax = measure.Percentile(free, 50), measure.Percentile(free, 99), measure.Percentile(free, 100)
+	r.gateP50, r.gateP99 = measure.Percentile(gate, 50), measure.Percentile(gate, 99)
+	if m, err := measure.Scrape(ctx, metricsURL); err == nil && m["update_operator_next_start_delay_seconds_count"] > 0 {
 		r.opMeanDelay = m["update_operator_next_start_delay_seconds_sum"] / m["update_operator_next_start_delay_seconds_count"]
 	}
 	logf("%d nodes updated in %s (%d starts, at most %d updating, limit %d); healthy end → next start p50 %s p99 %s (n=%d); operator %.1f%% of a core, RSS %.1f MiB",
@@ -398,102 +397,9 @@ managedNodeSelector:
 	return fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]), p, nil
 }
 
-// scrape reads the unlabelled samples of a /metrics page.
-func scrape(ctx context.Context, url string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	m := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 2 && !strings.HasPrefix(f[0], "#") {
-			if v, err := strconv.ParseFloat(f[1], 64); err == nil {
-				m[f[0]] = v
-			}
-		}
-	}
-	return m, sc.Err()
-}
-
-// waitUntil polls cond every 100ms until it holds, timeout passes, or p (when
-// set) exits.
-func waitUntil(ctx context.Context, timeout time.Duration, p *framework.Process, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if p != nil {
-			if exited, err := p.Exited(); exited {
-				return fmt.Errorf("the operator exited (%v); last lines of %s:\n%s", err, p.LogPath, p.LogTail(20))
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s", timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return nil
-}
-
-func parallel(ctx context.Context, n, workers int, fn func(i int) error) error {
-	idx := make(chan int)
-	errs := make(chan error, n)
-	done := make(chan struct{})
-	for range workers {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			for i := range idx {
-				if err := fn(i); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	for i := range n {
-		if ctx.Err() != nil {
-			break
-		}
-		idx <- i
-	}
-	close(idx)
-	for range workers {
-		<-done
-	}
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return ctx.Err()
-	}
-}
-
 func markdown(c config, rs []*result) string {
 	var b strings.Builder
-	b.WriteString("| |")
-	for _, r := range rs {
-		fmt.Fprintf(&b, " %d nodes |", r.nodes)
-	}
-	b.WriteString("\n|---|")
-	for range rs {
-		b.WriteString("---:|")
-	}
-	b.WriteString("\n")
-	row := func(name string, f func(r *result) string) {
-		fmt.Fprintf(&b, "| %s |", name)
-		for _, r := range rs {
-			fmt.Fprintf(&b, " %s |", f(r))
-		}
-		b.WriteString("\n")
-	}
+	row := measure.Columns(&b, rs, func(r *result) string { return fmt.Sprintf("%d nodes", r.nodes) })
 	ms := func(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
 	mib := func(v int64) string { return fmt.Sprintf("%.1f MiB", float64(v)/(1<<20)) }
 	row("maxConcurrentUpdates "+c.concurrency+" → limit", func(r *result) string { return fmt.Sprint(r.limit) })

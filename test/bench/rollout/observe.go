@@ -2,11 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -226,68 +222,4 @@ func sorted(ts []time.Time) []time.Time {
 	out := append([]time.Time(nil), ts...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
 	return out
-}
-
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := int(p/100*float64(len(s))+0.5) - 1
-	return s[min(max(i, 0), len(s)-1)]
-}
-
-// procStat is a process's CPU time and memory from /proc.
-type procStat struct {
-	cpu      time.Duration // utime + stime
-	rss, hwm int64         // VmRSS, VmHWM (peak RSS), bytes
-	valid    bool
-}
-
-// clockTicks is USER_HZ, 100 on every Linux architecture Go runs on.
-const clockTicks = 100
-
-func readProc(pid int) procStat {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procStat{}
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 13 {
-		return procStat{}
-	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	st := procStat{cpu: time.Duration(utime+stime) * time.Second / clockTicks, valid: true}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err == nil {
-		for _, line := range strings.Split(string(status), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 2 {
-				continue
-			}
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			switch f[0] {
-			case "VmRSS:":
-				st.rss = kb << 10
-			case "VmHWM:":
-				st.hwm = kb << 10
-			}
-		}
-	}
-	return st
-}
-
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/test/bench/internal/measure"
 )
 
 // loadGen renews every extension Lease once per interval, spread evenly: Lease i of M
@@ -65,7 +65,7 @@ func newLoadGen(client kubernetes.Interface, ns string, interval, duration time.
 // create creates one Lease per name, renewed now, concurrently.
 func (g *loadGen) create(ctx context.Context, names []string) error {
 	g.leases = make([]*leaseState, len(names))
-	err := parallel(ctx, len(names), g.workers, func(i int) error {
+	err := measure.Parallel(ctx, len(names), g.workers, func(i int) error {
 		ext, node, err := nodev1alpha1.ParseLeaseName(names[i])
 		if err != nil {
 			return err
@@ -288,55 +288,4 @@ func (g *loadGen) stopMeasuring() (latencies, lags []time.Duration) {
 	g.statsMu.Lock()
 	defer g.statsMu.Unlock()
 	return g.latencies, g.lags
-}
-
-// parallel runs fn(0..n-1) on workers goroutines and returns the first error.
-func parallel(ctx context.Context, n, workers int, fn func(i int) error) error {
-	idx := make(chan int)
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := range idx {
-				if err := fn(i); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-				}
-			}
-		})
-	}
-	func() {
-		defer close(idx)
-		for i := range n {
-			select {
-			case idx <- i:
-			case <-ctx.Done():
-				return
-			case err := <-errs:
-				errs <- err
-				return
-			}
-		}
-	}()
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return ctx.Err()
-	}
-}
-
-// percentile returns the nearest-rank p-th percentile (0 < p <= 100).
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	rank := int(float64(len(s))*p/100+0.999999) - 1
-	rank = max(0, min(rank, len(s)-1))
-	return s[rank]
 }

@@ -11,7 +11,7 @@
 //	go run ./test/bench/scale --nodes=100,500,1000
 //
 // or `make bench-scale NODES=100,500,1000`. Each node count runs on a fresh control
-// plane and takes 3-5 minutes.
+// plane; docs/benchmarks.md says how long a run takes.
 package main
 
 import (

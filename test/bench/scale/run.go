@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/test/bench/internal/measure"
 	"nodehealth.io/nodehealth/test/framework"
 )
 
@@ -129,7 +130,7 @@ func setUp(ctx context.Context, c config, nodeCount int, controllerBin string) (
 	// Nodes, registered with the readiness taint (kubelet registerWithTaints).
 	nodes := make([]string, nodeCount)
 	started := time.Now()
-	err = parallel(ctx, nodeCount, 32, func(i int) error {
+	err = measure.Parallel(ctx, nodeCount, 32, func(i int) error {
 		nodes[i] = fmt.Sprintf("bench-node-%04d", i)
 		n := framework.NewKwokNode(nodes[i], nil)
 		n.Spec.Taints = []corev1.Taint{{Key: taintKey, Effect: corev1.TaintEffectNoSchedule}}
@@ -168,7 +169,7 @@ func setUp(ctx context.Context, c config, nodeCount int, controllerBin string) (
 		return nil, stop, err
 	}
 	ctrlStart := time.Now()
-	if err := waitFor(ctx, c.ungateTimeout, proc, func() bool {
+	if err := measure.WaitUntil(ctx, c.ungateTimeout, proc, func() bool {
 		tainted, total := watch.counts()
 		return total == nodeCount && tainted == 0
 	}); err != nil {
@@ -181,7 +182,7 @@ func setUp(ctx context.Context, c config, nodeCount int, controllerBin string) (
 
 	// Let the start-up writes (conditions, boot records) drain: no write of
 	// nodehealth's fields for 5s.
-	_ = waitFor(ctx, 2*time.Minute, proc, func() bool { return time.Since(watch.lastOwnWrite()) > 5*time.Second })
+	_ = measure.WaitUntil(ctx, 2*time.Minute, proc, func() bool { return time.Since(watch.lastOwnWrite()) > 5*time.Second })
 	return b, stop, nil
 }
 
@@ -197,12 +198,12 @@ func runScale(ctx context.Context, c config, nodeCount int, controllerBin string
 	// Steady state.
 	logf("steady state for %s", c.steady)
 	procs := env.Processes()
-	before := map[string]procStat{}
+	before := map[string]measure.Proc{}
 	for _, p := range procs {
-		before[p.Name] = readProc(p.Pid())
+		before[p.Name] = measure.ReadProc(p.Pid())
 	}
-	before["load generator (this process)"] = readProc(os.Getpid())
-	m0, err := scrape(ctx, metricsURL)
+	before["load generator (this process)"] = measure.ReadProc(os.Getpid())
+	m0, err := measure.Scrape(ctx, metricsURL)
 	if err != nil {
 		return nil, err
 	}
@@ -226,33 +227,33 @@ func runScale(ctx context.Context, c config, nodeCount int, controllerBin string
 	window := time.Since(windowStart)
 	<-profiled
 	latencies, lags := gen.stopMeasuring()
-	r.loadAvg = loadAverage()
+	r.loadAvg = measure.LoadAverage()
 	r.achievedRate = float64(gen.renewals.Load()-renewals0) / window.Seconds()
 	r.renewalFailures = gen.failures.Load() - failures0
-	r.renewLatP50, r.renewLatP99 = percentile(latencies, 50), percentile(latencies, 99)
-	r.lagP50, r.lagP99 = percentile(lags, 50), percentile(lags, 99)
+	r.renewLatP50, r.renewLatP99 = measure.Percentile(latencies, 50), measure.Percentile(latencies, 99)
+	r.lagP50, r.lagP99 = measure.Percentile(lags, 50), measure.Percentile(lags, 99)
 	r.cpuByProcess = map[string]float64{}
-	after := map[string]procStat{}
+	after := map[string]measure.Proc{}
 	for _, p := range procs {
-		after[p.Name] = readProc(p.Pid())
+		after[p.Name] = measure.ReadProc(p.Pid())
 	}
-	after["load generator (this process)"] = readProc(os.Getpid())
+	after["load generator (this process)"] = measure.ReadProc(os.Getpid())
 	for name, b := range before {
-		if a := after[name]; a.valid && b.valid {
-			r.cpuByProcess[name] = (a.cpu - b.cpu).Seconds() / window.Seconds()
+		if a := after[name]; a.Valid && b.Valid {
+			r.cpuByProcess[name] = (a.CPU - b.CPU).Seconds() / window.Seconds()
 		}
 	}
 	r.ctrlCPU = r.cpuByProcess["nodehealth-controller"]
-	m1, err := scrape(ctx, metricsURL)
+	m1, err := measure.Scrape(ctx, metricsURL)
 	if err != nil {
 		return nil, err
 	}
 	all, own := watch.writesBetween(windowStart, windowStart.Add(window))
 	r.steadyNodeWritesPerMin = float64(all) / window.Minutes()
 	r.steadyOwnWritesPerMin = float64(own) / window.Minutes()
-	r.steadyCtrlWrites = (m1.sum("nodehealth_taint_writes_total") + m1.sum("nodehealth_condition_writes_total")) -
-		(m0.sum("nodehealth_taint_writes_total") + m0.sum("nodehealth_condition_writes_total"))
-	r.evalsPerSec = (m1.sum("nodehealth_evaluations_total") - m0.sum("nodehealth_evaluations_total")) / window.Seconds()
+	r.steadyCtrlWrites = (m1.Sum("nodehealth_taint_writes_total") + m1.Sum("nodehealth_condition_writes_total")) -
+		(m0.Sum("nodehealth_taint_writes_total") + m0.Sum("nodehealth_condition_writes_total"))
+	r.evalsPerSec = (m1.Sum("nodehealth_evaluations_total") - m0.Sum("nodehealth_evaluations_total")) / window.Seconds()
 	logf("steady: %.0f/%.0f renewals/s, %.1f%% of a core for the controller, %.1f node writes/min",
 		r.achievedRate, r.targetRate, 100*r.ctrlCPU, r.steadyNodeWritesPerMin)
 
@@ -281,7 +282,7 @@ func runScale(ctx context.Context, c config, nodeCount int, controllerBin string
 			lastExpiry = expiry[v.node]
 		}
 	}
-	_ = waitFor(ctx, time.Until(lastExpiry)+time.Minute, proc, func() bool {
+	_ = measure.WaitUntil(ctx, time.Until(lastExpiry)+time.Minute, proc, func() bool {
 		for _, v := range victims {
 			if !watch.isTainted(v.node) {
 				return false
@@ -296,7 +297,7 @@ func runScale(ctx context.Context, c config, nodeCount int, controllerBin string
 		}
 	}
 	r.detected = len(detect)
-	r.detectP50, r.detectP99, r.detectMax = percentile(detect, 50), percentile(detect, 99), percentile(detect, 100)
+	r.detectP50, r.detectP99, r.detectMax = measure.Percentile(detect, 50), measure.Percentile(detect, 99), measure.Percentile(detect, 100)
 	logf("detected %d/%d: p50 %s, p99 %s beyond expiry", r.detected, len(victims), r.detectP50, r.detectP99)
 
 	// Ungate: the stopped extensions renew again.
@@ -308,7 +309,7 @@ func runScale(ctx context.Context, c config, nodeCount int, controllerBin string
 		}
 		firstRenewal[v.node] = at
 	}
-	_ = waitFor(ctx, time.Minute, proc, func() bool {
+	_ = measure.WaitUntil(ctx, time.Minute, proc, func() bool {
 		for _, v := range victims {
 			if watch.isTainted(v.node) {
 				return false
@@ -349,31 +350,31 @@ func runScale(ctx context.Context, c config, nodeCount int, controllerBin string
 			ungateLast = append(ungateLast, watch.taintRemoved(v.node).Sub(latest))
 		}
 	}
-	r.ungateLastP50, r.ungateLastP99, r.ungateLastMax = percentile(ungateLast, 50), percentile(ungateLast, 99), percentile(ungateLast, 100)
+	r.ungateLastP50, r.ungateLastP99, r.ungateLastMax = measure.Percentile(ungateLast, 50), measure.Percentile(ungateLast, 99), measure.Percentile(ungateLast, 100)
 	r.ungateLastN = len(ungateLast)
 	r.ungated = len(ungate)
-	r.ungateP50, r.ungateP99, r.ungateMax = percentile(ungate, 50), percentile(ungate, 99), percentile(ungate, 100)
+	r.ungateP50, r.ungateP99, r.ungateMax = measure.Percentile(ungate, 50), measure.Percentile(ungate, 99), measure.Percentile(ungate, 100)
 	logf("ungated %d/%d: p50 %s, p99 %s after the first renewal of the stopped extension; p50 %s, p99 %s after the last required renewal",
 		r.ungated, len(victims), r.ungateP50, r.ungateP99, r.ungateLastP50, r.ungateLastP99)
 
 	// The controller's own view of the same events.
 	time.Sleep(time.Second)
-	m2, err := scrape(ctx, metricsURL)
+	m2, err := measure.Scrape(ctx, metricsURL)
 	if err != nil {
 		return nil, err
 	}
-	dh := m2.histogram("nodehealth_detection_latency_seconds", m1)
-	uh := m2.histogram("nodehealth_ungate_latency_seconds", m1)
-	r.ctrlDetectP50, r.ctrlDetectP99 = quantile(0.5, dh), quantile(0.99, dh)
-	r.ctrlUngateP50, r.ctrlUngateP99 = quantile(0.5, uh), quantile(0.99, uh)
+	dh := m2.Histogram("nodehealth_detection_latency_seconds", m1)
+	uh := m2.Histogram("nodehealth_ungate_latency_seconds", m1)
+	r.ctrlDetectP50, r.ctrlDetectP99 = measure.Quantile(0.5, dh), measure.Quantile(0.99, dh)
+	r.ctrlUngateP50, r.ctrlUngateP99 = measure.Quantile(0.5, uh), measure.Quantile(0.99, uh)
 	if len(dh) > 0 {
-		r.ctrlDetectN = dh[len(dh)-1].count
+		r.ctrlDetectN = dh[len(dh)-1].Count
 	}
 	if len(uh) > 0 {
-		r.ctrlUngN = uh[len(uh)-1].count
+		r.ctrlUngN = uh[len(uh)-1].Count
 	}
-	st := readProc(proc.Pid())
-	r.ctrlRSS, r.ctrlHWM = st.rss, st.hwm
+	st := measure.ReadProc(proc.Pid())
+	r.ctrlRSS, r.ctrlHWM = st.RSS, st.HWM
 	if exited, err := proc.Exited(); exited {
 		return r, fmt.Errorf("the controller exited (%v): %s", err, proc.LogTail(20))
 	}
@@ -418,44 +419,10 @@ extensionRules:
 	return fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), p, nil
 }
 
-// waitFor polls cond every 100ms until it holds, timeout passes, or the controller exits.
-func waitFor(ctx context.Context, timeout time.Duration, p *framework.Process, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("the controller exited (%v); last lines of %s:\n%s", err, p.LogPath, p.LogTail(20))
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s", timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return nil
-}
-
 // markdown renders the results as one column per node count.
 func markdown(c config, rs []*result) string {
 	var b strings.Builder
-	b.WriteString("| |")
-	for _, r := range rs {
-		fmt.Fprintf(&b, " %d nodes |", r.nodes)
-	}
-	b.WriteString("\n|---|")
-	for range rs {
-		b.WriteString("---:|")
-	}
-	b.WriteString("\n")
-	row := func(name string, f func(r *result) string) {
-		fmt.Fprintf(&b, "| %s |", name)
-		for _, r := range rs {
-			fmt.Fprintf(&b, " %s |", f(r))
-		}
-		b.WriteString("\n")
-	}
+	row := measure.Columns(&b, rs, func(r *result) string { return fmt.Sprintf("%d nodes", r.nodes) })
 	ms := func(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
 	sec := func(v float64) string {
 		if math.IsNaN(v) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"nodehealth.io/nodehealth/test/bench/internal/measure"
 	"nodehealth.io/nodehealth/test/bench/results"
 )
 
@@ -127,11 +128,11 @@ func runSoak(ctx context.Context, c config, s soakConfig, nodeCount int, control
 		}
 	}()
 
-	m0, err := scrape(ctx, b.metricsURL)
+	m0, err := measure.Scrape(ctx, b.metricsURL)
 	if err != nil {
 		return nil, err
 	}
-	p0 := readProc(b.proc.Pid())
+	p0 := measure.ReadProc(b.proc.Pid())
 	renewals0, failures0 := b.gen.renewals.Load(), b.gen.failures.Load()
 	prev := p0
 	prevAt := time.Now()
@@ -156,19 +157,19 @@ sampling:
 			break sampling
 		}
 		now := time.Now()
-		st := readProc(b.proc.Pid())
-		m, err := scrape(ctx, b.metricsURL)
+		st := measure.ReadProc(b.proc.Pid())
+		m, err := measure.Scrape(ctx, b.metricsURL)
 		if err != nil {
 			logf("soak: scrape: %v", err)
 			continue
 		}
 		sw, _ := b.watch.ownWritesWhere(stable)
 		fw, ft := b.watch.ownWritesWhere(flapping)
-		cpu := 100 * (st.cpu - prev.cpu).Seconds() / now.Sub(prevAt).Seconds()
+		cpu := 100 * (st.CPU - prev.CPU).Seconds() / now.Sub(prevAt).Seconds()
 		prev, prevAt = st, now
 		sample := results.Sample{Seconds: now.Sub(start).Seconds(), Values: []float64{
-			float64(st.rss) / (1 << 20), m.sum("go_goroutines"), float64(sw - stableW0),
-			float64(fw - flapW0), float64(ft - flapT0), m.sum("go_memstats_heap_inuse_bytes") / (1 << 20), cpu,
+			float64(st.RSS) / (1 << 20), m.Sum("go_goroutines"), float64(sw - stableW0),
+			float64(fw - flapW0), float64(ft - flapT0), m.Sum("go_memstats_heap_inuse_bytes") / (1 << 20), cpu,
 		}}
 		r.samples = append(r.samples, sample)
 		rss = append(rss, sample.Values[0])
@@ -186,20 +187,20 @@ sampling:
 	}
 	if r.ctrlExited {
 		// Up to the last sample.
-		r.cpuPercent = 100 * (prev.cpu - p0.cpu).Seconds() / prevAt.Sub(start).Seconds()
+		r.cpuPercent = 100 * (prev.CPU - p0.CPU).Seconds() / prevAt.Sub(start).Seconds()
 	} else {
-		p1 := readProc(b.proc.Pid())
-		m1, err := scrape(ctx, b.metricsURL)
+		p1 := measure.ReadProc(b.proc.Pid())
+		m1, err := measure.Scrape(ctx, b.metricsURL)
 		if err != nil {
 			return nil, err
 		}
-		r.cpuPercent = 100 * (p1.cpu - p0.cpu).Seconds() / elapsed.Seconds()
-		r.evaluationsPerSecond = (m1.sum("nodehealth_evaluations_total") - m0.sum("nodehealth_evaluations_total")) / elapsed.Seconds()
-		r.rechecksPerSecond = (m1.sum("nodehealth_timer_rechecks_total") - m0.sum("nodehealth_timer_rechecks_total")) / elapsed.Seconds()
+		r.cpuPercent = 100 * (p1.CPU - p0.CPU).Seconds() / elapsed.Seconds()
+		r.evaluationsPerSecond = (m1.Sum("nodehealth_evaluations_total") - m0.Sum("nodehealth_evaluations_total")) / elapsed.Seconds()
+		r.rechecksPerSecond = (m1.Sum("nodehealth_timer_rechecks_total") - m0.Sum("nodehealth_timer_rechecks_total")) / elapsed.Seconds()
 	}
 	r.achievedRate = float64(b.gen.renewals.Load()-renewals0) / elapsed.Seconds()
 	r.renewalFailures = b.gen.failures.Load() - failures0
-	r.loadAvg = loadAverage()
+	r.loadAvg = measure.LoadAverage()
 	sw, st := b.watch.ownWritesWhere(stable)
 	fw, ft := b.watch.ownWritesWhere(flapping)
 	r.stableWrites, r.stableTransitions = sw-stableW0, st-stableT0

@@ -1,15 +1,19 @@
 // Package testenv runs one framework.Environment per test package and gives tests
 // t-aware helpers around it.
 //
-// Use it from TestMain:
+// Use it from TestMain, naming the repository commands the tests run:
 //
-//	func TestMain(m *testing.M) { os.Exit(testenv.RunTestMain(m)) }
+//	func TestMain(m *testing.M) {
+//		testenv.Main(m, testenv.Suite{Commands: []string{"./cmd/nodehealth-controller"}})
+//	}
 //
 // and in tests:
 //
 //	env := testenv.Env(t)
 //	ns := testenv.NewNamespace(t, "my-test")
 //	node := testenv.CreateReadyNode(t, "my-node", nil)
+//	controller := testenv.StartComponent(t, testenv.Component{Binary: "nodehealth-controller", Config: cfg})
+//	testenv.WaitForNode(t, node.Name, framework.NodeServing)
 //
 // Tests share the control plane and isolate themselves by namespace and by object
 // name; cluster-scoped objects (nodes) need names unique within the package.
@@ -33,7 +37,11 @@ import (
 // plane plus a parallel build can be slow, and a wait that times out is a failure anyway.
 const DefaultTimeout = 2 * time.Minute
 
-var env *framework.Environment
+var (
+	env *framework.Environment
+	// timeout bounds Context: DefaultTimeout unless the Suite says otherwise.
+	timeout = DefaultTimeout
+)
 
 // RunTestMain starts the control plane, runs the tests and stops it, returning the
 // exit code for os.Exit. When the tests fail the environment's directory (process
@@ -89,9 +97,10 @@ func Env(t testing.TB) *framework.Environment {
 	return env
 }
 
-// Context returns t.Context() bounded by DefaultTimeout.
+// Context returns t.Context() bounded by the Suite's Timeout (DefaultTimeout
+// unless set): the bound of a test's every wait.
 func Context(t testing.TB) context.Context {
-	return ContextWithTimeout(t, DefaultTimeout)
+	return ContextWithTimeout(t, timeout)
 }
 
 // ContextWithTimeout returns t.Context() bounded by timeout.

@@ -2,14 +2,10 @@ package agent_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -29,34 +25,12 @@ const (
 
 var managedLabels = map[string]string{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}
 
-var (
-	deployOnce sync.Once
-	deployErr  error
-)
-
 // installAgent applies what a user applies: the namespaces and extension
 // security, then deploy/update-agent/ as it is (kwok runs the DaemonSet's
 // pods, whose tokens the agent processes use).
-func installAgent(t *testing.T) {
-	t.Helper()
-	deployOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		deployErr = testenv.Env(t).InstallUpdateAgent(ctx)
-	})
-	if deployErr != nil {
-		t.Fatal(deployErr)
-	}
-}
+func installAgent(t *testing.T) { testenv.InstallUpdateAgent(t) }
 
-func shadows(t testing.TB) versioned.Interface {
-	t.Helper()
-	c, err := versioned.NewForConfig(testenv.Env(t).Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+func shadows(t testing.TB) versioned.Interface { return testenv.NodehealthClient(t) }
 
 // createShadow plays the operator: the shadow of node, spec Idle, the
 // Node's UID in the node-uid annotation.
@@ -148,34 +122,17 @@ var (
 func startController(t *testing.T) {
 	t.Helper()
 	controllerOnce.Do(func() {
-		env := testenv.Env(t)
-		addr := testenv.FreeLoopbackAddresses(t, 1)[0]
-		cfg := fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
+		_, controllerErr = testenv.StartComponentFor(t, testenv.Component{
+			Binary: "nodehealth-controller",
+			Name:   "nodehealth-controller",
+			Config: `apiVersion: config.nodehealth.io/v1alpha1
 kind: NodeHealthControllerConfiguration
 leaderElection:
   leaderElect: false
-clientConnection:
-  kubeconfig: %s
-serving:
-  metricsBindAddress: %s
-  healthzBindAddress: %s
 registrationGrace: 5s
 eviction:
   mode: None
-`, env.Kubeconfig, addr, addr)
-		dir, err := os.MkdirTemp("", "agent-it-controller-")
-		if err != nil {
-			controllerErr = err
-			return
-		}
-		path := filepath.Join(dir, "controller.yaml")
-		if controllerErr = os.WriteFile(path, []byte(cfg), 0o644); controllerErr != nil {
-			return
-		}
-		_, controllerErr = env.StartProcess(framework.ProcessSpec{
-			Name: "nodehealth-controller",
-			Path: filepath.Join(binDir, "nodehealth-controller"),
-			Args: []string{"--config", path, "-v=2"},
+`,
 		})
 	})
 	if controllerErr != nil {
@@ -183,56 +140,37 @@ eviction:
 	}
 }
 
-// startSimNode starts a simulated managed node with an agent and waits
-// until the node-health controller let it serve (the updater's Lease
-// registered and renewed, the taint off).
+// startSimNode starts a simulated managed node with an agent.
 func startSimNode(t *testing.T, opts framework.SimNodeOptions) *framework.SimNode {
 	t.Helper()
-	env := testenv.Env(t)
-	ctx := testenv.Context(t)
 	if opts.Labels == nil {
 		opts.Labels = managedLabels
 	}
-	opts.AgentBinary = filepath.Join(binDir, "update-agent")
-	s, err := env.StartSimNode(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			if p := s.Agent(); p != nil {
-				t.Logf("last lines of %s:\n%s", p.Name, p.LogTail(80))
-			}
-		}
-		s.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = env.DeleteNode(ctx, opts.Name)
-	})
-	return s
+	opts.AgentBinary = testenv.Binary(t, "update-agent")
+	return testenv.StartSimNode(t, opts)
 }
 
-func tainted(n *corev1.Node) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == "nodehealth.io/not-ready" {
-			return true
-		}
-	}
-	return false
+// startUpdatableNode is the fixture of every update test: the agents
+// installed, the controller running, a simulated node with its agent, its
+// shadow created as the operator creates it and reporting a first status
+// firstStatus accepts, and the node let serve (the updater's Lease
+// registered and renewed, the taint off).
+func startUpdatableNode(t *testing.T, opts framework.SimNodeOptions, firstStatus func(*updatesv1alpha1.BottlerocketShadow) bool) *framework.SimNode {
+	t.Helper()
+	installAgent(t)
+	startController(t)
+	s := startSimNode(t, opts)
+	createShadow(t, opts.Name)
+	waitShadow(t, opts.Name, "first status", firstStatus)
+	waitUngated(t, opts.Name)
+	return s
 }
 
 func waitUngated(t *testing.T, node string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(testenv.Context(t), waitTimeout)
 	defer cancel()
-	if _, err := testenv.Env(t).WaitForNode(ctx, node, func(n *corev1.Node) bool {
-		for _, c := range n.Status.Conditions {
-			if c.Type == "SystemExtensionsReady" && c.Status == corev1.ConditionTrue {
-				return !tainted(n)
-			}
-		}
-		return false
-	}); err != nil {
+	if _, err := testenv.Env(t).WaitForNode(ctx, node, framework.NodeServing); err != nil {
 		t.Fatalf("node %s never became ready for workloads: %v", node, err)
 	}
 }

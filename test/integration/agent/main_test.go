@@ -7,34 +7,15 @@
 package agent_test
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"testing"
 
 	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
-// binDir holds the binaries built from the working tree, so a stale
-// _output/bin can never make a test pass.
-var binDir string
-
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "nodehealth-agent-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if err := framework.BuildCommands(context.Background(), dir, "./cmd/update-agent", "./cmd/nodehealth-controller"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	binDir = dir
-	return testenv.RunTestMain(m, framework.WithCRDs())
+	testenv.Main(m, testenv.Suite{
+		Commands:     []string{"./cmd/update-agent", "./cmd/nodehealth-controller"},
+		ControlPlane: []framework.Option{framework.WithCRDs()},
+	})
 }

@@ -104,7 +104,7 @@ func record(t *testing.T, node, ns string) *recorder {
 				continue
 			}
 			r.mu.Lock()
-			if tainted(n) && r.taintRV == 0 {
+			if framework.HasReadinessTaint(n) && r.taintRV == 0 {
 				r.taintRV = rv(n)
 			}
 			if n.Spec.Unschedulable && r.cordonRV == 0 {
@@ -164,15 +164,11 @@ func updateNode(t *testing.T, node, version string) *updatesv1alpha1.Bottlerocke
 }
 
 func testFullUpdate(t *testing.T, node string, sig syscall.Signal) {
-	installAgent(t)
-	startController(t)
 	ns := testenv.NewNamespace(t, "web")
-	s := startSimNode(t, framework.SimNodeOptions{Name: node, Offered: []string{"1.21.0"}, KillSignal: sig})
-	createShadow(t, node)
-	waitShadow(t, node, "first status", func(s *updatesv1alpha1.BottlerocketShadow) bool {
-		return s.Status.CurrentState == updatesv1alpha1.StateIdle && s.Status.CurrentVersion == "1.20.0" && s.Status.TargetVersion == "1.21.0"
-	})
-	waitUngated(t, node)
+	s := startUpdatableNode(t, framework.SimNodeOptions{Name: node, Offered: []string{"1.21.0"}, KillSignal: sig},
+		func(s *updatesv1alpha1.BottlerocketShadow) bool {
+			return s.Status.CurrentState == updatesv1alpha1.StateIdle && s.Status.CurrentVersion == "1.20.0" && s.Status.TargetVersion == "1.21.0"
+		})
 	runWorkload(t, ns, node, "web", 2)
 	rec := record(t, node, ns)
 
@@ -219,16 +215,11 @@ func TestFullUpdateSIGTERM(t *testing.T) { testFullUpdate(t, "upd-term", syscall
 // DrainBlocked condition and in an Event; the update goes on once the
 // budget allows the eviction.
 func TestDrainBlockedByPDB(t *testing.T) {
-	installAgent(t)
-	startController(t)
 	const node = "upd-pdb"
 	ns := testenv.NewNamespace(t, "pdb")
 	ctx := testenv.Context(t)
 	env := testenv.Env(t)
-	s := startSimNode(t, framework.SimNodeOptions{Name: node, Offered: []string{"1.21.0"}})
-	createShadow(t, node)
-	waitShadow(t, node, "first status", stateIs(updatesv1alpha1.StateIdle))
-	waitUngated(t, node)
+	s := startUpdatableNode(t, framework.SimNodeOptions{Name: node, Offered: []string{"1.21.0"}}, stateIs(updatesv1alpha1.StateIdle))
 	runWorkload(t, ns, node, "db", 1)
 	_, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "db-pdb"},
@@ -283,13 +274,9 @@ func TestDrainBlockedByPDB(t *testing.T) {
 // after a back-off instead of leaving the drained node for the operator's
 // deadline, and the node boots once.
 func TestARefusedRebootIsAskedAgainAndTheNodeBootsOnce(t *testing.T) {
-	installAgent(t)
-	startController(t)
 	const node = "upd-refused"
-	s := startSimNode(t, framework.SimNodeOptions{Name: node, Offered: []string{"1.21.0"}, Faults: emulator.Faults{RefuseRebootNext: 1}})
-	createShadow(t, node)
-	waitShadow(t, node, "first status", stateIs(updatesv1alpha1.StateIdle))
-	waitUngated(t, node)
+	s := startUpdatableNode(t, framework.SimNodeOptions{Name: node, Offered: []string{"1.21.0"}, Faults: emulator.Faults{RefuseRebootNext: 1}},
+		stateIs(updatesv1alpha1.StateIdle))
 
 	sh := updateNode(t, node, "1.21.0")
 	if sh.Status.CurrentVersion != "1.21.0" {

@@ -132,7 +132,7 @@ func TestDefaultInstallWritesNoNode(t *testing.T) {
 		}
 		// (The node lifecycle controller changes the node.kubernetes.io
 		// taints of kwok nodes; only ours matter here.)
-		if hasReadinessTaint(n) {
+		if framework.HasReadinessTaint(n) {
 			t.Errorf("node %s: readiness taint written: %v", name, n.Spec.Taints)
 		}
 		for k := range n.Annotations {
@@ -140,7 +140,7 @@ func TestDefaultInstallWritesNoNode(t *testing.T) {
 				t.Errorf("node %s: annotation %s=%q written", name, k, n.Annotations[k])
 			}
 		}
-		if s := conditionStatus(n); s != "" {
+		if s := framework.ExtensionsReady(n); s != "" {
 			t.Errorf("node %s: condition SystemExtensionsReady=%s written", name, s)
 		}
 		// No field at all: every writer of a Node is in its managedFields.
@@ -343,7 +343,7 @@ func TestChartGatesAndUngatesNode(t *testing.T) {
 	// condition says why.
 	if _, err := env.WaitForNode(ctx, node, func(n *corev1.Node) bool {
 		return strings.Contains(n.Annotations["nodehealth.io/system-extensions"], "kube-proxy") &&
-			conditionStatus(n) == corev1.ConditionFalse && hasReadinessTaint(n)
+			framework.ExtensionsReady(n) == corev1.ConditionFalse && framework.HasReadinessTaint(n)
 	}); err != nil {
 		t.Fatalf("node %s was not gated on kube-proxy: %v\n%s", node, err, p.LogTail(40))
 	}
@@ -358,7 +358,7 @@ func TestChartGatesAndUngatesNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := env.WaitForNode(ctx, node, func(n *corev1.Node) bool {
-		return !hasReadinessTaint(n) && conditionStatus(n) == corev1.ConditionTrue
+		return !framework.HasReadinessTaint(n) && framework.ExtensionsReady(n) == corev1.ConditionTrue
 	}); err != nil {
 		t.Fatalf("node %s was not ungated: %v\n%s", node, err, p.LogTail(40))
 	}
@@ -374,7 +374,7 @@ func TestChartGatesAndUngatesNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := env.WaitForNode(ctx, node, func(n *corev1.Node) bool {
-		return hasReadinessTaint(n) && conditionStatus(n) == corev1.ConditionFalse
+		return framework.HasReadinessTaint(n) && framework.ExtensionsReady(n) == corev1.ConditionFalse
 	}); err != nil {
 		t.Fatalf("node %s was not gated again after its Lease was released: %v\n%s", node, err, p.LogTail(40))
 	}
@@ -388,8 +388,8 @@ func TestChartGatesAndUngatesNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hasReadinessTaint(n) || conditionStatus(n) != "" {
-		t.Errorf("node %s after the uninstall hook: taints %v, condition %q", node, n.Spec.Taints, conditionStatus(n))
+	if framework.HasReadinessTaint(n) || framework.ExtensionsReady(n) != "" {
+		t.Errorf("node %s after the uninstall hook: taints %v, condition %q", node, n.Spec.Taints, framework.ExtensionsReady(n))
 	}
 	for k := range n.Annotations {
 		if strings.HasPrefix(k, "nodehealth.io/") {
@@ -408,7 +408,7 @@ func TestChartGatesAndUngatesNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.DeleteNode(context.Background(), late.Name) })
-	if hasReadinessTaint(late) {
+	if framework.HasReadinessTaint(late) {
 		t.Errorf("a node created after the uninstall hook was tainted: %v", late.Spec.Taints)
 	}
 }
@@ -483,7 +483,7 @@ func runUninstallHook(t *testing.T, ctx context.Context, render string, controll
 			_ = controller.Stop(10 * time.Second)
 		}
 	}()
-	out, err := exec.CommandContext(ctx, controllerBinary(t), args...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, testenv.Binary(t, controllerName), args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("the uninstall hook's command %v: %v\n%s", args, err, out)
 	}
@@ -584,7 +584,7 @@ func startControllerServing(t *testing.T, ctx context.Context, cfg, serving map[
 	}
 	// The binary validates the rendered configuration up front: an invalid
 	// one fails here with the controller's own message.
-	bin := controllerBinary(t)
+	bin := testenv.Binary(t, controllerName)
 	if out, err := exec.CommandContext(ctx, bin, "--config", configPath, "--write-config-to", os.DevNull).CombinedOutput(); err != nil {
 		t.Fatalf("nodehealth-controller rejects the chart's configuration: %v\n%s", err, out)
 	}
@@ -626,7 +626,7 @@ func createTaintedNode(t *testing.T, ctx context.Context) string {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = env.DeleteNode(context.Background(), name) })
-		if hasReadinessTaint(n) {
+		if framework.HasReadinessTaint(n) {
 			return name
 		}
 		if i == 20 {
@@ -677,28 +677,4 @@ func serviceAccountKubeconfig(t *testing.T, ctx context.Context, name string) st
 		t.Fatal(err)
 	}
 	return path
-}
-
-// controllerBinary builds nodehealth-controller from the working tree, so
-// that a stale _output/bin never makes the test pass.
-func controllerBinary(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := framework.BuildCommands(testenv.ContextWithTimeout(t, 10*time.Minute), dir, "./cmd/"+controllerName); err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(dir, controllerName)
-}
-
-func hasReadinessTaint(n *corev1.Node) bool {
-	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == taintKey })
-}
-
-func conditionStatus(n *corev1.Node) corev1.ConditionStatus {
-	for _, c := range n.Status.Conditions {
-		if c.Type == "SystemExtensionsReady" {
-			return c.Status
-		}
-	}
-	return ""
 }

@@ -6,12 +6,9 @@
 package controlplane_test
 
 import (
-	"os"
 	"testing"
 
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
-func TestMain(m *testing.M) {
-	os.Exit(testenv.RunTestMain(m))
-}
+func TestMain(m *testing.M) { testenv.Main(m, testenv.Suite{}) }

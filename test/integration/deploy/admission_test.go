@@ -57,7 +57,7 @@ func TestMutatingTaintOnCreate(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		return readinessTaints(n) == 1, nil
+		return framework.ReadinessTaints(n, "") == 1, nil
 	})
 	if err != nil {
 		t.Fatalf("the policy was not enforced: %v", err)
@@ -89,7 +89,7 @@ func TestMutatingTaintOnCreate(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = env.DeleteNode(context.Background(), tc.name) })
-			if got := readinessTaints(created); got != tc.want {
+			if got := framework.ReadinessTaints(created, ""); got != tc.want {
 				t.Errorf("%d readiness taints, want %d: %v", got, tc.want, created.Spec.Taints)
 			}
 			for _, k := range tc.keep {
@@ -145,17 +145,7 @@ func testUpdateLeftAlone(t *testing.T, ctx context.Context, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if readinessTaints(patched) != 0 || len(patched.Spec.Taints) != len(kept) {
+	if framework.ReadinessTaints(patched, "") != 0 || len(patched.Spec.Taints) != len(kept) {
 		t.Errorf("after removing the readiness taint: %v, want %v", patched.Spec.Taints, kept)
 	}
-}
-
-func readinessTaints(n *corev1.Node) int {
-	count := 0
-	for _, t := range n.Spec.Taints {
-		if t.Key == taintKey {
-			count++
-		}
-	}
-	return count
 }

@@ -207,7 +207,7 @@ func TestControllerConfigIsAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd := exec.CommandContext(testenv.Context(t), controllerBinary(t), "--config", path, "--write-config-to", "-")
+	cmd := exec.CommandContext(testenv.Context(t), testenv.Binary(t, "nodehealth-controller"), "--config", path, "--write-config-to", "-")
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -270,23 +270,6 @@ func TestControllerConfigIsAccepted(t *testing.T) {
 	if len(effective.ExtensionRules) != 0 {
 		t.Errorf("%d extension rules, want none: a rule gates every node it selects until its extension renews", len(effective.ExtensionRules))
 	}
-}
-
-// controllerBinary returns _output/bin/nodehealth-controller, building it when
-// it is missing.
-func controllerBinary(t *testing.T) string {
-	t.Helper()
-	bin := testenv.Env(t).Binary("nodehealth-controller")
-	if _, err := os.Stat(bin); err == nil {
-		return bin
-	}
-	bin = filepath.Join(t.TempDir(), "nodehealth-controller")
-	cmd := exec.CommandContext(testenv.ContextWithTimeout(t, 10*time.Minute), "go", "build", "-o", bin, "./cmd/nodehealth-controller")
-	cmd.Dir = repoPath(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building nodehealth-controller: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // TestControllerInstall applies deploy/ the documented way and checks what
@@ -393,7 +376,7 @@ func TestControllerInstall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.CommandContext(ctx, controllerBinary(t), "uninstall", "--kubeconfig", env.Kubeconfig)
+		cmd := exec.CommandContext(ctx, testenv.Binary(t, "nodehealth-controller"), "uninstall", "--kubeconfig", env.Kubeconfig)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("nodehealth-controller uninstall: %v\n%s", err, out)
 		}
@@ -463,18 +446,14 @@ func testUninstallJob(t *testing.T, ctx context.Context, nodes []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if readinessTaints(n) == 0 {
+	if framework.ReadinessTaints(n, "") == 0 {
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: taintKey, Effect: corev1.TaintEffectNoSchedule})
 		if _, err := env.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	dir := t.TempDir()
-	if err := framework.BuildCommands(ctx, dir, "./cmd/nodehealth-controller"); err != nil {
-		t.Fatal(err)
-	}
 	args := append(slices.Clone(spec.Containers[0].Args), "--kubeconfig", kubeconfig)
-	cmdOut, err := exec.CommandContext(ctx, filepath.Join(dir, "nodehealth-controller"), args...).CombinedOutput()
+	cmdOut, err := exec.CommandContext(ctx, testenv.Binary(t, "nodehealth-controller"), args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("the Job's command %v: %v\n%s", args, err, cmdOut)
 	}
@@ -491,8 +470,8 @@ func testUninstallJob(t *testing.T, ctx context.Context, nodes []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if readinessTaints(n) != 0 || conditionStatus(n) != "" || n.Annotations["nodehealth.io/system-extensions"] != "" {
-			t.Errorf("node %s after the Job: taints %v, condition %q, extensions %q", name, n.Spec.Taints, conditionStatus(n), n.Annotations["nodehealth.io/system-extensions"])
+		if framework.ReadinessTaints(n, "") != 0 || framework.ExtensionsReady(n) != "" || n.Annotations["nodehealth.io/system-extensions"] != "" {
+			t.Errorf("node %s after the Job: taints %v, condition %q, extensions %q", name, n.Spec.Taints, framework.ExtensionsReady(n), n.Annotations["nodehealth.io/system-extensions"])
 		}
 	}
 }
@@ -719,7 +698,7 @@ func testRunsAsServiceAccount(t *testing.T, ctx context.Context, nodes []string)
 	if err := os.WriteFile(configPath, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p, err := env.StartProcess(framework.ProcessSpec{Name: "nodehealth-controller", Path: controllerBinary(t), Args: []string{"--config", configPath}})
+	p, err := env.StartProcess(framework.ProcessSpec{Name: "nodehealth-controller", Path: testenv.Binary(t, "nodehealth-controller"), Args: []string{"--config", configPath}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -764,8 +743,8 @@ func testRunsAsServiceAccount(t *testing.T, ctx context.Context, nodes []string)
 			t.Errorf("the default configuration wrote node %s (%s %s by %s)", plain, mf.Operation, mf.Subresource, mf.Manager)
 		}
 	}
-	if readinessTaints(n) != 0 || conditionStatus(n) != "" || n.Annotations["nodehealth.io/system-extensions"] != "" {
-		t.Errorf("the default configuration gated node %s: taints %v, condition %q", plain, n.Spec.Taints, conditionStatus(n))
+	if framework.ReadinessTaints(n, "") != 0 || framework.ExtensionsReady(n) != "" || n.Annotations["nodehealth.io/system-extensions"] != "" {
+		t.Errorf("the default configuration gated node %s: taints %v, condition %q", plain, n.Spec.Taints, framework.ExtensionsReady(n))
 	}
 
 	// The documented next step: a kube-proxy rule (docs/controller.md,
@@ -780,7 +759,7 @@ func testRunsAsServiceAccount(t *testing.T, ctx context.Context, nodes []string)
 	if err := os.WriteFile(configPath, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if p, err = env.StartProcess(framework.ProcessSpec{Name: "nodehealth-controller-kube-proxy-rule", Path: controllerBinary(t), Args: []string{"--config", configPath}}); err != nil {
+	if p, err = env.StartProcess(framework.ProcessSpec{Name: "nodehealth-controller-kube-proxy-rule", Path: testenv.Binary(t, "nodehealth-controller"), Args: []string{"--config", configPath}}); err != nil {
 		t.Fatal(err)
 	}
 	stopped = false
@@ -788,7 +767,7 @@ func testRunsAsServiceAccount(t *testing.T, ctx context.Context, nodes []string)
 	// nodes report why in their condition.
 	for _, name := range nodes {
 		_, err := env.WaitForNode(ctx, name, func(n *corev1.Node) bool {
-			return strings.Contains(n.Annotations["nodehealth.io/system-extensions"], "kube-proxy") && conditionStatus(n) == corev1.ConditionFalse
+			return strings.Contains(n.Annotations["nodehealth.io/system-extensions"], "kube-proxy") && framework.ExtensionsReady(n) == corev1.ConditionFalse
 		})
 		if err != nil {
 			t.Fatalf("node %s: %v\n%s", name, err, p.LogTail(30))
@@ -804,7 +783,7 @@ func testRunsAsServiceAccount(t *testing.T, ctx context.Context, nodes []string)
 		t.Fatal(err)
 	}
 	if _, err := env.WaitForNode(ctx, nodes[0], func(n *corev1.Node) bool {
-		return readinessTaints(n) == 0 && conditionStatus(n) == corev1.ConditionTrue
+		return framework.ReadinessTaints(n, "") == 0 && framework.ExtensionsReady(n) == corev1.ConditionTrue
 	}); err != nil {
 		t.Fatalf("ungate: %v\n%s", err, p.LogTail(30))
 	}
@@ -831,13 +810,4 @@ func testRunsAsServiceAccount(t *testing.T, ctx context.Context, nodes []string)
 			t.Errorf("the controller was denied something: %s", line)
 		}
 	}
-}
-
-func conditionStatus(n *corev1.Node) corev1.ConditionStatus {
-	for _, c := range n.Status.Conditions {
-		if c.Type == "SystemExtensionsReady" {
-			return c.Status
-		}
-	}
-	return ""
 }

@@ -11,12 +11,11 @@
 package docs_test
 
 import (
-	"os"
 	"testing"
 
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunTestMain(m))
+	testenv.Main(m, testenv.Suite{Commands: []string{"./cmd/nodehealth-controller"}})
 }

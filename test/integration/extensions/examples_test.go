@@ -89,7 +89,7 @@ func TestExamples(t *testing.T) {
 			if err := os.WriteFile(config, []byte(cm.Data["heartbeat.yaml"]), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			stdout, stderr, err := command(t, ctx, filepath.Join(binDir, "extension-heartbeat"),
+			stdout, stderr, err := command(t, ctx, testenv.Binary(t, "extension-heartbeat"),
 				"--config", config, "--node-name", "n1", "--write-config-to", "-")
 			if err != nil || strings.Contains(stderr, "note:") {
 				t.Fatalf("extension-heartbeat rejects the configuration: %v\nstderr:\n%s", err, stderr)

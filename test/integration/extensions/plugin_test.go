@@ -28,7 +28,7 @@ import (
 // nodehealth runs the built kubectl-nodehealth binary as the admin.
 func nodehealth(t *testing.T, ctx context.Context, args ...string) (string, string, error) {
 	t.Helper()
-	return command(t, ctx, filepath.Join(binDir, "kubectl-nodehealth"), append([]string{"--kubeconfig=" + testenv.Env(t).Kubeconfig}, args...)...)
+	return command(t, ctx, testenv.Binary(t, "kubectl-nodehealth"), append([]string{"--kubeconfig=" + testenv.Env(t).Kubeconfig}, args...)...)
 }
 
 func mustNodehealth(t *testing.T, ctx context.Context, args ...string) string {
@@ -322,7 +322,7 @@ func TestPluginContextFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := createNode(t, "plugin-context")
-	bin := filepath.Join(binDir, "kubectl-nodehealth")
+	bin := testenv.Binary(t, "kubectl-nodehealth")
 	shortCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, _, err := command(t, shortCtx, bin, "--kubeconfig", path, "--request-timeout=5s", "status", node); err == nil {

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
@@ -178,25 +179,7 @@ func TestControllerIdentity(t *testing.T) {
 	leases := sa.Client.CoordinationV1().Leases(leaseNamespace)
 	t.Cleanup(func() { deleteLease(t, canaryLeaseName) })
 
-	// RBAC reaches the authorizer's cache asynchronously after the apply.
-	var canary *coordinationv1.Lease
-	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		canary, err = leases.Create(ctx, newLease(canaryLeaseName, "nodehealth-controller-abc"), metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			canary, err = leases.Get(ctx, canaryLeaseName, metav1.GetOptions{})
-		}
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("controller creates its canary Lease: %v", err)
-	}
-	canary.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-	_, err = leases.Update(ctx, canary, metav1.UpdateOptions{})
-	wantAllowed(t, "controller renews its canary Lease", err)
-
-	createNode(t, "n1")
-	_, err = leases.Create(ctx, newLease("kube-proxy.n1", "nodehealth-controller-abc"), metav1.CreateOptions{})
-	wantDenied(t, "controller creates an extension Lease", err, "writes only its canary Lease")
+	checkWritesOnlyItsCanary(t, ctx, leases, "nodehealth-controller-abc", "controller")
 }
 
 // People (here the admin, group system:masters) are left to RBAC.
@@ -317,24 +300,7 @@ func TestRenamedControllerIdentity(t *testing.T) {
 		deleteLease(t, canaryLeaseName)
 	})
 	leases := sa.Client.CoordinationV1().Leases(leaseNamespace)
-	var canary *coordinationv1.Lease
-	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		canary, err = leases.Create(ctx, newLease(canaryLeaseName, "renamed-abc"), metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			canary, err = leases.Get(ctx, canaryLeaseName, metav1.GetOptions{})
-		}
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("renamed controller creates its canary Lease: %v", err)
-	}
-	canary.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-	_, err = leases.Update(ctx, canary, metav1.UpdateOptions{})
-	wantAllowed(t, "renamed controller renews its canary Lease", err)
-
-	createNode(t, "n1")
-	_, err = leases.Create(ctx, newLease("kube-proxy.n1", "renamed-abc"), metav1.CreateOptions{})
-	wantDenied(t, "renamed controller creates an extension Lease", err, "writes only its canary Lease")
+	checkWritesOnlyItsCanary(t, ctx, leases, "renamed-abc", "renamed controller")
 }
 
 // An identity granted everything by wildcards (cluster-admin) is not taken
@@ -373,4 +339,31 @@ func TestWildcardIdentityIsNotTheController(t *testing.T) {
 	}
 	_, err = leases.Create(ctx, newLease(canaryLeaseName, "admin-abc"), metav1.CreateOptions{})
 	wantDenied(t, "a cluster-admin ServiceAccount without a node name creates the canary Lease", err, "carries no node name")
+}
+
+// checkWritesOnlyItsCanary checks that the controller behind leases (holder
+// its identity, who how messages name it) creates and renews its canary
+// Lease and is refused an extension Lease. RBAC reaches the authorizer's
+// cache asynchronously after an apply, so the first create is retried.
+func checkWritesOnlyItsCanary(t *testing.T, ctx context.Context, leases typedcoordinationv1.LeaseInterface, holder, who string) {
+	t.Helper()
+	var canary *coordinationv1.Lease
+	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var err error
+		canary, err = leases.Create(ctx, newLease(canaryLeaseName, holder), metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			canary, err = leases.Get(ctx, canaryLeaseName, metav1.GetOptions{})
+		}
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%s creates its canary Lease: %v", who, err)
+	}
+	canary.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+	_, err = leases.Update(ctx, canary, metav1.UpdateOptions{})
+	wantAllowed(t, who+" renews its canary Lease", err)
+
+	createNode(t, "n1")
+	_, err = leases.Create(ctx, newLease("kube-proxy.n1", holder), metav1.CreateOptions{})
+	wantDenied(t, who+" creates an extension Lease", err, "writes only its canary Lease")
 }

@@ -18,6 +18,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
 // Compound faults (issue 20): one fault on top of another, the way a real
@@ -260,7 +261,7 @@ func testRestartWhileLeasesSilent(t *testing.T, group string, afterGuard bool) {
 func TestDrainBlockedByPDBAcrossSuspension(t *testing.T) {
 	f := newFleet(t, "pdb", 6)
 	victim, pod := f.nodes[0], "pod-"+f.nodes[0]
-	ctx := waitCtx(t)
+	ctx := testenv.Context(t)
 	pods := f.env.Client.CoreV1().Pods(f.podNS)
 	if _, err := pods.Patch(ctx, pod, "application/merge-patch+json", []byte(`{"metadata":{"labels":{"app":"victim"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -459,7 +460,7 @@ func TestLeaseWatchStalled(t *testing.T) {
 	leases := f.env.Client.CoordinationV1().Leases
 	getLease := func(ns, name string) *coordinationv1.Lease {
 		t.Helper()
-		l, err := leases(ns).Get(waitCtx(t), name, metav1.GetOptions{})
+		l, err := leases(ns).Get(testenv.Context(t), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,7 +30,7 @@ func TestAPIServerRestartDuringBurst(t *testing.T) {
 
 	f.fail(f.nodes[:20]...)
 	restarted := time.Now()
-	if _, err := f.env.RestartAPIServer(waitCtx(t)); err != nil {
+	if _, err := f.env.RestartAPIServer(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("kube-apiserver restarted in %s", time.Since(restarted).Round(100*time.Millisecond))
@@ -51,7 +51,7 @@ func TestEtcdRestartAndPause(t *testing.T) {
 	f.settle(t)
 
 	started := time.Now()
-	if _, err := f.env.RestartEtcd(waitCtx(t)); err != nil {
+	if _, err := f.env.RestartEtcd(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("etcd restarted in %s", time.Since(started).Round(100*time.Millisecond))

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -55,8 +51,6 @@ const (
 
 	waitTimeout = 2 * time.Minute
 )
-
-func waitCtx(t testing.TB) context.Context { return testenv.ContextWithTimeout(t, waitTimeout) }
 
 // fleet is one test's nodes, the extension Leases the test renews for them,
 // a pod on each, and the record of every version of those nodes.
@@ -106,7 +100,7 @@ func newFleet(t *testing.T, group string, n int) *fleet {
 		leaseNS: testenv.NewNamespace(t, "faults-"+group), podNS: testenv.NewNamespace(t, "faults-pods-"+group),
 		stopped: map[string]bool{}, history: map[string][]version{}, marks: map[string]int{},
 		stopRenew: make(chan struct{}), renewDone: make(chan struct{})}
-	ctx := waitCtx(t)
+	ctx := testenv.Context(t)
 	// No kube-controller-manager: the pods' ServiceAccount is made here.
 	if _, err := env.Client.CoreV1().ServiceAccounts(f.podNS).Create(ctx,
 		&v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -279,12 +273,7 @@ func (f *fleet) record(t *testing.T) {
 		if !ok {
 			return
 		}
-		count := 0
-		for _, tn := range n.Spec.Taints {
-			if tn.Key == taintKey {
-				count++
-			}
-		}
+		count := framework.ReadinessTaints(n, "")
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		h := f.history[n.Name]
@@ -300,7 +289,7 @@ func (f *fleet) record(t *testing.T) {
 	stop := make(chan struct{})
 	go inf.Run(stop)
 	t.Cleanup(func() { close(stop) })
-	if !cache.WaitForCacheSync(waitCtx(t).Done(), inf.HasSynced) {
+	if !cache.WaitForCacheSync(testenv.Context(t).Done(), inf.HasSynced) {
 		t.Fatal("node recorder did not sync")
 	}
 }
@@ -335,7 +324,7 @@ func (f *fleet) seen(node string) bool {
 func (f *fleet) waitAll(t testing.TB, what string, nodes []string, cond func(string) bool) {
 	t.Helper()
 	var missing []string
-	err := wait.PollUntilContextTimeout(waitCtx(t), 100*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(testenv.Context(t), 100*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
 		missing = slices.DeleteFunc(slices.Clone(nodes), cond)
 		return len(missing) == 0, nil
 	})
@@ -385,7 +374,7 @@ func (f *fleet) everTainted(node string) bool {
 // server (status and reason; empty when it has none).
 func (f *fleet) condition(t testing.TB, node string) (v1.ConditionStatus, string) {
 	t.Helper()
-	n, err := f.env.Client.CoreV1().Nodes().Get(waitCtx(t), node, metav1.GetOptions{})
+	n, err := f.env.Client.CoreV1().Nodes().Get(testenv.Context(t), node, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +473,7 @@ func describe(vs []version) string {
 func (f *fleet) waitEvicted(t testing.TB) {
 	t.Helper()
 	failing := f.failing()
-	err := wait.PollUntilContextTimeout(waitCtx(t), 250*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(testenv.Context(t), 250*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
 		ev := evictions(t, f.podNS)
 		for _, n := range failing {
 			if ev["pod-"+n] == 0 {
@@ -513,7 +502,7 @@ func evictions(t testing.TB, namespace string) map[string]int {
 // one a PodDisruptionBudget refused.
 func evictionRequests(t testing.TB, namespace string) map[string][]int {
 	t.Helper()
-	file, err := os.Open(auditLog)
+	file, err := os.Open(testenv.Env(t).AuditLog)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return map[string][]int{}
@@ -644,7 +633,7 @@ func (f *fleet) startControllers(t *testing.T, n int, c controllerConfig) *contr
 	for i := range n {
 		name := fmt.Sprintf("nodehealth-controller-%s-%d", f.group, i)
 		s, err := f.env.Supervise(context.Background(), framework.ProcessSpec{
-			Name: name, Path: binary(t),
+			Name: name, Path: testenv.Binary(t, "nodehealth-controller"),
 			Args: []string{"--config", cs.config, "--metrics-bind-address", addrs[i], "--healthz-bind-address", addrs[i], "-v=2"},
 		}, framework.SupervisorOptions{InitialBackoff: 200 * time.Millisecond, MaxBackoff: 2 * time.Second, ResetAfter: 2 * time.Second,
 			OnExit: func(p *framework.Process, err error, backoff time.Duration) {
@@ -671,7 +660,7 @@ func (f *fleet) startControllers(t *testing.T, n int, c controllerConfig) *contr
 // and returns it.
 func (cs *controllers) leader(t testing.TB, cond func(holder string) bool) string {
 	t.Helper()
-	l, err := cs.env.WaitForLease(waitCtx(t), cs.leaderNS, leaderName, func(l *coordinationv1.Lease) bool {
+	l, err := cs.env.WaitForLease(testenv.Context(t), cs.leaderNS, leaderName, func(l *coordinationv1.Lease) bool {
 		h := ptr.Deref(l.Spec.HolderIdentity, "")
 		return h != "" && cond(h)
 	})
@@ -686,7 +675,7 @@ func (cs *controllers) replicaOf(t testing.TB, identity string) *framework.Super
 	t.Helper()
 	re := regexp.MustCompile(`identity="` + regexp.QuoteMeta(identity) + `"`)
 	var found *framework.Supervisor
-	err := wait.PollUntilContextTimeout(waitCtx(t), 50*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(testenv.Context(t), 50*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
 		for _, s := range cs.reps {
 			data, err := os.ReadFile(s.Current().LogPath)
 			if err == nil && re.Match(data) {
@@ -710,7 +699,7 @@ func (cs *controllers) leading(t testing.TB, holder string) *framework.Superviso
 	// The log file is appended to across restarts: look after this
 	// identity's start line only.
 	started := `identity="` + holder + `"`
-	err := wait.PollUntilContextTimeout(waitCtx(t), 50*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(testenv.Context(t), 50*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
 		data, err := os.ReadFile(s.Current().LogPath)
 		if err != nil {
 			return false, nil
@@ -728,51 +717,11 @@ func (cs *controllers) leading(t testing.TB, holder string) *framework.Superviso
 // scraped from replica i's /metrics (a restarted replica starts from zero).
 func (cs *controllers) metric(t testing.TB, i int, name string, want map[string]string) float64 {
 	t.Helper()
-	v, err := scrape(waitCtx(t), cs.metricsURLs[i], name, want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return testenv.Metric(t, cs.metricsURLs[i], name, want)
 }
 
 // waitMetric waits until replica i's metric (as metric sums it) is value.
 func (cs *controllers) waitMetric(t testing.TB, i int, name string, want map[string]string, value float64) {
 	t.Helper()
-	var last float64
-	var lastErr error
-	err := wait.PollUntilContextTimeout(waitCtx(t), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		last, lastErr = scrape(ctx, cs.metricsURLs[i], name, want)
-		return lastErr == nil && last == value, nil
-	})
-	if err != nil {
-		t.Fatalf("%s%v = %v (%v), want %v: %v", name, want, last, lastErr, value, err)
-	}
-}
-
-func scrape(ctx context.Context, url, name string, want map[string]string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return 0, fmt.Errorf("parsing %s: %w", url, err)
-	}
-	var sum float64
-next:
-	for _, m := range families[name].GetMetric() {
-		for k, v := range want {
-			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == k && l.GetValue() == v }) {
-				continue next
-			}
-		}
-		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-	}
-	return sum, nil
+	testenv.WaitMetric(t, cs.metricsURLs[i], name, want, value)
 }

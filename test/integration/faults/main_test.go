@@ -21,12 +21,7 @@
 package faults_test
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
@@ -47,62 +42,18 @@ rules:
 - level: None
 `
 
-var (
-	// auditLog is the API server's audit log (JSON lines).
-	auditLog string
-	// controllerBin is cmd/nodehealth-controller built from the working tree.
-	controllerBin string
-)
-
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "nodehealth-faults-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	policy := filepath.Join(dir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	auditLog = filepath.Join(dir, "audit.log")
-
-	// Build while the control plane starts.
-	go func() {
-		defer close(builtDone)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		builtErr = framework.BuildCommands(ctx, dir, "./cmd/nodehealth-controller")
-	}()
-	controllerBin = filepath.Join(dir, "nodehealth-controller")
-
-	// No kube-controller-manager: its node-lifecycle controller would taint
-	// the test's kubelet-less nodes unreachable and its taint-eviction
-	// controller would delete their pods, mixing its writes with the ones
-	// under test. No scheduler, no kwok: pods are bound by nodeName and
-	// nodes are plain objects.
-	code := testenv.RunTestMain(m,
-		framework.WithoutControllerManager(), framework.WithoutScheduler(), framework.WithoutKwok(),
-		framework.WithAPIServerFlags("--audit-policy-file="+policy, "--audit-log-path="+auditLog,
-			"--audit-log-mode=blocking", "--audit-log-format=json"))
-	<-builtDone
-	return code
-}
-
-var (
-	builtDone = make(chan struct{})
-	builtErr  error
-)
-
-// binary returns the controller binary once it is built.
-func binary(t testing.TB) string {
-	t.Helper()
-	<-builtDone
-	if builtErr != nil {
-		t.Fatal(builtErr)
-	}
-	return controllerBin
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Suite{
+		Commands: []string{"./cmd/nodehealth-controller"},
+		// No kube-controller-manager: its node-lifecycle controller would
+		// taint the test's kubelet-less nodes unreachable and its
+		// taint-eviction controller would delete their pods, mixing its
+		// writes with the ones under test. No scheduler, no kwok: pods are
+		// bound by nodeName and nodes are plain objects.
+		ControlPlane: []framework.Option{
+			framework.WithoutControllerManager(), framework.WithoutScheduler(), framework.WithoutKwok(),
+			framework.WithAuditPolicy(auditPolicy),
+		},
+		Timeout: waitTimeout,
+	})
 }

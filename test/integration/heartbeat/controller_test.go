@@ -2,8 +2,6 @@ package heartbeat_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,41 +20,17 @@ import (
 // kube-proxy on; no other test's node carries it.
 const jointLabel = "it.nodehealth.io/heartbeat-joint"
 
-func tainted(n *corev1.Node) bool {
-	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == nodev1alpha1.DefaultReadinessTaintKey })
-}
-
-func extensionsReady(n *corev1.Node) corev1.ConditionStatus {
-	for _, c := range n.Status.Conditions {
-		if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
-			return c.Status
-		}
-	}
-	return ""
-}
-
-func gated(n *corev1.Node) bool { return tainted(n) && extensionsReady(n) == corev1.ConditionFalse }
-func ungated(n *corev1.Node) bool {
-	return !tainted(n) && extensionsReady(n) == corev1.ConditionTrue
-}
-
 // startController runs the nodehealth-controller binary with a rule that makes
 // nodes labelled jointLabel require kube-proxy, watching leaseNS.
 func startController(t *testing.T, leaseNS string) {
 	t.Helper()
-	env := testenv.Env(t)
-	addrs := testenv.FreeLoopbackAddresses(t, 2)
-	config := fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
+	testenv.StartComponent(t, testenv.Component{
+		Binary: "nodehealth-controller",
+		Name:   "nodehealth-controller-heartbeat-joint",
+		Config: fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
 kind: NodeHealthControllerConfiguration
 leaderElection:
   leaderElect: false
-clientConnection:
-  kubeconfig: %s
-serving:
-  metricsBindAddress: %s
-  healthzBindAddress: %s
-logging:
-  verbosity: 2
 leaseNamespace: %s
 extensionRules:
 - name: kube-proxy
@@ -71,26 +45,7 @@ canaryInterval: 2s
 registrationGrace: 5s
 eviction:
   mode: None
-`, env.Kubeconfig, addrs[0], addrs[1], leaseNS, jointLabel)
-	path := filepath.Join(t.TempDir(), "nodehealth-controller.yaml")
-	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p, err := env.StartProcess(framework.ProcessSpec{
-		Name: "nodehealth-controller-heartbeat-joint",
-		Path: binary(t, "nodehealth-controller"),
-		Args: []string{"--config", path},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := p.Stop(20 * time.Second); err != nil {
-			t.Errorf("stopping the controller: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("last lines of %s:\n%s", p.LogPath, p.LogTail(60))
-		}
+`, leaseNS, jointLabel),
 	})
 }
 
@@ -112,7 +67,7 @@ func TestWithController(t *testing.T) {
 	}
 	startController(t, leaseNS)
 	// Required but no Lease yet: gated.
-	testenv.WaitForNode(t, node, gated)
+	testenv.WaitForNode(t, node, framework.NodeGated)
 
 	ext := newExtension(t, "kube-proxy", node, leaseNS)
 	endpoint := newHealthEndpoint(t)
@@ -122,24 +77,24 @@ func TestWithController(t *testing.T) {
 	ext.startSidecar(t, "extension-heartbeat-"+node, "", config)
 
 	ext.waitLease(t, "held", heldBy(ext.pod))
-	testenv.WaitForNode(t, node, ungated)
+	testenv.WaitForNode(t, node, framework.NodeServing)
 
 	// The endpoint fails: the sidecar releases, the controller gates the node
 	// without waiting for the 30s Lease to expire.
 	endpoint.down.Store(true)
 	failedAt := time.Now()
-	n := testenv.WaitForNode(t, node, gated)
+	n := testenv.WaitForNode(t, node, framework.NodeGated)
 	took := time.Since(failedAt)
 	t.Logf("gated %s after the endpoint failed", took.Round(10*time.Millisecond))
 	if took > 20*time.Second {
 		t.Errorf("gated %s after the endpoint failed; a release should gate at once, long before the 30s+2s expiry", took)
 	}
-	if msg := conditionMessage(n); !strings.Contains(msg, "kube-proxy") {
+	if msg := framework.ExtensionsCondition(n).Message; !strings.Contains(msg, "kube-proxy") {
 		t.Errorf("condition message %q does not name the extension", msg)
 	}
 
 	endpoint.down.Store(false)
-	testenv.WaitForNode(t, node, ungated)
+	testenv.WaitForNode(t, node, framework.NodeServing)
 
 	t.Run("self-registration", func(t *testing.T) {
 		const node = "joint-2"
@@ -163,7 +118,7 @@ func TestWithController(t *testing.T) {
 			list, err := nodev1alpha1.DecodeSystemExtensions(n.Annotations[nodev1alpha1.SystemExtensionsAnnotation], leaseNS)
 			return err == nil && slices.ContainsFunc(list, func(e nodev1alpha1.SystemExtension) bool {
 				return e.Name == "gpu-agent" && e.Source == nodev1alpha1.SourceLease
-			}) && ungated(n)
+			}) && framework.NodeServing(n)
 		})
 		t.Logf("%s: %s", nodev1alpha1.SystemExtensionsAnnotation, n.Annotations[nodev1alpha1.SystemExtensionsAnnotation])
 
@@ -172,7 +127,7 @@ func TestWithController(t *testing.T) {
 			t.Fatal(err)
 		}
 		ext.waitLease(t, "released", releasedWith(heartbeat.ReasonTerminating))
-		testenv.WaitForNode(t, node, gated)
+		testenv.WaitForNode(t, node, framework.NodeGated)
 
 		// The registration stays while the Lease exists (released is not
 		// deleted): the node keeps listing the extension.
@@ -184,13 +139,4 @@ func TestWithController(t *testing.T) {
 			t.Errorf("registration lost after the release: %q", got.Annotations[nodev1alpha1.SystemExtensionsAnnotation])
 		}
 	})
-}
-
-func conditionMessage(n *corev1.Node) string {
-	for _, c := range n.Status.Conditions {
-		if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
-			return c.Message
-		}
-	}
-	return ""
 }

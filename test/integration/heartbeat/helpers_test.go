@@ -225,7 +225,7 @@ func (e *extension) startSidecar(t *testing.T, name, configPath, config string) 
 	}
 	p, err := testenv.Env(t).StartProcess(framework.ProcessSpec{
 		Name: name,
-		Path: binary(t, "extension-heartbeat"),
+		Path: testenv.Binary(t, "extension-heartbeat"),
 		Args: []string{"--config", configPath},
 		Env:  []string{"NODE_NAME=" + e.node, "POD_NAME=" + e.pod},
 	})

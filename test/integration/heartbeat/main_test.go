@@ -17,89 +17,11 @@
 package heartbeat_test
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
 	"testing"
 
-	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
-// Environment variables pointing at prebuilt binaries; without them the tests
-// build both from the working tree, once, while the control plane starts.
-const (
-	heartbeatBinEnv  = "NODEHEALTH_HEARTBEAT_BIN"
-	controllerBinEnv = "NODEHEALTH_CONTROLLER_BIN"
-)
-
-var (
-	buildOnce sync.Once
-	buildDone = make(chan struct{})
-	buildErr  error
-	buildDir  string
-	binaries  = map[string]string{}
-)
-
 func TestMain(m *testing.M) {
-	startBuild()
-	code := testenv.RunTestMain(m)
-	<-buildDone
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// startBuild builds cmd/extension-heartbeat and cmd/nodehealth-controller
-// into a temporary directory in the background, so that the tests run what
-// the working tree holds, never a stale _output/bin binary, and never write
-// _output/bin while another package's tests may be running it.
-func startBuild() {
-	buildOnce.Do(func() {
-		heartbeat, controller := os.Getenv(heartbeatBinEnv), os.Getenv(controllerBinEnv)
-		if heartbeat != "" && controller != "" {
-			binaries["extension-heartbeat"], binaries["nodehealth-controller"] = heartbeat, controller
-			close(buildDone)
-			return
-		}
-		go func() {
-			defer close(buildDone)
-			root, err := framework.RepoRoot()
-			if err != nil {
-				buildErr = err
-				return
-			}
-			if buildDir, err = os.MkdirTemp("", "nodehealth-heartbeat-it-"); err != nil {
-				buildErr = err
-				return
-			}
-			cmd := exec.Command("go", "build", "-o", buildDir+"/", "./cmd/extension-heartbeat", "./cmd/nodehealth-controller")
-			cmd.Dir = root
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-				return
-			}
-			binaries["extension-heartbeat"] = filepath.Join(buildDir, "extension-heartbeat")
-			binaries["nodehealth-controller"] = filepath.Join(buildDir, "nodehealth-controller")
-			if heartbeat != "" {
-				binaries["extension-heartbeat"] = heartbeat
-			}
-			if controller != "" {
-				binaries["nodehealth-controller"] = controller
-			}
-		}()
-	})
-}
-
-// binary returns the path of a built binary, waiting for the build.
-func binary(t testing.TB, name string) string {
-	t.Helper()
-	<-buildDone
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binaries[name]
+	testenv.Main(m, testenv.Suite{Commands: []string{"./cmd/extension-heartbeat", "./cmd/nodehealth-controller"}})
 }

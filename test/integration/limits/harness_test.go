@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,20 +17,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
-	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
 	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/inprocess"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
@@ -80,7 +72,7 @@ func newWorld(t *testing.T, group string) *world {
 			if !tainted(o) && tainted(n) {
 				w.taintAdds[n.Name]++
 			}
-			if taintCount(n, v1.TaintEffectNoExecute) > 0 {
+			if framework.ReadinessTaints(n, v1.TaintEffectNoExecute) > 0 {
 				w.noExecute.Insert(n.Name)
 			}
 		},
@@ -96,48 +88,12 @@ func newWorld(t *testing.T, group string) *world {
 	return w
 }
 
-func waitCtx(t testing.TB) context.Context { return testenv.ContextWithTimeout(t, waitTimeout) }
-
-func taintCount(n *v1.Node, effect v1.TaintEffect) int {
-	c := 0
-	for _, t := range n.Spec.Taints {
-		if t.Key == taintKey && (effect == "" || t.Effect == effect) {
-			c++
-		}
-	}
-	return c
-}
-
-func tainted(n *v1.Node) bool { return taintCount(n, v1.TaintEffectNoSchedule) > 0 }
-
-func condition(n *v1.Node) *v1.NodeCondition {
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == nodev1alpha1.SystemExtensionsReadyCondition {
-			return &n.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// conditionIs matches the condition's status, reason and message substrings.
-func conditionIs(status v1.ConditionStatus, reason string, message ...string) func(*v1.Node) bool {
-	return func(n *v1.Node) bool {
-		c := condition(n)
-		if c == nil || c.Status != status || c.Reason != reason {
-			return false
-		}
-		for _, m := range message {
-			if !strings.Contains(c.Message, m) {
-				return false
-			}
-		}
-		return true
-	}
-}
+// tainted: gated with the readiness taint's NoSchedule effect.
+func tainted(n *v1.Node) bool { return framework.ReadinessTaints(n, v1.TaintEffectNoSchedule) > 0 }
 
 // ready: untainted, condition True and the boot record written.
 func ready(n *v1.Node) bool {
-	return taintCount(n, "") == 0 && conditionIs(v1.ConditionTrue, nodev1alpha1.ReasonExtensionsReady)(n) &&
+	return framework.ReadinessTaints(n, "") == 0 && framework.ExtensionsConditionIs(v1.ConditionTrue, nodev1alpha1.ReasonExtensionsReady)(n) &&
 		n.Annotations[nodev1alpha1.BootAnnotation] != ""
 }
 
@@ -153,7 +109,7 @@ func (w *world) node(name string) *v1.Node {
 func (w *world) waitNodes(t testing.TB, names []string, what string, cond func(*v1.Node) bool) {
 	t.Helper()
 	var bad []string
-	err := wait.PollUntilContextCancel(waitCtx(t), 100*time.Millisecond, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(testenv.Context(t), 100*time.Millisecond, true, func(context.Context) (bool, error) {
 		bad = bad[:0]
 		for _, n := range names {
 			if node := w.node(n); node == nil || !cond(node) {
@@ -176,7 +132,7 @@ func describe(n *v1.Node) string {
 	if n == nil {
 		return "<absent>"
 	}
-	c := condition(n)
+	c := framework.ExtensionsCondition(n)
 	cs := "<no condition>"
 	if c != nil {
 		cs = fmt.Sprintf("%s/%s %q", c.Status, c.Reason, c.Message)
@@ -282,7 +238,7 @@ func (w *world) patchLeases(t testing.TB, nodes []string, patchOf func(string) [
 // the test on the first error.
 func parallel(t testing.TB, n int, do func(ctx context.Context, i int) error) {
 	t.Helper()
-	if err := parallelErr(waitCtx(t), n, do); err != nil {
+	if err := parallelErr(testenv.Context(t), n, do); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -314,7 +270,7 @@ func parallelErr(ctx context.Context, n int, do func(ctx context.Context, i int)
 // events returns the messages of the Events with reason on node.
 func (w *world) events(t testing.TB, node, reason string) []string {
 	t.Helper()
-	list, err := w.env.Client.CoreV1().Events(metav1.NamespaceDefault).List(waitCtx(t), metav1.ListOptions{
+	list, err := w.env.Client.CoreV1().Events(metav1.NamespaceDefault).List(testenv.Context(t), metav1.ListOptions{
 		FieldSelector: fields.Set{"involvedObject.name": node, "reason": reason}.String()})
 	if err != nil {
 		t.Fatal(err)
@@ -331,7 +287,7 @@ func (w *world) events(t testing.TB, node, reason string) []string {
 func (w *world) waitEvent(t testing.TB, node, reason string, message ...string) string {
 	t.Helper()
 	var found string
-	err := wait.PollUntilContextCancel(waitCtx(t), 250*time.Millisecond, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(testenv.Context(t), 250*time.Millisecond, true, func(context.Context) (bool, error) {
 	events:
 		for _, m := range w.events(t, node, reason) {
 			for _, s := range message {
@@ -348,24 +304,6 @@ func (w *world) waitEvent(t testing.TB, node, reason string, message ...string) 
 		t.Fatalf("no %s Event on %s containing %q: %v; seen %q", reason, node, message, err, w.events(t, node, reason))
 	}
 	return found
-}
-
-// controllerRun is an in-process controller wired like
-// cmd/nodehealth-controller/app (transforms, a Lease informer limited to the
-// Lease namespace, an event broadcaster) except that its node informer sees
-// only the world's group.
-type controllerRun struct {
-	registry *prometheus.Registry
-	t        testing.TB
-	logger   klog.Logger
-}
-
-// logs returns what the controller logged so far.
-func (r *controllerRun) logs() string {
-	if u, ok := r.logger.GetSink().(ktesting.Underlier); ok {
-		return u.GetBuffer().String()
-	}
-	return ""
 }
 
 func (w *world) options() nodehealth.Options {
@@ -385,100 +323,9 @@ func (w *world) options() nodehealth.Options {
 	}
 }
 
-func (w *world) startController(t testing.TB, opts nodehealth.Options) *controllerRun {
+// startController runs the controller in process (inprocess.StartController)
+// on the world's group of nodes.
+func (w *world) startController(t testing.TB, opts nodehealth.Options) *inprocess.Controller {
 	t.Helper()
-	cfg := rest.CopyConfig(w.env.Config)
-	cfg.UserAgent = "nodehealth-it-controller"
-	cfg.QPS, cfg.Burst = 100, 200
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTransform(nodehealth.TransformNode),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = groupLabel + "=" + w.group }))
-	// The Lease informer the binary runs (cmd/nodehealth-controller).
-	leases := nodehealth.NewDirectLeaseInformer(client, opts.LeaseNamespace, nodehealth.TransformLease)
-	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2), ktesting.BufferLogs(true)))
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodehealth-controller"})
-	run := &controllerRun{registry: prometheus.NewRegistry(), t: t, logger: logger}
-	c, err := nodehealth.NewController(ctx, client, nodeFactory.Core().V1().Nodes(), leases,
-		recorder, clock.RealClock{}, opts, nodehealth.NewMetrics(run.registry))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	nodeFactory.Start(ctx.Done())
-	leasesDone := make(chan struct{})
-	go func() { defer close(leasesDone); leases.Run(ctx) }()
-	go func() {
-		defer close(done)
-		defer broadcaster.Shutdown()
-		defer func() { <-leasesDone }()
-		defer nodeFactory.Shutdown()
-		c.Run(ctx, 2)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(time.Minute):
-			t.Errorf("controller did not stop within a minute")
-		}
-	})
-	return run
-}
-
-// metric sums the series of a counter or gauge whose labels include want.
-func (r *controllerRun) metric(name string, want map[string]string) float64 {
-	families, err := r.registry.Gather()
-	if err != nil {
-		r.t.Errorf("gathering metrics: %v", err)
-	}
-	sum := 0.0
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if have[k] != v {
-					continue series
-				}
-			}
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return sum
-}
-
-// series counts the series of a metric.
-func (r *controllerRun) series(name string) int {
-	families, _ := r.registry.Gather()
-	for _, f := range families {
-		if f.GetName() == name {
-			return len(f.GetMetric())
-		}
-	}
-	return 0
-}
-
-// waitMetric waits until a metric's value (with labels want) is value.
-func (r *controllerRun) waitMetric(t testing.TB, name string, want map[string]string, value float64) {
-	t.Helper()
-	err := wait.PollUntilContextCancel(waitCtx(t), 100*time.Millisecond, true, func(context.Context) (bool, error) {
-		return r.metric(name, want) == value, nil
-	})
-	if err != nil {
-		t.Fatalf("%s%v = %v, want %v", name, want, r.metric(name, want), value)
-	}
+	return inprocess.StartController(t, w.env.Config, groupLabel+"="+w.group, opts)
 }

@@ -21,6 +21,8 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
 // Hostile input through the API (issue 13, item 8). Everything a Lease or a
@@ -81,7 +83,7 @@ func TestHostileInput(t *testing.T) {
 	// The API server refuses a zero or negative duration itself.
 	for _, d := range []int32{0, -5} {
 		l := w.leaseFor("abuse-duration", d)
-		_, err := w.env.Client.CoordinationV1().Leases(w.leaseNS).Create(waitCtx(t), l, metav1.CreateOptions{})
+		_, err := w.env.Client.CoordinationV1().Leases(w.leaseNS).Create(testenv.Context(t), l, metav1.CreateOptions{})
 		if !apierrors.IsInvalid(err) {
 			t.Errorf("creating a Lease with leaseDurationSeconds %d: %v, want Invalid", d, err)
 		}
@@ -99,23 +101,23 @@ func TestHostileInput(t *testing.T) {
 	// The oversized list is reported, and the node keeps its (untainted)
 	// state.
 	w.waitEvent(t, fatList, nodehealth.EventInvalidExtensionList, "is 250023 bytes, more than the limit of 32768")
-	w.waitNode(t, fatList, "condition Unknown", conditionIs(v1.ConditionUnknown, nodehealth.EventInvalidExtensionList, "more than the limit of 32768"))
+	w.waitNode(t, fatList, "condition Unknown", framework.ExtensionsConditionIs(v1.ConditionUnknown, nodehealth.EventInvalidExtensionList, "more than the limit of 32768"))
 	// Far-future and far-past renewTimes expire like any silent Lease.
 	for _, n := range []string{future, past} {
 		w.waitNode(t, n, "gated: its only renewal expired", func(n *v1.Node) bool {
-			return tainted(n) && conditionIs(v1.ConditionFalse, nodev1alpha1.ReasonExtensionsNotReady, extension+" (LeaseExpired")(n)
+			return tainted(n) && framework.ExtensionsConditionIs(v1.ConditionFalse, nodev1alpha1.ReasonExtensionsNotReady, extension+" (LeaseExpired")(n)
 		})
 	}
 	// Lease names that belong to no node are said once in the log.
 	for _, name := range noNode[:2] {
-		if !strings.Contains(run.logs(), "Lease name is not <extension>.<node>") || !strings.Contains(run.logs(), name) {
+		if !strings.Contains(run.Logs(), "Lease name is not <extension>.<node>") || !strings.Contains(run.Logs(), name) {
 			t.Errorf("no log line for Lease %s, whose name belongs to no node", name)
 		}
 	}
 
 	// The abuse, all at once.
 	updatesBefore, _, _ := w.counts()
-	ctx, stop := context.WithCancel(waitCtx(t))
+	ctx, stop := context.WithCancel(testenv.Context(t))
 	var flips atomic.Int64
 	var abuse sync.WaitGroup
 	abuse.Go(func() {
@@ -155,7 +157,7 @@ func TestHostileInput(t *testing.T) {
 			nodev1alpha1.MessageAnnotation: strings.Repeat("m", 50_000)}},
 		"spec": map[string]any{"holderIdentity": ""},
 	})
-	if _, err := w.env.Client.CoordinationV1().Leases(w.leaseNS).Patch(waitCtx(t), extension+"."+big, types.MergePatchType, release, metav1.PatchOptions{}); err != nil {
+	if _, err := w.env.Client.CoordinationV1().Leases(w.leaseNS).Patch(testenv.Context(t), extension+"."+big, types.MergePatchType, release, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -164,7 +166,7 @@ func TestHostileInput(t *testing.T) {
 	witnessCycle := func(when string) {
 		w.release(t, []string{witness})
 		w.waitNode(t, witness, "witness gated "+when, func(n *v1.Node) bool {
-			return tainted(n) && conditionIs(v1.ConditionFalse, nodev1alpha1.ReasonExtensionsNotReady, extension+" (LeaseReleased")(n)
+			return tainted(n) && framework.ExtensionsConditionIs(v1.ConditionFalse, nodev1alpha1.ReasonExtensionsNotReady, extension+" (LeaseReleased")(n)
 		})
 		w.renew(t, []string{witness})
 		w.waitNode(t, witness, "witness ungated "+when, ready)
@@ -172,9 +174,9 @@ func TestHostileInput(t *testing.T) {
 	witnessCycle("while the abuse starts")
 
 	w.waitNode(t, big, "gated with a bounded message", func(n *v1.Node) bool {
-		return tainted(n) && conditionIs(v1.ConditionFalse, nodev1alpha1.ReasonExtensionsNotReady, "truncated, 50000 bytes")(n)
+		return tainted(n) && framework.ExtensionsConditionIs(v1.ConditionFalse, nodev1alpha1.ReasonExtensionsNotReady, "truncated, 50000 bytes")(n)
 	})
-	if c := condition(w.node(big)); len(c.Message) > 4096 {
+	if c := framework.ExtensionsCondition(w.node(big)); len(c.Message) > 4096 {
 		t.Errorf("condition message of %d bytes for a 50,000-byte Lease message", len(c.Message))
 	}
 	for _, m := range w.events(t, big, nodehealth.EventExtensionNotReady) {
@@ -196,7 +198,7 @@ func TestHostileInput(t *testing.T) {
 	w.waitEvent(t, reg, nodehealth.EventTooManyRegistrations, "Leases that self-register", "at most 64 entries")
 	w.waitNode(t, reg, "a full list, evaluated, untainted", func(n *v1.Node) bool {
 		list, err := nodev1alpha1.DecodeSystemExtensions(n.Annotations[nodev1alpha1.SystemExtensionsAnnotation], w.leaseNS)
-		return err == nil && len(list) == nodev1alpha1.MaxSystemExtensions && !tainted(n) && condition(n).Status != v1.ConditionUnknown
+		return err == nil && len(list) == nodev1alpha1.MaxSystemExtensions && !tainted(n) && framework.ExtensionsCondition(n).Status != v1.ConditionUnknown
 	})
 	if ev := w.events(t, reg, nodehealth.EventTooManyRegistrations); len(ev) != 1 {
 		t.Errorf("TooManyRegistrations reported %d times: %q", len(ev), ev)
@@ -218,10 +220,10 @@ func TestHostileInput(t *testing.T) {
 	// What the controller keeps is bounded: one invalid list (the node
 	// with too many registrations is evaluated with a capped list), one
 	// extension series.
-	if got := run.metric("nodehealth_invalid_extension_lists", nil); got != 1 {
+	if got := run.Metric("nodehealth_invalid_extension_lists", nil); got != 1 {
 		t.Errorf("invalid_extension_lists = %v, want 1 (%s)", got, fatList)
 	}
-	if got := run.series("nodehealth_extension_not_ready_nodes"); got > 1 {
+	if got := run.Series("nodehealth_extension_not_ready_nodes"); got > 1 {
 		t.Errorf("extension_not_ready_nodes has %d series, want 1 (%s)", got, extension)
 	}
 	heapAfter := heapInUse()

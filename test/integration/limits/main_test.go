@@ -13,7 +13,6 @@
 package limits_test
 
 import (
-	"os"
 	"testing"
 
 	"nodehealth.io/nodehealth/test/framework"
@@ -21,5 +20,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunTestMain(m, framework.WithoutKwok(), framework.WithoutScheduler(), framework.WithoutControllerManager()))
+	testenv.Main(m, testenv.Suite{
+		ControlPlane: []framework.Option{framework.WithoutKwok(), framework.WithoutScheduler(), framework.WithoutControllerManager()},
+		Timeout:      waitTimeout,
+	})
 }

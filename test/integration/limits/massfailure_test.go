@@ -11,6 +11,8 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
 // Mass extension failure (issue 13, item 7): kube-proxy's Leases released on
@@ -68,10 +70,10 @@ func TestMassExtensionFailure(t *testing.T) {
 	suspendedOrTainted := func(scopes ...string) func(*v1.Node) bool {
 		return func(n *v1.Node) bool {
 			if tainted(n) {
-				return conditionIs(v1.ConditionFalse, nodev1alpha1.ReasonExtensionsNotReady, extension)(n)
+				return framework.ExtensionsConditionIs(v1.ConditionFalse, nodev1alpha1.ReasonExtensionsNotReady, extension)(n)
 			}
 			for _, scope := range scopes {
-				if conditionIs(v1.ConditionFalse, nodev1alpha1.ReasonGatingSuspended, scope, extension+" (LeaseReleased")(n) {
+				if framework.ExtensionsConditionIs(v1.ConditionFalse, nodev1alpha1.ReasonGatingSuspended, scope, extension+" (LeaseReleased")(n) {
 					return true
 				}
 			}
@@ -92,7 +94,7 @@ func TestMassExtensionFailure(t *testing.T) {
 	if !t.Run("every node at once", func(t *testing.T) {
 		start := time.Now()
 		w.release(t, all)
-		run.waitMetric(t, "nodehealth_gating_suspended", map[string]string{"scope": "cluster"}, 1)
+		run.WaitMetric(t, testenv.Context(t), "nodehealth_gating_suspended", map[string]string{"scope": "cluster"}, 1)
 		w.waitNodes(t, all, "tainted before the suspension or withheld by it", suspendedOrTainted("nodes in the cluster are failing", "nodes in zone "))
 		// The suspension begins when the failing share reaches 20 %: 40
 		// of 200. Nodes judged before that are tainted, never more.
@@ -105,7 +107,7 @@ func TestMassExtensionFailure(t *testing.T) {
 			t.Fatal("no node was withheld")
 		}
 		w.waitEvent(t, withheld, nodehealth.EventGatingSuspended, "Not tainting the node although kube-proxy not ready", "are failing")
-		if got := run.metric("nodehealth_suspensions_total", map[string]string{"scope": "cluster"}); got != 1 {
+		if got := run.Metric("nodehealth_suspensions_total", map[string]string{"scope": "cluster"}); got != 1 {
 			t.Errorf("suspensions_total{scope=cluster} = %v, want 1", got)
 		}
 
@@ -115,21 +117,21 @@ func TestMassExtensionFailure(t *testing.T) {
 		if _, _, nx := w.counts(); len(nx) > 0 {
 			t.Errorf("nodes got the NoExecute taint during the suspension: %v", nx)
 		}
-		if got := run.metric("nodehealth_evictions_total", nil); got != 0 {
+		if got := run.Metric("nodehealth_evictions_total", nil); got != 0 {
 			t.Errorf("evictions_total = %v during the suspension, want 0", got)
 		}
 
 		w.renew(t, all)
 		w.waitNodes(t, all, "every node ready again", ready)
-		run.waitMetric(t, "nodehealth_gating_suspended", map[string]string{"scope": "cluster"}, 0)
+		run.WaitMetric(t, testenv.Context(t), "nodehealth_gating_suspended", map[string]string{"scope": "cluster"}, 0)
 		_, adds, nx := w.counts()
 		for _, name := range all {
 			if adds[name] > 1 {
 				t.Errorf("node %s was tainted %d times", name, adds[name])
 			}
 		}
-		if len(nx) > 0 || run.metric("nodehealth_evictions_total", nil) != 0 {
-			t.Errorf("escalations during the recovery: NoExecute on %v, evictions_total %v", nx, run.metric("nodehealth_evictions_total", nil))
+		if len(nx) > 0 || run.Metric("nodehealth_evictions_total", nil) != 0 {
+			t.Errorf("escalations during the recovery: NoExecute on %v, evictions_total %v", nx, run.Metric("nodehealth_evictions_total", nil))
 		}
 	}) {
 		return
@@ -139,9 +141,9 @@ func TestMassExtensionFailure(t *testing.T) {
 		_, before, _ := w.counts()
 		zoneA := byZone["z-a"][:perZone*6/10]
 		w.release(t, zoneA)
-		run.waitMetric(t, "nodehealth_gating_suspended", map[string]string{"scope": "zones"}, 1)
+		run.WaitMetric(t, testenv.Context(t), "nodehealth_gating_suspended", map[string]string{"scope": "zones"}, 1)
 		w.waitNodes(t, zoneA, "tainted before the zone's suspension or withheld by it", suspendedOrTainted("nodes in zone z-a are failing"))
-		if got := run.metric("nodehealth_gating_suspended", map[string]string{"scope": "cluster"}); got != 0 {
+		if got := run.Metric("nodehealth_gating_suspended", map[string]string{"scope": "cluster"}); got != 0 {
 			t.Errorf("cluster suspended (%v) for a zone's failure", got)
 		}
 		// 28 of 50 is 56 %, past the zone's 55 %.
@@ -158,9 +160,9 @@ func TestMassExtensionFailure(t *testing.T) {
 		other := byZone["z-b"][0]
 		w.release(t, []string{other})
 		w.waitNode(t, other, "tainted outside the suspended zone", func(n *v1.Node) bool {
-			return tainted(n) && conditionIs(v1.ConditionFalse, nodev1alpha1.ReasonExtensionsNotReady)(n)
+			return tainted(n) && framework.ExtensionsConditionIs(v1.ConditionFalse, nodev1alpha1.ReasonExtensionsNotReady)(n)
 		})
-		w.waitNode(t, other, "escalated (NoExecute) after the eviction timeout", func(n *v1.Node) bool { return taintCount(n, v1.TaintEffectNoExecute) > 0 })
+		w.waitNode(t, other, "escalated (NoExecute) after the eviction timeout", func(n *v1.Node) bool { return framework.ReadinessTaints(n, v1.TaintEffectNoExecute) > 0 })
 		// Zone z-a failed before, but its clocks are paused.
 		if _, _, nx := w.counts(); !slices.Equal(nx, []string{other}) {
 			t.Errorf("nodes with the NoExecute taint: %v, want only %s", nx, other)
@@ -169,7 +171,7 @@ func TestMassExtensionFailure(t *testing.T) {
 		recovering := append(slices.Clone(zoneA), other)
 		w.renew(t, recovering)
 		w.waitNodes(t, recovering, "ready again", ready)
-		run.waitMetric(t, "nodehealth_gating_suspended", map[string]string{"scope": "zones"}, 0)
+		run.WaitMetric(t, testenv.Context(t), "nodehealth_gating_suspended", map[string]string{"scope": "zones"}, 0)
 		_, after, _ := w.counts()
 		for _, name := range all {
 			if d := after[name] - before[name]; d > 1 {

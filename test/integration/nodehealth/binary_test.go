@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -31,11 +30,10 @@ import (
 
 const leaderLeaseName = "nodehealth-controller"
 
-// writeControllerConfig writes a NodeHealthControllerConfiguration with
-// short leader-election durations and one rule for the harness's group.
-func (h *harness) writeControllerConfig(t testing.TB, leaderNS string) string {
-	t.Helper()
-	cfg := fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
+// controllerConfig is a NodeHealthControllerConfiguration with short
+// leader-election durations and one rule for the harness's group.
+func (h *harness) controllerConfig(leaderNS string) string {
+	return fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
 kind: NodeHealthControllerConfiguration
 leaderElection:
   leaderElect: true
@@ -45,8 +43,6 @@ leaderElection:
   resourceLock: leases
   resourceName: %s
   resourceNamespace: %s
-clientConnection:
-  kubeconfig: %s
 leaseNamespace: %s
 extensionRules:
 - name: agent
@@ -62,40 +58,18 @@ minimumLeaseDuration: %s
 canaryInterval: %s
 eviction:
   mode: None
-`, leaderLeaseName, leaderNS, h.env.Kubeconfig, h.leaseNS, groupLabel, h.group, renewalGrace, registrationGrace,
+`, leaderLeaseName, leaderNS, h.leaseNS, groupLabel, h.group, renewalGrace, registrationGrace,
 		leaseSeconds*time.Second, time.Second)
-	path := filepath.Join(t.TempDir(), "nodehealth-controller.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 func (h *harness) startBinary(t testing.TB, name, config string) *framework.Process {
 	t.Helper()
-	addr := testenv.FreeLoopbackAddresses(t, 1)[0]
-	p, err := h.env.StartProcess(framework.ProcessSpec{
-		Name: name,
-		Path: controllerBinary(t),
-		Args: []string{"--config", config, "--metrics-bind-address", addr, "--healthz-bind-address", addr, "-v=2"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := p.Stop(10 * time.Second); err != nil {
-			t.Errorf("stopping %s: %v", name, err)
-		}
-		if t.Failed() {
-			t.Logf("last lines of %s:\n%s", name, p.LogTail(60))
-		}
-	})
-	return p
+	return testenv.StartComponent(t, testenv.Component{Binary: "nodehealth-controller", Name: name, Config: config}).Process
 }
 
 func (h *harness) waitLeader(t testing.TB, leaderNS, what string, cond func(holder string) bool) string {
 	t.Helper()
-	l, err := h.env.WaitForLease(waitCtx(t), leaderNS, leaderLeaseName, func(l *coordinationv1.Lease) bool {
+	l, err := h.env.WaitForLease(testenv.Context(t), leaderNS, leaderLeaseName, func(l *coordinationv1.Lease) bool {
 		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" && cond(*l.Spec.HolderIdentity)
 	})
 	if err != nil {
@@ -110,7 +84,7 @@ func processOf(t testing.TB, identity string, procs ...*framework.Process) *fram
 	t.Helper()
 	re := regexp.MustCompile(`identity="` + regexp.QuoteMeta(identity) + `"`)
 	var found *framework.Process
-	err := wait.PollUntilContextTimeout(waitCtx(t), 100*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(testenv.Context(t), 100*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
 		for _, p := range procs {
 			data, err := os.ReadFile(p.LogPath)
 			if err == nil && re.Match(data) {
@@ -132,7 +106,7 @@ func processOf(t testing.TB, identity string, procs ...*framework.Process) *fram
 func TestLeaderElectionFailover(t *testing.T) {
 	h := newHarness(t, "leader")
 	leaderNS := testenv.NewNamespace(t, "nh-leader")
-	config := h.writeControllerConfig(t, leaderNS)
+	config := h.controllerConfig(leaderNS)
 	a := h.startBinary(t, "nodehealth-controller-a", config)
 	b := h.startBinary(t, "nodehealth-controller-b", config)
 	first := h.waitLeader(t, leaderNS, "a leader", func(string) bool { return true })
@@ -144,10 +118,10 @@ func TestLeaderElectionFailover(t *testing.T) {
 	rd := h.startRenewer(t, "agent", dead)
 	rp := h.startRenewer(t, "agent", probe)
 	for _, n := range []string{ready, dead, probe} {
-		h.nodes.wait(t, n, "ready", all(readyNode, framework.NodeSchedulable))
+		h.nodes.wait(t, n, "ready", framework.AllOf(readyNode, framework.NodeSchedulable))
 	}
 	rd.stop()
-	h.nodes.wait(t, dead, "tainted for the dead extension", all(gated, conditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseExpired")))
+	h.nodes.wait(t, dead, "tainted for the dead extension", framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseExpired")))
 
 	marks := map[string]int{ready: h.nodes.mark(ready), dead: h.nodes.mark(dead)}
 	leader := processOf(t, first, a, b)
@@ -167,7 +141,7 @@ func TestLeaderElectionFailover(t *testing.T) {
 	if p := processOf(t, second, a, b); p != follower {
 		t.Fatalf("new leader %s is not the surviving process", second)
 	}
-	_, at := h.nodes.waitAt(t, probe, "tainted by the new leader", all(gated, conditionIs(v1.ConditionFalse, "", "agent (")))
+	_, at := h.nodes.waitAt(t, probe, "tainted by the new leader", framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "", "agent (")))
 	if at.Sub(killed) < expiry {
 		t.Errorf("probe tainted %s after the failover, within the grace the new leader must give every Lease (%s)", at.Sub(killed), expiry)
 	}
@@ -181,7 +155,7 @@ func TestLeaderElectionFailover(t *testing.T) {
 	h.startRenewer(t, "agent", probe)
 	h.nodes.wait(t, probe, "ungated by the new leader", readyNode)
 	rr.stop()
-	h.nodes.wait(t, ready, "tainted by the new leader", all(gated, conditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseExpired")))
+	h.nodes.wait(t, ready, "tainted by the new leader", framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseExpired")))
 	for _, n := range []string{ready, dead, probe} {
 		h.nodes.checkHistory(t, n, 0, "one readiness taint at most", noDuplicateTaint)
 	}
@@ -208,7 +182,7 @@ func currentRun(log string) string {
 func TestSIGTERMReleasesLeadership(t *testing.T) {
 	h := newHarness(t, "release")
 	leaderNS := testenv.NewNamespace(t, "nh-release")
-	config := h.writeControllerConfig(t, leaderNS)
+	config := h.controllerConfig(leaderNS)
 	a := h.startBinary(t, "nodehealth-controller-a", config)
 	b := h.startBinary(t, "nodehealth-controller-b", config)
 	first := h.waitLeader(t, leaderNS, "a leader", func(string) bool { return true })
@@ -217,7 +191,7 @@ func TestSIGTERMReleasesLeadership(t *testing.T) {
 		follower = b
 	}
 	// The Lease can name a replica a moment before that replica hears back.
-	if err := wait.PollUntilContextTimeout(waitCtx(t), 50*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(testenv.Context(t), 50*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
 		return strings.Contains(currentRun(leader.LogTail(200)), "Became the leader; starting"), nil
 	}); err != nil {
 		t.Fatalf("the leader never started leading: %v", err)
@@ -229,7 +203,7 @@ func TestSIGTERMReleasesLeadership(t *testing.T) {
 	if exited, err := leader.Exited(); !exited || err != nil {
 		t.Errorf("leader after SIGTERM: exited %v, %v; want exit 0\n%s", exited, err, leader.LogTail(30))
 	}
-	l, err := h.env.Client.CoordinationV1().Leases(leaderNS).Get(waitCtx(t), leaderLeaseName, metav1.GetOptions{})
+	l, err := h.env.Client.CoordinationV1().Leases(leaderNS).Get(testenv.Context(t), leaderLeaseName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,11 +232,11 @@ func TestUninstallCommand(t *testing.T) {
 	h.startRenewer(t, "agent", keep)
 	h.startRenewer(t, "self", keep, leaseLabels(map[string]string{nodev1alpha1.RegisterLabel: "true"}))
 	h.nodes.wait(t, keep, "ready with rule, lease and manual entries",
-		all(readyNode, listHas("agent", "rule/agent"), listHas("self", "lease"), listHas("manual", "")))
-	h.nodes.wait(t, gatedNode, "gated", all(gated, conditionIs(v1.ConditionFalse, "", "agent (")))
-	run.stop()
+		framework.AllOf(readyNode, listHas("agent", "rule/agent"), listHas("self", "lease"), listHas("manual", "")))
+	h.nodes.wait(t, gatedNode, "gated", framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "", "agent (")))
+	run.Stop()
 
-	cmd := exec.CommandContext(waitCtx(t), controllerBinary(t), "uninstall",
+	cmd := exec.CommandContext(testenv.Context(t), testenv.Binary(t, "nodehealth-controller"), "uninstall",
 		"--kubeconfig", h.env.Kubeconfig, "--taint-key", taintKey, "--lease-namespace", h.leaseNS)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -271,17 +245,17 @@ func TestUninstallCommand(t *testing.T) {
 	t.Logf("uninstall:\n%s", out)
 
 	for _, name := range []string{keep, gatedNode} {
-		n, err := h.env.Client.CoreV1().Nodes().Get(waitCtx(t), name, metav1.GetOptions{})
+		n, err := h.env.Client.CoreV1().Nodes().Get(testenv.Context(t), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if taintCount(n, taintKey, "") != 0 {
+		if framework.TaintCount(n, taintKey, "") != 0 {
 			t.Errorf("node %s keeps the readiness taint: %v", name, n.Spec.Taints)
 		}
 		if _, ok := n.Annotations[nodev1alpha1.BootAnnotation]; ok {
 			t.Errorf("node %s keeps the boot record", name)
 		}
-		if c := condition(n); c != nil {
+		if c := framework.ExtensionsCondition(n); c != nil {
 			t.Errorf("node %s keeps condition %+v", name, c)
 		}
 		list, hasList := n.Annotations[nodev1alpha1.SystemExtensionsAnnotation]
@@ -290,7 +264,7 @@ func TestUninstallCommand(t *testing.T) {
 			if list != manual {
 				t.Errorf("node %s list = %q, want only the manual entry %q", name, list, manual)
 			}
-			if taintCount(n, otherTaint, "") != 1 {
+			if framework.TaintCount(n, otherTaint, "") != 1 {
 				t.Errorf("node %s lost the other taint: %v", name, n.Spec.Taints)
 			}
 		default:
@@ -299,7 +273,7 @@ func TestUninstallCommand(t *testing.T) {
 			}
 		}
 	}
-	_, err = h.env.Client.CoordinationV1().Leases(h.leaseNS).Get(waitCtx(t), nodev1alpha1.ControllerCanaryLease, metav1.GetOptions{})
+	_, err = h.env.Client.CoordinationV1().Leases(h.leaseNS).Get(testenv.Context(t), nodev1alpha1.ControllerCanaryLease, metav1.GetOptions{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("canary Lease still there: %v", err)
 	}

@@ -49,21 +49,21 @@ func TestPlannedReleaseNeitherEvictsNorCounts(t *testing.T) {
 	}
 	for _, n := range names[:3] {
 		h.nodes.wait(t, n, "gated for planned maintenance",
-			all(gated, conditionIs(v1.ConditionFalse, "PlannedMaintenance", "agent (LeaseReleased", "Updating")))
+			framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "PlannedMaintenance", "agent (LeaseReleased", "Updating")))
 	}
 
 	renewers["planned-u1"].release(t, "Crashed", "agent crashed")
 	h.nodes.wait(t, "planned-u1", "tainted: planned nodes do not count toward the blast radius",
-		all(gated, conditionIs(v1.ConditionFalse, "ExtensionsNotReady")))
+		framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "ExtensionsNotReady")))
 	// The unplanned failure came last; once its pod is evicted, the planned
 	// nodes' eviction clocks would long have run out too.
-	if err := framework.WaitForDeletion[*v1.Pod](waitCtx(t), framework.NamedListWatch(h.env.Client.CoreV1().RESTClient(), "pods", ns, "pod-planned-u1"),
+	if err := framework.WaitForDeletion[*v1.Pod](testenv.Context(t), framework.NamedListWatch(h.env.Client.CoreV1().RESTClient(), "pods", ns, "pod-planned-u1"),
 		ns, "pod-planned-u1"); err != nil {
 		t.Fatal(err)
 	}
 	h.waitEvent(t, "planned-u1", nodehealth.EventEvictingPods)
 	for _, n := range names[:3] {
-		p, err := h.env.Client.CoreV1().Pods(ns).Get(waitCtx(t), "pod-"+n, metav1.GetOptions{})
+		p, err := h.env.Client.CoreV1().Pods(ns).Get(testenv.Context(t), "pod-"+n, metav1.GetOptions{})
 		if err != nil || p.DeletionTimestamp != nil {
 			t.Errorf("pod of planned node %s was evicted: %v", n, err)
 		}
@@ -71,7 +71,7 @@ func TestPlannedReleaseNeitherEvictsNorCounts(t *testing.T) {
 			t.Errorf("planned node %s was escalated", n)
 		}
 	}
-	if s := run.metric("nodehealth_suspensions_total", nil); s != 0 {
+	if s := run.Metric("nodehealth_suspensions_total", nil); s != 0 {
 		t.Errorf("suspensions_total = %v, want 0", s)
 	}
 
@@ -96,7 +96,7 @@ func TestEvictModeHonoursPodDisruptionBudget(t *testing.T) {
 	h.nodes.wait(t, node, "schedulable", framework.NodeSchedulable)
 
 	app := map[string]string{"app": "guarded"}
-	ctx := waitCtx(t)
+	ctx := testenv.Context(t)
 	_, err := h.env.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "guarded"},
 		Spec: appsv1.DeploymentSpec{
@@ -167,10 +167,10 @@ func TestEvictModeHonoursPodDisruptionBudget(t *testing.T) {
 	if p, err := h.env.Client.CoreV1().Pods(ns).Get(ctx, tolerant.Name, metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
 		t.Errorf("the pod tolerating the readiness taint was evicted: %v", err)
 	}
-	if got := run.metric("nodehealth_evictions_total", map[string]string{"result": "blocked"}); got < 1 {
+	if got := run.Metric("nodehealth_evictions_total", map[string]string{"result": "blocked"}); got < 1 {
 		t.Errorf("evictions_total{result=blocked} = %v, want >= 1", got)
 	}
-	if got := run.metric("nodehealth_evictions_total", map[string]string{"result": "evicted"}); got < 2 {
+	if got := run.Metric("nodehealth_evictions_total", map[string]string{"result": "evicted"}); got < 2 {
 		t.Errorf("evictions_total{result=evicted} = %v, want >= 2", got)
 	}
 }
@@ -191,7 +191,7 @@ func TestFailingEvictionDoesNotBlockTheNode(t *testing.T) {
 	r := h.startRenewer(t, "agent", node)
 	h.nodes.wait(t, node, "ready", readyNode)
 
-	ctx := waitCtx(t)
+	ctx := testenv.Context(t)
 	twoBudgets := map[string]string{"app": "two-budgets"}
 	// Created first so that it is listed (and fails) before the other pod.
 	stuck := h.createRunningPod(t, ns, newPod("a-two-budgets", node, twoBudgets))
@@ -226,10 +226,10 @@ func TestFailingEvictionDoesNotBlockTheNode(t *testing.T) {
 		ns, stuck.Name); err != nil {
 		t.Fatalf("the backed-off pod was not evicted once one budget was left: %v", err)
 	}
-	if got := run.metric("nodehealth_evictions_total", map[string]string{"result": "error"}); got < 1 {
+	if got := run.Metric("nodehealth_evictions_total", map[string]string{"result": "error"}); got < 1 {
 		t.Errorf("evictions_total{result=error} = %v, want >= 1", got)
 	}
-	if got := run.metric("nodehealth_evictions_total", map[string]string{"result": "evicted"}); got < 2 {
+	if got := run.Metric("nodehealth_evictions_total", map[string]string{"result": "evicted"}); got < 2 {
 		t.Errorf("evictions_total{result=evicted} = %v, want >= 2", got)
 	}
 }
@@ -253,18 +253,18 @@ func TestNoExecuteModeWithTaintEvictionController(t *testing.T) {
 	r.stop()
 	h.nodes.wait(t, node, "tainted", gated)
 	n := h.nodes.wait(t, node, "NoExecute added after the eviction timeout", func(n *v1.Node) bool {
-		return gated(n) && taintCount(n, taintKey, v1.TaintEffectNoExecute) == 1
+		return gated(n) && framework.TaintCount(n, taintKey, v1.TaintEffectNoExecute) == 1
 	})
 	for _, tn := range n.Spec.Taints {
 		if tn.Key == taintKey && tn.Effect == v1.TaintEffectNoExecute && tn.TimeAdded == nil {
 			t.Errorf("NoExecute taint without timeAdded: %+v", tn)
 		}
 	}
-	if err := framework.WaitForDeletion[*v1.Pod](waitCtx(t), framework.NamedListWatch(h.env.Client.CoreV1().RESTClient(), "pods", ns, victim.Name),
+	if err := framework.WaitForDeletion[*v1.Pod](testenv.Context(t), framework.NamedListWatch(h.env.Client.CoreV1().RESTClient(), "pods", ns, victim.Name),
 		ns, victim.Name); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := h.env.Client.CoreV1().Pods(ns).Get(waitCtx(t), tolerant.Name, metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
+	if p, err := h.env.Client.CoreV1().Pods(ns).Get(testenv.Context(t), tolerant.Name, metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
 		t.Errorf("the pod tolerating the readiness taint was evicted: %v", err)
 	}
 	h.waitEvent(t, node, nodehealth.EventEvictingPods, "NoExecute")
@@ -305,10 +305,10 @@ func TestBlastRadiusSuspendsAndRecovers(t *testing.T) {
 	mark := h.nodes.mark(third)
 	renewers[third].stop()
 	h.nodes.wait(t, third, "not tainted: 3 of 6 failing reaches the threshold",
-		conditionIs(v1.ConditionFalse, "GatingSuspended", "3 of 6 nodes", "agent (LeaseExpired"))
+		framework.ExtensionsConditionIs(v1.ConditionFalse, "GatingSuspended", "3 of 6 nodes", "agent (LeaseExpired"))
 	h.waitEvent(t, third, nodehealth.EventGatingSuspended)
 	waitCounter(t, "gating_suspended{scope=cluster}", 1, func() float64 {
-		return run.metric("nodehealth_gating_suspended", map[string]string{"scope": "cluster"})
+		return run.Metric("nodehealth_gating_suspended", map[string]string{"scope": "cluster"})
 	})
 	h.nodes.checkHistory(t, third, mark, "not tainted while suspended", ungated)
 	for _, n := range names[:2] {
@@ -320,9 +320,9 @@ func TestBlastRadiusSuspendsAndRecovers(t *testing.T) {
 	// 2 of 6 is below 50% - 5 points: resume, and the third node is tainted.
 	h.startRenewer(t, "agent", names[0])
 	h.nodes.wait(t, names[0], "ungated", readyNode)
-	h.nodes.wait(t, third, "tainted once gating resumed", all(gated, conditionIs(v1.ConditionFalse, "ExtensionsNotReady")))
+	h.nodes.wait(t, third, "tainted once gating resumed", framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "ExtensionsNotReady")))
 	waitCounter(t, "gating_suspended{scope=cluster} back to 0", 0, func() float64 {
-		return -run.metric("nodehealth_gating_suspended", map[string]string{"scope": "cluster"})
+		return -run.Metric("nodehealth_gating_suspended", map[string]string{"scope": "cluster"})
 	})
 	for _, n := range names[1:3] {
 		h.startRenewer(t, "agent", n)
@@ -346,7 +346,7 @@ func TestSchedulerRespectsGate(t *testing.T) {
 
 	pod := newPod("waits", "", nil)
 	pod.Spec.NodeSelector = map[string]string{v1.LabelHostname: node}
-	p, err := h.env.Client.CoreV1().Pods(ns).Create(waitCtx(t), pod, metav1.CreateOptions{})
+	p, err := h.env.Client.CoreV1().Pods(ns).Create(testenv.Context(t), pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

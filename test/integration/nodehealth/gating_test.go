@@ -24,16 +24,16 @@ func TestBootstrapGateThenUngate(t *testing.T) {
 
 	node := h.createNode(t, "boot-n1")
 	first := h.nodes.wait(t, node, "gated with both rule entries",
-		all(gated, listHas("cni", "rule/cni"), listHas("proxy", "rule/proxy")))
+		framework.AllOf(gated, listHas("cni", "rule/cni"), listHas("proxy", "rule/proxy")))
 	if first.Annotations[nodev1alpha1.BootAnnotation] != "" {
 		t.Errorf("a gated node has a boot record: %s", describeNode(first))
 	}
 	h.nodes.wait(t, node, "condition NodeRegistered naming both extensions",
-		conditionIs(v1.ConditionFalse, "NodeRegistered", "cni (", "proxy ("))
+		framework.ExtensionsConditionIs(v1.ConditionFalse, "NodeRegistered", "cni (", "proxy ("))
 	gatedAt := h.nodes.mark(node)
 
 	h.startRenewer(t, "cni", node)
-	h.nodes.wait(t, node, "only proxy left not ready", conditionIs(v1.ConditionFalse, "NodeRegistered", "proxy (", "!cni ("))
+	h.nodes.wait(t, node, "only proxy left not ready", framework.ExtensionsConditionIs(v1.ConditionFalse, "NodeRegistered", "proxy (", "!cni ("))
 	h.nodes.checkHistory(t, node, gatedAt, "gated while proxy never renewed", gated)
 
 	h.startRenewer(t, "proxy", node)
@@ -64,7 +64,7 @@ func TestExpiryTaintsNode(t *testing.T) {
 	r.stop()
 	last := r.lastRenewal()
 	_, at := h.nodes.waitAt(t, node, "tainted for the expired extension",
-		all(gated, conditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseExpired")))
+		framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseExpired")))
 	if at.Sub(last) < expiry {
 		t.Errorf("tainted %s after the last renewal was sent, before the lease could expire (%s)", at.Sub(last), expiry)
 	}
@@ -88,7 +88,7 @@ func TestReleaseTaintsImmediately(t *testing.T) {
 
 	r.release(t, "ProbeFailed", "liveness probe failed")
 	h.nodes.wait(t, node, "tainted for the released extension",
-		all(gated, conditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseReleased", "ProbeFailed", "liveness probe failed")))
+		framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseReleased", "ProbeFailed", "liveness probe failed")))
 
 	h.startRenewer(t, "agent", node, leaseDuration(3600))
 	h.nodes.wait(t, node, "ungated after the extension took its Lease again", readyNode)
@@ -102,21 +102,21 @@ func TestRebootRegatesUntilFreshRenewals(t *testing.T) {
 	h.startController(t, h.options(h.rule("agent", nil)))
 	node := h.createNode(t, "reboot-n1", unmanaged(), withBootID("boot-a"))
 	r := h.startRenewer(t, "agent", node)
-	h.nodes.wait(t, node, "ready in boot-a", all(readyNode, bootRecorded("boot-a")))
+	h.nodes.wait(t, node, "ready in boot-a", framework.AllOf(readyNode, bootRecorded("boot-a")))
 
 	r.stop()
 	mark := h.nodes.mark(node)
 	h.setBootID(t, node, "boot-b")
-	h.nodes.waitSeen(t, node, mark, "re-gated as rebooted", all(gated, conditionIs(v1.ConditionFalse, "NodeRebooted")))
+	h.nodes.waitSeen(t, node, mark, "re-gated as rebooted", framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "NodeRebooted")))
 	// The Lease renewed before the reboot stays valid for a while; the node
 	// must stay gated through that whole window, until it expires.
 	h.nodes.wait(t, node, "still gated after the pre-reboot lease expired",
-		all(gated, conditionIs(v1.ConditionFalse, "NodeRebooted", "agent (LeaseExpired")))
+		framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "NodeRebooted", "agent (LeaseExpired")))
 	h.nodes.checkOnceAlways(t, node, mark, "gated until a fresh renewal", gated, gated)
 	h.nodes.checkHistory(t, node, mark, "boot record not rewritten while gated", bootRecorded("boot-a"))
 
 	h.startRenewer(t, "agent", node)
-	h.nodes.wait(t, node, "ungated with the new boot recorded", all(readyNode, bootRecorded("boot-b")))
+	h.nodes.wait(t, node, "ungated with the new boot recorded", framework.AllOf(readyNode, bootRecorded("boot-b")))
 	h.waitEvent(t, node, nodehealth.EventNodeGated, "rebooted")
 }
 
@@ -129,22 +129,22 @@ func TestRebootWhileControllerDown(t *testing.T) {
 	first := h.startController(t, opts)
 	node := h.createNode(t, "rebootdown-n1", unmanaged(), withBootID("boot-a"))
 	r := h.startRenewer(t, "agent", node)
-	h.nodes.wait(t, node, "ready in boot-a", all(readyNode, bootRecorded("boot-a")))
-	first.stop()
+	h.nodes.wait(t, node, "ready in boot-a", framework.AllOf(readyNode, bootRecorded("boot-a")))
+	first.Stop()
 
 	// The extension is quiet across the reboot, as it would be.
 	r.stop()
 	mark := h.nodes.mark(node)
 	h.setBootID(t, node, "boot-b")
 	h.startController(t, opts)
-	h.nodes.waitSeen(t, node, mark, "gated as rebooted by the new controller", all(gated, conditionIs(v1.ConditionFalse, "NodeRebooted")))
+	h.nodes.waitSeen(t, node, mark, "gated as rebooted by the new controller", framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "NodeRebooted")))
 	// The Lease, still valid from before the reboot, counts as observed
 	// when the new controller started: that is no renewal after the gate.
 	h.nodes.wait(t, node, "still gated after the pre-reboot lease expired",
-		all(gated, conditionIs(v1.ConditionFalse, "NodeRebooted", "agent (LeaseExpired")))
+		framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "NodeRebooted", "agent (LeaseExpired")))
 	h.nodes.checkOnceAlways(t, node, mark, "gated until a fresh renewal", gated, gated)
 	h.startRenewer(t, "agent", node)
-	h.nodes.wait(t, node, "ungated with the new boot recorded", all(readyNode, bootRecorded("boot-b")))
+	h.nodes.wait(t, node, "ungated with the new boot recorded", framework.AllOf(readyNode, bootRecorded("boot-b")))
 	h.nodes.checkHistory(t, node, mark, "one readiness taint at most", noDuplicateTaint)
 	h.waitEvent(t, node, nodehealth.EventNodeGated, "rebooted")
 }
@@ -164,7 +164,7 @@ func TestClockSkewedRenewTime(t *testing.T) {
 	future.stop()
 	last := future.lastRenewal()
 	_, at := h.nodes.waitAt(t, node, "tainted: the future renewTime does not keep it ready",
-		all(gated, conditionIs(v1.ConditionFalse, "ExtensionsNotReady", "future (LeaseExpired", "!past (")))
+		framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "ExtensionsNotReady", "future (LeaseExpired", "!past (")))
 	if at.Sub(last) < expiry {
 		t.Errorf("tainted %s after the last renewal, before the lease could expire (%s)", at.Sub(last), expiry)
 	}
@@ -186,7 +186,7 @@ func TestRegistrationGrace(t *testing.T) {
 	if at.Sub(before) < registrationGrace {
 		t.Errorf("taint removed %s after creation, before the registration grace (%s)", at.Sub(before), registrationGrace)
 	}
-	if c := condition(n); c != nil {
+	if c := framework.ExtensionsCondition(n); c != nil {
 		t.Errorf("a node without required extensions got condition %+v", c)
 	}
 	if v, ok := n.Annotations[nodev1alpha1.SystemExtensionsAnnotation]; ok {
@@ -219,7 +219,7 @@ func TestStartupTimeout(t *testing.T) {
 	h.startRenewer(t, "cni", on)
 
 	n, at := h.nodes.waitAt(t, on, "ungated without the failed-open extension",
-		all(ungated, conditionIs(v1.ConditionTrue, "", "Not ready but not affecting readiness", "open (")))
+		framework.AllOf(ungated, framework.ExtensionsConditionIs(v1.ConditionTrue, "", "Not ready but not affecting readiness", "open (")))
 	if at.Sub(before) < open.StartupTimeout {
 		t.Errorf("ungated %s after creation, before the startup timeout (%s)", at.Sub(before), open.StartupTimeout)
 	}
@@ -227,7 +227,7 @@ func TestStartupTimeout(t *testing.T) {
 		t.Errorf("no boot record after the ungate: %s", describeNode(n))
 	}
 	h.nodes.wait(t, kn, "kept gated with reason StartupTimeout",
-		all(gated, conditionIs(v1.ConditionFalse, "StartupTimeout", "keep (", "!cni (")))
+		framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "StartupTimeout", "keep (", "!cni (")))
 	h.nodes.checkHistory(t, kn, 0, "gated since creation", func(n *v1.Node) bool {
 		return gated(n) || n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] == ""
 	})
@@ -235,7 +235,7 @@ func TestStartupTimeout(t *testing.T) {
 	h.waitEvent(t, kn, nodehealth.EventExtensionNotReady, "keep", "startup timeout", "KeepGated")
 	h.waitEvent(t, on, nodehealth.EventExtensionNotReady, "open", "startup timeout", "Ungate")
 	for _, policy := range []nodehealth.FailurePolicy{nodehealth.FailurePolicyKeepGated, nodehealth.FailurePolicyUngate} {
-		if got := run.metric("nodehealth_startup_timeouts_total", map[string]string{"policy": string(policy)}); got != 1 {
+		if got := run.Metric("nodehealth_startup_timeouts_total", map[string]string{"policy": string(policy)}); got != 1 {
 			t.Errorf("startup_timeouts_total{policy=%s} = %v, want 1", policy, got)
 		}
 	}
@@ -246,10 +246,10 @@ func TestStartupTimeout(t *testing.T) {
 
 	// Ungate: once the extension came up, it gates like any other.
 	r := h.startRenewer(t, "open", on)
-	h.nodes.wait(t, on, "the late extension ready", conditionIs(v1.ConditionTrue, "ExtensionsReady"))
+	h.nodes.wait(t, on, "the late extension ready", framework.ExtensionsConditionIs(v1.ConditionTrue, "ExtensionsReady"))
 	r.stop()
 	h.nodes.wait(t, on, "tainted when the once-failed-open extension expires",
-		all(gated, conditionIs(v1.ConditionFalse, "ExtensionsNotReady", "open (LeaseExpired")))
+		framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "ExtensionsNotReady", "open (LeaseExpired")))
 }
 
 // Nodes labelled nodehealth.io/exclude=true lose the taint and are left alone;
@@ -273,7 +273,7 @@ func TestExclusionLabel(t *testing.T) {
 	other := h.createNode(t, "exclude-n2", unmanaged(), withBootID("boot-a"))
 	h.setBootID(t, node, "boot-a")
 	ro := h.startRenewer(t, "agent", other)
-	h.nodes.wait(t, other, "control node ready in boot-a", all(readyNode, bootRecorded("boot-a")))
+	h.nodes.wait(t, other, "control node ready in boot-a", framework.AllOf(readyNode, bootRecorded("boot-a")))
 	ro.stop()
 	h.setBootID(t, node, "boot-b")
 	h.setBootID(t, other, "boot-b")
@@ -284,7 +284,7 @@ func TestExclusionLabel(t *testing.T) {
 
 	h.labelNode(t, node, nodev1alpha1.ExcludeLabel, nil)
 	h.nodes.wait(t, node, "gated again once included: its extension is still dead",
-		all(gated, conditionIs(v1.ConditionFalse, "", "agent (")))
+		framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "", "agent (")))
 }
 
 // Leases labelled nodehealth.io/register=true add their extension to the
@@ -299,21 +299,21 @@ func TestSelfRegistration(t *testing.T) {
 	reg := map[string]string{nodev1alpha1.RegisterLabel: "true"}
 	self := h.startRenewer(t, "self", node, leaseLabels(reg))
 	h.startRenewer(t, "observer", node, leaseLabels(reg), leaseLabels(map[string]string{nodev1alpha1.AffectsReadinessLabel: "false"}))
-	n := h.nodes.wait(t, node, "both registered", all(listHas("self", "lease"), listHas("observer", "lease")))
+	n := h.nodes.wait(t, node, "both registered", framework.AllOf(listHas("self", "lease"), listHas("observer", "lease")))
 	for _, e := range extensionList(t, n, h.leaseNS) {
 		if want := e.Name == "self"; e.ReadinessAffected() != want {
 			t.Errorf("entry %s: affectsReadiness = %v, want %v", e.Name, e.ReadinessAffected(), want)
 		}
 	}
-	h.nodes.wait(t, node, "ready", all(ungated, conditionIs(v1.ConditionTrue, "ExtensionsReady")))
+	h.nodes.wait(t, node, "ready", framework.AllOf(ungated, framework.ExtensionsConditionIs(v1.ConditionTrue, "ExtensionsReady")))
 
 	self.stop()
 	h.nodes.wait(t, node, "tainted when the self-registered extension expires",
-		all(gated, conditionIs(v1.ConditionFalse, "ExtensionsNotReady", "self (LeaseExpired")))
+		framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "ExtensionsNotReady", "self (LeaseExpired")))
 
 	h.deleteLease(t, "self", node)
 	h.nodes.wait(t, node, "entry removed with its Lease, and ungated: nothing gating is left",
-		all(ungated, conditionIs(v1.ConditionTrue, "NoRequiredExtensions"),
+		framework.AllOf(ungated, framework.ExtensionsConditionIs(v1.ConditionTrue, "NoRequiredExtensions"),
 			func(n *v1.Node) bool { return !listHas("self", "lease")(n) && listHas("observer", "lease")(n) }))
 	h.deleteLease(t, "observer", node)
 	h.nodes.wait(t, node, "annotation removed with the last entry", func(n *v1.Node) bool {
@@ -337,16 +337,16 @@ func TestMalformedAnnotationIsolated(t *testing.T) {
 	h.startRenewer(t, "agent", good)
 
 	h.waitEvent(t, bad, nodehealth.EventInvalidExtensionList, nodev1alpha1.SystemExtensionsAnnotation)
-	h.nodes.wait(t, bad, "condition Unknown", conditionIs(v1.ConditionUnknown, nodehealth.EventInvalidExtensionList, "Cannot parse"))
-	h.nodes.wait(t, good, "served", all(readyNode, listHas("agent", "rule/agent")))
-	waitCounter(t, "invalid list gauge", 1, func() float64 { return run.metric("nodehealth_invalid_extension_lists", nil) })
+	h.nodes.wait(t, bad, "condition Unknown", framework.ExtensionsConditionIs(v1.ConditionUnknown, nodehealth.EventInvalidExtensionList, "Cannot parse"))
+	h.nodes.wait(t, good, "served", framework.AllOf(readyNode, listHas("agent", "rule/agent")))
+	waitCounter(t, "invalid list gauge", 1, func() float64 { return run.Metric("nodehealth_invalid_extension_lists", nil) })
 	h.nodes.checkHistory(t, bad, 0, "annotation and taint left as they are", func(n *v1.Node) bool {
 		return n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] == broken && gated(n) && noDuplicateTaint(n)
 	})
 
 	h.annotateNode(t, bad, nodev1alpha1.SystemExtensionsAnnotation, ptr.To(`[{"name":"agent"}]`))
 	h.nodes.wait(t, bad, "served once fixed", readyNode)
-	waitCounter(t, "invalid list gauge back to 0", 0, func() float64 { return -run.metric("nodehealth_invalid_extension_lists", nil) })
+	waitCounter(t, "invalid list gauge back to 0", 0, func() float64 { return -run.Metric("nodehealth_invalid_extension_lists", nil) })
 }
 
 // The condition and the Events tell a user why a node is gated, as
@@ -362,9 +362,9 @@ func TestConditionAndEventsVisible(t *testing.T) {
 
 	csi.release(t, "ProbeFailed", "socket /csi/csi.sock not found")
 	n := h.nodes.wait(t, node, "gated naming csi and why",
-		all(gated, conditionIs(v1.ConditionFalse, "ExtensionsNotReady",
+		framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "ExtensionsNotReady",
 			"csi (LeaseReleased", "ProbeFailed", "socket /csi/csi.sock not found", "!cni (")))
-	c := condition(n)
+	c := framework.ExtensionsCondition(n)
 	if c.LastTransitionTime.IsZero() {
 		t.Errorf("condition without lastTransitionTime: %+v", c)
 	}
@@ -402,11 +402,11 @@ func TestRuleFollowsNodeLabels(t *testing.T) {
 	h.nodes.wait(t, node, "schedulable", framework.NodeSchedulable)
 
 	h.labelNode(t, node, needs, ptr.To("agent"))
-	h.nodes.wait(t, node, "rule entry injected and gated", all(gated, listHas("agent", "rule/agent")))
+	h.nodes.wait(t, node, "rule entry injected and gated", framework.AllOf(gated, listHas("agent", "rule/agent")))
 	r := h.startRenewer(t, "agent", node)
 	h.nodes.wait(t, node, "ungated", readyNode)
 	r.stop()
-	h.nodes.wait(t, node, "tainted", all(gated, conditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseExpired")))
+	h.nodes.wait(t, node, "tainted", framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseExpired")))
 	h.labelNode(t, node, needs, nil)
 	h.nodes.wait(t, node, "entry removed and ungated: nothing requires the dead extension any more", func(n *v1.Node) bool {
 		_, listed := n.Annotations[nodev1alpha1.SystemExtensionsAnnotation]
@@ -417,7 +417,7 @@ func TestRuleFollowsNodeLabels(t *testing.T) {
 	h.nodes.wait(t, manual, "ready with its manual entry", readyNode)
 	h.labelNode(t, manual, needs, nil)
 	rm.stop()
-	h.nodes.wait(t, manual, "still gated by its manual entry", all(gated, conditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseExpired")))
+	h.nodes.wait(t, manual, "still gated by its manual entry", framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseExpired")))
 	h.nodes.checkHistory(t, manual, 0, "manual entry kept as it is", func(n *v1.Node) bool {
 		return n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] == manualList
 	})
@@ -438,30 +438,30 @@ func TestFailOpenSurvivesRestart(t *testing.T) {
 	node := h.createNode(t, "failopen-n1")
 	h.startRenewer(t, "cni", node)
 	h.nodes.wait(t, node, "ungated without the failed-open extension",
-		all(ungated, conditionIs(v1.ConditionTrue, "", "open ("), func(n *v1.Node) bool {
+		framework.AllOf(ungated, framework.ExtensionsConditionIs(v1.ConditionTrue, "", "open ("), func(n *v1.Node) bool {
 			return strings.Contains(n.Annotations[nodev1alpha1.BootAnnotation], `"failedOpen":["open"]`)
 		}))
-	first.stop()
+	first.Stop()
 
 	mark := h.nodes.mark(node)
 	second := h.startController(t, opts)
 	// The new controller evaluated the node once it tracks it; its gauges
 	// are set in the same step as its decision.
 	waitCounter(t, "the restarted controller's tracked nodes", 1, func() float64 {
-		return second.metric("nodehealth_tracked_nodes", nil)
+		return second.Metric("nodehealth_tracked_nodes", nil)
 	})
 	// A label change makes the new controller evaluate the node again after
 	// its first look, so a wrong decision would have been written by then.
-	evaluations := second.metric("nodehealth_evaluations_total", nil)
+	evaluations := second.Metric("nodehealth_evaluations_total", nil)
 	poke := "1"
 	h.labelNode(t, node, "it.nodehealth.io/poke", &poke)
 	waitCounter(t, "another evaluation", evaluations+1, func() float64 {
-		return second.metric("nodehealth_evaluations_total", nil)
+		return second.Metric("nodehealth_evaluations_total", nil)
 	})
-	if got := second.metric("nodehealth_gated_nodes", nil); got != 0 {
+	if got := second.Metric("nodehealth_gated_nodes", nil); got != 0 {
 		t.Errorf("the restarted controller gates %v nodes, want 0", got)
 	}
-	if got := second.metric("nodehealth_taint_writes_total", nil); got != 0 {
+	if got := second.Metric("nodehealth_taint_writes_total", nil); got != 0 {
 		t.Errorf("the restarted controller wrote %v taints, want none", got)
 	}
 	h.nodes.checkHistory(t, node, mark, "never tainted after the restart", ungated)

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,20 +28,14 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	watchtools "k8s.io/client-go/tools/watch"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
-	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
 	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/inprocess"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
@@ -52,9 +45,6 @@ const (
 	groupLabel = "it.nodehealth.io/group"
 	// taintKey is the readiness taint every test's controller uses.
 	taintKey = nodev1alpha1.DefaultReadinessTaintKey
-	// controllerUserAgent is the field manager of in-process controllers'
-	// writes, to tell them apart from kwok's and the test's own.
-	controllerUserAgent = "nodehealth-it-controller"
 
 	// leaseSeconds is the duration of test Leases; renewers renew every
 	// renewPeriod and the controller's renewalGrace is renewalGrace, so an
@@ -96,8 +86,6 @@ func newHarness(t *testing.T, group string) *harness {
 
 func (h *harness) selector() string { return groupLabel + "=" + h.group }
 
-func waitCtx(t testing.TB) context.Context { return testenv.ContextWithTimeout(t, waitTimeout) }
-
 // options are the controller options of a test: short durations, eviction
 // off, blast radius off, the canary on.
 func (h *harness) options(rules ...nodehealth.Rule) nodehealth.Options {
@@ -123,114 +111,11 @@ func (h *harness) rule(ext string, extra map[string]string) nodehealth.Rule {
 		FailurePolicy: nodehealth.FailurePolicyKeepGated}
 }
 
-// controllerRun is an in-process controller.
-type controllerRun struct {
-	metrics  *nodehealth.Metrics
-	registry *prometheus.Registry
-	cancel   context.CancelFunc
-	done     chan struct{}
-	once     sync.Once
-	t        testing.TB
-}
-
-// startController runs the controller in process, wired like
-// cmd/nodehealth-controller/app (transforms, a Lease informer limited to the
-// Lease namespace, an event broadcaster) except that the node informer sees
-// only this test's group. It returns once both informers have synced, so a
-// node created afterwards is new to the controller.
-func (h *harness) startController(t testing.TB, opts nodehealth.Options) *controllerRun {
+// startController runs the controller in process (inprocess.StartController)
+// on this test's group of nodes.
+func (h *harness) startController(t testing.TB, opts nodehealth.Options) *inprocess.Controller {
 	t.Helper()
-	cfg := rest.CopyConfig(h.env.Config)
-	cfg.UserAgent = controllerUserAgent
-	cfg.QPS, cfg.Burst = 100, 200
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTransform(nodehealth.TransformNode),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = h.selector() }))
-	// The Lease informer the binary runs (cmd/nodehealth-controller).
-	leases := nodehealth.NewDirectLeaseInformer(client, opts.LeaseNamespace, nodehealth.TransformLease)
-
-	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2)))
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodehealth-controller"})
-	registry := prometheus.NewRegistry()
-	metrics := nodehealth.NewMetrics(registry)
-
-	c, err := nodehealth.NewController(ctx, client, nodeFactory.Core().V1().Nodes(), leases,
-		recorder, clock.RealClock{}, opts, metrics)
-	if err != nil {
-		cancel()
-		broadcaster.Shutdown()
-		t.Fatal(err)
-	}
-	run := &controllerRun{metrics: metrics, registry: registry, cancel: cancel, done: make(chan struct{}), t: t}
-	nodeFactory.Start(ctx.Done())
-	leasesDone := make(chan struct{})
-	go func() { defer close(leasesDone); leases.Run(ctx) }()
-	go func() {
-		defer close(run.done)
-		defer broadcaster.Shutdown()
-		defer func() { <-leasesDone }()
-		defer nodeFactory.Shutdown()
-		c.Run(ctx, 2)
-	}()
-	t.Cleanup(run.stop)
-	syncCtx := waitCtx(t)
-	for typ, ok := range nodeFactory.WaitForCacheSync(syncCtx.Done()) {
-		if !ok {
-			t.Fatalf("controller's %v informer did not sync", typ)
-		}
-	}
-	if !cache.WaitForCacheSync(syncCtx.Done(), leases.HasSynced) {
-		t.Fatal("controller's Lease informer did not sync")
-	}
-	return run
-}
-
-// stop ends the controller and waits until it has stopped.
-func (r *controllerRun) stop() {
-	r.once.Do(func() {
-		r.cancel()
-		select {
-		case <-r.done:
-		case <-time.After(time.Minute):
-			r.t.Errorf("controller did not stop within a minute")
-		}
-	})
-}
-
-// metric sums the series of a counter or gauge (histograms: the count)
-// whose labels include want.
-func (r *controllerRun) metric(name string, want map[string]string) float64 {
-	families, err := r.registry.Gather()
-	if err != nil {
-		r.t.Errorf("gathering metrics: %v", err)
-	}
-	sum := 0.0
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if have[k] != v {
-					continue series
-				}
-			}
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return sum
+	return inprocess.StartController(t, h.env.Config, h.selector(), opts)
 }
 
 // ---------------------------------------------------------------------------
@@ -273,7 +158,7 @@ func (h *harness) createNode(t testing.TB, name string, opts ...nodeOption) stri
 	for _, o := range opts {
 		o(n)
 	}
-	if _, err := h.env.Client.CoreV1().Nodes().Create(waitCtx(t), n, metav1.CreateOptions{}); err != nil {
+	if _, err := h.env.Client.CoreV1().Nodes().Create(testenv.Context(t), n, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -289,7 +174,7 @@ func (h *harness) createNode(t testing.TB, name string, opts ...nodeOption) stri
 // setBootID reboots a node: it sets its bootID. Use it on unmanaged nodes.
 func (h *harness) setBootID(t testing.TB, node, id string) {
 	t.Helper()
-	if _, err := h.env.SetBootID(waitCtx(t), node, id); err != nil {
+	if _, err := h.env.SetBootID(testenv.Context(t), node, id); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -297,7 +182,7 @@ func (h *harness) setBootID(t testing.TB, node, id string) {
 func (h *harness) labelNode(t testing.TB, node, key string, value *string) {
 	t.Helper()
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{key: value}}})
-	if _, err := h.env.Client.CoreV1().Nodes().Patch(waitCtx(t), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := h.env.Client.CoreV1().Nodes().Patch(testenv.Context(t), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -305,71 +190,20 @@ func (h *harness) labelNode(t testing.TB, node, key string, value *string) {
 func (h *harness) annotateNode(t testing.TB, node, key string, value *string) {
 	t.Helper()
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: value}}})
-	if _, err := h.env.Client.CoreV1().Nodes().Patch(waitCtx(t), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := h.env.Client.CoreV1().Nodes().Patch(testenv.Context(t), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // Node predicates.
 
-func taintCount(n *v1.Node, key string, effect v1.TaintEffect) int {
-	c := 0
-	for _, t := range n.Spec.Taints {
-		if t.Key == key && (effect == "" || t.Effect == effect) {
-			c++
-		}
-	}
-	return c
-}
+func gated(n *v1.Node) bool { return framework.ReadinessTaints(n, v1.TaintEffectNoSchedule) > 0 }
 
-func gated(n *v1.Node) bool { return taintCount(n, taintKey, v1.TaintEffectNoSchedule) > 0 }
-
-func ungated(n *v1.Node) bool { return taintCount(n, taintKey, "") == 0 }
-
-func condition(n *v1.Node) *v1.NodeCondition {
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == nodev1alpha1.SystemExtensionsReadyCondition {
-			return &n.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// conditionIs matches the SystemExtensionsReady condition by status, reason and
-// substrings of its message; a substring starting with "!" must be absent.
-func conditionIs(status v1.ConditionStatus, reason string, message ...string) func(*v1.Node) bool {
-	return func(n *v1.Node) bool {
-		c := condition(n)
-		if c == nil || c.Status != status || (reason != "" && c.Reason != reason) {
-			return false
-		}
-		for _, m := range message {
-			if absent, ok := strings.CutPrefix(m, "!"); ok {
-				if strings.Contains(c.Message, absent) {
-					return false
-				}
-			} else if !strings.Contains(c.Message, m) {
-				return false
-			}
-		}
-		return true
-	}
-}
-
-func all(conds ...func(*v1.Node) bool) func(*v1.Node) bool {
-	return func(n *v1.Node) bool {
-		for _, c := range conds {
-			if !c(n) {
-				return false
-			}
-		}
-		return true
-	}
-}
+func ungated(n *v1.Node) bool { return framework.ReadinessTaints(n, "") == 0 }
 
 // readyNode: ungated, condition True, and the boot record written.
 func readyNode(n *v1.Node) bool {
-	return ungated(n) && conditionIs(v1.ConditionTrue, "ExtensionsReady")(n) && n.Annotations[nodev1alpha1.BootAnnotation] != ""
+	return ungated(n) && framework.ExtensionsConditionIs(v1.ConditionTrue, "ExtensionsReady")(n) && n.Annotations[nodev1alpha1.BootAnnotation] != ""
 }
 
 func bootRecorded(bootID string) func(*v1.Node) bool {
@@ -404,7 +238,7 @@ func describeNode(n *v1.Node) string {
 	}
 	s := fmt.Sprintf("%s rv=%s bootID=%q taints=%v annotations{list=%q boot=%q}", n.Name, n.ResourceVersion, n.Status.NodeInfo.BootID,
 		n.Spec.Taints, n.Annotations[nodev1alpha1.SystemExtensionsAnnotation], n.Annotations[nodev1alpha1.BootAnnotation])
-	if c := condition(n); c != nil {
+	if c := framework.ExtensionsCondition(n); c != nil {
 		s += fmt.Sprintf(" condition{%s %s heartbeat=%s %q}", c.Status, c.Reason, c.LastHeartbeatTime.Format("15:04:05"), c.Message)
 	}
 	return s
@@ -454,7 +288,7 @@ func newNodeRecorder(t testing.TB, client kubernetes.Interface, selector string)
 	stop := make(chan struct{})
 	factory.Start(stop)
 	t.Cleanup(func() { close(stop); factory.Shutdown() })
-	ctx := waitCtx(t)
+	ctx := testenv.Context(t)
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 		t.Fatal("node recorder did not sync")
 	}
@@ -618,7 +452,7 @@ func (r *nodeRecorder) checkOnceAlways(t testing.TB, name string, mark int, what
 
 // noDuplicateTaint: at most one readiness taint per effect, ever.
 func noDuplicateTaint(n *v1.Node) bool {
-	return taintCount(n, taintKey, v1.TaintEffectNoSchedule) <= 1 && taintCount(n, taintKey, v1.TaintEffectNoExecute) <= 1
+	return framework.TaintCount(n, taintKey, v1.TaintEffectNoSchedule) <= 1 && framework.TaintCount(n, taintKey, v1.TaintEffectNoExecute) <= 1
 }
 
 // ---------------------------------------------------------------------------
@@ -670,7 +504,7 @@ func (h *harness) startRenewer(t testing.TB, ext, node string, opts ...renewOpti
 	for _, o := range opts {
 		o(r)
 	}
-	if err := r.renew(waitCtx(t)); err != nil {
+	if err := r.renew(testenv.Context(t)); err != nil {
 		t.Fatalf("renewing lease %s: %v", name, err)
 	}
 	go r.loop()
@@ -745,7 +579,7 @@ func (r *renewer) release(t testing.TB, reason, message string) {
 			nodev1alpha1.ReasonAnnotation: reason, nodev1alpha1.MessageAnnotation: message}},
 		"spec": map[string]any{"holderIdentity": "", "renewTime": metav1.NewMicroTime(time.Now())},
 	})
-	if _, err := r.h.env.Client.CoordinationV1().Leases(r.h.leaseNS).Patch(waitCtx(t), r.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := r.h.env.Client.CoordinationV1().Leases(r.h.leaseNS).Patch(testenv.Context(t), r.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -753,7 +587,7 @@ func (r *renewer) release(t testing.TB, reason, message string) {
 func (h *harness) deleteLease(t testing.TB, ext, node string) {
 	t.Helper()
 	name, _ := nodev1alpha1.LeaseName(ext, node)
-	if err := h.env.Client.CoordinationV1().Leases(h.leaseNS).Delete(waitCtx(t), name, metav1.DeleteOptions{}); err != nil {
+	if err := h.env.Client.CoordinationV1().Leases(h.leaseNS).Delete(testenv.Context(t), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -803,7 +637,7 @@ func tolerateReadinessTaint(p *v1.Pod) *v1.Pod {
 
 func (h *harness) createRunningPod(t testing.TB, ns string, pod *v1.Pod) *v1.Pod {
 	t.Helper()
-	p, err := h.env.Client.CoreV1().Pods(ns).Create(waitCtx(t), pod, metav1.CreateOptions{})
+	p, err := h.env.Client.CoreV1().Pods(ns).Create(testenv.Context(t), pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -836,7 +670,7 @@ func (h *harness) waitPods(t testing.TB, ns, selector, what string, cond func([]
 		}
 		return false
 	}
-	_, err := watchtools.UntilWithSync(waitCtx(t), lw, &v1.Pod{},
+	_, err := watchtools.UntilWithSync(testenv.Context(t), lw, &v1.Pod{},
 		func(s cache.Store) (bool, error) { store = s; return check(), nil },
 		func(watch.Event) (bool, error) { return check(), nil })
 	if err != nil {
@@ -855,7 +689,7 @@ func (h *harness) waitPods(t testing.TB, ns, selector, what string, cond func([]
 // nodeEvents lists the Events about a node.
 func (h *harness) nodeEvents(t testing.TB, node string) []v1.Event {
 	t.Helper()
-	list, err := h.env.Client.CoreV1().Events(metav1.NamespaceDefault).List(waitCtx(t), metav1.ListOptions{
+	list, err := h.env.Client.CoreV1().Events(metav1.NamespaceDefault).List(testenv.Context(t), metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", node).String()})
 	if err != nil {
 		t.Fatal(err)
@@ -870,7 +704,7 @@ func (h *harness) waitEvent(t testing.TB, node, reason string, contains ...strin
 	sel := fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.name", node),
 		fields.OneTermEqualSelector("reason", reason)).String()
 	lw := cache.NewListWatchFromClient(h.env.Client.CoreV1().RESTClient(), "events", metav1.NamespaceDefault, fields.ParseSelectorOrDie(sel))
-	ev, err := framework.WaitFor(waitCtx(t), lw, func(e *v1.Event) bool {
+	ev, err := framework.WaitFor(testenv.Context(t), lw, func(e *v1.Event) bool {
 		for _, c := range contains {
 			if !strings.Contains(e.Message, c) {
 				return false
@@ -891,7 +725,7 @@ func (h *harness) waitEvent(t testing.TB, node, reason string, contains ...strin
 // kubectl runs the control plane's kubectl as the admin user.
 func (h *harness) kubectl(t testing.TB, args ...string) string {
 	t.Helper()
-	cmd := exec.CommandContext(waitCtx(t), h.env.Binary(framework.Kubectl), append([]string{"--kubeconfig", h.env.Kubeconfig}, args...)...)
+	cmd := exec.CommandContext(testenv.Context(t), h.env.Binary(framework.Kubectl), append([]string{"--kubeconfig", h.env.Kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl %v: %v\n%s", args, err, out)

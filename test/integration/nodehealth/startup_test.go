@@ -15,6 +15,9 @@ import (
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/kubectlplugin"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/inprocess"
+	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
 // startupTolerance is how much later than the offset the test produced it at
@@ -41,7 +44,7 @@ func TestStartupTimelineMatchesTheExtensionsOffsets(t *testing.T) {
 	}{{"proxy", time.Second}, {"csi", 5 * time.Second}, {"cni", 10 * time.Second}}
 	created := time.Now()
 	node := h.createNode(t, "startup-n1")
-	_, gatedSeen := h.nodes.waitAt(t, node, "gated as new", all(gated, conditionIs(v1.ConditionFalse, "NodeRegistered")))
+	_, gatedSeen := h.nodes.waitAt(t, node, "gated as new", framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "NodeRegistered")))
 	// The controller observed the node at most this long after the test
 	// created it.
 	seenWithin := gatedSeen.Sub(created)
@@ -51,7 +54,7 @@ func TestStartupTimelineMatchesTheExtensionsOffsets(t *testing.T) {
 		sent[o.ext] = time.Since(created)
 		h.startRenewer(t, o.ext, node)
 	}
-	n := h.nodes.wait(t, node, "ungated with a start-up timeline", all(readyNode, func(n *v1.Node) bool {
+	n := h.nodes.wait(t, node, "ungated with a start-up timeline", framework.AllOf(readyNode, func(n *v1.Node) bool {
 		return timelineOf(n) != nil
 	}))
 
@@ -113,7 +116,7 @@ func TestStartupTimelineMatchesTheExtensionsOffsets(t *testing.T) {
 	o.LeaseNamespace = h.leaseNS
 	cmd := kubectlplugin.NewCommandWithOptions(o)
 	cmd.SetArgs([]string{"explain", node})
-	if err := cmd.ExecuteContext(waitCtx(t)); err != nil {
+	if err := cmd.ExecuteContext(testenv.Context(t)); err != nil {
 		t.Fatalf("explain: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{"new node observed", "cni: first ready renewal (the last, ", "after csi)", "cni was the last extension to become ready"} {
@@ -136,9 +139,9 @@ func timelineOf(n *v1.Node) *nodev1alpha1.StartupTimeline {
 
 // histogram returns the observation count and sum of the histogram series
 // with label=value.
-func histogram(t *testing.T, run *controllerRun, name, label, value string) (uint64, float64) {
+func histogram(t *testing.T, run *inprocess.Controller, name, label, value string) (uint64, float64) {
 	t.Helper()
-	families, err := run.registry.Gather()
+	families, err := run.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,14 +18,16 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/inprocess"
+	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
 // controllerWrites lists the managedFields entries of the in-process
-// controllers on a node (their field manager is controllerUserAgent).
+// controllers on a node (their field manager is inprocess.UserAgent).
 func controllerWrites(n *v1.Node) []metav1.ManagedFieldsEntry {
 	var out []metav1.ManagedFieldsEntry
 	for _, m := range n.ManagedFields {
-		if m.Manager == controllerUserAgent {
+		if m.Manager == inprocess.UserAgent {
 			out = append(out, m)
 		}
 	}
@@ -35,7 +37,7 @@ func controllerWrites(n *v1.Node) []metav1.ManagedFieldsEntry {
 // sameForController reports whether two versions of a node differ in nothing
 // the controller writes: taints, its annotations, its condition.
 func sameForController(a, b *v1.Node) bool {
-	ca, cb := condition(a), condition(b)
+	ca, cb := framework.ExtensionsCondition(a), framework.ExtensionsCondition(b)
 	return reflect.DeepEqual(a.Spec.Taints, b.Spec.Taints) &&
 		a.Annotations[nodev1alpha1.SystemExtensionsAnnotation] == b.Annotations[nodev1alpha1.SystemExtensionsAnnotation] &&
 		a.Annotations[nodev1alpha1.BootAnnotation] == b.Annotations[nodev1alpha1.BootAnnotation] &&
@@ -57,7 +59,7 @@ func TestSteadyStateNoNodeWrites(t *testing.T) {
 		renewers = append(renewers, h.startRenewer(t, "cni", n), h.startRenewer(t, "proxy", n))
 	}
 	for _, n := range names {
-		h.nodes.wait(t, n, "ready and schedulable (kwok and node-lifecycle-controller done)", all(readyNode, framework.NodeSchedulable))
+		h.nodes.wait(t, n, "ready and schedulable (kwok and node-lifecycle-controller done)", framework.AllOf(readyNode, framework.NodeSchedulable))
 	}
 
 	marks := map[string]int{}
@@ -67,8 +69,8 @@ func TestSteadyStateNoNodeWrites(t *testing.T) {
 		base[n] = h.nodes.latest(n)
 	}
 	writes := func() float64 {
-		return run.metric("nodehealth_taint_writes_total", nil) + run.metric("nodehealth_condition_writes_total", nil) +
-			run.metric("nodehealth_extension_list_writes_total", nil)
+		return run.Metric("nodehealth_taint_writes_total", nil) + run.Metric("nodehealth_condition_writes_total", nil) +
+			run.Metric("nodehealth_extension_list_writes_total", nil)
 	}
 	// The watch can show a write before the controller has counted it (the
 	// counter moves after the API call returns): start the window once the
@@ -76,14 +78,14 @@ func TestSteadyStateNoNodeWrites(t *testing.T) {
 	// still for a second, so a write from before the window is not charged
 	// to it. A write inside the window still shows as a node change below.
 	waitCounter(t, "taint writes of the gate and ungate of every node", float64(2*len(names)), func() float64 {
-		return run.metric("nodehealth_taint_writes_total", nil)
+		return run.Metric("nodehealth_taint_writes_total", nil)
 	})
 	writesBefore := settled(t, writes)
 	// A steady node whose timer fires is looked at again either by a full
 	// evaluation or, when every Lease was renewed since, by a timer recheck
 	// that only moves the timer: both count as the controller having seen it.
 	looks := func() float64 {
-		return run.metric("nodehealth_evaluations_total", nil) + run.metric("nodehealth_timer_rechecks_total", nil)
+		return run.Metric("nodehealth_evaluations_total", nil) + run.Metric("nodehealth_timer_rechecks_total", nil)
 	}
 	looksBefore := looks()
 	start := time.Now()
@@ -151,13 +153,13 @@ func TestRestartDoesNotFlap(t *testing.T) {
 	rd := h.startRenewer(t, "agent", dead)
 	rp := h.startRenewer(t, "agent", probe)
 	for _, n := range []string{ready, dead, probe} {
-		h.nodes.wait(t, n, "ready and schedulable", all(readyNode, framework.NodeSchedulable))
+		h.nodes.wait(t, n, "ready and schedulable", framework.AllOf(readyNode, framework.NodeSchedulable))
 	}
-	h.nodes.wait(t, bare, "schedulable, never written", all(framework.NodeSchedulable, func(n *v1.Node) bool {
-		return ungated(n) && condition(n) == nil && len(controllerWrites(n)) == 0
+	h.nodes.wait(t, bare, "schedulable, never written", framework.AllOf(framework.NodeSchedulable, func(n *v1.Node) bool {
+		return ungated(n) && framework.ExtensionsCondition(n) == nil && len(controllerWrites(n)) == 0
 	}))
 	rd.stop()
-	h.nodes.wait(t, dead, "tainted for the dead extension", all(gated, conditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseExpired")))
+	h.nodes.wait(t, dead, "tainted for the dead extension", framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseExpired")))
 
 	marks := map[string]int{}
 	base := map[string]*v1.Node{}
@@ -165,7 +167,7 @@ func TestRestartDoesNotFlap(t *testing.T) {
 		marks[n] = h.nodes.mark(n)
 		base[n] = h.nodes.latest(n)
 	}
-	first.stop()
+	first.Stop()
 	// The probe's extension dies with the restart: the new controller can
 	// only taint it once the grace it gives every Lease at start is over,
 	// so its taint shows that the window where a flap could happen passed.
@@ -199,11 +201,11 @@ func TestConcurrentTaintWriter(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("controller metrics: condition writes success=%v error=%v; taint writes success=%v conflict=%v error=%v",
-				run.metric("nodehealth_condition_writes_total", map[string]string{"result": "success"}),
-				run.metric("nodehealth_condition_writes_total", map[string]string{"result": "error"}),
-				run.metric("nodehealth_taint_writes_total", map[string]string{"result": "success"}),
-				run.metric("nodehealth_taint_writes_total", map[string]string{"result": "conflict"}),
-				run.metric("nodehealth_taint_writes_total", map[string]string{"result": "error"}))
+				run.Metric("nodehealth_condition_writes_total", map[string]string{"result": "success"}),
+				run.Metric("nodehealth_condition_writes_total", map[string]string{"result": "error"}),
+				run.Metric("nodehealth_taint_writes_total", map[string]string{"result": "success"}),
+				run.Metric("nodehealth_taint_writes_total", map[string]string{"result": "conflict"}),
+				run.Metric("nodehealth_taint_writes_total", map[string]string{"result": "error"}))
 		}
 	})
 	node := h.createNode(t, "writer-n1")
@@ -276,21 +278,21 @@ func TestConcurrentTaintWriter(t *testing.T) {
 		r.release(t, "Cycle", fmt.Sprint(i))
 		h.nodes.wait(t, node, fmt.Sprintf("gated (cycle %d)", i), gated)
 		r = h.startRenewer(t, "agent", node, leaseDuration(3600))
-		h.nodes.wait(t, node, fmt.Sprintf("ungated (cycle %d)", i), all(ungated, conditionIs(v1.ConditionTrue, "ExtensionsReady")))
+		h.nodes.wait(t, node, fmt.Sprintf("ungated (cycle %d)", i), framework.AllOf(ungated, framework.ExtensionsConditionIs(v1.ConditionTrue, "ExtensionsReady")))
 	}
 	stopWriter()
 
 	// Leave the writer's taint on and gate/ungate once more.
 	for {
-		final, err := nodes.Get(waitCtx(t), node, metav1.GetOptions{})
+		final, err := nodes.Get(testenv.Context(t), node, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if taintCount(final, otherKey, "") != 0 {
+		if framework.TaintCount(final, otherKey, "") != 0 {
 			break
 		}
 		final.Spec.Taints = append(final.Spec.Taints, v1.Taint{Key: otherKey, Value: "final", Effect: v1.TaintEffectPreferNoSchedule})
-		updated, err := nodes.Update(waitCtx(t), final, metav1.UpdateOptions{})
+		updated, err := nodes.Update(testenv.Context(t), final, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			continue
 		}
@@ -301,10 +303,10 @@ func TestConcurrentTaintWriter(t *testing.T) {
 		break
 	}
 	r.release(t, "Cycle", "last")
-	h.nodes.wait(t, node, "gated with the other taint", all(gated, func(n *v1.Node) bool { return taintCount(n, otherKey, "") == 1 }))
+	h.nodes.wait(t, node, "gated with the other taint", framework.AllOf(gated, func(n *v1.Node) bool { return framework.TaintCount(n, otherKey, "") == 1 }))
 	h.startRenewer(t, "agent", node, leaseDuration(3600))
-	n := h.nodes.wait(t, node, "ungated with the other taint", all(ungated, conditionIs(v1.ConditionTrue, "ExtensionsReady")))
-	if taintCount(n, otherKey, "") != 1 {
+	n := h.nodes.wait(t, node, "ungated with the other taint", framework.AllOf(ungated, framework.ExtensionsConditionIs(v1.ConditionTrue, "ExtensionsReady")))
+	if framework.TaintCount(n, otherKey, "") != 1 {
 		t.Errorf("the other writer's taint was lost: %s", describeNode(n))
 	}
 	if len(writes) < 2 {
@@ -320,13 +322,13 @@ func TestConcurrentTaintWriter(t *testing.T) {
 		for w+1 < len(writes) && writes[w+1].rv == v.ResourceVersion {
 			w++
 		}
-		if !noDuplicateTaint(v) || taintCount(v, otherKey, "") > 1 {
+		if !noDuplicateTaint(v) || framework.TaintCount(v, otherKey, "") > 1 {
 			t.Errorf("duplicate taint at resourceVersion %s: %v", v.ResourceVersion, v.Spec.Taints)
 		}
 		if w < 0 {
 			continue
 		}
-		if got := taintCount(v, otherKey, "") == 1; got != writes[w].present {
+		if got := framework.TaintCount(v, otherKey, "") == 1; got != writes[w].present {
 			t.Errorf("resourceVersion %s: writer's taint present = %v, but its last write (rv %s) set %v: %v",
 				v.ResourceVersion, got, writes[w].rv, writes[w].present, v.Spec.Taints)
 		}
@@ -443,7 +445,7 @@ func TestConcurrentListWritersLoseNothing(t *testing.T) {
 			}
 		}
 	}
-	final, err := nodes.Get(waitCtx(t), node, metav1.GetOptions{})
+	final, err := nodes.Get(testenv.Context(t), node, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

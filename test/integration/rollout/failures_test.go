@@ -79,7 +79,7 @@ func TestANodeDeletedDuringItsUpdateHaltsTheRollout(t *testing.T) {
 	if _, _, started, err := shadowLog.result(); err != nil || started[next] {
 		t.Fatalf("%s started while the rollout was halted by the deleted node (watch error %v)", next, err)
 	}
-	if v := metric(t, operator.metricsURL, "update_operator_rollout_halted", map[string]string{"reason": "UpdateFailed"}); v != 1 {
+	if v := testenv.Metric(t, operator.MetricsURL(), "update_operator_rollout_halted", map[string]string{"reason": "UpdateFailed"}); v != 1 {
 		t.Errorf("update_operator_rollout_halted{UpdateFailed} = %v, want 1", v)
 	}
 	if _, err := shadowClient(t).UpdatesV1alpha1().BottlerocketShadows().Get(testenv.Context(t), bad, metav1.GetOptions{}); err != nil {
@@ -117,7 +117,7 @@ func TestAnUpdateCalledOffWhileStagingLeavesNothingArmed(t *testing.T) {
 
 	offer(t, nodes, node)
 	waitShadows(t, node+" marked failed by its staging deadline", failedWith("DeadlineExceeded"), node)
-	if v := metric(t, operator.metricsURL, "update_operator_rollout_halted", map[string]string{"reason": "UpdateFailed"}); v != 1 {
+	if v := testenv.Metric(t, operator.MetricsURL(), "update_operator_rollout_halted", map[string]string{"reason": "UpdateFailed"}); v != 1 {
 		t.Errorf("update_operator_rollout_halted{UpdateFailed} = %v, want 1", v)
 	}
 

@@ -1,11 +1,8 @@
 package rollout_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -31,96 +26,27 @@ const (
 	oldVersion  = "1.20.0"
 	newVersion  = "1.21.0"
 	waitTimeout = 3 * time.Minute
-	taintKey    = "nodehealth.io/not-ready"
 )
 
 var managedLabels = map[string]string{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}
 
-var (
-	deployOnce sync.Once
-	deployErr  error
-)
-
 // install applies what a user applies for the agents: the namespaces and
 // extension security, then deploy/update-agent/ as it is (kwok runs the
 // DaemonSet's pods, whose tokens the agent processes use).
-func install(t *testing.T) {
-	t.Helper()
-	deployOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		deployErr = testenv.Env(t).InstallUpdateAgent(ctx)
-	})
-	if deployErr != nil {
-		t.Fatal(deployErr)
-	}
-}
+func install(t *testing.T) { testenv.InstallUpdateAgent(t) }
 
-func shadowClient(t testing.TB) versioned.Interface {
-	t.Helper()
-	c, err := versioned.NewForConfig(testenv.Env(t).Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// component is a nodehealth binary the test runs, with its metrics endpoint.
-type component struct {
-	*framework.Process
-	metricsURL string
-}
-
-// start writes config (with %[1]s the kubeconfig and %[2]s a free loopback
-// address for /metrics and /healthz) and runs binary with it.
-func start(t *testing.T, binary, config string, extraArgs ...string) *component {
-	t.Helper()
-	return startAs(t, testenv.Env(t).Kubeconfig, binary, config, extraArgs...)
-}
-
-// startAs is start with the kubeconfig the binary uses.
-func startAs(t *testing.T, kubeconfig, binary, config string, extraArgs ...string) *component {
-	t.Helper()
-	env := testenv.Env(t)
-	addr := testenv.FreeLoopbackAddresses(t, 1)[0]
-	path := filepath.Join(t.TempDir(), binary+".yaml")
-	if err := os.WriteFile(path, []byte(fmt.Sprintf(config, kubeconfig, addr)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p, err := env.StartProcess(framework.ProcessSpec{
-		Name: binary + "-" + strings.ReplaceAll(t.Name(), "/", "-"),
-		Path: filepath.Join(binDir, binary),
-		Args: append([]string{"--config", path, "-v=2"}, extraArgs...),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("last lines of %s:\n%s", p.Name, p.LogTail(60))
-		}
-		if err := p.Stop(10 * time.Second); err != nil {
-			t.Errorf("stopping %s: %v", p.Name, err)
-		}
-	})
-	return &component{Process: p, metricsURL: "http://" + addr + "/metrics"}
-}
+func shadowClient(t testing.TB) versioned.Interface { return testenv.NodehealthClient(t) }
 
 // startController runs the node-health controller with escalation on and
 // fast: a failure it treated as unplanned would add the NoExecute taint 2s
 // later, which the test's node watch would see. Planned releases must never
 // get there.
-func startController(t *testing.T) *component {
+func startController(t *testing.T) *framework.Component {
 	t.Helper()
-	return start(t, "nodehealth-controller", `apiVersion: config.nodehealth.io/v1alpha1
+	return testenv.StartComponent(t, testenv.Component{Binary: "nodehealth-controller", Config: `apiVersion: config.nodehealth.io/v1alpha1
 kind: NodeHealthControllerConfiguration
 leaderElection:
   leaderElect: false
-clientConnection:
-  kubeconfig: %[1]s
-serving:
-  metricsBindAddress: %[2]s
-  healthzBindAddress: %[2]s
 registrationGrace: 5s
 renewalGrace: 2s
 # 3 × canaryInterval must stay below minimumLeaseDuration + renewalGrace
@@ -130,12 +56,12 @@ eviction:
   mode: NoExecute
   timeout: 2s
   nodesPerSecond: 10
-`)
+`})
 }
 
 // startOperator runs the update operator with test-sized deadlines, and the
 // test's UpdatePolicy: every managed node, maxConcurrent at once, a 2s soak.
-func startOperator(t *testing.T, maxConcurrent int) *component {
+func startOperator(t *testing.T, maxConcurrent int) *framework.Component {
 	t.Helper()
 	return startOperatorWithStagingDeadline(t, maxConcurrent, 60*time.Second)
 }
@@ -168,7 +94,7 @@ func applyPolicy(t *testing.T, maxConcurrent int) {
 
 // startOperatorWithStagingDeadline is startOperator with the
 // StagedAndPerformedUpdate deadline chosen.
-func startOperatorWithStagingDeadline(t *testing.T, maxConcurrent int, staging time.Duration) *component {
+func startOperatorWithStagingDeadline(t *testing.T, maxConcurrent int, staging time.Duration) *framework.Component {
 	t.Helper()
 	applyPolicy(t, maxConcurrent)
 	// As its service account, which the shadow-deletion admission policy
@@ -177,66 +103,15 @@ func startOperatorWithStagingDeadline(t *testing.T, maxConcurrent int, staging t
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startAs(t, kubeconfig, "update-operator", `apiVersion: config.nodehealth.io/v1alpha1
+	return testenv.StartComponent(t, testenv.Component{Binary: "update-operator", Kubeconfig: kubeconfig, Config: `apiVersion: config.nodehealth.io/v1alpha1
 kind: UpdateOperatorConfiguration
 leaderElection:
   leaderElect: false
-clientConnection:
-  kubeconfig: %[1]s
-serving:
-  metricsBindAddress: %[2]s
-  healthzBindAddress: %[2]s
 stateDeadlines:
-  stagedAndPerformedUpdate: `+staging.String()+`
+  stagedAndPerformedUpdate: ` + staging.String() + `
   rebootedIntoUpdate: 90s
   monitoringUpdate: 60s
-`)
-}
-
-// metric returns the sum of the samples of name (optionally only those with
-// the given labels) at url.
-func metric(t *testing.T, url, name string, labels map[string]string) float64 {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("parsing %s: %v", url, err)
-	}
-	var sum float64
-	f, ok := families[name]
-	if !ok {
-		return 0
-	}
-next:
-	for _, m := range f.GetMetric() {
-		for k, v := range labels {
-			found := false
-			for _, l := range m.GetLabel() {
-				if l.GetName() == k && l.GetValue() == v {
-					found = true
-				}
-			}
-			if !found {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			sum += m.Counter.GetValue()
-		case m.Gauge != nil:
-			sum += m.Gauge.GetValue()
-		}
-	}
-	return sum
+`})
 }
 
 // startNodes starts simulated managed nodes, each with its update agent and
@@ -267,7 +142,6 @@ func breakExtension(t *testing.T, node string) {
 func startNodesWith(t *testing.T, faults map[string]emulator.Faults, delays map[string]emulator.Delays, names ...string) map[string]*framework.SimNode {
 	t.Helper()
 	env := testenv.Env(t)
-	ctx := testenv.Context(t)
 	nodes := map[string]*framework.SimNode{}
 	for _, name := range names {
 		dir := t.TempDir()
@@ -298,11 +172,11 @@ probe:
 `, env.Kubeconfig, addr, addr, probe)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		s, err := env.StartSimNode(ctx, framework.SimNodeOptions{
+		s := testenv.StartSimNode(t, framework.SimNodeOptions{
 			Name: name, Labels: managedLabels, Version: oldVersion,
 			Faults:      faults[name],
 			Delays:      delays[name],
-			AgentBinary: filepath.Join(binDir, "update-agent"),
+			AgentBinary: testenv.Binary(t, "update-agent"),
 			AgentConfig: func(kubeconfig, socket, servingAddr string) string {
 				return fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
 kind: UpdateAgentConfiguration
@@ -318,27 +192,14 @@ drainTimeout: 30s
 			},
 			Heartbeats: []framework.ProcessSpec{{
 				Name: name + "-cni",
-				Path: filepath.Join(binDir, "extension-heartbeat"),
+				Path: testenv.Binary(t, "extension-heartbeat"),
 				Args: []string{"--config", hb, "--node-name", name, "-v=2"},
 			}},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		nodes[name] = s
 		t.Cleanup(func() {
-			if t.Failed() {
-				if p := s.Agent(); p != nil {
-					t.Logf("last lines of %s:\n%s", p.Name, p.LogTail(40))
-				}
-				for _, p := range s.Heartbeats() {
-					t.Logf("last lines of %s:\n%s", p.Name, p.LogTail(20))
-				}
-			}
-			s.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			_ = env.DeleteNode(ctx, name)
 			_ = shadowClient(t).UpdatesV1alpha1().BottlerocketShadows().Delete(ctx, name, metav1.DeleteOptions{})
 		})
 	}
@@ -346,24 +207,6 @@ drainTimeout: 30s
 		waitServing(t, name)
 	}
 	return nodes
-}
-
-func tainted(n *corev1.Node, effect corev1.TaintEffect) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == taintKey && (effect == "" || t.Effect == effect) {
-			return true
-		}
-	}
-	return false
-}
-
-func extensionsReady(n *corev1.Node) (corev1.ConditionStatus, string) {
-	for _, c := range n.Status.Conditions {
-		if c.Type == "SystemExtensionsReady" {
-			return c.Status, c.Reason
-		}
-	}
-	return "", ""
 }
 
 // waitServing waits until the node lists both extensions, they are ready and
@@ -374,8 +217,7 @@ func waitServing(t *testing.T, node string) {
 	defer cancel()
 	if _, err := testenv.Env(t).WaitForNode(ctx, node, func(n *corev1.Node) bool {
 		list := n.Annotations["nodehealth.io/system-extensions"]
-		st, _ := extensionsReady(n)
-		return st == corev1.ConditionTrue && !tainted(n, "") &&
+		return framework.NodeServing(n) &&
 			strings.Contains(list, updatesv1alpha1.UpdaterExtension) && strings.Contains(list, `"cni"`)
 	}); err != nil {
 		t.Fatalf("node %s never served with both extensions: %v", node, err)

@@ -10,34 +10,15 @@
 package rollout_test
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"testing"
 
 	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
-// binDir holds the binaries built from the working tree, so a stale
-// _output/bin can never make a test pass.
-var binDir string
-
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "nodehealth-rollout-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if err := framework.BuildCommands(context.Background(), dir, "./cmd/update-agent", "./cmd/update-operator", "./cmd/nodehealth-controller", "./cmd/extension-heartbeat"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	binDir = dir
-	return testenv.RunTestMain(m, framework.WithCRDs())
+	testenv.Main(m, testenv.Suite{
+		Commands:     []string{"./cmd/update-agent", "./cmd/update-operator", "./cmd/nodehealth-controller", "./cmd/extension-heartbeat"},
+		ControlPlane: []framework.Option{framework.WithCRDs()},
+	})
 }

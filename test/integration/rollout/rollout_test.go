@@ -180,8 +180,10 @@ func (l *nodeLog) observe(n *corev1.Node) {
 	if !ours {
 		return
 	}
-	st, reason := extensionsReady(n)
-	o := nodeObservation{bootID: n.Status.NodeInfo.BootID, tainted: tainted(n, ""), noExecute: tainted(n, corev1.TaintEffectNoExecute), status: st, reason: reason}
+	o := nodeObservation{bootID: n.Status.NodeInfo.BootID, tainted: framework.HasReadinessTaint(n), noExecute: framework.ReadinessTaints(n, corev1.TaintEffectNoExecute) > 0}
+	if c := framework.ExtensionsCondition(n); c != nil {
+		o.status, o.reason = c.Status, c.Reason
+	}
 	if len(obs) > 0 && obs[len(obs)-1] == o {
 		return
 	}
@@ -312,14 +314,14 @@ func TestRollingUpdate(t *testing.T) {
 	// Nothing escalated and nothing was suspended: planned releases start no
 	// eviction clock and do not count toward the blast radius.
 	for _, m := range []string{"nodehealth_evictions_total", "nodehealth_suspensions_total", "nodehealth_gating_suspended"} {
-		if v := metric(t, controller.metricsURL, m, nil); v != 0 {
+		if v := testenv.Metric(t, controller.MetricsURL(), m, nil); v != 0 {
 			t.Errorf("controller metric %s = %v, want 0", m, v)
 		}
 	}
-	if v := metric(t, operator.metricsURL, "update_operator_rollout_halted", nil); v != 0 {
+	if v := testenv.Metric(t, operator.MetricsURL(), "update_operator_rollout_halted", nil); v != 0 {
 		t.Errorf("update_operator_rollout_halted = %v, want 0", v)
 	}
-	if v := metric(t, operator.metricsURL, "update_operator_update_starts_total", nil); v != 5 {
+	if v := testenv.Metric(t, operator.MetricsURL(), "update_operator_update_starts_total", nil); v != 5 {
 		t.Errorf("update_operator_update_starts_total = %v, want 5 (one start per node)", v)
 	}
 	evs, err := testenv.Env(t).Client.CoreV1().Events(metav1.NamespaceAll).List(testenv.Context(t), metav1.ListOptions{})
@@ -382,7 +384,7 @@ func TestNewVersionNeverComesUpHaltsRollout(t *testing.T) {
 	if err != nil {
 		t.Error(err)
 	}
-	if v := metric(t, operator.metricsURL, "update_operator_rollout_halted", nil); v < 1 {
+	if v := testenv.Metric(t, operator.MetricsURL(), "update_operator_rollout_halted", nil); v < 1 {
 		t.Errorf("update_operator_rollout_halted = %v, want it to report the halt", v)
 	}
 	for _, n := range names[1:] {

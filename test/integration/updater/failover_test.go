@@ -1,10 +1,6 @@
 package updater_test
 
 import (
-	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -13,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
-	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
@@ -33,57 +28,8 @@ func TestLeaderFailover(t *testing.T) {
 	a.mu.Unlock()
 
 	createPolicy(t, func(s *updatesv1alpha1.UpdatePolicySpec) { s.MaxConcurrentUpdates = intstr.FromInt32(2) })
-	binDir := t.TempDir()
-	if err := framework.BuildCommands(ctx, binDir, "./cmd/update-operator"); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(binDir, "update-operator")
-	k, v := testLabel(t)
-	leaseName := "update-operator-failover-test"
-	start := func(name string) *framework.Process {
-		cfg := fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
-kind: UpdateOperatorConfiguration
-clientConnection:
-  kubeconfig: %q
-leaderElection:
-  leaderElect: true
-  resourceNamespace: default
-  resourceName: %s
-  leaseDuration: 4s
-  renewDeadline: 3s
-  retryPeriod: 500ms
-serving:
-  metricsBindAddress: 127.0.0.1:%d
-  healthzBindAddress: 127.0.0.1:%d
-managedNodeSelector:
-  matchLabels:
-    %q: %q
-stateDeadlines:
-  stagedAndPerformedUpdate: 1m
-  rebootedIntoUpdate: 1m
-  monitoringUpdate: 1m
-`, env.Kubeconfig, leaseName, freePort(t), freePort(t), k, v)
-		path := filepath.Join(t.TempDir(), "config.yaml")
-		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		p, err := env.StartProcess(framework.ProcessSpec{Name: name, Path: bin, Args: []string{"--config", path, "--v=2"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = p.Stop(5 * time.Second) })
-		return p
-	}
-
-	first := start("update-operator-failover-a")
-	lease, err := env.WaitForLease(ctx, "default", leaseName, func(l *coordinationv1.Lease) bool {
-		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	firstLeader := *lease.Spec.HolderIdentity
-	start("update-operator-failover-b")
+	const leaseName = "update-operator-failover-test"
+	first, firstLeader := startOperatorReplicas(t, ctx, leaseName, "update-operator-failover-a", "update-operator-failover-b")
 	// failover-1 hangs in its drain; kill the leader while it does.
 	waitShadow(t, ctx, "failover-1", "draining", func(s *updatesv1alpha1.BottlerocketShadow) bool {
 		return s.Spec.State == updatesv1alpha1.StateRebootedIntoUpdate
@@ -113,14 +59,4 @@ stateDeadlines:
 			t.Errorf("%s started %d times, want 1", n, starts[n])
 		}
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

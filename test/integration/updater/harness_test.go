@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -500,4 +501,44 @@ func never(t *testing.T, ctx context.Context, d time.Duration, why string, names
 	if ctx.Err() != nil {
 		t.Fatal(ctx.Err())
 	}
+}
+
+// startOperatorReplicas runs the update-operator binary as two replicas
+// (names) electing a leader on the Lease default/leaseName, managing the
+// test's nodes. The first is started alone and returned with its identity
+// once it leads; the second then follows.
+func startOperatorReplicas(t *testing.T, ctx context.Context, leaseName string, names ...string) (*framework.Component, string) {
+	t.Helper()
+	k, v := testLabel(t)
+	config := fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
+kind: UpdateOperatorConfiguration
+leaderElection:
+  leaderElect: true
+  resourceNamespace: default
+  resourceName: %s
+  leaseDuration: 4s
+  renewDeadline: 3s
+  retryPeriod: 500ms
+managedNodeSelector:
+  matchLabels:
+    %q: %q
+stateDeadlines:
+  stagedAndPerformedUpdate: 1m
+  rebootedIntoUpdate: 1m
+  monitoringUpdate: 1m
+`, leaseName, k, v)
+	start := func(name string) *framework.Component {
+		return testenv.StartComponent(t, testenv.Component{Binary: "update-operator", Name: name, Config: config})
+	}
+	first := start(names[0])
+	lease, err := testenv.Env(t).WaitForLease(ctx, "default", leaseName, func(l *coordinationv1.Lease) bool {
+		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names[1:] {
+		start(name)
+	}
+	return first, *lease.Spec.HolderIdentity
 }

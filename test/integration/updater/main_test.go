@@ -9,7 +9,6 @@
 package updater_test
 
 import (
-	"os"
 	"testing"
 
 	"nodehealth.io/nodehealth/test/framework"
@@ -17,5 +16,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunTestMain(m, framework.WithCRDs()))
+	testenv.Main(m, testenv.Suite{
+		Commands:     []string{"./cmd/update-operator"},
+		ControlPlane: []framework.Option{framework.WithCRDs()},
+	})
 }

@@ -3,8 +3,6 @@ package updater_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -19,7 +17,6 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
-	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
@@ -99,56 +96,8 @@ func TestAPauseWithTwoReplicasStartsNothingAfterTheLeaderObservedIt(t *testing.T
 	pol := createPolicy(t)
 	observed := policyObserved(t, ctx, pol.Name)
 
-	binDir := t.TempDir()
-	if err := framework.BuildCommands(ctx, binDir, "./cmd/update-operator"); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(binDir, "update-operator")
-	k, v := testLabel(t)
-	leaseName := "update-operator-pause-test"
-	start := func(name string) *framework.Process {
-		cfg := fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
-kind: UpdateOperatorConfiguration
-clientConnection:
-  kubeconfig: %q
-leaderElection:
-  leaderElect: true
-  resourceNamespace: default
-  resourceName: %s
-  leaseDuration: 4s
-  renewDeadline: 3s
-  retryPeriod: 500ms
-serving:
-  metricsBindAddress: 127.0.0.1:%d
-  healthzBindAddress: 127.0.0.1:%d
-managedNodeSelector:
-  matchLabels:
-    %q: %q
-stateDeadlines:
-  stagedAndPerformedUpdate: 1m
-  rebootedIntoUpdate: 1m
-  monitoringUpdate: 1m
-`, env.Kubeconfig, leaseName, freePort(t), freePort(t), k, v)
-		path := filepath.Join(t.TempDir(), "config.yaml")
-		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		p, err := env.StartProcess(framework.ProcessSpec{Name: name, Path: bin, Args: []string{"--config", path, "--v=2"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = p.Stop(5 * time.Second) })
-		return p
-	}
-	first := start("update-operator-pause-a")
-	lease, err := env.WaitForLease(ctx, "default", leaseName, func(l *coordinationv1.Lease) bool {
-		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	firstLeader := *lease.Spec.HolderIdentity
-	start("update-operator-pause-b")
+	const leaseName = "update-operator-pause-test"
+	first, firstLeader := startOperatorReplicas(t, ctx, leaseName, "update-operator-pause-a", "update-operator-pause-b")
 	waitShadow(t, ctx, "pause2-1", "in flight", func(s *updatesv1alpha1.BottlerocketShadow) bool {
 		return s.Status.CurrentState == updatesv1alpha1.StateStagedAndPerformedUpdate
 	})

@@ -6,7 +6,6 @@
 package updates_test
 
 import (
-	"os"
 	"testing"
 
 	"nodehealth.io/nodehealth/test/framework"
@@ -14,5 +13,5 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunTestMain(m, framework.WithCRDs()))
+	testenv.Main(m, testenv.Suite{ControlPlane: []framework.Option{framework.WithCRDs()}})
 }

@@ -1,0 +1,166 @@
+// Package inprocess runs the node-health controller inside the test binary,
+// wired as cmd/nodehealth-controller wires it, for tests that need many
+// controllers side by side or read its metrics and logs directly.
+package inprocess
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
+
+	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/test/framework"
+)
+
+// UserAgent is the field manager of an in-process controller's writes, to
+// tell them apart from kwok's and the test's own.
+const UserAgent = "nodehealth-it-controller"
+
+// stopTimeout bounds how long Stop waits for the controller's goroutines.
+const stopTimeout = time.Minute
+
+// Controller is a node-health controller running in the test binary.
+type Controller struct {
+	// Metrics are the controller's metrics, registered in Registry.
+	Metrics  *nodehealth.Metrics
+	Registry *prometheus.Registry
+
+	t      testing.TB
+	logger klog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// StartController runs the controller as cmd/nodehealth-controller/app does
+// (transforms, a Lease informer limited to the Lease namespace, an event
+// broadcaster) except that its node informer sees only the nodes matching
+// nodeSelector, so that tests sharing a control plane never see each other's
+// nodes. It returns once both informers have synced, so that a node created
+// afterwards is new to the controller, and stops it when the test ends.
+func StartController(t testing.TB, config *rest.Config, nodeSelector string, opts nodehealth.Options) *Controller {
+	t.Helper()
+	cfg := rest.CopyConfig(config)
+	cfg.UserAgent = UserAgent
+	cfg.QPS, cfg.Burst = 100, 200
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTransform(nodehealth.TransformNode),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = nodeSelector }))
+	// The Lease informer the binary runs.
+	leases := nodehealth.NewDirectLeaseInformer(client, opts.LeaseNamespace, nodehealth.TransformLease)
+
+	// Buffered as well as written to t, so that a test can assert on what
+	// the controller logged.
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2), ktesting.BufferLogs(true)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodehealth-controller"})
+	registry := prometheus.NewRegistry()
+	metrics := nodehealth.NewMetrics(registry)
+
+	c, err := nodehealth.NewController(ctx, client, nodeFactory.Core().V1().Nodes(), leases,
+		recorder, clock.RealClock{}, opts, metrics)
+	if err != nil {
+		cancel()
+		broadcaster.Shutdown()
+		t.Fatal(err)
+	}
+	run := &Controller{Metrics: metrics, Registry: registry, t: t, logger: logger, cancel: cancel, done: make(chan struct{})}
+	nodeFactory.Start(ctx.Done())
+	leasesDone := make(chan struct{})
+	go func() { defer close(leasesDone); leases.Run(ctx) }()
+	go func() {
+		defer close(run.done)
+		defer broadcaster.Shutdown()
+		defer func() { <-leasesDone }()
+		defer nodeFactory.Shutdown()
+		c.Run(ctx, 2)
+	}()
+	t.Cleanup(run.Stop)
+
+	syncCtx, syncCancel := context.WithTimeout(ctx, stopTimeout)
+	defer syncCancel()
+	for typ, ok := range nodeFactory.WaitForCacheSync(syncCtx.Done()) {
+		if !ok {
+			t.Fatalf("controller's %v informer did not sync", typ)
+		}
+	}
+	if !cache.WaitForCacheSync(syncCtx.Done(), leases.HasSynced) {
+		t.Fatal("controller's Lease informer did not sync")
+	}
+	return run
+}
+
+// Stop ends the controller and waits until it has stopped. It is safe to
+// call more than once.
+func (c *Controller) Stop() {
+	c.once.Do(func() {
+		c.cancel()
+		select {
+		case <-c.done:
+		case <-time.After(stopTimeout):
+			c.t.Errorf("controller did not stop within %s", stopTimeout)
+		}
+	})
+}
+
+// Logs returns what the controller logged so far.
+func (c *Controller) Logs() string {
+	if u, ok := c.logger.GetSink().(ktesting.Underlier); ok {
+		return u.GetBuffer().String()
+	}
+	return ""
+}
+
+// Metric sums the series of name whose labels include want
+// (framework.SumMetric: a histogram counts its samples).
+func (c *Controller) Metric(name string, want map[string]string) float64 {
+	families, err := c.Registry.Gather()
+	if err != nil {
+		c.t.Errorf("gathering metrics: %v", err)
+	}
+	return framework.SumMetric(families, name, want)
+}
+
+// Series counts the series of the metric name.
+func (c *Controller) Series(name string) int {
+	families, _ := c.Registry.Gather()
+	for _, f := range families {
+		if f.GetName() == name {
+			return len(f.GetMetric())
+		}
+	}
+	return 0
+}
+
+// WaitMetric waits, within ctx, until Metric(name, want) is value.
+func (c *Controller) WaitMetric(t testing.TB, ctx context.Context, name string, want map[string]string, value float64) {
+	t.Helper()
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		return c.Metric(name, want) == value, nil
+	})
+	if err != nil {
+		t.Fatalf("%s%v = %v, want %v", name, want, c.Metric(name, want), value)
+	}
+}
