@@ -149,10 +149,8 @@ test-fuzz: ## Run every go test -fuzz target for FUZZTIME (seed corpora run in t
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: test-integration
-test-integration: controlplane tools helm ## Integration and e2e tests against the real local control plane.
-	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) --jsonfile $(CURDIR)/_output/test-integration.json -- -count=1 -timeout=45m $(INTEGRATION_PKGS)
-	@echo "--- the slowest integration tests (where the minutes go):"
-	@$(GOTESTSUM) tool slowest --jsonfile $(CURDIR)/_output/test-integration.json --threshold 20s
+test-integration: controlplane tools helm ## Integration and e2e tests against the real local control plane (hack/test-integration.sh).
+	GOTESTSUM=$(GOTESTSUM) GOTESTSUM_FORMAT=$(GOTESTSUM_FORMAT) OUTPUT_DIR=$(CURDIR)/_output hack/test-integration.sh $(INTEGRATION_PKGS)
 
 # promtool, built once from the Prometheus Go module pinned in test/monitoring
 # (its own module, outside go.work; remove_all_sd leaves the service discovery
