@@ -71,6 +71,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 133, Name: "a gated node that stops failing without being ungated (its gate restarted after an own-view stall, or a planned release) keeps what its eviction clock counted"},
 	{Seed: 132, Name: "a planned release after the escalation ends the controller's drain: the updater drains then (driver)"},
 	{Seed: 9197560688786608429, Name: "the first Lease of a self-registering extension is a change, not a renewal: a list written in that second is not a steady-state write (driver)"},
+	{Seed: 134, Name: "a drain cut by a suspension goes on when it ends (the first of seeds 1–134 to find mutant 3-interrupted-drain-dropped once the drain invariant held only while the node fails)"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that
