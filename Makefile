@@ -129,7 +129,7 @@ verify: ## Fail on stale generated code, gofmt, untidy go.mod, go vet or staticc
 	hack/verify.sh
 
 .PHONY: test
-test: controlplane test-unit test-fuzz test-chart test-monitoring test-images test-plots test-release test-integration ## Everything: unit, fuzz (briefly), chart, alert rules and dashboards, images, plots, release (host platform), integration and e2e.
+test: controlplane test-unit test-fuzz-wire test-chart test-monitoring test-images test-plots test-release test-integration ## Everything: unit, fuzz of the wire formats (briefly), chart, alert rules and dashboards, images, plots, release (host platform), integration and e2e.
 
 .PHONY: tools
 tools: $(GOTESTSUM)
@@ -147,6 +147,16 @@ test-unit: tools ## Unit tests (no control plane); RACE_PKGS with the race detec
 .PHONY: test-fuzz
 test-fuzz: ## Run every go test -fuzz target for FUZZTIME (seed corpora run in test-unit).
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+
+# make test fuzzes the wire formats' decoders only: a fuzzing build
+# instruments every dependency, and the controller's targets (client-go and
+# all) cost minutes of compiling on a cold cache for seconds of fuzzing. Their
+# seed corpora run in test-unit; make test-fuzz runs them too.
+FUZZ_WIRE_DIRS := staging/src/nodehealth.io/api/node/v1alpha1
+
+.PHONY: test-fuzz-wire
+test-fuzz-wire: ## Run the go test -fuzz targets of the wire formats (FUZZ_WIRE_DIRS) for FUZZTIME.
+	FUZZTIME=$(FUZZTIME) FUZZ_DIRS="$(FUZZ_WIRE_DIRS)" hack/fuzz.sh
 
 .PHONY: test-integration
 test-integration: controlplane tools helm ## Integration and e2e tests against the real local control plane (hack/test-integration.sh).
