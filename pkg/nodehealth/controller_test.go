@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 func TestNewNodeIsGatedUntilItsExtensionsRenew(t *testing.T) {
@@ -640,13 +641,13 @@ func TestNoExecuteModeAddsTheNoExecuteTaint(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.sync("n1")
-	if !hasTaint(f.node("n1"), testKey, v1.TaintEffectNoExecute) {
+	if !nodeutil.HasTaint(f.node("n1"), testKey, v1.TaintEffectNoExecute) {
 		t.Fatalf("NoExecute taint not added: %s", fmtTaints(f.node("n1")))
 	}
 	// Recovery removes both.
 	f.renew("kube-proxy", "n1")
 	f.sync("n1")
-	if got := countTaints(f.node("n1"), testKey); got != 0 {
+	if got := nodeutil.CountTaints(f.node("n1"), testKey); got != 0 {
 		t.Fatalf("%d readiness taints left after recovery", got)
 	}
 }

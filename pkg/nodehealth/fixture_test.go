@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 const (
@@ -240,7 +241,7 @@ func (f *fixture) expectEvent(substr string) {
 }
 
 func (f *fixture) tainted(name string) bool {
-	return hasTaint(f.node(name), testKey, v1.TaintEffectNoSchedule)
+	return nodeutil.HasTaint(f.node(name), testKey, v1.TaintEffectNoSchedule)
 }
 
 func (f *fixture) condition(name string) v1.NodeCondition {
