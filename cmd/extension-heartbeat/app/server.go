@@ -21,6 +21,7 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config/validation"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
+	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/probe"
 )
 
@@ -73,7 +74,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConf
 		return err
 	}
 	logger := klog.FromContext(ctx)
-	holder := Holder()
+	holder := server.PodHolderIdentity("extension-heartbeat")
 	probeSpec := ProbeSpec(cfg.Probe)
 	if what := fullBuildNeeded(probeSpec.GRPC != nil, cfg.Debugging.EnableProfiling); what != "" {
 		return execFullBuild(logger, what)
@@ -140,20 +141,9 @@ func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConf
 	// leaves the Lease held (docs/heartbeat.md). The new process renews it well
 	// within its duration, whereas releasing would gate every node at once
 	// when one ConfigMap edit reaches them all.
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = renewer.Run(runCtx)
-	}()
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-serveErrs:
-	}
-	stop()
-	<-done
+	workers := server.NewWorkers(ctx)
+	workers.Go(func(ctx context.Context) { _ = renewer.Run(ctx) })
+	serveErr := workers.RunUntilStopped(ctx, serveErrs)
 
 	cause := context.Cause(ctx)
 	if serveErr != nil {
@@ -208,20 +198,4 @@ func ReleaseOnExit(cause error) (release bool, reason, message string) {
 		return true, heartbeat.ReasonTerminating, "extension-heartbeat received SIGTERM and stopped renewing"
 	}
 	return false, "", ""
-}
-
-// PodNameEnv names the environment variable holding the pod name (downward
-// API metadata.name), written as the Lease's holderIdentity.
-const PodNameEnv = "POD_NAME"
-
-// Holder is the holderIdentity: $POD_NAME, else the host name (the pod name
-// too, unless the pod runs in the host network).
-func Holder() string {
-	if name := os.Getenv(PodNameEnv); name != "" {
-		return name
-	}
-	if name, err := os.Hostname(); err == nil && name != "" {
-		return name
-	}
-	return "extension-heartbeat"
 }

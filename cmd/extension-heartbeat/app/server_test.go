@@ -107,17 +107,6 @@ func TestReleaseOnExit(t *testing.T) {
 	}
 }
 
-func TestHolder(t *testing.T) {
-	t.Setenv(PodNameEnv, "kube-proxy-x7k2p")
-	if got := Holder(); got != "kube-proxy-x7k2p" {
-		t.Errorf("Holder() = %q with POD_NAME set", got)
-	}
-	t.Setenv(PodNameEnv, "")
-	if host, _ := os.Hostname(); Holder() != host {
-		t.Errorf("Holder() = %q, want the host name %q", Holder(), host)
-	}
-}
-
 // Every field of every probe kind reaches the probe package.
 func TestProbeSpec(t *testing.T) {
 	for name, tc := range map[string]struct {
