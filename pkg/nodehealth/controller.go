@@ -105,7 +105,7 @@ type contribution struct {
 }
 
 // NewController wires the controller to its informers. The informers should
-// drop managedFields and node images (see TransformNode) to keep memory small;
+// drop managedFields and node images (see nodeutil.TransformNode) to keep memory small;
 // the controller never writes an object it read from them.
 func NewController(ctx context.Context, client kubernetes.Interface, nodeInformer coreinformers.NodeInformer,
 	leaseInformer LeaseInformer, recorder record.EventRecorder, clk clock.WithTicker,

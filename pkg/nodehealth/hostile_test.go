@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 // Hostile input through the API (issue 13, item 8): what anyone allowed to
@@ -103,12 +104,12 @@ func TestTransformNodeKeepsOnlyWhatIsRead(t *testing.T) {
 	n.Annotations["junk"] = strings.Repeat("j", 250_000)
 	n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = strings.Repeat(" ", 40_000) + "[]"
 	n.Annotations[nodev1alpha1.BootAnnotation] = strings.Repeat("b", 10_000)
-	out, _ := TransformNode(n.DeepCopy())
+	out, _ := nodeutil.TransformNode(n.DeepCopy())
 	got := out.(*v1.Node)
 	if len(got.Annotations) != 2 {
 		t.Errorf("annotations %v, want only the list and the boot record", got.Annotations)
 	}
-	if size, ok := oversizedLength(got.Annotations[nodev1alpha1.SystemExtensionsAnnotation]); !ok || size != 40_002 {
+	if size, ok := nodeutil.OversizedLength(got.Annotations[nodev1alpha1.SystemExtensionsAnnotation]); !ok || size != 40_002 {
 		t.Errorf("list kept as %q, want the oversized marker with size 40002", got.Annotations[nodev1alpha1.SystemExtensionsAnnotation])
 	}
 	if _, ok := parseBootRecord(got.Annotations[nodev1alpha1.BootAnnotation]); ok {
@@ -117,7 +118,7 @@ func TestTransformNodeKeepsOnlyWhatIsRead(t *testing.T) {
 	if _, err := decodeCachedList(got, testNS); err == nil || !strings.Contains(err.Error(), "40002 bytes, more than the limit of 32768") {
 		t.Errorf("decoding the marker: %v, want the size and the limit", err)
 	}
-	again, _ := TransformNode(got.DeepCopy())
+	again, _ := nodeutil.TransformNode(got.DeepCopy())
 	if !reflect.DeepEqual(again, got) {
 		t.Error("transforming twice changed the Node")
 	}
@@ -127,7 +128,7 @@ func TestTransformNodeKeepsOnlyWhatIsRead(t *testing.T) {
 	value := `[{"name":"kube-proxy"}]`
 	value += strings.Repeat(" ", nodev1alpha1.MaxSystemExtensionsAnnotationBytes-len(value))
 	atLimit.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = value
-	kept, _ := TransformNode(atLimit.DeepCopy())
+	kept, _ := nodeutil.TransformNode(atLimit.DeepCopy())
 	if kept.(*v1.Node).Annotations[nodev1alpha1.SystemExtensionsAnnotation] != value {
 		t.Error("a list at the size limit was not kept")
 	}
@@ -139,7 +140,7 @@ func TestOversizedListReportedKeepsGateState(t *testing.T) {
 	bad := readyNode("bad", withTaint, func(n *v1.Node) {
 		n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = strings.Repeat(" ", 100_000)
 	})
-	transformed, _ := TransformNode(bad)
+	transformed, _ := nodeutil.TransformNode(bad)
 	f := newFixture(t, testOptions(), transformed.(*v1.Node), newNode("good"))
 	f.live("good")
 	f.sync("bad")

@@ -474,10 +474,10 @@ func (e listBuildError) Error() string { return e.err.Error() }
 func (e listBuildError) Unwrap() error { return e.err }
 
 // decodeCachedList decodes the extension list of a Node from the informer
-// cache, where TransformNode left a marker in place of an oversized value.
+// cache, where nodeutil.TransformNode left a marker in place of an oversized value.
 func decodeCachedList(node *v1.Node, namespace string) ([]nodev1alpha1.SystemExtension, error) {
 	value := node.Annotations[nodev1alpha1.SystemExtensionsAnnotation]
-	if size, ok := oversizedLength(value); ok {
+	if size, ok := nodeutil.OversizedLength(value); ok {
 		return nil, fmt.Errorf("annotation %s is %d bytes, more than the limit of %d",
 			nodev1alpha1.SystemExtensionsAnnotation, size, nodev1alpha1.MaxSystemExtensionsAnnotationBytes)
 	}

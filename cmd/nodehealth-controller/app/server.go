@@ -26,6 +26,7 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/leaderelection"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 // NewCommand returns the nodehealth-controller command.
@@ -113,7 +114,7 @@ func run(ctx context.Context, rt *server.Runtime[*config.NodeHealthControllerCon
 // Lease counts as observed at that moment (a full duration of grace).
 func startController(ctx context.Context, client, leaseClient kubernetes.Interface, opts nodehealth.Options, workers int, metrics *nodehealth.Metrics) error {
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTransform(nodehealth.TransformNode))
+		informers.WithTransform(nodeutil.TransformNode))
 	// Leases have one handler, the controller's: the direct informer calls it
 	// without the shared informer's two goroutine hand-offs per event (with
 	// coalesced reads, 0.2-0.3 points of a core less at 1,000 nodes × 5;

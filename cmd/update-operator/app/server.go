@@ -27,6 +27,7 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
 	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/leaderelection"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/updater"
 	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
@@ -116,7 +117,7 @@ func run(ctx context.Context, rt *server.Runtime[*config.UpdateOperatorConfigura
 // a consistent LIST before its first start, so a cache filled a moment ago
 // cannot overshoot the limits.
 func startControllers(ctx context.Context, kube kubernetes.Interface, client versioned.Interface, opts updater.Options, metrics *updater.Metrics) error {
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(transformNode))
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(nodeutil.TransformNode))
 	shadowFactory := externalversions.NewSharedInformerFactory(client, 0)
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -155,14 +156,4 @@ func startControllers(ctx context.Context, kube kubernetes.Interface, client ver
 	updates.Run(ctx, workers)
 	<-done
 	return nil
-}
-
-// transformNode drops what the operator never reads (managed fields, images)
-// to keep the node cache small on large clusters.
-func transformNode(obj interface{}) (interface{}, error) {
-	if n, ok := obj.(*v1.Node); ok {
-		n.ManagedFields = nil
-		n.Status.Images = nil
-	}
-	return obj, nil
 }

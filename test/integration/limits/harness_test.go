@@ -31,6 +31,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
@@ -395,7 +396,7 @@ func (w *world) startController(t testing.TB, opts nodehealth.Options) *controll
 		t.Fatal(err)
 	}
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTransform(nodehealth.TransformNode),
+		informers.WithTransform(nodeutil.TransformNode),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = groupLabel + "=" + w.group }))
 	// The Lease informer the binary runs (cmd/nodehealth-controller).
 	leases := nodehealth.NewDirectLeaseInformer(client, opts.LeaseNamespace, nodehealth.TransformLease)

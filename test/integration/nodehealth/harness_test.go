@@ -42,6 +42,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
@@ -148,7 +149,7 @@ func (h *harness) startController(t testing.TB, opts nodehealth.Options) *contro
 		t.Fatal(err)
 	}
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTransform(nodehealth.TransformNode),
+		informers.WithTransform(nodeutil.TransformNode),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = h.selector() }))
 	// The Lease informer the binary runs (cmd/nodehealth-controller).
 	leases := nodehealth.NewDirectLeaseInformer(client, opts.LeaseNamespace, nodehealth.TransformLease)
