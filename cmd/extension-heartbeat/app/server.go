@@ -63,12 +63,12 @@ leaves the Lease held.
 Configuration comes from --config (an ExtensionHeartbeatConfiguration of
 config.nodehealth.io/v1alpha1); the node name from --node-name or NODE_NAME,
 the holder identity from POD_NAME (default: the host name).`,
-	}, func(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConfiguration]) error {
+	}, func(ctx context.Context, rt *server.Runtime[*config.ExtensionHeartbeatConfiguration]) error {
 		return run(ctx, rt, instance)
 	})
 }
 
-func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConfiguration], instance *Instance) error {
+func run(ctx context.Context, rt *server.Runtime[*config.ExtensionHeartbeatConfiguration], instance *Instance) error {
 	cfg := rt.Config
 	if err := validation.ValidateNodeName(instance.NodeName, cfg.ExtensionName); err != nil {
 		return err
@@ -132,7 +132,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConf
 		"register", cfg.Register,
 		"affectsReadiness", cfg.AffectsReadiness,
 	)
-	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
+	serveErrs, err := server.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ const ReleaseTimeout = 10 * time.Second
 // so the node is gated at once instead of after the Lease expires; a restart
 // for a changed configuration file does not release it (docs/heartbeat.md).
 func ReleaseOnExit(cause error) (release bool, reason, message string) {
-	if errors.Is(cause, options.ErrTerminated) {
+	if errors.Is(cause, server.ErrTerminated) {
 		return true, heartbeat.ReasonTerminating, "extension-heartbeat received SIGTERM and stopped renewing"
 	}
 	return false, "", ""

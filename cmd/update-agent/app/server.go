@@ -69,12 +69,12 @@ Bottlerocket, and a node never boots twice into one update.
 Configuration comes from --config (an UpdateAgentConfiguration of
 config.nodehealth.io/v1alpha1); the node name from --node-name or NODE_NAME,
 the Lease holder from POD_NAME (default: the host name).`,
-	}, func(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfiguration]) error {
+	}, func(ctx context.Context, rt *server.Runtime[*config.UpdateAgentConfiguration]) error {
 		return run(ctx, rt, instance)
 	})
 }
 
-func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfiguration], instance *Instance) error {
+func run(ctx context.Context, rt *server.Runtime[*config.UpdateAgentConfiguration], instance *Instance) error {
 	cfg := rt.Config
 	if err := validation.ValidateNodeName(instance.NodeName, updatesv1alpha1.UpdaterExtension); err != nil {
 		return err
@@ -118,7 +118,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfigurati
 		"rebootGrace", cfg.RebootGrace.Duration,
 		"readinessTaintKey", cfg.ReadinessTaintKey,
 	)
-	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
+	serveErrs, err := server.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
 	if err != nil {
 		return err
 	}
@@ -180,7 +180,7 @@ func heartbeatOptions(cfg *config.UpdateAgentConfiguration, nodeName string, met
 // expire (agent.Agent.Shutdown). A restart for a changed configuration file
 // leaves it held.
 func shutdown(ctx context.Context, a *agent.Agent, err error) error {
-	if !errors.Is(context.Cause(ctx), options.ErrTerminated) {
+	if !errors.Is(context.Cause(ctx), server.ErrTerminated) {
 		return err
 	}
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -67,7 +67,7 @@ until "kubectl nodehealth update resume NODE".
 
 Configuration comes from --config (an UpdateOperatorConfiguration of
 config.nodehealth.io/v1alpha1); see docs/config and docs/updater.md.`,
-	}, func(ctx context.Context, rt *options.Runtime[*config.UpdateOperatorConfiguration]) error {
+	}, func(ctx context.Context, rt *server.Runtime[*config.UpdateOperatorConfiguration]) error {
 		return run(ctx, rt, nodeName)
 	})
 }
