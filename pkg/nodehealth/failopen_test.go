@@ -1,6 +1,7 @@
 package nodehealth
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 // restart starts a new controller on the nodes the API holds now and the
@@ -207,4 +209,46 @@ func TestAConditionTheNodeAlreadyHoldsIsNotRewrittenAfterARestart(t *testing.T) 
 		t.Fatalf("message %q after the updater's grace ran out again, want %q", c.Message, held.Message)
 	}
 	g.expectWrites()
+}
+
+// The boot record stays readable however many extensions fail open: 64
+// extensions of 63-character names would list 4.2 KiB, over what the Node
+// cache keeps of the record (nodeutil.MaxBootRecordLength), and a record the
+// cache replaces by a marker tells a restarted controller nothing. The list
+// is capped like the start-up timeline, the rest counted, and the capped
+// record is stable: the next sync does not rewrite it.
+func TestTheFailedOpenListInTheBootRecordIsBounded(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = nil
+	for i := range nodev1alpha1.MaxSystemExtensions {
+		name := fmt.Sprintf("%s%02d", strings.Repeat("x", 61), i)
+		opts.Rules = append(opts.Rules, Rule{Name: name, Extension: name, Selector: labels.Everything(), AffectsReadiness: true,
+			StartupTimeout: time.Minute, FailurePolicy: FailurePolicyUngate})
+	}
+	f := newFixture(t, opts, newNode("n1"))
+	f.live("n1")
+	f.sync("n1")
+	f.clock.Step(time.Minute)
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatalf("every extension failed open, yet the node is gated: %s", f.condition("n1").Message)
+	}
+	value := f.node("n1").Annotations[nodev1alpha1.BootAnnotation]
+	if len(value) > nodeutil.MaxBootRecordLength {
+		t.Fatalf("boot record of %d bytes, over the %d the Node cache keeps", len(value), nodeutil.MaxBootRecordLength)
+	}
+	cached, _ := nodeutil.TransformNode(f.node("n1"))
+	rec, ok := parseBootRecord(cached.(*v1.Node).Annotations[nodev1alpha1.BootAnnotation])
+	if !ok {
+		t.Fatalf("the cached boot record does not parse: %q", value)
+	}
+	if len(rec.FailedOpen) != maxFailedOpen || rec.FailedOpenOmitted != nodev1alpha1.MaxSystemExtensions-maxFailedOpen {
+		t.Errorf("failedOpen lists %d and omits %d, want %d and the rest", len(rec.FailedOpen), rec.FailedOpenOmitted, maxFailedOpen)
+	}
+	if first := fmt.Sprintf("%s%02d", strings.Repeat("x", 61), 0); rec.FailedOpen[0] != first {
+		t.Errorf("first listed %s, want %s (name order)", rec.FailedOpen[0], first)
+	}
+	f.writes()
+	f.sync("n1")
+	f.expectWrites()
 }
