@@ -737,12 +737,3 @@ func (a *Agent) syncMonitoring(ctx context.Context, shadow *updatesv1alpha1.Bott
 	}
 	return a.opts.UpdateCheckInterval, nil
 }
-
-func hasTaint(node *v1.Node, key string) bool {
-	for _, t := range node.Spec.Taints {
-		if t.Key == key {
-			return true
-		}
-	}
-	return false
-}
