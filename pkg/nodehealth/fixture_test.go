@@ -321,3 +321,24 @@ func fmtTaints(n *v1.Node) string {
 	}
 	return strings.Join(out, ",")
 }
+
+// restart starts a new controller on the nodes the API holds now and the
+// Leases the old controller's cache holds, as after a restart or a failover,
+// and returns its fixture.
+func (f *fixture) restart(opts Options) *fixture {
+	f.t.Helper()
+	nodes, err := f.client.CoreV1().Nodes().List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var initial []runtime.Object
+	for i := range nodes.Items {
+		initial = append(initial, &nodes.Items[i])
+	}
+	for _, obj := range f.factory.Coordination().V1().Leases().Informer().GetStore().List() {
+		initial = append(initial, obj.(*coordinationv1.Lease).DeepCopy())
+	}
+	g := newFixture(f.t, opts, initial...)
+	g.clock.SetTime(f.clock.Now())
+	return g
+}
