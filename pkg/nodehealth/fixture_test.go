@@ -342,3 +342,9 @@ func (f *fixture) restart(opts Options) *fixture {
 	g.clock.SetTime(f.clock.Now())
 	return g
 }
+
+func (f *fixture) state(name string) nodeState {
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	return *f.c.nodes[name]
+}
