@@ -143,6 +143,7 @@ func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) 
 		ch          writeChanges
 		op          string
 		patchFailed bool // the error PatchNode returns is the API server's answer to a patch
+		conflicts   int
 	)
 	opts := nodeutil.PatchOptions{
 		Start:   node,
@@ -156,8 +157,9 @@ func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) 
 					c.metrics.ListWrites.WithLabelValues("success").Inc()
 				}
 			case retrying:
+				conflicts++
 				c.metrics.TaintWrites.WithLabelValues(op, "conflict").Inc()
-				logger.V(2).Info("Node changed while writing it; retrying on a fresh read")
+				logger.V(2).Info("Node changed while writing it; retrying on a fresh read", "attempt", conflicts)
 			default:
 				c.metrics.TaintWrites.WithLabelValues(op, "error").Inc()
 				patchFailed = true
