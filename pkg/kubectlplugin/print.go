@@ -32,24 +32,57 @@ func validOutput(format string) bool {
 
 // printStatus writes a report in the requested format.
 func printStatus(w io.Writer, format string, report StatusReport, taintKey string) error {
-	switch format {
-	case OutputJSON:
-		data, err := json.MarshalIndent(report, "", "    ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", data)
-		return err
-	case OutputYAML:
-		data, err := yaml.Marshal(report)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(data)
+	if printed, err := printData(w, format, report); printed {
 		return err
 	}
 	return printTable(w, format == OutputWide, report, taintKey)
 }
+
+// printData writes a report as JSON or YAML, the formats every command's -o
+// shares; it reports false for a table format, which each command prints
+// its own way (with table).
+func printData(w io.Writer, format string, report any) (bool, error) {
+	switch format {
+	case OutputJSON:
+		data, err := json.MarshalIndent(report, "", "    ")
+		if err != nil {
+			return true, err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", data)
+		return true, err
+	case OutputYAML:
+		data, err := yaml.Marshal(report)
+		if err != nil {
+			return true, err
+		}
+		_, err = w.Write(data)
+		return true, err
+	}
+	return false, nil
+}
+
+// table is the plugin's one table printer: a header and rows whose columns
+// are aligned as kubectl aligns its own (printers.GetNewTabWriter).
+type table struct {
+	tw interface {
+		io.Writer
+		Flush() error
+	}
+}
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: printers.GetNewTabWriter(w)}
+	t.row(header...)
+	return t
+}
+
+// row adds a row of cells.
+func (t *table) row(cells ...string) {
+	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+}
+
+// flush writes the aligned table.
+func (t *table) flush() error { return t.tw.Flush() }
 
 // printTable prints one block per node: a line with the node's gate, then a
 // table of its extensions.
@@ -68,12 +101,11 @@ func printTable(w io.Writer, wide bool, report StatusReport, taintKey string) er
 			fmt.Fprintln(w, "  no system extensions")
 			continue
 		}
-		tw := printers.GetNewTabWriter(w)
 		header := []string{"EXTENSION", "AFFECTS READINESS", "SOURCE", "LEASE", "HOLDER", "LAST RENEWAL", "STATE", "REASON"}
 		if wide {
 			header = append(header, "LEASE DURATION", "RENEW TIME", "MESSAGE")
 		}
-		fmt.Fprintln(tw, strings.Join(header, "\t"))
+		tw := newTable(w, header...)
 		for _, e := range n.Extensions {
 			renewal := lastRenewal(e)
 			if e.ClockSkew {
@@ -90,9 +122,9 @@ func printTable(w io.Writer, wide bool, report StatusReport, taintKey string) er
 				}
 				row = append(row, d, rt, orNone(e.Message))
 			}
-			fmt.Fprintln(tw, strings.Join(row, "\t"))
+			tw.row(row...)
 		}
-		if err := tw.Flush(); err != nil {
+		if err := tw.flush(); err != nil {
 			return err
 		}
 	}

@@ -13,9 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 )
@@ -113,25 +111,11 @@ func startupReport(ctx context.Context, client kubernetes.Interface, names []str
 
 // printStartup writes a start-up report in the requested format.
 func printStartup(w io.Writer, format string, report StartupReport) error {
-	switch format {
-	case OutputJSON:
-		data, err := json.MarshalIndent(report, "", "    ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", data)
-		return err
-	case OutputYAML:
-		data, err := yaml.Marshal(report)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(data)
+	if printed, err := printData(w, format, report); printed {
 		return err
 	}
 	if len(report.Nodes) > 0 {
-		tw := printers.GetNewTabWriter(w)
-		fmt.Fprintln(tw, "NODE\tCAUSE\tREADY\tSLOWEST\tNEXT\tSINCE CREATION\tSTARTED\tNOTE")
+		tw := newTable(w, "NODE", "CAUSE", "READY", "SLOWEST", "NEXT", "SINCE CREATION", "STARTED", "NOTE")
 		for _, n := range report.Nodes {
 			tl := n.Timeline
 			slowest, next := "-", "-"
@@ -156,10 +140,10 @@ func printStartup(w io.Writer, format string, report StartupReport) error {
 			if len(notes) > 0 {
 				note = strings.Join(notes, ", ")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Node, tl.Cause, nodev1alpha1.ShortDuration(tl.Ready.Duration), slowest, next, created,
+			tw.row(n.Node, tl.Cause, nodev1alpha1.ShortDuration(tl.Ready.Duration), slowest, next, created,
 				duration.HumanDuration(report.Time.Sub(tl.Start.Time))+" ago", note)
 		}
-		if err := tw.Flush(); err != nil {
+		if err := tw.flush(); err != nil {
 			return err
 		}
 	} else {

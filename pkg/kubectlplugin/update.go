@@ -7,7 +7,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/yaml"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	versioned "nodehealth.io/client-go/clientset/versioned"
@@ -126,17 +124,7 @@ everything. With NODE..., only those nodes.`,
 			if err != nil {
 				return err
 			}
-			switch output {
-			case OutputJSON:
-				enc := json.NewEncoder(o.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(report)
-			case OutputYAML:
-				data, err := yaml.Marshal(report)
-				if err != nil {
-					return err
-				}
-				_, err = o.Out.Write(data)
+			if printed, err := printData(o.Out, output, report); printed {
 				return err
 			}
 			return printUpdateStatus(o.Out, report, output == OutputWide || len(args) > 0)
@@ -268,12 +256,11 @@ func printUpdateStatus(out io.Writer, r UpdateReport, all bool) error {
 	if len(r.Policies) == 0 {
 		fmt.Fprintln(out, "No UpdatePolicy: no node starts an update (docs/updater.md shows one to apply).")
 	} else {
-		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		header := "POLICY\tTARGET\tPROGRESS\tIN-FLIGHT\tFAILED\tPAUSED\tWINDOW\tHALTED BY"
+		header := []string{"POLICY", "TARGET", "PROGRESS", "IN-FLIGHT", "FAILED", "PAUSED", "WINDOW", "HALTED BY"}
 		if all {
-			header += "\tLIMIT\tSELECTOR"
+			header = append(header, "LIMIT", "SELECTOR")
 		}
-		fmt.Fprintln(w, header)
+		w := newTable(out, header...)
 		for _, p := range r.Policies {
 			halted := strings.Join(p.HaltedBy, ",")
 			if p.Halted != "" && halted == "" {
@@ -283,14 +270,14 @@ func printUpdateStatus(out io.Writer, r UpdateReport, all bool) error {
 			if target == "" {
 				target = "<offered>"
 			}
-			line := fmt.Sprintf("%s\t%s\t%d/%d\t%d\t%d\t%v\t%s\t%s", p.Name, target, p.UpToDate, p.Nodes, p.InFlight, p.Failed, p.Paused,
-				p.Window, dash(halted))
+			row := []string{p.Name, target, fmt.Sprintf("%d/%d", p.UpToDate, p.Nodes), fmt.Sprint(p.InFlight), fmt.Sprint(p.Failed),
+				fmt.Sprint(p.Paused), p.Window, dash(halted)}
 			if all {
-				line += fmt.Sprintf("\t%s\t%s", p.Limit, dash(p.Selector))
+				row = append(row, p.Limit, dash(p.Selector))
 			}
-			fmt.Fprintln(w, line)
+			w.row(row...)
 		}
-		if err := w.Flush(); err != nil {
+		if err := w.flush(); err != nil {
 			return err
 		}
 		for _, p := range r.Policies {
@@ -328,13 +315,12 @@ func printUpdateStatus(out io.Writer, r UpdateReport, all bool) error {
 		fmt.Fprintf(out, "No node in flight (%d nodes; -o wide lists them).\n", len(r.Nodes))
 		return nil
 	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	header := "NODE\tPOLICY\tDESIRED\tSTATE\tSINCE\tCURRENT\tTARGET\tVERSION\tCRASH\tNOTE"
+	header := []string{"NODE", "POLICY", "DESIRED", "STATE", "SINCE", "CURRENT", "TARGET", "VERSION", "CRASH", "NOTE"}
 	if all {
 		// The failure's reason, its resume, and the agent's problem in full.
-		header += "\tFAILURE-REASON\tRESUMED\tPROBLEM"
+		header = append(header, "FAILURE-REASON", "RESUMED", "PROBLEM")
 	}
-	fmt.Fprintln(w, header)
+	w := newTable(out, header...)
 	for _, n := range rows {
 		note := n.Problem
 		if n.Failed != "" {
@@ -343,14 +329,14 @@ func printUpdateStatus(out io.Writer, r UpdateReport, all bool) error {
 				note += " (resumed)"
 			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s", n.Name, dash(n.Policy), n.Desired, n.State, dash(n.Since), dash(n.Current),
-			dash(n.Target), dash(n.Version), n.CrashCount, note)
+		row := []string{n.Name, dash(n.Policy), n.Desired, n.State, dash(n.Since), dash(n.Current),
+			dash(n.Target), dash(n.Version), fmt.Sprint(n.CrashCount), note}
 		if all {
-			fmt.Fprintf(w, "\t%s\t%s\t%s", dash(n.FailureReason), dash(n.Resumed), dash(n.Problem))
+			row = append(row, dash(n.FailureReason), dash(n.Resumed), dash(n.Problem))
 		}
-		fmt.Fprintln(w)
+		w.row(row...)
 	}
-	return w.Flush()
+	return w.flush()
 }
 
 func dash(s string) string {

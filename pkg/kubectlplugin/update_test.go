@@ -68,15 +68,15 @@ func TestUpdateStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"POLICY  TARGET  PROGRESS  IN-FLIGHT  FAILED  PAUSED  WINDOW   HALTED BY\n",
-		"canary  1.20.0  0/0       0          0       true    unknown  -\n",
-		"fleet   1.20.0  1/3       1          1       false   closed   n2\n",
+		"POLICY   TARGET   PROGRESS   IN-FLIGHT   FAILED   PAUSED   WINDOW    HALTED BY\n",
+		"canary   1.20.0   0/0        0           0        true     unknown   -\n",
+		"fleet    1.20.0   1/3        1           1        false    closed    n2\n",
 		"canary: the operator has not acted on its latest edit yet",
 		"Rollout HALTED by failed updates on: n2\n",
 		"n2 failed at " + rfc(failedAt) + ": DeadlineExceeded: too slow",
 		"kubectl nodehealth update resume NODE",
-		"NODE  POLICY  DESIRED             STATE                     SINCE  CURRENT  TARGET  VERSION  CRASH  NOTE",
-		"n1    -       RebootedIntoUpdate  StagedAndPerformedUpdate  1m30s  1.19.0   1.20.0",
+		"NODE   POLICY   DESIRED              STATE                      SINCE   CURRENT   TARGET   VERSION   CRASH   NOTE",
+		"n1     -        RebootedIntoUpdate   StagedAndPerformedUpdate   1m30s   1.19.0    1.20.0",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -94,7 +94,7 @@ func TestUpdateStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"LIMIT  SELECTOR", "10%    <every managed node>", "n3", "(resumed)"} {
+	for _, want := range []string{"LIMIT   SELECTOR", "10%     <every managed node>", "n3", "(resumed)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("-o wide lacks %q:\n%s", want, out)
 		}

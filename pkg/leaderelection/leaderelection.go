@@ -8,6 +8,9 @@
 // leader that is still writing. Losing the lease without being asked to stop
 // is an error: the component exits and restarts clean rather than running on
 // with a possibly divergent state.
+//
+// Process is the whole process of such a component around its work: the
+// election (or none), serving health and metrics, and the wait for the work.
 package leaderelection
 
 import (

@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/clock"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 // leaseNodeIndex indexes extension Leases by the node their name belongs to.
@@ -104,7 +105,7 @@ type contribution struct {
 }
 
 // NewController wires the controller to its informers. The informers should
-// drop managedFields and node images (see TransformNode) to keep memory small;
+// drop managedFields and node images (see nodeutil.TransformNode) to keep memory small;
 // the controller never writes an object it read from them.
 func NewController(ctx context.Context, client kubernetes.Interface, nodeInformer coreinformers.NodeInformer,
 	leaseInformer LeaseInformer, recorder record.EventRecorder, clk clock.WithTicker,
@@ -241,8 +242,8 @@ func nodeChanged(a, b *v1.Node, taintKey string) bool {
 		a.Annotations[nodev1alpha1.BootAnnotation] != b.Annotations[nodev1alpha1.BootAnnotation] {
 		return true
 	}
-	return hasTaint(a, taintKey, v1.TaintEffectNoExecute) != hasTaint(b, taintKey, v1.TaintEffectNoExecute) ||
-		countTaints(a, taintKey) != countTaints(b, taintKey) || conditionOf(a) != conditionOf(b)
+	return nodeutil.HasTaint(a, taintKey, v1.TaintEffectNoExecute) != nodeutil.HasTaint(b, taintKey, v1.TaintEffectNoExecute) ||
+		nodeutil.CountTaints(a, taintKey) != nodeutil.CountTaints(b, taintKey) || nodeutil.ConditionChanged(a, b, nodev1alpha1.SystemExtensionsReadyCondition)
 }
 
 func indexLeaseByNode(obj interface{}) ([]string, error) {
@@ -439,7 +440,7 @@ func (c *Controller) recoverView(at time.Time) {
 // informer's cache.
 func (c *Controller) taintedInCache(name string) bool {
 	node, err := c.nodeLister.Get(name)
-	return err == nil && hasTaint(node, c.opts.TaintKey, c.opts.TaintEffect)
+	return err == nil && nodeutil.HasTaint(node, c.opts.TaintKey, c.opts.TaintEffect)
 }
 
 // ownViewStaleLocked reports whether taint additions and evictions are held

@@ -3,9 +3,10 @@ package nodehealth
 import (
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 func TestNewNodeIsGatedUntilItsExtensionsRenew(t *testing.T) {
@@ -640,13 +642,13 @@ func TestNoExecuteModeAddsTheNoExecuteTaint(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.sync("n1")
-	if !hasTaint(f.node("n1"), testKey, v1.TaintEffectNoExecute) {
+	if !nodeutil.HasTaint(f.node("n1"), testKey, v1.TaintEffectNoExecute) {
 		t.Fatalf("NoExecute taint not added: %s", fmtTaints(f.node("n1")))
 	}
 	// Recovery removes both.
 	f.renew("kube-proxy", "n1")
 	f.sync("n1")
-	if got := countTaints(f.node("n1"), testKey); got != 0 {
+	if got := nodeutil.CountTaints(f.node("n1"), testKey); got != 0 {
 		t.Fatalf("%d readiness taints left after recovery", got)
 	}
 }
@@ -969,4 +971,192 @@ func TestExcludedNodeConditionSaysExcluded(t *testing.T) {
 	f.writes()
 	f.sync("n1")
 	f.expectWrites()
+}
+
+// A renewal of a Lease that stays ready, on a node that is not gated, changes
+// nothing: it does not queue the node. The node's expiry timer still re-evaluates
+// it, and a Lease that then stops renewing is detected at its expiry.
+func TestQuietRenewalDoesNotQueueButExpiryIsDetected(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	key, _ := f.c.queue.Get()
+	f.sync(key)
+	f.c.queue.Done(key)
+	if f.tainted("n1") {
+		t.Fatal("ready node tainted")
+	}
+
+	// t=10s: a quiet renewal (the Lease now expires at 60s).
+	f.clock.Step(10 * time.Second)
+	f.renew("kube-proxy", "n1")
+	if got := f.c.queue.Len(); got != 0 {
+		t.Fatalf("a renewal of a ready Lease on an ungated node queued %d items", got)
+	}
+
+	// t=50s: the timer of the first observation fires; the node is still ready.
+	f.clock.Step(40 * time.Second)
+	waitForQueue(t, f, 1)
+	key, _ = f.c.queue.Get()
+	f.sync(key)
+	f.c.queue.Done(key)
+	if f.tainted("n1") {
+		t.Fatal("node tainted although its Lease was renewed 40s ago")
+	}
+	f.expectWrites()
+
+	// t=60s: no renewal since 10s: expired, tainted.
+	f.clock.Step(10 * time.Second)
+	waitForQueue(t, f, 1)
+	key, _ = f.c.queue.Get()
+	f.sync(key)
+	f.c.queue.Done(key)
+	if !f.tainted("n1") {
+		t.Fatal("node not tainted at the expiry of a quietly renewed Lease")
+	}
+
+	// While gated, a renewal is not quiet: it queues the node for the ungate.
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	if got := f.c.queue.Len(); got != 1 {
+		t.Fatalf("a renewal on a gated node queued %d items, want 1", got)
+	}
+}
+
+// process takes one node from the queue as a worker does (processNext), then
+// copies the node the API holds into the cache as an informer would.
+func (f *fixture) process(want string) {
+	f.t.Helper()
+	waitForQueue(f.t, f, 1)
+	if !f.c.processNext(f.ctx) {
+		f.t.Fatal("the queue was shut down")
+	}
+	f.refresh(want)
+}
+
+func (f *fixture) counts() (evaluations, rechecks float64) {
+	return testutil.ToFloat64(f.c.metrics.EvaluationsTotal), testutil.ToFloat64(f.c.metrics.TimerRechecks)
+}
+
+// The expiry timer of a steady node whose Leases were all renewed quietly since
+// moves to the new expiry without a full evaluation; an expiry that did happen
+// is still detected at its instant.
+func TestTimerRecheckSkipsEvaluationButDetectsExpiry(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	f.process("n1") // t=0: ready; the Lease expires at 50s
+	if f.tainted("n1") {
+		t.Fatal("ready node tainted")
+	}
+	if ev, rc := f.counts(); ev != 1 || rc != 0 {
+		t.Fatalf("after the first sync: %v evaluations, %v rechecks; want 1, 0", ev, rc)
+	}
+	f.client.ClearActions()
+
+	// t=10s: a quiet renewal (expiry now 60s). t=50s: the old timer fires.
+	f.clock.Step(10 * time.Second)
+	f.renew("kube-proxy", "n1")
+	f.clock.Step(40 * time.Second)
+	f.process("n1")
+	if ev, rc := f.counts(); ev != 1 || rc != 1 {
+		t.Fatalf("timer of a quietly renewed node: %v evaluations, %v rechecks; want 1, 1", ev, rc)
+	}
+	f.expectWrites()
+
+	// t=60s: no renewal since 10s. The moved timer fires at the new expiry,
+	// the recheck sees it expired, the full evaluation taints.
+	f.clock.Step(10 * time.Second)
+	f.process("n1")
+	if ev, rc := f.counts(); ev != 2 || rc != 1 {
+		t.Fatalf("at the expiry: %v evaluations, %v rechecks; want 2, 1", ev, rc)
+	}
+	if !f.tainted("n1") {
+		t.Fatal("node not tainted at the expiry of a quietly renewed Lease")
+	}
+	if c := f.condition("n1"); c.Status != v1.ConditionFalse {
+		t.Fatalf("condition %s, want False", c.Status)
+	}
+}
+
+// Anything but the node's own timer (here a node update the controller
+// cares about) gets a full evaluation even when the node is steady.
+func TestTimerRecheckLeavesOtherCausesToAFullEvaluation(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	f.process("n1")
+	f.clock.Step(time.Second)
+	f.c.enqueue("n1")
+	f.process("n1")
+	if ev, rc := f.counts(); ev != 2 || rc != 0 {
+		t.Fatalf("after an enqueue: %v evaluations, %v rechecks; want 2, 0", ev, rc)
+	}
+}
+
+// A gated node is never steady: its timer always evaluates, so that the gate's
+// own deadlines (ungate, escalation) are never skipped.
+func TestTimerRecheckNeverSkipsAGatedNode(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	f.process("n1")
+	f.clock.Step(50 * time.Second) // expired: gated, eviction clock running
+	f.process("n1")
+	if !f.tainted("n1") {
+		t.Fatal("not tainted at expiry")
+	}
+	f.c.mu.Lock()
+	steady := f.c.nodes["n1"].steady
+	f.c.mu.Unlock()
+	if steady {
+		t.Fatal("a gated node is marked steady")
+	}
+	f.clock.Step(5 * time.Minute) // the eviction clock's timer
+	f.process("n1")
+	if ev, rc := f.counts(); ev != 3 || rc != 0 {
+		t.Fatalf("timer of a gated node: %v evaluations, %v rechecks; want 3, 0", ev, rc)
+	}
+}
+
+// When the own view recovers, every Lease counts as observed at that moment:
+// a Lease whose renewals the stale watch missed is not expired by the
+// recovery, and it gets a full duration of grace from it (docs/controller.md).
+func TestOwnViewRecoveryGivesEveryLeaseFullGrace(t *testing.T) {
+	opts := testOptions()
+	opts.CanaryInterval = 5 * time.Second
+	f := newFixture(t, opts, readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	// The watch stalls for a minute: no renewal of anything is observed.
+	f.clock.Step(16 * time.Second)
+	stale, _ := f.c.canary.check(f.clock.Now())
+	if !stale {
+		t.Fatal("canary not stale")
+	}
+	f.c.ownViewChanged(f.ctx, true, f.clock.Now())
+	f.clock.Step(44 * time.Second)
+	// It catches up: the canary is observed, the view recovers.
+	canaryRenewed := func() {
+		f.putLease(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "nodehealth-controller-canary"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("controller-a"), RenewTime: &metav1.MicroTime{Time: f.clock.Now()}}})
+	}
+	canaryRenewed()
+	if stale, changed := f.c.canary.check(f.clock.Now()); stale || !changed {
+		t.Fatal("canary did not recover")
+	}
+	f.c.ownViewChanged(f.ctx, false, f.clock.Now())
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("tainted at the recovery for renewals the stale watch missed")
+	}
+	// The view stays current (the canary keeps being observed).
+	f.clock.Step(49 * time.Second)
+	canaryRenewed()
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("tainted within a full duration plus grace of the recovery")
+	}
+	f.clock.Step(time.Second)
+	canaryRenewed()
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("not tainted a full duration plus grace after the recovery without a renewal")
+	}
 }

@@ -668,7 +668,9 @@ func (s *nodeState) missingSince(extension string, now time.Time) time.Time {
 // boot record, after a start or a failover: without it, a node released by
 // failurePolicy Ungate would be taken for a node whose extension just failed.
 func (s *nodeState) restoreFailedOpen(f nodeFacts) {
-	if f.hasRecord && f.record.sameBoot(f.uid, f.bootID) && len(f.record.FailedOpen) > 0 {
+	// A list longer than any this controller writes is someone else's: it
+	// is not trusted to release extensions from gating.
+	if f.hasRecord && f.record.sameBoot(f.uid, f.bootID) && len(f.record.FailedOpen) > 0 && len(f.record.FailedOpen) <= maxFailedOpen {
 		s.failedOpen = sets.New(f.record.FailedOpen...)
 	}
 }
@@ -678,6 +680,9 @@ func (s *nodeState) restoreFailedOpen(f nodeFacts) {
 // the one the node's record of this boot already holds (after a start).
 func (s *nodeState) wantRecord(f nodeFacts) bootRecord {
 	r := bootRecord{BootID: f.bootID, UID: f.uid, FailedOpen: sets.List(s.failedOpen), Startup: s.startup}
+	if len(r.FailedOpen) > maxFailedOpen {
+		r.FailedOpen, r.FailedOpenOmitted = r.FailedOpen[:maxFailedOpen], len(r.FailedOpen)-maxFailedOpen
+	}
 	if r.Startup == nil && f.hasRecord && f.record.sameBoot(f.uid, f.bootID) && f.record.Startup != nil &&
 		len(f.record.Startup.Extensions) <= nodev1alpha1.MaxStartupExtensions {
 		// Kept as it is, unless it is larger than any this controller
@@ -730,7 +735,8 @@ func (e *evaluation) recordStartup() {
 }
 
 func equalRecords(a, b bootRecord) bool {
-	return a.BootID == b.BootID && a.UID == b.UID && slices.Equal(a.FailedOpen, b.FailedOpen) && a.Pending == b.Pending
+	return a.BootID == b.BootID && a.UID == b.UID && slices.Equal(a.FailedOpen, b.FailedOpen) &&
+		a.FailedOpenOmitted == b.FailedOpenOmitted && a.Pending == b.Pending
 }
 
 // conditionFor builds the SystemExtensionsReady condition of a decision, and a

@@ -1,8 +1,15 @@
 package nodehealth
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -177,5 +184,629 @@ func TestEvaluate(t *testing.T) {
 				t.Errorf("blast radius told failing=%v tracked=%v, want failing=%v tracked=true", failing, tracked, tc.wantFailing)
 			}
 		})
+	}
+}
+
+// A node released by failurePolicy Ungate stays released after a restart:
+// the boot record says which extensions failed open in this boot, so the new
+// controller neither taints the node nor counts it as failing (issue 9
+// defect 3).
+func TestFailOpenSurvivesARestart(t *testing.T) {
+	opts := testOptions()
+	opts.Rules[0].StartupTimeout = time.Minute
+	opts.Rules[0].FailurePolicy = FailurePolicyUngate
+	f := newFixture(t, opts, newNode("n1"))
+	f.live("n1")
+	f.sync("n1")
+	f.clock.Step(time.Minute)
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("Ungate kept the node gated")
+	}
+	rec, ok := parseBootRecord(f.node("n1").Annotations[nodev1alpha1.BootAnnotation])
+	if !ok || len(rec.FailedOpen) != 1 || rec.FailedOpen[0] != "kube-proxy" {
+		t.Fatalf("boot record %q does not name the failed-open extension", f.node("n1").Annotations[nodev1alpha1.BootAnnotation])
+	}
+
+	g := f.restart(opts)
+	g.sync("n1")
+	if g.tainted("n1") {
+		t.Fatalf("the restarted controller tainted a node released by failing open: %s", fmtTaints(g.node("n1")))
+	}
+	g.c.mu.Lock()
+	st := g.c.nodes["n1"]
+	failing, gated := st.failing, st.gated
+	g.c.mu.Unlock()
+	if failing || gated {
+		t.Fatalf("after the restart: failing=%v gated=%v, want neither", failing, gated)
+	}
+	g.expectWrites()
+
+	// Once the extension comes up, the record forgets it, so that a later
+	// failure is a failure, also for a controller started after that.
+	g.renew("kube-proxy", "n1")
+	g.sync("n1")
+	rec, _ = parseBootRecord(g.node("n1").Annotations[nodev1alpha1.BootAnnotation])
+	if len(rec.FailedOpen) != 0 {
+		t.Fatalf("boot record still names %v after the extension became ready", rec.FailedOpen)
+	}
+	g.release("kube-proxy", "n1", "Crash")
+	h := g.restart(opts)
+	h.sync("n1")
+	if !h.tainted("n1") {
+		t.Fatal("a failure after the failed-open extension came up must gate, also after a restart")
+	}
+}
+
+// Found by the simulation: a startup timeout is for an extension that never
+// comes up after the gate began. One that came up and then died while
+// another extension still kept the node gated did start: failing it open
+// would ungate the node with that extension down, and failing it closed
+// would call a crash a startup timeout.
+func TestAnExtensionThatCameUpAndDiedDuringTheGateHasNoStartupTimeout(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: labels.Everything(), AffectsReadiness: true,
+		StartupTimeout: 30 * time.Second, FailurePolicy: FailurePolicyUngate})
+	f := newFixture(t, opts, newNode("n1"))
+	f.live("n1")
+	f.sync("n1")
+	// cni comes up and dies; kube-proxy never comes up.
+	f.clock.Step(5 * time.Second)
+	f.renew("cni", "n1")
+	f.sync("n1")
+	f.clock.Step(25 * time.Second)
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("the node was ungated while kube-proxy never came up")
+	}
+	f.clock.Step(time.Minute)
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatalf("the node was ungated with cni down: cni failed open although it came up after the gate began (condition %s)", f.condition("n1").Reason)
+	}
+	if r := f.condition("n1").Reason; r == nodev1alpha1.ReasonStartupTimeout {
+		t.Errorf("condition %s: cni came up, its later failure is not a startup timeout", r)
+	}
+}
+
+// Found by the simulation: StartupTimeout says a late extension keeps the
+// node gated; once it comes up while another extension still has to renew,
+// the reason is the gate's own again (here NodeRegistered).
+func TestTheStartupTimeoutReasonEndsWhenTheLateExtensionComesUp(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: labels.Everything(), AffectsReadiness: true,
+		StartupTimeout: 30 * time.Second, FailurePolicy: FailurePolicyKeepGated})
+	f := newFixture(t, opts, newNode("n1"))
+	f.live("n1")
+	f.sync("n1")
+	f.clock.Step(31 * time.Second)
+	f.sync("n1")
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonStartupTimeout {
+		t.Fatalf("condition %s after cni's startup timeout, want %s", r, nodev1alpha1.ReasonStartupTimeout)
+	}
+	f.clock.Step(time.Second)
+	f.renew("cni", "n1")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("ungated although kube-proxy never renewed")
+	}
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonNodeRegistered {
+		t.Errorf("condition %s once cni came up, want %s", r, nodev1alpha1.ReasonNodeRegistered)
+	}
+}
+
+// After a reboot the extension's Lease from the previous boot may still be
+// within its duration when the startup timeout passes: the extension has not
+// come up in this boot, so the timeout is reported all the same (seed 22 of
+// the simulation, where the old Lease outlived an 11 s timeout by a second).
+func TestAStartupTimeoutIsReportedWhileTheLeaseOfThePreviousBootIsStillValid(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: labels.Everything(), AffectsReadiness: true,
+		StartupTimeout: 5 * time.Second, FailurePolicy: FailurePolicyKeepGated})
+	f := newFixture(t, opts, readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	f.renew("cni", "n1")
+	f.sync("n1")
+	f.clock.Step(2 * time.Second)
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.sync("n1")
+	if r := f.condition("n1").Reason; r != string(causeRebooted) {
+		t.Fatalf("condition %s after the reboot, want %s", r, causeRebooted)
+	}
+	f.clock.Step(6 * time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("ungated although cni never renewed in this boot")
+	}
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonStartupTimeout {
+		t.Errorf("condition %s once cni's startup timeout passed with its old Lease still valid, want %s", r, nodev1alpha1.ReasonStartupTimeout)
+	}
+}
+
+// After a restart every Lease counts as observed at the start, so a
+// non-gating extension that had expired looks ready until its grace runs out
+// again, and the condition's message then says again what the node already
+// holds: nothing to write (simulation seed 84, a write at steady state).
+func TestAConditionTheNodeAlreadyHoldsIsNotRewrittenAfterARestart(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = append(opts.Rules, Rule{Name: "updater", Extension: "updater", Selector: labels.Everything(), AffectsReadiness: false,
+		FailurePolicy: FailurePolicyKeepGated})
+	f := newFixture(t, opts, readyNode("n1"), lease("kube-proxy", "n1", "holder", t0), lease("updater", "n1", "holder", t0))
+	f.sync("n1")
+	for i := 0; i < 5; i++ {
+		f.clock.Step(10 * time.Second)
+		f.renew("kube-proxy", "n1")
+		f.sync("n1")
+	}
+	held := f.condition("n1")
+	if held.Status != v1.ConditionTrue || !strings.Contains(held.Message, "updater (LeaseExpired") {
+		t.Fatalf("condition %s/%s %q, want True naming the expired updater", held.Status, held.Reason, held.Message)
+	}
+
+	g := newFixture(t, opts, f.node("n1"), lease("kube-proxy", "n1", "holder", t0), lease("updater", "n1", "holder", t0))
+	g.sync("n1")
+	g.expectWrites()
+	for i := 0; i < 5; i++ {
+		g.clock.Step(10 * time.Second)
+		g.renew("kube-proxy", "n1")
+		g.sync("n1")
+	}
+	if c := g.condition("n1"); c.Message != held.Message {
+		t.Fatalf("message %q after the updater's grace ran out again, want %q", c.Message, held.Message)
+	}
+	g.expectWrites()
+}
+
+// The boot record stays readable however many extensions fail open: 64
+// extensions of 63-character names would list 4.2 KiB, over what the Node
+// cache keeps of the record (nodeutil.MaxBootRecordLength), and a record the
+// cache replaces by a marker tells a restarted controller nothing. The list
+// is capped like the start-up timeline, the rest counted, and the capped
+// record is stable: the next sync does not rewrite it.
+func TestTheFailedOpenListInTheBootRecordIsBounded(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = nil
+	for i := range nodev1alpha1.MaxSystemExtensions {
+		name := fmt.Sprintf("%s%02d", strings.Repeat("x", 61), i)
+		opts.Rules = append(opts.Rules, Rule{Name: name, Extension: name, Selector: labels.Everything(), AffectsReadiness: true,
+			StartupTimeout: time.Minute, FailurePolicy: FailurePolicyUngate})
+	}
+	f := newFixture(t, opts, newNode("n1"))
+	f.live("n1")
+	f.sync("n1")
+	f.clock.Step(time.Minute)
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatalf("every extension failed open, yet the node is gated: %s", f.condition("n1").Message)
+	}
+	value := f.node("n1").Annotations[nodev1alpha1.BootAnnotation]
+	if len(value) > nodeutil.MaxBootRecordLength {
+		t.Fatalf("boot record of %d bytes, over the %d the Node cache keeps", len(value), nodeutil.MaxBootRecordLength)
+	}
+	cached, _ := nodeutil.TransformNode(f.node("n1"))
+	rec, ok := parseBootRecord(cached.(*v1.Node).Annotations[nodev1alpha1.BootAnnotation])
+	if !ok {
+		t.Fatalf("the cached boot record does not parse: %q", value)
+	}
+	if len(rec.FailedOpen) != maxFailedOpen || rec.FailedOpenOmitted != nodev1alpha1.MaxSystemExtensions-maxFailedOpen {
+		t.Errorf("failedOpen lists %d and omits %d, want %d and the rest", len(rec.FailedOpen), rec.FailedOpenOmitted, maxFailedOpen)
+	}
+	if first := fmt.Sprintf("%s%02d", strings.Repeat("x", 61), 0); rec.FailedOpen[0] != first {
+		t.Errorf("first listed %s, want %s (name order)", rec.FailedOpen[0], first)
+	}
+	f.writes()
+	f.sync("n1")
+	f.expectWrites()
+}
+
+// twoExtensions lists a manual cni next to the rule's kube-proxy.
+func twoExtensions(n *v1.Node) {
+	n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = `[{"name":"cni"},{"name":"kube-proxy","source":"rule/kube-proxy"}]`
+}
+
+// After a failure gate, only the extensions that failed must renew: the
+// node is ungated at the returning extension's first renewal, not at the
+// next renewal of every other extension (docs/controller.md gate scope).
+func TestFailureGateUngatesOnTheFailedExtensionsRenewal(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1", twoExtensions),
+		lease("cni", "n1", "holder", t0), lease("kube-proxy", "n1", "holder", t0))
+	f.sync("n1")
+	f.clock.Step(5 * time.Second)
+	f.release("cni", "n1", "Crash")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("not gated by the release")
+	}
+	f.clock.Step(time.Second)
+	f.renew("cni", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("still gated after the failed extension renewed: kube-proxy never stopped renewing and must not have to renew again")
+	}
+}
+
+// An extension added to the list during a failure gate is in its scope.
+func TestFailureGateScopeIncludesExtensionsAddedDuringIt(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"), lease("kube-proxy", "n1", "holder", t0))
+	f.sync("n1")
+	f.release("kube-proxy", "n1", "Crash")
+	f.sync("n1")
+	f.putLease(lease("cni", "n1", "holder", f.clock.Now()))
+	f.updateNode("n1", twoExtensions)
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("ungated before the extension added during the gate renewed")
+	}
+	f.renew("cni", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("still gated after every extension in scope renewed")
+	}
+}
+
+// A gate found at a start is full, also once an extension's failure
+// becomes its reason: ControllerStarted turning into ExtensionsNotReady must
+// not let the node go on the failed extension's renewal alone.
+func TestFoundGatedStaysFullWhenItsReasonChanges(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1", twoExtensions, withTaint),
+		lease("cni", "n1", "holder", t0), lease("kube-proxy", "n1", "holder", t0))
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.release("cni", "n1", "Crash")
+	f.sync("n1")
+	if c := f.condition("n1"); c.Reason != nodev1alpha1.ReasonExtensionsNotReady {
+		t.Fatalf("reason %q, want %q", c.Reason, nodev1alpha1.ReasonExtensionsNotReady)
+	}
+	f.clock.Step(time.Second)
+	f.renew("cni", "n1")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("a gate found at start ungated without a fresh renewal of kube-proxy")
+	}
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("still gated after every extension renewed")
+	}
+}
+
+// A reboot during a failure gate restarts it as full.
+func TestRebootDuringAFailureGateMakesItFull(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1", twoExtensions),
+		lease("cni", "n1", "holder", t0), lease("kube-proxy", "n1", "holder", t0))
+	f.sync("n1")
+	f.release("cni", "n1", "Crash")
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.sync("n1")
+	if st := f.state("n1"); st.cause != causeRebooted || !st.full {
+		t.Fatalf("after a reboot during a failure gate: cause %q full %v, want %q and full", st.cause, st.full, causeRebooted)
+	}
+	f.clock.Step(time.Second)
+	f.renew("cni", "n1")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("ungated after a reboot without kube-proxy renewing")
+	}
+}
+
+// While a gate includes a planned release, the node's other failures are
+// planned too: kube-proxy expiring while the updater reboots the node
+// starts no eviction clock and does not count for the blast radius.
+func TestPlannedReleaseMakesTheNodesOtherFailuresPlanned(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1", twoExtensions),
+		lease("cni", "n1", "holder", t0), lease("kube-proxy", "n1", "holder", t0))
+	f.sync("n1")
+	f.release("cni", "n1", nodev1alpha1.ReasonUpdating)
+	f.sync("n1")
+	f.clock.Step(time.Minute)
+	f.sync("n1") // kube-proxy expired
+	st := f.state("n1")
+	if st.failing {
+		t.Fatal("an expiry during a planned gate counts as a failure")
+	}
+	if c := f.condition("n1"); c.Reason != nodev1alpha1.ReasonPlannedMaintenance {
+		t.Errorf("reason %q, want %q", c.Reason, nodev1alpha1.ReasonPlannedMaintenance)
+	}
+	f.clock.Step(10 * time.Minute)
+	f.sync("n1")
+	if f.c.evictions.Len() != 0 {
+		t.Fatal("escalated a planned gate")
+	}
+	// The planned Lease renews: kube-proxy's failure is a failure again.
+	f.renew("cni", "n1")
+	f.sync("n1")
+	if st := f.state("n1"); !st.failing {
+		t.Fatal("kube-proxy still not ready after the planned Lease renewed, and not failing")
+	}
+}
+
+func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+
+// The timeline keeps the record small whatever the node's list holds: the
+// slowest extensions, a count of the others, durations to 100 ms, the start
+// to the second.
+func TestTheTimelineInTheBootRecordIsBounded(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = nil
+	var list []string
+	for i := range nodev1alpha1.MaxSystemExtensions {
+		list = append(list, fmt.Sprintf(`{"name":"%s%02d"}`, strings.Repeat("x", 61), i))
+	}
+	f := newFixture(t, opts, newNode("n1", func(n *v1.Node) {
+		n.Annotations = map[string]string{nodev1alpha1.SystemExtensionsAnnotation: "[" + strings.Join(list, ",") + "]"}
+	}))
+	f.live("n1")
+	f.clock.Step(123456 * time.Microsecond)
+	f.sync("n1")
+	for i := range nodev1alpha1.MaxSystemExtensions {
+		f.clock.Step(456 * time.Millisecond)
+		f.renew(fmt.Sprintf("%s%02d", strings.Repeat("x", 61), i), "n1")
+		f.sync("n1")
+	}
+	if f.tainted("n1") {
+		t.Fatalf("node not ungated: %s", f.condition("n1").Message)
+	}
+	value := f.node("n1").Annotations[nodev1alpha1.BootAnnotation]
+	t.Logf("boot record of %d bytes", len(value))
+	if len(value) > 1024 {
+		t.Errorf("boot record of %d bytes, want at most 1 KiB: %s", len(value), value)
+	}
+	rec, ok := parseBootRecord(value)
+	if !ok || rec.Startup == nil {
+		t.Fatalf("no timeline: %s", value)
+	}
+	tl := rec.Startup
+	if len(tl.Extensions) != nodev1alpha1.MaxStartupExtensions || int(tl.Omitted) != nodev1alpha1.MaxSystemExtensions-nodev1alpha1.MaxStartupExtensions {
+		t.Errorf("%d extensions and %d omitted, want %d and the rest", len(tl.Extensions), tl.Omitted, nodev1alpha1.MaxStartupExtensions)
+	}
+	if last := fmt.Sprintf("%s%02d", strings.Repeat("x", 61), nodev1alpha1.MaxSystemExtensions-1); tl.Extensions[0].Name != last {
+		t.Errorf("slowest is %s, want %s", tl.Extensions[0].Name, last)
+	}
+	for _, e := range tl.Extensions {
+		if e.Ready == nil || e.Ready.Duration%nodev1alpha1.StartupResolution != 0 {
+			t.Errorf("%s: ready %v, not rounded to %s", e.Name, e.Ready, nodev1alpha1.StartupResolution)
+		}
+	}
+	if !strings.Contains(value, `"start":"2026-11-21T10:00:00Z"`) {
+		t.Errorf("start not to the second: %s", value)
+	}
+}
+
+// The start-up of a new node: the time from the gate's start (the
+// controller observing the node) to each extension's first ready renewal and
+// to the ungate, written in the ungate patch; the creation delay on the API
+// server's clock; the histograms; and the NodeUngated Event in one line.
+func TestANewNodeRecordsItsStartupTimelineInTheUngatePatch(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: labels.Everything(), AffectsReadiness: true, FailurePolicy: FailurePolicyKeepGated},
+		Rule{Name: "csi", Extension: "csi", Selector: labels.Everything(), AffectsReadiness: true, FailurePolicy: FailurePolicyKeepGated})
+	f := newFixture(t, opts, newNode("n1", func(n *v1.Node) { n.CreationTimestamp = metav1.NewTime(t0.Add(-2 * time.Second)) }))
+	f.live("n1")
+	f.sync("n1")
+	f.expectWrites("patch nodes", "patch nodes/status")
+
+	f.clock.Step(12 * time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.clock.Step(3 * time.Second) // csi at 15s
+	f.renew("csi", "n1")
+	f.sync("n1")
+	f.clock.Step(time.Second) // a second renewal is not the first
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.clock.Step(22 * time.Second) // cni at 38s, the last
+	f.writes()
+	f.renew("cni", "n1")
+	f.sync("n1")
+	f.expectWrites("patch nodes", "patch nodes/status")
+	if f.tainted("n1") {
+		t.Fatal("not ungated")
+	}
+
+	rec, ok := parseBootRecord(f.node("n1").Annotations[nodev1alpha1.BootAnnotation])
+	if !ok || rec.Startup == nil {
+		t.Fatalf("no timeline in the boot record: %q", f.node("n1").Annotations[nodev1alpha1.BootAnnotation])
+	}
+	want := nodev1alpha1.StartupTimeline{Cause: nodev1alpha1.ReasonNodeRegistered, Start: metav1.NewTime(t0), Ready: metav1.Duration{Duration: 38 * time.Second},
+		SinceCreation: dur(40 * time.Second),
+		Extensions: []nodev1alpha1.StartupExtension{
+			{Name: "cni", Ready: dur(38 * time.Second)}, {Name: "csi", Ready: dur(15 * time.Second)}, {Name: "kube-proxy", Ready: dur(12 * time.Second)}}}
+	if got := *rec.Startup; got.Summary() != want.Summary() || !got.Start.Equal(&want.Start) || got.Cause != want.Cause {
+		t.Errorf("timeline\n got %+v\nwant %+v", got, want)
+	}
+	if got, want := rec.Startup.Summary(), "ready 38s after registration (40s after creation); slowest cni 38s, then csi 15s"; got != want {
+		t.Errorf("summary %q, want %q", got, want)
+	}
+	f.expectEvent("ready 38s after registration (40s after creation); slowest cni 38s, then csi 15s")
+
+	if count, sum := observed(t, f.c.metrics.NodeStartup, "bootstrap"); count != 1 || sum != 38 {
+		t.Errorf("node_startup_seconds{cause=bootstrap}: %d observations summing %vs, want 1 of 38s", count, sum)
+	}
+	for ext, secs := range map[string]float64{"cni": 38, "csi": 15, "kube-proxy": 12} {
+		if count, sum := observed(t, f.c.metrics.ExtensionStartup, ext); count != 1 || sum != secs {
+			t.Errorf("extension_startup_seconds{extension=%s}: %d observations summing %vs, want 1 of %vs", ext, count, sum, secs)
+		}
+	}
+
+	// Steady state: renewals write nothing, and nothing more is observed.
+	for range 3 {
+		f.clock.Step(10 * time.Second)
+		for _, ext := range []string{"kube-proxy", "cni", "csi"} {
+			f.renew(ext, "n1")
+		}
+		f.sync("n1")
+	}
+	f.expectWrites()
+	if count, _ := observed(t, f.c.metrics.NodeStartup, "bootstrap"); count != 1 {
+		t.Errorf("%d start-ups observed, want 1", count)
+	}
+}
+
+// TestEvaluateStartupTimeline is the decision table of the start-up
+// timeline: which gates are start-ups, what their timeline says when they
+// end, and what is left out. Each case evaluates the node at t0 (the gate's
+// start) and again at each renewal of its extensions a and b, as the
+// controller does.
+func TestEvaluateStartupTimeline(t *testing.T) {
+	type renewal struct {
+		ext string
+		at  time.Duration
+	}
+	cases := []struct {
+		name     string
+		live     bool
+		tainted  bool
+		state    func() *nodeState // nil: first sight
+		bootID   string            // default boot-1
+		record   *bootRecord       // default: of boot-1, ready
+		renewals []renewal
+		// failOpenB: b's rule has a startup timeout of 20s with
+		// failurePolicy Ungate.
+		failOpenB bool
+
+		want        string // the summary; "" for no timeline
+		wantFound   bool
+		wantObserve map[string]time.Duration
+	}{
+		{name: "a new node: from its first sight to each first ready renewal and to the ungate",
+			live: true, renewals: []renewal{{"a", 12 * time.Second}, {"a", 13 * time.Second}, {"b", 30 * time.Second}},
+			want: "ready 30s after registration; slowest b 30s, then a 12s", wantObserve: map[string]time.Duration{"a": 12 * time.Second, "b": 30 * time.Second}},
+		{name: "a reboot of a node in service",
+			state: inServiceState, bootID: "boot-2", renewals: []renewal{{"b", 4 * time.Second}, {"a", 9 * time.Second}},
+			want: "ready 9s after reboot; slowest a 9s, then b 4s", wantObserve: map[string]time.Duration{"a": 9 * time.Second, "b": 4 * time.Second}},
+		{name: "a reboot found in the record at the controller's start: the start is the controller's",
+			bootID: "boot-2", renewals: []renewal{{"a", 2 * time.Second}, {"b", 3 * time.Second}},
+			want: "ready 3s after reboot (found at the controller's start: the start-up began earlier); slowest b 3s, then a 2s", wantFound: true,
+			wantObserve: map[string]time.Duration{"a": 2 * time.Second, "b": 3 * time.Second}},
+		{name: "found gated before the node was ever ready in its boot",
+			tainted: true, record: &bootRecord{BootID: "boot-1", UID: "uid-n1", Pending: true}, renewals: []renewal{{"a", time.Second}, {"b", 2 * time.Second}},
+			want: "ready 2s after the controller started (found at the controller's start: the start-up began earlier); slowest b 2s, then a 1s", wantFound: true,
+			wantObserve: map[string]time.Duration{"a": time.Second, "b": 2 * time.Second}},
+		{name: "found gated after the node was ready in its boot: a failure, not a start-up",
+			tainted: true, renewals: []renewal{{"a", time.Second}, {"b", 2 * time.Second}}},
+		{name: "a failure gate of a node in service is not a start-up",
+			state: func() *nodeState {
+				st := inServiceState()
+				st.gate(causeNotReady, t0)
+				st.scope.Insert("a")
+				return st
+			}, tainted: true, renewals: []renewal{{"b", time.Second}, {"a", 5 * time.Second}}},
+		{name: "an extension that failed open is the slowest, never ready",
+			live: true, failOpenB: true, renewals: []renewal{{"a", 5 * time.Second}, {"a", 25 * time.Second}},
+			want: "ready 25s after registration; slowest b never (failed open), then a 5s", wantObserve: map[string]time.Duration{"a": 5 * time.Second}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testingclock.NewFakeClock(t0)
+			tracker := newLeaseTracker(clk, 0)
+			opts := testOptions()
+			var exts []requiredExtension
+			for _, name := range []string{"a", "b"} {
+				ext := requiredExtension{name: name, lease: nodev1alpha1.LeaseReference{Namespace: testNS, Name: name + ".n1"}, affects: true}
+				if name == "b" && tc.failOpenB {
+					ext.rule = &Rule{Name: "b", Extension: "b", StartupTimeout: 20 * time.Second, FailurePolicy: FailurePolicyUngate, AffectsReadiness: true}
+				}
+				exts = append(exts, ext)
+			}
+			bootID := tc.bootID
+			if bootID == "" {
+				bootID = "boot-1"
+			}
+			record := bootRecord{BootID: "boot-1", UID: "uid-n1"}
+			if tc.record != nil {
+				record = *tc.record
+			}
+			st := newNodeState(t0)
+			if tc.state != nil {
+				st = tc.state()
+			}
+			tainted := tc.tainted
+			var last decision
+			step := func(at time.Duration) {
+				clk.SetTime(t0.Add(at))
+				f := nodeFacts{name: "n1", uid: "uid-n1", bootID: bootID, tainted: tainted, record: record, hasRecord: !tc.live}
+				env := evalEnv{now: t0.Add(at), opts: &opts, tracker: tracker, live: tc.live,
+					suspended: func(string) bool { return false }, updateFailing: func(bool, bool) {}}
+				d := evaluate(env, f, st, exts)
+				tainted = d.taint
+				if d.startup != nil {
+					if last.startup != nil {
+						t.Fatalf("a second timeline at %s: %s", at, d.startup.Summary())
+					}
+					last = d
+				}
+			}
+			step(0)
+			for _, r := range tc.renewals {
+				clk.SetTime(t0.Add(r.at))
+				tracker.observe(lease(r.ext, "n1", "holder", t0.Add(r.at)))
+				step(r.at)
+			}
+			if tainted {
+				t.Fatalf("still gated after the renewals: %+v", st)
+			}
+			if got := last.startup.Summary(); got != tc.want {
+				t.Errorf("timeline %q, want %q", got, tc.want)
+			}
+			if last.startup != nil && last.startup.FoundAtStart != tc.wantFound {
+				t.Errorf("foundAtStart %v, want %v", last.startup.FoundAtStart, tc.wantFound)
+			}
+			if tc.want != "" && fmt.Sprint(last.startupExtensions) != fmt.Sprint(tc.wantObserve) {
+				t.Errorf("observed %v, want %v", last.startupExtensions, tc.wantObserve)
+			}
+			if st.firstReady != nil {
+				t.Errorf("first renewals kept after the ungate: %v", st.firstReady)
+			}
+		})
+	}
+}
+
+func inServiceState() *nodeState {
+	st := newNodeState(t0)
+	st.uid, st.bootID, st.readyInBoot, st.hadGating = "uid-n1", "boot-1", true, true
+	st.extReady = map[string]bool{"a": true, "b": true}
+	return st
+}
+
+// A restarted controller finds the timeline on a ready node and writes
+// nothing; a later failure gate of the node is no start-up, and its ungate
+// keeps the boot's timeline as it is.
+func TestARestartedControllerKeepsTheTimelineWithoutWriting(t *testing.T) {
+	tl := `{"cause":"NodeRebooted","start":"2026-11-21T09:00:00Z","ready":"41.2s","extensions":[{"name":"kube-proxy","ready":"38.1s"}]}`
+	n := readyNode("n1", func(n *v1.Node) {
+		n.Annotations[nodev1alpha1.BootAnnotation] = `{"bootID":"boot-1","uid":"uid-n1","startup":` + tl + `}`
+	})
+	f := newFixture(t, testOptions(), n)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.expectWrites()
+
+	f.release("kube-proxy", "n1", "Crashed")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("not gated for the failure")
+	}
+	f.clock.Step(5 * time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("not ungated")
+	}
+	if got := f.node("n1").Annotations[nodev1alpha1.BootAnnotation]; !strings.Contains(got, `"startup":`+tl) {
+		t.Errorf("boot record %s, want the boot's timeline kept as it was", got)
+	}
+	for _, e := range f.events() {
+		if strings.Contains(e, "Start-up:") {
+			t.Errorf("a failure gate's ungate reported a start-up: %s", e)
+		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 const (
@@ -240,7 +241,7 @@ func (f *fixture) expectEvent(substr string) {
 }
 
 func (f *fixture) tainted(name string) bool {
-	return hasTaint(f.node(name), testKey, v1.TaintEffectNoSchedule)
+	return nodeutil.HasTaint(f.node(name), testKey, v1.TaintEffectNoSchedule)
 }
 
 func (f *fixture) condition(name string) v1.NodeCondition {
@@ -319,4 +320,31 @@ func fmtTaints(n *v1.Node) string {
 		out = append(out, fmt.Sprintf("%s:%s", t.Key, t.Effect))
 	}
 	return strings.Join(out, ",")
+}
+
+// restart starts a new controller on the nodes the API holds now and the
+// Leases the old controller's cache holds, as after a restart or a failover,
+// and returns its fixture.
+func (f *fixture) restart(opts Options) *fixture {
+	f.t.Helper()
+	nodes, err := f.client.CoreV1().Nodes().List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var initial []runtime.Object
+	for i := range nodes.Items {
+		initial = append(initial, &nodes.Items[i])
+	}
+	for _, obj := range f.factory.Coordination().V1().Leases().Informer().GetStore().List() {
+		initial = append(initial, obj.(*coordinationv1.Lease).DeepCopy())
+	}
+	g := newFixture(f.t, opts, initial...)
+	g.clock.SetTime(f.clock.Now())
+	return g
+}
+
+func (f *fixture) state(name string) nodeState {
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	return *f.c.nodes[name]
 }

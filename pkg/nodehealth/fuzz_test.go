@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 // The fuzz targets feed the controller's Lease and Node event handlers what
@@ -106,13 +107,13 @@ func FuzzNodeEvents(f *testing.F) {
 		if tainted {
 			withTaint(node)
 		}
-		obj, err := TransformNode(node)
+		obj, err := nodeutil.TransformNode(node)
 		if err != nil {
 			t.Fatal(err)
 		}
 		node = obj.(*v1.Node)
 		if len(node.Annotations) > 2 || len(node.Annotations[nodev1alpha1.SystemExtensionsAnnotation]) > nodev1alpha1.MaxSystemExtensionsAnnotationBytes ||
-			len(node.Annotations[nodev1alpha1.BootAnnotation]) > maxBootRecordLength {
+			len(node.Annotations[nodev1alpha1.BootAnnotation]) > nodeutil.MaxBootRecordLength {
 			t.Fatalf("transform kept %d annotations", len(node.Annotations))
 		}
 		f := newFixture(t, testOptions(), node)

@@ -160,3 +160,47 @@ func TestLongestGateSeconds(t *testing.T) {
 	}
 	expect("")
 }
+
+// observed returns the observation count and sum of one series of a
+// histogram vector.
+func observed(t *testing.T, vec *prometheus.HistogramVec, label string) (uint64, float64) {
+	t.Helper()
+	var m dto.Metric
+	if err := vec.WithLabelValues(label).(prometheus.Histogram).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+}
+
+// The extension label of the start-up histogram is capped like
+// extension_not_ready_nodes: past the cap, extensions share "_other", and an
+// extension that has a series keeps it.
+func TestTheExtensionStartupLabelIsCapped(t *testing.T) {
+	m := NewMetrics(nil)
+	m.startupSeries.limit = 2
+	c := &Controller{metrics: m}
+	start := func(exts ...string) {
+		d := decision{startup: &nodev1alpha1.StartupTimeline{Cause: string(causeRebooted)}, startupExtensions: map[string]time.Duration{}}
+		for _, e := range exts {
+			d.startupExtensions[e] = time.Second
+		}
+		c.observeStartup(d)
+	}
+	start("a")
+	start("b", "c", "d")
+	start("a", "e")
+	if n := testutil.CollectAndCount(m.ExtensionStartup); n != 3 {
+		t.Errorf("%d series, want 3 (two extensions and %s)", n, otherExtensionsLabel)
+	}
+	if count, _ := observed(t, m.ExtensionStartup, "a"); count != 2 {
+		t.Errorf("a observed %d times, want 2", count)
+	}
+	if count, _ := observed(t, m.ExtensionStartup, otherExtensionsLabel); count != 3 {
+		t.Errorf("%s observed %d times, want 3", otherExtensionsLabel, count)
+	}
+	// A start-up found at a controller start began earlier: not counted.
+	c.observeStartup(decision{startup: &nodev1alpha1.StartupTimeline{Cause: string(causeRebooted), FoundAtStart: true}, startupExtensions: map[string]time.Duration{"a": time.Second}})
+	if count, _ := observed(t, m.NodeStartup, startupReboot); count != 3 {
+		t.Errorf("%d reboots observed, want 3", count)
+	}
+}

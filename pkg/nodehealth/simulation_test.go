@@ -33,6 +33,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodehealth/model"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/test/sim"
 )
 
@@ -398,15 +399,21 @@ func (s *simulation) taintRemovals() sets.Set[string] {
 		if !ok || p.GetResource().Resource != "nodes" || p.GetSubresource() != "" {
 			continue
 		}
+		// A list emptied is sent as "taints": null (nodeutil.MergePatch),
+		// which removes the taint as surely as a list without it.
 		var patch struct {
 			Spec *struct {
-				Taints *[]v1.Taint `json:"taints"`
+				Taints json.RawMessage `json:"taints"`
 			} `json:"spec"`
 		}
 		if err := json.Unmarshal(p.GetPatch(), &patch); err != nil || patch.Spec == nil || patch.Spec.Taints == nil {
 			continue
 		}
-		if !slices.ContainsFunc(*patch.Spec.Taints, func(t v1.Taint) bool { return t.Key == testKey }) {
+		var taints []v1.Taint
+		if err := json.Unmarshal(patch.Spec.Taints, &taints); err != nil {
+			continue
+		}
+		if !slices.ContainsFunc(taints, func(t v1.Taint) bool { return t.Key == testKey }) {
 			out.Insert(p.GetName())
 		}
 	}
@@ -546,7 +553,7 @@ func (s *simulation) leaseObject(n *simNode, a *simAgent) *coordinationv1.Lease 
 // controller resolves from its rules and the registrations.
 func (s *simulation) modelNode(node *v1.Node) model.Node {
 	mn := model.Node{Name: node.Name, UID: string(node.UID), BootID: node.Status.NodeInfo.BootID, Zone: node.Labels[v1.LabelTopologyZone]}
-	mn.TaintedAtCreation = hasTaint(node, testKey, v1.TaintEffectNoSchedule)
+	mn.TaintedAtCreation = nodeutil.HasTaint(node, testKey, v1.TaintEffectNoSchedule)
 	mn.Extensions = append(mn.Extensions, model.Extension{Name: "kube-proxy", AffectsReadiness: true})
 	if node.Labels["cni"] == "true" {
 		cni := s.opts.Rules[1]
@@ -1078,7 +1085,7 @@ func (s *simulation) compare(quiet bool) bool {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		got := model.NodeView{Tainted: hasTaint(obj, testKey, v1.TaintEffectNoSchedule)}
+		got := model.NodeView{Tainted: nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoSchedule)}
 		for _, c := range obj.Status.Conditions {
 			if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
 				got.ConditionStatus, got.ConditionReason = string(c.Status), c.Reason

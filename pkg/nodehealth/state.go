@@ -46,17 +46,33 @@ func (c gateCause) bootstrap() bool {
 // boot, only to keep FailedOpen: an extension that failed open while another
 // one kept the node gated. Such a record does not say the boot was ready.
 //
+// FailedOpen lists at most maxFailedOpen extensions, the first in name
+// order; FailedOpenOmitted counts the others.
+//
 // Startup is the start-up timeline of the boot, written with the ungate that
 // ends it (docs/controller.md, "The start-up timeline"); nothing reads it
 // back but the plugin, and it never makes the record worth rewriting.
 // Unknown fields (a newer controller's) are ignored when parsing.
 type bootRecord struct {
-	BootID     string                        `json:"bootID,omitempty"`
-	UID        types.UID                     `json:"uid"`
-	FailedOpen []string                      `json:"failedOpen,omitempty"`
-	Pending    bool                          `json:"pending,omitempty"`
-	Startup    *nodev1alpha1.StartupTimeline `json:"startup,omitempty"`
+	BootID     string    `json:"bootID,omitempty"`
+	UID        types.UID `json:"uid"`
+	FailedOpen []string  `json:"failedOpen,omitempty"`
+	// FailedOpenOmitted counts the extensions that failed open but were
+	// left out of FailedOpen (maxFailedOpen).
+	FailedOpenOmitted int                           `json:"failedOpenOmitted,omitempty"`
+	Pending           bool                          `json:"pending,omitempty"`
+	Startup           *nodev1alpha1.StartupTimeline `json:"startup,omitempty"`
 }
+
+// maxFailedOpen bounds the extensions a boot record lists in FailedOpen, as
+// nodev1alpha1.MaxStartupExtensions bounds its timeline: a node's list may
+// hold 64 extensions of 63-character names, 4.2 KiB as FailedOpen alone,
+// over the 4 KiB nodeutil.TransformNode keeps of the record (a larger record
+// is cached as a marker, unreadable, so the restart it is for would learn
+// nothing from it). 32 names and the timeline stay under 3.5 KiB. A
+// restarted controller judges the omitted extensions afresh: as failures if
+// they are still not ready.
+const maxFailedOpen = 32
 
 // sameBoot reports whether the record was written in the node's current boot
 // of its current incarnation.

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 // Event reasons on Nodes.
@@ -70,7 +71,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 // saying in the condition that it is not evaluated.
 func (c *Controller) syncExcluded(ctx context.Context, node *v1.Node) error {
 	c.forgetNode(node.Name)
-	if countTaints(node, c.opts.TaintKey) > 0 {
+	if nodeutil.CountTaints(node, c.opts.TaintKey) > 0 {
 		klog.FromContext(ctx).Info("Removing the readiness taint from an excluded node", "label", nodev1alpha1.ExcludeLabel+"=true")
 		if _, err := c.writeNode(ctx, node, nodeWrite{taint: false, noExecute: false, reason: "node excluded"}); err != nil {
 			return err
@@ -79,7 +80,7 @@ func (c *Controller) syncExcluded(ctx context.Context, node *v1.Node) error {
 	// A condition left from before the exclusion (possibly False) would
 	// keep telling readers the node's extensions are not ready, though
 	// nothing evaluates them any more.
-	if hasCondition(node) && !conditionMatches(node, v1.ConditionUnknown, nodev1alpha1.ReasonNodeExcluded) {
+	if nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil && !conditionMatches(node, v1.ConditionUnknown, nodev1alpha1.ReasonNodeExcluded) {
 		return c.writeCondition(ctx, node, v1.ConditionUnknown, nodev1alpha1.ReasonNodeExcluded,
 			fmt.Sprintf("The node is labelled %s=true: the controller does not evaluate its system extensions and never gates it.", nodev1alpha1.ExcludeLabel))
 	}
@@ -173,7 +174,7 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 	// controller last wrote, not what the node holds.
 	// In a dry run nothing is written, so the node never holds what this
 	// controller would write: that is not drift.
-	drifted := !c.opts.DryRun && st.conditionSig != "" && (len(d.statuses) > 0 || hasCondition(node)) && !conditionMatches(node, r.status, r.reason)
+	drifted := !c.opts.DryRun && st.conditionSig != "" && (len(d.statuses) > 0 || nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil) && !conditionMatches(node, r.status, r.reason)
 	r.conditionChanged = r.sig != st.conditionSig || drifted
 	if r.conditionChanged && !c.opts.DryRun && conditionHolds(node, r.status, r.reason, r.message) {
 		// The node already says exactly this (after a start, every Lease
@@ -294,7 +295,7 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 	// whose extensions do not affect readiness says NoRequiredExtensions,
 	// which the update operator's health gate reads); nodes that do not use
 	// nodehealth are never written.
-	if r.conditionChanged && (len(d.statuses) > 0 || hasCondition(node)) {
+	if r.conditionChanged && (len(d.statuses) > 0 || nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil) {
 		if err := c.writeCondition(ctx, node, r.status, r.reason, r.message); err != nil {
 			return err
 		}
@@ -331,8 +332,8 @@ func (c *Controller) nodeInputs(node *v1.Node) ([]requiredExtension, nodeFacts, 
 		uid:       node.UID,
 		bootID:    node.Status.NodeInfo.BootID,
 		zone:      node.Labels[zoneLabel],
-		tainted:   hasTaint(node, c.opts.TaintKey, c.opts.TaintEffect),
-		noExecute: hasTaint(node, c.opts.TaintKey, v1.TaintEffectNoExecute),
+		tainted:   nodeutil.HasTaint(node, c.opts.TaintKey, c.opts.TaintEffect),
+		noExecute: nodeutil.HasTaint(node, c.opts.TaintKey, v1.TaintEffectNoExecute),
 		created:   node.CreationTimestamp.Time,
 	}
 	facts.record, facts.hasRecord = parseBootRecord(node.Annotations[nodev1alpha1.BootAnnotation])
@@ -473,10 +474,10 @@ func (e listBuildError) Error() string { return e.err.Error() }
 func (e listBuildError) Unwrap() error { return e.err }
 
 // decodeCachedList decodes the extension list of a Node from the informer
-// cache, where TransformNode left a marker in place of an oversized value.
+// cache, where nodeutil.TransformNode left a marker in place of an oversized value.
 func decodeCachedList(node *v1.Node, namespace string) ([]nodev1alpha1.SystemExtension, error) {
 	value := node.Annotations[nodev1alpha1.SystemExtensionsAnnotation]
-	if size, ok := oversizedLength(value); ok {
+	if size, ok := nodeutil.OversizedLength(value); ok {
 		return nil, fmt.Errorf("annotation %s is %d bytes, more than the limit of %d",
 			nodev1alpha1.SystemExtensionsAnnotation, size, nodev1alpha1.MaxSystemExtensionsAnnotationBytes)
 	}
@@ -568,7 +569,7 @@ func (c *Controller) reportInvalidList(ctx context.Context, node *v1.Node, err e
 		st = newNodeState(c.clock.Now())
 		st.uid, st.bootID = node.UID, node.Status.NodeInfo.BootID
 		// Keep the gate state the node has: a taint stays, no taint stays off.
-		st.gated = hasTaint(node, c.opts.TaintKey, c.opts.TaintEffect)
+		st.gated = nodeutil.HasTaint(node, c.opts.TaintKey, c.opts.TaintEffect)
 		c.nodes[node.Name] = st
 	}
 	// What is reported once: the annotation's value, and for a list that

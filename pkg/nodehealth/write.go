@@ -6,77 +6,31 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
-// maxConflictRetries bounds the re-reads after a write conflict; past it the
-// node goes back to the rate-limited queue.
-const maxConflictRetries = 5
-
-func hasTaint(node *v1.Node, key string, effect v1.TaintEffect) bool {
-	for _, t := range node.Spec.Taints {
-		if t.Key == key && t.Effect == effect {
-			return true
-		}
-	}
-	return false
-}
-
-func countTaints(node *v1.Node, key string) int {
-	n := 0
-	for _, t := range node.Spec.Taints {
-		if t.Key == key {
-			n++
-		}
-	}
-	return n
-}
-
-func hasCondition(node *v1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
-			return true
-		}
-	}
-	return false
-}
-
-// conditionOf returns the status and reason of the node's
-// SystemExtensionsReady condition, for change detection.
-func conditionOf(node *v1.Node) string {
-	for _, c := range node.Status.Conditions {
-		if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
-			return string(c.Status) + "/" + c.Reason
-		}
-	}
-	return ""
-}
+// conflictRetries bounds the re-reads after a write conflict (five, at once:
+// the fresh read is what resolves a conflict, and the controller's workers
+// must not sleep); past it the node goes back to the rate-limited queue.
+var conflictRetries = wait.Backoff{Steps: 1 + 5}
 
 // conditionMatches reports whether the node's SystemExtensionsReady condition
 // already has this status and reason.
 func conditionMatches(node *v1.Node, status v1.ConditionStatus, reason string) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
-			return c.Status == status && c.Reason == reason
-		}
-	}
-	return false
+	c := nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition)
+	return c != nil && c.Status == status && c.Reason == reason
 }
 
 // conditionHolds reports whether the node's SystemExtensionsReady condition
 // is exactly status, reason and message.
 func conditionHolds(node *v1.Node, status v1.ConditionStatus, reason, message string) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
-			return c.Status == status && c.Reason == reason && c.Message == message
-		}
-	}
-	return false
+	return conditionMatches(node, status, reason) &&
+		nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition).Message == message
 }
 
 // nodeWrite is the state a sync wants on the Node object; writeNode turns it
@@ -106,22 +60,34 @@ func (ch writeChanges) empty() bool {
 	return ch.taints == nil && len(ch.annotations) == 0
 }
 
+// apply makes the changes on node: nodeutil.MergePatch then sends them.
+func (ch writeChanges) apply(node *v1.Node) {
+	if ch.taints != nil {
+		node.Spec.Taints = ch.taints
+	}
+	for key, value := range ch.annotations {
+		if value == nil {
+			delete(node.Annotations, key)
+			continue
+		}
+		if node.Annotations == nil {
+			node.Annotations = map[string]string{}
+		}
+		node.Annotations[key] = *value
+	}
+}
+
 // changes compares the wanted state with a node: nil taints means the taint
 // list is already right.
 func (w nodeWrite) changes(node *v1.Node, key string, effect v1.TaintEffect) (writeChanges, error) {
 	var ch writeChanges
-	has, hasNX := hasTaint(node, key, effect), hasTaint(node, key, v1.TaintEffectNoExecute)
+	has, hasNX := nodeutil.HasTaint(node, key, effect), nodeutil.HasTaint(node, key, v1.TaintEffectNoExecute)
 	ch.taintAdded, ch.taintRemoved = w.taint && !has, !w.taint && has
 	ch.noExecuteAdded = w.noExecute && !hasNX
-	if w.taint != has || w.noExecute != hasNX || countTaints(node, key) != btoi(has)+btoi(hasNX) {
+	if w.taint != has || w.noExecute != hasNX || nodeutil.CountTaints(node, key) != btoi(has)+btoi(hasNX) {
 		// Every other taint (cordon, autoscalers, kubelet, other writers)
 		// stays exactly as it is; only ours are replaced.
-		taints := make([]v1.Taint, 0, len(node.Spec.Taints)+2)
-		for _, t := range node.Spec.Taints {
-			if t.Key != key {
-				taints = append(taints, t)
-			}
-		}
+		taints, _ := nodeutil.RemoveTaints(node.Spec.Taints, key)
 		if w.taint {
 			taints = append(taints, v1.Taint{Key: key, Effect: effect})
 		}
@@ -163,72 +129,74 @@ func btoi(b bool) int {
 	return 0
 }
 
-// writeNode brings the node's taints and annotations to w with one JSON merge
-// patch carrying metadata.resourceVersion. Taints are an atomic list, so the
-// whole list is sent; the resourceVersion makes a concurrent writer's change
-// fail the patch with 409 instead of being overwritten, and the whole patch,
-// taints and extension list alike, is then recomputed from a fresh GET.
-// Nothing is written when nothing differs. It
-// returns what the written patch changed, which is nothing in a dry run.
+// writeNode brings the node's taints and annotations to w through
+// nodeutil.PatchNode: one JSON merge patch carrying metadata.resourceVersion,
+// computed first from the informer's copy (no GET), so that a concurrent
+// writer's change fails it with 409 instead of being overwritten; the whole
+// patch, taints and extension list alike, is then recomputed from a fresh
+// GET. A node re-created under the same name meanwhile is never written.
+// Nothing is written when nothing differs. It returns what the written patch
+// changed, which is nothing in a dry run.
 func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) (writeChanges, error) {
 	logger := klog.FromContext(ctx)
-	current := node
-	for attempt := 0; ; attempt++ {
-		ch, err := w.changes(current, c.opts.TaintKey, c.opts.TaintEffect)
-		if err != nil {
-			return writeChanges{}, err
-		}
-		if ch.empty() {
-			return writeChanges{}, nil
-		}
-		op := operationOf(ch)
-		if c.opts.DryRun {
-			// Counted and logged once per transition, not on every sync of
-			// a node whose taint never changes because nothing is written.
-			if w.reason != "" {
-				logger.Info("Dry run: would update the node", "operation", op, "reason", w.reason, "annotations", annotationKeys(ch))
-				c.metrics.DryRunActions.WithLabelValues(op).Inc()
+	var (
+		ch          writeChanges
+		op          string
+		patchFailed bool // the error PatchNode returns is the API server's answer to a patch
+		conflicts   int
+	)
+	opts := nodeutil.PatchOptions{
+		Start:   node,
+		Backoff: conflictRetries,
+		DryRun:  c.opts.DryRun,
+		OnPatch: func(err error, retrying bool) {
+			switch {
+			case err == nil:
+				c.metrics.TaintWrites.WithLabelValues(op, "success").Inc()
+				if len(ch.annotations) > 0 && ch.taints == nil {
+					c.metrics.ListWrites.WithLabelValues("success").Inc()
+				}
+			case retrying:
+				conflicts++
+				c.metrics.TaintWrites.WithLabelValues(op, "conflict").Inc()
+				logger.V(2).Info("Node changed while writing it; retrying on a fresh read", "attempt", conflicts)
+			default:
+				c.metrics.TaintWrites.WithLabelValues(op, "error").Inc()
+				patchFailed = true
 			}
-			return writeChanges{}, nil
-		}
-		patch := map[string]interface{}{
-			"metadata": map[string]interface{}{"resourceVersion": current.ResourceVersion},
-		}
-		if len(ch.annotations) > 0 {
-			patch["metadata"].(map[string]interface{})["annotations"] = ch.annotations
-		}
-		if ch.taints != nil {
-			patch["spec"] = map[string]interface{}{"taints": ch.taints}
-		}
-		data, err := json.Marshal(patch)
-		if err != nil {
-			return writeChanges{}, err
-		}
-		_, err = c.client.CoreV1().Nodes().Patch(ctx, current.Name, types.MergePatchType, data, metav1.PatchOptions{})
-		switch {
-		case err == nil:
-			logger.Info("Updated node", "operation", op, "reason", w.reason, "annotations", annotationKeys(ch))
-			c.metrics.TaintWrites.WithLabelValues(op, "success").Inc()
-			if len(ch.annotations) > 0 && ch.taints == nil {
-				c.metrics.ListWrites.WithLabelValues("success").Inc()
-			}
-			return ch, nil
-		case apierrors.IsConflict(err) && attempt < maxConflictRetries:
-			c.metrics.TaintWrites.WithLabelValues(op, "conflict").Inc()
-			logger.V(2).Info("Node changed while writing it; retrying on a fresh read", "attempt", attempt+1)
-			fresh, getErr := c.client.CoreV1().Nodes().Get(ctx, current.Name, metav1.GetOptions{})
-			if getErr != nil {
-				return writeChanges{}, getErr
-			}
-			if fresh.UID != node.UID {
-				return writeChanges{}, fmt.Errorf("node %s was re-created while writing it", node.Name)
-			}
-			current = fresh
-		default:
-			c.metrics.TaintWrites.WithLabelValues(op, "error").Inc()
-			return writeChanges{}, fmt.Errorf("writing node %s (%s): %w", node.Name, op, err)
-		}
+		},
 	}
+	_, patched, err := nodeutil.PatchNode(ctx, c.client.CoreV1().Nodes(), node.Name, opts, func(current *v1.Node) error {
+		if current.UID != node.UID {
+			return fmt.Errorf("node %s was re-created while writing it", node.Name)
+		}
+		var err error
+		if ch, err = w.changes(current, c.opts.TaintKey, c.opts.TaintEffect); err != nil {
+			return err
+		}
+		op = operationOf(ch)
+		ch.apply(current)
+		return nil
+	})
+	switch {
+	case err != nil && patchFailed:
+		return writeChanges{}, fmt.Errorf("writing node %s (%s): %w", node.Name, op, err)
+	case err != nil:
+		return writeChanges{}, err
+	case !patched && c.opts.DryRun && !ch.empty():
+		// Dry run: counted and logged once per transition, not on every
+		// sync of a node whose taint never changes because nothing is
+		// written.
+		if w.reason != "" {
+			logger.Info("Dry run: would update the node", "operation", op, "reason", w.reason, "annotations", annotationKeys(ch))
+			c.metrics.DryRunActions.WithLabelValues(op).Inc()
+		}
+		return writeChanges{}, nil
+	case !patched:
+		return writeChanges{}, nil
+	}
+	logger.Info("Updated node", "operation", op, "reason", w.reason, "annotations", annotationKeys(ch))
+	return ch, nil
 }
 
 func operationOf(ch writeChanges) string {
@@ -264,10 +232,8 @@ func (c *Controller) writeCondition(ctx context.Context, node *v1.Node, status v
 	}
 	now := metav1.NewTime(c.clock.Now())
 	transition := now
-	for _, cond := range node.Status.Conditions {
-		if cond.Type == nodev1alpha1.SystemExtensionsReadyCondition && cond.Status == status {
-			transition = cond.LastTransitionTime
-		}
+	if cond := nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition); cond != nil && cond.Status == status {
+		transition = cond.LastTransitionTime
 	}
 	patch := map[string]interface{}{
 		"status": map[string]interface{}{

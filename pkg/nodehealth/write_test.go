@@ -1,6 +1,7 @@
 package nodehealth
 
 import (
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -71,5 +72,37 @@ func TestConflictRetryNeverRewritesAListThatBecameInvalid(t *testing.T) {
 	}
 	if got := f.node("n1").Annotations[nodev1alpha1.SystemExtensionsAnnotation]; got != `[{"name":"gpu"` {
 		t.Fatalf("invalid list was rewritten to %s", got)
+	}
+}
+
+// A node deleted and re-created under the same name between the cached read
+// and the patch is never written with what was computed for the old one: the
+// conflict's fresh read shows another UID, and the write stops there until
+// the informer delivers the new node.
+func TestConflictRetryNeverWritesANodeReCreatedMeanwhile(t *testing.T) {
+	f := newFixture(t, testOptions(), newNode("n1"))
+	f.live("n1")
+	conflicts := 0
+	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		conflicts++
+		if conflicts == 1 {
+			obj, _ := f.client.Tracker().Get(v1.SchemeGroupVersion.WithResource("nodes"), "", "n1")
+			n := obj.(*v1.Node).DeepCopy()
+			n.UID, n.ResourceVersion = "uid-new", "2"
+			if err := f.client.Tracker().Update(v1.SchemeGroupVersion.WithResource("nodes"), n, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", nil)
+	})
+	err := f.c.syncNode(f.ctx, "n1")
+	if err == nil || !strings.Contains(err.Error(), "re-created") {
+		t.Fatalf("sync: err %v, want the re-created node refused", err)
+	}
+	if got := strings.Join(describe(f.client.Actions()), ","); got != "patch nodes,get nodes" {
+		t.Fatalf("actions %q: want the conflicting patch and the fresh read, nothing written to the new node", got)
 	}
 }

@@ -42,6 +42,19 @@ type PatchOptions struct {
 	FieldManager string
 	// Backoff bounds the retries on conflict; zero means ConflictBackoff.
 	Backoff wait.Backoff
+	// Start, when set, is the Node the first attempt mutates instead of a
+	// fresh GET: a controller's informer copy, so that a write costs one
+	// request when the copy is current and one 409 and a GET when it is not.
+	// Only a conflict makes PatchNode read the Node itself.
+	Start *v1.Node
+	// DryRun computes the first attempt's change and returns it unsent: the
+	// Node as it would be written, and false.
+	DryRun bool
+	// OnPatch, when set, is called after every patch sent with the API
+	// server's answer (nil when it was written) and whether PatchNode will
+	// try again (a conflict with attempts left): the hook for a writer's
+	// metrics.
+	OnPatch func(err error, retrying bool)
 }
 
 // PatchNode is the conflict-safe read-modify-write of a Node's metadata and
@@ -53,9 +66,10 @@ type PatchOptions struct {
 // change is recomputed from the fresh object on every attempt, never replayed
 // from a stale one. Status is not written (it is a subresource).
 //
-// mutate returns an error to abort (returned as is, not retried). PatchNode
-// returns the Node as written (or as read when mutate changed nothing) and
-// whether it patched.
+// mutate returns an error to abort (returned as is, not retried): a check of
+// the Node it is given, such as its UID, belongs there, so that it applies to
+// every fresh read. PatchNode returns the Node as written (or as read when
+// mutate changed nothing) and whether it patched.
 func PatchNode(ctx context.Context, nodes Nodes, name string, opts PatchOptions, mutate func(node *v1.Node) error) (*v1.Node, bool, error) {
 	backoff := opts.Backoff
 	if backoff.Steps == 0 {
@@ -68,9 +82,12 @@ func PatchNode(ctx context.Context, nodes Nodes, name string, opts PatchOptions,
 	attempts := 0
 	err := retry.RetryOnConflict(backoff, func() error {
 		attempts++
-		node, err := nodes.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		node := opts.Start
+		if attempts > 1 || node == nil {
+			var err error
+			if node, err = nodes.Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return err
+			}
 		}
 		next := node.DeepCopy()
 		if err := mutate(next); err != nil {
@@ -84,8 +101,15 @@ func PatchNode(ctx context.Context, nodes Nodes, name string, opts PatchOptions,
 			result, patched = node, false
 			return nil
 		}
+		if opts.DryRun {
+			result, patched = next, false
+			return nil
+		}
 		result, err = nodes.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: opts.FieldManager})
 		patched = err == nil
+		if opts.OnPatch != nil {
+			opts.OnPatch(err, apierrors.IsConflict(err) && attempts < backoff.Steps)
+		}
 		return err
 	})
 	if apierrors.IsConflict(err) {
@@ -143,6 +167,18 @@ func HasTaint(node *v1.Node, key string, effect v1.TaintEffect) bool {
 	return false
 }
 
+// CountTaints returns how many of the node's taints have key, whatever their
+// effect: more than the writer's own set means duplicates to repair.
+func CountTaints(node *v1.Node, key string) int {
+	n := 0
+	for _, t := range node.Spec.Taints {
+		if t.Key == key {
+			n++
+		}
+	}
+	return n
+}
+
 // RemoveTaints returns the taints without those with key (any effect), and
 // how many were removed. MergePatch turns an emptied list into a null, which
 // removes the field.
@@ -171,4 +207,16 @@ func Condition(node *v1.Node, conditionType v1.NodeConditionType) *v1.NodeCondit
 func HasCondition(node *v1.Node, conditionType v1.NodeConditionType, status v1.ConditionStatus, reason string) bool {
 	c := Condition(node, conditionType)
 	return c != nil && (status == "" || c.Status == status) && (reason == "" || c.Reason == reason)
+}
+
+// ConditionChanged reports whether the condition of the type appeared,
+// disappeared or changed its status or reason between a and b: what an
+// informer's update filter compares, ignoring the heartbeat times and the
+// message.
+func ConditionChanged(a, b *v1.Node, conditionType v1.NodeConditionType) bool {
+	ca, cb := Condition(a, conditionType), Condition(b, conditionType)
+	if ca == nil || cb == nil {
+		return (ca == nil) != (cb == nil)
+	}
+	return ca.Status != cb.Status || ca.Reason != cb.Reason
 }

@@ -161,6 +161,79 @@ func TestPatchNodeRecomputesFromAFreshNodeOnConflict(t *testing.T) {
 	}
 }
 
+// A writer holding an informer's copy (Start) patches without reading; a
+// stale copy costs one 409 and a GET; a dry run reads and writes nothing;
+// OnPatch sees every patch sent and whether PatchNode tries again.
+func TestPatchNodeFromAStartingCopy(t *testing.T) {
+	stale := testNode()
+	stale.ResourceVersion = "0"
+	tests := []struct {
+		name        string
+		start       *v1.Node
+		dryRun      bool
+		steps       int
+		concurrent  bool // another writer changes the Node before every patch
+		wantVerbs   []string
+		wantPatched bool
+		wantOnPatch []string
+		wantErr     bool
+	}{
+		{name: "a current copy costs one patch", start: testNode(),
+			wantVerbs: []string{"patch"}, wantPatched: true, wantOnPatch: []string{"written"}},
+		{name: "a stale copy costs a 409, a GET and a patch", start: stale,
+			wantVerbs: []string{"patch", "get", "patch"}, wantPatched: true, wantOnPatch: []string{"conflict, retrying", "written"}},
+		{name: "without a copy the Node is read first", start: nil,
+			wantVerbs: []string{"get", "patch"}, wantPatched: true, wantOnPatch: []string{"written"}},
+		{name: "a dry run on a copy sends nothing", start: testNode(), dryRun: true,
+			wantVerbs: nil, wantPatched: false, wantOnPatch: nil},
+		{name: "a dry run without a copy only reads", start: nil, dryRun: true,
+			wantVerbs: []string{"get"}, wantPatched: false, wantOnPatch: nil},
+		{name: "the last conflict is not retried", start: testNode(), steps: 2, concurrent: true,
+			wantVerbs: []string{"patch", "get", "patch"}, wantOnPatch: []string{"conflict, retrying", "conflict, giving up"}, wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newAPIServer(testNode())
+			if tc.concurrent {
+				s.beforePatch = func(int) { s.write(s.node("n1")) }
+			}
+			var onPatch []string
+			opts := PatchOptions{Start: tc.start, DryRun: tc.dryRun, Backoff: wait.Backoff{Steps: tc.steps},
+				OnPatch: func(err error, retrying bool) {
+					switch {
+					case err == nil:
+						onPatch = append(onPatch, "written")
+					case retrying:
+						onPatch = append(onPatch, "conflict, retrying")
+					default:
+						onPatch = append(onPatch, "conflict, giving up")
+					}
+				}}
+			got, patched, err := PatchNode(context.Background(), s.CoreV1().Nodes(), "n1", opts, func(n *v1.Node) error {
+				n.Annotations["new"] = "v"
+				return nil
+			})
+			if (err != nil) != tc.wantErr || patched != tc.wantPatched {
+				t.Fatalf("PatchNode: patched %v, err %v; want patched %v, error %v", patched, err, tc.wantPatched, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.wantVerbs, s.verbs()); diff != "" {
+				t.Errorf("API verbs (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantOnPatch, onPatch); diff != "" {
+				t.Errorf("OnPatch calls (-want +got):\n%s", diff)
+			}
+			if tc.dryRun {
+				if got.Annotations["new"] != "v" {
+					t.Errorf("a dry run returns the Node as it would be written; annotations %v", got.Annotations)
+				}
+				if _, ok := s.node("n1").Annotations["new"]; ok {
+					t.Error("a dry run wrote the Node")
+				}
+			}
+		})
+	}
+}
+
 func TestPatchNodeWithoutChangeDoesNotWrite(t *testing.T) {
 	s := newAPIServer(testNode())
 	_, patched, err := PatchNode(context.Background(), s.CoreV1().Nodes(), "n1", PatchOptions{}, func(n *v1.Node) error {
@@ -262,7 +335,39 @@ func TestTaintAndConditionChecks(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	if taints, removed := RemoveTaints(n.Spec.Taints, "mine"); removed != 1 || len(taints) != 1 || taints[0].Key != "cordon" {
+	n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: "mine", Effect: v1.TaintEffectNoExecute})
+	for key, want := range map[string]int{"mine": 2, "cordon": 1, "absent": 0} {
+		if got := CountTaints(n, key); got != want {
+			t.Errorf("CountTaints(%s) = %d, want %d", key, got, want)
+		}
+	}
+	if taints, removed := RemoveTaints(n.Spec.Taints, "mine"); removed != 2 || len(taints) != 1 || taints[0].Key != "cordon" {
 		t.Errorf("RemoveTaints = %v, %d", taints, removed)
+	}
+}
+
+func TestConditionChangedIgnoresHeartbeatsAndMessages(t *testing.T) {
+	with := func(status v1.ConditionStatus, reason, message string) *v1.Node {
+		n := testNode()
+		n.Status.Conditions = []v1.NodeCondition{{Type: "SystemExtensionsReady", Status: status, Reason: reason, Message: message,
+			LastHeartbeatTime: metav1.Now()}}
+		return n
+	}
+	tests := []struct {
+		name string
+		a, b *v1.Node
+		want bool
+	}{
+		{"neither has it", testNode(), testNode(), false},
+		{"appeared", testNode(), with(v1.ConditionTrue, "ExtensionsReady", ""), true},
+		{"disappeared", with(v1.ConditionTrue, "ExtensionsReady", ""), testNode(), true},
+		{"status changed", with(v1.ConditionTrue, "ExtensionsReady", ""), with(v1.ConditionFalse, "ExtensionsReady", ""), true},
+		{"reason changed", with(v1.ConditionFalse, "NodeRebooted", ""), with(v1.ConditionFalse, "ExtensionsNotReady", ""), true},
+		{"only the message and heartbeat changed", with(v1.ConditionFalse, "NodeRebooted", "a"), with(v1.ConditionFalse, "NodeRebooted", "b"), false},
+	}
+	for _, tc := range tests {
+		if got := ConditionChanged(tc.a, tc.b, "SystemExtensionsReady"); got != tc.want {
+			t.Errorf("%s: ConditionChanged = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	versioned "nodehealth.io/client-go/clientset/versioned"
 	updatesinformers "nodehealth.io/client-go/informers/externalversions/updates/v1alpha1"
 	updateslisters "nodehealth.io/client-go/listers/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
 
@@ -163,30 +164,11 @@ func nodeChanged(a, b *v1.Node) bool {
 	if a.ResourceVersion == b.ResourceVersion { // a resync
 		return true
 	}
-	ca, cb := extensionsReady(a), extensionsReady(b)
-	ra, rb := nodeReady(a), nodeReady(b)
+	ra, rb := nodeutil.Condition(a, v1.NodeReady), nodeutil.Condition(b, v1.NodeReady)
 	return !labels.Equals(a.Labels, b.Labels) || a.UID != b.UID ||
 		a.Annotations[nodev1alpha1.SystemExtensionsAnnotation] != b.Annotations[nodev1alpha1.SystemExtensionsAnnotation] ||
-		(ca == nil) != (cb == nil) || (ca != nil && (ca.Status != cb.Status || ca.Reason != cb.Reason)) ||
+		nodeutil.ConditionChanged(a, b, nodev1alpha1.SystemExtensionsReadyCondition) ||
 		(ra == nil) != (rb == nil) || (ra != nil && ra.Status != rb.Status)
-}
-
-func nodeReady(n *v1.Node) *v1.NodeCondition {
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == v1.NodeReady {
-			return &n.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-func extensionsReady(n *v1.Node) *v1.NodeCondition {
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == nodev1alpha1.SystemExtensionsReadyCondition {
-			return &n.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 func (c *Controller) enqueueNode(obj interface{}) {

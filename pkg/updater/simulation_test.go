@@ -43,6 +43,7 @@ import (
 	"nodehealth.io/client-go/informers/externalversions"
 	updatesinformers "nodehealth.io/client-go/informers/externalversions/updates/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/drain"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/updater/agent"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
@@ -907,7 +908,7 @@ func (s *updaterSimulation) world() model.World {
 	}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		cond := extensionsReady(n)
+		cond := nodeutil.Condition(n, nodev1alpha1.SystemExtensionsReadyCondition)
 		w.Nodes[n.Name] = model.Node{Name: n.Name, UID: string(n.UID), Zone: n.Labels[ZoneLabel],
 			Managed:         n.DeletionTimestamp == nil && s.opts.Selector.Matches(labels.Set(n.Labels)) && governs.Matches(labels.Set(n.Labels)),
 			Excluded:        n.Labels[nodev1alpha1.ExcludeLabel] == "true",
@@ -1346,7 +1347,7 @@ func (s *updaterSimulation) nodeHealth(n *simNode) {
 		return
 	}
 	tainted := hasReadinessTaint(node)
-	cond, kr := extensionsReady(node), nodeReady(node)
+	cond, kr := nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition), nodeutil.Condition(node, v1.NodeReady)
 	if tainted == gated && cond != nil && cond.Status == status && cond.Reason == reason && kr != nil && kr.Status == ready {
 		return
 	}

@@ -16,6 +16,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 // Reasons the rollout starts no node, for the halt metric and Events.
@@ -333,7 +334,7 @@ func (c *Controller) notStartable(node *v1.Node) string {
 	if node.Labels[nodev1alpha1.ExcludeLabel] == "true" {
 		return fmt.Sprintf("the node is excluded (%s=true)", nodev1alpha1.ExcludeLabel)
 	}
-	if cond := extensionsReady(node); cond == nil || cond.Status != v1.ConditionTrue {
+	if cond := nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition); cond == nil || cond.Status != v1.ConditionTrue {
 		return fmt.Sprintf("its %s condition is not True", nodev1alpha1.SystemExtensionsReadyCondition)
 	}
 	list, err := nodev1alpha1.DecodeSystemExtensions(node.Annotations[nodev1alpha1.SystemExtensionsAnnotation], c.opts.LeaseNamespace)

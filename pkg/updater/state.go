@@ -9,6 +9,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
 
@@ -96,11 +97,11 @@ func healthy(n *v1.Node) bool {
 	if n == nil {
 		return false
 	}
-	c := extensionsReady(n)
+	c := nodeutil.Condition(n, nodev1alpha1.SystemExtensionsReadyCondition)
 	if c == nil || c.Status != v1.ConditionTrue ||
 		(c.Reason != nodev1alpha1.ReasonExtensionsReady && c.Reason != nodev1alpha1.ReasonNoRequiredExtensions) {
 		return false
 	}
-	r := nodeReady(n)
+	r := nodeutil.Condition(n, v1.NodeReady)
 	return r != nil && r.Status == v1.ConditionTrue
 }

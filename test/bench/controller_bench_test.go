@@ -29,6 +29,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 const (
@@ -140,7 +141,7 @@ func benchmarkEvents(b *testing.B, nodeCount int, drive driver) {
 		node, err := client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", a.(k8stesting.PatchAction).GetName())
 		return true, node, err
 	})
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(nodehealth.TransformNode))
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(nodeutil.TransformNode))
 	leaseFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithNamespace(benchNamespace), informers.WithTransform(nodehealth.TransformLease))
 	leaseInformer := leaseFactory.Coordination().V1().Leases()

@@ -21,6 +21,7 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config/validation"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
+	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/probe"
 )
 
@@ -62,18 +63,18 @@ leaves the Lease held.
 Configuration comes from --config (an ExtensionHeartbeatConfiguration of
 config.nodehealth.io/v1alpha1); the node name from --node-name or NODE_NAME,
 the holder identity from POD_NAME (default: the host name).`,
-	}, func(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConfiguration]) error {
+	}, func(ctx context.Context, rt *server.Runtime[*config.ExtensionHeartbeatConfiguration]) error {
 		return run(ctx, rt, instance)
 	})
 }
 
-func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConfiguration], instance *Instance) error {
+func run(ctx context.Context, rt *server.Runtime[*config.ExtensionHeartbeatConfiguration], instance *Instance) error {
 	cfg := rt.Config
 	if err := validation.ValidateNodeName(instance.NodeName, cfg.ExtensionName); err != nil {
 		return err
 	}
 	logger := klog.FromContext(ctx)
-	holder := Holder()
+	holder := server.PodHolderIdentity("extension-heartbeat")
 	probeSpec := ProbeSpec(cfg.Probe)
 	if what := fullBuildNeeded(probeSpec.GRPC != nil, cfg.Debugging.EnableProfiling); what != "" {
 		return execFullBuild(logger, what)
@@ -131,7 +132,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConf
 		"register", cfg.Register,
 		"affectsReadiness", cfg.AffectsReadiness,
 	)
-	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
+	serveErrs, err := server.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
 	if err != nil {
 		return err
 	}
@@ -140,20 +141,9 @@ func run(ctx context.Context, rt *options.Runtime[*config.ExtensionHeartbeatConf
 	// leaves the Lease held (docs/heartbeat.md). The new process renews it well
 	// within its duration, whereas releasing would gate every node at once
 	// when one ConfigMap edit reaches them all.
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = renewer.Run(runCtx)
-	}()
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-serveErrs:
-	}
-	stop()
-	<-done
+	workers := server.NewWorkers(ctx)
+	workers.Go(func(ctx context.Context) { _ = renewer.Run(ctx) })
+	serveErr := workers.RunUntilStopped(ctx, serveErrs)
 
 	cause := context.Cause(ctx)
 	if serveErr != nil {
@@ -204,24 +194,8 @@ const ReleaseTimeout = 10 * time.Second
 // so the node is gated at once instead of after the Lease expires; a restart
 // for a changed configuration file does not release it (docs/heartbeat.md).
 func ReleaseOnExit(cause error) (release bool, reason, message string) {
-	if errors.Is(cause, options.ErrTerminated) {
+	if errors.Is(cause, server.ErrTerminated) {
 		return true, heartbeat.ReasonTerminating, "extension-heartbeat received SIGTERM and stopped renewing"
 	}
 	return false, "", ""
-}
-
-// PodNameEnv names the environment variable holding the pod name (downward
-// API metadata.name), written as the Lease's holderIdentity.
-const PodNameEnv = "POD_NAME"
-
-// Holder is the holderIdentity: $POD_NAME, else the host name (the pod name
-// too, unless the pod runs in the host network).
-func Holder() string {
-	if name := os.Getenv(PodNameEnv); name != "" {
-		return name
-	}
-	if name, err := os.Hostname(); err == nil && name != "" {
-		return name
-	}
-	return "extension-heartbeat"
 }

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
-	"nodehealth.io/nodehealth/pkg/componentconfig/options"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options/optionstest"
+	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/probe"
 )
 
@@ -94,27 +94,16 @@ func TestNodeNameRequired(t *testing.T) {
 // SIGTERM releases the Lease; a restart for a changed configuration file
 // does not (docs/heartbeat.md), and neither does any other end of the run.
 func TestReleaseOnExit(t *testing.T) {
-	if release, reason, msg := ReleaseOnExit(options.ErrTerminated); !release || reason != "Terminating" || msg == "" {
+	if release, reason, msg := ReleaseOnExit(server.ErrTerminated); !release || reason != "Terminating" || msg == "" {
 		t.Errorf("SIGTERM: release=%v reason=%q message=%q", release, reason, msg)
 	}
-	if release, _, _ := ReleaseOnExit(fmt.Errorf("wrapped: %w", options.ErrTerminated)); !release {
+	if release, _, _ := ReleaseOnExit(fmt.Errorf("wrapped: %w", server.ErrTerminated)); !release {
 		t.Error("a wrapped ErrTerminated did not release")
 	}
-	for _, cause := range []error{options.ErrConfigChanged, nil, context.Canceled} {
+	for _, cause := range []error{server.ErrConfigChanged, nil, context.Canceled} {
 		if release, _, _ := ReleaseOnExit(cause); release {
 			t.Errorf("%v released the Lease", cause)
 		}
-	}
-}
-
-func TestHolder(t *testing.T) {
-	t.Setenv(PodNameEnv, "kube-proxy-x7k2p")
-	if got := Holder(); got != "kube-proxy-x7k2p" {
-		t.Errorf("Holder() = %q with POD_NAME set", got)
-	}
-	t.Setenv(PodNameEnv, "")
-	if host, _ := os.Hostname(); Holder() != host {
-		t.Errorf("Holder() = %q, want the host name %q", Holder(), host)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -25,9 +24,9 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
 	"nodehealth.io/nodehealth/pkg/componentconfig/server"
-	"nodehealth.io/nodehealth/pkg/componentconfig/server/delegated"
 	"nodehealth.io/nodehealth/pkg/leaderelection"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 // NewCommand returns the nodehealth-controller command.
@@ -58,16 +57,14 @@ the controller owns from every node (see "nodehealth-controller uninstall --help
 	return cmd
 }
 
-func run(ctx context.Context, rt *options.Runtime[*config.NodeHealthControllerConfiguration]) error {
-	logger := klog.FromContext(ctx)
+func run(ctx context.Context, rt *server.Runtime[*config.NodeHealthControllerConfiguration]) error {
 	cfg := rt.Config
 	opts, err := controllerOptions(cfg)
 	if err != nil {
 		return err
 	}
-	hostname, _ := os.Hostname()
-	opts.Identity = hostname + "_" + string(uuid.NewUUID())
-	logger.Info("Starting with effective configuration",
+	opts.Identity = leaderelection.NewIdentity()
+	klog.FromContext(ctx).Info("Starting with effective configuration",
 		"configFile", rt.ConfigFile, "identity", opts.Identity,
 		"leaseNamespace", opts.LeaseNamespace, "taint", opts.TaintKey+":"+string(opts.TaintEffect),
 		"extensionRules", len(opts.Rules), "renewalGrace", opts.RenewalGrace, "registrationGrace", opts.RegistrationGrace,
@@ -100,78 +97,16 @@ func run(ctx context.Context, rt *options.Runtime[*config.NodeHealthControllerCo
 		return err
 	}
 	metrics := nodehealth.NewMetrics(rt.Registry)
-	leading := leaderelection.NewLeadingGauge(rt.Registry, "nodehealth-controller")
-
-	var elector *leaderelection.Elector
-	health := func() error { return nil }
-	if le := cfg.LeaderElection; le.LeaderElect {
-		elector, err = leaderelection.New(restConfig, leaderelection.Config{
-			Name:          "nodehealth-controller",
-			Identity:      opts.Identity,
-			ResourceLock:  le.ResourceLock,
-			Namespace:     le.ResourceNamespace,
-			LockName:      le.ResourceName,
-			LeaseDuration: le.LeaseDuration.Duration,
-			RenewDeadline: le.RenewDeadline.Duration,
-			RetryPeriod:   le.RetryPeriod.Duration,
-			Leading:       leading,
-		})
-		if err != nil {
-			return err
-		}
-		health = elector.Check
-		// A changed configuration restarts the process: stop the
-		// controller and release leadership first, so that the other
-		// replica takes over without waiting out the lease.
-		rt.OnConfigChange(func(hookCtx context.Context) {
-			logger.Info("Configuration changed: releasing leadership before restarting")
-			elector.Release(hookCtx)
-		})
-	}
-	var serveOpts []server.Option
-	if cfg.Serving.MetricsAuthentication == config.MetricsAuthenticationDelegated {
-		// HTTPS, and only callers the API server authenticates and
-		// authorizes for get on the path (TokenReview, SubjectAccessReview).
-		tlsConfig, err := delegated.TLSConfig()
-		if err != nil {
-			return err
-		}
-		serveOpts = append(serveOpts, server.WithProtectedMetrics(tlsConfig, delegated.New(client).Wrap))
-	}
-	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, health, serveOpts...)
-	if err != nil {
-		return err
-	}
-
-	// run returns only once the controller's workers have drained (the
-	// elector waits for the work before it releases the lease; without
-	// election, done is sent after the controller returned): a sync cut off
-	// mid-write by the process exiting is what graceful shutdown is for.
-	runController := func(ctx context.Context) {
-		if err := startController(ctx, client, leaseClient, opts, int(cfg.Workers), metrics); err != nil {
-			logger.Error(err, "Controller failed")
-		}
-	}
-	done := make(chan error, 1)
-	if elector == nil {
-		// The only replica: it runs the work as long as it runs.
-		go func() {
-			leading.Set(1)
-			runController(ctx)
-			leading.Set(0)
-			done <- nil
-		}()
-	} else {
-		// SIGTERM ends ctx: the elector stops the controller, waits for
-		// it, then releases the lease.
-		go func() { done <- elector.Run(ctx, runController) }()
-	}
-	select {
-	case err := <-done:
-		return err
-	case err := <-serveErrs:
-		return err
-	}
+	return leaderelection.Process{
+		Name: "nodehealth-controller", Identity: opts.Identity, Election: cfg.LeaderElection,
+		RESTConfig: restConfig, Client: client,
+		Serving: cfg.Serving, EnableProfiling: cfg.Debugging.EnableProfiling, Registry: rt.Registry,
+		OnConfigChange: rt.OnConfigChange,
+		Work: func(ctx context.Context) error {
+			return startController(ctx, client, leaseClient, opts, int(cfg.Workers), metrics)
+		},
+		WorkFailed: "Controller failed",
+	}.Run(ctx)
 }
 
 // startController builds the informers and runs the controller until ctx ends.
@@ -179,7 +114,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.NodeHealthControllerCo
 // Lease counts as observed at that moment (a full duration of grace).
 func startController(ctx context.Context, client, leaseClient kubernetes.Interface, opts nodehealth.Options, workers int, metrics *nodehealth.Metrics) error {
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTransform(nodehealth.TransformNode))
+		informers.WithTransform(nodeutil.TransformNode))
 	// Leases have one handler, the controller's: the direct informer calls it
 	// without the shared informer's two goroutine hand-offs per event (with
 	// coalesced reads, 0.2-0.3 points of a core less at 1,000 nodes × 5;

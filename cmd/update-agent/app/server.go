@@ -25,6 +25,7 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config/validation"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
+	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/updater/agent"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 )
@@ -32,9 +33,6 @@ import (
 // NodeNameEnv is the environment variable --node-name falls back to; the
 // DaemonSet fills it from the downward API (spec.nodeName).
 const NodeNameEnv = "NODE_NAME"
-
-// PodNameEnv holds the pod name (downward API), the Lease's holderIdentity.
-const PodNameEnv = "POD_NAME"
 
 // Instance holds the values that differ per node and therefore stay flags.
 type Instance struct {
@@ -71,12 +69,12 @@ Bottlerocket, and a node never boots twice into one update.
 Configuration comes from --config (an UpdateAgentConfiguration of
 config.nodehealth.io/v1alpha1); the node name from --node-name or NODE_NAME,
 the Lease holder from POD_NAME (default: the host name).`,
-	}, func(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfiguration]) error {
+	}, func(ctx context.Context, rt *server.Runtime[*config.UpdateAgentConfiguration]) error {
 		return run(ctx, rt, instance)
 	})
 }
 
-func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfiguration], instance *Instance) error {
+func run(ctx context.Context, rt *server.Runtime[*config.UpdateAgentConfiguration], instance *Instance) error {
 	cfg := rt.Config
 	if err := validation.ValidateNodeName(instance.NodeName, updatesv1alpha1.UpdaterExtension); err != nil {
 		return err
@@ -120,41 +118,25 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateAgentConfigurati
 		"rebootGrace", cfg.RebootGrace.Duration,
 		"readinessTaintKey", cfg.ReadinessTaintKey,
 	)
-	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
+	serveErrs, err := server.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
 	if err != nil {
 		return err
 	}
 
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
+	workers := server.NewWorkers(ctx)
+	defer workers.Stop()
 	// Before the renewer runs: a process restarted between the release and
 	// the reboot must not renew the Lease.
-	if err := retry(runCtx, func() error { return a.InitLease(runCtx) }); err != nil {
+	if err := retry(workers.Context(), func() error { return a.InitLease(workers.Context()) }); err != nil {
 		return shutdown(ctx, a, err)
 	}
-	leaseDone := make(chan struct{})
-	go func() {
-		defer close(leaseDone)
-		_ = renewer.Run(runCtx)
-	}()
-	if err := kube.Start(runCtx, a.Wake); err != nil {
-		stop()
-		<-leaseDone
+	workers.Go(func(ctx context.Context) { _ = renewer.Run(ctx) })
+	if err := kube.Start(workers.Context(), a.Wake); err != nil {
+		workers.Stop()
 		return shutdown(ctx, a, err)
 	}
-	agentDone := make(chan struct{})
-	go func() {
-		defer close(agentDone)
-		a.Run(runCtx)
-	}()
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-serveErrs:
-	}
-	stop()
-	<-agentDone
-	<-leaseDone
+	workers.Go(a.Run)
+	serveErr := workers.RunUntilStopped(ctx, serveErrs)
 	if serveErr != nil {
 		return serveErr
 	}
@@ -179,7 +161,7 @@ func heartbeatOptions(cfg *config.UpdateAgentConfiguration, nodeName string, met
 		Namespace:     cfg.Lease.Namespace,
 		NodeName:      nodeName,
 		Extension:     updatesv1alpha1.UpdaterExtension,
-		Holder:        holder(),
+		Holder:        server.PodHolderIdentity("update-agent"),
 		LeaseDuration: cfg.Lease.Duration.Duration,
 		RenewInterval: cfg.Lease.RenewInterval.Duration,
 		// The updater registers itself as one more system extension, but
@@ -198,7 +180,7 @@ func heartbeatOptions(cfg *config.UpdateAgentConfiguration, nodeName string, met
 // expire (agent.Agent.Shutdown). A restart for a changed configuration file
 // leaves it held.
 func shutdown(ctx context.Context, a *agent.Agent, err error) error {
-	if !errors.Is(context.Cause(ctx), options.ErrTerminated) {
+	if !errors.Is(context.Cause(ctx), server.ErrTerminated) {
 		return err
 	}
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -225,14 +207,4 @@ func retry(ctx context.Context, f func() error) error {
 		}
 		delay = min(2*delay, 30*time.Second)
 	}
-}
-
-func holder() string {
-	if name := os.Getenv(PodNameEnv); name != "" {
-		return name
-	}
-	if name, err := os.Hostname(); err == nil && name != "" {
-		return name
-	}
-	return "update-agent"
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
@@ -27,8 +26,8 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
 	"nodehealth.io/nodehealth/pkg/componentconfig/server"
-	"nodehealth.io/nodehealth/pkg/componentconfig/server/delegated"
 	"nodehealth.io/nodehealth/pkg/leaderelection"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/updater"
 	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
@@ -68,21 +67,19 @@ until "kubectl nodehealth update resume NODE".
 
 Configuration comes from --config (an UpdateOperatorConfiguration of
 config.nodehealth.io/v1alpha1); see docs/config and docs/updater.md.`,
-	}, func(ctx context.Context, rt *options.Runtime[*config.UpdateOperatorConfiguration]) error {
+	}, func(ctx context.Context, rt *server.Runtime[*config.UpdateOperatorConfiguration]) error {
 		return run(ctx, rt, nodeName)
 	})
 }
 
-func run(ctx context.Context, rt *options.Runtime[*config.UpdateOperatorConfiguration], nodeName string) error {
-	logger := klog.FromContext(ctx)
+func run(ctx context.Context, rt *server.Runtime[*config.UpdateOperatorConfiguration], nodeName string) error {
 	cfg := rt.Config
 	opts, err := updaterOptions(cfg, nodeName)
 	if err != nil {
 		return err
 	}
-	hostname, _ := os.Hostname()
-	identity := hostname + "_" + string(uuid.NewUUID())
-	logger.Info("Starting with effective configuration", "configFile", rt.ConfigFile, "identity", identity,
+	identity := leaderelection.NewIdentity()
+	klog.FromContext(ctx).Info("Starting with effective configuration", "configFile", rt.ConfigFile, "identity", identity,
 		"managedNodeSelector", opts.Selector.String(), "ownNode", opts.OwnNode, "dryRun", opts.DryRun,
 		"leaderElect", cfg.LeaderElection.LeaderElect)
 
@@ -103,75 +100,16 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateOperatorConfigur
 		return err
 	}
 	metrics := updater.NewMetrics(rt.Registry)
-	leading := leaderelection.NewLeadingGauge(rt.Registry, "update-operator")
-
-	var elector *leaderelection.Elector
-	health := func() error { return nil }
-	if le := cfg.LeaderElection; le.LeaderElect {
-		elector, err = leaderelection.New(restConfig, leaderelection.Config{
-			Name:          "update-operator",
-			Identity:      identity,
-			ResourceLock:  le.ResourceLock,
-			Namespace:     le.ResourceNamespace,
-			LockName:      le.ResourceName,
-			LeaseDuration: le.LeaseDuration.Duration,
-			RenewDeadline: le.RenewDeadline.Duration,
-			RetryPeriod:   le.RetryPeriod.Duration,
-			Leading:       leading,
-		})
-		if err != nil {
-			return err
-		}
-		health = elector.Check
-		// A changed configuration restarts the process: stop the
-		// controllers and release leadership first, so that the other
-		// replica takes over without waiting out the lease.
-		rt.OnConfigChange(func(hookCtx context.Context) {
-			logger.Info("Configuration changed: releasing leadership before restarting")
-			elector.Release(hookCtx)
-		})
-	}
-	var serveOpts []server.Option
-	if cfg.Serving.MetricsAuthentication == config.MetricsAuthenticationDelegated {
-		// HTTPS, and only callers the API server authenticates and
-		// authorizes for get on the path (TokenReview, SubjectAccessReview).
-		tlsConfig, err := delegated.TLSConfig()
-		if err != nil {
-			return err
-		}
-		serveOpts = append(serveOpts, server.WithProtectedMetrics(tlsConfig, delegated.New(kube).Wrap))
-	}
-	serveErrs, err := options.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, health, serveOpts...)
-	if err != nil {
-		return err
-	}
-
-	// run returns only once the controllers have stopped: the elector waits
-	// for the work before it releases the lease, and without election done
-	// is sent after the controllers returned.
-	runControllers := func(ctx context.Context) {
-		if err := startControllers(ctx, kube, shadows, opts, metrics); err != nil {
-			logger.Error(err, "Update operator failed")
-		}
-	}
-	done := make(chan error, 1)
-	if elector == nil {
-		// The only replica: it runs the work as long as it runs.
-		go func() {
-			leading.Set(1)
-			runControllers(ctx)
-			leading.Set(0)
-			done <- nil
-		}()
-	} else {
-		go func() { done <- elector.Run(ctx, runControllers) }()
-	}
-	select {
-	case err := <-done:
-		return err
-	case err := <-serveErrs:
-		return err
-	}
+	return leaderelection.Process{
+		Name: "update-operator", Identity: identity, Election: cfg.LeaderElection,
+		RESTConfig: restConfig, Client: kube,
+		Serving: cfg.Serving, EnableProfiling: cfg.Debugging.EnableProfiling, Registry: rt.Registry,
+		OnConfigChange: rt.OnConfigChange,
+		Work: func(ctx context.Context) error {
+			return startControllers(ctx, kube, shadows, opts, metrics)
+		},
+		WorkFailed: "Update operator failed",
+	}.Run(ctx)
 }
 
 // startControllers builds the informers once leadership is won and runs both
@@ -179,7 +117,7 @@ func run(ctx context.Context, rt *options.Runtime[*config.UpdateOperatorConfigur
 // a consistent LIST before its first start, so a cache filled a moment ago
 // cannot overshoot the limits.
 func startControllers(ctx context.Context, kube kubernetes.Interface, client versioned.Interface, opts updater.Options, metrics *updater.Metrics) error {
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(transformNode))
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(nodeutil.TransformNode))
 	shadowFactory := externalversions.NewSharedInformerFactory(client, 0)
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -218,14 +156,4 @@ func startControllers(ctx context.Context, kube kubernetes.Interface, client ver
 	updates.Run(ctx, workers)
 	<-done
 	return nil
-}
-
-// transformNode drops what the operator never reads (managed fields, images)
-// to keep the node cache small on large clusters.
-func transformNode(obj interface{}) (interface{}, error) {
-	if n, ok := obj.(*v1.Node); ok {
-		n.ManagedFields = nil
-		n.Status.Images = nil
-	}
-	return obj, nil
 }

@@ -14,37 +14,15 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 
-	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/features"
 	"nodehealth.io/nodehealth/pkg/version"
 )
 
-// The binary runtime lives in package server; these names keep the binaries'
-// single import of options working.
-type (
-	// Runtime is server.Runtime.
-	Runtime[T runtime.Object] = server.Runtime[T]
-	// HealthCheck is server.HealthCheck.
-	HealthCheck = server.HealthCheck
-)
-
-var (
-	// ErrConfigChanged is server.ErrConfigChanged.
-	ErrConfigChanged = server.ErrConfigChanged
-	// ErrTerminated is server.ErrTerminated.
-	ErrTerminated = server.ErrTerminated
-)
-
-// Serve is server.Serve.
-func Serve(ctx context.Context, serving config.ServingConfiguration, enableProfiling bool, registry *prometheus.Registry, healthz HealthCheck, opts ...server.Option) (<-chan error, error) {
-	return server.Serve(ctx, serving, enableProfiling, registry, healthz, opts...)
-}
-
 // RunFunc runs a component until ctx is cancelled; context.Cause(ctx) says
-// why (ErrTerminated or ErrConfigChanged). Returning nil after cancellation
+// why (server.ErrTerminated or server.ErrConfigChanged). Returning nil after cancellation
 // exits 0.
-type RunFunc[T runtime.Object] func(ctx context.Context, rt *Runtime[T]) error
+type RunFunc[T runtime.Object] func(ctx context.Context, rt *server.Runtime[T]) error
 
 // CommandInfo describes a binary for cobra.
 type CommandInfo struct {
@@ -102,7 +80,7 @@ func execute[T runtime.Object](cmd *cobra.Command, o *Options[T], args []string,
 		return err
 	}
 
-	rt := &Runtime[T]{Config: cfg, ConfigFile: o.ConfigFile, FeatureGate: o.gate, Registry: prometheus.NewRegistry()}
+	rt := &server.Runtime[T]{Config: cfg, ConfigFile: o.ConfigFile, FeatureGate: o.gate, Registry: prometheus.NewRegistry()}
 	metrics := RegisterCommonMetrics(rt.Registry)
 
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -117,7 +95,7 @@ func execute[T runtime.Object](cmd *cobra.Command, o *Options[T], args []string,
 			func(data []byte) (bool, error) { return o.Reload(data, args, cfg) },
 			func() {
 				rt.RunConfigChangeHooks(ctx)
-				cancel(ErrConfigChanged)
+				cancel(server.ErrConfigChanged)
 			})
 		go watcher.Run(ctx)
 	}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
 )
@@ -152,7 +153,7 @@ func (f *fakeNode) setTaint(on bool) {
 func (f *fakeNode) tainted() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return hasTaint(f.node, "nodehealth.io/not-ready")
+	return nodeutil.HasTaint(f.node, "nodehealth.io/not-ready", "")
 }
 
 // leaseCall is one call of the Lease.

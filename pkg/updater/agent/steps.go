@@ -15,6 +15,7 @@ import (
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/drain"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 )
 
@@ -452,7 +453,7 @@ func (a *Agent) syncReboot(ctx context.Context, shadow *updatesv1alpha1.Bottlero
 	// No cordon: the node-health controller's taint, asked for by the
 	// release, is the one mechanism that keeps new pods off the node.
 	now := a.opts.Clock.Now()
-	if !hasTaint(node, a.opts.ReadinessTaintKey) {
+	if !nodeutil.HasTaint(node, a.opts.ReadinessTaintKey, "") {
 		if a.taintWaitStart.IsZero() {
 			a.taintWaitStart = now
 			logger.Info("Lease released; waiting for the readiness taint", "taint", a.opts.ReadinessTaintKey, "timeout", a.opts.TaintTimeout)
@@ -735,13 +736,4 @@ func (a *Agent) syncMonitoring(ctx context.Context, shadow *updatesv1alpha1.Bott
 		return a.opts.RetryInterval, err
 	}
 	return a.opts.UpdateCheckInterval, nil
-}
-
-func hasTaint(node *v1.Node, key string) bool {
-	for _, t := range node.Spec.Taints {
-		if t.Key == key {
-			return true
-		}
-	}
-	return false
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/test/framework"
 )
 
@@ -64,7 +65,7 @@ func StartController(t testing.TB, config *rest.Config, nodeSelector string, opt
 		t.Fatal(err)
 	}
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTransform(nodehealth.TransformNode),
+		informers.WithTransform(nodeutil.TransformNode),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = nodeSelector }))
 	// The Lease informer the binary runs.
 	leases := nodehealth.NewDirectLeaseInformer(client, opts.LeaseNamespace, nodehealth.TransformLease)

@@ -22,6 +22,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
+
+	"nodehealth.io/nodehealth/pkg/componentconfig/config"
+	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 )
 
 // CacheTTL is how long a decision for one token and path is reused, so
@@ -148,4 +151,19 @@ func (a *Authenticator) review(ctx context.Context, token, path string) (int, bo
 		return http.StatusForbidden, true
 	}
 	return http.StatusOK, true
+}
+
+// ServeOptions are server.Serve's options for serving: /metrics over HTTPS
+// for callers the API server authenticates and authorizes for get on the
+// path (TokenReview, SubjectAccessReview) when metricsAuthentication is
+// Delegated, none otherwise.
+func ServeOptions(serving config.ServingConfiguration, client kubernetes.Interface) ([]server.Option, error) {
+	if serving.MetricsAuthentication != config.MetricsAuthenticationDelegated {
+		return nil, nil
+	}
+	tlsConfig, err := TLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	return []server.Option{server.WithProtectedMetrics(tlsConfig, New(client).Wrap)}, nil
 }

@@ -1,0 +1,126 @@
+package leaderelection
+
+import (
+	"context"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	componentbaseconfig "k8s.io/component-base/config"
+	"k8s.io/klog/v2"
+
+	"nodehealth.io/nodehealth/pkg/componentconfig/config"
+	"nodehealth.io/nodehealth/pkg/componentconfig/server"
+	"nodehealth.io/nodehealth/pkg/componentconfig/server/delegated"
+)
+
+// Process is the process of a leader-elected component (the node-health
+// controller, the update operator): everything around its work that the two
+// would otherwise each wire themselves.
+type Process struct {
+	// Name names the component: the election, the leading gauge.
+	Name string
+	// Identity is this replica's holder identity (NewIdentity).
+	Identity string
+	// Election is the component's leaderElection configuration: without
+	// leaderElect the work runs as the only replica, as long as the process.
+	Election componentbaseconfig.LeaderElectionConfiguration
+	// RESTConfig is what the election's own client is made from.
+	RESTConfig *rest.Config
+	// Client asks the API server about scrapers when metrics are Delegated.
+	Client kubernetes.Interface
+	// Serving, EnableProfiling and Registry are what server.Serve serves.
+	Serving         config.ServingConfiguration
+	EnableProfiling bool
+	Registry        *prometheus.Registry
+	// OnConfigChange registers a hook to run before a restart for a changed
+	// configuration (server.Runtime.OnConfigChange).
+	OnConfigChange func(hook func(ctx context.Context))
+	// Work runs the component until its context ends; an error it returns
+	// is logged with WorkFailed and ends the process.
+	Work       func(ctx context.Context) error
+	WorkFailed string
+}
+
+// NewIdentity returns a holder identity unique to this process: the host
+// name, for people, and a UUID, for two processes on one host.
+func NewIdentity() string {
+	hostname, _ := os.Hostname()
+	return hostname + "_" + string(uuid.NewUUID())
+}
+
+// Run serves health and metrics and runs the work, behind the election when
+// it is enabled, until ctx ends (SIGTERM, a changed configuration), the work
+// returns, serving fails or the lease is lost (ErrLostLeadership). A changed
+// configuration first releases the leadership, so that the other replica
+// takes over without waiting out the lease. Run returns only once the work
+// has returned: a sync cut off mid-write by the process exiting is what
+// graceful shutdown is for.
+func (p Process) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	leading := NewLeadingGauge(p.Registry, p.Name)
+	var elector *Elector
+	health := func() error { return nil }
+	if le := p.Election; le.LeaderElect {
+		var err error
+		elector, err = New(p.RESTConfig, Config{
+			Name:          p.Name,
+			Identity:      p.Identity,
+			ResourceLock:  le.ResourceLock,
+			Namespace:     le.ResourceNamespace,
+			LockName:      le.ResourceName,
+			LeaseDuration: le.LeaseDuration.Duration,
+			RenewDeadline: le.RenewDeadline.Duration,
+			RetryPeriod:   le.RetryPeriod.Duration,
+			Leading:       leading,
+		})
+		if err != nil {
+			return err
+		}
+		health = elector.Check
+		p.OnConfigChange(func(hookCtx context.Context) {
+			logger.Info("Configuration changed: releasing leadership before restarting")
+			elector.Release(hookCtx)
+		})
+	}
+	serveOpts, err := delegated.ServeOptions(p.Serving, p.Client)
+	if err != nil {
+		return err
+	}
+	serveErrs, err := server.Serve(ctx, p.Serving, p.EnableProfiling, p.Registry, health, serveOpts...)
+	if err != nil {
+		return err
+	}
+
+	work := func(ctx context.Context) {
+		if err := p.Work(ctx); err != nil {
+			logger.Error(err, p.WorkFailed)
+		}
+	}
+	workCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	if elector == nil {
+		// The only replica: it runs the work as long as it runs.
+		go func() {
+			leading.Set(1)
+			work(workCtx)
+			leading.Set(0)
+			done <- nil
+		}()
+	} else {
+		// The end of workCtx makes the elector stop the work, wait for
+		// it, then release the lease.
+		go func() { done <- elector.Run(workCtx, work) }()
+	}
+	select {
+	case err := <-done:
+		return err
+	case err := <-serveErrs:
+		stop()
+		<-done
+		return err
+	}
+}
