@@ -1,0 +1,43 @@
+// Command e2e-workload is the workload image of the real-node e2e tests: an
+// HTTP server whose /healthz answers 200 (an extension's main container the
+// heartbeat sidecar probes, or a user Deployment's pod). On SIGTERM it keeps
+// serving for --shutdown-delay, so a drain sees a pod that really takes time
+// to terminate, then exits.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	listen := flag.String("listen", ":8080", "address of the HTTP server")
+	delay := flag.Duration("shutdown-delay", time.Second, "how long to keep serving after SIGTERM")
+	flag.Parse()
+
+	host, _ := os.Hostname()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, host) })
+	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		log.Printf("terminating in %s", *delay)
+		time.Sleep(*delay)
+		_ = srv.Shutdown(context.Background())
+	}()
+	log.Printf("serving on %s", *listen)
+	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+		log.Fatal(err)
+	}
+}
