@@ -143,6 +143,19 @@ test-fuzz: ## Run every go test -fuzz target for FUZZTIME (seed corpora run in t
 test-integration: controlplane tools helm ## Integration and e2e tests against the real local control plane.
 	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -count=1 -timeout=45m $(INTEGRATION_PKGS)
 
+# End-to-end tests on one real node (containerd + a kubelet built from the
+# control plane's module) beside the kwok nodes, installed with the chart and
+# the images (docs/development.md, "Real-node e2e tests"). Needs root;
+# hack/realnode-prereqs.sh installs the Debian packages when missing and
+# builds kubelet, kube-proxy and the e2e images. Not part of make test (its
+# tests skip there unless NODEHEALTH_E2E=1); -p=1: one real node at a time.
+E2E_PKGS ?= ./test/e2e/ ./test/framework/realnode/
+
+.PHONY: test-e2e
+test-e2e: controlplane tools helm ## Real-node e2e tests: chart + images on a real kubelet (root; installs containerd, runc, CNI plugins when missing).
+	hack/realnode-prereqs.sh
+	NODEHEALTH_E2E=1 $(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -count=1 -p=1 -timeout=30m $(E2E_PKGS)
+
 # promtool, built once from the Prometheus Go module pinned in test/monitoring
 # (its own module, outside go.work; remove_all_sd leaves the service discovery
 # SDKs out), unit-tests the alerting rules of deploy/monitoring.

@@ -135,6 +135,28 @@ func Supported() error {
 	return nil
 }
 
+// EnableEnv is the environment variable that enables the real-node tests
+// (make test-e2e sets it): they change the host (a bridge, an iptables rule,
+// cgroups, mounts) and one machine runs one real node, so make
+// test-integration, which runs ./test/... in parallel, skips them.
+const EnableEnv = "NODEHEALTH_E2E"
+
+// SkipUnlessEnabled skips the test unless EnableEnv is 1; when it is, a
+// machine that cannot run a real node (Supported) fails the test.
+func SkipUnlessEnabled(t interface {
+	Helper()
+	Skipf(string, ...any)
+	Fatal(...any)
+}) {
+	t.Helper()
+	if os.Getenv(EnableEnv) != "1" {
+		t.Skipf("real-node test: set %s=1 (make test-e2e) to run it", EnableEnv)
+	}
+	if err := Supported(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Start starts containerd and the kubelet of a real node and returns once the
 // Node is Ready. On error everything it started is stopped.
 func Start(ctx context.Context, env *framework.Environment, opts Options) (_ *Node, err error) {
@@ -614,12 +636,22 @@ func (n *Node) KillContainer(ctx context.Context, pod *corev1.Pod, container str
 	return fmt.Errorf("pod %s/%s has no container %s", pod.Namespace, pod.Name, container)
 }
 
-// Reboot emulates a reboot: the kubelet stops (SIGKILL, like a power cut),
-// every container of the node is killed, containerd restarts, the boot ID
-// changes and the kubelet starts again. It returns once the Node is Ready
-// with the new boot ID. What it does not emulate: the kernel, the network
-// and the host's other processes stay up; tmpfs volumes survive.
+// Reboot emulates a reboot (PowerCycle) and returns once the Node is Ready
+// with the new boot ID.
 func (n *Node) Reboot(ctx context.Context) error {
+	if err := n.PowerCycle(ctx); err != nil {
+		return err
+	}
+	return n.WaitReady(ctx)
+}
+
+// PowerCycle emulates a reboot without waiting for the node: the kubelet
+// stops (SIGKILL, like a power cut), every container of the node is killed,
+// containerd restarts, the boot ID changes and the kubelet starts again.
+// What it does not emulate: the kernel, the network and the host's other
+// processes (the API server, a Bottlerocket API emulator) stay up, and
+// tmpfs volumes survive.
+func (n *Node) PowerCycle(ctx context.Context) error {
 	n.killKubelet()
 	n.killContainers()
 	if n.containerd != nil {
@@ -632,10 +664,8 @@ func (n *Node) Reboot(ctx context.Context) error {
 	if err := n.newBootID(); err != nil {
 		return err
 	}
-	if err := n.startKubelet(); err != nil {
-		return err
-	}
-	return n.WaitReady(ctx)
+	n.env.Logf("real node %s: rebooted, boot ID %s", n.opts.Name, n.BootID())
+	return n.startKubelet()
 }
 
 func (n *Node) killKubelet() {

@@ -20,9 +20,7 @@ import (
 // container is killed, the boot ID changes, and the kubelet starts the
 // container again.
 func TestRealNode(t *testing.T) {
-	if err := realnode.Supported(); err != nil {
-		t.Skip(err)
-	}
+	realnode.SkipUnlessEnabled(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	env, err := framework.Start(ctx, framework.WithLogf(t.Logf))

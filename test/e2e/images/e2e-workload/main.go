@@ -2,7 +2,8 @@
 // HTTP server whose /healthz answers 200 (an extension's main container the
 // heartbeat sidecar probes, or a user Deployment's pod). On SIGTERM it keeps
 // serving for --shutdown-delay, so a drain sees a pod that really takes time
-// to terminate, then exits.
+// to terminate, then exits. --start-delay makes it a slow starter: an
+// extension that is not ready for a while after each (re)start.
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 func main() {
 	listen := flag.String("listen", ":8080", "address of the HTTP server")
 	delay := flag.Duration("shutdown-delay", time.Second, "how long to keep serving after SIGTERM")
+	startDelay := flag.Duration("start-delay", 0, "how long to wait before serving (a slow start)")
 	flag.Parse()
 
 	host, _ := os.Hostname()
@@ -36,6 +38,14 @@ func main() {
 		time.Sleep(*delay)
 		_ = srv.Shutdown(context.Background())
 	}()
+	if *startDelay > 0 {
+		log.Printf("starting in %s", *startDelay)
+		select {
+		case <-time.After(*startDelay):
+		case <-ctx.Done():
+			return
+		}
+	}
 	log.Printf("serving on %s", *listen)
 	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
 		log.Fatal(err)
