@@ -152,7 +152,7 @@ test-integration: controlplane tools helm ## Integration and e2e tests against t
 E2E_PKGS ?= ./test/e2e/ ./test/framework/realnode/
 
 .PHONY: test-e2e
-test-e2e: controlplane tools helm ## Real-node e2e tests: chart + images on a real kubelet (root; installs containerd, runc, CNI plugins when missing).
+test-e2e: controlplane build tools helm ## Real-node e2e tests: chart + images on a real kubelet (root; installs containerd, runc, CNI plugins when missing).
 	hack/realnode-prereqs.sh
 	NODEHEALTH_E2E=1 $(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -count=1 -p=1 -timeout=30m $(E2E_PKGS)
 

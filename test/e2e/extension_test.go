@@ -219,7 +219,7 @@ probe:
 					ServiceAccountName: extName,
 					NodeSelector:       map[string]string{realLabel: "true"},
 					// Every extension tolerates the readiness taint.
-					Tolerations: []corev1.Toleration{{Key: taintKey, Operator: corev1.TolerationOpExists}},
+					Tolerations:     []corev1.Toleration{{Key: taintKey, Operator: corev1.TolerationOpExists}},
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &nonRoot},
 					Containers: []corev1.Container{
 						workloadContainer("server", "--start-delay="+extStartDelay.String()),
