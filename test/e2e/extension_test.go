@@ -8,10 +8,14 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"nodehealth.io/nodehealth/test/framework/realnode"
 )
@@ -99,6 +103,11 @@ func TestExtensionGatesRealNode(t *testing.T) {
 	if h := lease.Spec.HolderIdentity; h == nil || *h != extPod.Name {
 		t.Errorf("Lease holder %v, want the extension's pod %s", h, extPod.Name)
 	}
+
+	// The heartbeat's token is the one the kubelet issued, bound to the pod
+	// and the node: with it, the own-node admission policy allows this
+	// node's Lease and denies another node's.
+	c.checkOwnNodePolicy(ctx, extPod)
 
 	// The user pod now runs on the real node.
 	c.waitPod(ctx, "default", "user", "running on the real node", 2*time.Minute, func(p *corev1.Pod) bool {
@@ -261,4 +270,35 @@ func (c *cluster) waitExtensionPod(ctx context.Context) *corev1.Pod {
 	}
 	c.t.Fatalf("no running extension pod on %s", c.node.Name())
 	return nil
+}
+
+// checkOwnNodePolicy uses the extension pod's kubelet-issued token to renew
+// the extension's Lease of this node (allowed) and to create one for a kwok
+// node (denied by the extension security policy).
+func (c *cluster) checkOwnNodePolicy(ctx context.Context, pod *corev1.Pod) {
+	c.t.Helper()
+	token, err := c.node.ServiceAccountToken(pod)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(c.env.Config)
+	cfg.BearerToken = token
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	leases := cs.CoordinationV1().Leases("node-extension-lease")
+	own, err := leases.Get(ctx, extName+"."+c.node.Name(), metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatalf("reading the own node's Lease with the pod's token: %v", err)
+	}
+	if _, err := leases.Update(ctx, own, metav1.UpdateOptions{}); err != nil {
+		c.t.Errorf("renewing the own node's Lease with the pod's token: %v", err)
+	}
+	other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: extName + ".kwok-node-1", Namespace: "node-extension-lease"}}
+	_, err = leases.Create(ctx, other, metav1.CreateOptions{})
+	if err == nil || !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+		c.t.Fatalf("creating another node's Lease with the pod's token: want denied, got %v", err)
+	}
+	c.t.Logf("kubelet-issued token: own Lease renewed, another node's denied (%v)", err)
 }

@@ -774,3 +774,15 @@ func removeCgroupTree(dir string) {
 		_ = syscall.Rmdir(dirs[i])
 	}
 }
+
+// ServiceAccountToken returns the service account token the kubelet wrote
+// into a pod's projected volume (kube-api-access-*): the pod- and
+// node-bound token the pod's containers use.
+func (n *Node) ServiceAccountToken(pod *corev1.Pod) (string, error) {
+	matches, _ := filepath.Glob(n.path("kubelet", "pods", string(pod.UID), "volumes", "kubernetes.io~projected", "kube-api-access-*", "token"))
+	if len(matches) == 0 {
+		return "", fmt.Errorf("no projected token of pod %s/%s under %s", pod.Namespace, pod.Name, n.path("kubelet", "pods", string(pod.UID)))
+	}
+	b, err := os.ReadFile(matches[0])
+	return strings.TrimSpace(string(b)), err
+}
