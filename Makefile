@@ -195,9 +195,14 @@ simulate: ## Run a simulation (SIM=controller or updater) on SEEDS random seeds 
 simulate-mutants: ## Revert each fix in turn (hack/simulate/mutants; SIM=updater: mutants/updater) and count the seeds the simulation needs to find it.
 	SIM=$(SIM) hack/simulate/seeds-to-find.sh $(SEEDS)
 
+# REAL_NODES=1 adds one real node (containerd + kubelet; root), after
+# hack/realnode-prereqs.sh installed and built what it needs.
+REAL_NODES ?= 0
+
 .PHONY: sandbox
-sandbox: controlplane build ## Start the sandbox; Ctrl-C stops everything.
-	$(GO) run ./test/sandbox
+sandbox: controlplane build ## Start the sandbox; Ctrl-C stops everything (REAL_NODES=1: plus one real node, root).
+	$(if $(filter-out 0,$(REAL_NODES)),hack/realnode-prereqs.sh)
+	$(GO) run ./test/sandbox --real-nodes=$(REAL_NODES)
 
 .PHONY: bench
 bench: ## Go benchmarks of the product packages (figures go to docs/benchmarks.md).
