@@ -180,6 +180,7 @@ func Start(ctx context.Context, env *framework.Environment, opts Options) (_ *No
 		}
 	}()
 	started := time.Now()
+	n.cleanUpLeftovers()
 	if err := n.setUpNetwork(); err != nil {
 		return nil, fmt.Errorf("node network: %w", err)
 	}
@@ -307,6 +308,47 @@ func copyConn(dst, src net.Conn) (int64, error) {
 			}
 			return total, err
 		}
+	}
+}
+
+// cleanUpLeftovers removes what an earlier run that was killed (a test
+// timeout, SIGKILL) could not: processes left in the node's cgroups, the
+// containerd shims of a node directory that no longer exists, and DNAT
+// rules of the node's name (an old rule first in the chain would send pods
+// to a gone API server).
+func (n *Node) cleanUpLeftovers() {
+	n.killContainers()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) == 0 || !strings.HasSuffix(args[0], "containerd-shim-runc-v2") {
+			continue
+		}
+		for i, a := range args {
+			if a == "-address" && i+1 < len(args) && strings.Contains(args[i+1], "/realnode-") {
+				if _, err := os.Stat(args[i+1]); err != nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	}
+	out, _ := run(context.Background(), "iptables", "-w", "-t", "nat", "-S", "PREROUTING")
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "-A PREROUTING ") || !strings.Contains(line, `"nodehealth e2e `+n.opts.Name+`"`) {
+			continue
+		}
+		fields := strings.Fields(strings.Replace(strings.TrimPrefix(line, "-A "), `"nodehealth e2e `+n.opts.Name+`"`, "COMMENT", 1))
+		for i, f := range fields {
+			if f == "COMMENT" {
+				fields[i] = "nodehealth e2e " + n.opts.Name
+			}
+		}
+		_, _ = run(context.Background(), "iptables", append([]string{"-w", "-t", "nat", "-D"}, fields...)...)
 	}
 }
 
