@@ -48,7 +48,8 @@ func startCluster(ctx context.Context, t *testing.T, kwokNodes int) *cluster {
 	t.Helper()
 	realnode.SkipUnlessEnabled(t)
 	// The chart's uninstall hook is a Job: the default controllers lack it.
-	controllers := append(slices.Clone(framework.DefaultControllers), "job-controller")
+	// endpointslice-controller: Services of pods route (kube-proxy).
+	controllers := append(slices.Clone(framework.DefaultControllers), "job-controller", "endpointslice-controller")
 	env, err := framework.Start(ctx, framework.WithLogf(t.Logf), framework.WithControllers(controllers...))
 	if err != nil {
 		t.Fatal(err)
@@ -69,8 +70,9 @@ func startCluster(ctx context.Context, t *testing.T, kwokNodes int) *cluster {
 		}
 	}
 	c.node, err = realnode.Start(ctx, env, realnode.Options{
-		Taints: []corev1.Taint{{Key: taintKey, Effect: corev1.TaintEffectNoSchedule}},
-		Labels: map[string]string{realLabel: "true"},
+		Taints:    []corev1.Taint{{Key: taintKey, Effect: corev1.TaintEffectNoSchedule}},
+		Labels:    map[string]string{realLabel: "true"},
+		KubeProxy: true,
 	})
 	if err != nil {
 		t.Fatal(err)

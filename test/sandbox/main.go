@@ -139,7 +139,7 @@ func run(ctx context.Context, stopSignals context.CancelFunc, nodeCount int, dir
 
 	if realNodes == 1 {
 		fmt.Printf("sandbox: starting the real node %s (containerd, kubelet)...\n", realNodeName)
-		node, err := realnode.Start(ctx, fenv, realnode.Options{Name: realNodeName, Labels: map[string]string{realNodeLabel: "true"}})
+		node, err := realnode.Start(ctx, fenv, realnode.Options{Name: realNodeName, Labels: map[string]string{realNodeLabel: "true"}, KubeProxy: true})
 		if err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,10 +30,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 
 	"nodehealth.io/nodehealth/test/framework"
 )
@@ -93,6 +97,11 @@ type Options struct {
 	// Images are the tarballs (file names in ImagesDir) loaded into
 	// containerd; default: every *.tar of ImagesDir.
 	Images []string
+	// KubeProxy runs kube-proxy (iptables mode) for the node, so every
+	// ClusterIP Service routes, and publishes the "kubernetes" Service's
+	// EndpointSlice (the node IP's forwarder) instead of the DNAT rule.
+	// Other Services need kube-controller-manager's endpointslice-controller.
+	KubeProxy bool
 }
 
 // Node is a running real node. Stop it before the Environment.
@@ -108,6 +117,7 @@ type Node struct {
 
 	containerd *framework.Process
 	kubelet    *framework.Process
+	kubeProxy  *framework.Process
 	forwarder  net.Listener
 	dnatRule   []string
 	mounted    []string
@@ -205,6 +215,11 @@ func Start(ctx context.Context, env *framework.Environment, opts Options) (_ *No
 	if err := n.WaitReady(ctx); err != nil {
 		return nil, err
 	}
+	if opts.KubeProxy {
+		if err := n.startKubeProxy(ctx); err != nil {
+			return nil, err
+		}
+	}
 	env.Logf("real node %s ready in %s", opts.Name, time.Since(started).Round(100*time.Millisecond))
 	return n, nil
 }
@@ -268,6 +283,9 @@ func (n *Node) apiRoute() error {
 			go forward(c, target)
 		}
 	}()
+	if n.opts.KubeProxy {
+		return nil
+	}
 	rule := []string{"PREROUTING", "-d", serviceIP + "/32", "-p", "tcp", "--dport", servicePort,
 		"-m", "comment", "--comment", "nodehealth e2e " + n.opts.Name, "-j", "DNAT", "--to-destination", net.JoinHostPort(NodeIP, port)}
 	if _, err := run(context.Background(), "iptables", append([]string{"-w", "-t", "nat", "-A"}, rule...)...); err != nil {
@@ -766,6 +784,75 @@ func (n *Node) killShims() {
 	}
 }
 
+// startKubeProxy publishes the "kubernetes" Service's endpoint (the node
+// IP's forwarder to the API server) and runs kube-proxy in iptables mode
+// as system:kube-proxy (bound to system:node-proxier by the default RBAC).
+func (n *Node) startKubeProxy(ctx context.Context) error {
+	_, portStr, _ := net.SplitHostPort(strings.TrimPrefix(n.env.APIServerURL, "https://"))
+	port, _ := strconv.Atoi(portStr)
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: "nodehealth-realnode"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{NodeIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	if _, err := n.env.Client.DiscoveryV1().EndpointSlices("default").Create(ctx, slice, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("the kubernetes Service's EndpointSlice: %w", err)
+	}
+	cfg, err := n.env.NewClientCertConfig("system:kube-proxy")
+	if err != nil {
+		return err
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["nodehealth"] = &clientcmdapi.Cluster{Server: n.env.APIServerURL, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["kube-proxy"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["nodehealth"] = &clientcmdapi.Context{Cluster: "nodehealth", AuthInfo: "kube-proxy"}
+	kc.CurrentContext = "nodehealth"
+	kubeconfig := n.path("kube-proxy.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		return err
+	}
+	ports, err := framework.FreeLoopbackPorts(2)
+	if err != nil {
+		return err
+	}
+	config := n.path("kube-proxy.yaml")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: %q}
+mode: iptables
+hostnameOverride: %q
+clusterCIDR: %q
+healthzBindAddress: "127.0.0.1:%d"
+metricsBindAddress: "127.0.0.1:%d"
+# Leave the host's conntrack sysctls alone.
+conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+iptables: {localhostNodePorts: false}
+`, kubeconfig, n.opts.Name, subnet, ports[0], ports[1])), 0o644); err != nil {
+		return err
+	}
+	p, err := n.env.StartProcess(framework.ProcessSpec{Name: "kube-proxy-" + n.opts.Name, Path: n.env.Binary("kube-proxy"),
+		Args: []string{"--config=" + config, "--v=2"}})
+	if err != nil {
+		return err
+	}
+	n.kubeProxy = p
+	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0])
+	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if exited, werr := p.Exited(); exited {
+			return false, fmt.Errorf("kube-proxy exited (%v):\n%s", werr, p.LogTail(30))
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
 // Stop stops the kubelet, kills every container, stops containerd and
 // removes the node's mounts, cgroups, bridge and DNAT rule. The Node object
 // stays in the API.
@@ -776,12 +863,27 @@ func (n *Node) Stop() {
 		_ = n.containerd.Stop(10 * time.Second)
 	}
 	n.killShims()
+	if n.kubeProxy != nil {
+		_ = n.kubeProxy.Stop(10 * time.Second)
+		// kube-proxy leaves its rules behind when it exits.
+		_, _ = run(context.Background(), n.env.Binary("kube-proxy"), "--cleanup")
+	}
 	if n.forwarder != nil {
 		_ = n.forwarder.Close()
 	}
 	ctx := context.Background()
 	if n.dnatRule != nil {
 		_, _ = run(ctx, "iptables", append([]string{"-w", "-t", "nat", "-D"}, n.dnatRule...)...)
+	}
+	// The kubelet's own chains (kube-proxy --cleanup leaves them).
+	for _, rule := range [][]string{
+		{"-t", "filter", "-D", "INPUT", "-j", "KUBE-FIREWALL"},
+		{"-t", "filter", "-D", "OUTPUT", "-j", "KUBE-FIREWALL"},
+		{"-t", "filter", "-F", "KUBE-FIREWALL"}, {"-t", "filter", "-X", "KUBE-FIREWALL"},
+		{"-t", "filter", "-X", "KUBE-KUBELET-CANARY"}, {"-t", "nat", "-X", "KUBE-KUBELET-CANARY"},
+		{"-t", "mangle", "-X", "KUBE-KUBELET-CANARY"}, {"-t", "mangle", "-X", "KUBE-IPTABLES-HINT"},
+	} {
+		_, _ = run(ctx, "iptables", append([]string{"-w"}, rule...)...)
 	}
 	// Every mount under the node's folder: the kubelet's volumes, containerd's
 	// rootfs and shm mounts, the kubelet root's own bind mount. Deepest first.

@@ -2,6 +2,7 @@ package realnode_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,9 @@ func TestRealNode(t *testing.T) {
 	realnode.SkipUnlessEnabled(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	env, err := framework.Start(ctx, framework.WithLogf(t.Logf))
+	// endpointslice-controller: the Service of the pod gets its endpoints.
+	env, err := framework.Start(ctx, framework.WithLogf(t.Logf),
+		framework.WithControllers(append(slices.Clone(framework.DefaultControllers), "endpointslice-controller")...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,14 +36,14 @@ func TestRealNode(t *testing.T) {
 		}
 		_ = env.Stop()
 	}()
-	node, err := realnode.Start(ctx, env, realnode.Options{})
+	node, err := realnode.Start(ctx, env, realnode.Options{KubeProxy: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer node.Stop()
 
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Labels: map[string]string{"app": "web"}},
 		Spec: corev1.PodSpec{
 			NodeName: node.Name(),
 			Containers: []corev1.Container{{
@@ -57,6 +60,34 @@ func TestRealNode(t *testing.T) {
 		t.Errorf("pod IP %q is not on the node's bridge", ready.Status.PodIP)
 	}
 	t.Logf("pod web ready with IP %s", ready.Status.PodIP)
+
+	// kube-proxy routes the pod's ClusterIP Service.
+	svc, err := env.Client.CoreV1().Services("default").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstrFromInt(8080)}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A client pod is ready only while a GET of the Service's ClusterIP
+	// succeeds from the pod network.
+	client := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeName: node.Name(),
+			Containers: []corev1.Container{{
+				Name: "client", Image: realnode.WorkloadImage, ImagePullPolicy: corev1.PullNever,
+				Args:           []string{"--probe-url=http://" + svc.Spec.ClusterIP + "/"},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstrFromInt(8080)}}, PeriodSeconds: 1},
+			}},
+		},
+	}
+	if _, err := env.Client.CoreV1().Pods("default").Create(ctx, client, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPodReady(ctx, t, env, "default", "client", 0)
+	t.Logf("Service web at %s routes from the pod network (kube-proxy)", svc.Spec.ClusterIP)
 
 	oldBoot := node.BootID()
 	if err := node.Reboot(ctx); err != nil {

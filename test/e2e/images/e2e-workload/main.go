@@ -22,11 +22,27 @@ func main() {
 	listen := flag.String("listen", ":8080", "address of the HTTP server")
 	delay := flag.Duration("shutdown-delay", time.Second, "how long to keep serving after SIGTERM")
 	startDelay := flag.Duration("start-delay", 0, "how long to wait before serving (a slow start)")
+	probeURL := flag.String("probe-url", "", "when set, /healthz answers 200 only while a GET of this URL does (e.g. a Service's ClusterIP: the pod is ready when the Service routes)")
 	flag.Parse()
 
 	host, _ := os.Hostname()
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	client := &http.Client{Timeout: time.Second}
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if *probeURL != "" {
+			resp, err := client.Get(*probeURL)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				http.Error(w, *probeURL+": "+resp.Status, http.StatusServiceUnavailable)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ok")
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, host) })
 	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 
