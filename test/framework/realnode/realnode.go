@@ -4,13 +4,14 @@
 // joined with a client certificate. Its pods are real processes in real
 // containers with a bridge IP; they reach the API server through the
 // "kubernetes" Service address (10.96.0.1:443), which the node routes to the
-// loopback API server (see apiRoute).
+// loopback API server (apiRoute; with Options.KubeProxy, kube-proxy routes
+// it and every other ClusterIP Service).
 //
 // Limits, on purpose: one real node per machine (two kubelets would share
 // the cgroup hierarchy's tasks and the hostPath paths of a DaemonSet), no
-// real reboot (Reboot kills every container and changes the boot ID), and
-// only the Service address of the API server is routed (no kube-proxy). It
-// needs root and hack/realnode-prereqs.sh; docs/development.md describes it.
+// real reboot (Reboot kills every container and changes the boot ID), no
+// cluster DNS. It needs root and hack/realnode-prereqs.sh;
+// docs/development.md describes it.
 package realnode
 
 import (
