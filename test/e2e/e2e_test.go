@@ -46,6 +46,32 @@ type cluster struct {
 // node registered with the readiness taint (kubelet registerWithTaints).
 func startCluster(ctx context.Context, t *testing.T, kwokNodes int) *cluster {
 	t.Helper()
+	c := startControlPlane(ctx, t, kwokNodes)
+	c.startNode(ctx, true)
+	return c
+}
+
+// startNode starts the real node, registered with the readiness taint
+// (kubelet registerWithTaints) when tainted.
+func (c *cluster) startNode(ctx context.Context, tainted bool) {
+	c.t.Helper()
+	opts := realnode.Options{
+		Labels:    map[string]string{realLabel: "true"},
+		KubeProxy: true,
+	}
+	if tainted {
+		opts.Taints = []corev1.Taint{{Key: taintKey, Effect: corev1.TaintEffectNoSchedule}}
+	}
+	node, err := realnode.Start(ctx, c.env, opts)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.node = node
+}
+
+// startControlPlane starts a control plane and kwokNodes kwok nodes.
+func startControlPlane(ctx context.Context, t *testing.T, kwokNodes int) *cluster {
+	t.Helper()
 	realnode.SkipUnlessEnabled(t)
 	// The chart's uninstall hook is a Job: the default controllers lack it.
 	// endpointslice-controller: Services of pods route (kube-proxy).
@@ -69,14 +95,6 @@ func startCluster(ctx context.Context, t *testing.T, kwokNodes int) *cluster {
 			t.Fatal(err)
 		}
 	}
-	c.node, err = realnode.Start(ctx, env, realnode.Options{
-		Taints:    []corev1.Taint{{Key: taintKey, Effect: corev1.TaintEffectNoSchedule}},
-		Labels:    map[string]string{realLabel: "true"},
-		KubeProxy: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return c
 }
 
@@ -99,8 +117,15 @@ func (c *cluster) helm(ctx context.Context, args ...string) string {
 	return string(out)
 }
 
-// install installs the chart with the e2e images and values (YAML) on top.
+// install installs the chart with the e2e images and values (YAML) on top,
+// and waits until its workloads are ready.
 func (c *cluster) install(ctx context.Context, values string) {
+	c.t.Helper()
+	c.installChart(ctx, values, "--wait", "--timeout", "3m")
+}
+
+// installChart runs helm install with the e2e values and extra flags.
+func (c *cluster) installChart(ctx context.Context, values string, flags ...string) {
 	c.t.Helper()
 	file := filepath.Join(c.env.Dir, "values.yaml")
 	base := fmt.Sprintf(`image:
@@ -118,8 +143,8 @@ controller:
 		c.t.Fatal(err)
 	}
 	start := time.Now()
-	c.helm(ctx, "install", release, "deploy/charts/nodehealth", "--namespace", namespace, "--create-namespace",
-		"--values", file, "--values", extra, "--wait", "--timeout", "3m")
+	c.helm(ctx, append([]string{"install", release, "deploy/charts/nodehealth", "--namespace", namespace, "--create-namespace",
+		"--values", file, "--values", extra}, flags...)...)
 	c.t.Logf("helm install done in %s", time.Since(start).Round(100*time.Millisecond))
 }
 

@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -56,6 +58,55 @@ func TestExtensionGatesRealNode(t *testing.T) {
 	defer cancel()
 	c := startCluster(ctx, t, 2)
 	c.install(ctx, extensionValues)
+	c.testGating(ctx)
+}
+
+// TestAdmissionPolicyTaintsRealNode is the same with a kubelet that
+// registers without the taint: the chart's MutatingAdmissionPolicy adds it
+// when the kubelet creates its Node, so no pod is scheduled onto the node
+// before it is gated (the race registerWithTaints avoids on the kubelet's
+// side).
+func TestAdmissionPolicyTaintsRealNode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	c := startControlPlane(ctx, t, 2)
+	// The chart first (its controller pod waits for the node), then the node.
+	c.installChart(ctx, extensionValues+"mutatingAdmissionPolicy:\n  enabled: true\n")
+	// Watch from before the kubelet registers: the Node's first version,
+	// as the kubelet created it, must carry the taint.
+	w, err := c.env.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=real-node-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	c.startNode(ctx, false)
+	select {
+	case ev := <-w.ResultChan():
+		node, ok := ev.Object.(*corev1.Node)
+		if !ok || ev.Type != watch.Added {
+			t.Fatalf("first watch event %s %T", ev.Type, ev.Object)
+		}
+		if !tainted(node) {
+			t.Fatalf("node %s was created without the readiness taint: %+v", node.Name, node.Spec.Taints)
+		}
+		t.Logf("node %s created with taints %+v", node.Name, node.Spec.Taints)
+	case <-time.After(time.Minute):
+		t.Fatal("no watch event for the real node")
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods := c.podsOf(ctx, namespace, "app.kubernetes.io/name=nodehealth-controller")
+		return len(pods) == 1 && podReady(&pods[0]), nil
+	})
+	if err != nil {
+		t.Fatalf("the controller pod never became ready on the real node: %v", err)
+	}
+	c.testGating(ctx)
+}
+
+// testGating runs the gating steps on an installed cluster whose real node
+// is gated.
+func (c *cluster) testGating(ctx context.Context) {
+	t := c.t
 
 	// The controller runs on the real node; the node is gated (registered
 	// with the taint, and the rule's extension has no Lease).
