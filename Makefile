@@ -162,6 +162,19 @@ test-fuzz-wire: ## Run the go test -fuzz targets of the wire formats (FUZZ_WIRE_
 test-integration: controlplane tools helm ## Integration and e2e tests against the real local control plane (hack/test-integration.sh).
 	GOTESTSUM=$(GOTESTSUM) GOTESTSUM_FORMAT=$(GOTESTSUM_FORMAT) OUTPUT_DIR=$(CURDIR)/_output hack/test-integration.sh $(INTEGRATION_PKGS)
 
+# End-to-end tests on one real node (containerd + a kubelet built from the
+# control plane's module) beside the kwok nodes, installed with the chart and
+# the images (docs/development.md, "Real-node e2e tests"). Needs root;
+# hack/realnode-prereqs.sh installs the Debian packages when missing and
+# builds kubelet, kube-proxy and the e2e images. Not part of make test (its
+# tests skip there unless NODEHEALTH_E2E=1); -p=1: one real node at a time.
+E2E_PKGS ?= ./test/e2e/ ./test/framework/realnode/
+
+.PHONY: test-e2e
+test-e2e: controlplane build tools helm ## Real-node e2e tests: chart + images on a real kubelet (root; installs containerd, runc, CNI plugins when missing).
+	hack/realnode-prereqs.sh
+	NODEHEALTH_E2E=1 $(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -count=1 -p=1 -timeout=30m $(E2E_PKGS)
+
 # promtool, built once from the Prometheus Go module pinned in test/monitoring
 # (its own module, outside go.work; remove_all_sd leaves the service discovery
 # SDKs out), unit-tests the alerting rules of deploy/monitoring.
@@ -201,9 +214,14 @@ simulate: ## Run a simulation (SIM=controller or updater) on SEEDS random seeds 
 simulate-mutants: ## Revert each fix in turn (hack/simulate/mutants; SIM=updater: mutants/updater) and count the seeds the simulation needs to find it.
 	SIM=$(SIM) hack/simulate/seeds-to-find.sh $(SEEDS)
 
+# REAL_NODES=1 adds one real node (containerd + kubelet; root), after
+# hack/realnode-prereqs.sh installed and built what it needs.
+REAL_NODES ?= 0
+
 .PHONY: sandbox
-sandbox: controlplane build ## Start the sandbox; Ctrl-C stops everything.
-	$(GO) run ./test/sandbox
+sandbox: controlplane build ## Start the sandbox; Ctrl-C stops everything (REAL_NODES=1: plus one real node, root).
+	$(if $(filter-out 0,$(REAL_NODES)),hack/realnode-prereqs.sh)
+	$(GO) run ./test/sandbox --real-nodes=$(REAL_NODES)
 
 .PHONY: bench
 bench: ## Go benchmarks of the product packages (figures go to docs/benchmarks.md).

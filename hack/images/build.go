@@ -37,9 +37,13 @@ type Options struct {
 	// Registry is prefixed to nodehealth/<binary>; empty leaves the bare
 	// name, as the manifests and the chart do by default.
 	Registry string
-	Tag      string
-	Meta     Metadata
-	GoFlags  GoFlags
+	// CmdDir is the folder of the binaries' main packages, relative to
+	// RepoRoot: ./cmd (the product) unless set, e.g. ./test/e2e/images for
+	// the e2e tests' pause and workload images.
+	CmdDir  string
+	Tag     string
+	Meta    Metadata
+	GoFlags GoFlags
 }
 
 // GoFlags are the go build flags besides GOOS/GOARCH.
@@ -56,6 +60,13 @@ func (o Options) Name(binary string) string {
 		repo = r + "/" + repo
 	}
 	return repo + ":" + o.tag()
+}
+
+func (o Options) cmdDir() string {
+	if o.CmdDir != "" {
+		return o.CmdDir
+	}
+	return "./cmd"
 }
 
 func (o Options) tag() string {
@@ -211,7 +222,7 @@ func buildExecutables(ctx context.Context, o Options, b string, p Platform, ldfl
 	var exes []Executable
 	for _, t := range targets {
 		exe := filepath.Join(o.OutDir, "bin", p.OS+"_"+p.Arch, t.name)
-		if err := GoBuild(ctx, o.RepoRoot, "./cmd/"+b, exe, p, t.tags, ldflags, t.gcflags...); err != nil {
+		if err := GoBuild(ctx, o.RepoRoot, o.cmdDir()+"/"+b, exe, p, t.tags, ldflags, t.gcflags...); err != nil {
 			return nil, err
 		}
 		data, err := os.ReadFile(exe)

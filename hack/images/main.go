@@ -31,7 +31,7 @@ import (
 func main() {
 	var (
 		o          Options
-		binaries   = flag.String("binaries", strings.Join(DefaultBinaries, ","), "comma-separated binaries of cmd/ to build images of")
+		binaries   = flag.String("binaries", strings.Join(DefaultBinaries, ","), "comma-separated binaries of --cmd-dir to build images of")
 		platforms  = flag.String("platforms", "linux/amd64,linux/arm64", "comma-separated os/arch of the image index")
 		tarballs   = flag.String("tarballs", "linux/amd64", "comma-separated platforms to also write as docker-style tarballs (empty: none)")
 		epoch      = flag.String("source-date-epoch", os.Getenv("SOURCE_DATE_EPOCH"), "Unix seconds of the images' created time (default $SOURCE_DATE_EPOCH; the Makefile passes the commit's time)")
@@ -40,6 +40,7 @@ func main() {
 	flag.StringVar(&o.RepoRoot, "repo-root", "../..", "the nodehealth repository's root")
 	flag.StringVar(&o.OutDir, "out", "", "output folder (default <repo-root>/_output/images)")
 	flag.StringVar(&o.Registry, "registry", "", "registry (and path) before nodehealth/<binary>, e.g. registry.example.com/platform; empty: nodehealth/<binary>")
+	flag.StringVar(&o.CmdDir, "cmd-dir", "./cmd", "folder of the binaries' main packages, relative to --repo-root")
 	flag.StringVar(&o.Tag, "tag", "", "image tag (default: --version)")
 	flag.StringVar(&o.Meta.Version, "version", "v0.0.0-dev", "version stamped into the binaries and the images' labels")
 	flag.StringVar(&o.Meta.Revision, "revision", "unknown", "git commit stamped into the binaries and the images' labels")

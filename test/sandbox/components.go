@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/realnode"
 )
 
 // Component is one piece of nodehealth the sandbox runs on top of the control plane:
@@ -67,6 +68,8 @@ type Env struct {
 	KubeconfigPath string
 	// Nodes are the names of the kwok-simulated nodes, all Ready.
 	Nodes []string
+	// RealNode is the real node of --real-nodes=1, or nil.
+	RealNode *realnode.Node
 
 	mu          sync.Mutex
 	supervisors map[string]*framework.Supervisor

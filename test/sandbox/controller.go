@@ -113,8 +113,9 @@ func controllerConfig(kubeconfig string, metricsPort, healthzPort int) string {
 	for _, e := range sandboxExtensions {
 		// The simulated Bottlerocket nodes (updater.go) run only the
 		// extensions that register themselves.
-		fmt.Fprintf(&rules, "- name: %s\n  nodeSelector:\n    matchExpressions:\n    - {key: %s, operator: DoesNotExist}\n  affectsReadiness: true\n  startupTimeout: 10m\n",
-			e.name, updatesv1alpha1.ManagedNodeLabel)
+		// Nor does the real node of --real-nodes=1.
+		fmt.Fprintf(&rules, "- name: %s\n  nodeSelector:\n    matchExpressions:\n    - {key: %s, operator: DoesNotExist}\n    - {key: %s, operator: DoesNotExist}\n  affectsReadiness: true\n  startupTimeout: 10m\n",
+			e.name, updatesv1alpha1.ManagedNodeLabel, realNodeLabel)
 	}
 	return fmt.Sprintf(`# Written by the sandbox (test/sandbox/controller.go) at every start.
 apiVersion: config.nodehealth.io/v1alpha1

@@ -5,7 +5,12 @@
 //
 // Run it from the repository root:
 //
-//	go run ./test/sandbox [--nodes=3] [--dir=_sandbox]
+//	go run ./test/sandbox [--nodes=3] [--dir=_sandbox] [--real-nodes=1]
+//
+// --real-nodes=1 (make sandbox REAL_NODES=1; root, hack/realnode-prereqs.sh)
+// adds one real node, sandbox-real-node-1: containerd and a kubelet
+// (test/framework/realnode) that run real containers of the images
+// hack/realnode-prereqs.sh builds.
 package main
 
 import (
@@ -23,11 +28,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/realnode"
 )
 
 func main() {
 	nodes := flag.Int("nodes", 3, "number of kwok-simulated nodes (sandbox-node-1..N)")
 	dir := flag.String("dir", "_sandbox", "sandbox directory (kubeconfig, cluster data, logs); relative paths are relative to the repository root")
+	flag.IntVar(&realNodes, "real-nodes", 0, "number of real nodes (containerd + kubelet; 0 or 1; needs root and hack/realnode-prereqs.sh)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -38,9 +45,27 @@ func main() {
 	}
 }
 
+// realNodes is --real-nodes.
+var realNodes int
+
+// realNodeName is the sandbox's real node; realNodeLabel marks it, and the
+// controller's rules leave it out (no heartbeats run for it).
+const (
+	realNodeName  = "sandbox-real-node-1"
+	realNodeLabel = "nodehealth.io/sandbox-real-node"
+)
+
 func run(ctx context.Context, stopSignals context.CancelFunc, nodeCount int, dir string) error {
 	if nodeCount < 0 {
 		return fmt.Errorf("--nodes must not be negative")
+	}
+	if realNodes < 0 || realNodes > 1 {
+		return fmt.Errorf("--real-nodes is 0 or 1: one machine runs one real node (docs/development.md)")
+	}
+	if realNodes == 1 {
+		if err := realnode.Supported(); err != nil {
+			return fmt.Errorf("--real-nodes=1: %w", err)
+		}
 	}
 	root, err := framework.RepoRoot()
 	if err != nil {
@@ -112,6 +137,16 @@ func run(ctx context.Context, stopSignals context.CancelFunc, nodeCount int, dir
 		}
 	}
 
+	if realNodes == 1 {
+		fmt.Printf("sandbox: starting the real node %s (containerd, kubelet)...\n", realNodeName)
+		node, err := realnode.Start(ctx, fenv, realnode.Options{Name: realNodeName, Labels: map[string]string{realNodeLabel: "true"}, KubeProxy: true})
+		if err != nil {
+			return err
+		}
+		defer node.Stop()
+		env.RealNode = node
+	}
+
 	for _, c := range components {
 		fmt.Printf("sandbox: starting %s...\n", c.Name())
 		if err := c.Start(ctx, env); err != nil {
@@ -164,6 +199,11 @@ func printUsage(env *Env) {
 	fmt.Fprintf(&b, "  export KUBECONFIG=%s\n", displayEnv(env.KubeconfigPath))
 	fmt.Fprintf(&b, "  %s get nodes -o wide\n", kubectl)
 	fmt.Fprintf(&b, "  %s get leases -n kube-node-lease\n", kubectl)
+	if env.RealNode != nil {
+		fmt.Fprintf(&b, "\nThe real node %s runs real containers (images: %s, imagePullPolicy Never):\n", env.RealNode.Name(), strings.Join([]string{realnode.WorkloadImage, realnode.ProductImage("<binary>")}, ", "))
+		fmt.Fprintf(&b, "  %s run web --image=%s --image-pull-policy=Never --overrides='{\"spec\":{\"nodeName\":\"%s\"}}'\n", kubectl, realnode.WorkloadImage, env.RealNode.Name())
+		fmt.Fprintf(&b, "  %s get pod web -o wide    # a bridge IP of %s's pod network\n", kubectl, env.RealNode.Name())
+	}
 	for _, c := range components {
 		if len(c.TryThis()) == 0 {
 			continue

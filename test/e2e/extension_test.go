@@ -1,0 +1,355 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"nodehealth.io/nodehealth/test/framework/realnode"
+)
+
+const (
+	extName = "e2e-ext"
+	extNS   = "e2e-ext"
+	// extStartDelay is how long the extension's server takes to serve after
+	// every (re)start: the window in which the node must stay gated.
+	extStartDelay = 15 * time.Second
+)
+
+// extensionValues is the controller's rule for the extension, on the real
+// node only. The blast radius is off: one node of a few is a large share.
+var extensionValues = fmt.Sprintf(`controller:
+  config:
+    extensionRules:
+    - name: %s
+      nodeSelector:
+        matchLabels: {%q: "true"}
+      startupTimeout: 10m
+      failurePolicy: KeepGated
+    renewalGrace: 6s
+    blastRadius:
+      clusterThresholdPercent: 100
+      zoneThresholdPercent: 100
+`, extName, realLabel)
+
+// TestExtensionGatesRealNode installs the chart (the controller's image as a
+// pod on the real node) and a DaemonSet extension whose extension-heartbeat
+// sidecar probes its neighbour container over HTTP: the node stays gated,
+// and a user pod is not scheduled there by the real scheduler, until the
+// extension's pod is ready; killing the extension's container re-taints the
+// node within the Lease's expiry and its restart ungates it; helm uninstall
+// leaves no taint.
+func TestExtensionGatesRealNode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	c := startCluster(ctx, t, 2)
+	c.install(ctx, extensionValues)
+	c.testGating(ctx)
+}
+
+// TestAdmissionPolicyTaintsRealNode is the same with a kubelet that
+// registers without the taint: the chart's MutatingAdmissionPolicy adds it
+// when the kubelet creates its Node, so no pod is scheduled onto the node
+// before it is gated (the race registerWithTaints avoids on the kubelet's
+// side).
+func TestAdmissionPolicyTaintsRealNode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	c := startControlPlane(ctx, t, 2)
+	// The chart first (its controller pod waits for the node), then the node.
+	c.installChart(ctx, extensionValues+"mutatingAdmissionPolicy:\n  enabled: true\n")
+	// Watch from before the kubelet registers: the Node's first version,
+	// as the kubelet created it, must carry the taint.
+	w, err := c.env.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=real-node-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	c.startNode(ctx, false)
+	select {
+	case ev := <-w.ResultChan():
+		node, ok := ev.Object.(*corev1.Node)
+		if !ok || ev.Type != watch.Added {
+			t.Fatalf("first watch event %s %T", ev.Type, ev.Object)
+		}
+		if !tainted(node) {
+			t.Fatalf("node %s was created without the readiness taint: %+v", node.Name, node.Spec.Taints)
+		}
+		t.Logf("node %s created with taints %+v", node.Name, node.Spec.Taints)
+	case <-time.After(time.Minute):
+		t.Fatal("no watch event for the real node")
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods := c.podsOf(ctx, namespace, "app.kubernetes.io/name=nodehealth-controller")
+		return len(pods) == 1 && podReady(&pods[0]), nil
+	})
+	if err != nil {
+		t.Fatalf("the controller pod never became ready on the real node: %v", err)
+	}
+	c.testGating(ctx)
+}
+
+// testGating runs the gating steps on an installed cluster whose real node
+// is gated.
+func (c *cluster) testGating(ctx context.Context) {
+	t := c.t
+
+	// The controller runs on the real node; the node is gated (registered
+	// with the taint, and the rule's extension has no Lease).
+	ctrl := c.podsOf(ctx, namespace, "app.kubernetes.io/name=nodehealth-controller")
+	if len(ctrl) != 1 || ctrl[0].Spec.NodeName != c.node.Name() || !podReady(&ctrl[0]) {
+		t.Fatalf("want one ready controller pod on %s, got %d: %+v", c.node.Name(), len(ctrl), ctrl)
+	}
+	c.waitNode(ctx, "gated before the extension runs", time.Minute, tainted)
+
+	// A user pod for that node stays Pending: the scheduler honours the taint.
+	user := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "user", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{realLabel: "true"},
+			Containers:   []corev1.Container{workloadContainer("user")},
+		},
+	}
+	if _, err := c.env.Client.CoreV1().Pods("default").Create(ctx, user, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitPod(ctx, "default", "user", "unschedulable because of the taint", time.Minute, func(p *corev1.Pod) bool {
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && strings.Contains(cond.Message, "untolerated taint") {
+				return true
+			}
+		}
+		return false
+	})
+
+	// The extension: its pod starts, is not ready for extStartDelay, and the
+	// node stays gated meanwhile.
+	c.createExtension(ctx)
+	extPod := c.waitExtensionPod(ctx)
+	created := time.Now()
+	ungated := c.waitNode(ctx, "ungated once the extension is ready", 3*time.Minute, func(n *corev1.Node) bool { return !tainted(n) })
+	if since := time.Since(created); since < extStartDelay-2*time.Second {
+		t.Fatalf("node ungated %s after the extension's pod was created, before its server could serve (%s)", since, extStartDelay)
+	}
+	t.Logf("node ungated %s after the extension's pod started", ungated.Round(100*time.Millisecond))
+	extPod = c.waitPod(ctx, extNS, extPod.Name, "ready", time.Minute, podReady)
+	lease, err := c.env.Client.CoordinationV1().Leases("node-extension-lease").Get(ctx, extName+"."+c.node.Name(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the heartbeat's Lease: %v", err)
+	}
+	if h := lease.Spec.HolderIdentity; h == nil || *h != extPod.Name {
+		t.Errorf("Lease holder %v, want the extension's pod %s", h, extPod.Name)
+	}
+
+	// The heartbeat's token is the one the kubelet issued, bound to the pod
+	// and the node: with it, the own-node admission policy allows this
+	// node's Lease and denies another node's.
+	c.checkOwnNodePolicy(ctx, extPod)
+
+	// The user pod now runs on the real node.
+	c.waitPod(ctx, "default", "user", "running on the real node", 2*time.Minute, func(p *corev1.Pod) bool {
+		return p.Spec.NodeName == c.node.Name() && podReady(p)
+	})
+
+	// Killing the extension's container re-taints the node within the
+	// Lease's expiry (the probe fails and the sidecar releases the Lease, or
+	// the Lease expires); the restarted container ungates it.
+	killed := time.Now()
+	if err := c.node.KillContainer(ctx, extPod, "server"); err != nil {
+		t.Fatal(err)
+	}
+	retaint := c.waitNode(ctx, "re-tainted after the extension's container was killed", time.Minute, tainted)
+	const leaseExpiry = 10*time.Second + 6*time.Second // lease.duration + renewalGrace
+	if retaint > leaseExpiry+5*time.Second {
+		t.Errorf("re-tainted %s after the kill, later than the Lease's expiry (%s) plus watch latency", retaint, leaseExpiry)
+	}
+	t.Logf("node re-tainted %s after the extension's container was killed", retaint.Round(100*time.Millisecond))
+	c.waitNode(ctx, "ungated after the extension's container restarted", 3*time.Minute, func(n *corev1.Node) bool { return !tainted(n) })
+	restarted := c.waitPod(ctx, extNS, extPod.Name, "restarted", time.Minute, func(p *corev1.Pod) bool {
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Name == "server" {
+				return s.RestartCount >= 1
+			}
+		}
+		return false
+	})
+	if restarted.Spec.NodeName != c.node.Name() {
+		t.Errorf("extension pod moved to %s", restarted.Spec.NodeName)
+	}
+	t.Logf("node ungated again %s after the kill", time.Since(killed).Round(100*time.Millisecond))
+
+	// helm uninstall leaves no taint (the chart's pre-delete hook runs as a
+	// pod on the real node): gate the node first by removing the extension.
+	if err := c.env.Client.AppsV1().DaemonSets(extNS).Delete(ctx, extName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitNode(ctx, "re-tainted once the extension is gone", time.Minute, tainted)
+	c.helm(ctx, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "3m")
+	node, err := c.env.Client.CoreV1().Nodes().Get(ctx, c.node.Name(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tainted(node) {
+		t.Errorf("helm uninstall left the readiness taint on %s: %+v", node.Name, node.Spec.Taints)
+	}
+}
+
+// workloadContainer is a container of the e2e workload image, ready when it
+// serves /healthz on 8080.
+func workloadContainer(name string, args ...string) corev1.Container {
+	return corev1.Container{
+		Name: name, Image: realnode.WorkloadImage, ImagePullPolicy: corev1.PullNever,
+		Args: args,
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
+			PeriodSeconds: 1,
+		},
+	}
+}
+
+// createExtension creates the extension's namespace, ServiceAccount, RBAC
+// (what the chart's exampleSidecars create for a known extension),
+// heartbeat configuration and DaemonSet.
+func (c *cluster) createExtension(ctx context.Context) {
+	c.t.Helper()
+	cs := c.env.Client
+	must := func(_ any, err error) {
+		c.t.Helper()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	must(cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: extNS}}, metav1.CreateOptions{}))
+	must(cs.CoreV1().ServiceAccounts(extNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: extName}}, metav1.CreateOptions{}))
+	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: extName, Namespace: extNS}}
+	must(cs.RbacV1().RoleBindings("node-extension-lease").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: extName + "-heartbeat"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "nodehealth-extension-lease"},
+		Subjects:   subject,
+	}, metav1.CreateOptions{}))
+	must(cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: extName + "-heartbeat"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "nodehealth-extension-identity"},
+		Subjects:   subject,
+	}, metav1.CreateOptions{}))
+	must(cs.CoreV1().ConfigMaps(extNS).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: extName + "-heartbeat"},
+		Data: map[string]string{"heartbeat.yaml": fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
+kind: ExtensionHeartbeatConfiguration
+extensionName: %s
+serving:
+  metricsBindAddress: 0.0.0.0:10380
+  healthzBindAddress: 0.0.0.0:10381
+lease:
+  namespace: node-extension-lease
+  duration: 10s
+  renewInterval: 2s
+probe:
+  http:
+    url: http://127.0.0.1:8080/healthz
+  period: 1s
+  timeout: 1s
+  failureThreshold: 2
+`, extName)},
+	}, metav1.CreateOptions{}))
+
+	labels := map[string]string{"app": extName}
+	nonRoot := true
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: extName},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: extName,
+					NodeSelector:       map[string]string{realLabel: "true"},
+					// Every extension tolerates the readiness taint.
+					Tolerations:     []corev1.Toleration{{Key: taintKey, Operator: corev1.TolerationOpExists}},
+					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &nonRoot},
+					Containers: []corev1.Container{
+						workloadContainer("server", "--start-delay="+extStartDelay.String()),
+						{
+							Name: "extension-heartbeat", Image: realnode.ProductImage("extension-heartbeat"), ImagePullPolicy: corev1.PullNever,
+							Args: []string{"--config=/etc/nodehealth/heartbeat.yaml", "--node-name=$(NODE_NAME)"},
+							Env: []corev1.EnvVar{
+								{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+								{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+							},
+							VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/nodehealth", ReadOnly: true}},
+						},
+					},
+					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
+						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: extName + "-heartbeat"}},
+					}}},
+				},
+			},
+		},
+	}
+	must(cs.AppsV1().DaemonSets(extNS).Create(ctx, ds, metav1.CreateOptions{}))
+}
+
+// waitExtensionPod waits for the extension's pod on the real node to run.
+func (c *cluster) waitExtensionPod(ctx context.Context) *corev1.Pod {
+	c.t.Helper()
+	var pod *corev1.Pod
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		for _, p := range c.podsOf(ctx, extNS, "app="+extName) {
+			if p.Spec.NodeName == c.node.Name() && p.Status.Phase == corev1.PodRunning {
+				pod = p.DeepCopy()
+			}
+		}
+		if pod != nil {
+			return pod
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	c.t.Fatalf("no running extension pod on %s", c.node.Name())
+	return nil
+}
+
+// checkOwnNodePolicy uses the extension pod's kubelet-issued token to renew
+// the extension's Lease of this node (allowed) and to create one for a kwok
+// node (denied by the extension security policy).
+func (c *cluster) checkOwnNodePolicy(ctx context.Context, pod *corev1.Pod) {
+	c.t.Helper()
+	token, err := c.node.ServiceAccountToken(pod)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(c.env.Config)
+	cfg.BearerToken = token
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	leases := cs.CoordinationV1().Leases("node-extension-lease")
+	own, err := leases.Get(ctx, extName+"."+c.node.Name(), metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatalf("reading the own node's Lease with the pod's token: %v", err)
+	}
+	if _, err := leases.Update(ctx, own, metav1.UpdateOptions{}); err != nil {
+		c.t.Errorf("renewing the own node's Lease with the pod's token: %v", err)
+	}
+	other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: extName + ".kwok-node-1", Namespace: "node-extension-lease"}}
+	_, err = leases.Create(ctx, other, metav1.CreateOptions{})
+	if err == nil || !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+		c.t.Fatalf("creating another node's Lease with the pod's token: want denied, got %v", err)
+	}
+	c.t.Logf("kubelet-issued token: own Lease renewed, another node's denied (%v)", err)
+}
