@@ -201,8 +201,12 @@ func TestInformerAndListerSeeShadows(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	factory.Start(ctx.Done())
+	// The informers stop when the test ends, not when its context times out:
+	// Shutdown waits for them.
+	informerCtx, stopInformers := context.WithCancel(ctx)
+	factory.Start(informerCtx.Done())
 	defer factory.Shutdown()
+	defer stopInformers()
 	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
 		t.Fatal("cache did not sync")
 	}
