@@ -15,8 +15,9 @@ type Filter func(pod *v1.Pod) bool
 
 // SkipDaemonSetAndMirrorPods admits every pod except DaemonSet pods (the
 // DaemonSet controller would recreate them on the node at once, and they must
-// keep running until the node goes down) and mirror pods (not evictable). It
-// is the update agent's filter.
+// keep running until the node goes down) and mirror pods (not evictable).
+// Both the update agent and the node-health controller's escalation combine
+// it with SkipTolerating of the readiness taint.
 func SkipDaemonSetAndMirrorPods(pod *v1.Pod) bool {
 	if _, mirror := pod.Annotations[MirrorPodAnnotation]; mirror {
 		return false
@@ -28,7 +29,8 @@ func SkipDaemonSetAndMirrorPods(pod *v1.Pod) bool {
 }
 
 // SkipTolerating skips pods that tolerate any of the taints: they chose to run
-// on a node carrying it, like extensions on a gated node.
+// on a node carrying it, like extensions on a gated node, and the scheduler
+// would put an evicted one straight back onto a node that is not cordoned.
 func SkipTolerating(taints ...v1.Taint) Filter {
 	return func(pod *v1.Pod) bool {
 		for i := range taints {

@@ -82,6 +82,10 @@ const (
 	ReasonAborted            = "UpdateAborted"
 	ReasonVersionLockChanged = "VersionLockChanged"
 	ReasonUpdated            = "Updated"
+
+	// ReasonNotEvictedBeforeReboot: the last pass before the reboot could
+	// not evict every pod (lastPodPass); they stop with the reboot.
+	ReasonNotEvictedBeforeReboot = "NotEvictedBeforeReboot"
 )
 
 // Defaults of Options.

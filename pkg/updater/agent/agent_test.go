@@ -1005,6 +1005,76 @@ func TestAPodThatToleratesTheTaintAndArrivesAfterTheDrainIsEvictedBeforeTheReboo
 	}
 }
 
+// toleratesReadiness gives a pod the chart's tolerations of the readiness
+// taint, as the controller's and the operator's pods have.
+func toleratesReadiness(p *v1.Pod) {
+	p.Spec.Tolerations = []v1.Toleration{
+		{Key: "nodehealth.io/not-ready", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
+		{Key: "nodehealth.io/not-ready", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute},
+	}
+}
+
+// TestTheDrainLeavesPodsThatTolerateTheReadinessTaintToTheLastPass: the
+// controller's and the operator's pods tolerate the readiness taint and the
+// agent does not cordon, so an evicted one is scheduled straight back onto
+// the node, and its PodDisruptionBudget refuses the next eviction until the
+// replacement is ready: evicted during the drain, they kept it from ever
+// finishing (DrainTimeout). The drain leaves them alone; the last pass
+// right before the reboot evicts them once, and a refused one is named in a
+// Warning Event and stops with the reboot.
+func TestTheDrainLeavesPodsThatTolerateTheReadinessTaintToTheLastPass(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.pods.add(pod("operator", toleratesReadiness))
+	h.pods.comeBack = map[string]bool{"operator": true}
+	h.pods.add(pod("controller", toleratesReadiness))
+	h.pods.setBudget("controller", "controller-pdb")
+	// Tolerating another taint is no reason to stay.
+	h.pods.add(pod("tolerates-not-ready", func(p *v1.Pod) {
+		p.Spec.Tolerations = []v1.Toleration{{Key: v1.TaintNodeNotReady, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute}}
+	}))
+	type eviction struct {
+		pod                  string
+		drained, rebootAsked bool
+	}
+	var evictions []eviction
+	h.pods.onEvict = func(name string) {
+		evictions = append(evictions, eviction{name, h.shadows.get().Status.RebootFromBootID != "", h.em.State().RebootRequests != 0})
+	}
+	a := h.newAgent()
+	toRebooting(t, h, a)
+	for i := 0; i < 20 && h.em.State().Reboots == 0; i++ {
+		h.clk.Step(mustSync(t, h, a))
+	}
+	if h.em.State().Reboots != 1 {
+		t.Fatalf("the node did not reboot: conditions %+v, evictions %+v", h.status().Conditions, evictions)
+	}
+	var inDrain, inLastPass []string
+	for _, e := range evictions {
+		switch {
+		case e.rebootAsked:
+			t.Errorf("pod %s was evicted after the reboot was asked for", e.pod)
+		case e.drained:
+			inLastPass = append(inLastPass, e.pod)
+		default:
+			inDrain = append(inDrain, e.pod)
+		}
+	}
+	slices.Sort(inDrain)
+	if want := []string{"tolerates-not-ready", "web-1", "web-2"}; !slices.Equal(inDrain, want) {
+		t.Errorf("the drain evicted %v, want %v", inDrain, want)
+	}
+	if want := []string{"operator"}; !slices.Equal(inLastPass, want) {
+		t.Errorf("the last pass evicted %v, want %v", inLastPass, want)
+	}
+	if e := h.events.find(ReasonDrainBlocked); e != nil {
+		t.Errorf("the drain was reported blocked: %+v", e)
+	}
+	e := h.events.find(ReasonNotEvictedBeforeReboot)
+	if e == nil || e.typ != v1.EventTypeWarning || !strings.Contains(e.message, "default/controller") || !strings.Contains(e.message, "controller-pdb") {
+		t.Errorf("events %+v, want a Warning %s naming default/controller and controller-pdb", h.events.events, ReasonNotEvictedBeforeReboot)
+	}
+}
+
 // TestAFailureIsResumedOnlyByARepeatOfItsValue: the agent reads the halt
 // the way the operator does (docs/updater.md): a resume repeats the failed value,
 // and no clocks are compared, so a resume stamped by a clock ahead does not

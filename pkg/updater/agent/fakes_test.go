@@ -215,6 +215,11 @@ type fakePods struct {
 	taintAtEviction []bool
 	// onEvict runs at each accepted eviction, after the pod is gone.
 	onEvict func(name string)
+	// comeBack names pods re-created on the node under a new UID as soon
+	// as they are evicted, as the scheduler puts a Deployment's pod that
+	// tolerates the readiness taint straight back onto the uncordoned node.
+	comeBack  map[string]bool
+	recreated int
 }
 
 func (f *fakePods) add(p v1.Pod) {
@@ -249,6 +254,11 @@ func (f *fakePods) Evict(_ context.Context, pod *v1.Pod) error {
 			f.pods = append(f.pods[:i], f.pods[i+1:]...)
 			f.evicted = append(f.evicted, pod.Name)
 			f.taintAtEviction = append(f.taintAtEviction, f.node.tainted())
+			if f.comeBack[p.Name] {
+				f.recreated++
+				p.UID = types.UID(fmt.Sprintf("uid-%s-%d", p.Name, f.recreated))
+				f.pods = append(f.pods, p)
+			}
 			if f.onEvict != nil {
 				f.onEvict(pod.Name)
 			}

@@ -465,7 +465,7 @@ func (a *Agent) syncReboot(ctx context.Context, shadow *updatesv1alpha1.Bottlero
 		return min(a.opts.RetryInterval, a.opts.TaintTimeout-now.Sub(a.taintWaitStart)), nil
 	}
 
-	done, after, err := a.drain(ctx, shadow)
+	done, after, err := a.drain(ctx, shadow, node)
 	if err != nil || !done {
 		return after, err
 	}
@@ -490,7 +490,8 @@ func (a *Agent) writeRebootMarker(ctx context.Context, shadow *updatesv1alpha1.B
 	at := a.now()
 	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.RebootFromBootID, st.RebootRequestedAt = bootID, &at
-		a.setCondition(st, updatesv1alpha1.ConditionDrainBlocked, metav1.ConditionFalse, ReasonDrained, "every pod that is not a DaemonSet or mirror pod was evicted")
+		a.setCondition(st, updatesv1alpha1.ConditionDrainBlocked, metav1.ConditionFalse, ReasonDrained,
+			"every pod that is not a DaemonSet or mirror pod and does not tolerate the readiness taint was evicted")
 	})
 	if err == nil {
 		return out, nil
@@ -511,7 +512,7 @@ func (a *Agent) writeRebootMarker(ctx context.Context, shadow *updatesv1alpha1.B
 // rebootGrace rebootAgain asks again if the update is still armed.
 func (a *Agent) postReboot(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (time.Duration, error) {
 	logger := klog.FromContext(ctx).WithValues("version", shadow.Spec.Version)
-	a.lastPodPass(ctx)
+	a.lastPodPass(ctx, shadow)
 	logger.Info("Rebooting", "bootID", shadow.Status.RebootFromBootID)
 	a.c.Events.Event(shadow, v1.EventTypeNormal, ReasonRebooting, fmt.Sprintf("Node %s drained; rebooting into Bottlerocket %s", a.opts.NodeName, shadow.Spec.Version))
 	err := a.c.API.Reboot(ctx)
@@ -590,15 +591,16 @@ func (a *Agent) rebootAgain(ctx context.Context, shadow *updatesv1alpha1.Bottler
 	return a.postReboot(ctx, shadow)
 }
 
-// drain evicts every pod but DaemonSet and mirror pods, one pass per sync.
-// It reports a blocking PodDisruptionBudget or pod in the DrainBlocked
-// condition and an Event, and fails the update after DrainTimeout.
-func (a *Agent) drain(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (bool, time.Duration, error) {
+// drain evicts every pod but DaemonSet and mirror pods and the pods that
+// tolerate the readiness taint (drainFilter), one pass per sync. It reports a
+// blocking PodDisruptionBudget or pod in the DrainBlocked condition and an
+// Event, and fails the update after DrainTimeout.
+func (a *Agent) drain(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) (bool, time.Duration, error) {
 	logger := klog.FromContext(ctx)
 	now := a.opts.Clock.Now()
 	if a.drainer == nil {
 		opts := a.opts.Drain
-		opts.Filter = drain.SkipDaemonSetAndMirrorPods
+		opts.Filter = a.drainFilter(node)
 		opts.Report = nil
 		a.drainer = drain.New(a.c.Drain, a.opts.NodeName, a.opts.Clock, opts)
 		a.drainStart = now
@@ -648,20 +650,45 @@ func (a *Agent) drain(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 	return false, wait, nil
 }
 
+// drainFilter admits the pods the drain evicts: not DaemonSet or mirror pods
+// (SkipDaemonSetAndMirrorPods), and not pods that tolerate the readiness
+// taint as the node carries it when the drain starts. Those chose to run on
+// gated nodes — the controller's and the operator's own Deployments, anything
+// with operator Exists — and the agent does not cordon, so an evicted one is
+// scheduled straight back onto the node, and its PodDisruptionBudget refuses
+// the next eviction until the replacement is ready: the drain would never
+// end. The node-health controller's escalation skips them for the same
+// reason. lastPodPass evicts them right before the reboot.
+func (a *Agent) drainFilter(node *v1.Node) drain.Filter {
+	var gate []v1.Taint
+	for _, t := range node.Spec.Taints {
+		if t.Key == a.opts.ReadinessTaintKey {
+			gate = append(gate, t)
+		}
+	}
+	return drain.All(drain.SkipDaemonSetAndMirrorPods, drain.SkipTolerating(gate...))
+}
+
 // lastPodPass lists the node's pods once more right before the reboot and
-// evicts any that arrived since the drain: pods that tolerate the readiness
-// taint (the controller's and the operator's own Deployments, anything with
-// operator Exists) are scheduled straight back onto the drained node, and
-// would otherwise die in the reboot without an eviction. It does not wait
-// for them: the evictions start their graceful termination and let their
-// controllers replace them elsewhere. Best effort: the drain is done.
-func (a *Agent) lastPodPass(ctx context.Context) {
+// evicts every one but DaemonSet and mirror pods: the pods that tolerate the
+// readiness taint, which the drain left, and any pod that arrived since. It
+// does not wait for them: the evictions start their graceful termination and
+// let their controllers replace them, elsewhere if the scheduler finds room.
+//
+// Best effort: the drain is done, and the reboot does not wait for these
+// pods. One whose PodDisruptionBudget refuses the eviction stops with the
+// reboot, like the DaemonSet pods, and runs again when the node is back;
+// waiting for the budget would not help, as the replacement of an evicted
+// pod that tolerates the taint may be scheduled back onto this node. The
+// refusal is logged and named in a Warning Event, so that the budget the
+// reboot overrode is on record.
+func (a *Agent) lastPodPass(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) {
 	logger := klog.FromContext(ctx)
 	opts := a.opts.Drain
 	opts.Filter = drain.SkipDaemonSetAndMirrorPods
 	opts.Report = func(r drain.Result) {
 		if r.Outcome == drain.Evicted {
-			logger.Info("Evicted a pod that arrived after the drain", "pod", klog.KObj(r.Pod))
+			logger.Info("Evicted a pod before the reboot", "pod", klog.KObj(r.Pod))
 		}
 	}
 	st, err := drain.New(a.c.Drain, a.opts.NodeName, a.opts.Clock, opts).Pass(ctx)
@@ -669,9 +696,16 @@ func (a *Agent) lastPodPass(ctx context.Context) {
 		logger.Error(err, "Listing the node's pods before the reboot failed; rebooting anyway")
 		return
 	}
-	for _, r := range st.Pending {
-		logger.Info("A pod that arrived after the drain could not be evicted before the reboot", "pod", klog.KObj(r.Pod), "reason", r.String())
+	if len(st.Pending) == 0 {
+		return
 	}
+	var left []string
+	for _, r := range st.Pending {
+		logger.Info("A pod could not be evicted before the reboot; it stops with the reboot", "pod", klog.KObj(r.Pod), "reason", r.String())
+		left = append(left, r.String())
+	}
+	a.c.Events.Event(shadow, v1.EventTypeWarning, ReasonNotEvictedBeforeReboot,
+		fmt.Sprintf("Rebooting node %s with pods the Eviction API refused to evict; they stop with the reboot: %s", a.opts.NodeName, strings.Join(left, "; ")))
 }
 
 func (a *Agent) drainPoll() time.Duration {
