@@ -25,9 +25,10 @@ import (
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
-// runWorkload runs replicas pods of a Deployment on node (not tolerating the
-// readiness taint) and waits until they run.
-func runWorkload(t *testing.T, ns, node, name string, replicas int32) {
+// runWorkload runs replicas pods of a Deployment on node (tolerating only
+// the tolerations given, so by default not the readiness taint) and waits
+// until they run.
+func runWorkload(t *testing.T, ns, node, name string, replicas int32, tolerations ...corev1.Toleration) {
 	t.Helper()
 	ctx := testenv.Context(t)
 	labels := map[string]string{"app": name}
@@ -40,6 +41,7 @@ func runWorkload(t *testing.T, ns, node, name string, replicas int32) {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					NodeSelector:                  map[string]string{corev1.LabelHostname: node},
+					Tolerations:                   tolerations,
 					Containers:                    []corev1.Container{{Name: "web", Image: "registry.k8s.io/pause:3.10"}},
 					TerminationGracePeriodSeconds: ptr.To[int64](0),
 				},
@@ -266,6 +268,64 @@ func TestDrainBlockedByPDB(t *testing.T) {
 	sh := waitShadow(t, node, "RebootedIntoUpdate", stateIs(updatesv1alpha1.StateRebootedIntoUpdate))
 	if sh.Status.CurrentVersion != "1.21.0" || s.Emulator.State().Reboots != 1 {
 		t.Errorf("status %+v, reboots %d", sh.Status, s.Emulator.State().Reboots)
+	}
+}
+
+// TestTheDrainLeavesAPodThatToleratesTheReadinessTaintToTheLastPass: a
+// Deployment that tolerates the readiness taint, as the controller's and the
+// operator's do, under a PodDisruptionBudget of minAvailable 1. The agent
+// does not cordon, so an evicted pod would be scheduled straight back onto
+// the node, and the budget refuses its eviction: the drain leaves it, and the
+// update completes. The last pass before the reboot tries it once and names
+// the refusal in a Warning Event.
+func TestTheDrainLeavesAPodThatToleratesTheReadinessTaintToTheLastPass(t *testing.T) {
+	const node = "upd-tolerating"
+	ns := testenv.NewNamespace(t, "tolerating")
+	ctx := testenv.Context(t)
+	env := testenv.Env(t)
+	s := startUpdatableNode(t, framework.SimNodeOptions{Name: node, Offered: []string{"1.21.0"}}, stateIs(updatesv1alpha1.StateIdle))
+	runWorkload(t, ns, node, "ctl", 1,
+		corev1.Toleration{Key: "nodehealth.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+		corev1.Toleration{Key: "nodehealth.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute})
+	_, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "ctl-pdb"},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr.To(intstr.FromInt32(1)),
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "ctl"}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	sh := updateNode(t, node, "1.21.0")
+	if sh.Status.CurrentVersion != "1.21.0" {
+		t.Errorf("after the reboot status = %+v, want currentVersion 1.21.0", sh.Status)
+	}
+	if st := s.Emulator.State(); st.Reboots != 1 || st.RebootRequests != 1 {
+		t.Errorf("reboots %d, reboot requests %d; want exactly one", st.Reboots, st.RebootRequests)
+	}
+	events := func(reason string) []corev1.Event {
+		evs, err := env.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + node + ",reason=" + reason})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs.Items
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		for _, e := range events("NotEvictedBeforeReboot") {
+			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, ns+"/ctl-") && strings.Contains(e.Message, "ctl-pdb") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("no Warning NotEvictedBeforeReboot Event naming the pod and ctl-pdb: %v", err)
+	}
+	if evs := events("DrainBlocked"); len(evs) != 0 {
+		t.Errorf("the drain was blocked: %s", evs[0].Message)
 	}
 }
 
