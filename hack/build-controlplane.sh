@@ -11,10 +11,13 @@
 #
 # Nothing is downloaded but Go modules. The binaries are rebuilt only when a pin
 # changes (the go.mod/go.sum of the tool modules, the kwok version or this script);
-# otherwise this is a no-op. Set FORCE=1 to rebuild anyway.
+# otherwise this is a no-op. Binaries built before on this machine, from the
+# same pins and Go toolchain, are copied from the cache (hack/lib.sh,
+# NODEHEALTH_CACHE_DIR). Set FORCE=1 to rebuild anyway.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$NODEHEALTH_ROOT
 cp_dir="$root/test/controlplane"
 
 KWOK_VERSION=v0.8.0
@@ -64,6 +67,14 @@ mkdir -p "$bin"
 rm -f "$stamp_file"
 start=$(date +%s)
 
+cache_key=$(NODEHEALTH_BINCACHE_EXTRA="$KUBE_VERSION kwok=$KWOK_VERSION" nodehealth::bincache::key "controlplane-$KUBE_VERSION" \
+  "$kube_module"/go.mod "$kube_module"/go.sum "$cp_dir"/etcd/go.mod "$cp_dir"/etcd/go.sum "$cp_dir"/etcd/main.go "${BASH_SOURCE[0]}")
+if [[ "${FORCE:-0}" != 1 ]] && nodehealth::bincache::restore "$cache_key" "$bin" "${want[@]}"; then
+  echo "$stamp" > "$stamp_file"
+  echo "control plane binaries copied from $NODEHEALTH_CACHE_DIR/bin/$cache_key into $bin ($KUBE_VERSION, kwok $KWOK_VERSION)"
+  exit 0
+fi
+
 # The same version stamps the upstream release build sets (hack/lib/version.sh),
 # so "kubectl version" and /version report KUBE_VERSION.
 # -s -w: test binaries need no symbol table or DWARF, and leaving them out
@@ -74,7 +85,12 @@ for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
 
-export GOFLAGS="${GOFLAGS:-} -mod=mod -trimpath"
+# No -trimpath, and test/controlplane/kubernetes requires the product's
+# versions of the modules both build (k8s.io/api, client-go, golang.org/x/...;
+# hack/verify.sh checks it): Go's build cache then shares those packages'
+# compiles between the control plane, make verify's go vet and the tests, a
+# few minutes of an empty cache.
+export GOFLAGS="${GOFLAGS:-} -mod=mod"
 export GOWORK=off
 
 echo "building etcd (go.etcd.io/etcd/server/v3 via etcdmain)..."
@@ -90,5 +106,6 @@ echo "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl 
 echo "building kwok $KWOK_VERSION..."
 GOBIN="$bin" go install -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 
+nodehealth::bincache::save "$cache_key" "$bin" "${want[@]}"
 echo "$stamp" > "$stamp_file"
 echo "control plane built in $(( $(date +%s) - start ))s into $bin"

@@ -37,3 +37,54 @@ nodehealth::tools::install() {
   mkdir -p "$NODEHEALTH_TOOLS_BIN"
   (cd "$NODEHEALTH_ROOT/hack/tools" && GOWORK=off GOFLAGS=-mod=mod GOBIN="$NODEHEALTH_TOOLS_BIN" go install "$@")
 }
+
+# Built binaries of pinned upstream releases (the control plane, kubelet and
+# kube-proxy) are kept beside the Go build cache, keyed by everything that
+# goes into them, so a fresh clone on a machine that built them before copies
+# them instead of linking them again (over a minute for the control plane's
+# four large links, even when every package is in the build cache).
+# NODEHEALTH_CACHE_DIR moves it; deleting it is always safe.
+NODEHEALTH_CACHE_DIR="${NODEHEALTH_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nodehealth}"
+
+# nodehealth::bincache::key KIND INPUT... prints the cache key of a set of
+# binaries: KIND, the Go toolchain and platform, and the content of INPUTs
+# (files) and of the extra words in NODEHEALTH_BINCACHE_EXTRA.
+nodehealth::bincache::key() {
+  local kind=$1
+  shift
+  local sum
+  sum=$( { go env GOVERSION GOOS GOARCH GOFLAGS; echo "${NODEHEALTH_BINCACHE_EXTRA:-}"; cat "$@"; } | sha256sum | cut -c1-32)
+  echo "$kind-$sum"
+}
+
+# nodehealth::bincache::restore KEY DIR NAME... copies the binaries NAME of
+# KEY into DIR; it fails (copying nothing) unless the cache holds them all.
+nodehealth::bincache::restore() {
+  local key=$1 dir=$2
+  shift 2
+  local entry="$NODEHEALTH_CACHE_DIR/bin/$key" n
+  [[ -f "$entry/.complete" ]] || return 1
+  for n in "$@"; do [[ -x "$entry/$n" ]] || return 1; done
+  mkdir -p "$dir"
+  for n in "$@"; do cp "$entry/$n" "$dir/$n.tmp" && mv -f "$dir/$n.tmp" "$dir/$n" || return 1; done
+  touch "$entry/.complete" # the newest used entries are kept
+}
+
+# nodehealth::bincache::save KEY DIR NAME... stores the binaries NAME of DIR
+# under KEY, and keeps only the three most recently used entries of KEY's kind
+# (KEY up to its last dash), so the cache does not grow with every pin.
+# Best effort: a failure leaves the build as it is.
+nodehealth::bincache::save() {
+  local key=$1 dir=$2
+  shift 2
+  local root="$NODEHEALTH_CACHE_DIR/bin" n
+  local tmp="$root/.tmp-$key-$$"
+  mkdir -p "$tmp" || return 0
+  for n in "$@"; do cp "$dir/$n" "$tmp/$n" || { rm -rf "$tmp"; return 0; }; done
+  touch "$tmp/.complete"
+  rm -rf "${root:?}/$key" && mv "$tmp" "$root/$key" || { rm -rf "$tmp"; return 0; }
+  local old
+  old=$(cd "$root" && ls -d -t "${key%-*}"-*/.complete 2>/dev/null | tail -n +4 | xargs -r -n1 dirname)
+  for n in $old; do rm -rf "${root:?}/$n"; done
+  return 0
+}

@@ -12,8 +12,9 @@
 #
 # Each step is a no-op when its result is up to date. Set FORCE=1 to rebuild.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$NODEHEALTH_ROOT
 bin="${OUTPUT_BIN:-$root/_output/bin}"
 images="${E2E_IMAGES_DIR:-$root/_output/e2e-images}"
 kube_module="$root/test/controlplane/kubernetes"
@@ -52,11 +53,18 @@ if [[ "${FORCE:-0}" == 1 || ! -x "$bin/kubelet" || ! -x "$bin/kube-proxy" || ! -
     ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
   start=$(date +%s)
-  echo "building kubelet and kube-proxy $kube_version..."
-  (cd "$kube_module" && GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=mod -trimpath" go build -ldflags "$ldflags" -o "$bin/" \
-    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy)
+  cache_key=$(NODEHEALTH_BINCACHE_EXTRA="$kube_version" nodehealth::bincache::key "realnode-$kube_version" \
+    "$kube_module"/go.mod "$kube_module"/go.sum "${BASH_SOURCE[0]}")
+  if [[ "${FORCE:-0}" != 1 ]] && nodehealth::bincache::restore "$cache_key" "$bin" kubelet kube-proxy; then
+    echo "kubelet and kube-proxy copied from $NODEHEALTH_CACHE_DIR/bin/$cache_key into $bin"
+  else
+    echo "building kubelet and kube-proxy $kube_version..."
+    (cd "$kube_module" && GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=mod" go build -ldflags "$ldflags" -o "$bin/" \
+      k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy)
+    nodehealth::bincache::save "$cache_key" "$bin" kubelet kube-proxy
+    echo "kubelet and kube-proxy built in $(( $(date +%s) - start ))s into $bin"
+  fi
   echo "$stamp" > "$stamp_file"
-  echo "kubelet and kube-proxy built in $(( $(date +%s) - start ))s into $bin"
 else
   echo "kubelet and kube-proxy in $bin are up to date ($kube_version)"
 fi
