@@ -105,7 +105,11 @@ $(CRANE): hack/images/go.mod hack/images/go.sum
 	cd hack/images && GOWORK=off GOBIN=$(dir $(CRANE)) $(GO) install github.com/google/go-containerregistry/cmd/crane
 
 .PHONY: test-images
-test-images: ## Image tests: reproducible digests, config of both platforms, the entrypoint runs --version.
+test-images: ## Image tests on linux/amd64: reproducible digests, the image config, the entrypoint runs --version.
+	cd hack/images && GOWORK=off $(GO) test -count=1 -timeout=30m ./... -args -cross=false
+
+.PHONY: test-images-cross
+test-images-cross: ## The image tests with linux/arm64 beside linux/amd64 (a cold build cache compiles everything again for arm64; make release runs it).
 	cd hack/images && GOWORK=off $(GO) test -count=1 -timeout=30m ./...
 
 .PHONY: plots
@@ -129,7 +133,7 @@ verify: ## Fail on stale generated code, gofmt, untidy go.mod, go vet or staticc
 	hack/verify.sh
 
 .PHONY: test
-test: controlplane test-unit test-fuzz-wire test-chart test-monitoring test-images test-plots test-release test-integration ## Everything: unit, fuzz of the wire formats (briefly), chart, alert rules and dashboards, images, plots, release (host platform), integration and e2e.
+test: controlplane test-unit test-fuzz-wire test-chart test-monitoring test-images test-plots test-release test-integration ## Everything: unit, fuzz of the wire formats (briefly), chart, alert rules and dashboards, images and release (host platform), plots, integration (E2E=1: and the real-node e2e tests, as root).
 
 .PHONY: tools
 tools: $(GOTESTSUM)
@@ -158,21 +162,27 @@ FUZZ_WIRE_DIRS := staging/src/nodehealth.io/api/node/v1alpha1
 test-fuzz-wire: ## Run the go test -fuzz targets of the wire formats (FUZZ_WIRE_DIRS) for FUZZTIME.
 	FUZZTIME=$(FUZZTIME) FUZZ_DIRS="$(FUZZ_WIRE_DIRS)" hack/fuzz.sh
 
-.PHONY: test-integration
-test-integration: controlplane tools helm ## Integration and e2e tests against the real local control plane (hack/test-integration.sh).
-	GOTESTSUM=$(GOTESTSUM) GOTESTSUM_FORMAT=$(GOTESTSUM_FORMAT) OUTPUT_DIR=$(CURDIR)/_output hack/test-integration.sh $(INTEGRATION_PKGS)
-
 # End-to-end tests on one real node (containerd + a kubelet built from the
 # control plane's module) beside the kwok nodes, installed with the chart and
 # the images (docs/development.md, "Real-node e2e tests"). Needs root;
 # hack/realnode-prereqs.sh installs the Debian packages when missing and
-# builds kubelet, kube-proxy and the e2e images. Not part of make test (its
-# tests skip there unless NODEHEALTH_E2E=1); -p=1: one real node at a time.
+# builds kubelet, kube-proxy and the e2e images. Their tests skip unless
+# NODEHEALTH_E2E=1: make test-e2e runs them alone, and E2E=1 (make test E2E=1,
+# as CI does) runs them in make test-integration, beside the integration
+# packages, since both mostly wait. -p=1: one real node at a time.
 E2E_PKGS ?= ./test/e2e/ ./test/framework/realnode/
+E2E ?= 0
+
+.PHONY: test-integration
+test-integration: controlplane tools helm $(if $(filter 1,$(E2E)),e2e-prereqs) ## Integration tests against the real local control plane (hack/test-integration.sh); E2E=1: the real-node e2e tests beside them (root).
+	NODEHEALTH_E2E=$(E2E) E2E_PKGS="$(E2E_PKGS)" GOTESTSUM=$(GOTESTSUM) GOTESTSUM_FORMAT=$(GOTESTSUM_FORMAT) OUTPUT_DIR=$(CURDIR)/_output hack/test-integration.sh $(INTEGRATION_PKGS)
+
+.PHONY: e2e-prereqs
+e2e-prereqs: controlplane build ## What a real node needs: Debian packages (root), kubelet and kube-proxy, the e2e images.
+	hack/realnode-prereqs.sh
 
 .PHONY: test-e2e
-test-e2e: controlplane build tools helm ## Real-node e2e tests: chart + images on a real kubelet (root; installs containerd, runc, CNI plugins when missing).
-	hack/realnode-prereqs.sh
+test-e2e: e2e-prereqs tools helm ## Real-node e2e tests alone: chart + images on a real kubelet (root; installs containerd, runc, CNI plugins when missing).
 	NODEHEALTH_E2E=1 $(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -count=1 -p=1 -timeout=30m $(E2E_PKGS)
 
 # promtool, built once from the Prometheus Go module pinned in test/monitoring
@@ -235,7 +245,7 @@ bench: ## Go benchmarks of the product packages (figures go to docs/benchmarks.m
 PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 
 .PHONY: release
-release: helm ## Release artifacts of VERSION=vX.Y.Z into _output/release/<version> (docs/releasing.md).
+release: helm test-images-cross ## Release artifacts of VERSION=vX.Y.Z into _output/release/<version>, after the image tests of both platforms (docs/releasing.md).
 	VERSION=$(VERSION) PLUGIN_PLATFORMS="$(PLUGIN_PLATFORMS)" HELM=$(HELM) \
 		IMAGE_PLATFORMS="$(IMAGE_PLATFORMS)" IMAGE_BINARIES="$(IMAGE_BINARIES)" REGISTRY="$(REGISTRY)" IMAGE_SOURCE="$(IMAGE_SOURCE)" \
 		hack/release.sh

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Runs the integration and e2e packages against the real local control plane
-# (make test-integration). Each package starts its own control plane, and
-# the tests mostly wait on it, so more packages run at once than there are
-# cores: INTEGRATION_PARALLEL packages (go test -p), and beside them the
-# faults package as two processes — its compound faults (compound_test.go)
-# in one, the others in the second — because it alone takes ten minutes,
-# one at a time, which would otherwise be the whole run's wall time. The two
-# halves are complementary (-run and -skip of the same list), so a new
-# faults test runs in exactly one of them.
+# (make test-integration). Each package starts its own control plane, and the
+# tests mostly wait on it, so more of them run at once than there are cores:
+#
+#   - INTEGRATION_PARALLEL packages at a time (go test -p);
+#   - beside them, the faults package in FAULTS_SHARDS processes. Its tests
+#     restart etcd and the API server, so within one process they run one at
+#     a time, ten minutes in all; each shard starts its own control plane and
+#     runs every FAULTS_SHARDS-th of its tests, in the order of its files, so
+#     every test runs in exactly one shard, a new one included;
+#   - with NODEHEALTH_E2E=1 (make test E2E=1, as root), the real-node e2e
+#     packages (E2E_PKGS, one at a time: one real node) in a process of their
+#     own beside the others, instead of skipping. They are the run's other
+#     long pole, and they mostly wait on the kubelet.
 #
 #   hack/test-integration.sh PACKAGES...
 #
@@ -20,18 +25,25 @@ cd "$NODEHEALTH_ROOT"
 : "${GOTESTSUM:?}" "${OUTPUT_DIR:?}"
 format=${GOTESTSUM_FORMAT:-pkgname}
 parallel=${INTEGRATION_PARALLEL:-2}
+shards=${FAULTS_SHARDS:-3}
 faults=nodehealth.io/nodehealth/test/integration/faults
-compound=$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$/\1/p' test/integration/faults/compound_test.go | paste -sd'|')
-if [[ -z "$compound" ]]; then
-  echo "no tests found in test/integration/faults/compound_test.go" >&2
-  exit 1
+e2e=0
+if [[ "${NODEHEALTH_E2E:-0}" == 1 ]]; then
+  e2e=1
+  mapfile -t e2e_pkgs < <(go list ${E2E_PKGS:?NODEHEALTH_E2E=1 needs E2E_PKGS})
 fi
 
 mapfile -t pkgs < <(go list "$@")
 others=()
 with_faults=0
 for p in "${pkgs[@]}"; do
-  if [[ "$p" == "$faults" ]]; then with_faults=1; else others+=("$p"); fi
+  if [[ "$p" == "$faults" ]]; then
+    with_faults=1
+  elif ((e2e)) && printf '%s\n' "${e2e_pkgs[@]}" | grep -qxF "$p"; then
+    : # in the e2e process
+  else
+    others+=("$p")
+  fi
 done
 
 mkdir -p "$OUTPUT_DIR"
@@ -44,13 +56,27 @@ run() {
 
 pids=()
 if ((with_faults)); then
-  run faults-compound -run "^($compound)\$" "$faults" &
-  pids+=($!)
-  run faults -skip "^($compound)\$" "$faults" &
+  # From the sources, not go test -list, whose TestMain would start a
+  # control plane; gofmt keeps every test's declaration on this one form.
+  mapfile -t tests < <(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$/\1/p' test/integration/faults/*_test.go)
+  if ((${#tests[@]} == 0)); then
+    echo "no tests found in test/integration/faults" >&2
+    exit 1
+  fi
+  for ((s = 0; s < shards; s++)); do
+    shard=()
+    for ((i = s; i < ${#tests[@]}; i += shards)); do shard+=("${tests[i]}"); done
+    ((${#shard[@]})) || continue
+    run "faults-$((s + 1))" -run "^($(IFS='|'; echo "${shard[*]}"))\$" "$faults" &
+    pids+=($!)
+  done
+fi
+if ((e2e)); then
+  NODEHEALTH_E2E=1 run e2e -p=1 "${e2e_pkgs[@]}" &
   pids+=($!)
 fi
 if ((${#others[@]})); then
-  run packages -p "$parallel" "${others[@]}" &
+  NODEHEALTH_E2E=0 run packages -p "$parallel" "${others[@]}" &
   pids+=($!)
 fi
 

@@ -98,6 +98,9 @@ func TestSimulationOpenFindings(t *testing.T) {
 	})
 }
 
+// The seeds mostly wait: sim.Main runs sim.Parallel of them at once.
+func TestMain(m *testing.M) { sim.Main(m) }
+
 func TestSimulation(t *testing.T) {
 	sim.Run(t, "guards", append(simRegressions.Seeds(), simSmokeSeeds...), func(t *testing.T, seed uint64) *sim.Trace {
 		return runSimulation(t, seed, simTicks)

@@ -96,3 +96,22 @@ func packageDir() string {
 		}
 	}
 }
+
+// Parallel is how many seeds run at once in a package whose TestMain is
+// Main, unless -test.parallel says otherwise. A seed's run mostly sleeps in
+// Settle's idle polls, so go test's default (GOMAXPROCS) leaves the cores
+// idle (docs/development.md, "Tests", has the figures). make simulate sets
+// its own (SIM_PARALLEL).
+const Parallel = 8
+
+// Main is a TestMain for a package that runs simulations: it runs the seeds
+// Parallel at a time unless -test.parallel is set.
+func Main(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(Parallel))
+	}
+	os.Exit(m.Run())
+}
