@@ -20,7 +20,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$NODEHEALTH_ROOT
 cp_dir="$root/test/controlplane"
 
-KWOK_VERSION=v0.8.0
+# kwok is built from the default control plane module, which requires it, so
+# that it shares the control plane's (and the product's) k8s.io compiles.
+KWOK_VERSION=$(awk '$1 == "sigs.k8s.io/kwok" && $2 ~ /^v/ { print $2 }' "$cp_dir/kubernetes/go.mod")
 
 # The Kubernetes version a module builds: the k8s.io/kubernetes it requires
 # (a "require k8s.io/kubernetes vX" line or a line of a require block).
@@ -104,7 +106,7 @@ echo "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl 
   k8s.io/kubernetes/cmd/kubectl)
 
 echo "building kwok $KWOK_VERSION..."
-GOBIN="$bin" go install -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+(cd "$cp_dir/kubernetes" && go build -ldflags "-s -w" -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
 
 nodehealth::bincache::save "$cache_key" "$bin" "${want[@]}"
 echo "$stamp" > "$stamp_file"
