@@ -9,6 +9,10 @@
 SHELL := /usr/bin/env bash -o pipefail
 GO ?= go
 BIN_DIR := $(CURDIR)/_output/bin
+# Flags of every go test of make test. make verify runs go vet over every
+# package, tests included, so go test's own vet pass (a subset of the same
+# checks) would only repeat it on every test package.
+TEST_FLAGS ?= -count=1 -vet=off
 export NODEHEALTH_BIN_DIR := $(BIN_DIR)
 
 # Product packages: the main module and the staging modules of go.work.
@@ -106,11 +110,11 @@ $(CRANE): hack/images/go.mod hack/images/go.sum
 
 .PHONY: test-images
 test-images: ## Image tests on linux/amd64: reproducible digests, the image config, the entrypoint runs --version.
-	cd hack/images && GOWORK=off $(GO) test -count=1 -timeout=30m ./... -args -cross=false
+	cd hack/images && GOWORK=off $(GO) test $(TEST_FLAGS) -timeout=30m ./... -args -cross=false
 
 .PHONY: test-images-cross
 test-images-cross: ## The image tests with linux/arm64 beside linux/amd64 (a cold build cache compiles everything again for arm64; make release runs it).
-	cd hack/images && GOWORK=off $(GO) test -count=1 -timeout=30m ./...
+	cd hack/images && GOWORK=off $(GO) test $(TEST_FLAGS) -timeout=30m ./...
 
 .PHONY: plots
 plots: ## Draw the PNG plots of docs/benchmarks.md from docs/benchmarks/data/*.json (make verify checks they are current).
@@ -118,7 +122,7 @@ plots: ## Draw the PNG plots of docs/benchmarks.md from docs/benchmarks/data/*.j
 
 .PHONY: test-plots
 test-plots: ## Plot generator tests (hand-made fixture).
-	cd hack/plots && GOWORK=off $(GO) test -count=1 ./...
+	cd hack/plots && GOWORK=off $(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: controlplane
 controlplane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok (once).
@@ -143,10 +147,10 @@ $(GOTESTSUM): hack/tools/go.mod hack/tools/go.sum
 
 .PHONY: test-unit
 test-unit: tools ## Unit tests (no control plane); RACE_PKGS with the race detector.
-	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -race -count=1 $(RACE_PKGS)
-	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -count=1 $$($(GO) list $(UNIT_PKGS) | grep -v -x -F -f <($(GO) list $(RACE_PKGS)))
+	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -race $(TEST_FLAGS) $(RACE_PKGS)
+	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- $(TEST_FLAGS) $$($(GO) list $(UNIT_PKGS) | grep -v -x -F -f <($(GO) list $(RACE_PKGS)))
 	# The lean release build's variants of what its build tags replace.
-	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -count=1 -tags=$(HEARTBEAT_LEAN_TAGS) ./pkg/probe/... ./pkg/componentconfig/server/...
+	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- $(TEST_FLAGS) -tags=$(HEARTBEAT_LEAN_TAGS) ./pkg/probe/... ./pkg/componentconfig/server/...
 
 .PHONY: test-fuzz
 test-fuzz: ## Run every go test -fuzz target for FUZZTIME (seed corpora run in test-unit).
@@ -174,8 +178,10 @@ E2E_PKGS ?= ./test/e2e/ ./test/framework/realnode/
 E2E ?= 0
 
 .PHONY: test-integration
-test-integration: controlplane tools helm $(if $(filter 1,$(E2E)),e2e-prereqs) ## Integration tests against the real local control plane (hack/test-integration.sh); E2E=1: the real-node e2e tests beside them (root).
-	NODEHEALTH_E2E=$(E2E) E2E_PKGS="$(E2E_PKGS)" GOTESTSUM=$(GOTESTSUM) GOTESTSUM_FORMAT=$(GOTESTSUM_FORMAT) OUTPUT_DIR=$(CURDIR)/_output hack/test-integration.sh $(INTEGRATION_PKGS)
+# The suites run the commands make build just built (NODEHEALTH_COMMANDS_DIR)
+# instead of each linking its own: nineteen links of the same binaries.
+test-integration: controlplane build tools helm $(if $(filter 1,$(E2E)),e2e-prereqs) ## Integration tests against the real local control plane (hack/test-integration.sh); E2E=1: the real-node e2e tests beside them (root).
+	NODEHEALTH_COMMANDS_DIR=$(BIN_DIR) TEST_FLAGS="$(TEST_FLAGS)" NODEHEALTH_E2E=$(E2E) E2E_PKGS="$(E2E_PKGS)" GOTESTSUM=$(GOTESTSUM) GOTESTSUM_FORMAT=$(GOTESTSUM_FORMAT) OUTPUT_DIR=$(CURDIR)/_output hack/test-integration.sh $(INTEGRATION_PKGS)
 
 .PHONY: e2e-prereqs
 e2e-prereqs: controlplane build ## What a real node needs: Debian packages (root), kubelet and kube-proxy, the e2e images.
@@ -183,7 +189,7 @@ e2e-prereqs: controlplane build ## What a real node needs: Debian packages (root
 
 .PHONY: test-e2e
 test-e2e: e2e-prereqs tools helm ## Real-node e2e tests alone: chart + images on a real kubelet (root; installs containerd, runc, CNI plugins when missing).
-	NODEHEALTH_E2E=1 $(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -count=1 -p=1 -timeout=30m $(E2E_PKGS)
+	NODEHEALTH_E2E=1 $(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- $(TEST_FLAGS) -p=1 -timeout=30m $(E2E_PKGS)
 
 # promtool, built once from the Prometheus Go module pinned in test/monitoring
 # (its own module, outside go.work; remove_all_sd leaves the service discovery
@@ -200,7 +206,7 @@ $(PROMTOOL): test/monitoring/go.mod test/monitoring/go.sum
 test-monitoring: $(PROMTOOL) ## Alert rule tests (promtool) and the dashboards' and rules' PromQL checked against the registered metrics.
 	$(PROMTOOL) check rules deploy/monitoring/nodehealth.rules.yaml
 	$(PROMTOOL) test rules deploy/monitoring/tests/*.yaml
-	cd test/monitoring && GOWORK=off $(GO) test -count=1 ./...
+	cd test/monitoring && GOWORK=off $(GO) test $(TEST_FLAGS) ./...
 
 # The deterministic simulations beside their reference models
 # (docs/reliability.md): SIM=controller (the default) is the node-health
@@ -252,7 +258,7 @@ release: helm test-images-cross ## Release artifacts of VERSION=vX.Y.Z into _out
 
 .PHONY: test-release
 test-release: helm ## Run the release for the host platform into a temporary folder and check it (checksums, --version, notes, chart, SBOMs, image layouts).
-	cd hack/sbom && GOWORK=off $(GO) test -count=1 ./...
+	cd hack/sbom && GOWORK=off $(GO) test $(TEST_FLAGS) ./...
 	HELM=$(HELM) hack/test-release.sh
 
 .PHONY: clean

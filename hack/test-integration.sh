@@ -16,8 +16,9 @@
 #
 #   hack/test-integration.sh PACKAGES...
 #
-# GOTESTSUM, GOTESTSUM_FORMAT and OUTPUT_DIR (the gotestsum JSON files, for
-# the list of the slowest tests printed at the end) come from the Makefile.
+# GOTESTSUM, GOTESTSUM_FORMAT, TEST_FLAGS (go test's flags) and OUTPUT_DIR
+# (the gotestsum JSON files, for the list of the slowest tests printed at the
+# end) come from the Makefile.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$NODEHEALTH_ROOT"
@@ -51,7 +52,7 @@ rm -f "$OUTPUT_DIR"/test-integration-*.json
 run() {
   local name=$1
   shift
-  "$GOTESTSUM" --format "$format" --jsonfile "$OUTPUT_DIR/test-integration-$name.json" -- -count=1 -timeout=45m "$@"
+  "$GOTESTSUM" --format "$format" --jsonfile "$OUTPUT_DIR/test-integration-$name.json" -- ${TEST_FLAGS:--count=1} -timeout=45m "$@"
 }
 
 pids=()

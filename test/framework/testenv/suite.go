@@ -31,8 +31,9 @@ type Suite struct {
 	ControlPlane []framework.Option
 	// Commands are repository commands (e.g. "./cmd/update-agent") the tests
 	// run. They are built from the working tree while the control plane
-	// starts, never taken from _output/bin, so a stale build can never make a
-	// test pass; Binary returns one once the build is done.
+	// starts, so a stale build can never make a test pass; Binary returns one
+	// once the build is done. Only CommandsDirEnv replaces the build: make
+	// test-integration points it at the binaries make build made just before.
 	Commands []string
 	// Parallel replaces -test.parallel's default (GOMAXPROCS) unless the
 	// command line sets it: for packages whose tests spend their time waiting
