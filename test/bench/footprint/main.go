@@ -187,7 +187,7 @@ func run(ctx context.Context, duration, settle, interval time.Duration, keep boo
 	if err != nil {
 		return err
 	}
-	ports, err := framework.FreeLoopbackPorts(2*(len(probes)+1) + 1)
+	ports, err := framework.FreeLoopbackPorts(2*(len(probes)+2) + 1)
 	if err != nil {
 		return err
 	}
@@ -239,6 +239,13 @@ probe:
 		inlined := bins["inlined/extension-heartbeat"]
 		s, err := heartbeat("extension-heartbeat (http, inlined)", "http-inlined", inlined, inlined, ports[2*len(probes)], ports[2*len(probes)+1], p.config)
 		if err != nil {
+			return err
+		}
+		subjects = append(subjects, s)
+		// And the full build (every probe, profiling; what the grpc
+		// subject executes) on its own, to show what the lean build saves.
+		full := bins["extension-heartbeat-grpc"]
+		if s, err = heartbeat("extension-heartbeat (http), full build", "http-full", full, full, ports[2*len(probes)+2], ports[2*len(probes)+3], p.config); err != nil {
 			return err
 		}
 		subjects = append(subjects, s)
