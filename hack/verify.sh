@@ -60,21 +60,30 @@ for m in test/controlplane/kubernetes-v1.*/; do
   hack/update-controlplane-module.sh --verify "$v" || failed=1
 done
 
-# The control plane shares the compiles of the packages both build only if
-# it builds them at the product's versions (hack/build-controlplane.sh).
-step "control plane module at the product's versions"
-cp_cmds=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
-  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+# The control plane and the development tools share the compiles of the
+# packages they build with the product only if they build them at the
+# product's versions (hack/build-controlplane.sh).
 modules_of() { sort -u | grep -v '^ *$' || true; }
+deps_modules() { # DIR PKG...: the modules (path version) of PKGs' dependencies in DIR's module
+  local dir=$1
+  shift
+  (cd "$dir" && GOWORK=off GOFLAGS=-mod=readonly go list -deps -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}' "$@" | modules_of)
+}
 product_mods=$(go list -deps -test -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}' "${pkgs[@]}" | modules_of)
-cp_mods=$(cd test/controlplane/kubernetes && GOWORK=off GOFLAGS=-mod=readonly go list -deps -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}' "${cp_cmds[@]}" | modules_of)
-if differ=$(join <(echo "$product_mods") <(echo "$cp_mods") | awk '$2 != $3' | grep .); then
-  echo "test/controlplane/kubernetes builds these modules at other versions than the product (module, product's, control plane's)," >&2
-  echo "so their compiles are not shared; require the product's versions there (cd test/controlplane/kubernetes && GOWORK=off go get MODULE@VERSION)" >&2
-  echo "or upgrade the product's:" >&2
-  echo "$differ" >&2
-  failed=1
-fi
+check_shared_versions() { # DIR PKG...
+  local dir=$1 differ
+  if differ=$(join <(echo "$product_mods") <(deps_modules "$@") | awk '$2 != $3' | grep .); then
+    echo "$dir builds these modules at other versions than the product (module, product's, $dir's), so their" >&2
+    echo "compiles are not shared; require the product's versions there (cd $dir && GOWORK=off go get MODULE@VERSION)" >&2
+    echo "or upgrade the product's:" >&2
+    echo "$differ" >&2
+    failed=1
+  fi
+}
+step "control plane and tools modules at the product's versions"
+check_shared_versions test/controlplane/kubernetes k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl sigs.k8s.io/kwok/cmd/kwok
+check_shared_versions hack/tools $(sed -n 's/^\t_ "\(.*\)"$/\1/p' hack/tools/tools.go)
 
 step "go vet"
 go vet "${pkgs[@]}" || failed=1
