@@ -116,9 +116,9 @@ func startController(ctx context.Context, client, leaseClient kubernetes.Interfa
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTransform(nodeutil.TransformNode))
 	// Leases have one handler, the controller's: the direct informer calls it
-	// without the shared informer's two goroutine hand-offs per event (with
-	// coalesced reads, 0.2-0.3 points of a core less at 1,000 nodes × 5;
-	// docs/benchmarks.md, "Coalesced Lease reads").
+	// without the shared informer's two goroutine hand-offs and buffer per
+	// event (less memory at 5,000 Lease events/s; docs/benchmarks.md, "The
+	// direct Lease informer against a shared one").
 	leases := nodehealth.NewDirectLeaseInformer(leaseClient, opts.LeaseNamespace, nodehealth.TransformLease)
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
