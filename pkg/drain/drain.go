@@ -228,7 +228,10 @@ func (d *Drainer) Pass(ctx context.Context) (Status, error) {
 			st.Terminating = append(st.Terminating, pod)
 		case Gone:
 		default:
-			logger.Info("Eviction refused; retrying the pod with back-off", "pod", klog.KObj(pod),
+			// Whether the pod is tried again is the caller's choice (a
+			// one-shot pass does not), so the message does not promise it;
+			// retryAt is when Pass would try it next.
+			logger.Info("Eviction refused", "pod", klog.KObj(pod),
 				"outcome", r.Outcome, "budget", r.Budget, "reason", r.Reason, "retryAt", r.RetryAt)
 			st.Pending = append(st.Pending, r)
 		}

@@ -1541,16 +1541,14 @@ func (s *updaterSimulation) faults(now time.Time) {
 			s.addPod(n, true)
 			s.trace.Add("t=%s %s: a tolerating pod arrives", s.at(), n.name)
 		case r.Chance(0.0004):
-			// A user deletes the shadow: harmless at rest. Mid-update the
-			// API refuses it (the admission policy of deploy/update-agent,
-			// proved against a real API server by
-			// TestAShadowMidUpdateCannotBeDeletedByAPerson): the driver
-			// refuses it as that policy would. Users try mid-update only
-			// with -sim.delete-shadows-mid-update. A halted shadow is not
-			// deleted: that would erase the failure that halts the rollout
-			// (docs/reliability.md).
+			// A user deletes the shadow: harmless at rest. Mid-update, and
+			// while its failure halts the rollout, the API refuses it (the
+			// admission policy of deploy/update-agent, proved against a
+			// real API server by TestAShadowMidUpdateCannotBeDeletedByAPerson):
+			// the driver refuses it as that policy would. Users try those
+			// only with -sim.delete-shadows-mid-update.
 			sh, err := s.updates.UpdatesV1alpha1().BottlerocketShadows().Get(s.ctx, n.name, metav1.GetOptions{})
-			if err != nil || shadow.Halting(sh) {
+			if err != nil {
 				break
 			}
 			atRest := userMayDeleteShadow(sh)
@@ -1558,8 +1556,8 @@ func (s *updaterSimulation) faults(now time.Time) {
 				break
 			}
 			if !atRest {
-				s.trace.Add("t=%s %s: a user's deletion of the shadow is refused: mid-update (spec %s, status %q, previousVersionLock %q)",
-					s.at(), n.name, sh.Spec.State, sh.Status.CurrentState, sh.Status.PreviousVersionLock)
+				s.trace.Add("t=%s %s: a user's deletion of the shadow is refused: spec %s, status %q, previousVersionLock %q, halting %t",
+					s.at(), n.name, sh.Spec.State, sh.Status.CurrentState, sh.Status.PreviousVersionLock, shadow.Halting(sh))
 				break
 			}
 			if err := s.updates.UpdatesV1alpha1().BottlerocketShadows().Delete(s.ctx, n.name, metav1.DeleteOptions{}); err == nil {
@@ -1739,11 +1737,11 @@ func (s *updaterSimulation) check() {
 
 // userMayDeleteShadow is the rule of the admission policy
 // nodehealth-shadow-delete-mid-update (deploy/update-agent/policy.yaml) for a
-// person: spec and status Idle (or unset) and no version lock the agent
-// pinned over.
+// person: spec and status Idle (or unset), no version lock the agent pinned
+// over, and no failure that halts the rollout.
 func userMayDeleteShadow(sh *updatesv1alpha1.BottlerocketShadow) bool {
 	idle := func(st updatesv1alpha1.ShadowState) bool { return st == "" || st == updatesv1alpha1.StateIdle }
-	return idle(sh.Spec.State) && idle(sh.Status.CurrentState) && sh.Status.PreviousVersionLock == ""
+	return idle(sh.Spec.State) && idle(sh.Status.CurrentState) && sh.Status.PreviousVersionLock == "" && !shadow.Halting(sh)
 }
 
 // armed is 1 while an update is activated on the node's host, else 0.

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -172,18 +174,32 @@ func setShadowStatus(t *testing.T, name string, state updatesv1alpha1.ShadowStat
 	}
 }
 
+// annotateShadow merges annotations into the shadow, as a person would.
+func annotateShadow(t *testing.T, name string, annotations map[string]string) {
+	t.Helper()
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shadows(t).UpdatesV1alpha1().BottlerocketShadows().Patch(testenv.Context(t), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("annotating shadow %s: %v", name, err)
+	}
+}
+
 // A person may not delete a shadow mid-update (spec or status not Idle, or
 // the agent's previousVersionLock set): the shadow controller would create a
 // fresh one and the host would stay pinned. The denial says why and what to
-// do. At rest the shadow may go; a system component (the operator deleting
-// the shadow of a Node that is gone) may always delete it.
+// do. At rest the shadow may go, unless it records a failed update nobody
+// resumed (deleted, that record would no longer halt the rollout); a system
+// component (the operator deleting the shadow of a Node that is gone) may
+// always delete it.
 func TestAShadowMidUpdateCannotBeDeletedByAPerson(t *testing.T) {
 	installAgent(t)
 	ctx := testenv.Context(t)
 	user := impersonating(t, "jane").UpdatesV1alpha1().BottlerocketShadows()
 	operator := impersonating(t, "system:serviceaccount:nodehealth-system:update-operator").UpdatesV1alpha1().BottlerocketShadows()
 	deletePolicy := framework.ShadowDeletePolicy
-	for _, n := range []string{"del-staged", "del-pinned", "del-idle", "del-by-operator"} {
+	for _, n := range []string{"del-staged", "del-pinned", "del-idle", "del-failed", "del-by-operator"} {
 		testenv.CreateNode(t, n, managedLabels)
 		createShadow(t, n)
 	}
@@ -216,6 +232,26 @@ func TestAShadowMidUpdateCannotBeDeletedByAPerson(t *testing.T) {
 	}
 	if err := user.Delete(ctx, "del-idle", metav1.DeleteOptions{}); err != nil {
 		t.Errorf("a person deletes a shadow at rest: %v", err)
+	}
+	// At rest, but its failed update halts the rollout until resumed: the
+	// deletion would erase that record. A resume of an earlier failure does
+	// not count; the resume of this one lets the shadow go.
+	const failedAt = "2026-11-24T10:00:00Z"
+	annotateShadow(t, "del-failed", map[string]string{updatesv1alpha1.FailedAnnotation: failedAt})
+	err = user.Delete(ctx, "del-failed", metav1.DeleteOptions{})
+	for _, want := range []string{"shadow del-failed records a failed update (updates.nodehealth.io/failed=" + failedAt + ")",
+		"kubectl nodehealth update resume del-failed"} {
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("a person deletes a shadow whose failure halts the rollout: want a denial saying %q, got %v", want, err)
+		}
+	}
+	annotateShadow(t, "del-failed", map[string]string{updatesv1alpha1.ResumeAnnotation: "2026-11-23T10:00:00Z"})
+	if err := user.Delete(ctx, "del-failed", metav1.DeleteOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("a person deletes a failed shadow whose resume names an earlier failure: want the denial, got %v", err)
+	}
+	annotateShadow(t, "del-failed", map[string]string{updatesv1alpha1.ResumeAnnotation: failedAt})
+	if err := user.Delete(ctx, "del-failed", metav1.DeleteOptions{}); err != nil {
+		t.Errorf("a person deletes a failed shadow once resumed: %v", err)
 	}
 	if err := operator.Delete(ctx, "del-by-operator", metav1.DeleteOptions{}); err != nil {
 		t.Errorf("the operator deletes a shadow mid-update: %v", err)
