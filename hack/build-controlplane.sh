@@ -87,11 +87,12 @@ for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
 
-# No -trimpath, and test/controlplane/kubernetes requires the product's
-# versions of the modules both build (k8s.io/api, client-go, golang.org/x/...;
-# hack/verify.sh checks it): Go's build cache then shares those packages'
-# compiles between the control plane, make verify's go vet and the tests, a
-# few minutes of an empty cache.
+# The Makefile's build settings (CGO_ENABLED, GOFLAGS' -trimpath), and
+# test/controlplane/kubernetes requires the product's versions of the modules
+# both build (k8s.io/api, client-go, golang.org/x/...; hack/verify.sh checks
+# it): Go's build cache then shares those packages' compiles between the
+# control plane, make verify's go vet, the tests and the images, a few minutes
+# of an empty cache.
 export GOFLAGS="${GOFLAGS:-} -mod=mod"
 export GOWORK=off
 

@@ -35,7 +35,7 @@ nodehealth::tools::dir() {
 # nodehealth::tools::install PKG... builds tool commands of the hack/tools module.
 nodehealth::tools::install() {
   mkdir -p "$NODEHEALTH_TOOLS_BIN"
-  (cd "$NODEHEALTH_ROOT/hack/tools" && GOWORK=off GOFLAGS=-mod=mod GOBIN="$NODEHEALTH_TOOLS_BIN" go install "$@")
+  (cd "$NODEHEALTH_ROOT/hack/tools" && GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=mod" GOBIN="$NODEHEALTH_TOOLS_BIN" go install "$@")
 }
 
 # Built binaries of pinned upstream releases (the control plane, kubelet and
@@ -47,13 +47,13 @@ nodehealth::tools::install() {
 NODEHEALTH_CACHE_DIR="${NODEHEALTH_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nodehealth}"
 
 # nodehealth::bincache::key KIND INPUT... prints the cache key of a set of
-# binaries: KIND, the Go toolchain and platform, and the content of INPUTs
+# binaries: KIND, the Go toolchain, platform and build settings, and the content of INPUTs
 # (files) and of the extra words in NODEHEALTH_BINCACHE_EXTRA.
 nodehealth::bincache::key() {
   local kind=$1
   shift
   local sum
-  sum=$( { go env GOVERSION GOOS GOARCH GOFLAGS; echo "${NODEHEALTH_BINCACHE_EXTRA:-}"; cat "$@"; } | sha256sum | cut -c1-32)
+  sum=$( { go env GOVERSION GOOS GOARCH GOFLAGS CGO_ENABLED; echo "${NODEHEALTH_BINCACHE_EXTRA:-}"; cat "$@"; } | sha256sum | cut -c1-32)
   echo "$kind-$sum"
 }
 
