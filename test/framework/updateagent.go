@@ -9,8 +9,13 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	versioned "nodehealth.io/client-go/clientset/versioned"
 )
 
 // UpdateAgentPolicy is the ValidatingAdmissionPolicy of deploy/update-agent
@@ -18,7 +23,8 @@ import (
 const UpdateAgentPolicy = "nodehealth-update-agent-own-shadow"
 
 // ShadowDeletePolicy is the ValidatingAdmissionPolicy of deploy/update-agent
-// that refuses a person's deletion of a shadow mid-update.
+// that refuses a person's deletion of a shadow mid-update or while its failed
+// update halts the rollout.
 const ShadowDeletePolicy = "nodehealth-shadow-delete-mid-update"
 
 // Kubectl runs the control plane's kubectl as the admin from the repository
@@ -81,6 +87,32 @@ func (e *Environment) InstallUpdateAgent(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// RemoveShadow deletes a test's shadow the way a person is told to: a failure
+// that halts the rollout is resumed first, since ShadowDeletePolicy refuses
+// the deletion of a halting shadow, and a cleanup that ignored the refusal
+// would leave the halt to the next test against the same API server. A shadow
+// that is already gone is not an error.
+func RemoveShadow(ctx context.Context, c versioned.Interface, name string) error {
+	shadows := c.UpdatesV1alpha1().BottlerocketShadows()
+	sh, err := shadows.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if failed, ok := sh.Annotations[updatesv1alpha1.FailedAnnotation]; ok && sh.Annotations[updatesv1alpha1.ResumeAnnotation] != failed {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, updatesv1alpha1.ResumeAnnotation, failed)
+		if _, err := shadows.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("resuming shadow %s before deleting it: %w", name, err)
+		}
+	}
+	if err := shadows.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting shadow %s: %w", name, err)
 	}
 	return nil
 }

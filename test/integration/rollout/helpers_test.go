@@ -200,7 +200,9 @@ drainTimeout: 30s
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			_ = shadowClient(t).UpdatesV1alpha1().BottlerocketShadows().Delete(ctx, name, metav1.DeleteOptions{})
+			if err := framework.RemoveShadow(ctx, shadowClient(t), name); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
 		})
 	}
 	for _, name := range names {

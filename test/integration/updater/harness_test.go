@@ -164,7 +164,9 @@ func createNodesReady(t *testing.T, ready bool, names ...string) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			_ = env.DeleteNode(ctx, name)
-			_ = shadows(t).UpdatesV1alpha1().BottlerocketShadows().Delete(ctx, name, metav1.DeleteOptions{})
+			if err := framework.RemoveShadow(ctx, shadows(t), name); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
 			if err := framework.WaitForDeletion[*updatesv1alpha1.BottlerocketShadow](ctx, shadowLW(t, name), "", name); err != nil {
 				t.Errorf("cleanup of shadow %s: %v", name, err)
 			}
