@@ -79,6 +79,7 @@ type Emulator struct {
 	lastTime time.Time
 	listener net.Listener
 	server   *http.Server
+	serving  chan struct{} // closed when the server's goroutine returned
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -166,10 +167,12 @@ func (e *Emulator) Start() error {
 	}
 	e.listener = l
 	e.server = &http.Server{Handler: e.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	srv := e.server
+	e.serving = make(chan struct{})
+	srv, serving := e.server, e.serving
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
+		defer close(serving)
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			e.logger.Error(err, "Emulator stopped serving")
 		}
@@ -182,11 +185,16 @@ func (e *Emulator) Start() error {
 // restarts) and keeps the state; Start serves again.
 func (e *Emulator) Stop() {
 	e.mu.Lock()
-	srv := e.server
-	e.server, e.listener = nil, nil
+	srv, serving := e.server, e.serving
+	e.server, e.listener, e.serving = nil, nil, nil
 	e.mu.Unlock()
 	if srv != nil {
 		_ = srv.Close()
+		// A server whose goroutine has not reached Serve yet is not closed
+		// by Close: Serve closes its listener when it runs, which unlinks
+		// the socket path. Wait for it, or that late close would remove the
+		// socket of the next Start.
+		<-serving
 		_ = os.Remove(e.cfg.SocketPath)
 	}
 }

@@ -351,3 +351,24 @@ func TestARefusedRebootAnswers500AndDoesNotReboot(t *testing.T) {
 		t.Errorf("after the second request: %d accepted, %d reboots; want 1 and 1", st.RebootRequests, st.Reboots)
 	}
 }
+
+// A restart right after a start, before the first server's goroutine ran,
+// keeps the restarted server's socket: that goroutine used to close its
+// listener only once it ran, after the restart, and the close unlinked the
+// path the restarted server listens on, so every call after the restart
+// failed with "no such file or directory".
+func TestARestartRightAfterAStartKeepsItsSocket(t *testing.T) {
+	for i := range 100 {
+		e := start(t, Config{})
+		e.Stop()
+		if err := e.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// A late goroutine of the first server gets its chance to run.
+		time.Sleep(2 * time.Millisecond)
+		if _, err := os.Stat(e.cfg.SocketPath); err != nil {
+			t.Fatalf("restart %d: the restarted server's socket: %v", i, err)
+		}
+		e.Close()
+	}
+}
