@@ -185,7 +185,7 @@ func updateStatus(ctx context.Context, client versioned.Interface, names []strin
 				row.Problem = c.Type + ": " + c.Message
 			}
 		}
-		row.Halting = halts(row.Failed, row.Resumed)
+		row.Halting = updatesv1alpha1.Halting(s.Annotations)
 		row.Policy = s.Annotations[updatesv1alpha1.PolicyAnnotation]
 		row.InFlight = inFlight(&s)
 		if row.Halting {
@@ -244,12 +244,6 @@ func inFlight(s *updatesv1alpha1.BottlerocketShadow) bool {
 		return true
 	}
 	return false
-}
-
-// halts is the operator's rule (docs/updater.md): a failed value the resume does
-// not repeat halts the rollout.
-func halts(failed, resumed string) bool {
-	return failed != "" && resumed != failed
 }
 
 func printUpdateStatus(out io.Writer, r UpdateReport, all bool) error {

@@ -194,7 +194,7 @@ func TestUpdateResume(t *testing.T) {
 	for _, n := range []string{"n1", "n3"} {
 		obj, _ := client.Tracker().Get(updatesv1alpha1.SchemeGroupVersion.WithResource("bottlerocketshadows"), "", n)
 		s := obj.(*updatesv1alpha1.BottlerocketShadow)
-		if halts(s.Annotations[updatesv1alpha1.FailedAnnotation], s.Annotations[updatesv1alpha1.ResumeAnnotation]) {
+		if updatesv1alpha1.Halting(s.Annotations) {
 			t.Errorf("%s still halts after resume: %v", n, s.Annotations)
 		}
 	}

@@ -1075,33 +1075,6 @@ func TestTheDrainLeavesPodsThatTolerateTheReadinessTaintToTheLastPass(t *testing
 	}
 }
 
-// TestAFailureIsResumedOnlyByARepeatOfItsValue: the agent reads the halt
-// the way the operator does (docs/updater.md): a resume repeats the failed value,
-// and no clocks are compared, so a resume stamped by a clock ahead does not
-// make a later failed update count as a success.
-func TestAFailureIsResumedOnlyByARepeatOfItsValue(t *testing.T) {
-	for _, tc := range []struct {
-		failed, resume string
-		want           bool
-	}{
-		{"", "", false},
-		{"2026-03-02T10:00:00Z", "", true},
-		{"2026-03-02T10:00:00Z", "2026-03-02T10:00:00Z", false},
-		{"2026-03-02T11:00:00Z", "2026-03-02T12:00:00Z", true},
-	} {
-		s := &updatesv1alpha1.BottlerocketShadow{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}
-		if tc.failed != "" {
-			s.Annotations[updatesv1alpha1.FailedAnnotation] = tc.failed
-		}
-		if tc.resume != "" {
-			s.Annotations[updatesv1alpha1.ResumeAnnotation] = tc.resume
-		}
-		if got := failedNotResumed(s); got != tc.want {
-			t.Errorf("failed %q, resume %q: failedNotResumed = %v, want %v", tc.failed, tc.resume, got, tc.want)
-		}
-	}
-}
-
 // TestANodeThatRebootedIntoTheUpdateMidDrainReportsItInsteadOfRebootingAgain:
 // the node rebooted for another reason (a kernel panic, maintenance) while
 // the agent drained it, and booted the activated update. The restarted

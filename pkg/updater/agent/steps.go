@@ -70,7 +70,7 @@ func (a *Agent) syncIdle(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 // (the shadow is marked failed, not resumed) is not a success.
 func (a *Agent) complete(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (time.Duration, error) {
 	a.hold()
-	success := !failedNotResumed(shadow)
+	success := !updatesv1alpha1.Halting(shadow.Annotations)
 	current, target, err := a.runningVersion(ctx)
 	if err != nil {
 		return a.opts.RetryInterval, fmt.Errorf("after the update: %w", err)
@@ -96,14 +96,6 @@ func (a *Agent) complete(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 	}
 	a.nextCheck = a.opts.Clock.Now().Add(a.opts.UpdateCheckInterval)
 	return 0, nil
-}
-
-// failedNotResumed reports whether the shadow carries a failure its resume
-// does not repeat — the operator's rule for a halt (docs/updater.md), written out
-// here because the agent links none of the operator's packages.
-func failedNotResumed(shadow *updatesv1alpha1.BottlerocketShadow) bool {
-	failed, ok := shadow.Annotations[updatesv1alpha1.FailedAnnotation]
-	return ok && shadow.Annotations[updatesv1alpha1.ResumeAnnotation] != failed
 }
 
 // abort rolls back an update that will not go on (docs/updater.md): deactivate the

@@ -55,8 +55,7 @@ func PastDrain(s *updatesv1alpha1.BottlerocketShadow) bool {
 // are compared: a resume written by a clock that runs ahead must not cover a
 // later failure.
 func Halting(s *updatesv1alpha1.BottlerocketShadow) bool {
-	failed, ok := s.Annotations[updatesv1alpha1.FailedAnnotation]
-	return ok && s.Annotations[updatesv1alpha1.ResumeAnnotation] != failed
+	return updatesv1alpha1.Halting(s.Annotations)
 }
 
 // MarkedFailed reports whether the node's current update attempt was failed

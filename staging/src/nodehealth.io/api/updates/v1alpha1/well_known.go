@@ -38,6 +38,16 @@ const (
 	ManagedNodeLabelValue = "2.0.0"
 )
 
+// Halting reports whether a shadow's annotations record a failure that
+// halts the rollout: a FailedAnnotation value its ResumeAnnotation does not
+// repeat (an empty value records nothing). The operator and the kubectl
+// plugin call it; the admission policy that refuses a person's deletion of
+// a halting shadow writes the same rule in CEL.
+func Halting(annotations map[string]string) bool {
+	failed := annotations[FailedAnnotation]
+	return failed != "" && annotations[ResumeAnnotation] != failed
+}
+
 // Condition types of BottlerocketShadowStatus.Conditions.
 const (
 	// ConditionDrainBlocked is True while a PodDisruptionBudget or a pod keeps
