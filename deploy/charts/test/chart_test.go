@@ -168,6 +168,78 @@ func TestReleaseNamespace(t *testing.T) {
 	}
 }
 
+// With another taint.key, every pod of the chart (the controller, the
+// operator, the agent, the uninstall hook) tolerates that key, on both
+// effects, and not the default one: a pod that does not tolerate the key in
+// force cannot run on a gated node, and a controller that cannot run there
+// makes the gate permanent.
+func TestThePodsTolerateTheConfiguredTaintKey(t *testing.T) {
+	const key = "example.com/not-ready"
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := valuesFile(t, "testdata/full-values.yaml")
+	controller := vals["controller"].(map[string]any)
+	cfg, _ := controller["config"].(map[string]any)
+	if cfg == nil {
+		cfg = map[string]any{}
+		controller["config"] = cfg
+	}
+	cfg["taint"] = map[string]any{"key": key}
+	rel, err := install(ch, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := rel.Manifest
+	for _, h := range rel.Hooks {
+		stream += "\n---\n" + h.Manifest
+	}
+	pods := 0
+	for _, doc := range strings.Split(stream, "\n---\n") {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Tolerations []struct {
+							Key    string `json:"key"`
+							Effect string `json:"effect"`
+						} `json:"tolerations"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("%v in:\n%s", err, doc)
+		}
+		switch obj.Kind {
+		case "Deployment", "DaemonSet", "Job":
+		default:
+			continue
+		}
+		pods++
+		effects := map[string]bool{}
+		for _, tol := range obj.Spec.Template.Spec.Tolerations {
+			switch tol.Key {
+			case key:
+				effects[tol.Effect] = true
+			case "nodehealth.io/not-ready":
+				t.Errorf("%s %s tolerates the default key, not the configured one", obj.Kind, obj.Metadata.Name)
+			}
+		}
+		if !effects["NoSchedule"] || !effects["NoExecute"] {
+			t.Errorf("%s %s tolerates %s on %v; want NoSchedule and NoExecute", obj.Kind, obj.Metadata.Name, key, effects)
+		}
+	}
+	if pods < 4 {
+		t.Errorf("found %d pod templates; want the controller, the operator, the agent and the uninstall hook at least", pods)
+	}
+}
+
 // A misspelt or misplaced value fails the install with the schema's message
 // naming it, instead of being ignored; inside the configuration objects too.
 func TestSchemaRejectsBadValues(t *testing.T) {

@@ -113,12 +113,17 @@ and "annotations" (a dict) to add annotations to every object.
 {{- end }}
 {{- end }}
 
-{{/* The tolerations of the readiness taint, both effects. */}}
+{{/*
+The tolerations of the readiness taint, both effects, of the key the
+controller is configured with (controller.config.taint.key): the chart's own
+pods must run on gated nodes whatever the key.
+*/}}
 {{- define "nodehealth.readinessTolerations" -}}
-- key: nodehealth.io/not-ready
+{{- $key := dig "taint" "key" "nodehealth.io/not-ready" (.Values.controller.config | default dict) -}}
+- key: {{ $key }}
   operator: Exists
   effect: NoSchedule
-- key: nodehealth.io/not-ready
+- key: {{ $key }}
   operator: Exists
   effect: NoExecute
 {{- end }}
