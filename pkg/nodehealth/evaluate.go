@@ -300,10 +300,10 @@ func (e *evaluation) extensionStatuses() {
 				st.firstReady[ext.name] = s.lastRenewal
 			}
 		}
-		if s.ready && st.failedOpen.Has(ext.name) {
-			// Failing open lasts until the extension becomes ready; from
-			// then on it gates like any other.
-			st.failedOpen.Delete(ext.name)
+		// An own-view recovery's grace (refreshed) is not a renewal.
+		if st.failOpenEnds(ext.name, s.lastRenewal, s.ready && !obs.refreshed) {
+			// Failing open lasts until the extension renews; from then
+			// on it gates like any other.
 			s.gating = ext.affects
 		}
 		e.d.statuses = append(e.d.statuses, s)
@@ -382,7 +382,7 @@ func (e *evaluation) startupTimeouts() {
 			e.d.startupTimeouts = append(e.d.startupTimeouts, startupTimeout{extension: ext.name, timeout: ext.rule.StartupTimeout, policy: ext.rule.FailurePolicy})
 		}
 		if ext.rule.FailurePolicy == FailurePolicyUngate {
-			st.failedOpen.Insert(ext.name)
+			st.failOpen(ext.name, s.lastRenewal)
 			s.gating = false
 			s.detail += fmt.Sprintf("; startup timeout %s passed, not gating the node until it becomes ready", ext.rule.StartupTimeout)
 		} else {
@@ -671,7 +671,9 @@ func (s *nodeState) restoreFailedOpen(f nodeFacts) {
 	// A list longer than any this controller writes is someone else's: it
 	// is not trusted to release extensions from gating.
 	if f.hasRecord && f.record.sameBoot(f.uid, f.bootID) && len(f.record.FailedOpen) > 0 && len(f.record.FailedOpen) <= maxFailedOpen {
-		s.failedOpen = sets.New(f.record.FailedOpen...)
+		// Their renewals' baselines are taken at the first evaluation
+		// (failOpenEnds).
+		s.failedOpen, s.failedOpenAt = sets.New(f.record.FailedOpen...), nil
 	}
 }
 

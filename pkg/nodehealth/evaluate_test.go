@@ -327,6 +327,64 @@ func TestAStartupTimeoutIsReportedWhileTheLeaseOfThePreviousBootIsStillValid(t *
 	}
 }
 
+// Found by the simulation (seed 11173182051072828070): a startup timeout
+// with failurePolicy Ungate passed while the extension's Lease of the
+// previous boot was still within its duration. That Lease is the one the
+// timeout found wanting, so it must not end the fail-open: the node, ungated
+// at the timeout, was otherwise taken as in service with the extension
+// ready, and then tainted, as failing, when that old Lease expired. Failing
+// open lasts until the extension renews.
+func TestALeaseLeftFromThePreviousBootDoesNotEndAFailOpen(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: labels.Everything(), AffectsReadiness: true,
+		StartupTimeout: 5 * time.Second, FailurePolicy: FailurePolicyUngate})
+	f := newFixture(t, opts, readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	f.renew("cni", "n1")
+	f.sync("n1")
+	f.clock.Step(2 * time.Second)
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("the reboot was not gated")
+	}
+	// kube-proxy comes up; cni does not, and its startup timeout passes
+	// 7 s after its last renewal, well within the Lease's 40 s.
+	f.clock.Step(6 * time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatalf("cni failed open and kube-proxy came up, but the node is still gated (condition %s)", f.condition("n1").Reason)
+	}
+	f.clock.Step(time.Second)
+	f.sync("n1")
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonExtensionsFailedOpen {
+		t.Errorf("condition %s a second after the ungate, want %s: cni has not renewed in this boot", r, nodev1alpha1.ReasonExtensionsFailedOpen)
+	}
+	// The old Lease expires (40 s after its renewal, plus the grace);
+	// kube-proxy keeps renewing.
+	for range 6 {
+		f.clock.Step(10 * time.Second)
+		f.renew("kube-proxy", "n1")
+		f.sync("n1")
+		if f.tainted("n1") {
+			t.Fatalf("%s after cni failed open, its old Lease's expiry tainted the node (condition %s)",
+				f.clock.Now().Sub(t0), f.condition("n1").Reason)
+		}
+	}
+	// cni comes up: from then on it gates like any other extension.
+	f.renew("cni", "n1")
+	f.sync("n1")
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonExtensionsReady {
+		t.Fatalf("condition %s once cni renewed, want %s", r, nodev1alpha1.ReasonExtensionsReady)
+	}
+	f.release("cni", "n1", "Crash")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Error("a failure of cni after it came up did not gate")
+	}
+}
+
 // After a restart every Lease counts as observed at the start, so a
 // non-gating extension that had expired looks ready until its grace runs out
 // again, and the condition's message then says again what the node already

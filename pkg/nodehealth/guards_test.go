@@ -693,6 +693,47 @@ func TestAStartupTimeoutPassingWhileTheViewIsStaleRestartsAtTheLift(t *testing.T
 	}
 }
 
+// The grace an own-view recovery gives every Lease that was ready when the
+// view went stale is not a renewal: it does not end the fail-open of an
+// extension whose Lease of the previous boot was still valid, which would
+// otherwise gate again and taint the node as failing when that Lease
+// expires after the lift.
+func TestAnOwnViewRecoveryDoesNotEndAFailOpen(t *testing.T) {
+	opts := guardOptions()
+	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: labels.Everything(), AffectsReadiness: true,
+		StartupTimeout: 5 * time.Second, FailurePolicy: FailurePolicyUngate})
+	f := newFixture(t, opts, readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	f.renew("cni", "n1")
+	f.sync("n1")
+	f.pass(2*time.Second, true)
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.sync("n1")
+	f.pass(6*time.Second, true)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatalf("not ungated once cni's startup timeout passed (condition %s)", f.condition("n1").Reason)
+	}
+	// A stall while cni's old Lease is still valid, then the lift.
+	f.pass(15*time.Second, false)
+	f.sync("n1")
+	f.pass(6*time.Second, true)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonExtensionsFailedOpen {
+		t.Fatalf("condition %s after the lift, want %s: cni never renewed in this boot", r, nodev1alpha1.ReasonExtensionsFailedOpen)
+	}
+	for range 8 {
+		f.pass(10*time.Second, true, "n1")
+		f.sync("n1")
+		if f.tainted("n1") {
+			t.Fatalf("%s in, tainted (condition %s): the lift's grace ended cni's fail-open and its old Lease then expired",
+				f.clock.Now().Sub(t0), f.condition("n1").Reason)
+		}
+	}
+}
+
 // A Node deleted while its updater had released its Lease for maintenance,
 // and a new Node of that name created: the release was made for the Node
 // that is gone, so it does not gate the new one (simulation seed 40, where

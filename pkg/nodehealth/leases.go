@@ -26,8 +26,10 @@ type leaseObservation struct {
 	// renewTime is the Lease's own claim, kept for messages only.
 	renewTime time.Time
 	// observedAt is when the controller last observed a renewal; zero when the
-	// Lease was never renewed.
+	// Lease was never renewed. refreshed: observedAt is an own-view
+	// recovery's grace (refresh), not a renewal, until the next one.
 	observedAt time.Time
+	refreshed  bool
 	// releasedAt is when the controller observed the release (the holder
 	// becoming empty); zero while the Lease is held. A release keeps the
 	// last renewTime, so observedAt says nothing about when it happened.
@@ -121,7 +123,7 @@ func (t *leaseTracker) observe(lease *coordinationv1.Lease) (prev, next leaseObs
 	case !known, !prev.renewTime.Equal(next.renewTime), prev.holder != next.holder && next.holder != "":
 		next.observedAt = t.clock.Now()
 	default:
-		next.observedAt = prev.observedAt
+		next.observedAt, next.refreshed = prev.observedAt, prev.refreshed
 	}
 	if !known {
 		o := next
@@ -145,7 +147,7 @@ func (t *leaseTracker) refresh(staleSince, now time.Time, grace time.Duration) {
 	defer t.mu.Unlock()
 	for _, o := range t.leases {
 		if !o.observedAt.IsZero() && !o.released() && staleSince.Before(o.expiresAt(grace)) {
-			o.observedAt = now
+			o.observedAt, o.refreshed = now, true
 		}
 	}
 }

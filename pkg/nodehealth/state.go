@@ -122,8 +122,12 @@ type nodeState struct {
 	// current boot: only then is a failure a failure rather than bootstrap.
 	readyInBoot bool
 	// failedOpen holds extensions whose startup timeout passed with the Ungate
-	// policy: they do not gate the node for the rest of the boot.
-	failedOpen sets.Set[string]
+	// policy: they do not gate the node until they renew. failedOpenAt is
+	// when each failed open (or was restored from the boot record): only a
+	// renewal observed after that ends it, never a Lease still valid from
+	// before, which is the one the timeout found wanting (failOpen).
+	failedOpen   sets.Set[string]
+	failedOpenAt map[string]time.Time
 	// startupExpired holds extensions whose startup timeout passed with the
 	// KeepGated policy, so that it is reported once.
 	startupExpired sets.Set[string]
@@ -209,10 +213,45 @@ func (s *nodeState) gate(cause gateCause, now time.Time) {
 	if cause.bootstrap() {
 		s.plannedExts = sets.New[string]()
 		s.readyInBoot = false
-		s.failedOpen = sets.New[string]()
+		s.failedOpen, s.failedOpenAt = sets.New[string](), nil
 		s.startupExpired = sets.New[string]()
 		s.resetEscalation()
 	}
+}
+
+// failOpen stops ext from gating the node until the controller observes a
+// renewal newer than lastRenewal, the last one it had observed when the
+// startup timeout passed (zero: none).
+func (s *nodeState) failOpen(ext string, lastRenewal time.Time) {
+	s.failedOpen.Insert(ext)
+	if s.failedOpenAt == nil {
+		s.failedOpenAt = map[string]time.Time{}
+	}
+	s.failedOpenAt[ext] = lastRenewal
+}
+
+// failOpenEnds reports whether ext's fail-open ends, and ends it if so: the
+// extension is ready on a renewal observed after the one it failed open on.
+// A Lease still within its duration from before (the previous boot's) is
+// the one the startup timeout found wanting; taking it for the extension
+// coming up ungated the node and then tainted it as failing when that Lease
+// expired. A fail-open restored from the boot record takes the renewal
+// observed at its first evaluation as the one it failed open on.
+func (s *nodeState) failOpenEnds(ext string, lastRenewal time.Time, ready bool) bool {
+	if !s.failedOpen.Has(ext) {
+		return false
+	}
+	base, known := s.failedOpenAt[ext]
+	if !known {
+		s.failOpen(ext, lastRenewal)
+		return false
+	}
+	if !ready || !lastRenewal.After(base) {
+		return false
+	}
+	s.failedOpen.Delete(ext)
+	delete(s.failedOpenAt, ext)
+	return true
 }
 
 // evictionClockRanOut reports whether the failure's eviction clock has

@@ -347,7 +347,10 @@ func (m *Model) LeaseRenewed(at time.Time, node, ext string, duration time.Durat
 	}
 	l.observed, l.observedSet = at, true
 	if n := m.nodes[node]; n != nil {
-		// A fail-open lasts until the extension becomes ready again.
+		// A fail-open lasts until the extension renews: a renewal observed
+		// after it failed open, never a Lease still valid from before (the
+		// one the startup timeout found wanting), nor the grace a start or
+		// an own-view recovery gives every Lease.
 		delete(n.failedOpen, ext)
 	}
 	m.evaluate(at)

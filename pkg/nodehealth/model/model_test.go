@@ -475,6 +475,27 @@ func TestStartupTimeoutsKeepTheNodeGatedOrFailOpen(t *testing.T) {
 	st.expect("b gates again once it came up", gated(notReady, boot1), "n2")
 }
 
+// The Lease of the previous boot, still valid when the startup timeout
+// passes, is the one the timeout found wanting: only a renewal ends the
+// fail-open, and that old Lease's expiry is not a failure (simulation seed
+// 11173182051072828070).
+func TestAFailOpenLastsUntilARenewalNotWhileTheLeaseOfThePreviousBootIsValid(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	open := Extension{Name: "b", AffectsReadiness: true, StartupTimeout: 10 * sec, FailOpen: true}
+	st.inService(worker("n1", gating("a"), open))
+	st.keep("n1/a")
+	rebooted := worker("n1", gating("a"), open)
+	rebooted.BootID = "boot2"
+	st.update(5*sec, rebooted)
+	st.expect("rebooted", gated(rebootedReason, boot1), "n1")
+	st.run(15 * sec)
+	st.expect("b's timeout passed with its old Lease valid until 50 s", failedOpen("boot2/uid-%s;b"), "n1")
+	st.run(90 * sec)
+	st.expect("the old Lease expired: still failed open, not a failure", failedOpen("boot2/uid-%s;b"), "n1")
+	st.renew(95*sec, "n1/b")
+	st.expect("b came up: its fail-open ends", ready("boot2/uid-%s"), "n1")
+}
+
 func TestAFailOpenInTheBootRecordSurvivesARestartWhileAnotherExtensionGates(t *testing.T) {
 	st := newStory(t, defaultConfig())
 	st.start(0)

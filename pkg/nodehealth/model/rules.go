@@ -340,7 +340,6 @@ func (m *Model) evaluateNode(n *node, t time.Time) {
 	}
 	tickEvictionClock(n, t)
 	m.applyStartupTimeouts(n, t)
-	m.endFailOpens(n, t)
 	f := m.factsOf(n, t)
 	wasHeld := n.held
 	n.held = false
@@ -374,16 +373,6 @@ func leaveExcludedNodeAlone(n *node) {
 	}
 	n.gate, n.inService, n.held, n.evicted = nil, false, false, false
 	n.clock = evictionClock{}
-}
-
-// endFailOpens: failing open lasts until the extension becomes ready; from
-// then on it gates like any other (docs/controller.md, startup timeouts).
-func (m *Model) endFailOpens(n *node, t time.Time) {
-	for e := range n.failedOpen {
-		if m.leaseReady(n.Name, e, t) {
-			delete(n.failedOpen, e)
-		}
-	}
 }
 
 // failedOpenListed: an extension the node lists as affecting readiness
