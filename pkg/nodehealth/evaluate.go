@@ -618,10 +618,13 @@ func (e *evaluation) failure() {
 	switch {
 	case !st.gated:
 		e.d.recordBoot = !f.hasRecord || !equalRecords(f.record, e.d.record)
-	case !st.readyInBoot && len(st.failedOpen) > 0:
+	case !st.readyInBoot && (len(st.failedOpen) > 0 || (f.hasRecord && f.record.Pending && f.record.sameBoot(f.uid, f.bootID))):
 		// Still gated in this boot by another extension: the record keeps
 		// what failed open, so that a restarted controller does not start
 		// its startup timeout again; Pending says the boot was not ready.
+		// A fail-open that ended (its extension renewed) leaves the record
+		// too, or a restarted controller would restore it and not let
+		// that extension gate again.
 		e.d.record.Pending = true
 		e.d.recordBoot = !f.hasRecord || !equalRecords(f.record, e.d.record)
 	}

@@ -410,6 +410,48 @@ func TestFailOpenSurvivesARestartWhileTheNodeIsStillGated(t *testing.T) {
 	}
 }
 
+// A fail-open that ended (its extension came up) while another extension
+// still kept the node gated is over in the boot record too: a restarted
+// controller that restored it would not let the extension gate again, and
+// ungated the node with it down (simulation seed 16997267047011645210).
+func TestAFailOpenThatEndedWhileTheNodeWasGatedIsNotRestored(t *testing.T) {
+	opts := testOptions()
+	opts.Rules[0].StartupTimeout = time.Minute
+	opts.Rules[0].FailurePolicy = FailurePolicyUngate
+	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: opts.Rules[0].Selector, AffectsReadiness: true,
+		FailurePolicy: FailurePolicyKeepGated})
+	f := newFixture(t, opts, newNode("n1"))
+	f.live("n1")
+	f.sync("n1")
+	f.clock.Step(time.Minute)
+	f.sync("n1")
+	rec, _ := parseBootRecord(f.node("n1").Annotations[nodev1alpha1.BootAnnotation])
+	if !rec.Pending || len(rec.FailedOpen) != 1 {
+		t.Fatalf("boot record %+v while kube-proxy failed open and cni gates, want a pending record naming kube-proxy", rec)
+	}
+	// kube-proxy comes up (its fail-open ends), then dies; cni still has
+	// not come up.
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	rec, _ = parseBootRecord(f.node("n1").Annotations[nodev1alpha1.BootAnnotation])
+	if len(rec.FailedOpen) != 0 {
+		t.Fatalf("boot record %+v after kube-proxy came up, want no fail-open", rec)
+	}
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n1", "Crash")
+	f.sync("n1")
+
+	g := f.restart(opts)
+	g.sync("n1")
+	g.clock.Step(time.Second)
+	g.renew("cni", "n1")
+	g.sync("n1")
+	if !g.tainted("n1") {
+		t.Fatalf("the restarted controller ungated the node with kube-proxy down (condition %s: %s)", g.condition("n1").Reason, g.condition("n1").Message)
+	}
+}
+
 // Issue 20 item 6: a node whose only required extension failed open says so;
 // it is not a node without required extensions, and the update operator's
 // health gate must not read it as every extension ready.

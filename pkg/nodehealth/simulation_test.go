@@ -74,6 +74,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 9197560688786608429, Name: "the first Lease of a self-registering extension is a change, not a renewal: a list written in that second is not a steady-state write (driver)"},
 	{Seed: 134, Name: "a drain cut by a suspension goes on when it ends (the first of seeds 1–134 to find mutant 3-interrupted-drain-dropped once the drain invariant held only while the node fails)"},
 	{Seed: 2464017126761181261, Name: "an extension revived in the very second its Lease expired makes two writes, and the second is not quiet (the driver's)"},
+	{Seed: 16997267047011645210, Name: "a fail-open that ended while another extension kept the node gated leaves the pending boot record, so a restart does not restore it"},
 	{Seed: 11173182051072828070, Name: "a Lease of the previous boot still valid when a startup timeout fails its extension open does not end the fail-open; only a renewal does"},
 	{Seed: 1504675404028735565, Name: "an eviction retry of the old instance firing in the very second the new one starts is the old instance's attempt: the new one drains on its own eviction clock (driver)"},
 }

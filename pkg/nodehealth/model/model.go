@@ -159,8 +159,13 @@ type evictionClock struct {
 	counting bool // the time from last to the next evaluation counts
 }
 
-// bootRecord is the nodehealth.io/boot annotation.
-type bootRecord struct{ bootID, uid, failedOpen string }
+// bootRecord is the nodehealth.io/boot annotation. pending: written while
+// the node was still gated in this boot, only to keep its fail-opens; it
+// does not say the boot was ready.
+type bootRecord struct {
+	bootID, uid, failedOpen string
+	pending                 bool
+}
 
 func (r *bootRecord) get() bootRecord {
 	if r == nil {
@@ -176,6 +181,9 @@ func (r *bootRecord) String() string {
 	s := r.bootID + "/" + r.uid
 	if r.failedOpen != "" {
 		s += ";" + r.failedOpen
+	}
+	if r.pending {
+		s += " (pending)"
 	}
 	return s
 }

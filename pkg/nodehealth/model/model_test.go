@@ -465,7 +465,7 @@ func TestStartupTimeoutsKeepTheNodeGatedOrFailOpen(t *testing.T) {
 	st.run(59 * sec)
 	st.expect("before the timeout", gated(registered, ""), "n1", "n2")
 	st.run(1 * minute)
-	st.expect("KeepGated", gated(startupTimeout, ""), "n1")
+	st.expect("KeepGated; b's fail-open in a pending record", gated(startupTimeout, boot1+";b (pending)"), "n1")
 	st.expect("Ungate: nothing else to wait for", failedOpen(boot1+";b"), "n2")
 	st.renew(70*sec, "n1/a")
 	st.expect("a came up; b failed open", failedOpen(boot1+";b"), "n1")
@@ -512,6 +512,26 @@ func TestAFailOpenInTheBootRecordSurvivesARestartWhileAnotherExtensionGates(t *t
 	st.expect("found gated", gated(notReady, boot1+";b"), "n1")
 	st.renew(3*minute+10*sec, "n1/a")
 	st.expect("b's missing Lease does not gate after the restart", failedOpen(boot1+";b"), "n1")
+}
+
+// A fail-open that ended while another extension kept the node gated is
+// over in the pending record too: after a restart the extension gates again
+// (simulation seed 16997267047011645210).
+func TestAFailOpenThatEndedWhileGatedIsNotRestoredByARestart(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.start(0)
+	open := Extension{Name: "b", AffectsReadiness: true, StartupTimeout: time.Minute, FailOpen: true}
+	st.add(0, worker("n1", gating("a"), open))
+	st.run(1 * minute)
+	st.expect("b failed open, a still gates", gated(registered, boot1+";b (pending)"), "n1")
+	st.renew(70*sec, "n1/b")
+	st.expect("b came up", gated(registered, boot1+" (pending)"), "n1")
+	st.release(75*sec, "n1/b", "Crashed")
+	st.stop(80 * sec)
+	st.start(90 * sec)
+	st.expect("found gated, b down", gated(notReady, boot1+" (pending)"), "n1")
+	st.renew(95*sec, "n1/a")
+	st.expect("a came up; b is down and gates again", gated(notReady, boot1+" (pending)"), "n1")
 }
 
 // --- Nodes without gating extensions, exclusion ----------------------------

@@ -271,8 +271,10 @@ func (m *Model) findNode(n *node, at time.Time) {
 	// and UID was ready in this boot (the record is written only for nodes
 	// in service): it stays in service, so its failures count for the blast
 	// radius and may escalate once its Leases' start grace runs out.
-	// Without a record it is bootstrapping. Either way the gate is full.
-	n.inService = rec != nil
+	// Without a record, or with a pending one (written while it was
+	// still gated in this boot), it is bootstrapping. Either way the gate
+	// is full.
+	n.inService = rec != nil && !rec.pending
 }
 
 // noteAddedExtensions: an extension added to the list during a failed-only
@@ -622,22 +624,32 @@ func (m *Model) runEvictionClock(n *node, f facts, t time.Time) {
 
 // writeBootRecord keeps nodehealth.io/boot current for a node in service:
 // written in the evaluation that ungates it, once for a node found in
-// service, and again when the set of fail-opens of this boot changes.
+// service, and again when the set of fail-opens of this boot changes. A node
+// still gated in its boot gets a pending record while an extension has
+// failed open (so that a restart neither starts that startup timeout again
+// nor takes the node for one that was ready), and keeps it up to date until
+// the ungate: a fail-open that ended leaves it too, or a restart would
+// restore it.
 //
 // Choice: the record is written for every node in service whose record
 // differs, whether or not it is tainted or held at that moment (so a node
 // found in service and tainted at once still counts as in service after a
 // restart), and also for nodes that list no gating extension.
 func writeBootRecord(n *node) {
-	if !n.inService {
-		return
-	}
 	var fo []string
 	for e := range n.failedOpen {
 		fo = append(fo, e)
 	}
 	sort.Strings(fo)
 	want := bootRecord{bootID: n.BootID, uid: n.UID, failedOpen: strings.Join(fo, ",")}
+	if !n.inService {
+		rec := n.record.get()
+		pendingHere := rec.pending && rec.bootID == n.BootID && rec.uid == n.UID
+		if n.gate == nil || (len(fo) == 0 && !pendingHere) {
+			return
+		}
+		want.pending = true
+	}
 	if n.record == nil || *n.record != want {
 		n.record = &want
 	}
