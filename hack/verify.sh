@@ -115,6 +115,14 @@ hack/verify-codegen.sh || failed=1
 step "chart golden renders"
 (cd deploy/charts/test && GOWORK=off go test -vet=off -count=1 -run 'TestGolden' .) || failed=1
 
+# Each mutant reverts one fix (make simulate-mutants); a change to the code
+# around it must carry the patch along, or the proof that the simulations
+# search silently stops being run.
+step "simulation mutants apply"
+for p in hack/simulate/mutants/*.patch hack/simulate/mutants/updater/*.patch; do
+  git apply --check "$p" || { echo "$p no longer applies to the tree: regenerate it (docs/reliability.md)" >&2; failed=1; }
+done
+
 if [[ $failed != 0 ]]; then
   echo "verify FAILED" >&2
   exit 1
