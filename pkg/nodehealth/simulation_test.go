@@ -86,7 +86,9 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	{Seed: 2696022713275813172, Name: "t=1m53s n4: controller untainted/True:ExtensionsReady, model untainted/False:GatingSuspended, after two Lease-watch stalls during a blast-radius suspension (make simulate SEEDS=200, 2026-11-25)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
