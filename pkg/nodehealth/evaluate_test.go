@@ -303,16 +303,8 @@ func TestTheStartupTimeoutReasonEndsWhenTheLateExtensionComesUp(t *testing.T) {
 // come up in this boot, so the timeout is reported all the same (seed 22 of
 // the simulation, where the old Lease outlived an 11 s timeout by a second).
 func TestAStartupTimeoutIsReportedWhileTheLeaseOfThePreviousBootIsStillValid(t *testing.T) {
-	opts := testOptions()
-	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: labels.Everything(), AffectsReadiness: true,
-		StartupTimeout: 5 * time.Second, FailurePolicy: FailurePolicyKeepGated})
-	f := newFixture(t, opts, readyNode("n1"))
-	f.renew("kube-proxy", "n1")
-	f.renew("cni", "n1")
-	f.sync("n1")
-	f.clock.Step(2 * time.Second)
-	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
-	f.sync("n1")
+	f := newFixture(t, withCNI(testOptions(), 5*time.Second, FailurePolicyKeepGated), readyNode("n1"))
+	f.rebootedWithOldLeases(func() { f.clock.Step(2 * time.Second) })
 	if r := f.condition("n1").Reason; r != string(causeRebooted) {
 		t.Fatalf("condition %s after the reboot, want %s", r, causeRebooted)
 	}
@@ -335,16 +327,8 @@ func TestAStartupTimeoutIsReportedWhileTheLeaseOfThePreviousBootIsStillValid(t *
 // ready, and then tainted, as failing, when that old Lease expired. Failing
 // open lasts until the extension renews.
 func TestALeaseLeftFromThePreviousBootDoesNotEndAFailOpen(t *testing.T) {
-	opts := testOptions()
-	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: labels.Everything(), AffectsReadiness: true,
-		StartupTimeout: 5 * time.Second, FailurePolicy: FailurePolicyUngate})
-	f := newFixture(t, opts, readyNode("n1"))
-	f.renew("kube-proxy", "n1")
-	f.renew("cni", "n1")
-	f.sync("n1")
-	f.clock.Step(2 * time.Second)
-	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
-	f.sync("n1")
+	f := newFixture(t, withCNI(testOptions(), 5*time.Second, FailurePolicyUngate), readyNode("n1"))
+	f.rebootedWithOldLeases(func() { f.clock.Step(2 * time.Second) })
 	if !f.tainted("n1") {
 		t.Fatal("the reboot was not gated")
 	}

@@ -348,3 +348,39 @@ func (f *fixture) state(name string) nodeState {
 	defer f.c.mu.Unlock()
 	return *f.c.nodes[name]
 }
+
+// withCNI adds a second required extension, cni, on every node, with a
+// startup timeout and its failure policy.
+func withCNI(opts Options, timeout time.Duration, policy FailurePolicy) Options {
+	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: labels.Everything(), AffectsReadiness: true,
+		StartupTimeout: timeout, FailurePolicy: policy})
+	return opts
+}
+
+// rebootedWithOldLeases puts n1 in service with kube-proxy and cni renewed,
+// lets wait pass, and reboots it: the Leases of the previous boot are still
+// within their 40 s.
+func (f *fixture) rebootedWithOldLeases(wait func()) {
+	f.renew("kube-proxy", "n1")
+	f.renew("cni", "n1")
+	f.sync("n1")
+	wait()
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.sync("n1")
+}
+
+// kubeProxyFailedOpenWhileCNIGates is a new node n1 whose kube-proxy
+// (startup timeout 1 m, Ungate) failed open while cni, which never renewed
+// (KeepGated), keeps it gated.
+func kubeProxyFailedOpenWhileCNIGates(t *testing.T) (*fixture, Options) {
+	opts := testOptions()
+	opts.Rules[0].StartupTimeout = time.Minute
+	opts.Rules[0].FailurePolicy = FailurePolicyUngate
+	opts = withCNI(opts, 0, FailurePolicyKeepGated)
+	f := newFixture(t, opts, newNode("n1"))
+	f.live("n1")
+	f.sync("n1")
+	f.clock.Step(time.Minute)
+	f.sync("n1")
+	return f, opts
+}

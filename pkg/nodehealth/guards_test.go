@@ -384,16 +384,7 @@ func TestOwnViewRecoveryRefreshesLeasesUnderTheEvaluationLock(t *testing.T) {
 // must not start its startup timeout again, and the node is ungated once the
 // other extension renews.
 func TestFailOpenSurvivesARestartWhileTheNodeIsStillGated(t *testing.T) {
-	opts := testOptions()
-	opts.Rules[0].StartupTimeout = time.Minute
-	opts.Rules[0].FailurePolicy = FailurePolicyUngate
-	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: opts.Rules[0].Selector, AffectsReadiness: true,
-		FailurePolicy: FailurePolicyKeepGated})
-	f := newFixture(t, opts, newNode("n1"))
-	f.live("n1")
-	f.sync("n1")
-	f.clock.Step(time.Minute)
-	f.sync("n1")
+	f, opts := kubeProxyFailedOpenWhileCNIGates(t)
 	if !f.tainted("n1") {
 		t.Fatal("cni never renewed, yet the node was ungated")
 	}
@@ -415,16 +406,7 @@ func TestFailOpenSurvivesARestartWhileTheNodeIsStillGated(t *testing.T) {
 // controller that restored it would not let the extension gate again, and
 // ungated the node with it down (simulation seed 16997267047011645210).
 func TestAFailOpenThatEndedWhileTheNodeWasGatedIsNotRestored(t *testing.T) {
-	opts := testOptions()
-	opts.Rules[0].StartupTimeout = time.Minute
-	opts.Rules[0].FailurePolicy = FailurePolicyUngate
-	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: opts.Rules[0].Selector, AffectsReadiness: true,
-		FailurePolicy: FailurePolicyKeepGated})
-	f := newFixture(t, opts, newNode("n1"))
-	f.live("n1")
-	f.sync("n1")
-	f.clock.Step(time.Minute)
-	f.sync("n1")
+	f, opts := kubeProxyFailedOpenWhileCNIGates(t)
 	rec, _ := parseBootRecord(f.node("n1").Annotations[nodev1alpha1.BootAnnotation])
 	if !rec.Pending || len(rec.FailedOpen) != 1 {
 		t.Fatalf("boot record %+v while kube-proxy failed open and cni gates, want a pending record naming kube-proxy", rec)
@@ -741,16 +723,8 @@ func TestAStartupTimeoutPassingWhileTheViewIsStaleRestartsAtTheLift(t *testing.T
 // otherwise gate again and taint the node as failing when that Lease
 // expires after the lift.
 func TestAnOwnViewRecoveryDoesNotEndAFailOpen(t *testing.T) {
-	opts := guardOptions()
-	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: labels.Everything(), AffectsReadiness: true,
-		StartupTimeout: 5 * time.Second, FailurePolicy: FailurePolicyUngate})
-	f := newFixture(t, opts, readyNode("n1"))
-	f.renew("kube-proxy", "n1")
-	f.renew("cni", "n1")
-	f.sync("n1")
-	f.pass(2*time.Second, true)
-	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
-	f.sync("n1")
+	f := newFixture(t, withCNI(guardOptions(), 5*time.Second, FailurePolicyUngate), readyNode("n1"))
+	f.rebootedWithOldLeases(func() { f.pass(2*time.Second, true) })
 	f.pass(6*time.Second, true)
 	f.renew("kube-proxy", "n1")
 	f.sync("n1")

@@ -68,7 +68,7 @@ func (s *snapshot) owners(sh *updatesv1alpha1.BottlerocketShadow) []string {
 	if n, ok := s.nodes[sh.Name]; ok && len(n.selectedBy) > 0 {
 		return n.selectedBy
 	}
-	if shadow.Halting(sh) {
+	if updatesv1alpha1.Halting(sh.Annotations) {
 		all := make([]string, 0, len(s.policies))
 		for p := range s.policies {
 			all = append(all, p)
@@ -144,7 +144,7 @@ const HaltInvalidSpec = "InvalidSpec"
 func planStarts(snap *snapshot, pol *policy) plan {
 	p := plan{notes: map[string]note{}, active: map[string]bool{}}
 	for _, sh := range sortedShadows(snap) {
-		if shadow.Halting(sh) && snap.owned(sh, pol.name) {
+		if updatesv1alpha1.Halting(sh.Annotations) && snap.owned(sh, pol.name) {
 			p.haltedBy = append(p.haltedBy, sh.Name)
 		}
 	}
@@ -302,12 +302,12 @@ func policyStatus(snap *snapshot, pol *policy, p plan, old *updatesv1alpha1.Upda
 		}
 		governed := snap.governor(sh.Name) == pol.name
 		owned := snap.owned(sh, pol.name)
-		if !governed && !(owned && (counts(sh) || shadow.Halting(sh))) {
+		if !governed && !(owned && (counts(sh) || updatesv1alpha1.Halting(sh.Annotations))) {
 			continue
 		}
 		st.Nodes++
 		switch {
-		case shadow.Halting(sh):
+		case updatesv1alpha1.Halting(sh.Annotations):
 			st.Failed++
 		case counts(sh) && !snap.scaledDown(sh):
 			st.InFlight++

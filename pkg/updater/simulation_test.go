@@ -1581,7 +1581,7 @@ func (s *updaterSimulation) faults(now time.Time) {
 			}
 			if !atRest {
 				s.trace.Add("t=%s %s: a user's deletion of the shadow is refused: spec %s, status %q, previousVersionLock %q, halting %t",
-					s.at(), n.name, sh.Spec.State, sh.Status.CurrentState, sh.Status.PreviousVersionLock, shadow.Halting(sh))
+					s.at(), n.name, sh.Spec.State, sh.Status.CurrentState, sh.Status.PreviousVersionLock, updatesv1alpha1.Halting(sh.Annotations))
 				break
 			}
 			if err := s.updates.UpdatesV1alpha1().BottlerocketShadows().Delete(s.ctx, n.name, metav1.DeleteOptions{}); err == nil {
@@ -1599,7 +1599,7 @@ func (s *updaterSimulation) faults(now time.Time) {
 	if sh, err := s.updates.UpdatesV1alpha1().BottlerocketShadows().List(s.ctx, metav1.ListOptions{}); err == nil {
 		for i := range sh.Items {
 			o := &sh.Items[i]
-			if shadow.Halting(o) && r.Chance(0.01) {
+			if updatesv1alpha1.Halting(o.Annotations) && r.Chance(0.01) {
 				o.Annotations[updatesv1alpha1.ResumeAnnotation] = o.Annotations[updatesv1alpha1.FailedAnnotation]
 				if _, err := s.updates.UpdatesV1alpha1().BottlerocketShadows().Update(s.ctx, o, metav1.UpdateOptions{}); err == nil {
 					s.trace.Add("t=%s %s: a user resumes the rollout", s.at(), o.Name)
@@ -1765,7 +1765,7 @@ func (s *updaterSimulation) check() {
 // over, and no failure that halts the rollout.
 func userMayDeleteShadow(sh *updatesv1alpha1.BottlerocketShadow) bool {
 	idle := func(st updatesv1alpha1.ShadowState) bool { return st == "" || st == updatesv1alpha1.StateIdle }
-	return idle(sh.Spec.State) && idle(sh.Status.CurrentState) && sh.Status.PreviousVersionLock == "" && !shadow.Halting(sh)
+	return idle(sh.Spec.State) && idle(sh.Status.CurrentState) && sh.Status.PreviousVersionLock == "" && !updatesv1alpha1.Halting(sh.Annotations)
 }
 
 // armed is 1 while an update is activated on the node's host, else 0.

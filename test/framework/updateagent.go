@@ -16,7 +16,6 @@ import (
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	versioned "nodehealth.io/client-go/clientset/versioned"
-	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
 
 // UpdateAgentPolicy is the ValidatingAdmissionPolicy of deploy/update-agent
@@ -106,7 +105,7 @@ func RemoveShadow(ctx context.Context, c versioned.Interface, name string) error
 	if err != nil {
 		return err
 	}
-	if shadow.Halting(sh) {
+	if updatesv1alpha1.Halting(sh.Annotations) {
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, updatesv1alpha1.ResumeAnnotation, sh.Annotations[updatesv1alpha1.FailedAnnotation])
 		if _, err := shadows.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("resuming shadow %s before deleting it: %w", name, err)

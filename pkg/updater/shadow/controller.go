@@ -234,7 +234,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 // Node then gets a shadow of its own.
 func (c *Controller) syncOrphan(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) error {
 	logger := klog.FromContext(ctx).WithValues("node", shadow.Name, "shadowNodeUID", NodeUID(shadow))
-	if PastDrain(shadow) || Halting(shadow) {
+	if PastDrain(shadow) || updatesv1alpha1.Halting(shadow.Annotations) {
 		logger.V(2).Info("Node deleted during its update; keeping its shadow as the failure's record until it is resumed",
 			"desired", shadow.Spec.State, "current", shadow.Status.CurrentState, "failed", shadow.Annotations[updatesv1alpha1.FailedAnnotation])
 		if node != nil && c.recorder != nil {

@@ -50,14 +50,6 @@ func PastDrain(s *updatesv1alpha1.BottlerocketShadow) bool {
 	return false
 }
 
-// Halting reports whether this shadow's recorded failure halts the rollout:
-// it carries a failed value its resume annotation does not repeat. No clocks
-// are compared: a resume written by a clock that runs ahead must not cover a
-// later failure.
-func Halting(s *updatesv1alpha1.BottlerocketShadow) bool {
-	return updatesv1alpha1.Halting(s.Annotations)
-}
-
 // MarkedFailed reports whether the node's current update attempt was failed
 // by the operator: the failure is not older than the last spec transition
 // (failing writes both in one update; a later start moves the transition on).

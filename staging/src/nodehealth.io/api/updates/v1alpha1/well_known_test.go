@@ -17,6 +17,8 @@ func TestAFailureIsResumedOnlyByARepeatOfItsValue(t *testing.T) {
 		{map[string]string{FailedAnnotation: "2026-03-02T10:00:00Z", ResumeAnnotation: "2026-03-02T10:00:00Z"}, false},
 		{map[string]string{FailedAnnotation: "2026-03-02T11:00:00Z", ResumeAnnotation: "2026-03-02T12:00:00Z"}, true},
 		{map[string]string{ResumeAnnotation: "2026-03-02T10:00:00Z"}, false},
+		{map[string]string{FailedAnnotation: "soon", ResumeAnnotation: "soon"}, false},
+		{map[string]string{FailedAnnotation: "soon", ResumeAnnotation: "2026-03-02T12:00:00Z"}, true},
 	} {
 		if got := Halting(tc.annotations); got != tc.want {
 			t.Errorf("Halting(%v) = %v, want %v", tc.annotations, got, tc.want)
