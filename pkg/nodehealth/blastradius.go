@@ -2,14 +2,27 @@ package nodehealth
 
 import (
 	"fmt"
+	"math"
 	"sync"
 )
 
-// hysteresis is how far below its threshold the failing share must fall before
-// a suspension ends, so that one node flapping at the edge does not toggle it.
-// For thresholds of 10 % or less the gap is half the threshold instead, so
-// that every threshold has a resume point above zero (resumeBelow).
-const hysteresis = 0.05
+// Shares are compared in basis points with integer cross-products, never as
+// floats: in float64 0.20 − 0.05 is 0.15000000000000002, and a suspension
+// meant to resume below 15 % resumed at exactly 15 % (issue 33).
+const (
+	basisPoints = 10000
+	// hysteresisBP is how far below its threshold the failing share must
+	// fall before a suspension ends, so that one node flapping at the edge
+	// does not toggle it. For thresholds of 10 % or less the gap is half the
+	// threshold instead, so that every threshold has a resume point above
+	// zero (resumes).
+	hysteresisBP = 500
+)
+
+// toBasisPoints turns a share (0..1) into whole basis points.
+func toBasisPoints(share float64) int {
+	return int(math.Round(share * basisPoints))
+}
 
 // minFailingToSuspend: a suspension needs more than this many failing nodes, so
 // that a small cluster with one or two broken nodes still gates them.
@@ -20,6 +33,8 @@ const minFailingToSuspend = 2
 // and evictions are suspended (docs/controller.md).
 type blastRadius struct {
 	opts BlastRadiusOptions
+	// clusterBP and zoneBP are the thresholds in basis points.
+	clusterBP, zoneBP int
 
 	mu      sync.Mutex
 	members map[string]member // by node name
@@ -37,40 +52,41 @@ type counter struct {
 	suspended      bool
 }
 
-func (c *counter) share() float64 {
-	if c.total == 0 {
-		return 0
-	}
-	return float64(c.failing) / float64(c.total)
+// reachesThreshold reports whether failing/total ≥ thresholdBP/10000.
+func (c *counter) reachesThreshold(thresholdBP int) bool {
+	return c.total > 0 && c.failing*basisPoints >= thresholdBP*c.total
+}
+
+// resumes reports whether the failing share is strictly below the resume
+// point max(threshold − 5 points, threshold / 2) (docs/controller.md): below
+// either term is below their maximum. Half the threshold keeps the resume
+// point above zero for small thresholds, where threshold − 5 points would
+// never be reached; it is compared doubled, so odd basis points stay exact.
+func (c *counter) resumes(thresholdBP int) bool {
+	return c.failing*basisPoints < (thresholdBP-hysteresisBP)*c.total ||
+		2*c.failing*basisPoints < thresholdBP*c.total
 }
 
 // reevaluate applies the threshold with hysteresis and reports a change.
-func (c *counter) reevaluate(threshold float64) bool {
-	if threshold <= 0 {
+func (c *counter) reevaluate(thresholdBP int) bool {
+	if thresholdBP <= 0 {
 		changed := c.suspended
 		c.suspended = false
 		return changed
 	}
 	was := c.suspended
 	switch {
-	case !c.suspended && c.failing > minFailingToSuspend && c.share() >= threshold:
+	case !c.suspended && c.failing > minFailingToSuspend && c.reachesThreshold(thresholdBP):
 		c.suspended = true
-	case c.suspended && (c.failing <= minFailingToSuspend || c.share() < resumeBelow(threshold)):
+	case c.suspended && (c.failing <= minFailingToSuspend || c.resumes(thresholdBP)):
 		c.suspended = false
 	}
 	return was != c.suspended
 }
 
-// resumeBelow is the failing share under which a suspension ends:
-// max(threshold − 5 points, threshold / 2) (docs/controller.md). Half the threshold
-// keeps the resume point above zero for small thresholds, where
-// threshold − 5 points would never be reached.
-func resumeBelow(threshold float64) float64 {
-	return max(threshold-hysteresis, threshold/2)
-}
-
 func newBlastRadius(opts BlastRadiusOptions) *blastRadius {
-	return &blastRadius{opts: opts, members: map[string]member{}, zones: map[string]*counter{}}
+	return &blastRadius{opts: opts, clusterBP: toBasisPoints(opts.ClusterThreshold), zoneBP: toBasisPoints(opts.ZoneThreshold),
+		members: map[string]member{}, zones: map[string]*counter{}}
 }
 
 // suspensionChange describes a suspension that began or ended.
@@ -110,12 +126,12 @@ func (b *blastRadius) update(node, zone string, tracked, failing bool) []suspens
 		b.adjust(m, +1)
 	}
 	var changes []suspensionChange
-	if b.cluster.reevaluate(b.opts.ClusterThreshold) {
+	if b.cluster.reevaluate(b.clusterBP) {
 		changes = append(changes, suspensionChange{scope: "cluster", suspended: b.cluster.suspended,
 			failing: b.cluster.failing, total: b.cluster.total, threshold: b.opts.ClusterThreshold})
 	}
 	for _, z := range []string{old.zone, zone} {
-		if c, ok := b.zones[z]; ok && z != "" && c.reevaluate(b.opts.ZoneThreshold) {
+		if c, ok := b.zones[z]; ok && z != "" && c.reevaluate(b.zoneBP) {
 			changes = append(changes, suspensionChange{scope: "zone " + z, suspended: c.suspended,
 				failing: c.failing, total: c.total, threshold: b.opts.ZoneThreshold})
 		}

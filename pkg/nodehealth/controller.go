@@ -277,7 +277,7 @@ func (c *Controller) leaseChanged(logger klog.Logger, oldObj, newObj interface{}
 				"lease", klog.KObj(lease), "err", err)
 		}
 	}
-	if old, ok := oldObj.(*coordinationv1.Lease); ok && changed && known && c.quietRenewal(prev, next, old, lease) {
+	if old, ok := oldObj.(*coordinationv1.Lease); ok && changed && known && c.onlyMovesExpiry(prev, next, old, lease) {
 		return
 	}
 	if old, ok := oldObj.(*coordinationv1.Lease); ok && !changed {
@@ -291,13 +291,15 @@ func (c *Controller) leaseChanged(logger klog.Logger, oldObj, newObj interface{}
 	c.enqueueLeaseNodes(lease)
 }
 
-// quietRenewal reports whether an update only renewed a Lease that was ready
-// and stays ready, and every node it belongs to is known and not gated: then
-// nothing about those nodes changes, and the expiry timer each of them already
-// holds (scheduled for an expiry no later than the new one) re-evaluates it in
-// time. Skipping these syncs makes steady-state cost follow the rate of
-// change, not the rate of renewals.
-func (c *Controller) quietRenewal(prev, next leaseObservation, old, lease *coordinationv1.Lease) bool {
+// onlyMovesExpiry reports whether an update only renewed a Lease that was
+// ready and stays ready, and the last evaluation of every node it belongs to
+// found that node steady (evaluation.steadiness): then the evaluation would
+// decide the same, and the expiry timer each node already holds (scheduled
+// for an expiry no later than the new one) re-evaluates it in time. Whether
+// a renewal can change a node is the evaluation's answer, not this
+// function's. Skipping these syncs makes steady-state cost follow the rate
+// of change, not the rate of renewals.
+func (c *Controller) onlyMovesExpiry(prev, next leaseObservation, old, lease *coordinationv1.Lease) bool {
 	if prev.released() || next.released() || prev.holder != next.holder || prev.duration != next.duration ||
 		prev.reason != next.reason || prev.message != next.message || prev.observedAt.IsZero() ||
 		!c.clock.Now().Before(prev.expiresAt(c.opts.RenewalGrace)) ||
@@ -310,7 +312,7 @@ func (c *Controller) quietRenewal(prev, next leaseObservation, old, lease *coord
 	defer c.mu.Unlock()
 	quiet := func(n string) bool {
 		st := c.nodes[n]
-		return st != nil && !st.gated && !st.suppressed && st.invalidList == "" && !c.live.Has(n)
+		return st != nil && st.steady && !c.live.Has(n)
 	}
 	// The nodes the Lease belongs to (leaseNodes), without building the list:
 	// this runs for every renewal received.
@@ -389,6 +391,7 @@ func (c *Controller) ownViewChanged(ctx context.Context, stale bool, at time.Tim
 	if stale {
 		c.mu.Lock()
 		c.viewStale, c.staleSince = true, at
+		c.tracker.snapshot(at, c.opts.RenewalGrace)
 		c.mu.Unlock()
 		c.metrics.OwnViewStale.Set(1)
 		c.metrics.Suspensions.WithLabelValues("own-view").Inc()
@@ -415,14 +418,19 @@ func (c *Controller) recoverView(at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.viewStale {
-		c.tracker.refresh(c.staleSince, at, c.opts.RenewalGrace)
+		c.tracker.refresh(at)
 	}
-	for name, st := range c.nodes {
+	for _, st := range c.nodes {
 		if !st.gated {
 			continue
 		}
+		// The controller's own record of the gates it decided, not the
+		// informer's cache: a gate decided just before the stall whose
+		// taint has not reached the cache restarts too, or the grace on
+		// the Leases of a previous boot would end a reboot's gate.
+		decidedTaint := !st.suppressed
 		pendingBootstrap := st.suppressed && st.full
-		if pendingBootstrap || c.taintedInCache(name) {
+		if decidedTaint || pendingBootstrap {
 			// The gate begins again, and so do its startup timeouts: one
 			// that passed during the stall was judged on a view that may
 			// have hidden the renewal.
@@ -434,13 +442,6 @@ func (c *Controller) recoverView(at time.Time) {
 		}
 	}
 	c.viewStale = false
-}
-
-// taintedInCache reports whether the node carries the readiness taint in the
-// informer's cache.
-func (c *Controller) taintedInCache(name string) bool {
-	node, err := c.nodeLister.Get(name)
-	return err == nil && nodeutil.HasTaint(node, c.opts.TaintKey, c.opts.TaintEffect)
 }
 
 // ownViewStaleLocked reports whether taint additions and evictions are held
@@ -475,7 +476,7 @@ func (c *Controller) markDirty(name string) {
 // recheckTimer handles a node taken from the queue that nothing but its own
 // expiry timer queued, and whose last evaluation found it steady: ungated,
 // every extension ready, and nothing due but the expiry of its Leases. Quiet
-// renewals (quietRenewal) only push those expiries later, so if every Lease
+// renewals (onlyMovesExpiry) only push those expiries later, so if every Lease
 // the evaluation read is still held and unexpired, the evaluation would
 // decide the same again: the timer is moved to the new earliest expiry
 // instead, and nothing else runs. At steady state that turns the one

@@ -98,6 +98,9 @@ type decision struct {
 	// histograms.
 	startup           *nodev1alpha1.StartupTimeline
 	startupExtensions map[string]time.Duration
+	// steady: a renewal of a ready Lease can change nothing but the node's
+	// expiry timer (steadiness).
+	steady bool
 }
 
 type startupTimeout struct {
@@ -153,7 +156,32 @@ func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension)
 	e.gateTransition()
 	e.failure()
 	e.escalation()
+	e.steadiness()
 	return e.d
+}
+
+// steadiness decides whether, after this evaluation, only the expiry of a
+// ready Lease can change the node's evaluation: it is ungated and not
+// failing, every extension is ready and gates as it affects readiness (none
+// failed open: the renewal that ends a fail-open changes the node),
+// nothing is withheld or escalating, and the next check is a Lease expiry,
+// not a startup timeout, grace or eviction clock. A renewal of such a node's
+// Lease is evaluated by moving its expiry timer (Controller.recheckTimer),
+// which is what this evaluation would decide again.
+func (e *evaluation) steadiness() {
+	st, d := e.st, &e.d
+	// d.taint on an ungated node is a creation taint waiting for the end of
+	// its registration grace, which is due whatever the Leases do.
+	if st.gated || st.failing || d.suppressed || d.escalate || d.taint || len(d.startupTimeouts) > 0 ||
+		len(d.statuses) == 0 || d.leaseCheck.IsZero() || !d.nextCheck.Equal(d.leaseCheck) {
+		return
+	}
+	for _, s := range d.statuses {
+		if !s.ready || s.affects != s.gating {
+			return
+		}
+	}
+	d.steady = true
 }
 
 // evaluation is one run of evaluate: its inputs and what the steps found so
@@ -300,8 +328,9 @@ func (e *evaluation) extensionStatuses() {
 				st.firstReady[ext.name] = s.lastRenewal
 			}
 		}
-		// An own-view recovery's grace (refreshed) is not a renewal.
-		if st.failOpenEnds(ext.name, s.lastRenewal, s.ready && !obs.refreshed) {
+		// lastRenewal is an observed renewal, never an own-view
+		// recovery's grace (leaseObservation.graceFrom).
+		if st.failOpenEnds(ext.name, s.lastRenewal, s.ready) {
 			// Failing open lasts until the extension renews; from then
 			// on it gates like any other.
 			s.gating = ext.affects
@@ -654,8 +683,10 @@ func (e *evaluation) escalation() {
 		}
 	}
 	// The NoExecute variant stays while the node is gated and goes with the
-	// gate; it is added only once the rate-limited escalation marked the node.
-	e.d.noExecute = st.gated && (e.f.noExecute || (st.escalated && opts.Eviction.Mode == EvictionModeNoExecute))
+	// gate; it is added only once the rate-limited escalation marked the
+	// node, and never while a guard holds: an escalation decided before the
+	// guard fired waits for it to lift like any other.
+	e.d.noExecute = st.gated && (e.f.noExecute || (st.escalated && opts.Eviction.Mode == EvictionModeNoExecute && !held))
 }
 
 // missingSince is when the controller first saw the extension's Lease

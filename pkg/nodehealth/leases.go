@@ -26,10 +26,15 @@ type leaseObservation struct {
 	// renewTime is the Lease's own claim, kept for messages only.
 	renewTime time.Time
 	// observedAt is when the controller last observed a renewal; zero when the
-	// Lease was never renewed. refreshed: observedAt is an own-view
-	// recovery's grace (refresh), not a renewal, until the next one.
+	// Lease was never renewed. Only it ends a gate or a fail-open.
 	observedAt time.Time
-	refreshed  bool
+	// graceFrom is when an own-view recovery gave the Lease a full duration
+	// of grace (refresh): it moves the expiry, never the last renewal, so
+	// the grace can be told from a renewal the catching-up watch delivered.
+	graceFrom time.Time
+	// readyWhenStale: the Lease was ready when the own-view guard fired
+	// (snapshot); only such Leases get the recovery's grace.
+	readyWhenStale bool
 	// releasedAt is when the controller observed the release (the holder
 	// becoming empty); zero while the Lease is held. A release keeps the
 	// last renewTime, so observedAt says nothing about when it happened.
@@ -44,7 +49,11 @@ func (o *leaseObservation) released() bool { return o.holder == "" }
 
 // expiresAt is when the Lease stops counting as renewed.
 func (o *leaseObservation) expiresAt(grace time.Duration) time.Time {
-	return o.observedAt.Add(o.duration + grace)
+	from := o.observedAt
+	if o.graceFrom.After(from) {
+		from = o.graceFrom
+	}
+	return from.Add(o.duration + grace)
 }
 
 // leaseTracker records, per Lease, when the controller observed its renewals.
@@ -123,7 +132,10 @@ func (t *leaseTracker) observe(lease *coordinationv1.Lease) (prev, next leaseObs
 	case !known, !prev.renewTime.Equal(next.renewTime), prev.holder != next.holder && next.holder != "":
 		next.observedAt = t.clock.Now()
 	default:
-		next.observedAt, next.refreshed = prev.observedAt, prev.refreshed
+		next.observedAt = prev.observedAt
+	}
+	if known && !next.released() {
+		next.graceFrom, next.readyWhenStale = prev.graceFrom, prev.readyWhenStale
 	}
 	if !known {
 		o := next
@@ -131,24 +143,40 @@ func (t *leaseTracker) observe(lease *coordinationv1.Lease) (prev, next leaseObs
 		return prev, next, false, true
 	}
 	*stored = next
-	changed = prev.holder != next.holder || !prev.observedAt.Equal(next.observedAt) ||
+	changed = prev.holder != next.holder || !prev.expiresAt(0).Equal(next.expiresAt(0)) ||
 		prev.duration != next.duration || prev.reason != next.reason || prev.message != next.message
 	return prev, next, true, changed
 }
 
-// refresh gives a full duration of grace, from now, to every Lease that was
-// ready when the controller's own view went stale (staleSince): renewals the
-// stale watch may have hidden must not expire anything. A Lease already
-// expired or released by then stays as it was, so that a node failing before
-// the stall is still failing after it and its eviction clock keeps its time
-// (docs/controller.md, own-view recovery).
-func (t *leaseTracker) refresh(staleSince, now time.Time, grace time.Duration) {
+// snapshot records which Leases are ready at staleSince, the moment the
+// own-view guard fired. Readiness is judged then, not when the view
+// recovers: by then the catching-up watch may have delivered a renewal of a
+// Lease that was dead when the view went stale, and that Lease must not get
+// the recovery's grace (issue 33, simulation seed 2696022713275813172).
+func (t *leaseTracker) snapshot(staleSince time.Time, grace time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, o := range t.leases {
-		if !o.observedAt.IsZero() && !o.released() && staleSince.Before(o.expiresAt(grace)) {
-			o.observedAt, o.refreshed = now, true
+		o.readyWhenStale = !o.observedAt.IsZero() && !o.released() && staleSince.Before(o.expiresAt(grace))
+	}
+}
+
+// refresh gives a full duration of grace, from now, to every Lease that was
+// ready when the controller's own view went stale (snapshot) and is not
+// released now: renewals the stale watch may have hidden must not expire
+// anything. The grace moves the expiry only: the last observed renewal stays
+// what it was, so the grace never ends a gate or a fail-open. A Lease
+// already expired or released when the view went stale stays as it was, so
+// that a node failing before the stall is still failing after it and its
+// eviction clock keeps its time (docs/controller.md, own-view recovery).
+func (t *leaseTracker) refresh(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, o := range t.leases {
+		if o.readyWhenStale && !o.released() {
+			o.graceFrom = now
 		}
+		o.readyWhenStale = false
 	}
 }
 

@@ -118,9 +118,9 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("grace periods must not be negative")
 	case o.CanaryInterval < 0 || o.MinimumLeaseDuration < 0:
 		return fmt.Errorf("canary interval and minimum lease duration must not be negative")
-	case o.CanaryInterval > 0 && o.MinimumLeaseDuration > 0 && staleAfterIntervals*o.CanaryInterval >= o.MinimumLeaseDuration+o.RenewalGrace:
-		return fmt.Errorf("%d × canary interval (%s) must be less than minimum lease duration + renewal grace (%s): the controller must notice a stale view before any Lease can expire",
-			staleAfterIntervals, staleAfterIntervals*o.CanaryInterval, o.MinimumLeaseDuration+o.RenewalGrace)
+	case o.CanaryInterval > 0 && o.MinimumLeaseDuration > 0 && staleAfterIntervals*o.CanaryInterval >= GuardDeadline(o.MinimumLeaseDuration, o.RenewalGrace):
+		return fmt.Errorf("%d × canary interval (%s) must be less than 3/4 × minimum lease duration + renewal grace (%s): the controller must notice a stale view before a Lease renewed a quarter of its duration before the stall can expire",
+			staleAfterIntervals, staleAfterIntervals*o.CanaryInterval, GuardDeadline(o.MinimumLeaseDuration, o.RenewalGrace))
 	}
 	for _, r := range o.Rules {
 		if r.Name == "" || r.Extension == "" || r.Selector == nil {
@@ -128,4 +128,15 @@ func (o *Options) Validate() error {
 		}
 	}
 	return nil
+}
+
+// GuardDeadline is how long after a stall begins the shortest healthy Lease
+// can expire, and so the bound the own-view guard must fire within: every
+// renewer renews at least every quarter of its Lease's duration (the
+// heartbeat refuses a longer renew interval, as the kubelet renews its node
+// Lease at a quarter of its duration), so when a stall begins a Lease of
+// minimumLeaseDuration may have been renewed a quarter of it ago and expires
+// 3/4 × minimumLeaseDuration + renewalGrace into the stall.
+func GuardDeadline(minimumLeaseDuration, renewalGrace time.Duration) time.Duration {
+	return minimumLeaseDuration*3/4 + renewalGrace
 }

@@ -147,7 +147,7 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 	r.d = evaluate(env, facts, st, exts)
 	st.exts = exts
 	d := r.d
-	st.steady, st.steadyLeases = steadyAfter(st, d), nil
+	st.steady, st.steadyLeases = d.steady, nil
 	if st.steady {
 		st.steadyLeases = make([]types.NamespacedName, len(exts))
 		for i, e := range exts {
@@ -185,25 +185,6 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 	r.escalated = st.escalated
 	c.updateContribution(name, contribution{reason: gateReason(st), notReady: notReadyNames(d.statuses), tracked: countGating(d.statuses) > 0})
 	return r
-}
-
-// steadyAfter reports whether, after decision d, only the expiry of a ready
-// Lease can change the node's evaluation: it is ungated and not failing,
-// every extension is ready, nothing is withheld or escalating, and the next
-// check is a Lease expiry, not a startup timeout, grace or eviction clock.
-func steadyAfter(st *nodeState, d decision) bool {
-	// d.taint on an ungated node is a creation taint waiting for the end of
-	// its registration grace, which is due whatever the Leases do.
-	if st.gated || st.failing || st.invalidList != "" || d.suppressed || d.escalate || d.taint || len(d.startupTimeouts) > 0 ||
-		len(d.statuses) == 0 || d.leaseCheck.IsZero() || !d.nextCheck.Equal(d.leaseCheck) {
-		return false
-	}
-	for _, s := range d.statuses {
-		if !s.ready {
-			return false
-		}
-	}
-	return true
 }
 
 // announce logs and counts startup timeouts and records the Events of each
@@ -260,8 +241,12 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 		}
 	}
 	c.mu.Lock()
-	gated := st.gated
+	gated, failing := st.gated, st.failing
 	c.mu.Unlock()
+	zone := node.Labels[zoneLabel]
+	w.guard = func(ch writeChanges) error {
+		return c.additionHeld(zone, ch.noExecuteAdded, ch.taintAdded && failing)
+	}
 	if d.started || (gated && !r.wasGated) {
 		w.reason = "gated: " + r.reason
 	} else if d.ended {
@@ -309,6 +294,26 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 	}
 	if !d.nextCheck.IsZero() {
 		c.queue.AddAfter(name, d.nextCheck.Sub(r.now))
+	}
+	return nil
+}
+
+// additionHeld re-checks the guards right before a taint addition is
+// written: the own-view guard holds every addition, the blast radius failure
+// taints and the NoExecute escalation. A guard that fired between the
+// decision and the write (or between a conflict and its retry) turns the
+// write into an error, and the node is decided again.
+func (c *Controller) additionHeld(zone string, noExecute, failureTaint bool) error {
+	c.mu.Lock()
+	stale := c.ownViewStaleLocked()
+	c.mu.Unlock()
+	if stale {
+		return errors.New("the own view went stale since the decision; not adding the taint, deciding again")
+	}
+	if noExecute || failureTaint {
+		if suspended, why := c.blast.suspended(zone); suspended {
+			return fmt.Errorf("gating was suspended since the decision (%s); not adding the taint, deciding again", why)
+		}
 	}
 	return nil
 }
@@ -582,6 +587,9 @@ func (c *Controller) reportInvalidList(ctx context.Context, node *v1.Node, err e
 	}
 	first := st.invalidList != key
 	st.invalidList = key
+	// Nothing about a node whose list cannot be judged is steady: every
+	// event of it is evaluated again.
+	st.steady, st.steadyLeases = false, nil
 	prev := c.contributions[node.Name]
 	prev.invalid = true
 	c.updateContribution(node.Name, prev)

@@ -3,7 +3,9 @@ package nodehealth
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,6 +50,31 @@ type nodeWrite struct {
 	bootRecord *string
 	// reason is logged with the write.
 	reason string
+	// guard, when set, is asked before every attempt whose changes add the
+	// readiness taint or its NoExecute variant. A guard that fired since
+	// the decision was made (own view, blast radius) holds the addition:
+	// its error sends the node back to the queue to be decided again,
+	// never replayed (docs/controller.md, "Guards come first").
+	guard func(ch writeChanges) error
+}
+
+// errDecidedOnAnOlderNode ends a write whose fresh read, after a conflict,
+// shows a node that differs from the one the decision was made on in what an
+// evaluation reads: the node is decided again rather than given a decision
+// made on a stale cache.
+var errDecidedOnAnOlderNode = errors.New("the node changed since the decision in what decides it; deciding again")
+
+// decidedOnSame reports whether fresh still has what the evaluation of
+// decided read: its incarnation, boot, labels and boot record. Status
+// heartbeats and other writers' taints do not count, and neither does the
+// extension list: an entry another writer added meanwhile is merged into the
+// write (nodeWrite.list), and its Node event queues the node for an
+// evaluation of the new list right after.
+func decidedOnSame(decided, fresh *v1.Node) bool {
+	return decided.UID == fresh.UID && decided.Status.NodeInfo.BootID == fresh.Status.NodeInfo.BootID &&
+		maps.Equal(decided.Labels, fresh.Labels) &&
+		decided.Annotations[nodev1alpha1.BootAnnotation] == fresh.Annotations[nodev1alpha1.BootAnnotation] &&
+		decided.DeletionTimestamp.Equal(fresh.DeletionTimestamp)
 }
 
 type writeChanges struct {
@@ -170,9 +197,17 @@ func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) 
 		if current.UID != node.UID {
 			return fmt.Errorf("node %s was re-created while writing it", node.Name)
 		}
+		if w.guard != nil && !decidedOnSame(node, current) {
+			return errDecidedOnAnOlderNode
+		}
 		var err error
 		if ch, err = w.changes(current, c.opts.TaintKey, c.opts.TaintEffect); err != nil {
 			return err
+		}
+		if w.guard != nil && (ch.taintAdded || ch.noExecuteAdded) {
+			if err := w.guard(ch); err != nil {
+				return err
+			}
 		}
 		op = operationOf(ch)
 		ch.apply(current)

@@ -105,8 +105,11 @@ func ValidateNodeHealthControllerConfiguration(c *config.NodeHealthControllerCon
 // controller stops trusting its view (pkg/nodehealth).
 const canaryIntervals = 3
 
-// validateCanary checks that the own-view guard fires before any Lease can
-// expire: 3 × canaryInterval < minimumLeaseDuration + renewalGrace (docs/controller.md).
+// validateCanary checks that the own-view guard fires before a healthy Lease
+// can expire in a stall: every renewer renews at least every quarter of its
+// duration, so a Lease of minimumLeaseDuration may be renewed a quarter of it
+// before the stall and expire 3/4 × minimumLeaseDuration + renewalGrace into
+// it; 3 × canaryInterval must be less (docs/controller.md).
 func validateCanary(c *config.NodeHealthControllerConfiguration) field.ErrorList {
 	var errs field.ErrorList
 	intervalPath, minPath := field.NewPath("canaryInterval"), field.NewPath("minimumLeaseDuration")
@@ -119,9 +122,9 @@ func validateCanary(c *config.NodeHealthControllerConfiguration) field.ErrorList
 	if len(errs) > 0 {
 		return errs
 	}
-	if guard, expiry := canaryIntervals*c.CanaryInterval.Duration, c.MinimumLeaseDuration.Duration+c.RenewalGrace.Duration; guard >= expiry {
+	if guard, expiry := canaryIntervals*c.CanaryInterval.Duration, c.MinimumLeaseDuration.Duration*3/4+c.RenewalGrace.Duration; guard >= expiry {
 		errs = append(errs, field.Invalid(intervalPath, c.CanaryInterval.Duration.String(), fmt.Sprintf(
-			"3 × canaryInterval (%s) must be less than minimumLeaseDuration + renewalGrace (%s + %s = %s), so that the controller notices it cannot see its own writes before any Lease could expire; shorten canaryInterval or lengthen minimumLeaseDuration",
+			"3 × canaryInterval (%s) must be less than 3/4 × minimumLeaseDuration + renewalGrace (3/4 × %s + %s = %s): a Lease renewed a quarter of its duration before a stall (the longest renew interval a heartbeat accepts) expires that long into it, and the controller must notice it cannot see its own writes first; shorten canaryInterval or lengthen minimumLeaseDuration",
 			guard, c.MinimumLeaseDuration.Duration, c.RenewalGrace.Duration, expiry)))
 	}
 	return errs

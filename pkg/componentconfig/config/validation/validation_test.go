@@ -103,7 +103,10 @@ func TestValidateNodeHealthControllerConfiguration(t *testing.T) {
 		{"canary interval zero", func(c C) { c.CanaryInterval = d("0s") }, "canaryInterval", "greater than zero"},
 		{"minimum lease duration", func(c C) { c.MinimumLeaseDuration = d("500ms") }, "minimumLeaseDuration", "at least 1s"},
 		// 3 × 5s = 15s is not less than 5s + 10s.
-		{"canary slower than the shortest lease", func(c C) { c.MinimumLeaseDuration = d("5s") }, "canaryInterval", "3 × canaryInterval (15s) must be less than minimumLeaseDuration + renewalGrace (5s + 10s = 15s)"},
+		{"canary slower than the shortest lease", func(c C) { c.MinimumLeaseDuration = d("5s") }, "canaryInterval", "3 × canaryInterval (15s) must be less than 3/4 × minimumLeaseDuration + renewalGrace (3/4 × 5s + 10s = 13.75s)"},
+		// Accepted before issue 33 (15s < 10s + 6s), although a 10s Lease
+		// renewed 2.5s before a stall expires 13.5s into it.
+		{"canary slower than a lease renewed a quarter of its duration before the stall", func(c C) { c.RenewalGrace = d("6s") }, "canaryInterval", "3/4 × 10s + 6s = 13.5s"},
 		{"canary slower than the shortest lease with a short grace", func(c C) { c.RenewalGrace = d("4s") }, "canaryInterval", "must be less than"},
 		{"maintenance reason empty", func(c C) { c.MaintenanceReasons = []string{""} }, "maintenanceReasons[0]", "Required"},
 		{"maintenance reason words", func(c C) { c.MaintenanceReasons = []string{"OS update"} }, "maintenanceReasons[0]", "single word"},

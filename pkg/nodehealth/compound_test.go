@@ -1,0 +1,282 @@
+package nodehealth
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	core "k8s.io/client-go/testing"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
+)
+
+// The tests of this file are the compound faults of issue 33: each broke a
+// promise of the controller on the main branch before its fix, while every
+// earlier test and simulation seed passed.
+
+// drainQueue processes every node the queue holds now, as the workers
+// would, copying each written node into the cache.
+func (f *fixture) drainQueue(nodes ...string) {
+	f.t.Helper()
+	for f.c.queue.Len() > 0 {
+		if !f.c.processNext(f.ctx) {
+			f.t.Fatal("the queue was shut down")
+		}
+		for _, n := range nodes {
+			f.refresh(n)
+		}
+	}
+}
+
+// Defect 1: an extension that failed open after a reboot (its Lease of the
+// previous boot still valid) comes up on a node that is ungated and steady.
+// Its renewal is what ends the fail-open, so it must be evaluated, not taken
+// for a quiet renewal that only moves the expiry timer: otherwise the node
+// keeps saying ExtensionsFailedOpen and is not tainted when the extension
+// dies later.
+func TestAFailOpenEndsWhenItsExtensionComesUpOnASteadyNode(t *testing.T) {
+	f := newFixture(t, withCNI(testOptions(), 5*time.Second, FailurePolicyUngate), readyNode("n1"))
+	f.rebootedWithOldLeases(func() { f.clock.Step(2 * time.Second) })
+	f.clock.Step(6 * time.Second)
+	f.renew("kube-proxy", "n1")
+	f.drainQueue("n1")
+	if f.tainted("n1") {
+		t.Fatalf("still gated once cni's startup timeout passed (condition %s)", f.condition("n1").Reason)
+	}
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonExtensionsFailedOpen {
+		t.Fatalf("condition %s, want %s", r, nodev1alpha1.ReasonExtensionsFailedOpen)
+	}
+
+	// cni comes up: the informer delivers its renewal, the workers run.
+	f.clock.Step(time.Second)
+	f.renew("cni", "n1")
+	f.drainQueue("n1")
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonExtensionsReady {
+		t.Fatalf("condition %s after cni renewed in this boot, want %s: the renewal that ends the fail-open was taken for a quiet one", r, nodev1alpha1.ReasonExtensionsReady)
+	}
+
+	// cni dies: the node is tainted at once, like for any failure.
+	f.clock.Step(time.Second)
+	f.release("cni", "n1", "Crashed")
+	f.drainQueue("n1")
+	if !f.tainted("n1") {
+		t.Fatalf("not tainted when cni, up in this boot, released its Lease (condition %s)", f.condition("n1").Reason)
+	}
+}
+
+// Defect 2: the blast radius resumes strictly below its resume point,
+// max(threshold − 5 points, threshold / 2), at every whole-percent threshold.
+// In float64, 0.20 − 0.05 is 0.15000000000000002, so the default 20 %
+// resumed at exactly 15 %.
+func TestTheBlastRadiusResumesStrictlyBelowItsResumePointAtEveryThreshold(t *testing.T) {
+	const total = 200 // every resume point is a whole number of nodes
+	for pct := 1; pct <= 100; pct++ {
+		b := newBlastRadius(BlastRadiusOptions{ClusterThreshold: float64(pct) / 100})
+		for i := range total {
+			b.update(fmt.Sprintf("n%03d", i), "", true, false)
+		}
+		setFailing := func(n int) {
+			for i := range total {
+				b.update(fmt.Sprintf("n%03d", i), "", true, i < n)
+			}
+		}
+		suspended := func() bool { s, _ := b.suspended(""); return s }
+		atThreshold := max(2*pct, minFailingToSuspend+1)
+		setFailing(atThreshold - 1)
+		if suspended() && atThreshold-1 > minFailingToSuspend {
+			t.Errorf("threshold %d%%: suspended with %d of %d failing, below the threshold", pct, atThreshold-1, total)
+		}
+		setFailing(atThreshold)
+		if !suspended() {
+			t.Errorf("threshold %d%%: not suspended with %d of %d failing", pct, atThreshold, total)
+			continue
+		}
+		resumePoint := max(2*(pct-5), pct) // in nodes of 200: max(pct − 5, pct / 2) %
+		setFailing(resumePoint)
+		if resumePoint > minFailingToSuspend && !suspended() {
+			t.Errorf("threshold %d%%: resumed at %d of %d failing, exactly the resume point; want strictly below", pct, resumePoint, total)
+		}
+		setFailing(resumePoint - 1)
+		if suspended() {
+			t.Errorf("threshold %d%%: still suspended at %d of %d failing, below the resume point", pct, resumePoint-1, total)
+		}
+	}
+}
+
+// Defect 3 (simulation seed 2696022713275813172): the own-view recovery
+// judges readiness as it was when the guard fired. A Lease already expired
+// then gets no grace from the recovery, and a real renewal the catching-up
+// watch delivers in the same second as the recovery stays a renewal: it
+// ends the fail-open of its extension.
+func TestARenewalDeliveredWithTheRecoveryStillEndsAFailOpen(t *testing.T) {
+	f := newFixture(t, withCNI(guardOptions(), 5*time.Second, FailurePolicyUngate), readyNode("n1"))
+	f.rebootedWithOldLeases(func() { f.pass(2*time.Second, true) })
+	f.pass(6*time.Second, true)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if r := f.condition("n1").Reason; f.tainted("n1") || r != nodev1alpha1.ReasonExtensionsFailedOpen {
+		t.Fatalf("tainted %v, condition %s; want ungated with cni failed open", f.tainted("n1"), r)
+	}
+	// cni's Lease of the previous boot expires (it never came up), then
+	// the watch stalls.
+	f.pass(50*time.Second, true, "n1")
+	f.sync("n1")
+	f.pass(20*time.Second, false)
+	if !f.c.canary.stale() {
+		t.Fatal("the view did not go stale")
+	}
+	// The watch catches up: cni's first renewal of this boot arrives in
+	// the same second as the canary's, and the recovery runs.
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.renew("cni", "n1")
+	f.canaryRenewed()
+	f.checkView()
+	if f.c.canary.stale() {
+		t.Fatal("the view did not recover")
+	}
+	f.sync("n1")
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonExtensionsReady {
+		t.Fatalf("condition %s, want %s: cni's real renewal was taken for the recovery's grace", r, nodev1alpha1.ReasonExtensionsReady)
+	}
+}
+
+// Defect 4: gates restart at an own-view recovery from the controller's own
+// record of the gates it decided, not from whether the taint has reached
+// its informer cache. A reboot gated just before the stall, whose taint the
+// cache does not show yet, keeps needing a renewal after the recovery: the
+// recovery's grace on the Leases of the previous boot must not end it.
+func TestARebootGatedJustBeforeAStallIsNotEndedByTheRecoverysGrace(t *testing.T) {
+	f := newFixture(t, guardOptions(), readyNodes("n1")...)
+	f.sync("n1")
+	f.pass(10*time.Second, true, "n1")
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	// The gate is decided and written, but the informer has not delivered
+	// the tainted node when the watch stalls.
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if !f.tainted("n1") {
+		t.Fatal("the reboot was not gated")
+	}
+	f.pass(20*time.Second, false)
+	f.pass(5*time.Second, true)
+	if f.c.canary.stale() {
+		t.Fatal("the view did not recover")
+	}
+	f.refresh("n1")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("ungated without any renewal after the reboot: the recovery's grace on the previous boot's Lease ended the gate")
+	}
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("not ungated by a renewal after the recovery")
+	}
+}
+
+// Defect 5: guards come first in every path that adds a taint, NoExecute
+// included. An escalation decided before the own view went stale (or before
+// the blast radius suspended) adds no NoExecute taint while the guard
+// holds; it does once the guard lifts and the node still fails.
+func TestNoExecuteIsNotAddedWhileAGuardHolds(t *testing.T) {
+	opts := guardOptions()
+	opts.Eviction.Mode = EvictionModeNoExecute
+	opts.Eviction.Timeout = time.Minute
+	f := newFixture(t, opts, readyNodes("n1")...)
+	f.sync("n1")
+	// kube-proxy stops renewing; the view stays current.
+	f.pass(51*time.Second, true)
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("not tainted at the expiry")
+	}
+	f.pass(61*time.Second, true)
+	f.sync("n1")
+	// The escalation is decided: the rate-limited escalation marks the
+	// node and queues it for the NoExecute taint.
+	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	// Before that sync runs, the watch stalls.
+	f.pass(20*time.Second, false)
+	if !f.c.canary.stale() {
+		t.Fatal("the view did not go stale")
+	}
+	f.sync("n1")
+	if nodeutil.HasTaint(f.node("n1"), testKey, v1.TaintEffectNoExecute) {
+		t.Fatal("NoExecute added while the own view is stale")
+	}
+	f.pass(5*time.Second, true)
+	f.sync("n1")
+	if !nodeutil.HasTaint(f.node("n1"), testKey, v1.TaintEffectNoExecute) {
+		t.Fatal("NoExecute not added once the guard lifted and the node still fails")
+	}
+}
+
+// Defect 6: the own-view guard must fire before a healthy Lease can expire
+// in a stall. A renewer renews at least every quarter of its duration (the
+// heartbeat refuses more), so a Lease of the minimum duration may be 3/4 of
+// it from its expiry when a stall begins: 3 × canaryInterval must be less
+// than minimumLeaseDuration × 3/4 + renewalGrace.
+func TestTheGuardTimingAccountsForARenewalAQuarterOfADurationOld(t *testing.T) {
+	for _, tc := range []struct {
+		canary, minLease, grace time.Duration
+		ok                      bool
+	}{
+		{5 * time.Second, 10 * time.Second, 10 * time.Second, true},      // defaults: 15 s < 17.5 s
+		{5 * time.Second, 10 * time.Second, 6 * time.Second, false},      // 15 s ≥ 13.5 s (was accepted: 15 s < 16 s)
+		{4 * time.Second, 10 * time.Second, 5 * time.Second, true},       // 12 s < 12.5 s
+		{5 * time.Second, 20 * time.Second, 0, false},                    // 15 s ≥ 15 s
+		{1 * time.Second, 4 * time.Second, 500 * time.Millisecond, true}, // 3 s < 3.5 s
+	} {
+		opts := testOptions()
+		opts.CanaryInterval, opts.MinimumLeaseDuration, opts.RenewalGrace = tc.canary, tc.minLease, tc.grace
+		if err := opts.Validate(); (err == nil) != tc.ok {
+			t.Errorf("canary %s, minimum lease %s, grace %s: error %v, want ok=%v", tc.canary, tc.minLease, tc.grace, err, tc.ok)
+		}
+	}
+}
+
+// A decision made on a cached node is not replayed on a fresh read that
+// shows the node rebooted meanwhile: the write after the conflict ends in an
+// error, and the node is decided again on what it is now.
+func TestAWriteAfterAConflictIsDecidedAgainWhenTheNodeRebootedMeanwhile(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNodes("n1")...)
+	f.sync("n1")
+	f.clock.Step(51 * time.Second)
+	conflicts := 0
+	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "" || conflicts > 0 {
+			return false, nil, nil
+		}
+		conflicts++
+		obj, _ := f.client.Tracker().Get(v1.SchemeGroupVersion.WithResource("nodes"), "", "n1")
+		n := obj.(*v1.Node).DeepCopy()
+		n.Status.NodeInfo.BootID, n.ResourceVersion = "boot-2", "2"
+		if err := f.client.Tracker().Update(v1.SchemeGroupVersion.WithResource("nodes"), n, ""); err != nil {
+			t.Fatal(err)
+		}
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", nil)
+	})
+	err := f.c.syncNode(f.ctx, "n1")
+	if !errors.Is(err, errDecidedOnAnOlderNode) {
+		t.Fatalf("sync after a conflict that revealed a reboot: err %v, want %v", err, errDecidedOnAnOlderNode)
+	}
+	if f.tainted("n1") {
+		t.Fatal("the failure taint decided on the old boot was written on the fresh read")
+	}
+	f.refresh("n1") // the informer delivers the rebooted node
+	f.sync("n1")
+	if r := f.condition("n1").Reason; !f.tainted("n1") || r != nodev1alpha1.ReasonNodeRebooted {
+		t.Fatalf("decided again: tainted %v, reason %s; want gated as %s", f.tainted("n1"), r, nodev1alpha1.ReasonNodeRebooted)
+	}
+}
