@@ -280,3 +280,61 @@ func TestAWriteAfterAConflictIsDecidedAgainWhenTheNodeRebootedMeanwhile(t *testi
 		t.Fatalf("decided again: tainted %v, reason %s; want gated as %s", f.tainted("n1"), r, nodev1alpha1.ReasonNodeRebooted)
 	}
 }
+
+// A restart does not resurrect a known-dead extension: the boot record of a
+// node in service marks each Lease judged expired at its renewTime, and a
+// restarted controller gives such a Lease no start grace. Before, the held
+// nodes read ExtensionsReady for a Lease duration + grace after a restart,
+// and the update operator's health gate trusts that condition.
+func TestARestartDuringASuspensionKeepsTheHeldNodesHeldThroughTheStartGrace(t *testing.T) {
+	names := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	f := newFixture(t, testOptions(), readyNodes(names...)...)
+	f.syncAll(names...)
+	// n1 and n2 stop renewing at 0 s, n3 and n4 at 10 s.
+	for i := range 6 {
+		f.clock.Step(10 * time.Second)
+		renewing := names[4:]
+		if i == 0 {
+			renewing = names[2:]
+		}
+		for _, n := range renewing {
+			f.renew("kube-proxy", n)
+		}
+		// n1 and n2 expire at 50 s (tainted: 2 of 6), n3 and n4 at 60 s
+		// (held: 4 of 6 at a 50 % threshold).
+		f.syncAll(names...)
+	}
+	f.expectTainted(map[string]bool{"n3": false, "n4": false, "n5": false, "n6": false})
+	for _, n := range []string{"n3", "n4"} {
+		if r := f.condition(n).Reason; r != nodev1alpha1.ReasonGatingSuspended {
+			t.Fatalf("%s before the restart: %s, want held (%s)", n, r, nodev1alpha1.ReasonGatingSuspended)
+		}
+		rec, _ := parseBootRecord(f.node(n).Annotations[nodev1alpha1.BootAnnotation])
+		if _, ok := rec.Dead["kube-proxy"]; !ok {
+			t.Fatalf("%s's boot record marks no dead Lease: %s", n, rec)
+		}
+	}
+	g := f.restart(testOptions())
+	g.c.primeBlastRadius(g.ctx)
+	for elapsed := time.Duration(0); elapsed <= 60*time.Second; elapsed += 5 * time.Second {
+		g.syncAll(names...)
+		for _, n := range []string{"n3", "n4"} {
+			if c := g.condition(n); c.Status == v1.ConditionTrue || g.tainted(n) {
+				t.Fatalf("%s %s after the restart: tainted %v, condition %s/%s; want still held", n, elapsed, g.tainted(n), c.Status, c.Reason)
+			}
+		}
+		g.clock.Step(5 * time.Second)
+		for _, n := range names[4:] {
+			g.renew("kube-proxy", n)
+		}
+	}
+	// A renewal ends the mark like any failure.
+	g.renew("kube-proxy", "n3")
+	g.sync("n3")
+	if c := g.condition("n3"); c.Status != v1.ConditionTrue {
+		t.Fatalf("n3 renewed: condition %s/%s, want True", c.Status, c.Reason)
+	}
+	if rec, _ := parseBootRecord(g.node("n3").Annotations[nodev1alpha1.BootAnnotation]); len(rec.Dead) != 0 {
+		t.Fatalf("n3 renewed, but its record still marks %v dead", rec.Dead)
+	}
+}

@@ -32,6 +32,16 @@ import (
 // leaseNodeIndex indexes extension Leases by the node their name belongs to.
 const leaseNodeIndex = "nodehealth.io/node"
 
+// Writes that only record dead marks in a boot record (nodes held by a
+// guard) go out at deadMarksPerSecond with bursts of deadMarksBurst; a node
+// over the limit tries again after deadMarkRetry. Marks that come with a
+// taint change ride on that write and are not limited.
+const (
+	deadMarksPerSecond = 10
+	deadMarksBurst     = 50
+	deadMarkRetry      = time.Second
+)
+
 // safetyResync re-evaluates every node this often even without events. Timers
 // drive every expiry; the resync only bounds the damage of a lost timer.
 const safetyResync = 10 * time.Minute
@@ -53,6 +63,9 @@ type Controller struct {
 	queue           workqueue.TypedRateLimitingInterface[string]
 	evictions       workqueue.TypedRateLimitingInterface[string]
 	evictionLimiter flowcontrol.RateLimiter
+	// deadMarks limits the Node writes that only record dead marks
+	// (deadMarksPerSecond).
+	deadMarks flowcontrol.RateLimiter
 
 	tracker *leaseTracker
 	blast   *blastRadius
@@ -136,6 +149,7 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodehealth_evictions", Clock: clk, MetricsProvider: metrics.queues}),
 		evictionLimiter: flowcontrol.NewTokenBucketRateLimiterWithClock(float32(rate), 1, clk),
+		deadMarks:       flowcontrol.NewTokenBucketRateLimiterWithClock(deadMarksPerSecond, deadMarksBurst, clk),
 		tracker:         newLeaseTracker(clk, opts.MinimumLeaseDuration),
 		blast:           newBlastRadius(opts.BlastRadius),
 		rules:           map[string]*Rule{},

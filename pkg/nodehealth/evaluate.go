@@ -2,6 +2,7 @@ package nodehealth
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -44,6 +45,9 @@ type extensionStatus struct {
 	reason      string
 	detail      string
 	lastRenewal time.Time
+	// renewTime is the Lease's own spec.renewTime, which a dead mark of the
+	// boot record names.
+	renewTime time.Time
 	// failedAt is when the extension stopped being ready: the expiry
 	// instant, when the release was observed, or when the Lease was deleted
 	// (or first seen missing).
@@ -101,6 +105,8 @@ type decision struct {
 	// steady: a renewal of a ready Lease can change nothing but the node's
 	// expiry timer (steadiness).
 	steady bool
+	// deadMarksChanged: the record's dead marks differ from the node's.
+	deadMarksChanged bool
 }
 
 type startupTimeout struct {
@@ -303,6 +309,12 @@ func (e *evaluation) extensionStatuses() {
 			s.failedAt = obs.expiresAt(grace)
 			s.detail = fmt.Sprintf("no renewal observed for %s (lease duration %s + grace %s)",
 				now.Sub(obs.observedAt).Round(time.Second), obs.duration, grace)
+		case e.recordedDead(ext.name, obs):
+			// Judged expired before a restart, and not renewed since: the
+			// start grace does not revive it.
+			s.reason = extLeaseExpired
+			s.failedAt = now
+			s.detail = "judged expired before the controller restarted, and not renewed since (boot record)"
 		default:
 			s.ready, s.reason = true, extReady
 			e.earliest(obs.expiresAt(grace))
@@ -311,7 +323,7 @@ func (e *evaluation) extensionStatuses() {
 			}
 		}
 		if ok {
-			s.lastRenewal = obs.observedAt
+			s.lastRenewal, s.renewTime = obs.observedAt, obs.renewTime
 			s.renewedSinceGate = obs.observedAt.After(st.gateStart)
 			if s.reason == extLeaseReleased {
 				// The release itself is what was observed.
@@ -338,7 +350,50 @@ func (e *evaluation) extensionStatuses() {
 		e.d.statuses = append(e.d.statuses, s)
 	}
 	st.missing = missing
+	st.recordedDead = nil
+	if e.f.hasRecord && e.f.record.UID == e.f.uid {
+		st.recordedDead = e.f.record.Dead
+	}
 	e.collectGating()
+}
+
+// recordedDead reports whether the node's boot record marks the extension's
+// Lease dead at the renewTime it still has.
+func (e *evaluation) recordedDead(ext string, obs leaseObservation) bool {
+	if !obs.startGrace || !e.f.hasRecord || e.f.record.UID != e.f.uid || obs.renewTime.IsZero() {
+		return false
+	}
+	at, ok := e.f.record.Dead[ext]
+	return ok && at == obs.renewTime.UnixMicro()
+}
+
+// deadMarks are the dead marks the node's boot record should carry: the
+// gating extensions of a node in service whose Lease is expired, by name,
+// at most maxDead. Bootstrap gates need none: they are full, and a
+// restarted controller keeps a gated node gated until every extension
+// renews.
+func (e *evaluation) deadMarks() map[string]int64 {
+	if !e.st.readyInBoot {
+		return nil
+	}
+	if e.env.ownViewStale {
+		// An expiry judged on a stale view may be the view's fault: the
+		// marks stay as they are until it is current again.
+		if e.f.hasRecord && e.f.record.UID == e.f.uid {
+			return e.f.record.Dead
+		}
+		return nil
+	}
+	var marks map[string]int64
+	for _, s := range e.d.statuses {
+		if s.gating && s.reason == extLeaseExpired && !s.renewTime.IsZero() && len(marks) < maxDead {
+			if marks == nil {
+				marks = map[string]int64{}
+			}
+			marks[s.name] = s.renewTime.UnixMicro()
+		}
+	}
+	return marks
 }
 
 // plannedInThisBoot reports whether a release with reason, observed at
@@ -644,9 +699,20 @@ func (e *evaluation) failure() {
 		e.d.suppressed = true
 	}
 	e.d.record = st.wantRecord(f)
+	e.d.record.Dead = e.deadMarks()
+	var recordedDead map[string]int64
+	if f.hasRecord {
+		recordedDead = f.record.Dead
+	}
+	e.d.deadMarksChanged = !maps.Equal(recordedDead, e.d.record.Dead)
 	switch {
 	case !st.gated:
 		e.d.recordBoot = !f.hasRecord || !equalRecords(f.record, e.d.record)
+	case st.readyInBoot && e.d.deadMarksChanged:
+		// A node in service whose extension died or came back: the
+		// record of its boot says which Leases are dead, so that a
+		// restart does not revive them (written at that transition only).
+		e.d.recordBoot = true
 	case !st.readyInBoot && (len(st.failedOpen) > 0 || (f.hasRecord && f.record.Pending && f.record.sameBoot(f.uid, f.bootID))):
 		// Still gated in this boot by another extension: the record keeps
 		// what failed open, so that a restarted controller does not start
@@ -772,7 +838,7 @@ func (e *evaluation) recordStartup() {
 
 func equalRecords(a, b bootRecord) bool {
 	return a.BootID == b.BootID && a.UID == b.UID && slices.Equal(a.FailedOpen, b.FailedOpen) &&
-		a.FailedOpenOmitted == b.FailedOpenOmitted && a.Pending == b.Pending
+		a.FailedOpenOmitted == b.FailedOpenOmitted && a.Pending == b.Pending && maps.Equal(a.Dead, b.Dead)
 }
 
 // conditionFor builds the SystemExtensionsReady condition of a decision, and a

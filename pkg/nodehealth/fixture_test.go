@@ -65,10 +65,17 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts Options, objects ...runtime.Object) *fixture {
 	t.Helper()
+	return newFixtureAt(t, t0, opts, objects...)
+}
+
+// newFixtureAt is newFixture with the controller starting at start: the
+// Leases among objects are first seen then.
+func newFixtureAt(t *testing.T, start time.Time, opts Options, objects ...runtime.Object) *fixture {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset(objects...)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	clk := testingclock.NewFakeClock(t0)
+	clk := testingclock.NewFakeClock(start)
 	recorder := record.NewFakeRecorder(1000)
 	c, err := NewController(ctx, client, factory.Core().V1().Nodes(), factory.Coordination().V1().Leases().Informer(), recorder, clk, opts, nil)
 	if err != nil {
@@ -338,9 +345,7 @@ func (f *fixture) restart(opts Options) *fixture {
 	for _, obj := range f.factory.Coordination().V1().Leases().Informer().GetStore().List() {
 		initial = append(initial, obj.(*coordinationv1.Lease).DeepCopy())
 	}
-	g := newFixture(f.t, opts, initial...)
-	g.clock.SetTime(f.clock.Now())
-	return g
+	return newFixtureAt(f.t, f.clock.Now(), opts, initial...)
 }
 
 func (f *fixture) state(name string) nodeState {

@@ -35,6 +35,10 @@ type leaseObservation struct {
 	// readyWhenStale: the Lease was ready when the own-view guard fired
 	// (snapshot); only such Leases get the recovery's grace.
 	readyWhenStale bool
+	// startGrace: observedAt is when this controller first saw the Lease,
+	// not a change it observed: the grace every Lease gets at a start or a
+	// failover, which a dead mark of the boot record withholds.
+	startGrace bool
 	// releasedAt is when the controller observed the release (the holder
 	// becoming empty); zero while the Lease is held. A release keeps the
 	// last renewTime, so observedAt says nothing about when it happened.
@@ -129,10 +133,12 @@ func (t *leaseTracker) observe(lease *coordinationv1.Lease) (prev, next leaseObs
 		// First seen released: whatever renewed it did so before this
 		// controller could see it; no renewal is observed (a startup
 		// timeout still counts it as never come up).
-	case !known, !prev.renewTime.Equal(next.renewTime), prev.holder != next.holder && next.holder != "":
+	case !known:
+		next.observedAt, next.startGrace = t.clock.Now(), true
+	case !prev.renewTime.Equal(next.renewTime), prev.holder != next.holder && next.holder != "":
 		next.observedAt = t.clock.Now()
 	default:
-		next.observedAt = prev.observedAt
+		next.observedAt, next.startGrace = prev.observedAt, prev.startGrace
 	}
 	if known && !next.released() {
 		next.graceFrom, next.readyWhenStale = prev.graceFrom, prev.readyWhenStale

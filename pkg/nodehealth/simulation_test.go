@@ -763,7 +763,11 @@ func (s *simulation) feedModel(nodes, leases cache.SharedIndexInformer) {
 		}
 		if old == nil || ptr.Deref(old.Spec.HolderIdentity, "") == "" || !old.Spec.RenewTime.Equal(l.Spec.RenewTime) {
 			d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second
-			s.observe(key, func() { s.model.LeaseRenewed(at, node, ext, d) })
+			var renewTime time.Time
+			if l.Spec.RenewTime != nil {
+				renewTime = l.Spec.RenewTime.Time
+			}
+			s.observe(key, func() { s.model.LeaseRenewedAt(at, node, ext, d, renewTime) })
 		}
 	}
 	_, _ = leases.AddEventHandler(s.counted(cache.ResourceEventHandlerFuncs{

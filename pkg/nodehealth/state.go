@@ -62,7 +62,20 @@ type bootRecord struct {
 	FailedOpenOmitted int                           `json:"failedOpenOmitted,omitempty"`
 	Pending           bool                          `json:"pending,omitempty"`
 	Startup           *nodev1alpha1.StartupTimeline `json:"startup,omitempty"`
+	// Dead maps each extension whose Lease the controller judged expired
+	// on a node in service to that Lease's renewTime (Unix microseconds)
+	// then: a restarted controller gives no start grace to a Lease whose
+	// renewTime is still that one (docs/controller.md, "A restart does not
+	// resurrect a dead extension"). At most maxDead entries.
+	Dead map[string]int64 `json:"dead,omitempty"`
 }
+
+// maxDead bounds the extensions a boot record marks dead: one is enough to
+// keep a failing node failing across a restart, and with maxFailedOpen names
+// and the start-up timeline the record must stay under the 4 KiB the Node
+// cache keeps of it. Further dead extensions get the start grace after a
+// restart, like every Lease when the mark could not be written.
+const maxDead = 4
 
 // maxFailedOpen bounds the extensions a boot record lists in FailedOpen, as
 // nodev1alpha1.MaxStartupExtensions bounds its timeline: a node's list may
@@ -175,6 +188,10 @@ type nodeState struct {
 	// release it observed before then was made for an earlier Node of the
 	// same name (plannedInThisBoot).
 	createdLive bool
+
+	// recordedDead are the dead marks of the node's boot record as its last
+	// evaluation read them, for the blast-radius recount (failingAt).
+	recordedDead map[string]int64
 
 	// What was last reported, so Events and condition writes happen on
 	// transitions only.

@@ -240,6 +240,13 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 			w.bootRecord = &rec
 		}
 	}
+	if w.bootRecord != nil && d.deadMarksChanged && !d.started && !d.ended && !c.deadMarks.TryAccept() {
+		// A write of dead marks alone (a node held by a guard) is rate
+		// limited, so that a mass failure under a suspension does not
+		// write every Node at once; the node tries again shortly.
+		w.bootRecord = nil
+		c.queue.AddAfter(name, deadMarkRetry)
+	}
 	c.mu.Lock()
 	gated, failing := st.gated, st.failing
 	c.mu.Unlock()
@@ -587,6 +594,9 @@ func (c *Controller) reportInvalidList(ctx context.Context, node *v1.Node, err e
 	}
 	first := st.invalidList != key
 	st.invalidList = key
+	// A list that cannot be judged is counted on neither side of the blast
+	// radius, rather than frozen as it was last judged.
+	st.exts = nil
 	// Nothing about a node whose list cannot be judged is steady: every
 	// event of it is evaluated again.
 	st.steady, st.steadyLeases = false, nil
@@ -594,6 +604,7 @@ func (c *Controller) reportInvalidList(ctx context.Context, node *v1.Node, err e
 	prev.invalid = true
 	c.updateContribution(node.Name, prev)
 	c.mu.Unlock()
+	c.handleSuspensionChanges(ctx, c.blast.update(node.Name, "", false, false), c.clock.Now())
 	if !first {
 		return
 	}
@@ -771,11 +782,24 @@ func (c *Controller) failingAt(st *nodeState, now time.Time) bool {
 		}
 		obs, ok := c.tracker.get(ext.lease.Namespace, ext.lease.Name)
 		switch {
-		case ok && obs.released() && c.opts.MaintenanceReasons.Has(obs.reason):
+		case ok && obs.released() && c.opts.MaintenanceReasons.Has(obs.reason) && st.plannedInBoot(ext.name):
 			return false
 		case !ok, obs.released(), obs.observedAt.IsZero(), !now.Before(obs.expiresAt(c.opts.RenewalGrace)):
+			failing = true
+		case obs.startGrace && !obs.renewTime.IsZero() && st.recordedDead[ext.name] == obs.renewTime.UnixMicro():
+			// Marked dead in the boot record and not renewed since.
 			failing = true
 		}
 	}
 	return failing
+}
+
+// plannedInBoot reports whether the planned release of ext belongs to the
+// node's current boot, as its last evaluation classified it: a release of
+// the boot before a reboot is no maintenance of this one. A release the
+// evaluation has not seen yet is taken as this boot's, as the evaluation
+// does (plannedInThisBoot).
+func (s *nodeState) plannedInBoot(ext string) bool {
+	boot, seen := s.plannedBoot[ext]
+	return !seen || boot == s.bootID
 }

@@ -20,6 +20,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -114,6 +115,12 @@ type lease struct {
 	reason       string
 	releaseEpoch int
 	readyAtStale bool // ready when the own view went stale
+	// renewTime is the Lease's own renewTime, an opaque token that changes
+	// with every renewal the extension makes, seen or not; a dead mark
+	// names the token it was made at.
+	renewTime int64
+	// startGrace: observed is the grace of the last Start, not a renewal.
+	startGrace bool
 }
 
 // node is one Node: its facts, what the controller wrote on it, and the
@@ -165,6 +172,10 @@ type evictionClock struct {
 type bootRecord struct {
 	bootID, uid, failedOpen string
 	pending                 bool
+	// dead: the extensions judged expired on the node in service, each as
+	// "name@renewals", sorted and comma-separated (docs/controller.md, "A
+	// restart does not resurrect a dead extension").
+	dead string
 }
 
 func (r *bootRecord) get() bootRecord {
@@ -174,6 +185,8 @@ func (r *bootRecord) get() bootRecord {
 	return *r
 }
 
+// String is the record as the model's tests compare it; the dead marks are
+// left out (markedDead reads them).
 func (r *bootRecord) String() string {
 	if r == nil {
 		return ""
@@ -186,6 +199,16 @@ func (r *bootRecord) String() string {
 		s += " (pending)"
 	}
 	return s
+}
+
+// markedDead: the node's record of its current incarnation marks the
+// extension dead at the Lease's current renewal.
+func (r *bootRecord) markedDead(uid, ext string, renewTime int64) bool {
+	rec := r.get()
+	if rec.uid != uid || rec.dead == "" {
+		return false
+	}
+	return slices.Contains(strings.Split(rec.dead, ","), fmt.Sprintf("%s@%d", ext, renewTime))
 }
 
 // New returns a model of a controller that has not started yet.
@@ -228,7 +251,9 @@ func (m *Model) Start(at time.Time) {
 	for k, l := range m.leases {
 		l.readyAtStale = false
 		if l.held {
-			l.observed, l.observedSet = at, true
+			// Choice: a Lease the node's record marks dead at its current
+			// renewal gets the grace too, and leaseReady withholds it.
+			l.observed, l.observedSet, l.startGrace = at, true, true
 		} else if n := m.nodes[k.node]; n != nil {
 			// Choice: a restarted controller cannot know in which boot a
 			// release it finds was made; it takes the boot the node is in as
@@ -341,8 +366,15 @@ func (m *Model) lease(node, ext string) (*lease, bool) {
 }
 
 // LeaseRenewed: the controller observed a renewal (holder non-empty,
-// renewTime changed) at `at`.
+// renewTime changed) at `at`; the extension renewed at that instant.
 func (m *Model) LeaseRenewed(at time.Time, node, ext string, duration time.Duration) {
+	m.LeaseRenewedAt(at, node, ext, duration, at)
+}
+
+// LeaseRenewedAt is LeaseRenewed with the Lease's own renewTime, which a
+// dead mark of the boot record names (a driver that replays a Lease it
+// lists passes the renewTime it carries).
+func (m *Model) LeaseRenewedAt(at time.Time, node, ext string, duration time.Duration, renewTime time.Time) {
 	m.step(at)
 	l, _ := m.lease(node, ext)
 	if duration <= 0 {
@@ -350,10 +382,11 @@ func (m *Model) LeaseRenewed(at time.Time, node, ext string, duration time.Durat
 		duration = nodev1alpha1.DefaultLeaseDuration
 	}
 	l.held, l.duration, l.reason = true, duration, ""
+	l.renewTime = renewTime.UnixMicro()
 	if !m.running {
 		return // seen at the next Start, not observed now
 	}
-	l.observed, l.observedSet = at, true
+	l.observed, l.observedSet, l.startGrace = at, true, false
 	if n := m.nodes[node]; n != nil {
 		// A fail-open lasts until the extension renews: a renewal observed
 		// after it failed open, never a Lease still valid from before (the

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"strings"
@@ -35,6 +36,13 @@ func (m *Model) leaseReady(node, ext string, t time.Time) bool {
 	l := m.leases[leaseKey{node, ext}]
 	if l == nil || !l.held || !l.observedSet {
 		return false
+	}
+	if l.startGrace {
+		if n := m.nodes[node]; n != nil && n.record.markedDead(n.UID, ext, l.renewTime) {
+			// Judged expired before the restart and not renewed since:
+			// the start grace does not revive it.
+			return false
+		}
 	}
 	d := max(l.duration, m.cfg.MinimumLeaseDuration)
 	// Choice: the Lease is expired at exactly observed + duration + grace
@@ -359,7 +367,7 @@ func (m *Model) evaluateNode(n *node, t time.Time) {
 	m.placeTaint(n, f)
 	m.writeCondition(n, f, t)
 	m.runEvictionClock(n, f, t)
-	writeBootRecord(n)
+	m.writeBootRecord(n, f, t)
 	if !n.tainted && !n.held {
 		n.evicted = false // the failure is over
 	}
@@ -635,13 +643,34 @@ func (m *Model) runEvictionClock(n *node, f facts, t time.Time) {
 // differs, whether or not it is tainted or held at that moment (so a node
 // found in service and tainted at once still counts as in service after a
 // restart), and also for nodes that list no gating extension.
-func writeBootRecord(n *node) {
+//
+// A node in service also carries its dead marks: every gating extension
+// whose Lease is held but expired, at the renewal it expired at. While the
+// own view is stale the marks stay as they were (an expiry judged on a stale
+// view may be the view's fault).
+//
+// Choice: the controller marks at most 4 extensions per node; the
+// simulation's nodes list fewer, so the model marks them all.
+func (m *Model) writeBootRecord(n *node, f facts, t time.Time) {
 	var fo []string
 	for e := range n.failedOpen {
 		fo = append(fo, e)
 	}
 	sort.Strings(fo)
 	want := bootRecord{bootID: n.BootID, uid: n.UID, failedOpen: strings.Join(fo, ",")}
+	if n.inService && m.ownViewStale {
+		if rec := n.record.get(); rec.uid == n.UID {
+			want.dead = rec.dead
+		}
+	} else if n.inService {
+		var dead []string
+		for _, e := range f.notReady {
+			if l := m.leases[leaseKey{n.Name, e}]; l != nil && l.held && l.observedSet {
+				dead = append(dead, fmt.Sprintf("%s@%d", e, l.renewTime))
+			}
+		}
+		want.dead = strings.Join(dead, ",")
+	}
 	if !n.inService {
 		rec := n.record.get()
 		pendingHere := rec.pending && rec.bootID == n.BootID && rec.uid == n.UID
