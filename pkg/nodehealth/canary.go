@@ -108,8 +108,8 @@ func (k *canary) check(now time.Time) (stale, changed bool) {
 // connection) must not hold back the check, which is the very guard against
 // that outage; the check wakes exactly when the view would turn stale, so
 // that the guard fires 3 intervals after the last observed renewal, before
-// any Lease can expire (validation keeps 3 × canaryInterval below
-// minimumLeaseDuration + renewalGrace).
+// a healthy Lease can expire (validation keeps 3 × canaryInterval below
+// GuardDeadline: 3/4 × minimumLeaseDuration + renewalGrace).
 func (k *canary) run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(k.cfg.namespace, nodev1alpha1.ControllerCanaryLease))
 	k.mu.Lock()

@@ -141,7 +141,7 @@ extensionRules:
 # last renewal with the sandbox's 10s Leases.
 renewalGrace: %s
 # Short for the sandbox (default 5s): the own-view guard must fire before the
-# sandbox's 10s Leases can expire, 3 × canaryInterval < 10s + renewalGrace.
+# sandbox's 10s Leases can expire, 3 × canaryInterval < 3/4 × 10s + renewalGrace.
 canaryInterval: 2s
 registrationGrace: 30s
 eviction:

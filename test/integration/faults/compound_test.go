@@ -206,6 +206,10 @@ func testRestartWhileLeasesSilent(t *testing.T, group string, afterGuard bool) {
 		time.Sleep(2 * time.Second)
 	}
 	beforeRestart := f.snapshot()
+	condMarks := map[string]int{}
+	for _, n := range heldBefore {
+		condMarks[n] = f.conditionMark(n)
+	}
 	if err := s.Current().Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -238,6 +242,15 @@ func testRestartWhileLeasesSilent(t *testing.T, group string, afterGuard bool) {
 	for _, n := range heldBefore {
 		if vs := f.versionsSince(n, beforeRestart); len(vs) > 0 {
 			t.Errorf("%s, held back before the restart, gained the readiness taint after it: %s", n, describe(vs))
+		}
+		// Its boot record marks its Lease dead, so the new leader's start
+		// grace does not revive it: nothing (the update operator's health
+		// gate included) may read it as healthy in between (issue 33).
+		for _, c := range f.conditionsSince(n, condMarks[n]) {
+			if strings.HasPrefix(c, string(v1.ConditionTrue)+"/") {
+				t.Errorf("%s, held back before the restart, read %s after it (conditions since: %v)", n, c, f.conditionsSince(n, condMarks[n]))
+				break
+			}
 		}
 	}
 	f.checkHeld(t, settled, tainted, held)
@@ -524,4 +537,58 @@ func TestLeaseWatchStalled(t *testing.T) {
 	if r := cs.reps[0].Restarts(); r != 0 {
 		t.Errorf("the controller restarted %d times; its leader election should not have been affected", r)
 	}
+}
+
+// The blast radius at the shipped 20 % threshold on 40 nodes (issue 33): 8
+// failing (20 %) suspends failure taints; 6 failing (15 %, exactly the resume
+// point max(20 − 5, 20 / 2) %) still suspends, since shares are compared in
+// integers and "resume below 15 %" means strictly below; 5 failing resumes,
+// the nodes still failing are tainted, and a new failure is tainted as
+// usual. In float64 the resume point was 0.15000000000000002, and the
+// suspension ended at exactly 15 %.
+func TestTheBlastRadiusResumesStrictlyBelowItsResumePoint(t *testing.T) {
+	f := newFleet(t, "resume", 40)
+	cs := f.startControllers(t, 1, controllerConfig{election: defaultElection, clusterThreshold: 20, zoneThreshold: 20})
+	f.settleEvaluated(t, cs)
+	suspended := map[string]string{"scope": "cluster"}
+
+	failing := f.nodes[:8]
+	f.fail(failing...)
+	f.waitAll(t, "tainted or held after their Leases expired", failing, func(n string) bool { return f.taintedOrHeld(t, n) })
+	cs.waitMetric(t, 0, "nodehealth_gating_suspended", suspended, 1)
+	tainted, held := f.split(t, failing)
+	t.Logf("8 of 40 failing: tainted %v, held %v", tainted, held)
+	if len(tainted) > minFailingToSuspend {
+		t.Errorf("%d of 8 failing nodes tainted, want at most %d before the suspension", len(tainted), minFailingToSuspend)
+	}
+
+	// Two come back: 6 of 40 is 15 %, the resume point itself.
+	f.recover(failing[:2]...)
+	f.waitAll(t, "ready again", failing[:2], func(n string) bool {
+		status, _ := f.condition(t, n)
+		return status == v1.ConditionTrue && !f.tainted(n)
+	})
+	quiet(3 * time.Second)
+	if v := cs.metric(t, 0, "nodehealth_gating_suspended", suspended); v != 1 {
+		t.Fatalf("resumed with 6 of 40 failing (15 %%), exactly the resume point: nodehealth_gating_suspended %v, want 1", v)
+	}
+	for _, n := range failing[2:] {
+		if !f.taintedOrHeld(t, n) {
+			status, reason := f.condition(t, n)
+			t.Errorf("%s, still failing, is neither tainted nor held: %s/%s", n, status, reason)
+		}
+	}
+
+	// One more: 5 of 40, 12.5 %, below the resume point.
+	f.recover(failing[2])
+	cs.waitMetric(t, 0, "nodehealth_gating_suspended", suspended, 0)
+	f.waitAll(t, "tainted once the suspension ended", failing[3:], f.tainted)
+
+	// A new failure is tainted as usual: 6 of 40 is below the threshold.
+	f.fail(f.nodes[10])
+	f.waitAll(t, "a new failure tainted", f.nodes[10:11], f.tainted)
+	if v := cs.metric(t, 0, "nodehealth_gating_suspended", suspended); v != 0 {
+		t.Errorf("nodehealth_gating_suspended %v after a new failure at 15 %%, want 0", v)
+	}
+	f.checkNoEvictions(t)
 }

@@ -66,7 +66,10 @@ type fleet struct {
 	mu        sync.Mutex
 	stopped   map[string]bool
 	history   map[string][]version
-	marks     map[string]int
+	// conditions is every SystemExtensionsReady status/reason each node's
+	// watch delivered, in order, one entry per change.
+	conditions map[string][]string
+	marks      map[string]int
 	renewErrs int
 
 	stopRenew chan struct{}
@@ -98,7 +101,7 @@ func newFleet(t *testing.T, group string, n int) *fleet {
 	}
 	f := &fleet{t: t, env: env, group: group, client: client,
 		leaseNS: testenv.NewNamespace(t, "faults-"+group), podNS: testenv.NewNamespace(t, "faults-pods-"+group),
-		stopped: map[string]bool{}, history: map[string][]version{}, marks: map[string]int{},
+		stopped: map[string]bool{}, history: map[string][]version{}, conditions: map[string][]string{}, marks: map[string]int{},
 		stopRenew: make(chan struct{}), renewDone: make(chan struct{})}
 	ctx := testenv.Context(t)
 	// No kube-controller-manager: the pods' ServiceAccount is made here.
@@ -274,8 +277,17 @@ func (f *fleet) record(t *testing.T) {
 			return
 		}
 		count := framework.ReadinessTaints(n, "")
+		cond := ""
+		for _, c := range n.Status.Conditions {
+			if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
+				cond = string(c.Status) + "/" + c.Reason
+			}
+		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		if cs := f.conditions[n.Name]; len(cs) == 0 || cs[len(cs)-1] != cond {
+			f.conditions[n.Name] = append(cs, cond)
+		}
 		h := f.history[n.Name]
 		if len(h) > 0 && h[len(h)-1].taints == count {
 			return
@@ -292,6 +304,22 @@ func (f *fleet) record(t *testing.T) {
 	if !cache.WaitForCacheSync(testenv.Context(t).Done(), inf.HasSynced) {
 		t.Fatal("node recorder did not sync")
 	}
+}
+
+// conditionMark is how many conditions of node the watch delivered so far,
+// for conditionsSince.
+func (f *fleet) conditionMark(node string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.conditions[node])
+}
+
+// conditionsSince returns the SystemExtensionsReady status/reason pairs the
+// watch delivered for node after mark.
+func (f *fleet) conditionsSince(node string, mark int) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.conditions[node][mark:])
 }
 
 func (f *fleet) tainted(node string) bool {

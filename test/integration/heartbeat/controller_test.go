@@ -39,7 +39,7 @@ extensionRules:
       %s: "true"
   startupTimeout: 0s
 renewalGrace: 2s
-# 3 × canaryInterval must stay below minimumLeaseDuration + renewalGrace
+# 3 × canaryInterval must stay below 3/4 × minimumLeaseDuration + renewalGrace
 # (10s + 2s): the own-view guard fires before any Lease can expire.
 canaryInterval: 2s
 registrationGrace: 5s

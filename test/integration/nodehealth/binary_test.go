@@ -53,7 +53,7 @@ extensionRules:
 renewalGrace: %s
 registrationGrace: %s
 # The test's Leases last leaseSeconds: honour them, and renew the canary
-# often enough for that (3 × canaryInterval < minimumLeaseDuration + renewalGrace).
+# often enough for that (3 × canaryInterval < 3/4 × minimumLeaseDuration + renewalGrace).
 minimumLeaseDuration: %s
 canaryInterval: %s
 eviction:

@@ -49,7 +49,7 @@ leaderElection:
   leaderElect: false
 registrationGrace: 5s
 renewalGrace: 2s
-# 3 × canaryInterval must stay below minimumLeaseDuration + renewalGrace
+# 3 × canaryInterval must stay below 3/4 × minimumLeaseDuration + renewalGrace
 # (10s + 2s) so the own-view guard fires before any Lease could expire.
 canaryInterval: 2s
 eviction:

@@ -62,8 +62,9 @@ type NodeHealthControllerConfiguration struct {
 	// (nodehealth-controller-canary in leaseNamespace) and expects to observe
 	// that renewal through its own watch. After 3 intervals without observing
 	// one it stops adding taints and evicting until it does again. It must
-	// fire before any Lease can expire: 3 × canaryInterval must be less than
-	// minimumLeaseDuration + renewalGrace.
+	// fire before a healthy Lease can expire in a stall; renewers renew at
+	// least every quarter of their Lease's duration, so 3 × canaryInterval
+	// must be less than 3/4 × minimumLeaseDuration + renewalGrace.
 	CanaryInterval *metav1.Duration `json:"canaryInterval,omitempty"`
 
 	// MinimumLeaseDuration is the shortest Lease duration the controller
