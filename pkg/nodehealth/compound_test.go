@@ -338,3 +338,27 @@ func TestARestartDuringASuspensionKeepsTheHeldNodesHeldThroughTheStartGrace(t *t
 		t.Fatalf("n3 renewed, but its record still marks %v dead", rec.Dead)
 	}
 }
+
+// A node whose extension list becomes invalid cannot be judged, so it counts
+// on neither side of the blast radius; before, it kept the failing status it
+// last had, and a suspension it was part of could not end.
+func TestANodeWithAnInvalidListLeavesTheBlastRadius(t *testing.T) {
+	names := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	f := newFixture(t, testOptions(), readyNodes(names...)...)
+	f.syncAll(names...)
+	for range 5 {
+		f.clock.Step(10 * time.Second)
+		for _, n := range names[3:] {
+			f.renew("kube-proxy", n)
+		}
+	}
+	f.syncAll(names...)
+	if s, why := f.c.blast.suspended(""); !s {
+		t.Fatalf("3 of 6 failing at a 50 %% threshold: not suspended (%s)", why)
+	}
+	f.updateNode("n3", func(n *v1.Node) { n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = `[{"name":"kube-proxy"`})
+	f.sync("n3")
+	if s, why := f.c.blast.suspended(""); s {
+		t.Fatalf("n3's list is invalid, 2 of 5 judged nodes fail: still suspended (%s)", why)
+	}
+}
