@@ -272,63 +272,19 @@ func (e *evaluation) bootChange() {
 
 // extensionStatuses judges every extension by its Lease.
 func (e *evaluation) extensionStatuses() {
-	st, now := e.st, e.now
-	grace := e.env.opts.RenewalGrace
+	st := e.st
 	missing := map[string]time.Time{}
 	e.d.statuses = make([]extensionStatus, 0, len(e.exts))
 	for _, ext := range e.exts {
-		s := extensionStatus{name: ext.name, lease: ext.lease.String(), affects: ext.affects}
-		s.gating = ext.affects && !st.failedOpen.Has(ext.name)
 		obs, ok := e.env.tracker.get(ext.lease.Namespace, ext.lease.Name)
-		switch {
-		case !ok:
-			s.reason, s.detail = extLeaseMissing, fmt.Sprintf("lease %s does not exist", s.lease)
-			s.failedAt = st.missingSince(ext.name, now)
-			if at, deleted := e.env.tracker.deletedAt(ext.lease.Namespace, ext.lease.Name); deleted && at.Before(s.failedAt) {
-				s.failedAt = at
-			}
+		s := e.leaseStatus(ext, obs, ok)
+		if !ok {
 			missing[ext.name] = s.failedAt
-		case obs.released():
-			s.reason = extLeaseReleased
-			s.planned = e.plannedInThisBoot(ext.name, obs.reason, obs.releasedAt)
-			// A planned release asks for maintenance: it gates even
-			// from an extension whose failures never do.
-			s.gating = s.gating || s.planned
-			s.detail = "released"
-			if obs.reason != "" {
-				s.detail += ", reason " + obs.reason
-			}
-			if obs.message != "" {
-				s.detail += ": " + obs.message
-			}
-			s.failedAt = obs.releasedAt
-		case obs.observedAt.IsZero():
-			s.reason, s.detail = extNeverRenewed, fmt.Sprintf("lease %s was never renewed", s.lease)
-		case !now.Before(obs.expiresAt(grace)):
-			s.reason = extLeaseExpired
-			s.failedAt = obs.expiresAt(grace)
-			s.detail = fmt.Sprintf("no renewal observed for %s (lease duration %s + grace %s)",
-				now.Sub(obs.observedAt).Round(time.Second), obs.duration, grace)
-		case e.recordedDead(ext.name, obs):
-			// Judged expired before a restart, and not renewed since: the
-			// start grace does not revive it.
-			s.reason = extLeaseExpired
-			s.failedAt = now
-			s.detail = "judged expired before the controller restarted, and not renewed since (boot record)"
-		default:
-			s.ready, s.reason = true, extReady
-			e.earliest(obs.expiresAt(grace))
-			if exp := obs.expiresAt(grace); e.d.leaseCheck.IsZero() || exp.Before(e.d.leaseCheck) {
-				e.d.leaseCheck = exp
-			}
 		}
 		if ok {
 			s.lastRenewal, s.renewTime = obs.observedAt, obs.renewTime
-			s.renewedSinceGate = obs.observedAt.After(st.gateStart)
-			if s.reason == extLeaseReleased {
-				// The release itself is what was observed.
-				s.renewedSinceGate = false
-			}
+			// A release is what was observed, not a renewal.
+			s.renewedSinceGate = obs.observedAt.After(st.gateStart) && s.reason != extLeaseReleased
 		}
 		if !ok || !obs.released() {
 			delete(st.plannedBoot, ext.name)
@@ -355,6 +311,57 @@ func (e *evaluation) extensionStatuses() {
 		st.recordedDead = e.f.record.Dead
 	}
 	e.collectGating()
+}
+
+// leaseStatus judges one extension by what the tracker observed of its
+// Lease (ok: the Lease exists).
+func (e *evaluation) leaseStatus(ext requiredExtension, obs leaseObservation, ok bool) extensionStatus {
+	st, now, grace := e.st, e.now, e.env.opts.RenewalGrace
+	s := extensionStatus{name: ext.name, lease: ext.lease.String(), affects: ext.affects}
+	s.gating = ext.affects && !st.failedOpen.Has(ext.name)
+	switch {
+	case !ok:
+		s.reason, s.detail = extLeaseMissing, fmt.Sprintf("lease %s does not exist", s.lease)
+		s.failedAt = st.missingSince(ext.name, now)
+		if at, deleted := e.env.tracker.deletedAt(ext.lease.Namespace, ext.lease.Name); deleted && at.Before(s.failedAt) {
+			s.failedAt = at
+		}
+	case obs.released():
+		s.reason = extLeaseReleased
+		s.planned = e.plannedInThisBoot(ext.name, obs.reason, obs.releasedAt)
+		// A planned release asks for maintenance: it gates even from an
+		// extension whose failures never do.
+		s.gating = s.gating || s.planned
+		s.detail = "released"
+		if obs.reason != "" {
+			s.detail += ", reason " + obs.reason
+		}
+		if obs.message != "" {
+			s.detail += ": " + obs.message
+		}
+		s.failedAt = obs.releasedAt
+	case obs.observedAt.IsZero():
+		s.reason, s.detail = extNeverRenewed, fmt.Sprintf("lease %s was never renewed", s.lease)
+	case !now.Before(obs.expiresAt(grace)):
+		s.reason = extLeaseExpired
+		s.failedAt = obs.expiresAt(grace)
+		s.detail = fmt.Sprintf("no renewal observed for %s (lease duration %s + grace %s)",
+			now.Sub(obs.observedAt).Round(time.Second), obs.duration, grace)
+	case e.recordedDead(ext.name, obs):
+		// Judged expired before a restart, and not renewed since: the
+		// start grace does not revive it.
+		s.reason = extLeaseExpired
+		s.failedAt = now
+		s.detail = "judged expired before the controller restarted, and not renewed since (boot record)"
+	default:
+		s.ready, s.reason = true, extReady
+		exp := obs.expiresAt(grace)
+		e.earliest(exp)
+		if e.d.leaseCheck.IsZero() || exp.Before(e.d.leaseCheck) {
+			e.d.leaseCheck = exp
+		}
+	}
+	return s
 }
 
 // recordedDead reports whether the node's boot record marks the extension's

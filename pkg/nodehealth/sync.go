@@ -231,22 +231,7 @@ func (c *Controller) announce(ctx context.Context, node *v1.Node, r nodeResult) 
 // check.
 func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) error {
 	d, st, name := r.d, r.st, node.Name
-	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, list: c.listFor}
-	// The boot record is kept only on nodes that list gating extensions:
-	// nodes that do not use nodehealth are never written.
-	if countAffecting(d.statuses) > 0 && (d.recordBoot || (d.ended && !d.taint)) {
-		rec := d.record.String()
-		if node.Annotations[nodev1alpha1.BootAnnotation] != rec {
-			w.bootRecord = &rec
-		}
-	}
-	if w.bootRecord != nil && d.deadMarksChanged && !d.started && !d.ended && !c.deadMarks.TryAccept() {
-		// A write of dead marks alone (a node held by a guard) is rate
-		// limited, so that a mass failure under a suspension does not
-		// write every Node at once; the node tries again shortly.
-		w.bootRecord = nil
-		c.queue.AddAfter(name, deadMarkRetry)
-	}
+	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, list: c.listFor, bootRecord: c.bootRecordToWrite(node, d)}
 	c.mu.Lock()
 	gated, failing := st.gated, st.failing
 	c.mu.Unlock()
@@ -303,6 +288,27 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 		c.queue.AddAfter(name, d.nextCheck.Sub(r.now))
 	}
 	return nil
+}
+
+// bootRecordToWrite returns the boot record the node's write carries (nil:
+// none). It is kept only on nodes that list gating extensions: nodes that do
+// not use nodehealth are never written. A write of dead marks alone (a node
+// held by a guard) is rate limited, so that a mass failure under a
+// suspension does not write every Node at once; the node tries again
+// shortly.
+func (c *Controller) bootRecordToWrite(node *v1.Node, d decision) *string {
+	if countAffecting(d.statuses) == 0 || !(d.recordBoot || (d.ended && !d.taint)) {
+		return nil
+	}
+	rec := d.record.String()
+	if node.Annotations[nodev1alpha1.BootAnnotation] == rec {
+		return nil
+	}
+	if d.deadMarksChanged && !d.started && !d.ended && !c.deadMarks.TryAccept() {
+		c.queue.AddAfter(node.Name, deadMarkRetry)
+		return nil
+	}
+	return &rec
 }
 
 // additionHeld re-checks the guards right before a taint addition is
