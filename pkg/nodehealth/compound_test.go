@@ -356,7 +356,7 @@ func TestANodeWithAnInvalidListLeavesTheBlastRadius(t *testing.T) {
 	if s, why := f.c.blast.suspended(""); !s {
 		t.Fatalf("3 of 6 failing at a 50 %% threshold: not suspended (%s)", why)
 	}
-	f.updateNode("n3", func(n *v1.Node) { n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = `[{"name":"kube-proxy"`})
+	f.updateNode("n3", func(n *v1.Node) { n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = `[{"name":"kube-proxy"` })
 	f.sync("n3")
 	if s, why := f.c.blast.suspended(""); s {
 		t.Fatalf("n3's list is invalid, 2 of 5 judged nodes fail: still suspended (%s)", why)
