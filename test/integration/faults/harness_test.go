@@ -63,14 +63,14 @@ type fleet struct {
 	nodes   []string
 	client  kubernetes.Interface
 
-	mu        sync.Mutex
-	stopped   map[string]bool
-	history   map[string][]version
+	mu      sync.Mutex
+	stopped map[string]bool
+	history map[string][]version
 	// conditions is every SystemExtensionsReady status/reason each node's
 	// watch delivered, in order, one entry per change.
 	conditions map[string][]string
 	marks      map[string]int
-	renewErrs int
+	renewErrs  int
 
 	stopRenew chan struct{}
 	renewDone chan struct{}
