@@ -45,7 +45,7 @@ import (
 // probe every 10s, released after 3 failures).
 const (
 	sandboxLeaseSeconds     = 10
-	sandboxRenewEvery       = 3 * time.Second
+	sandboxRenewEvery       = 2 * time.Second // at most a quarter of the Lease, as the heartbeat requires
 	sandboxProbePeriod      = time.Second
 	sandboxProbeTimeout     = 500 * time.Millisecond
 	sandboxFailureThreshold = 2

@@ -1,6 +1,7 @@
 package heartbeat
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"runtime"
@@ -886,5 +887,46 @@ func TestFrozenHeartbeatWithAHealthyTargetRenewsAtOnce(t *testing.T) {
 	defer h.mu.Unlock()
 	if probes <= before {
 		t.Errorf("renewed after the freeze (renewTime %s → %s) without probing", held.Format(time.TimeOnly), h.renewTime().Format(time.TimeOnly))
+	}
+}
+
+// The node-health controller assumes every renewer renews at least every
+// lease duration / 4, as the kubelet renews its node Lease: a longer renew
+// interval is refused with an error naming both values. The defaults (40s,
+// 10s) are exactly a quarter, and allowed.
+func TestRenewIntervalAtMostAQuarterOfTheDuration(t *testing.T) {
+	base := Options{NodeName: testNode, Extension: testExt, Holder: "p"}
+	for _, tc := range []struct {
+		duration, renew time.Duration
+		ok              bool
+	}{
+		{0, 0, true}, // the defaults, 40s and 10s
+		{40 * time.Second, 10 * time.Second, true},
+		{10 * time.Second, 2500 * time.Millisecond, true},
+		{120 * time.Second, 30 * time.Second, true},
+		{40 * time.Second, 11 * time.Second, false},
+		{10 * time.Second, 3 * time.Second, false},
+		{0, 15 * time.Second, false}, // the default duration, 40s
+		{20 * time.Second, 0, false}, // the default renew interval, 10s
+	} {
+		opts := base
+		opts.LeaseDuration, opts.RenewInterval = tc.duration, tc.renew
+		_, err := New(clientset.New(fake.NewClientset()), opts)
+		if tc.ok {
+			if err != nil {
+				t.Errorf("duration %s, renew interval %s: %v", tc.duration, tc.renew, err)
+			}
+			continue
+		}
+		d, r := cmp.Or(tc.duration, DefaultLeaseDuration), cmp.Or(tc.renew, DefaultRenewInterval)
+		if err == nil {
+			t.Errorf("duration %s, renew interval %s: accepted", d, r)
+			continue
+		}
+		for _, want := range []string{"renew interval " + r.String(), "lease duration " + d.String(), "quarter"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("duration %s, renew interval %s: error %q does not say %q", d, r, err, want)
+			}
+		}
 	}
 }
