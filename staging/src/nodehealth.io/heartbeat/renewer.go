@@ -50,6 +50,7 @@ type Renewer struct {
 	failures      int
 	lastProbeErr  error
 	lastSuccess   time.Time // when the last successful probe started
+	probeNow      bool      // the verdict went stale: probe without waiting
 	pausedReason  string    // set by Release: no re-acquisition until Resume
 	pausedMessage string
 	// want is the state to establish; nil while nothing is decided yet (at
@@ -152,17 +153,6 @@ func (r *Renewer) Run(ctx context.Context) error {
 	clk := r.opts.Clock
 	nextProbe := clk.Now()
 	for {
-		if r.opts.Probe != nil {
-			// After a freeze (SIGSTOP, a paused VM, starvation) the verdict
-			// from before it says nothing about now: forget it and probe at
-			// once rather than a period later.
-			r.mu.Lock()
-			stale := r.expireStaleVerdictLocked(ctx, clk.Now())
-			r.mu.Unlock()
-			if stale {
-				nextProbe = clk.Now()
-			}
-		}
 		if r.opts.Probe != nil && !clk.Now().Before(nextProbe) {
 			started := clk.Now()
 			err := r.probe(ctx)
@@ -184,6 +174,13 @@ func (r *Renewer) Run(ctx context.Context) error {
 		now := clk.Now()
 		if r.want != nil && !r.nextWrite.IsZero() && !now.Before(r.nextWrite) {
 			_ = r.writeLocked(ctx)
+		}
+		if r.probeNow {
+			// The verdict went stale (writeLocked): after a freeze the
+			// probe is usually overdue anyway, but not when the monotonic
+			// clock stood still (a suspended machine).
+			r.probeNow = false
+			nextProbe = clk.Now()
 		}
 		if r.holding.Load() && age(clk.Now(), r.lastRenew) >= r.opts.LeaseDuration {
 			// Not renewed for a whole duration (a stale verdict, failing
@@ -327,7 +324,9 @@ func age(now, t time.Time) time.Duration {
 // succeeded for longer than freshFor: the process was frozen or starved, and
 // what the probe said before says nothing about the extension now. It
 // reports whether it did; nothing is renewed until a probe succeeds again
-// (recordProbeLocked), and failures count towards the release as at start.
+// (recordProbeLocked), which Run runs at once, and failures count towards
+// the release as at start. Run probes before it renews, so in normal
+// operation the last probe started less than a period before any renewal.
 func (r *Renewer) expireStaleVerdictLocked(ctx context.Context, now time.Time) bool {
 	if r.opts.Probe == nil || r.health != healthy {
 		return false
@@ -339,6 +338,7 @@ func (r *Renewer) expireStaleVerdictLocked(ctx context.Context, now time.Time) b
 	klog.FromContext(ctx).Info("No successful probe for longer than failureThreshold × probe period (was the process frozen?): the health verdict is unknown, nothing is renewed until a probe succeeds again",
 		"lastSuccess", since.Round(time.Millisecond), "limit", r.freshFor(), "failureThreshold", r.opts.FailureThreshold, "probePeriod", r.opts.ProbePeriod)
 	r.successes = 0
+	r.probeNow = true
 	r.setHealthLocked(healthUnknown)
 	return true
 }
@@ -415,8 +415,8 @@ func (r *Renewer) updateWantLocked() {
 // release, and a growing back-off after a failure.
 func (r *Renewer) writeLocked(ctx context.Context) error {
 	if r.want.hold && r.expireStaleVerdictLocked(ctx, r.opts.Clock.Now()) {
-		// Frozen between the probe and this renewal: r.want is nil now,
-		// and the loop probes before anything is renewed.
+		// No fresh success (frozen, or the probe failed since): r.want is
+		// nil now, and nothing is renewed before a probe succeeds.
 		return nil
 	}
 	want := *r.want

@@ -930,3 +930,25 @@ func TestRenewIntervalAtMostAQuarterOfTheDuration(t *testing.T) {
 		}
 	}
 }
+
+// The freshness rule costs a healthy extension nothing, even with a failure
+// threshold of 1, where a success vouches for exactly one probe period: the
+// loop probes before it renews, so no renewal is skipped, delayed or added.
+// (Probes every 1.01s, so that the clock's 50ms steps wake the loop late, as
+// a real scheduler does.)
+func TestFreshnessKeepsTheCadenceOfAHealthyExtension(t *testing.T) {
+	h := newHarness(t, Options{ProbePeriod: 1010 * time.Millisecond, FailureThreshold: 1})
+	h.r.opts.Probe = h.probe
+	h.start()
+	h.advance(2 * time.Minute)
+	ws := h.allWrites()
+	if len(ws) < 11 || len(ws) > 13 {
+		t.Fatalf("%d writes in 2m with a 10s interval, want 11-13", len(ws))
+	}
+	hi := time.Duration(float64(DefaultRenewInterval)*(1+DefaultJitterFactor)) + step
+	for i := 1; i < len(ws); i++ {
+		if gap := ws[i].at.Sub(ws[i-1].at); gap < DefaultRenewInterval || gap > hi || ws[i].holder != testHolder || ws[i].err != nil {
+			t.Errorf("renewal %d, %s after the previous one: %+v", i, gap, ws[i])
+		}
+	}
+}
