@@ -34,18 +34,20 @@ import (
 //	                                renews nor releases, so the Lease expires; removing
 //	                                the file resumes it (SIGCONT)
 //
-// A simulated reboot (a new status.nodeInfo.bootID) takes the node's extensions down
-// for their rebootDelay, as a real reboot does: their heartbeat processes are paused
-// (SIGSTOP) from the moment the sandbox sees the new bootID, and their health endpoints
-// fail. The heartbeats must not renew in between: the controller ungates a rebooted node
-// once every extension renewed after the reboot.
+// A simulated reboot (a new status.nodeInfo.bootID) ends the node's heartbeat processes
+// as a real reboot does: the sandbox kills them (SIGKILL: no release) from the moment it
+// sees the new bootID, and starts new ones once each extension is back, after its
+// rebootDelay; until then their health endpoints fail. Nothing renews in between, and
+// what comes after is a fresh process's start-up (first probe, first renewal), as after
+// a real reboot: the controller ungates a rebooted node once every extension renewed
+// after the reboot, and its start-up timeline shows when each did.
 
 // Sandbox settings of the extension heartbeats: short durations, so that everything a
 // user tries shows within seconds (production defaults: Lease 40s renewed every 10s,
 // probe every 10s, released after 3 failures).
 const (
 	sandboxLeaseSeconds     = 10
-	sandboxRenewEvery       = 3 * time.Second
+	sandboxRenewEvery       = 2 * time.Second // at most a quarter of the Lease, as the heartbeat requires
 	sandboxProbePeriod      = time.Second
 	sandboxProbeTimeout     = 500 * time.Millisecond
 	sandboxFailureThreshold = 2
@@ -54,7 +56,8 @@ const (
 // sandboxExtension is one extension that every sandbox node requires.
 type sandboxExtension struct {
 	name string
-	// rebootDelay is how long the extension is down after its node rebooted.
+	// rebootDelay is how long the extension is down after its node rebooted: its
+	// heartbeat process starts again after it.
 	rebootDelay time.Duration
 }
 
@@ -70,7 +73,13 @@ type extensionsComponent struct {
 	stopDir, crashDir, configDir string
 	healthBase                   string // http://127.0.0.1:<port>/healthz
 	nodes                        []string
+	// ctx and env start the heartbeat processes again after a reboot.
+	ctx context.Context
+	env *Env
 
+	// syncMu serialises sync: it kills and starts processes outside mu, since a
+	// supervisor's restart callback takes mu.
+	syncMu       sync.Mutex
 	mu           sync.Mutex
 	heartbeats   []*heartbeatProcess
 	boots        map[string]bootState // by node
@@ -84,11 +93,17 @@ type heartbeatProcess struct {
 	node       string
 	configPath string
 	servingURL string // /metrics and /healthz of the heartbeat itself
+	spec       framework.ProcessSpec
+
+	// The fields below are guarded by extensionsComponent.mu.
+
 	// sup keeps the heartbeat running: it is restarted when it exits (a lost
-	// API server), as a kubelet restarts a sidecar.
+	// API server), as a kubelet restarts a sidecar. Nil while the node's reboot
+	// keeps the extension down.
 	sup *framework.Supervisor
-	// paused is true while the process is SIGSTOPped (crash file or reboot); guarded by
-	// extensionsComponent.mu.
+	// boot is the bootID of the node the process started in: a reboot ends it.
+	boot string
+	// paused is true while the process is SIGSTOPped (crash file).
 	paused bool
 }
 
@@ -107,6 +122,7 @@ func (c *extensionsComponent) Name() string { return "extensions (extension-hear
 
 func (c *extensionsComponent) Start(ctx context.Context, env *Env) error {
 	c.nodes = env.Nodes
+	c.ctx, c.env = ctx, env
 	if err := createNamespace(ctx, env, nodev1alpha1.DefaultLeaseNamespace); err != nil {
 		return err
 	}
@@ -164,29 +180,36 @@ func (c *extensionsComponent) Start(ctx context.Context, env *Env) error {
 			if err := os.WriteFile(h.configPath, []byte(cfg), 0o644); err != nil {
 				return err
 			}
-			h.sup, err = env.Supervise(ctx, framework.ProcessSpec{
+			h.spec = framework.ProcessSpec{
 				Name: "extension-heartbeat." + h.lease(),
 				Path: bin,
 				Args: []string{"--config", h.configPath, "--node-name", node},
 				Env:  []string{"POD_NAME=" + h.podName()},
-			}, func() {
-				// A restarted heartbeat runs: the next sync pauses it
-				// again if its crash file is still there.
-				c.mu.Lock()
-				h.paused = false
-				c.mu.Unlock()
-			})
+			}
+			sup, err := c.supervise(h)
 			if err != nil {
 				return err
 			}
+			h.sup, h.boot = sup, c.boots[node].bootID
 			c.heartbeats = append(c.heartbeats, h)
 		}
 	}
 	if err := c.watchBoots(ctx, env); err != nil {
 		return err
 	}
-	go c.pauseLoop(ctx)
+	go c.syncLoop(ctx)
 	return c.waitForLeases(ctx, env)
+}
+
+// supervise starts h's process under a Supervisor.
+func (c *extensionsComponent) supervise(h *heartbeatProcess) (*framework.Supervisor, error) {
+	return c.env.Supervise(c.ctx, h.spec, func() {
+		// A restarted heartbeat runs: the next sync pauses it again if its
+		// crash file is still there.
+		c.mu.Lock()
+		h.paused = false
+		c.mu.Unlock()
+	})
 }
 
 // waitForLeases returns once every heartbeat holds its Lease.
@@ -225,7 +248,7 @@ func (c *extensionsComponent) Stop() {
 	defer c.mu.Unlock()
 	c.shuttingDown = true
 	for _, h := range c.heartbeats {
-		if h.paused {
+		if h.paused && h.sup != nil {
 			_ = syscall.Kill(h.sup.Current().Pid(), syscall.SIGCONT)
 			h.paused = false
 		}
@@ -252,12 +275,18 @@ func (c *extensionsComponent) ServeHTTP(w http.ResponseWriter, r *http.Request) 
 	lease := ext.name + "." + node
 	status, body := http.StatusOK, "ok"
 	stopFile := filepath.Join(c.stopDir, lease)
+	rebooting := false
 	if _, err := os.Stat(stopFile); err == nil {
 		status, body = http.StatusServiceUnavailable, "stopped from the sandbox: rm "+display(stopFile)+" starts it again"
 	} else if back := boot.rebootedAt.Add(ext.rebootDelay); time.Now().Before(back) {
 		status, body = http.StatusServiceUnavailable, fmt.Sprintf("restarting after the reboot of %s to bootID %s", node, boot.bootID)
+		rebooting = true
 	}
-	c.report(lease, ext.name, node, status == http.StatusOK, body)
+	if !rebooting {
+		// A reboot says what happens itself; a heartbeat that probes in the
+		// moment before it is killed releases nothing.
+		c.report(lease, ext.name, node, status == http.StatusOK, body)
+	}
 	w.WriteHeader(status)
 	fmt.Fprintln(w, body)
 }
@@ -276,7 +305,7 @@ func (c *extensionsComponent) report(lease, ext, node string, healthy bool, body
 	}
 }
 
-// watchBoots watches the nodes' bootIDs. A new bootID pauses the node's heartbeats at
+// watchBoots watches the nodes' bootIDs. A new bootID kills the node's heartbeats at
 // once: an informer sees it within milliseconds of the controller, before a heartbeat
 // can renew.
 func (c *extensionsComponent) watchBoots(ctx context.Context, env *Env) error {
@@ -299,8 +328,10 @@ func (c *extensionsComponent) watchBoots(ctx context.Context, env *Env) error {
 			for _, e := range sandboxExtensions {
 				delays = append(delays, fmt.Sprintf("%s %s", e.name, e.rebootDelay))
 			}
-			fmt.Printf("sandbox: %s rebooted (bootID %s); its extensions are down for: %s\n", n.Name, id, strings.Join(delays, ", "))
-			c.syncPausesLocked()
+			fmt.Printf("sandbox: %s rebooted (bootID %s): its extension-heartbeat processes are killed, and start again once their extension is back: %s\n", n.Name, id, strings.Join(delays, ", "))
+			// Kill them now, not at the next tick; not under mu, which the
+			// supervisors' callbacks take.
+			go c.sync()
 		},
 	})
 	if err != nil {
@@ -315,8 +346,8 @@ func (c *extensionsComponent) watchBoots(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// pauseLoop applies the crash files and the ends of reboots.
-func (c *extensionsComponent) pauseLoop(ctx context.Context) {
+// syncLoop applies the crash files and the ends of reboots.
+func (c *extensionsComponent) syncLoop(ctx context.Context) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -325,38 +356,90 @@ func (c *extensionsComponent) pauseLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		c.mu.Lock()
-		c.syncPausesLocked()
-		c.mu.Unlock()
+		c.sync()
 	}
 }
 
-// syncPausesLocked pauses (SIGSTOP) every heartbeat whose crash file exists or whose
-// node is rebooting, and resumes (SIGCONT) the others it paused.
-func (c *extensionsComponent) syncPausesLocked() {
-	if c.shuttingDown {
-		return
-	}
+// sync kills the heartbeat processes of a node that rebooted under them, starts new ones
+// once their extension is back from the reboot, pauses (SIGSTOP) every running heartbeat
+// whose crash file exists and resumes (SIGCONT) the others it paused.
+func (c *extensionsComponent) sync() {
+	c.syncMu.Lock()
+	defer c.syncMu.Unlock()
+
+	var kill, start []*heartbeatProcess
+	c.mu.Lock()
 	for _, h := range c.heartbeats {
-		_, err := os.Stat(filepath.Join(c.crashDir, h.lease()))
-		crashed := err == nil
-		rebooting := time.Now().Before(c.boots[h.node].rebootedAt.Add(h.ext.rebootDelay))
-		switch {
-		case (crashed || rebooting) && !h.paused:
-			if err := syscall.Kill(h.sup.Current().Pid(), syscall.SIGSTOP); err != nil {
-				continue
-			}
-			h.paused = true
-			if crashed {
-				fmt.Printf("sandbox: %s on %s hangs (extension-heartbeat pid %d stopped with SIGSTOP): its Lease is neither renewed nor released, and expires\n", h.ext.name, h.node, h.sup.Current().Pid())
-			}
-		case !crashed && !rebooting && h.paused:
-			if err := syscall.Kill(h.sup.Current().Pid(), syscall.SIGCONT); err != nil {
-				continue
-			}
-			h.paused = false
-			fmt.Printf("sandbox: %s on %s is back (extension-heartbeat resumed with SIGCONT): it renews its Lease again\n", h.ext.name, h.node)
+		if c.shuttingDown || c.ctx.Err() != nil {
+			break
 		}
+		boot := c.boots[h.node]
+		switch {
+		case h.sup != nil && h.boot != boot.bootID:
+			kill = append(kill, h)
+		case h.sup == nil && !time.Now().Before(boot.rebootedAt.Add(h.ext.rebootDelay)):
+			start = append(start, h)
+		case h.sup != nil:
+			c.syncPauseLocked(h)
+		}
+	}
+	c.mu.Unlock()
+
+	for _, h := range kill {
+		c.mu.Lock()
+		sup := h.sup
+		c.mu.Unlock()
+		// End the restart loop first, so that the kill is not followed by a
+		// restart into the old boot.
+		sup.Detach()
+		p := sup.Current()
+		if err := p.Kill(); err != nil {
+			fmt.Printf("sandbox: killing %s for the reboot of %s: %v\n", p.Name, h.node, err)
+		}
+		c.mu.Lock()
+		h.sup, h.paused = nil, false
+		c.mu.Unlock()
+	}
+	for _, h := range start {
+		c.mu.Lock()
+		stopping := c.shuttingDown || c.ctx.Err() != nil
+		boot := c.boots[h.node]
+		c.mu.Unlock()
+		if stopping {
+			return
+		}
+		sup, err := c.supervise(h)
+		if err != nil {
+			// Tried again at the next sync.
+			fmt.Printf("sandbox: starting %s after the reboot of %s: %v\n", h.spec.Name, h.node, err)
+			continue
+		}
+		c.mu.Lock()
+		h.sup, h.boot = sup, boot.bootID
+		c.mu.Unlock()
+		fmt.Printf("sandbox: %s on %s is back %s after the reboot: a new extension-heartbeat (pid %d) probes it and renews its Lease\n",
+			h.ext.name, h.node, time.Since(boot.rebootedAt).Round(100*time.Millisecond), sup.Current().Pid())
+	}
+}
+
+// syncPauseLocked pauses (SIGSTOP) h while its crash file exists, and resumes
+// (SIGCONT) it once the file is gone.
+func (c *extensionsComponent) syncPauseLocked(h *heartbeatProcess) {
+	_, err := os.Stat(filepath.Join(c.crashDir, h.lease()))
+	crashed := err == nil
+	switch {
+	case crashed && !h.paused:
+		if err := syscall.Kill(h.sup.Current().Pid(), syscall.SIGSTOP); err != nil {
+			return
+		}
+		h.paused = true
+		fmt.Printf("sandbox: %s on %s hangs (extension-heartbeat pid %d stopped with SIGSTOP): its Lease is neither renewed nor released, and expires\n", h.ext.name, h.node, h.sup.Current().Pid())
+	case !crashed && h.paused:
+		if err := syscall.Kill(h.sup.Current().Pid(), syscall.SIGCONT); err != nil {
+			return
+		}
+		h.paused = false
+		fmt.Printf("sandbox: %s on %s is back (extension-heartbeat resumed with SIGCONT): it renews its Lease once a fresh probe succeeds\n", h.ext.name, h.node)
 	}
 }
 
@@ -389,8 +472,8 @@ func (c *extensionsComponent) TryThis() []string {
 		fmt.Sprintf("# Hang kube-proxy's heartbeat instead (SIGSTOP: no renewal, no release): tainted %s after its last renewal:", time.Duration(sandboxLeaseSeconds)*time.Second+sandboxRenewalGrace),
 		fmt.Sprintf("touch %s/kube-proxy.%s; sleep 16; %s get nodes -o %s", crash, n2, k, columns),
 		fmt.Sprintf("rm %s/kube-proxy.%s", crash, n2),
-		"# Reboot a node (a new bootID; use another value for every further reboot): gated until both",
-		"# extensions renew again (they are down for 4s and 10s):",
+		"# Reboot a node (a new bootID; use another value for every further reboot): its heartbeat processes",
+		"# are killed and start again once their extension is back (after 4s and 10s); gated until both renew:",
 		fmt.Sprintf(`%s patch node %s --subresource=status --type=merge -p '{"status":{"nodeInfo":{"bootID":"reboot-2"}}}'`, k, n1),
 		fmt.Sprintf("%s get events --field-selector involvedObject.name=%s", k, n1),
 		"# Once it is ungated (about 10s): its start-up timeline (kubectl-nodehealth is in _output/bin), and every node's, slowest first:",

@@ -65,6 +65,33 @@ func TestBadConfigExitsWithOneLine(t *testing.T) {
 	optionstest.BadInputExitsWithOneLine(t, NewCommand, "ExtensionHeartbeatConfiguration")
 }
 
+// A renew interval longer than a quarter of the lease duration is refused
+// before anything starts, in one line naming both values: the node-health
+// controller assumes every renewer renews at least every duration/4.
+func TestRenewIntervalOverAQuarterOfTheDurationRefused(t *testing.T) {
+	example, err := os.ReadFile("../../../deploy/config/extension-heartbeat.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	config := strings.Replace(string(example), "renewInterval: 10s", "renewInterval: 11s", 1)
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runCommand(t, "--config", path, "--node-name", "n1")
+	if code == 0 {
+		t.Fatal("exit 0")
+	}
+	if !strings.HasPrefix(stderr, "error: ") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("want one line starting with \"error: \", got %q", stderr)
+	}
+	for _, want := range []string{"lease.renewInterval", `"11s"`, "quarter of duration (40s / 4 = 10s)"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("error %q does not say %s", stderr, want)
+		}
+	}
+}
+
 func TestHelpListsOnlyOwnFlags(t *testing.T) {
 	stdout, _, code := runCommand(t, "--help")
 	if code != 0 {

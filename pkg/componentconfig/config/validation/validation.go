@@ -328,8 +328,13 @@ func validateLeaseSettings(l *config.LeaseSettings, path *field.Path) field.Erro
 		errs = append(errs, field.Invalid(path.Child("duration"), d.String(), "must be whole seconds (the Lease stores leaseDurationSeconds)"))
 	}
 	errs = append(errs, validatePositiveDuration(l.RenewInterval, path.Child("renewInterval"))...)
-	if l.RenewInterval.Duration >= d && d > 0 {
-		errs = append(errs, field.Invalid(path.Child("renewInterval"), l.RenewInterval.Duration.String(), "must be shorter than duration ("+d.String()+")"))
+	// The node-health controller assumes every renewer renews at least every
+	// duration/4, as the kubelet renews its node Lease (40s, every 10s): two
+	// renewals may then be lost before the Lease expires. The heartbeat
+	// library refuses the same (nodehealth.io/heartbeat Options).
+	if r := l.RenewInterval.Duration; d > 0 && r > d/4 {
+		errs = append(errs, field.Invalid(path.Child("renewInterval"), r.String(),
+			fmt.Sprintf("must be at most a quarter of duration (%s / 4 = %s): renew at least every duration/4, as the kubelet does its node Lease", d, d/4)))
 	}
 	return errs
 }

@@ -139,7 +139,13 @@ func TestValidateExtensionHeartbeatConfiguration(t *testing.T) {
 		{"lease duration short", func(c C) { c.Lease.Duration = d("500ms") }, "lease.duration", "at least 1s"},
 		{"lease duration fraction", func(c C) { c.Lease.Duration = d("40.5s") }, "lease.duration", "whole seconds"},
 		{"renew interval zero", func(c C) { c.Lease.RenewInterval = d("0s") }, "lease.renewInterval", "greater than zero"},
-		{"renew interval long", func(c C) { c.Lease.RenewInterval = d("40s") }, "lease.renewInterval", "shorter than duration"},
+		{"renew interval long", func(c C) { c.Lease.RenewInterval = d("40s") }, "lease.renewInterval", "at most a quarter of duration"},
+		// The controller assumes a renewal at least every duration/4; the
+		// error names both values.
+		{"renew interval over a quarter", func(c C) { c.Lease.RenewInterval = d("11s") }, "lease.renewInterval",
+			`Invalid value: "11s": must be at most a quarter of duration (40s / 4 = 10s)`},
+		{"renew interval over a quarter of a short lease", func(c C) { c.Lease.Duration, c.Lease.RenewInterval = d("10s"), d("3s") }, "lease.renewInterval",
+			`Invalid value: "3s": must be at most a quarter of duration (10s / 4 = 2.5s)`},
 		{"no probe", func(c C) { c.Probe.HTTP = nil }, "probe", "exactly one"},
 		{"two probes", func(c C) { c.Probe.TCP = &config.TCPProbe{Address: "127.0.0.1:1"} }, "probe", "exactly one"},
 		{"http url missing", func(c C) { c.Probe.HTTP.URL = "" }, "probe.http.url", "Required"},
@@ -163,6 +169,18 @@ func TestValidateExtensionHeartbeatConfiguration(t *testing.T) {
 		{"serving", func(c C) { c.Serving.HealthzBindAddress = "" }, "serving.healthzBindAddress", "Required"},
 		{"delegated metrics on a node", func(c C) { c.Serving.MetricsAuthentication = config.MetricsAuthenticationDelegated }, "serving.metricsAuthentication", "Unsupported value"},
 	})
+}
+
+// A renew interval of exactly a quarter of the duration is allowed: the
+// defaults (40s, 10s) are one.
+func TestRenewIntervalOfAQuarterIsValid(t *testing.T) {
+	for _, l := range []struct{ duration, renew string }{{"40s", "10s"}, {"10s", "2.5s"}, {"10s", "2s"}, {"120s", "30s"}} {
+		c := validHeartbeat()
+		c.Lease.Duration, c.Lease.RenewInterval = d(l.duration), d(l.renew)
+		if errs := ValidateExtensionHeartbeatConfiguration(c); len(errs) > 0 {
+			t.Errorf("duration %s, renew interval %s: %v", l.duration, l.renew, errs.ToAggregate())
+		}
+	}
 }
 
 func validOperator() *config.UpdateOperatorConfiguration {
@@ -202,7 +220,7 @@ func TestValidateUpdateAgentConfiguration(t *testing.T) {
 		{"update check interval", func(c C) { c.UpdateCheckInterval = d("-1m") }, "updateCheckInterval", "greater than zero"},
 		{"readiness taint key", func(c C) { c.ReadinessTaintKey = "not a key" }, "readinessTaintKey", "alphanumeric"},
 		{"reboot grace", func(c C) { c.RebootGrace = d("0s") }, "rebootGrace", "greater than zero"},
-		{"lease", func(c C) { c.Lease.RenewInterval = d("1m") }, "lease.renewInterval", "shorter than duration"},
+		{"lease", func(c C) { c.Lease.RenewInterval = d("1m") }, "lease.renewInterval", "at most a quarter of duration (40s / 4 = 10s)"},
 		{"qps", func(c C) { c.ClientConnection.Burst = 0 }, "clientConnection.burst", "at least 1"},
 		{"serving", func(c C) { c.Serving.MetricsBindAddress = "nohost" }, "serving.metricsBindAddress", "host:port"},
 	})

@@ -58,6 +58,16 @@
 // nothing is written: a process restarting to load a changed configuration
 // file must not release, or one ConfigMap edit would gate every node at once.
 //
+// # Only fresh health is renewed
+//
+// A renewal attests that the probe succeeded within the last
+// FailureThreshold × ProbePeriod, the time the probe needs to find a failure.
+// After a freeze or stall longer than that (SIGSTOP, a paused VM, a starved
+// process) the verdict from before it is unknown: nothing is renewed until a
+// probe succeeds again, which the Renewer runs at once. Failed probes count
+// towards the release as at start. A Renewer without a Probe renews whenever
+// its process runs.
+//
 // # Being gentle with the API server
 //
 // One write per renewal (updates start from the last written copy); a

@@ -66,8 +66,9 @@ type Options struct {
 	LeaseDuration time.Duration
 	// RenewInterval is the time between two renewals while healthy; default
 	// 10s. Each interval is stretched by a random share of up to JitterFactor
-	// so that nodes started together do not renew in lockstep. It must be
-	// shorter than LeaseDuration.
+	// so that nodes started together do not renew in lockstep. It must be at
+	// most a quarter of LeaseDuration, as the kubelet renews its node Lease:
+	// the node-health controller assumes every renewer does (docs/heartbeat.md).
 	RenewInterval time.Duration
 	// JitterFactor is the largest share added to RenewInterval; default 0.04.
 	JitterFactor float64
@@ -158,8 +159,15 @@ func (o *Options) complete() (string, error) {
 	if o.LeaseDuration < time.Second || o.LeaseDuration%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("lease duration %s must be whole seconds, at least 1s (the Lease stores leaseDurationSeconds)", o.LeaseDuration))
 	}
-	if o.RenewInterval <= 0 || o.RenewInterval >= o.LeaseDuration {
-		errs = append(errs, fmt.Errorf("renew interval %s must be positive and shorter than the lease duration %s", o.RenewInterval, o.LeaseDuration))
+	switch {
+	case o.RenewInterval <= 0:
+		errs = append(errs, fmt.Errorf("renew interval %s must be positive", o.RenewInterval))
+	case o.RenewInterval > o.LeaseDuration/4:
+		// The node-health controller assumes every renewer renews at least
+		// every duration/4, as the kubelet renews its node Lease (40s, every
+		// 10s): two renewals may then be lost before the Lease expires.
+		errs = append(errs, fmt.Errorf("renew interval %s is longer than a quarter of the lease duration %s: renew at least every %s (duration/4), as the kubelet does its node Lease",
+			o.RenewInterval, o.LeaseDuration, o.LeaseDuration/4))
 	}
 	if o.JitterFactor < 0 {
 		errs = append(errs, fmt.Errorf("jitter factor %v must not be negative", o.JitterFactor))

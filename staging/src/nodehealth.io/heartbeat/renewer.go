@@ -41,12 +41,17 @@ type Renewer struct {
 	// renewal costs one write, and a conflict costs one extra GET.
 	lease *coordinationv1.Lease
 	owner ownerState
-	// health is the probe's verdict.
+	// health is the probe's verdict. A healthy verdict is only good for
+	// FailureThreshold × ProbePeriod after lastSuccess (fresh): older than
+	// that, it is unknown again, and nothing is renewed until a new probe
+	// succeeds.
 	health        health
 	successes     int
 	failures      int
 	lastProbeErr  error
-	pausedReason  string // set by Release: no re-acquisition until Resume
+	lastSuccess   time.Time // when the last successful probe started
+	probeNow      bool      // the verdict went stale: probe without waiting
+	pausedReason  string    // set by Release: no re-acquisition until Resume
 	pausedMessage string
 	// want is the state to establish; nil while nothing is decided yet (at
 	// start, before the first probe verdict).
@@ -149,12 +154,13 @@ func (r *Renewer) Run(ctx context.Context) error {
 	nextProbe := clk.Now()
 	for {
 		if r.opts.Probe != nil && !clk.Now().Before(nextProbe) {
+			started := clk.Now()
 			err := r.probe(ctx)
 			if ctx.Err() != nil {
 				return nil
 			}
 			r.mu.Lock()
-			r.recordProbeLocked(ctx, err)
+			r.recordProbeLocked(ctx, err, started)
 			r.mu.Unlock()
 			// Keep the cadence of the schedule rather than of the probe's
 			// end, unless the probe overran a whole period.
@@ -168,6 +174,18 @@ func (r *Renewer) Run(ctx context.Context) error {
 		now := clk.Now()
 		if r.want != nil && !r.nextWrite.IsZero() && !now.Before(r.nextWrite) {
 			_ = r.writeLocked(ctx)
+		}
+		if r.probeNow {
+			// The verdict went stale (writeLocked): after a freeze the
+			// probe is usually overdue anyway, but not when the monotonic
+			// clock stood still (a suspended machine).
+			r.probeNow = false
+			nextProbe = clk.Now()
+		}
+		if r.holding.Load() && age(clk.Now(), r.lastRenew) >= r.opts.LeaseDuration {
+			// Not renewed for a whole duration (a stale verdict, failing
+			// writes): the Lease has expired.
+			r.setHoldingLocked(false)
 		}
 		if ctx.Err() != nil {
 			r.mu.Unlock()
@@ -285,17 +303,59 @@ func (r *Renewer) probe(ctx context.Context) error {
 	return err
 }
 
-// recordProbeLocked applies one probe result to the health verdict, the way
-// the kubelet's thresholds work.
-func (r *Renewer) recordProbeLocked(ctx context.Context, err error) {
+// freshFor is how long a successful probe vouches for the extension:
+// FailureThreshold probe periods, the time the probe needs to find a failure.
+func (r *Renewer) freshFor() time.Duration {
+	return time.Duration(r.opts.FailureThreshold) * r.opts.ProbePeriod
+}
+
+// age is how long ago t was, by the larger of the monotonic and the wall
+// clock: Linux's monotonic clock stands still while the machine is suspended,
+// the wall clock (which the Lease's renewTime is read against) does not.
+func age(now, t time.Time) time.Duration {
+	a := now.Sub(t)
+	if wall := now.Round(0).Sub(t.Round(0)); wall > a {
+		a = wall
+	}
+	return a
+}
+
+// expireStaleVerdictLocked makes a healthy verdict unknown when no probe has
+// succeeded for longer than freshFor: the process was frozen or starved, and
+// what the probe said before says nothing about the extension now. It
+// reports whether it did; nothing is renewed until a probe succeeds again
+// (recordProbeLocked), which Run runs at once, and failures count towards
+// the release as at start. Run probes before it renews, so in normal
+// operation the last probe started less than a period before any renewal.
+func (r *Renewer) expireStaleVerdictLocked(ctx context.Context, now time.Time) bool {
+	if r.opts.Probe == nil || r.health != healthy {
+		return false
+	}
+	since := age(now, r.lastSuccess)
+	if since <= r.freshFor() {
+		return false
+	}
+	klog.FromContext(ctx).Info("No successful probe for longer than failureThreshold × probe period (was the process frozen?): the health verdict is unknown, nothing is renewed until a probe succeeds again",
+		"lastSuccess", since.Round(time.Millisecond), "limit", r.freshFor(), "failureThreshold", r.opts.FailureThreshold, "probePeriod", r.opts.ProbePeriod)
+	r.successes = 0
+	r.probeNow = true
+	r.setHealthLocked(healthUnknown)
+	return true
+}
+
+// recordProbeLocked applies one probe result, of a probe started at started,
+// to the health verdict, the way the kubelet's thresholds work.
+func (r *Renewer) recordProbeLocked(ctx context.Context, err error, started time.Time) {
 	logger := klog.FromContext(ctx)
 	if err == nil {
 		r.failures = 0
 		r.successes++
+		r.lastSuccess = started
 		switch {
 		case r.health == healthUnknown:
-			// The first verdict after a start: one success is enough, so a
-			// restart renews the Lease it left valid without delay.
+			// The first verdict after a start or a freeze: one success is
+			// enough, so a restart renews the Lease it left valid without
+			// delay.
 			r.setHealthLocked(healthy)
 		case r.health == unhealthy && r.successes >= r.opts.SuccessThreshold:
 			logger.Info("Probe succeeded again; re-acquiring the Lease", "successes", r.successes)
@@ -354,6 +414,11 @@ func (r *Renewer) updateWantLocked() {
 // renew interval after a successful hold, nothing after a successful
 // release, and a growing back-off after a failure.
 func (r *Renewer) writeLocked(ctx context.Context) error {
+	if r.want.hold && r.expireStaleVerdictLocked(ctx, r.opts.Clock.Now()) {
+		// No fresh success (frozen, or the probe failed since): r.want is
+		// nil now, and nothing is renewed before a probe succeeds.
+		return nil
+	}
 	want := *r.want
 	wctx, cancel := context.WithTimeout(ctx, r.writeTimeout())
 	defer cancel()

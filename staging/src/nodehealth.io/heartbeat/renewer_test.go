@@ -1,6 +1,7 @@
 package heartbeat
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"runtime"
@@ -798,4 +799,156 @@ func TestHealthzDoesNotWaitForWrites(t *testing.T) {
 	}
 	close(release)
 	h.waitBlocked()
+}
+
+// renewTime is the Lease's renewTime (zero when unset).
+func (h *harness) renewTime() time.Time {
+	h.t.Helper()
+	l := h.lease()
+	if l.Spec.RenewTime == nil {
+		return time.Time{}
+	}
+	return l.Spec.RenewTime.Time
+}
+
+// A heartbeat frozen for longer than FailureThreshold × ProbePeriod (SIGSTOP,
+// a paused VM, a starved process) does not know whether its extension is
+// healthy: it must not renew on the verdict it had before the freeze, only
+// after a fresh successful probe. Here the probe target fails just before
+// the freeze and the fake clock jumps a minute with no probe run; before the
+// fix the first renewal after the jump went out on the old "healthy".
+func TestFrozenHeartbeatRenewsOnlyAfterAFreshSuccessfulProbe(t *testing.T) {
+	h := newHarness(t, Options{ProbePeriod: time.Second, FailureThreshold: 3})
+	h.r.opts.Probe = h.probe
+	h.start()
+	h.advance(5 * time.Second)
+	held := h.renewTime()
+	if held.IsZero() || !h.r.Holding() {
+		t.Fatal("not holding before the freeze")
+	}
+
+	h.setProbe(errors.New("dial tcp 127.0.0.1:10256: connect: connection refused"))
+	lastSuccess := h.clk.Now() // the last probe ran just before (every 1s)
+	h.clk.Step(time.Minute)    // frozen: no probe, no renewal, for a minute
+	h.waitBlocked()
+	if got := h.renewTime(); !got.Equal(held) {
+		t.Fatalf("renewed at %s, as the freeze ended, on the verdict it had before it (last successful probe %s earlier)",
+			got.Format(time.TimeOnly), got.Sub(lastSuccess))
+	}
+
+	// The target keeps failing: the probes after the freeze renew nothing;
+	// the third releases the Lease (which leaves renewTime alone).
+	h.advance(5 * time.Second)
+	l := h.lease()
+	if !l.Spec.RenewTime.Time.Equal(held) {
+		t.Errorf("renewed at %s while the target failed after the freeze", l.Spec.RenewTime.Format(time.TimeOnly))
+	}
+	if ptr.Deref(l.Spec.HolderIdentity, "x") != "" || l.Annotations[nodev1alpha1.ReasonAnnotation] != ReasonProbeFailed {
+		t.Errorf("not released after %d failed probes: holder %v annotations %v", 3, l.Spec.HolderIdentity, l.Annotations)
+	}
+
+	// The target answers again: the next probe renews.
+	h.setProbe(nil)
+	answered := h.clk.Now()
+	h.advance(time.Second + step)
+	l = h.lease()
+	if !l.Spec.RenewTime.After(held) || ptr.Deref(l.Spec.HolderIdentity, "") != testHolder {
+		t.Fatalf("not renewed after a fresh successful probe: renewTime %v holder %v", l.Spec.RenewTime, l.Spec.HolderIdentity)
+	}
+	if d := l.Spec.RenewTime.Sub(answered); d > time.Second+step {
+		t.Errorf("renewed %s after the target answered again, want at the next probe (1s)", d)
+	}
+}
+
+// The same freeze with a healthy target: the heartbeat probes at once when it
+// runs again and renews on that fresh success, without waiting a period.
+func TestFrozenHeartbeatWithAHealthyTargetRenewsAtOnce(t *testing.T) {
+	h := newHarness(t, Options{ProbePeriod: 5 * time.Second, FailureThreshold: 3})
+	probes := 0
+	h.r.opts.Probe = func(ctx context.Context) error {
+		h.mu.Lock()
+		probes++
+		h.mu.Unlock()
+		return h.probe(ctx)
+	}
+	h.start()
+	h.advance(3 * time.Second)
+	held := h.renewTime()
+	h.mu.Lock()
+	before := probes
+	h.mu.Unlock()
+
+	h.clk.Step(time.Minute)
+	h.waitBlocked()
+	if got := h.renewTime(); !got.Equal(h.clk.Now()) {
+		t.Errorf("renewTime %s, want %s: renewed at once after a fresh probe", got.Format(time.TimeOnly), h.clk.Now().Format(time.TimeOnly))
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if probes <= before {
+		t.Errorf("renewed after the freeze (renewTime %s → %s) without probing", held.Format(time.TimeOnly), h.renewTime().Format(time.TimeOnly))
+	}
+}
+
+// The node-health controller assumes every renewer renews at least every
+// lease duration / 4, as the kubelet renews its node Lease: a longer renew
+// interval is refused with an error naming both values. The defaults (40s,
+// 10s) are exactly a quarter, and allowed.
+func TestRenewIntervalAtMostAQuarterOfTheDuration(t *testing.T) {
+	base := Options{NodeName: testNode, Extension: testExt, Holder: "p"}
+	for _, tc := range []struct {
+		duration, renew time.Duration
+		ok              bool
+	}{
+		{0, 0, true}, // the defaults, 40s and 10s
+		{40 * time.Second, 10 * time.Second, true},
+		{10 * time.Second, 2500 * time.Millisecond, true},
+		{120 * time.Second, 30 * time.Second, true},
+		{40 * time.Second, 11 * time.Second, false},
+		{10 * time.Second, 3 * time.Second, false},
+		{0, 15 * time.Second, false}, // the default duration, 40s
+		{20 * time.Second, 0, false}, // the default renew interval, 10s
+	} {
+		opts := base
+		opts.LeaseDuration, opts.RenewInterval = tc.duration, tc.renew
+		_, err := New(clientset.New(fake.NewClientset()), opts)
+		if tc.ok {
+			if err != nil {
+				t.Errorf("duration %s, renew interval %s: %v", tc.duration, tc.renew, err)
+			}
+			continue
+		}
+		d, r := cmp.Or(tc.duration, DefaultLeaseDuration), cmp.Or(tc.renew, DefaultRenewInterval)
+		if err == nil {
+			t.Errorf("duration %s, renew interval %s: accepted", d, r)
+			continue
+		}
+		for _, want := range []string{"renew interval " + r.String(), "lease duration " + d.String(), "quarter"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("duration %s, renew interval %s: error %q does not say %q", d, r, err, want)
+			}
+		}
+	}
+}
+
+// The freshness rule costs a healthy extension nothing, even with a failure
+// threshold of 1, where a success vouches for exactly one probe period: the
+// loop probes before it renews, so no renewal is skipped, delayed or added.
+// (Probes every 1.01s, so that the clock's 50ms steps wake the loop late, as
+// a real scheduler does.)
+func TestFreshnessKeepsTheCadenceOfAHealthyExtension(t *testing.T) {
+	h := newHarness(t, Options{ProbePeriod: 1010 * time.Millisecond, FailureThreshold: 1})
+	h.r.opts.Probe = h.probe
+	h.start()
+	h.advance(2 * time.Minute)
+	ws := h.allWrites()
+	if len(ws) < 11 || len(ws) > 13 {
+		t.Fatalf("%d writes in 2m with a 10s interval, want 11-13", len(ws))
+	}
+	hi := time.Duration(float64(DefaultRenewInterval)*(1+DefaultJitterFactor)) + step
+	for i := 1; i < len(ws); i++ {
+		if gap := ws[i].at.Sub(ws[i-1].at); gap < DefaultRenewInterval || gap > hi || ws[i].holder != testHolder || ws[i].err != nil {
+			t.Errorf("renewal %d, %s after the previous one: %+v", i, gap, ws[i])
+		}
+	}
 }

@@ -55,7 +55,10 @@ type LeaseSettings struct {
 
 	// RenewInterval is how often the Lease is renewed while the extension is
 	// healthy; a small jitter is added to every interval so that a fleet of
-	// nodes started together does not renew in lockstep. It must be shorter than
-	// duration; a quarter of it (the default) survives two lost renewals.
+	// nodes started together does not renew in lockstep. It must be at most a
+	// quarter of duration (the default is exactly a quarter), as the kubelet
+	// renews its node Lease: the node-health controller assumes every renewer
+	// renews at least every duration/4, so that two lost renewals still leave
+	// the Lease valid.
 	RenewInterval *metav1.Duration `json:"renewInterval,omitempty"`
 }
