@@ -79,8 +79,11 @@ func SetDefaults_NodeHealthControllerConfiguration(obj *configv1alpha1.NodeHealt
 	if len(obj.MaintenanceReasons) == 0 {
 		obj.MaintenanceReasons = []string{nodev1alpha1.ReasonUpdating}
 	}
+	// Escalation is opt-in: by default a failed node only stays tainted, as
+	// with the upstream node-readiness-controller. Evict and NoExecute remove
+	// workloads, which a cluster operator should choose knowingly.
 	if obj.Eviction.Mode == "" {
-		obj.Eviction.Mode = configv1alpha1.EvictionModeEvict
+		obj.Eviction.Mode = configv1alpha1.EvictionModeNone
 	}
 	setDuration(&obj.Eviction.Timeout, 5*time.Minute)
 	if obj.Eviction.NodesPerSecond == nil {

@@ -185,7 +185,8 @@ const (
 // EvictionConfiguration configures the escalation from "tainted" to "pods
 // removed" for nodes whose required extension failed after they were ready.
 type EvictionConfiguration struct {
-	// Mode is Evict, NoExecute or None.
+	// Mode is Evict, NoExecute or None (the default: escalation is opt-in,
+	// and a failed node only stays tainted).
 	Mode EvictionMode `json:"mode,omitempty"`
 
 	// Timeout is how long an unplanned failure lasts before the controller
