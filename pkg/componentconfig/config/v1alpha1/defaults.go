@@ -89,6 +89,14 @@ func SetDefaults_NodeHealthControllerConfiguration(obj *configv1alpha1.NodeHealt
 	if obj.Eviction.NodesPerSecond == nil {
 		obj.Eviction.NodesPerSecond = ptr.To(0.1)
 	}
+	// As kubectl drain: pods nothing recreates and emptyDir data are not
+	// removed unless asked for.
+	if obj.Eviction.Force == nil {
+		obj.Eviction.Force = ptr.To(false)
+	}
+	if obj.Eviction.DeleteEmptyDirData == nil {
+		obj.Eviction.DeleteEmptyDirData = ptr.To(false)
+	}
 	// 20% of nodes failing at once is far above the independent failure rate
 	// of machines (a few percent at worst) and caps the damage of a bad
 	// rollout; 55% per zone is the kube-controller-manager's

@@ -198,6 +198,20 @@ type EvictionConfiguration struct {
 	// being evicted (burst 1). The default (one node every 10s) is the
 	// kube-controller-manager's --node-eviction-rate.
 	NodesPerSecond *float64 `json:"nodesPerSecond,omitempty"`
+
+	// Force makes mode Evict also evict pods that declare no controller, as
+	// kubectl drain --force does: nothing recreates such a pod elsewhere.
+	// Without it they stay on the node and are named in its
+	// SystemExtensionsReady condition and an EvictionSkipped Event. Only
+	// valid with mode Evict.
+	Force *bool `json:"force,omitempty"`
+
+	// DeleteEmptyDirData makes mode Evict also evict pods with emptyDir
+	// volumes, as kubectl drain --delete-emptydir-data does: the volume's
+	// data is lost with the pod. Without it they stay on the node and are
+	// named in its SystemExtensionsReady condition and an EvictionSkipped
+	// Event. Only valid with mode Evict.
+	DeleteEmptyDirData *bool `json:"deleteEmptyDirData,omitempty"`
 }
 
 // BlastRadiusConfiguration configures the protection against gating or
