@@ -613,6 +613,7 @@ eviction:
   mode: Evict
   timeout: %s
   nodesPerSecond: %s
+  force: true # the nodes' pods declare no controller
 blastRadius:
   clusterThresholdPercent: %d
   zoneThresholdPercent: %d
