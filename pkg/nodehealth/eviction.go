@@ -139,6 +139,13 @@ func (d *drainers) forget(name string) {
 	delete(d.m, name)
 }
 
+// forgetLeft forgets the pods the node's drain left.
+func (d *drainers) forgetLeft(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.left, name)
+}
+
 // end forgets the node's drain and the pods it left: the node no longer
 // fails (or is gone).
 func (d *drainers) end(name string) {
@@ -231,6 +238,9 @@ func (c *Controller) escalateNode(ctx context.Context, name string) (time.Durati
 			}
 			return 0, nil
 		}
+		// What an earlier escalation of the node left is not news: this
+		// one's first pass names what it leaves.
+		c.drains.forgetLeft(name)
 		c.mu.Lock()
 		st.escalated = true
 		c.mu.Unlock()
