@@ -2,6 +2,9 @@ package nodehealth
 
 import (
 	"context"
+	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +20,16 @@ import (
 // EventEvictionFailed names a pod whose eviction failed for a reason other
 // than a PodDisruptionBudget; the other pods are evicted meanwhile.
 const EventEvictionFailed = "EvictionFailed"
+
+// EventEvictionSkipped names the pods mode Evict leaves on the node because
+// kubectl drain would not remove them without a flag: pods that declare no
+// controller (eviction.force) and pods with emptyDir data
+// (eviction.deleteEmptyDirData).
+const EventEvictionSkipped = "EvictionSkipped"
+
+// maxPodsNamed bounds the pods an Event or the condition names; the rest are
+// counted.
+const maxPodsNamed = 10
 
 // mirrorPodAnnotation marks static pods' mirrors, which cannot be evicted.
 const mirrorPodAnnotation = drain.MirrorPodAnnotation
@@ -34,6 +47,76 @@ const (
 type drainers struct {
 	mu sync.Mutex
 	m  map[string]*drain.Drainer
+	// left holds, per escalated node, the pods its drain's last pass left
+	// because evicting them loses something (drain.Overrides.LeftBy: no
+	// controller, emptyDir data), keyed by namespace/name, with the reason.
+	// It outlives the node's drainer, so the condition keeps naming them
+	// after every other eviction was issued, and goes when the node no
+	// longer fails.
+	left map[string]map[string]string
+	// passLeft collects what the pass in progress over a node leaves; a
+	// pass that fails to list keeps the last pass's record.
+	passLeft map[string]map[string]string
+}
+
+// beginPass starts recording the pods a pass over the node leaves.
+func (d *drainers) beginPass(node string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.passLeft == nil {
+		d.passLeft = map[string]map[string]string{}
+	}
+	d.passLeft[node] = map[string]string{}
+}
+
+// leave records a pod the node's pass leaves, and why.
+func (d *drainers) leave(node string, pod *v1.Pod, why string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m := d.passLeft[node]; m != nil {
+		m[pod.Namespace+"/"+pod.Name] = why
+	}
+}
+
+// endPass makes the pass's record the node's, and returns the pods named
+// before and after it (leftOn).
+func (d *drainers) endPass(node string) (before, after string) {
+	before = d.leftOn(node)
+	d.mu.Lock()
+	if m, ok := d.passLeft[node]; ok {
+		delete(d.passLeft, node)
+		if d.left == nil {
+			d.left = map[string]map[string]string{}
+		}
+		d.left[node] = m
+	}
+	d.mu.Unlock()
+	return before, d.leftOn(node)
+}
+
+// leftOn names the pods the node's drain left, sorted and bounded, or ""
+// when it left none.
+func (d *drainers) leftOn(node string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := d.left[node]
+	if len(m) == 0 {
+		return ""
+	}
+	pods := make([]string, 0, len(m))
+	for pod := range m {
+		pods = append(pods, pod)
+	}
+	sort.Strings(pods)
+	var parts []string
+	for i, pod := range pods {
+		if i == maxPodsNamed {
+			parts = append(parts, fmt.Sprintf("and %d more", len(pods)-i))
+			break
+		}
+		parts = append(parts, pod+" ("+m[pod]+")")
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (d *drainers) get(name string, create func() *drain.Drainer) *drain.Drainer {
@@ -54,6 +137,38 @@ func (d *drainers) forget(name string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.m, name)
+}
+
+// forgetLeft forgets the pods the node's drain left.
+func (d *drainers) forgetLeft(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.left, name)
+}
+
+// end forgets the node's drain and the pods it left: the node no longer
+// fails (or is gone).
+func (d *drainers) end(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.m, name)
+	delete(d.left, name)
+	delete(d.passLeft, name)
+}
+
+// withPodsLeft adds to the SystemExtensionsReady condition of an escalated
+// node the pods mode Evict left on it, so that the condition says what
+// still runs there and which setting would move it; the signature changes
+// with them, so the condition is rewritten when they do. Called under c.mu.
+func (c *Controller) withPodsLeft(name string, st *nodeState, message, signature string) (string, string) {
+	if st == nil || !st.escalated || c.opts.Eviction.Mode != EvictionModeEvict {
+		return message, signature
+	}
+	left := c.drains.leftOn(name)
+	if left == "" {
+		return message, signature
+	}
+	return message + " Pods left on the node by the eviction: " + left + ".", signature + "|left:" + left
 }
 
 func (c *Controller) evictionWorker(ctx context.Context) {
@@ -96,7 +211,7 @@ func (c *Controller) escalateNode(ctx context.Context, name string) (time.Durati
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "node", name)
 	failing, held := c.escalationDue(name)
 	if !failing {
-		c.drains.forget(name)
+		c.drains.end(name)
 		return 0, nil
 	}
 	c.mu.Lock()
@@ -119,10 +234,13 @@ func (c *Controller) escalateNode(ctx context.Context, name string) (time.Durati
 		// The wait may have been long: check again.
 		if failing, held := c.escalationDue(name); !failing || held {
 			if !failing {
-				c.drains.forget(name)
+				c.drains.end(name)
 			}
 			return 0, nil
 		}
+		// What an earlier escalation of the node left is not news: this
+		// one's first pass names what it leaves.
+		c.drains.forgetLeft(name)
 		c.mu.Lock()
 		st.escalated = true
 		c.mu.Unlock()
@@ -135,6 +253,9 @@ func (c *Controller) escalateNode(ctx context.Context, name string) (time.Durati
 	}
 	node, err := c.nodeLister.Get(name)
 	if err != nil {
+		if apierrors.IsNotFound(err) {
+			c.drains.end(name)
+		}
 		return 0, client404(err)
 	}
 
@@ -191,23 +312,29 @@ func client404(err error) error {
 
 // evictPods evicts, through the Eviction API, every pod on the node except
 // DaemonSet pods (they would come back at once), mirror pods (they cannot be
-// evicted), finished pods and pods that tolerate the readiness taint (they
-// chose to run on gated nodes, like the extensions themselves). A refused
-// eviction backs off only its pod, named in an Event; the others proceed.
+// evicted), finished pods, pods that tolerate the readiness taint (they
+// chose to run on gated nodes, like the extensions themselves) and, as
+// kubectl drain, pods that declare no controller unless eviction.force and
+// pods with emptyDir data unless eviction.deleteEmptyDirData: those are
+// named (podsLeft). A refused eviction backs off only its pod, named in an
+// Event; the others proceed.
 func (c *Controller) evictPods(ctx context.Context, node *v1.Node, first bool) (time.Duration, error) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "node", node.Name)
 	d := c.drains.get(node.Name, func() *drain.Drainer { return c.newDrainer(node) })
+	c.drains.beginPass(node.Name)
 	if first || c.opts.DryRun {
 		pods, err := d.Admitted(ctx)
 		if err != nil {
 			return 0, err
 		}
 		if len(pods) == 0 {
+			c.podsLeft(ctx, node)
 			c.drains.forget(node.Name)
 			return 0, nil
 		}
 		logger.Info("Evicting pods of a node whose required extension failed", "pods", len(pods), "timeout", c.opts.Eviction.Timeout, "dryRun", c.opts.DryRun)
 		if c.opts.DryRun {
+			c.podsLeft(ctx, node)
 			c.metrics.DryRunActions.WithLabelValues("evict").Add(float64(len(pods)))
 			c.drains.forget(node.Name)
 			return 0, nil
@@ -219,6 +346,7 @@ func (c *Controller) evictPods(ctx context.Context, node *v1.Node, first bool) (
 	if err != nil {
 		return 0, err
 	}
+	c.podsLeft(ctx, node)
 	if st.EvictionsIssued() {
 		c.drains.forget(node.Name)
 		return 0, nil
@@ -226,13 +354,46 @@ func (c *Controller) evictPods(ctx context.Context, node *v1.Node, first bool) (
 	return max(st.NextAttempt.Sub(c.clock.Now()), time.Millisecond), nil
 }
 
+// podsLeft ends the pass's record of the pods left for want of
+// eviction.force or eviction.deleteEmptyDirData. When it names other pods
+// than before, it logs them, names them in an EvictionSkipped Event, and
+// queues the node so that its condition names them (withPodsLeft).
+func (c *Controller) podsLeft(ctx context.Context, node *v1.Node) {
+	before, after := c.drains.endPass(node.Name)
+	if after == before {
+		return
+	}
+	if after != "" {
+		klog.FromContext(ctx).Info("Leaving pods that kubectl drain would not remove without a flag", "node", node.Name, "pods", after, "dryRun", c.opts.DryRun)
+	}
+	if c.opts.DryRun {
+		return
+	}
+	if after != "" {
+		c.recorder.Eventf(node, v1.EventTypeWarning, EventEvictionSkipped,
+			"Not evicting pods that kubectl drain would not remove without a flag (eviction.force, eviction.deleteEmptyDirData): %s", after)
+	}
+	c.enqueue(node.Name)
+}
+
 // newDrainer drains a node with the escalation's filter; its report counts
 // each attempt and names every refused pod in an Event on the Node.
 func (c *Controller) newDrainer(node *v1.Node) *drain.Drainer {
 	ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
 	taint := v1.Taint{Key: c.opts.TaintKey, Effect: c.opts.TaintEffect}
+	overrides := drain.Overrides{Force: c.opts.Eviction.Force, DeleteEmptyDirData: c.opts.Eviction.DeleteEmptyDirData}
+	name := node.Name
+	// Last, so that only pods the escalation would otherwise evict are
+	// recorded as left (not DaemonSet, mirror or tolerating pods).
+	leftBy := func(pod *v1.Pod) bool {
+		why := overrides.LeftBy(pod)
+		if why != "" && pod.DeletionTimestamp == nil {
+			c.drains.leave(name, pod, why)
+		}
+		return why == ""
+	}
 	return drain.New(drainclientset.New(c.client.CoreV1(), c.client.PolicyV1()), node.Name, c.clock, drain.Options{
-		Filter:         drain.All(drain.SkipDaemonSetAndMirrorPods, drain.SkipTolerating(taint)),
+		Filter:         drain.All(drain.SkipDaemonSetAndMirrorPods, drain.SkipTolerating(taint), leftBy),
 		InitialBackoff: evictionInitialBackoff,
 		MaxBackoff:     evictionMaxBackoff,
 		Report: func(r drain.Result) {

@@ -2,19 +2,24 @@ package nodehealth
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	core "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+
+	"nodehealth.io/nodehealth/pkg/drain"
 )
 
 // escalationDue brings node n1 (with the objects) to its eviction time.
@@ -326,5 +331,132 @@ func TestAPlannedReleasePausesTheEvictionClockWithoutResettingIt(t *testing.T) {
 	step(time.Second, true)
 	if !escalated() {
 		t.Fatal("the planned release reset the eviction clock: no escalation 5 minutes of unplanned failure after it began")
+	}
+}
+
+// escalationDueWith is escalationDue with the given eviction overrides.
+func escalationDueWith(t *testing.T, force, deleteEmptyDirData bool, objects ...runtime.Object) *fixture {
+	opts := testOptions()
+	opts.Eviction.Force, opts.Eviction.DeleteEmptyDirData = force, deleteEmptyDirData
+	f := newFixture(t, opts, append([]runtime.Object{readyNode("n1")}, objects...)...)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.clock.Step(51 * time.Second)
+	f.sync("n1")
+	f.clock.Step(5 * time.Minute)
+	f.sync("n1")
+	f.client.ClearActions()
+	f.events()
+	return f
+}
+
+func controlledBy(kind string) func(*v1.Pod) {
+	return func(p *v1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: p.Name + "-owner", Controller: ptr.To(true)}}
+	}
+}
+
+func withEmptyDir(p *v1.Pod) {
+	p.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+}
+
+// escalationPods are one of each kind of pod kubectl drain decides about,
+// beside a pod that tolerates the readiness taint.
+func escalationPods() []runtime.Object {
+	return []runtime.Object{
+		pod("web", "n1", controlledBy("ReplicaSet")),
+		pod("bare", "n1"),
+		pod("scratch", "n1", controlledBy("ReplicaSet"), withEmptyDir),
+		pod("agent", "n1", controlledBy("DaemonSet")),
+		pod("static", "n1", func(p *v1.Pod) { p.Annotations = map[string]string{mirrorPodAnnotation: "x"} }),
+		pod("done", "n1", func(p *v1.Pod) { p.Status.Phase = v1.PodSucceeded }),
+		pod("extension", "n1", func(p *v1.Pod) {
+			p.Spec.Tolerations = []v1.Toleration{{Key: testKey, Operator: v1.TolerationOpExists}}
+		}),
+	}
+}
+
+// Mode Evict leaves, as kubectl drain does, pods that declare no controller
+// and pods with emptyDir data unless eviction.force and
+// eviction.deleteEmptyDirData allow them; it names them in an Event and in
+// the node's condition, and evicts the others. DaemonSet, mirror, finished
+// and tolerating pods are left without being named.
+func TestEvictLeavesAndNamesWhatKubectlDrainWouldNotRemove(t *testing.T) {
+	f := escalationDueWith(t, false, false, escalationPods()...)
+	if after, err := f.c.escalateNode(f.ctx, "n1"); err != nil || after != 0 {
+		t.Fatalf("escalation: retry in %v, err %v", after, err)
+	}
+	if diff := cmp.Diff([]string{"web"}, evictionsOf(f)); diff != "" {
+		t.Fatalf("evictions (-want +got):\n%s", diff)
+	}
+	const named = "default/bare (" + drain.ReasonUnmanaged + "), default/scratch (" + drain.ReasonLocalStorage + ")"
+	f.expectEvent(EventEvictionSkipped + " Not evicting pods that kubectl drain would not remove without a flag (eviction.force, eviction.deleteEmptyDirData): " + named)
+	// The node was queued for its condition.
+	if n := f.c.queue.Len(); n == 0 {
+		t.Error("the node was not queued to name the pods in its condition")
+	}
+	f.sync("n1")
+	if c := f.condition("n1"); !strings.Contains(c.Message, " Pods left on the node by the eviction: "+named+".") {
+		t.Errorf("condition message %q does not name the pods left", c.Message)
+	}
+	// Every eviction was issued: the drain ends, the record stays.
+	if f.c.drains.m["n1"] != nil {
+		t.Error("the drain is still held after every eviction was issued")
+	}
+	f.sync("n1")
+	if c := f.condition("n1"); !strings.Contains(c.Message, "default/bare") {
+		t.Errorf("a later sync dropped the pods left from the condition: %q", c.Message)
+	}
+
+	// The node recovers: the condition no longer names them.
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if c := f.condition("n1"); strings.Contains(c.Message, "Pods left") {
+		t.Errorf("the recovered node's condition still names pods left: %q", c.Message)
+	}
+	if after, err := f.c.escalateNode(f.ctx, "n1"); err != nil || after != 0 {
+		t.Fatalf("escalation after recovery: retry in %v, err %v", after, err)
+	}
+	if left := f.c.drains.leftOn("n1"); left != "" {
+		t.Errorf("the recovered node's record still names %s", left)
+	}
+}
+
+// With eviction.force and eviction.deleteEmptyDirData, mode Evict evicts
+// what kubectl drain --force --delete-emptydir-data --ignore-daemonsets
+// deletes (less finished pods), and still leaves the tolerating pod.
+func TestEvictWithForceAndDeleteEmptyDirData(t *testing.T) {
+	f := escalationDueWith(t, true, true, escalationPods()...)
+	if after, err := f.c.escalateNode(f.ctx, "n1"); err != nil || after != 0 {
+		t.Fatalf("escalation: retry in %v, err %v", after, err)
+	}
+	if diff := cmp.Diff([]string{"bare", "scratch", "web"}, evictionsOf(f)); diff != "" {
+		t.Fatalf("evictions (-want +got):\n%s", diff)
+	}
+	for _, e := range f.events() {
+		if strings.Contains(e, EventEvictionSkipped) {
+			t.Errorf("unexpected event %q", e)
+		}
+	}
+	f.sync("n1")
+	if c := f.condition("n1"); strings.Contains(c.Message, "Pods left") {
+		t.Errorf("condition names pods left: %q", c.Message)
+	}
+}
+
+// A node whose only evictable pods are left still names them: the drain
+// has nothing to evict, but the operator must learn what stays.
+func TestEvictNamesPodsLeftWhenNothingIsEvicted(t *testing.T) {
+	f := escalationDueWith(t, true, false, pod("scratch", "n1", withEmptyDir))
+	if after, err := f.c.escalateNode(f.ctx, "n1"); err != nil || after != 0 {
+		t.Fatalf("escalation: retry in %v, err %v", after, err)
+	}
+	if got := evictionsOf(f); len(got) != 0 {
+		t.Fatalf("evicted %v", got)
+	}
+	f.expectEvent(EventEvictionSkipped + " Not evicting pods that kubectl drain would not remove without a flag (eviction.force, eviction.deleteEmptyDirData): default/scratch (" + drain.ReasonLocalStorage + ")")
+	f.sync("n1")
+	if c := f.condition("n1"); !strings.Contains(c.Message, "default/scratch") {
+		t.Errorf("condition message %q does not name the pod left", c.Message)
 	}
 }

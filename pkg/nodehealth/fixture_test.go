@@ -45,7 +45,7 @@ func testOptions() Options {
 		RenewalGrace:       10 * time.Second,
 		RegistrationGrace:  30 * time.Second,
 		MaintenanceReasons: sets.New(nodev1alpha1.ReasonUpdating),
-		Eviction:           EvictionOptions{Mode: EvictionModeEvict, Timeout: 5 * time.Minute, NodesPerSecond: 100},
+		Eviction:           EvictionOptions{Mode: EvictionModeEvict, Timeout: 5 * time.Minute, NodesPerSecond: 100, Force: true}, // pod() declares no controller
 		BlastRadius:        BlastRadiusOptions{ClusterThreshold: 0.5, ZoneThreshold: 0.55},
 		Identity:           "controller-a",
 	}

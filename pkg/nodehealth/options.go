@@ -62,6 +62,11 @@ type EvictionOptions struct {
 	Timeout time.Duration
 	// NodesPerSecond limits escalations cluster-wide (burst 1).
 	NodesPerSecond float64
+	// Force and DeleteEmptyDirData (mode Evict) also evict pods that declare
+	// no controller and pods with emptyDir volumes, as kubectl drain's
+	// --force and --delete-emptydir-data; without them such pods are left on
+	// the node and named.
+	Force, DeleteEmptyDirData bool
 }
 
 // BlastRadiusOptions configure the suspension of failure taints and evictions

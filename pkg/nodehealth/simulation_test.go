@@ -144,7 +144,7 @@ func simOptions() Options {
 		RenewalGrace:         5 * time.Second,
 		RegistrationGrace:    30 * time.Second,
 		MaintenanceReasons:   sets.New(nodev1alpha1.ReasonUpdating),
-		Eviction:             EvictionOptions{Mode: EvictionModeEvict, Timeout: 30 * time.Second, NodesPerSecond: 1000},
+		Eviction:             EvictionOptions{Mode: EvictionModeEvict, Timeout: 30 * time.Second, NodesPerSecond: 1000, Force: true}, // createPods: no controller
 		BlastRadius:          BlastRadiusOptions{ClusterThreshold: 0.5, ZoneThreshold: 0.6},
 		CanaryInterval:       simCanary,
 		MinimumLeaseDuration: 10 * time.Second,

@@ -164,6 +164,7 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 	}
 	st.extReady = newExtReady
 	r.status, r.reason, r.message, r.sig = conditionFor(r.now, st, d, r.suspendedWhy)
+	r.message, r.sig = c.withPodsLeft(name, st, r.message, r.sig)
 	if st.conditionSig == "" && conditionMatches(node, r.status, r.reason) {
 		// After a start or a failover, a condition that already says the
 		// same is adopted rather than rewritten on every node.

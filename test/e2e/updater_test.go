@@ -242,6 +242,8 @@ leaderElection: {leaderElect: true, resourceNamespace: %s}
 clientConnection: {kubeconfig: %s}
 serving: {metricsBindAddress: "127.0.0.1:%d", healthzBindAddress: "127.0.0.1:%d"}
 renewalGrace: 6s
+# As before escalation became opt-in: an unplanned failure here would show.
+eviction: {mode: Evict}
 `, namespace, ctrlKubeconfig, ports[0], ports[1]))
 	writeFile(c.t, opCfg, fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
 kind: UpdateOperatorConfiguration

@@ -144,6 +144,8 @@ renewalGrace: %s
 # sandbox's 10s Leases can expire, 3 × canaryInterval < 3/4 × 10s + renewalGrace.
 canaryInterval: 2s
 registrationGrace: 30s
+# Escalation is opt-in (default None); the sandbox opts in to Evict so that it
+# can be tried: stop an extension for 5m and the node's pods are evicted.
 eviction:
   mode: Evict
   timeout: 5m

@@ -23,9 +23,11 @@ func controllerOptions(cfg *config.NodeHealthControllerConfiguration) (nodehealt
 		RegistrationGrace:  cfg.RegistrationGrace.Duration,
 		MaintenanceReasons: sets.New(cfg.MaintenanceReasons...),
 		Eviction: nodehealth.EvictionOptions{
-			Mode:           nodehealth.EvictionMode(cfg.Eviction.Mode),
-			Timeout:        cfg.Eviction.Timeout.Duration,
-			NodesPerSecond: cfg.Eviction.NodesPerSecond,
+			Mode:               nodehealth.EvictionMode(cfg.Eviction.Mode),
+			Timeout:            cfg.Eviction.Timeout.Duration,
+			NodesPerSecond:     cfg.Eviction.NodesPerSecond,
+			Force:              cfg.Eviction.Force,
+			DeleteEmptyDirData: cfg.Eviction.DeleteEmptyDirData,
 		},
 		BlastRadius: nodehealth.BlastRadiusOptions{
 			ClusterThreshold: float64(cfg.BlastRadius.ClusterThresholdPercent) / 100,

@@ -11,6 +11,7 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config/latest"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options/optionstest"
+	"nodehealth.io/nodehealth/pkg/nodehealth"
 )
 
 func runCommand(t *testing.T, args ...string) (stdout, stderr string, code int) {
@@ -90,6 +91,29 @@ func TestControllerOptionsRenderTheLeaseNameTemplatePerNode(t *testing.T) {
 	}
 	if opts.Rules[1].LeaseName != nil {
 		t.Error("a rule without a template must use the default <extension>.<node>")
+	}
+}
+
+// Escalation is opt-in: the defaults never evict, and the Evict mode's
+// overrides reach the controller's options.
+func TestControllerOptionsEviction(t *testing.T) {
+	cfg, err := latest.NodeHealthControllerConfiguration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := controllerOptions(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := opts.Eviction; e.Mode != nodehealth.EvictionModeNone || e.Force || e.DeleteEmptyDirData {
+		t.Errorf("default eviction options %+v, want mode None without overrides", e)
+	}
+	cfg.Eviction.Mode, cfg.Eviction.Force, cfg.Eviction.DeleteEmptyDirData = config.EvictionModeEvict, true, true
+	if opts, err = controllerOptions(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if e := opts.Eviction; e.Mode != nodehealth.EvictionModeEvict || !e.Force || !e.DeleteEmptyDirData {
+		t.Errorf("eviction options %+v, want mode Evict with force and deleteEmptyDirData", e)
 	}
 }
 

@@ -115,9 +115,11 @@ const (
 
 // EvictionConfiguration configures escalation to eviction.
 type EvictionConfiguration struct {
-	Mode           EvictionMode
-	Timeout        metav1.Duration
-	NodesPerSecond float64
+	Mode               EvictionMode
+	Timeout            metav1.Duration
+	NodesPerSecond     float64
+	Force              bool
+	DeleteEmptyDirData bool
 }
 
 // BlastRadiusConfiguration configures the blast-radius protection.

@@ -174,6 +174,23 @@ func TestValidateNamesFieldPath(t *testing.T) {
 			t.Errorf("%q does not contain %q", err, want)
 		}
 	}
+	// An override of mode Evict without the mode, as a file written when
+	// Evict was the default would have it, is refused rather than never
+	// evicting.
+	path = writeConfig(t, controllerHeader+"eviction:\n  force: true\n")
+	if o, cfg, err = parseController(t, "--config", path); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(cfg); err == nil || !strings.Contains(err.Error(), "eviction.force: Invalid value: true: only applies to mode Evict") {
+		t.Errorf("force without mode Evict: got %v", err)
+	}
+	path = writeConfig(t, controllerHeader+"eviction:\n  mode: Evict\n  force: true\n  deleteEmptyDirData: true\n")
+	if o, cfg, err = parseController(t, "--config", path); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(cfg); err != nil {
+		t.Errorf("mode Evict with both overrides: %v", err)
+	}
 	// Logging is validated with the rest.
 	_, cfg, err = parseController(t, "--logging-format=xml")
 	if err == nil {

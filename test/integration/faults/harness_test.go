@@ -641,6 +641,7 @@ eviction:
   mode: Evict
   timeout: %s
   nodesPerSecond: %s
+  force: true # the nodes' pods declare no controller
 blastRadius:
   clusterThresholdPercent: %d
   zoneThresholdPercent: %d

@@ -28,7 +28,8 @@ func TestPlannedReleaseNeitherEvictsNorCounts(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "planned")
 	opts := h.options(h.rule("agent", nil))
-	opts.Eviction = nodehealth.EvictionOptions{Mode: nodehealth.EvictionModeEvict, Timeout: 2 * time.Second, NodesPerSecond: 10}
+	// Force: the nodes' pods declare no controller.
+	opts.Eviction = nodehealth.EvictionOptions{Mode: nodehealth.EvictionModeEvict, Timeout: 2 * time.Second, NodesPerSecond: 10, Force: true}
 	opts.BlastRadius.ClusterThreshold = 0.5
 	run := h.startController(t, opts)
 	ns := testenv.NewNamespace(t, "planned")
@@ -184,7 +185,8 @@ func TestFailingEvictionDoesNotBlockTheNode(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "evictfail")
 	opts := h.options(h.rule("agent", nil))
-	opts.Eviction = nodehealth.EvictionOptions{Mode: nodehealth.EvictionModeEvict, Timeout: 2 * time.Second, NodesPerSecond: 10}
+	// Force: the pods declare no controller.
+	opts.Eviction = nodehealth.EvictionOptions{Mode: nodehealth.EvictionModeEvict, Timeout: 2 * time.Second, NodesPerSecond: 10, Force: true}
 	run := h.startController(t, opts)
 	ns := testenv.NewNamespace(t, "evictfail")
 	node := h.createNode(t, "evictfail-n1")
@@ -232,6 +234,83 @@ func TestFailingEvictionDoesNotBlockTheNode(t *testing.T) {
 	if got := run.Metric("nodehealth_evictions_total", map[string]string{"result": "evicted"}); got < 2 {
 		t.Errorf("evictions_total{result=evicted} = %v, want >= 2", got)
 	}
+}
+
+// Evict mode selects pods as kubectl drain does: without eviction.force and
+// eviction.deleteEmptyDirData it evicts a Deployment's pod, but leaves a pod
+// that declares no controller and a Deployment's pod with emptyDir data, and
+// names both in an EvictionSkipped Event and in the node's condition.
+func TestEvictModeLeavesWhatKubectlDrainWouldNotRemove(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "evictleft")
+	opts := h.options(h.rule("agent", nil))
+	opts.Eviction = nodehealth.EvictionOptions{Mode: nodehealth.EvictionModeEvict, Timeout: 2 * time.Second, NodesPerSecond: 10}
+	h.startController(t, opts)
+	ns := testenv.NewNamespace(t, "evictleft")
+	node := h.createNode(t, "evictleft-n1")
+	r := h.startRenewer(t, "agent", node)
+	h.nodes.wait(t, node, "ready", readyNode)
+	h.nodes.wait(t, node, "schedulable", framework.NodeSchedulable)
+
+	ctx := testenv.Context(t)
+	deploy := func(name string, volumes ...v1.Volume) {
+		t.Helper()
+		app := map[string]string{"app": name}
+		_, err := h.env.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](1),
+				Selector: &metav1.LabelSelector{MatchLabels: app},
+				Template: v1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: app},
+					Spec: v1.PodSpec{
+						NodeSelector: map[string]string{v1.LabelHostname: node},
+						Containers:   []v1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10"}},
+						Volumes:      volumes,
+					},
+				},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	onNode := func(pods []*v1.Pod) int {
+		n := 0
+		for _, p := range pods {
+			if p.Spec.NodeName == node && p.Status.Phase == v1.PodRunning && p.DeletionTimestamp == nil {
+				n++
+			}
+		}
+		return n
+	}
+	deploy("web")
+	deploy("scratch", v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
+	h.waitPods(t, ns, "app=web", "running on the node", func(pods []*v1.Pod) bool { return onNode(pods) == 1 })
+	scratch := h.waitPods(t, ns, "app=scratch", "running on the node", func(pods []*v1.Pod) bool { return onNode(pods) == 1 })
+	bare := h.createRunningPod(t, ns, newPod("bare", node, nil))
+	var scratchPod string
+	for _, p := range scratch {
+		if p.Spec.NodeName == node {
+			scratchPod = p.Name
+		}
+	}
+
+	r.stop()
+	h.nodes.wait(t, node, "tainted", gated)
+	h.waitPods(t, ns, "app=web", "evicted from the node", func(pods []*v1.Pod) bool { return onNode(pods) == 0 })
+	h.waitEvent(t, node, nodehealth.EventEvictionSkipped, ns+"/bare (pod declares no controller", ns+"/"+scratchPod+" (pod with local storage")
+	h.nodes.wait(t, node, "the condition names the pods left", framework.ExtensionsConditionIs(v1.ConditionFalse, "ExtensionsNotReady",
+		"Pods left on the node by the eviction: ", ns+"/bare", ns+"/"+scratchPod))
+	for _, name := range []string{bare.Name, scratchPod} {
+		if p, err := h.env.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
+			t.Errorf("pod %s was evicted without force / deleteEmptyDirData: %v", name, err)
+		}
+	}
+
+	h.startRenewer(t, "agent", node)
+	h.nodes.wait(t, node, "ungated on recovery, the pods no longer named",
+		framework.AllOf(readyNode, framework.ExtensionsConditionIs(v1.ConditionTrue, "", "!Pods left")))
 }
 
 // NoExecute mode adds the NoExecute variant of the taint after the eviction

@@ -79,12 +79,23 @@ func SetDefaults_NodeHealthControllerConfiguration(obj *configv1alpha1.NodeHealt
 	if len(obj.MaintenanceReasons) == 0 {
 		obj.MaintenanceReasons = []string{nodev1alpha1.ReasonUpdating}
 	}
+	// Escalation is opt-in: by default a failed node only stays tainted, as
+	// with the upstream node-readiness-controller. Evict and NoExecute remove
+	// workloads, which a cluster operator should choose knowingly.
 	if obj.Eviction.Mode == "" {
-		obj.Eviction.Mode = configv1alpha1.EvictionModeEvict
+		obj.Eviction.Mode = configv1alpha1.EvictionModeNone
 	}
 	setDuration(&obj.Eviction.Timeout, 5*time.Minute)
 	if obj.Eviction.NodesPerSecond == nil {
 		obj.Eviction.NodesPerSecond = ptr.To(0.1)
+	}
+	// As kubectl drain: pods nothing recreates and emptyDir data are not
+	// removed unless asked for.
+	if obj.Eviction.Force == nil {
+		obj.Eviction.Force = ptr.To(false)
+	}
+	if obj.Eviction.DeleteEmptyDirData == nil {
+		obj.Eviction.DeleteEmptyDirData = ptr.To(false)
 	}
 	// 20% of nodes failing at once is far above the independent failure rate
 	// of machines (a few percent at worst) and caps the damage of a bad

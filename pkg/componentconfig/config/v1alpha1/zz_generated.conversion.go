@@ -271,6 +271,12 @@ func autoConvert_v1alpha1_EvictionConfiguration_To_config_EvictionConfiguration(
 	if err := v1.Convert_Pointer_float64_To_float64(&in.NodesPerSecond, &out.NodesPerSecond, s); err != nil {
 		return err
 	}
+	if err := v1.Convert_Pointer_bool_To_bool(&in.Force, &out.Force, s); err != nil {
+		return err
+	}
+	if err := v1.Convert_Pointer_bool_To_bool(&in.DeleteEmptyDirData, &out.DeleteEmptyDirData, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -285,6 +291,12 @@ func autoConvert_config_EvictionConfiguration_To_v1alpha1_EvictionConfiguration(
 		return err
 	}
 	if err := v1.Convert_float64_To_Pointer_float64(&in.NodesPerSecond, &out.NodesPerSecond, s); err != nil {
+		return err
+	}
+	if err := v1.Convert_bool_To_Pointer_bool(&in.Force, &out.Force, s); err != nil {
+		return err
+	}
+	if err := v1.Convert_bool_To_Pointer_bool(&in.DeleteEmptyDirData, &out.DeleteEmptyDirData, s); err != nil {
 		return err
 	}
 	return nil

@@ -90,6 +90,17 @@ func ValidateNodeHealthControllerConfiguration(c *config.NodeHealthControllerCon
 	if r := c.Eviction.NodesPerSecond; !(r > 0) || math.IsInf(r, 0) {
 		errs = append(errs, field.Invalid(evictionPath.Child("nodesPerSecond"), r, "must be greater than zero; use mode None to never evict"))
 	}
+	// Asking for more evictions with a mode that never evicts through the
+	// Eviction API is a mistake, most likely a configuration written when
+	// Evict was the default: say so instead of quietly never evicting.
+	if c.Eviction.Mode != config.EvictionModeEvict {
+		if c.Eviction.Force {
+			errs = append(errs, field.Invalid(evictionPath.Child("force"), true, "only applies to mode Evict; set mode: Evict (escalation is opt-in)"))
+		}
+		if c.Eviction.DeleteEmptyDirData {
+			errs = append(errs, field.Invalid(evictionPath.Child("deleteEmptyDirData"), true, "only applies to mode Evict; set mode: Evict (escalation is opt-in)"))
+		}
+	}
 
 	blastPath := field.NewPath("blastRadius")
 	errs = append(errs, validatePercent(c.BlastRadius.ClusterThresholdPercent, blastPath.Child("clusterThresholdPercent"))...)

@@ -114,6 +114,10 @@ func TestValidateNodeHealthControllerConfiguration(t *testing.T) {
 		{"eviction mode", func(c C) { c.Eviction.Mode = "Delete" }, "eviction.mode", "Unsupported value"},
 		{"eviction timeout", func(c C) { c.Eviction.Timeout = d("-1s") }, "eviction.timeout", "negative"},
 		{"eviction rate", func(c C) { c.Eviction.NodesPerSecond = 0 }, "eviction.nodesPerSecond", "mode None"},
+		// The defaulted mode None with an override: written for the old
+		// default Evict, it would quietly never evict.
+		{"force without Evict", func(c C) { c.Eviction.Mode, c.Eviction.Force = config.EvictionModeNone, true }, "eviction.force", "only applies to mode Evict"},
+		{"deleteEmptyDirData with NoExecute", func(c C) { c.Eviction.Mode, c.Eviction.DeleteEmptyDirData = config.EvictionModeNoExecute, true }, "eviction.deleteEmptyDirData", "only applies to mode Evict"},
 		{"cluster threshold", func(c C) { c.BlastRadius.ClusterThresholdPercent = -1 }, "blastRadius.clusterThresholdPercent", "0 to 100"},
 		{"zone threshold", func(c C) { c.BlastRadius.ZoneThresholdPercent = 101 }, "blastRadius.zoneThresholdPercent", "0 to 100"},
 		{"workers", func(c C) { c.Workers = 0 }, "workers", "at least 1"},

@@ -186,7 +186,8 @@ const (
 // EvictionConfiguration configures the escalation from "tainted" to "pods
 // removed" for nodes whose required extension failed after they were ready.
 type EvictionConfiguration struct {
-	// Mode is Evict, NoExecute or None.
+	// Mode is Evict, NoExecute or None (the default: escalation is opt-in,
+	// and a failed node only stays tainted).
 	Mode EvictionMode `json:"mode,omitempty"`
 
 	// Timeout is how long an unplanned failure lasts before the controller
@@ -198,6 +199,20 @@ type EvictionConfiguration struct {
 	// being evicted (burst 1). The default (one node every 10s) is the
 	// kube-controller-manager's --node-eviction-rate.
 	NodesPerSecond *float64 `json:"nodesPerSecond,omitempty"`
+
+	// Force makes mode Evict also evict pods that declare no controller, as
+	// kubectl drain --force does: nothing recreates such a pod elsewhere.
+	// Without it they stay on the node and are named in its
+	// SystemExtensionsReady condition and an EvictionSkipped Event. Only
+	// valid with mode Evict.
+	Force *bool `json:"force,omitempty"`
+
+	// DeleteEmptyDirData makes mode Evict also evict pods with emptyDir
+	// volumes, as kubectl drain --delete-emptydir-data does: the volume's
+	// data is lost with the pod. Without it they stay on the node and are
+	// named in its SystemExtensionsReady condition and an EvictionSkipped
+	// Event. Only valid with mode Evict.
+	DeleteEmptyDirData *bool `json:"deleteEmptyDirData,omitempty"`
 }
 
 // BlastRadiusConfiguration configures the protection against gating or

@@ -65,6 +65,16 @@ func (in *EvictionConfiguration) DeepCopyInto(out *EvictionConfiguration) {
 		*out = new(float64)
 		**out = **in
 	}
+	if in.Force != nil {
+		in, out := &in.Force, &out.Force
+		*out = new(bool)
+		**out = **in
+	}
+	if in.DeleteEmptyDirData != nil {
+		in, out := &in.DeleteEmptyDirData, &out.DeleteEmptyDirData
+		*out = new(bool)
+		**out = **in
+	}
 	return
 }
 
