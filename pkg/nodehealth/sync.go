@@ -577,6 +577,8 @@ func (c *Controller) forgetNode(name string) {
 	c.dropLeaseRefs(name)
 	c.updateContribution(name, contribution{})
 	c.mu.Unlock()
+	// A deleted node's drain, and its record of the pods it left, go with it.
+	c.drains.end(name)
 	c.handleSuspensionChanges(context.Background(), c.blast.update(name, "", false, false), c.clock.Now())
 }
 
