@@ -41,6 +41,9 @@ var extensionValues = fmt.Sprintf(`controller:
       startupTimeout: 10m
       failurePolicy: KeepGated
     renewalGrace: 6s
+    # The own-view guard must fire before a Lease renewed a quarter of its
+    # duration before a stall expires: 3 × 2s < 3/4 × 10s + 6s.
+    canaryInterval: 2s
     blastRadius:
       clusterThresholdPercent: 100
       zoneThresholdPercent: 100

@@ -73,6 +73,8 @@ func TestUpdaterRolloutRealNode(t *testing.T) {
 	c.install(ctx, fmt.Sprintf(`controller:
   config:
     renewalGrace: 6s
+    # 3 × canaryInterval < 3/4 × minimumLeaseDuration + renewalGrace.
+    canaryInterval: 2s
 updateOperator:
   enabled: true
   replicas: 1
@@ -242,6 +244,7 @@ leaderElection: {leaderElect: true, resourceNamespace: %s}
 clientConnection: {kubeconfig: %s}
 serving: {metricsBindAddress: "127.0.0.1:%d", healthzBindAddress: "127.0.0.1:%d"}
 renewalGrace: 6s
+canaryInterval: 2s
 # As before escalation became opt-in: an unplanned failure here would show.
 eviction: {mode: Evict}
 `, namespace, ctrlKubeconfig, ports[0], ports[1]))
