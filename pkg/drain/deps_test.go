@@ -7,7 +7,7 @@ import (
 )
 
 // k8s.io/kubectl is the reference the filters' tests compare with
-// (kubectl_test.go), never a dependency of the product: its drain package
+// (pkg/drain/kubectlparity), never a dependency of the product: its drain package
 // pulls in cli-runtime's resource builder, kubectl's i18n and templates, and
 // this package must stay lean enough for the per-node update agent. No
 // binary of cmd/ may link it.

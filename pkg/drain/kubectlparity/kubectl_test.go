@@ -1,9 +1,10 @@
-package drain
+package kubectlparity_test
 
 import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
@@ -15,8 +16,16 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"nodehealth.io/nodehealth/pkg/drain"
 	"nodehealth.io/nodehealth/pkg/drain/clientset"
 )
+
+const (
+	node = "n1"
+	ns   = "apps"
+)
+
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
 // What a drain does with one pod.
 type outcome string
@@ -32,11 +41,23 @@ const (
 )
 
 // The four combinations of the overrides, in the order of the tables below.
-var overrideCombinations = [4]Overrides{
+var overrideCombinations = [4]drain.Overrides{
 	{},
 	{Force: true},
 	{DeleteEmptyDirData: true},
 	{Force: true, DeleteEmptyDirData: true},
+}
+
+func newPod(name string, mutate ...func(*v1.Pod)) *v1.Pod {
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name)},
+		Spec:       v1.PodSpec{NodeName: node},
+		Status:     v1.PodStatus{Phase: v1.PodRunning},
+	}
+	for _, m := range mutate {
+		m(p)
+	}
+	return p
 }
 
 func controlledBy(kind, name string) func(*v1.Pod) {
@@ -49,13 +70,15 @@ func withEmptyDir(p *v1.Pod) {
 	p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
 }
 
-func failed(p *v1.Pod) { p.Status.Phase = v1.PodFailed }
+func mirrorPod(p *v1.Pod) { p.Annotations = map[string]string{drain.MirrorPodAnnotation: "x"} }
+func finished(p *v1.Pod)  { p.Status.Phase = v1.PodSucceeded }
+func failed(p *v1.Pod)    { p.Status.Phase = v1.PodFailed }
 
 // TestFiltersDecideAsKubectlDrain runs kubectl drain's pod selection
 // (k8s.io/kubectl/pkg/drain, Helper.GetPodsForDeletion with
 // --ignore-daemonsets and each combination of --force and
-// --delete-emptydir-data) and the escalation's drain (SkipDaemonSetAndMirrorPods
-// and SkipUnmanagedAndLocalData with the same overrides, through a Drainer)
+// --delete-emptydir-data) and the escalation's drain (drain.SkipDaemonSetAndMirrorPods
+// and drain.SkipUnmanagedAndLocalData with the same overrides, through a Drainer)
 // on the same pods, and requires the same decision, pod by pod. Where the
 // drain deliberately departs from kubectl, the case says why:
 //
@@ -178,7 +201,7 @@ func TestFiltersDecideAsKubectlDrain(t *testing.T) {
 
 // kubectlDecides asks kubectl drain's Helper what it would do with the pod,
 // alone on the node beside objects.
-func kubectlDecides(t *testing.T, o Overrides, pod *v1.Pod, objects ...runtime.Object) outcome {
+func kubectlDecides(t *testing.T, o drain.Overrides, pod *v1.Pod, objects ...runtime.Object) outcome {
 	t.Helper()
 	client := fake.NewClientset(append([]runtime.Object{pod.DeepCopy()}, objects...)...)
 	h := &kubectldrain.Helper{
@@ -206,11 +229,11 @@ func kubectlDecides(t *testing.T, o Overrides, pod *v1.Pod, objects ...runtime.O
 // weDecide asks a Drainer with the escalation's filters (less the
 // readiness-taint toleration, which kubectl does not know) whether it would
 // evict the pod, alone on the node, and whether it names the pod it leaves.
-func weDecide(t *testing.T, o Overrides, pod *v1.Pod) outcome {
+func weDecide(t *testing.T, o drain.Overrides, pod *v1.Pod) outcome {
 	t.Helper()
 	client := fake.NewClientset(pod.DeepCopy())
-	d := New(clientset.New(client.CoreV1(), client.PolicyV1()), node, testingclock.NewFakeClock(t0), Options{
-		Filter: All(SkipDaemonSetAndMirrorPods, SkipUnmanagedAndLocalData(o)),
+	d := drain.New(clientset.New(client.CoreV1(), client.PolicyV1()), node, testingclock.NewFakeClock(t0), drain.Options{
+		Filter: drain.All(drain.SkipDaemonSetAndMirrorPods, drain.SkipUnmanagedAndLocalData(o)),
 	})
 	pods, err := d.Admitted(context.Background())
 	if err != nil {
@@ -221,41 +244,8 @@ func weDecide(t *testing.T, o Overrides, pod *v1.Pod) outcome {
 			return evict
 		}
 	}
-	if SkipDaemonSetAndMirrorPods(pod) && o.LeftBy(pod) != "" {
+	if drain.SkipDaemonSetAndMirrorPods(pod) && o.LeftBy(pod) != "" {
 		return leftNamed
 	}
 	return skip
-}
-
-func TestLeftBy(t *testing.T) {
-	tests := []struct {
-		name string
-		pod  *v1.Pod
-		o    Overrides
-		want string
-	}{
-		{"ReplicaSet pod", newPod("p", controlledBy("ReplicaSet", "rs")), Overrides{}, ""},
-		{"bare pod", newPod("p"), Overrides{}, ReasonUnmanaged},
-		{"bare pod, force", newPod("p"), Overrides{Force: true}, ""},
-		{"emptyDir", newPod("p", controlledBy("ReplicaSet", "rs"), withEmptyDir), Overrides{}, ReasonLocalStorage},
-		{"emptyDir, deleteEmptyDirData", newPod("p", controlledBy("ReplicaSet", "rs"), withEmptyDir), Overrides{DeleteEmptyDirData: true}, ""},
-		// kubectl checks local storage first; the pod is named for it.
-		{"bare pod with emptyDir", newPod("p", withEmptyDir), Overrides{}, ReasonLocalStorage},
-		{"bare pod with emptyDir, force", newPod("p", withEmptyDir), Overrides{Force: true}, ReasonLocalStorage},
-		{"bare pod with emptyDir, deleteEmptyDirData", newPod("p", withEmptyDir), Overrides{DeleteEmptyDirData: true}, ReasonUnmanaged},
-		{"finished bare pod with emptyDir", newPod("p", finished, withEmptyDir), Overrides{}, ""},
-		{"other volumes are no local storage", newPod("p", controlledBy("ReplicaSet", "rs"), func(p *v1.Pod) {
-			p.Spec.Volumes = []v1.Volume{{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}}}
-		}), Overrides{}, ""},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.o.LeftBy(tc.pod); got != tc.want {
-				t.Errorf("LeftBy = %q, want %q", got, tc.want)
-			}
-			if got := SkipUnmanagedAndLocalData(tc.o)(tc.pod); got != (tc.want == "") {
-				t.Errorf("SkipUnmanagedAndLocalData admits: %v, want %v", got, tc.want == "")
-			}
-		})
-	}
 }
