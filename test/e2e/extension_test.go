@@ -113,8 +113,16 @@ func (c *cluster) testGating(ctx context.Context) {
 
 	// The controller runs on the real node; the node is gated (registered
 	// with the taint, and the rule's extension has no Lease).
-	ctrl := c.podsOf(ctx, namespace, "app.kubernetes.io/name=nodehealth-controller")
-	if len(ctrl) != 1 || ctrl[0].Spec.NodeName != c.node.Name() || !podReady(&ctrl[0]) {
+	// helm install --wait can return a moment before the kubelet's write of
+	// the pod's Ready condition reaches the API (seen in a cold CI run: the
+	// probe passed 3 ms after its first failure, the status later), so the
+	// pod is waited for, briefly, rather than read once.
+	var ctrl []corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		ctrl = c.podsOf(ctx, namespace, "app.kubernetes.io/name=nodehealth-controller")
+		return len(ctrl) == 1 && ctrl[0].Spec.NodeName == c.node.Name() && podReady(&ctrl[0]), nil
+	})
+	if err != nil {
 		t.Fatalf("want one ready controller pod on %s, got %d: %+v", c.node.Name(), len(ctrl), ctrl)
 	}
 	c.waitNode(ctx, "gated before the extension runs", time.Minute, tainted)
