@@ -273,6 +273,10 @@ func (e *evaluation) bootChange() {
 // extensionStatuses judges every extension by its Lease.
 func (e *evaluation) extensionStatuses() {
 	st := e.st
+	st.recordedDead = nil
+	if e.f.hasRecord && e.f.record.UID == e.f.uid {
+		st.recordedDead = e.f.record.Dead
+	}
 	missing := map[string]time.Time{}
 	e.d.statuses = make([]extensionStatus, 0, len(e.exts))
 	for _, ext := range e.exts {
@@ -306,10 +310,6 @@ func (e *evaluation) extensionStatuses() {
 		e.d.statuses = append(e.d.statuses, s)
 	}
 	st.missing = missing
-	st.recordedDead = nil
-	if e.f.hasRecord && e.f.record.UID == e.f.uid {
-		st.recordedDead = e.f.record.Dead
-	}
 	e.collectGating()
 }
 
@@ -347,7 +347,7 @@ func (e *evaluation) leaseStatus(ext requiredExtension, obs leaseObservation, ok
 		s.failedAt = obs.expiresAt(grace)
 		s.detail = fmt.Sprintf("no renewal observed for %s (lease duration %s + grace %s)",
 			now.Sub(obs.observedAt).Round(time.Second), obs.duration, grace)
-	case e.recordedDead(ext.name, obs):
+	case st.markedDead(ext.name, obs):
 		// Judged expired before a restart, and not renewed since: the
 		// start grace does not revive it.
 		s.reason = extLeaseExpired
@@ -364,14 +364,13 @@ func (e *evaluation) leaseStatus(ext requiredExtension, obs leaseObservation, ok
 	return s
 }
 
-// recordedDead reports whether the node's boot record marks the extension's
-// Lease dead at the renewTime it still has.
-func (e *evaluation) recordedDead(ext string, obs leaseObservation) bool {
-	if !obs.startGrace || !e.f.hasRecord || e.f.record.UID != e.f.uid || obs.renewTime.IsZero() {
-		return false
-	}
-	at, ok := e.f.record.Dead[ext]
-	return ok && at == obs.renewTime.UnixMicro()
+// markedDead reports whether the node's boot record, as its last evaluation
+// read it, marks the extension's Lease dead at the renewTime the Lease still
+// has, while nothing but this controller's start grace keeps it ready: the
+// evaluation and the blast-radius recount (failingAt) both ask it.
+func (s *nodeState) markedDead(ext string, obs leaseObservation) bool {
+	at, ok := s.recordedDead[ext]
+	return ok && obs.startGrace && !obs.renewTime.IsZero() && at == obs.renewTime.UnixMicro()
 }
 
 // deadMarks are the dead marks the node's boot record should carry: the

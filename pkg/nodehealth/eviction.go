@@ -286,12 +286,11 @@ func (c *Controller) escalationDue(name string) (failing, held bool) {
 	c.mu.Lock()
 	st := c.nodes[name]
 	failing = st != nil && st.failing && st.gated && (st.escalated || st.evictionClockRanOut(c.clock.Now(), c.opts.Eviction.Timeout))
-	ownViewStale := c.ownViewStaleLocked()
 	c.mu.Unlock()
 	if !failing {
 		return false, false
 	}
-	suspended, _ := c.blast.suspended(c.zoneOf(name))
+	ownViewStale, suspended, _ := c.guardsHold(c.zoneOf(name))
 	return true, suspended || ownViewStale
 }
 

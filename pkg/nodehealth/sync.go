@@ -318,18 +318,26 @@ func (c *Controller) bootRecordToWrite(node *v1.Node, d decision) *string {
 // decision and the write (or between a conflict and its retry) turns the
 // write into an error, and the node is decided again.
 func (c *Controller) additionHeld(zone string, noExecute, failureTaint bool) error {
-	c.mu.Lock()
-	stale := c.ownViewStaleLocked()
-	c.mu.Unlock()
-	if stale {
+	ownViewStale, suspended, why := c.guardsHold(zone)
+	if ownViewStale {
 		return errors.New("the own view went stale since the decision; not adding the taint, deciding again")
 	}
-	if noExecute || failureTaint {
-		if suspended, why := c.blast.suspended(zone); suspended {
-			return fmt.Errorf("gating was suspended since the decision (%s); not adding the taint, deciding again", why)
-		}
+	if suspended && (noExecute || failureTaint) {
+		return fmt.Errorf("gating was suspended since the decision (%s); not adding the taint, deciding again", why)
 	}
 	return nil
+}
+
+// guardsHold asks both guards: whether the own view is stale (every taint
+// addition and eviction held), and whether the blast radius suspends failure
+// taints and evictions in zone, and why. Every path that adds a taint or
+// evicts asks it (additionHeld, escalationDue).
+func (c *Controller) guardsHold(zone string) (ownViewStale, suspended bool, why string) {
+	c.mu.Lock()
+	ownViewStale = c.ownViewStaleLocked()
+	c.mu.Unlock()
+	suspended, why = c.blast.suspended(zone)
+	return ownViewStale, suspended, why
 }
 
 // nodeInputs reads what an evaluation of node needs: the extensions it
@@ -795,8 +803,7 @@ func (c *Controller) failingAt(st *nodeState, now time.Time) bool {
 			return false
 		case !ok, obs.released(), obs.observedAt.IsZero(), !now.Before(obs.expiresAt(c.opts.RenewalGrace)):
 			failing = true
-		case obs.startGrace && !obs.renewTime.IsZero() && st.recordedDead[ext.name] == obs.renewTime.UnixMicro():
-			// Marked dead in the boot record and not renewed since.
+		case st.markedDead(ext.name, obs):
 			failing = true
 		}
 	}

@@ -197,7 +197,7 @@ func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) 
 		if current.UID != node.UID {
 			return fmt.Errorf("node %s was re-created while writing it", node.Name)
 		}
-		if w.guard != nil && !decidedOnSame(node, current) {
+		if !decidedOnSame(node, current) {
 			return errDecidedOnAnOlderNode
 		}
 		var err error
