@@ -7,10 +7,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	core "k8s.io/client-go/testing"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
@@ -253,20 +249,7 @@ func TestAWriteAfterAConflictIsDecidedAgainWhenTheNodeRebootedMeanwhile(t *testi
 	f := newFixture(t, testOptions(), readyNodes("n1")...)
 	f.sync("n1")
 	f.clock.Step(51 * time.Second)
-	conflicts := 0
-	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
-		if action.GetSubresource() != "" || conflicts > 0 {
-			return false, nil, nil
-		}
-		conflicts++
-		obj, _ := f.client.Tracker().Get(v1.SchemeGroupVersion.WithResource("nodes"), "", "n1")
-		n := obj.(*v1.Node).DeepCopy()
-		n.Status.NodeInfo.BootID, n.ResourceVersion = "boot-2", "2"
-		if err := f.client.Tracker().Update(v1.SchemeGroupVersion.WithResource("nodes"), n, ""); err != nil {
-			t.Fatal(err)
-		}
-		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", nil)
-	})
+	f.conflictOnFirstPatch("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
 	err := f.c.syncNode(f.ctx, "n1")
 	if !errors.Is(err, errDecidedOnAnOlderNode) {
 		t.Fatalf("sync after a conflict that revealed a reboot: err %v, want %v", err, errDecidedOnAnOlderNode)

@@ -13,33 +13,44 @@ import (
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 )
 
-// A manual entry added between the controller's cached read and its patch
-// (kubectl nodehealth register, kubectl annotate) survives the retry: the
-// retried patch recomputes the list from the fresh node (docs/system-extensions.md).
-func TestConflictRetryKeepsAConcurrentListEntry(t *testing.T) {
-	f := newFixture(t, testOptions(), newNode("n1"))
-	f.live("n1")
+// conflictOnFirstPatch makes the first patch of the Node (not its status)
+// fail with 409 after mutate changed the stored node, as when another writer
+// got there between the controller's read and its patch; the count it
+// returns says how many patches it failed.
+func (f *fixture) conflictOnFirstPatch(name string, mutate func(*v1.Node)) *int {
 	conflicts := 0
 	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
 		if action.GetSubresource() != "" || conflicts > 0 {
 			return false, nil, nil
 		}
 		conflicts++
-		obj, _ := f.client.Tracker().Get(v1.SchemeGroupVersion.WithResource("nodes"), "", "n1")
+		obj, _ := f.client.Tracker().Get(v1.SchemeGroupVersion.WithResource("nodes"), "", name)
 		n := obj.(*v1.Node).DeepCopy()
+		mutate(n)
+		n.ResourceVersion = "2"
+		if err := f.client.Tracker().Update(v1.SchemeGroupVersion.WithResource("nodes"), n, ""); err != nil {
+			f.t.Fatal(err)
+		}
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, name, nil)
+	})
+	return &conflicts
+}
+
+// A manual entry added between the controller's cached read and its patch
+// (kubectl nodehealth register, kubectl annotate) survives the retry: the
+// retried patch recomputes the list from the fresh node (docs/system-extensions.md).
+func TestConflictRetryKeepsAConcurrentListEntry(t *testing.T) {
+	f := newFixture(t, testOptions(), newNode("n1"))
+	f.live("n1")
+	conflicts := f.conflictOnFirstPatch("n1", func(n *v1.Node) {
 		if n.Annotations == nil {
 			n.Annotations = map[string]string{}
 		}
 		n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = `[{"name":"gpu"}]`
-		n.ResourceVersion = "2"
-		if err := f.client.Tracker().Update(v1.SchemeGroupVersion.WithResource("nodes"), n, ""); err != nil {
-			t.Fatal(err)
-		}
-		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", nil)
 	})
 	f.sync("n1")
-	if conflicts != 1 {
-		t.Fatalf("the test's conflict did not happen (%d)", conflicts)
+	if *conflicts != 1 {
+		t.Fatalf("the test's conflict did not happen (%d)", *conflicts)
 	}
 	got := f.node("n1").Annotations[nodev1alpha1.SystemExtensionsAnnotation]
 	if want := `[{"name":"gpu"},{"name":"kube-proxy","source":"rule/kube-proxy"}]`; got != want {
@@ -52,20 +63,8 @@ func TestConflictRetryKeepsAConcurrentListEntry(t *testing.T) {
 func TestConflictRetryNeverRewritesAListThatBecameInvalid(t *testing.T) {
 	f := newFixture(t, testOptions(), newNode("n1"))
 	f.live("n1")
-	conflicts := 0
-	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
-		if action.GetSubresource() != "" || conflicts > 0 {
-			return false, nil, nil
-		}
-		conflicts++
-		obj, _ := f.client.Tracker().Get(v1.SchemeGroupVersion.WithResource("nodes"), "", "n1")
-		n := obj.(*v1.Node).DeepCopy()
+	f.conflictOnFirstPatch("n1", func(n *v1.Node) {
 		n.Annotations = map[string]string{nodev1alpha1.SystemExtensionsAnnotation: `[{"name":"gpu"`}
-		n.ResourceVersion = "2"
-		if err := f.client.Tracker().Update(v1.SchemeGroupVersion.WithResource("nodes"), n, ""); err != nil {
-			t.Fatal(err)
-		}
-		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", nil)
 	})
 	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
 		t.Fatal("sync succeeded although the list became invalid during the write")
