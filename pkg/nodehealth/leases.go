@@ -149,7 +149,9 @@ func (t *leaseTracker) observe(lease *coordinationv1.Lease) (prev, next leaseObs
 		return prev, next, false, true
 	}
 	*stored = next
-	changed = prev.holder != next.holder || !prev.expiresAt(0).Equal(next.expiresAt(0)) ||
+	// startGrace ending is a change even in the very instant the Lease was
+	// first seen: it ends a dead mark of the boot record (markedDead).
+	changed = prev.holder != next.holder || !prev.expiresAt(0).Equal(next.expiresAt(0)) || prev.startGrace != next.startGrace ||
 		prev.duration != next.duration || prev.reason != next.reason || prev.message != next.message
 	return prev, next, true, changed
 }

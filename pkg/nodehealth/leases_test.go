@@ -27,3 +27,21 @@ func TestMinimumLeaseDuration(t *testing.T) {
 		t.Fatal("not expired after minimumLeaseDuration + grace")
 	}
 }
+
+// A renewal observed in the very instant the controller first saw the Lease
+// (its start grace) is a change: it ends a dead mark of the boot record, so
+// its node must be evaluated again (simulation seed 17032421548992568283,
+// where a restarted controller kept a node held whose extension had come
+// back).
+func TestARenewalInTheInstantOfTheStartGraceIsAChange(t *testing.T) {
+	f := newFixture(t, testOptions())
+	first := lease("cni", "n1", "holder", t0.Add(-time.Minute))
+	if _, next, _, _ := f.c.tracker.observe(first); !next.startGrace {
+		t.Fatal("a Lease first seen is not in its start grace")
+	}
+	renewed := lease("cni", "n1", "holder", t0)
+	_, next, known, changed := f.c.tracker.observe(renewed)
+	if !known || !changed || next.startGrace {
+		t.Fatalf("renewal in the instant of the start grace: known %v, changed %v, startGrace %v; want known, changed, no start grace", known, changed, next.startGrace)
+	}
+}

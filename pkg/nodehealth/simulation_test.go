@@ -77,6 +77,8 @@ var simRegressions = sim.Regressions{
 	{Seed: 16997267047011645210, Name: "a fail-open that ended while another extension kept the node gated leaves the pending boot record, so a restart does not restore it"},
 	{Seed: 11173182051072828070, Name: "a Lease of the previous boot still valid when a startup timeout fails its extension open does not end the fail-open; only a renewal does"},
 	{Seed: 1504675404028735565, Name: "an eviction retry of the old instance firing in the very second the new one starts is the old instance's attempt: the new one drains on its own eviction clock (driver)"},
+	{Seed: 17032421548992568283, Name: "a Lease renewed in the very second the controller first saw it with its start grace is a change: the renewal ends the dead mark of the boot record (issue 33's dead marks; make simulate SEEDS=200, 2026-11-28)"},
+	{Seed: 14731447017799000584, Name: "the same, after the fourth controller's start (make simulate SEEDS=200, 2026-11-28)"},
 	{Seed: 2696022713275813172, Name: "an own-view recovery judges readiness as it was when the guard fired: a Lease dead then gets no grace, whatever the catching-up watch delivers in the recovery's second (issue 33, defect 3)"},
 }
 
