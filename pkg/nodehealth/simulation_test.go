@@ -89,7 +89,10 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	{Seed: 9661583877554528361, Name: "t=2m50s n1: controller untainted/False:GatingSuspended, model tainted/False:ExtensionsNotReady (make simulate SEEDS=200, 2026-11-28; passes at 508cbdd, so this session's changes, probably the dead marks in the blast-radius recount, are the first suspect; not yet diagnosed)"},
+	{Seed: 6830237159890156263, Name: "t=2m57s n5: escalated and held by no guard since 2m31s, no eviction attempt since 2m31s, yet pods g-n5 are left on it (the drain invariant; make simulate SEEDS=200, 2026-11-28; fails at 508cbdd too, so it predates issue 33; not yet diagnosed)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
