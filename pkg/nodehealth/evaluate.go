@@ -683,6 +683,10 @@ func (e *evaluation) failure() {
 		// renewals after the gate restarted. The eviction clock pauses,
 		// keeping what it counted; only an ungate or a recovery resets it.
 		st.escalationClock(e.now, true)
+		// An escalated node's drain pauses with it, as under a
+		// suspension, and goes on if the failure does: the escalation
+		// is not decided again (seed 6830237159890156263).
+		st.drainInterrupted = st.escalated
 	case st.failing && !failing:
 		st.resetEscalation()
 	}

@@ -2,6 +2,7 @@ package nodehealth
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -331,6 +332,74 @@ func TestAPlannedReleasePausesTheEvictionClockWithoutResettingIt(t *testing.T) {
 	step(time.Second, true)
 	if !escalated() {
 		t.Fatal("the planned release reset the eviction clock: no escalation 5 minutes of unplanned failure after it began")
+	}
+}
+
+// Found by the simulation (seed 6830237159890156263): an escalated node's
+// failure pauses while the node stays gated (here a planned release; also a
+// gate waiting for renewals after an own-view recovery), and the drain's
+// retry comes due in the pause and finds the node not failing. When the
+// failure goes on, so must the drain: the node stayed escalated, so nothing
+// decided the escalation again, and its pods stayed on a failed node.
+func TestADrainPausedWithItsFailureGoesOnWhenTheFailureDoes(t *testing.T) {
+	opts := testOptions()
+	opts.BlastRadius = BlastRadiusOptions{}
+	opts.Rules = append(opts.Rules, Rule{Name: "updater", Extension: "updater", Selector: labels.Everything(), AffectsReadiness: true,
+		FailurePolicy: FailurePolicyKeepGated})
+	f := newFixture(t, opts, readyNode("a"), lease("kube-proxy", "a", "holder", t0), lease("updater", "a", "holder", t0), pod("p", "a"))
+	blocked := true
+	f.client.PrependReactor("create", "pods", func(action core.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "eviction" || !blocked {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
+	})
+	// runEvictions runs the escalations queued now, as the eviction worker
+	// does when they come due.
+	runEvictions := func() {
+		t.Helper()
+		for f.c.evictions.Len() > 0 {
+			name, _ := f.c.evictions.Get()
+			if _, err := f.c.escalateNode(f.ctx, name); err != nil {
+				t.Fatal(err)
+			}
+			f.c.evictions.Forget(name)
+			f.c.evictions.Done(name)
+		}
+	}
+	f.sync("a")
+	f.clock.Step(time.Minute)
+	f.renew("updater", "a")
+	f.release("kube-proxy", "a", "Crash")
+	f.sync("a")
+	f.clock.Step(5 * time.Minute)
+	f.renew("updater", "a")
+	f.sync("a")
+	runEvictions()
+	if got := evictionsOf(f); len(got) != 1 {
+		t.Fatalf("escalation: eviction attempts %v, want one (refused by the budget)", got)
+	}
+
+	// The updater releases for an update: the failure is planned, and the
+	// drain's retry finds the node not failing.
+	f.release("updater", "a", nodev1alpha1.ReasonUpdating)
+	f.sync("a")
+	f.clock.Step(10 * time.Second)
+	f.c.evictions.Add("a")
+	runEvictions()
+	if got := evictionsOf(f); len(got) != 0 {
+		t.Fatalf("evicted %v while the node's failure was planned", got)
+	}
+
+	// The updater renews while kube-proxy still fails: the failure, and
+	// its drain, go on.
+	blocked = false
+	f.clock.Step(time.Second)
+	f.renew("updater", "a")
+	f.sync("a")
+	runEvictions()
+	if got := evictionsOf(f); !slices.Equal(got, []string{"p"}) {
+		t.Fatalf("after the failure went on: eviction attempts %v, want [p]", got)
 	}
 }
 
