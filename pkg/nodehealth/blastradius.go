@@ -177,6 +177,94 @@ func (b *blastRadius) suspended(zone string) (bool, string) {
 	return false, ""
 }
 
+// blastView is what the blast radius says about one node at one instant,
+// as values: the cluster's and the node's zone's counters and how the node
+// is counted. An evaluation asks it what the suspension would be with the
+// node counted as the evaluation judges it (suspendedIf), and changes
+// nothing; the controller applies the decision afterwards (update).
+type blastView struct {
+	clusterBP, zoneBP int
+	clusterThreshold  float64
+	zoneThreshold     float64
+	zone              string
+	cluster, zoneC    counter
+	hasZone           bool
+	member            member
+	counted           bool
+}
+
+// view returns the blast radius as a node in zone sees it now.
+func (b *blastRadius) view(node, zone string) blastView {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v := blastView{clusterBP: b.clusterBP, zoneBP: b.zoneBP, clusterThreshold: b.opts.ClusterThreshold,
+		zoneThreshold: b.opts.ZoneThreshold, zone: zone, cluster: b.cluster}
+	if c, ok := b.zones[zone]; ok && zone != "" {
+		v.zoneC, v.hasZone = *c, true
+	}
+	v.member, v.counted = b.members[node]
+	return v
+}
+
+// failing reports whether the node is counted as failing now.
+func (v blastView) failing() bool { return v.counted && v.member.failing }
+
+// suspendedIf reports whether failure taints and evictions would be
+// suspended for the node, and why, once it is counted as tracked and
+// failing say: the same arithmetic update does, on copies.
+func (v blastView) suspendedIf(tracked, failing bool) (bool, string) {
+	cluster, zone := v.cluster, v.zoneC
+	apply := func(m member, delta int) {
+		cluster.total += delta
+		if m.failing {
+			cluster.failing += delta
+		}
+		if m.zone != "" && m.zone == v.zone {
+			zone.total += delta
+			if m.failing {
+				zone.failing += delta
+			}
+		}
+	}
+	unchanged := v.counted && v.member.zone == v.zone && v.member.failing == failing && tracked
+	if !unchanged {
+		if v.counted {
+			apply(v.member, -1)
+		}
+		if tracked {
+			apply(member{zone: v.zone, failing: failing}, +1)
+		}
+		cluster.reevaluate(v.clusterBP)
+		if v.hasZone || (tracked && v.zone != "") {
+			zone.reevaluate(v.zoneBP)
+		}
+	}
+	if cluster.suspended {
+		return true, fmt.Sprintf("%d of %d nodes in the cluster are failing (threshold %.0f%%)",
+			cluster.failing, cluster.total, 100*v.clusterThreshold)
+	}
+	if v.zone != "" && zone.suspended {
+		return true, fmt.Sprintf("%d of %d nodes in zone %s are failing (threshold %.0f%%)",
+			zone.failing, zone.total, v.zone, 100*v.zoneThreshold)
+	}
+	return false, ""
+}
+
+// memberOf returns how a node is counted (ok: it is).
+func (b *blastRadius) memberOf(node string) (member, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m, ok := b.members[node]
+	return m, ok
+}
+
+// isFailing reports whether a node is counted as failing: the one record of
+// whether a node fails (its evaluation or a recount sets it).
+func (b *blastRadius) isFailing(node string) bool {
+	m, ok := b.memberOf(node)
+	return ok && m.failing
+}
+
 // anySuspended reports whether any scope is suspended (for the metric).
 func (b *blastRadius) suspendedScopes() (cluster bool, zones int) {
 	b.mu.Lock()

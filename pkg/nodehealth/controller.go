@@ -326,7 +326,7 @@ func (c *Controller) onlyMovesExpiry(prev, next leaseObservation, old, lease *co
 	defer c.mu.Unlock()
 	quiet := func(n string) bool {
 		st := c.nodes[n]
-		return st != nil && st.steady && !c.live.Has(n)
+		return st != nil && st.steadyLeases != nil && !c.live.Has(n)
 	}
 	// The nodes the Lease belongs to (leaseNodes), without building the list:
 	// this runs for every renewal received.
@@ -443,15 +443,15 @@ func (c *Controller) recoverView(at time.Time) {
 		// taint has not reached the cache restarts too, or the grace on
 		// the Leases of a previous boot would end a reboot's gate.
 		decidedTaint := !st.suppressed
-		pendingBootstrap := st.suppressed && st.full
+		pendingBootstrap := st.suppressed && st.gate.full
 		if decidedTaint || pendingBootstrap {
 			// The gate begins again, and so do its startup timeouts: one
 			// that passed during the stall was judged on a view that may
 			// have hidden the renewal.
-			st.gateStart = at
+			st.gate.start = at
 			st.startupExpired = sets.New[string]()
-			if st.cause == causeStartupExpiry {
-				st.cause = st.causeBeforeExpiry
+			if st.gate.cause == causeStartupExpiry {
+				st.gate.cause = st.gate.causeBeforeExpiry
 			}
 		}
 	}
@@ -507,7 +507,7 @@ func (c *Controller) recheckTimer(name string) bool {
 	c.mu.Lock()
 	st := c.nodes[name]
 	var leases []types.NamespacedName
-	if st != nil && st.steady {
+	if st != nil {
 		leases = st.steadyLeases
 	}
 	c.mu.Unlock()

@@ -154,7 +154,7 @@ func TestReleaseTaintsAtOnce(t *testing.T) {
 		t.Errorf("condition: %+v", c)
 	}
 	f.c.mu.Lock()
-	failing := f.c.nodes["n1"].failing
+	failing := f.c.blast.isFailing("n1")
 	f.c.mu.Unlock()
 	if !failing {
 		t.Error("an unplanned release after the node was ready must count as failing")
@@ -1103,7 +1103,7 @@ func TestTimerRecheckNeverSkipsAGatedNode(t *testing.T) {
 		t.Fatal("not tainted at expiry")
 	}
 	f.c.mu.Lock()
-	steady := f.c.nodes["n1"].steady
+	steady := (f.c.nodes["n1"].steadyLeases != nil)
 	f.c.mu.Unlock()
 	if steady {
 		t.Fatal("a gated node is marked steady")

@@ -11,7 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 )
@@ -107,6 +106,17 @@ type decision struct {
 	steady bool
 	// deadMarksChanged: the record's dead marks differ from the node's.
 	deadMarksChanged bool
+	// failing and tracked: how the node counts for the blast radius
+	// (tracked: it lists an extension that affects readiness);
+	// suspendedWhy says why failure taints are suspended for it, if they
+	// are. recount: a failure taint or an escalation is decided on a count
+	// that may be behind; the controller brings it up to date and
+	// evaluates again.
+	failing, tracked bool
+	suspendedWhy     string
+	recount          bool
+	// next is the node's state after this evaluation.
+	next *nodeState
 }
 
 type startupTimeout struct {
@@ -115,53 +125,89 @@ type startupTimeout struct {
 	policy    FailurePolicy
 }
 
-// evalEnv is what an evaluation needs beyond the node and its state.
-type evalEnv struct {
-	now     time.Time
-	opts    *Options
-	tracker *leaseTracker
+// evalInput is the snapshot an evaluation decides from: the node's facts,
+// the state the controller kept of it, what was observed of each of its
+// Leases, the guards and the clock. Nothing in it changes while, or
+// because, the node is evaluated.
+type evalInput struct {
+	now  time.Time
+	opts *Options
+	node nodeFacts
+	// prev is the state kept of the node; the evaluation reads it and
+	// returns the next one (decision.next).
+	prev *nodeState
+	exts []requiredExtension
+	// leases holds what the tracker observed of each extension's Lease, in
+	// the order of exts.
+	leases []leaseLookup
 	// live: the node appeared while the controller was running (not in its
 	// initial view), so it is new.
 	live bool
-	// suspended reports whether failure taints and evictions are suspended
-	// for the node's zone; ownViewStale whether all taint additions are.
-	suspended    func(zone string) bool
+	// ownViewStale: the own-view guard holds every taint addition.
 	ownViewStale bool
-	// updateFailing tells the blast-radius counter whether the node fails.
-	updateFailing func(failing, tracked bool)
-	// recount brings the blast-radius count up to date from every node's
-	// last-evaluated facts and the current expiry of its Leases, before a
-	// failure taint is decided (nil: nothing to bring up to date).
-	recount func()
+	// blast is the blast radius as the node sees it; recount: the
+	// controller can bring the count up to date and ask again
+	// (decision.recount).
+	blast   blastView
+	recount bool
 }
 
-// evaluate runs one step of a node's gate state machine (docs/controller.md). It is
-// the controller's decision function: it reads nothing but its arguments
-// (the Lease tracker in env holds what the informer observed) and writes
-// nothing but st, so a table of (state, facts, Leases) → decision tests it.
-// The steps follow kube-controller-manager's nodelifecycle split:
+// leaseLookup is what the tracker knows of one Lease (ok: it exists), and
+// when it was deleted if it is missing and the tracker remembers.
+type leaseLookup struct {
+	obs       leaseObservation
+	ok        bool
+	deletedAt time.Time
+}
+
+// lookupLeases snapshots what the tracker knows of exts' Leases.
+func (t *leaseTracker) lookupLeases(exts []requiredExtension) []leaseLookup {
+	out := make([]leaseLookup, len(exts))
+	for i, ext := range exts {
+		l := &out[i]
+		l.obs, l.ok = t.get(ext.lease.Namespace, ext.lease.Name)
+		if !l.ok {
+			l.deletedAt, _ = t.deletedAt(ext.lease.Namespace, ext.lease.Name)
+		}
+	}
+	return out
+}
+
+// evaluate runs one step of a node's gate state machine (docs/controller.md).
+// It is the controller's decision function, pure: it reads nothing but its
+// input, changes nothing in it, and returns the decision with the node's
+// next state, so a table of (state, facts, Leases) → decision tests it. The
+// blast-radius count, the timers and the writes follow from the decision
+// (Controller.evaluateNode, apply). The steps follow kube-controller-manager's
+// nodelifecycle split, each named after the reference model's rule it
+// implements (pkg/nodehealth/model/rules.go):
 //
-//	bootChange        reboots, re-creations, nodes found at a start
-//	extensionStatuses each extension's readiness from its Lease
-//	startupTimeouts   the startup timeouts of a bootstrap gate
-//	plannedReleases   which failures are planned
-//	gateTransition    gate, re-reason or ungate
-//	failure           blast-radius count and the taint (suppressed or not)
-//	escalation        the eviction clock
-func evaluate(env evalEnv, f nodeFacts, st *nodeState, exts []requiredExtension) decision {
-	e := &evaluation{env: env, now: env.now, f: f, st: st, exts: exts, allPlanned: true}
+//	bootChange           rebooted, recreated, findNode, beginBootstrapGate
+//	extensionStatuses    leaseReady, each extension's readiness from its Lease
+//	applyStartupTimeouts applyStartupTimeouts
+//	plannedReleases      plannedRelease
+//	gateTransition       openFailureGate, gateMayEnd, ungate, widenFailedOnlyScope
+//	isFailing            isFailing, and the blast radius it counts in
+//	placeTaint           placeTaint
+//	writeBootRecord      writeBootRecord
+//	runEvictionClock     runEvictionClock
+func evaluate(in evalInput) decision {
+	e := &evaluation{in: in, now: in.now, f: in.node, st: in.prev.clone(), exts: in.exts, allPlanned: true}
+	e.d.next = e.st
 	e.bootChange()
 	e.extensionStatuses()
-	e.startupTimeouts()
+	e.applyStartupTimeouts()
 	e.plannedReleases()
 	if len(e.gating) == 0 {
 		e.noGatingExtensions()
 		return e.d
 	}
-	st.hadGating = true
+	e.st.hadGating = true
 	e.gateTransition()
-	e.failure()
-	e.escalation()
+	e.isFailing()
+	e.placeTaint()
+	e.writeBootRecord()
+	e.runEvictionClock()
 	e.steadiness()
 	return e.d
 }
@@ -178,7 +224,7 @@ func (e *evaluation) steadiness() {
 	st, d := e.st, &e.d
 	// d.taint on an ungated node is a creation taint waiting for the end of
 	// its registration grace, which is due whatever the Leases do.
-	if st.gated || st.failing || d.suppressed || d.escalate || d.taint || len(d.startupTimeouts) > 0 ||
+	if st.gated || e.failing || d.suppressed || d.escalate || d.taint || len(d.startupTimeouts) > 0 ||
 		len(d.statuses) == 0 || d.leaseCheck.IsZero() || !d.nextCheck.Equal(d.leaseCheck) {
 		return
 	}
@@ -193,7 +239,7 @@ func (e *evaluation) steadiness() {
 // evaluation is one run of evaluate: its inputs and what the steps found so
 // far.
 type evaluation struct {
-	env  evalEnv
+	in   evalInput
 	now  time.Time
 	f    nodeFacts
 	st   *nodeState
@@ -228,19 +274,19 @@ func (e *evaluation) bootChange() {
 	firstSight := st.uid == ""
 	switch {
 	case !firstSight && f.uid != st.uid:
-		st.gate(causeRecreated, now)
-		st.handledUID = f.uid
+		st.beginGate(causeRecreated, now)
+		st.handled.uid = f.uid
 	case !firstSight && st.bootID != "" && f.bootID != "" && f.bootID != st.bootID:
-		st.gate(causeRebooted, now)
-		st.handledBoot = f.bootID
-	case f.hasRecord && f.record.UID != f.uid && st.handledUID != f.uid:
-		st.gate(causeRecreated, now)
-		st.handledUID = f.uid
-		st.foundAtStart = firstSight && !e.env.live
-	case f.hasRecord && f.record.BootID != "" && f.bootID != "" && f.record.BootID != f.bootID && st.handledBoot != f.bootID:
-		st.gate(causeRebooted, now)
-		st.handledBoot = f.bootID
-		st.foundAtStart = firstSight && !e.env.live
+		st.beginGate(causeRebooted, now)
+		st.handled.boot = f.bootID
+	case f.hasRecord && f.record.UID != f.uid && st.handled.uid != f.uid:
+		st.beginGate(causeRecreated, now)
+		st.handled.uid = f.uid
+		st.startup.foundAtStart = firstSight && !e.in.live
+	case f.hasRecord && f.record.BootID != "" && f.bootID != "" && f.record.BootID != f.bootID && st.handled.boot != f.bootID:
+		st.beginGate(causeRebooted, now)
+		st.handled.boot = f.bootID
+		st.startup.foundAtStart = firstSight && !e.in.live
 		if firstSight {
 			// A controller that starts after the reboot cannot tell when
 			// a release it finds was made; the updater releases before it
@@ -248,14 +294,14 @@ func (e *evaluation) bootChange() {
 			// the release belongs to the boot the record names.
 			e.releasesBoot = f.record.BootID
 		}
-	case firstSight && e.env.live:
-		st.gate(causeNew, now)
+	case firstSight && e.in.live:
+		st.beginGate(causeNew, now)
 		st.createdLive = true
 	case firstSight && f.tainted:
 		// Found gated after a start or a failover: the gate stands, and the
 		// extensions must renew again after this moment.
-		st.gate(causeFoundGated, now)
-		st.foundAtStart = true
+		st.beginGate(causeFoundGated, now)
+		st.startup.foundAtStart = true
 		st.readyInBoot = f.hasRecord && f.record.sameBoot(f.uid, f.bootID) && !f.record.Pending
 		st.restoreFailedOpen(f)
 	case firstSight:
@@ -279,25 +325,26 @@ func (e *evaluation) extensionStatuses() {
 	}
 	missing := map[string]time.Time{}
 	e.d.statuses = make([]extensionStatus, 0, len(e.exts))
-	for _, ext := range e.exts {
-		obs, ok := e.env.tracker.get(ext.lease.Namespace, ext.lease.Name)
-		s := e.leaseStatus(ext, obs, ok)
+	for i, ext := range e.exts {
+		l := e.in.leases[i]
+		obs, ok := l.obs, l.ok
+		s := e.leaseStatus(ext, l)
 		if !ok {
 			missing[ext.name] = s.failedAt
 		}
 		if ok {
 			s.lastRenewal, s.renewTime = obs.observedAt, obs.renewTime
 			// A release is what was observed, not a renewal.
-			s.renewedSinceGate = obs.observedAt.After(st.gateStart) && s.reason != extLeaseReleased
+			s.renewedSinceGate = obs.observedAt.After(st.gate.start) && s.reason != extLeaseReleased
 		}
 		if !ok || !obs.released() {
 			delete(st.plannedBoot, ext.name)
 		}
-		if s.ready && s.renewedSinceGate && ext.affects && st.firstReady != nil {
+		if s.ready && s.renewedSinceGate && ext.affects && st.startup.firstReady != nil {
 			// The first ready renewal after the gate began (or began
 			// again at an own-view recovery) is the extension's start-up.
-			if at, seen := st.firstReady[ext.name]; !seen || !at.After(st.gateStart) {
-				st.firstReady[ext.name] = s.lastRenewal
+			if at, seen := st.startup.firstReady[ext.name]; !seen || !at.After(st.gate.start) {
+				st.startup.firstReady[ext.name] = s.lastRenewal
 			}
 		}
 		// lastRenewal is an observed renewal, never an own-view
@@ -315,16 +362,17 @@ func (e *evaluation) extensionStatuses() {
 
 // leaseStatus judges one extension by what the tracker observed of its
 // Lease (ok: the Lease exists).
-func (e *evaluation) leaseStatus(ext requiredExtension, obs leaseObservation, ok bool) extensionStatus {
-	st, now, grace := e.st, e.now, e.env.opts.RenewalGrace
+func (e *evaluation) leaseStatus(ext requiredExtension, l leaseLookup) extensionStatus {
+	obs, ok := l.obs, l.ok
+	st, now, grace := e.st, e.now, e.in.opts.RenewalGrace
 	s := extensionStatus{name: ext.name, lease: ext.lease.String(), affects: ext.affects}
-	s.gating = ext.affects && !st.failedOpen.Has(ext.name)
+	s.gating = ext.affects && !st.hasFailedOpen(ext.name)
 	switch {
 	case !ok:
 		s.reason, s.detail = extLeaseMissing, fmt.Sprintf("lease %s does not exist", s.lease)
 		s.failedAt = st.missingSince(ext.name, now)
-		if at, deleted := e.env.tracker.deletedAt(ext.lease.Namespace, ext.lease.Name); deleted && at.Before(s.failedAt) {
-			s.failedAt = at
+		if !l.deletedAt.IsZero() && l.deletedAt.Before(s.failedAt) {
+			s.failedAt = l.deletedAt
 		}
 	case obs.released():
 		s.reason = extLeaseReleased
@@ -382,7 +430,7 @@ func (e *evaluation) deadMarks() map[string]int64 {
 	if !e.st.readyInBoot {
 		return nil
 	}
-	if e.env.ownViewStale {
+	if e.in.ownViewStale {
 		// An expiry judged on a stale view may be the view's fault: the
 		// marks stay as they are until it is current again.
 		if e.f.hasRecord && e.f.record.UID == e.f.uid {
@@ -411,7 +459,7 @@ func (e *evaluation) deadMarks() map[string]int64 {
 // Node being created was made for an earlier Node of that name: it belongs to
 // no boot of this one.
 func (e *evaluation) plannedInThisBoot(extension, reason string, releasedAt time.Time) bool {
-	if !e.env.opts.MaintenanceReasons.Has(reason) {
+	if !e.in.opts.MaintenanceReasons.Has(reason) {
 		return false
 	}
 	boot, seen := e.st.plannedBoot[extension]
@@ -442,10 +490,10 @@ func (e *evaluation) collectGating() {
 	}
 }
 
-// startupTimeouts apply while the node waits for its extensions after a
+// applyStartupTimeouts: startup timeouts apply while the node waits for its extensions after a
 // bootstrap gate: an extension past its timeout fails open (Ungate) or keeps
 // the node gated and says so (KeepGated).
-func (e *evaluation) startupTimeouts() {
+func (e *evaluation) applyStartupTimeouts() {
 	st, now := e.st, e.now
 	if !st.gated || st.readyInBoot {
 		return
@@ -455,20 +503,20 @@ func (e *evaluation) startupTimeouts() {
 		// A startup timeout is for an extension that never came up after
 		// the gate began: one that renewed since and failed later (it may
 		// be released now) started, and its failure is not a startup one.
-		if !s.gating || ext.rule == nil || ext.rule.StartupTimeout <= 0 || s.lastRenewal.After(st.gateStart) {
+		if !s.gating || ext.rule == nil || ext.rule.StartupTimeout <= 0 || s.lastRenewal.After(st.gate.start) {
 			continue
 		}
-		deadline := st.gateStart.Add(ext.rule.StartupTimeout)
+		deadline := st.gate.start.Add(ext.rule.StartupTimeout)
 		if now.Before(deadline) {
 			e.earliest(deadline)
 			continue
 		}
-		if ext.rule.FailurePolicy == FailurePolicyUngate && e.env.ownViewStale {
+		if ext.rule.FailurePolicy == FailurePolicyUngate && e.in.ownViewStale {
 			// Nothing fails open on a view that may hide the renewal;
 			// the lift restarts the gate and its timeouts.
 			continue
 		}
-		if !st.failedOpen.Has(ext.name) && !st.startupExpired.Has(ext.name) {
+		if !st.hasFailedOpen(ext.name) && !st.startupExpired.Has(ext.name) {
 			e.d.startupTimeouts = append(e.d.startupTimeouts, startupTimeout{extension: ext.name, timeout: ext.rule.StartupTimeout, policy: ext.rule.FailurePolicy})
 		}
 		if ext.rule.FailurePolicy == FailurePolicyUngate {
@@ -498,18 +546,18 @@ func (e *evaluation) plannedReleases() {
 	}
 	for _, s := range e.d.statuses {
 		if s.planned && st.gated {
-			st.plannedExts.Insert(s.name)
+			st.gate.planned.Insert(s.name)
 		}
 		if s.ready {
-			st.plannedExts.Delete(s.name)
+			st.gate.planned.Delete(s.name)
 		}
 	}
-	for name := range st.plannedExts {
+	for name := range st.gate.planned {
 		if !slices.ContainsFunc(e.d.statuses, func(s extensionStatus) bool { return s.name == name }) {
-			st.plannedExts.Delete(name)
+			st.gate.planned.Delete(name)
 		}
 	}
-	if len(e.notReady) > 0 && len(st.plannedExts) > 0 {
+	if len(e.notReady) > 0 && len(st.gate.planned) > 0 {
 		e.allPlanned = true
 	}
 }
@@ -522,16 +570,16 @@ func (e *evaluation) noGatingExtensions() {
 	wasGated := st.gated
 	if st.gated {
 		st.gated = false
-		st.cause = causeNone
+		st.gate.cause = causeNone
 	}
 	st.resetEscalation()
-	e.env.updateFailing(false, countAffecting(e.d.statuses) > 0)
+	e.d.failing, e.d.tracked = false, countAffecting(e.d.statuses) > 0
 	// Only a node that listed gating extensions before is "ungated"; a
 	// node that never did was never gated by this controller.
 	e.d.ended = wasGated && st.hadGating
 	if e.d.ended {
 		e.recordStartup()
-		st.startupCause, st.firstReady = causeNone, nil
+		st.startup.cause, st.startup.firstReady = causeNone, nil
 		// Released by failing open: the node is in service.
 		st.readyInBoot = true
 	}
@@ -542,7 +590,7 @@ func (e *evaluation) noGatingExtensions() {
 		e.d.recordBoot = !f.hasRecord || !equalRecords(f.record, e.d.record)
 	}
 	if f.tainted && !st.hadGating && len(st.failedOpen) == 0 {
-		graceEnd := st.firstSeen.Add(e.env.opts.RegistrationGrace)
+		graceEnd := st.firstSeen.Add(e.in.opts.RegistrationGrace)
 		if now.Before(graceEnd) {
 			e.d.taint = true
 			e.earliest(graceEnd)
@@ -565,7 +613,7 @@ func (e *evaluation) gateTransition() {
 		latest := time.Time{}
 		fresh := true
 		for _, s := range e.gating {
-			if !st.full && !st.scope.Has(s.name) {
+			if !st.gate.full && !st.gate.scope.Has(s.name) {
 				continue
 			}
 			fresh = fresh && s.renewedSinceGate
@@ -576,12 +624,12 @@ func (e *evaluation) gateTransition() {
 		// A node held for a failure was never tainted: judged afresh, it
 		// is ungated as soon as nothing it requires is failing (no failure
 		// taint is ever owed, and no renewal is owed either).
-		held := st.suppressed && !e.f.tainted && !st.full
+		held := st.suppressed && !e.f.tainted && !st.gate.full
 		// A bootstrap, reboot or re-creation seen while the own-view guard
 		// holds is pending: it gates when the guard lifts (gateStart = the
 		// lift), and renewals observed before that, delivered by a watch
 		// that is catching up, may predate the cause (docs/controller.md).
-		pending := st.suppressed && !e.f.tainted && st.full && e.env.ownViewStale
+		pending := st.suppressed && !e.f.tainted && st.gate.full && e.in.ownViewStale
 		if (fresh || held) && !pending {
 			e.recordStartup()
 			st.ungate()
@@ -596,14 +644,14 @@ func (e *evaluation) gateTransition() {
 	}
 
 	e.startupExpiryCause()
-	if st.gated && !st.full {
+	if st.gated && !st.gate.full {
 		for _, s := range e.notReady {
-			st.scope.Insert(s.name)
+			st.gate.scope.Insert(s.name)
 		}
 		for _, s := range e.gating {
 			if _, known := st.extReady[s.name]; !known && len(st.extReady) > 0 {
 				// Added to the list during the gate.
-				st.scope.Insert(s.name)
+				st.gate.scope.Insert(s.name)
 			}
 		}
 	}
@@ -618,11 +666,11 @@ func (e *evaluation) stayOrBecomeGated() {
 		if e.allPlanned {
 			cause = causeMaintenance
 		}
-		st.gate(cause, now)
+		st.beginGate(cause, now)
 		e.d.started = true
 		for _, s := range e.notReady {
 			if s.planned {
-				st.plannedExts.Insert(s.name)
+				st.gate.planned.Insert(s.name)
 			}
 		}
 		for _, s := range e.notReady {
@@ -630,18 +678,18 @@ func (e *evaluation) stayOrBecomeGated() {
 				e.d.detectedAt = s.failedAt
 			}
 		}
-	case st.cause == causeFoundGated:
+	case st.gate.cause == causeFoundGated:
 		// Found gated at a start: once an extension is known not to be
 		// ready, that is the reason, not the restart. The gate stays
-		// full (st.full): every extension must still renew.
-		st.cause = causeNotReady
+		// full (st.gate.full): every extension must still renew.
+		st.gate.cause = causeNotReady
 		if e.allPlanned {
-			st.cause = causeMaintenance
+			st.gate.cause = causeMaintenance
 		}
-	case st.cause == causeMaintenance && !e.allPlanned:
-		st.cause = causeNotReady
-	case st.cause == causeNotReady && e.allPlanned:
-		st.cause = causeMaintenance
+	case st.gate.cause == causeMaintenance && !e.allPlanned:
+		st.gate.cause = causeNotReady
+	case st.gate.cause == causeNotReady && e.allPlanned:
+		st.gate.cause = causeMaintenance
 	}
 }
 
@@ -661,53 +709,62 @@ func (e *evaluation) startupExpiryCause() {
 		expired = expired || s.reason == extStartupTimeout
 	}
 	switch {
-	case expired && st.cause != causeStartupExpiry:
-		st.causeBeforeExpiry, st.cause = st.cause, causeStartupExpiry
-	case !expired && st.cause == causeStartupExpiry:
+	case expired && st.gate.cause != causeStartupExpiry:
+		st.gate.causeBeforeExpiry, st.gate.cause = st.gate.cause, causeStartupExpiry
+	case !expired && st.gate.cause == causeStartupExpiry:
 		// The late extension came up: the gate is its cause's again
 		// while the others renew.
-		st.cause = st.causeBeforeExpiry
+		st.gate.cause = st.gate.causeBeforeExpiry
 	}
 }
 
-// failure counts the node for the blast radius and decides the taint: untaints
-// always proceed; additions wait while the controller cannot trust its own
-// view, and failure taints while gating is suspended.
-func (e *evaluation) failure() {
+// isFailing decides whether the node fails for the blast radius and the
+// eviction clock (the model's isFailing): an unplanned failure of a gating
+// extension after the node was ready in its boot. Failing nodes count
+// whether tainted or not. It asks the blast radius, as it would count with
+// the node judged so, whether failure taints are suspended for it.
+func (e *evaluation) isFailing() {
 	st, f := e.st, e.f
-	// Failing nodes count toward the blast radius whether tainted or not.
 	failing := st.gated && st.readyInBoot && !e.allPlanned && len(e.notReady) > 0
 	switch {
-	case st.failing && !failing && st.gated:
+	case e.in.blast.failing() && !failing && st.gated:
 		// Still gated: its failures became planned, or it waits for
 		// renewals after the gate restarted. The eviction clock pauses,
 		// keeping what it counted; only an ungate or a recovery resets it.
-		st.escalationClock(e.now, true)
+		st.eviction.advance(e.now, true)
 		// An escalated node's drain pauses with it, as under a
 		// suspension, and goes on if the failure does: the escalation
 		// is not decided again (seed 6830237159890156263).
 		st.drainInterrupted = st.escalated
-	case st.failing && !failing:
+	case e.in.blast.failing() && !failing:
 		st.resetEscalation()
 	}
-	st.failing = failing
 	e.failing = failing
-	e.env.updateFailing(failing, countAffecting(e.d.statuses) > 0)
-	e.suspended = e.env.suspended(f.zone)
-	if failing && !e.suspended && e.env.recount != nil && (!f.tainted || e.escalationComesDue()) {
-		// Failures that come due together (a restart's grace running
-		// out, a mass failure) are all counted before any one of them is
-		// tainted or escalated, not one by one as their nodes are synced:
-		// the node whose timer is handled first must not slip through.
-		e.env.recount()
-		e.suspended = e.env.suspended(f.zone)
-	}
+	e.d.failing, e.d.tracked = failing, countAffecting(e.d.statuses) > 0
+	e.suspended, e.d.suspendedWhy = e.in.blast.suspendedIf(e.d.tracked, failing)
+	// Failures that come due together (a restart's grace running out, a
+	// mass failure) are all counted before any one of them is tainted or
+	// escalated, not one by one as their nodes are synced: the node whose
+	// timer is handled first must not slip through.
+	e.d.recount = failing && !e.suspended && e.in.recount && (!f.tainted || e.escalationComesDue())
+}
 
+// placeTaint decides the taint (the model's placeTaint): untaints always
+// proceed; additions wait while the controller cannot trust its own view,
+// and failure taints while gating is suspended.
+func (e *evaluation) placeTaint() {
+	st, f := e.st, e.f
 	e.d.taint = st.gated
-	if st.gated && !f.tainted && (e.env.ownViewStale || (failing && e.suspended)) {
+	if st.gated && !f.tainted && (e.in.ownViewStale || (e.failing && e.suspended)) {
 		e.d.taint = false
 		e.d.suppressed = true
 	}
+}
+
+// writeBootRecord decides the boot record the node carries and whether to
+// write it (the model's writeBootRecord).
+func (e *evaluation) writeBootRecord() {
+	st, f := e.st, e.f
 	e.d.record = st.wantRecord(f)
 	e.d.record.Dead = e.deadMarks()
 	var recordedDead map[string]int64
@@ -735,23 +792,24 @@ func (e *evaluation) failure() {
 	}
 }
 
-// escalation runs the eviction clock of an unplanned failure after the node
-// was ready, paused while escalation is suspended.
 // escalationComesDue reports whether this evaluation would escalate the
 // failing node if nothing held it, without moving its clock.
 func (e *evaluation) escalationComesDue() bool {
-	st, opts := e.st, e.env.opts
+	st, opts := e.st, e.in.opts
 	if opts.Eviction.Mode == EvictionModeNone || opts.Eviction.Timeout < 0 || (st.escalated && !st.drainInterrupted) {
 		return false
 	}
-	return st.evictionClockRanOut(e.now, opts.Eviction.Timeout)
+	return st.eviction.ranOut(e.now, opts.Eviction.Timeout)
 }
 
-func (e *evaluation) escalation() {
-	st, now, opts := e.st, e.now, e.env.opts
-	held := e.suspended || e.env.ownViewStale
+// runEvictionClock runs the eviction clock of an unplanned failure after the
+// node was ready (the model's runEvictionClock), paused while a guard holds
+// escalation, and decides the escalation when it runs out.
+func (e *evaluation) runEvictionClock() {
+	st, now, opts := e.st, e.now, e.in.opts
+	held := e.suspended || e.in.ownViewStale
 	if e.failing && opts.Eviction.Mode != EvictionModeNone && opts.Eviction.Timeout >= 0 {
-		elapsed := st.escalationClock(now, held)
+		elapsed := st.eviction.advance(now, held)
 		if elapsed >= opts.Eviction.Timeout {
 			e.d.escalate = !held && (!st.escalated || st.drainInterrupted)
 		} else if !held {
@@ -783,7 +841,10 @@ func (s *nodeState) restoreFailedOpen(f nodeFacts) {
 	if f.hasRecord && f.record.sameBoot(f.uid, f.bootID) && len(f.record.FailedOpen) > 0 && len(f.record.FailedOpen) <= maxFailedOpen {
 		// Their renewals' baselines are taken at the first evaluation
 		// (failOpenEnds).
-		s.failedOpen, s.failedOpenAt = sets.New(f.record.FailedOpen...), nil
+		s.failedOpen = make(map[string]failOpenBaseline, len(f.record.FailedOpen))
+		for _, ext := range f.record.FailedOpen {
+			s.failedOpen[ext] = failOpenBaseline{}
+		}
 	}
 }
 
@@ -791,7 +852,7 @@ func (s *nodeState) restoreFailedOpen(f nodeFacts) {
 // It keeps the boot's start-up timeline: the one this controller built, or
 // the one the node's record of this boot already holds (after a start).
 func (s *nodeState) wantRecord(f nodeFacts) bootRecord {
-	r := bootRecord{BootID: f.bootID, UID: f.uid, FailedOpen: sets.List(s.failedOpen), Startup: s.startup}
+	r := bootRecord{BootID: f.bootID, UID: f.uid, FailedOpen: s.failedOpenNames(), Startup: s.startup.timeline}
 	if len(r.FailedOpen) > maxFailedOpen {
 		r.FailedOpen, r.FailedOpenOmitted = r.FailedOpen[:maxFailedOpen], len(r.FailedOpen)-maxFailedOpen
 	}
@@ -810,16 +871,16 @@ func (s *nodeState) wantRecord(f nodeFacts) bootRecord {
 // Failure and maintenance gates of a node already ready have none.
 func (e *evaluation) recordStartup() {
 	st, now := e.st, e.now
-	if st.readyInBoot || st.startupCause == causeNone {
+	if st.readyInBoot || st.startup.cause == causeNone {
 		return
 	}
 	tl := &nodev1alpha1.StartupTimeline{
-		Cause:        string(st.startupCause),
-		FoundAtStart: st.foundAtStart,
-		Start:        metav1.NewTime(st.startupStart.UTC().Truncate(time.Second)),
-		Ready:        metav1.Duration{Duration: nodev1alpha1.RoundStartup(now.Sub(st.startupStart))},
+		Cause:        string(st.startup.cause),
+		FoundAtStart: st.startup.foundAtStart,
+		Start:        metav1.NewTime(st.startup.start.UTC().Truncate(time.Second)),
+		Ready:        metav1.Duration{Duration: nodev1alpha1.RoundStartup(now.Sub(st.startup.start))},
 	}
-	if (st.startupCause == causeNew || st.startupCause == causeRecreated) && !e.f.created.IsZero() {
+	if (st.startup.cause == causeNew || st.startup.cause == causeRecreated) && !e.f.created.IsZero() {
 		tl.SinceCreation = &metav1.Duration{Duration: nodev1alpha1.RoundStartup(now.Sub(e.f.created))}
 	}
 	e.d.startupExtensions = map[string]time.Duration{}
@@ -829,8 +890,8 @@ func (e *evaluation) recordStartup() {
 			continue
 		}
 		entry := nodev1alpha1.StartupExtension{Name: s.name}
-		if at, ok := st.firstReady[s.name]; ok && at.After(st.gateStart) {
-			d := at.Sub(st.startupStart)
+		if at, ok := st.startup.firstReady[s.name]; ok && at.After(st.gate.start) {
+			d := at.Sub(st.startup.start)
 			e.d.startupExtensions[s.name] = d
 			entry.Ready = &metav1.Duration{Duration: nodev1alpha1.RoundStartup(d)}
 		}
@@ -842,7 +903,7 @@ func (e *evaluation) recordStartup() {
 		exts = exts[:nodev1alpha1.MaxStartupExtensions]
 	}
 	tl.Extensions = exts
-	st.startup = tl
+	st.startup.timeline = tl
 	e.d.startup = tl
 }
 
@@ -882,8 +943,8 @@ func conditionFor(now time.Time, st *nodeState, d decision, suspendedWhy string)
 		status, reason = v1.ConditionFalse, nodev1alpha1.ReasonGatingSuspended
 		message = "Not tainted although extensions are not ready: " + suspendedWhy + ". Not ready: " + strings.Join(failing, ", ")
 	case st.gated:
-		status, reason = v1.ConditionFalse, string(st.cause)
-		message = gateMessage(st.cause)
+		status, reason = v1.ConditionFalse, string(st.gate.cause)
+		message = gateMessage(st.gate.cause)
 		if len(failing) > 0 {
 			message += " Not ready: " + strings.Join(failing, ", ") + "."
 		} else {

@@ -2,9 +2,12 @@ package nodehealth
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,6 +22,38 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 )
+
+// exportAll lets cmp compare the controller's unexported state.
+var exportAll = cmp.Exporter(func(reflect.Type) bool { return true })
+
+// evaluatePurely evaluates in twice and requires the same decision: an
+// evaluation that changed its input (the state it was given, the Leases it
+// read) would decide differently the second time, as a fail-open ended, a
+// planned release's boot or a startup timeout recorded in the given state
+// would show.
+func evaluatePurely(t *testing.T, in evalInput) decision {
+	t.Helper()
+	d := evaluate(in)
+	if again := evaluate(in); !cmp.Equal(d, again, exportAll) {
+		t.Fatalf("evaluating the same input twice decided differently: the evaluation changed its input (-first +second):\n%s",
+			cmp.Diff(d, again, exportAll))
+	}
+	return d
+}
+
+// testBlastView is a blast radius that suspends failure taints or not,
+// whatever the node's own count, and counts the node as failing or not.
+func testBlastView(suspended, failing bool) blastView {
+	v := blastView{clusterBP: 5000, zoneBP: 6000, clusterThreshold: 0.5, zoneThreshold: 0.6,
+		member: member{failing: failing}, counted: true, cluster: counter{total: 1}}
+	if failing {
+		v.cluster.failing = 1
+	}
+	if suspended {
+		v.cluster = counter{total: 200, failing: 150, suspended: true}
+	}
+	return v
+}
 
 // leaseAt describes one extension Lease for the decision table: renewed (as
 // the controller observed it) at an offset from t0, released with a reason,
@@ -38,7 +73,7 @@ func TestEvaluate(t *testing.T) {
 			st := newNodeState(t0)
 			st.uid, st.bootID = "uid-n1", "boot-1"
 			st.hadGating = true
-			st.gate(cause, t0.Add(at))
+			st.beginGate(cause, t0.Add(at))
 			st.readyInBoot = !cause.bootstrap()
 			st.extReady = map[string]bool{"a": false, "b": true}
 			for _, m := range mutate {
@@ -90,7 +125,7 @@ func TestEvaluate(t *testing.T) {
 			state: inService, bootID: "boot-2", leases: map[string]*leaseAt{"a": fresh, "b": fresh},
 			wantTaint: true, wantCause: causeRebooted},
 		{name: "failed-only gate: the failed extension renewed, the other did not need to",
-			state: gatedAt(causeNotReady, 40*time.Second, func(st *nodeState) { st.scope.Insert("a") }), tainted: true,
+			state: gatedAt(causeNotReady, 40*time.Second, func(st *nodeState) { st.gate.scope.Insert("a") }), tainted: true,
 			leases:    map[string]*leaseAt{"a": fresh, "b": {renewed: 30 * time.Second}},
 			wantEnded: true},
 		{name: "full gate: every extension must renew after the gate",
@@ -101,7 +136,7 @@ func TestEvaluate(t *testing.T) {
 			state: inService, leases: map[string]*leaseAt{"a": {renewed: 50 * time.Second, released: nodev1alpha1.ReasonUpdating}, "b": fresh},
 			wantTaint: true, wantStarted: true, wantCause: causeMaintenance},
 		{name: "planned release makes the node's other failures planned",
-			state: gatedAt(causeMaintenance, 40*time.Second, func(st *nodeState) { st.plannedExts.Insert("a") }), tainted: true,
+			state: gatedAt(causeMaintenance, 40*time.Second, func(st *nodeState) { st.gate.planned.Insert("a") }), tainted: true,
 			leases:    map[string]*leaseAt{"a": {renewed: 50 * time.Second, released: nodev1alpha1.ReasonUpdating}, "b": stale},
 			wantTaint: true, wantCause: causeMaintenance},
 		{name: "release without a maintenance reason: a failure",
@@ -114,15 +149,15 @@ func TestEvaluate(t *testing.T) {
 			state: inService, leases: map[string]*leaseAt{"a": nil, "b": fresh}, ownStale: true,
 			wantSuppressed: true, wantStarted: true, wantCause: causeNotReady, wantFailing: true},
 		{name: "own view stale: untaints proceed",
-			state: gatedAt(causeNotReady, 40*time.Second, func(st *nodeState) { st.scope.Insert("a") }), tainted: true,
+			state: gatedAt(causeNotReady, 40*time.Second, func(st *nodeState) { st.gate.scope.Insert("a") }), tainted: true,
 			leases: map[string]*leaseAt{"a": fresh, "b": fresh}, ownStale: true,
 			wantEnded: true},
 		{name: "eviction clock ran out: escalate",
-			state: gatedAt(causeNotReady, 0, func(st *nodeState) { st.scope.Insert("a") }), tainted: true,
+			state: gatedAt(causeNotReady, 0, func(st *nodeState) { st.gate.scope.Insert("a") }), tainted: true,
 			leases: map[string]*leaseAt{"a": nil, "b": fresh}, failedFor: 5 * time.Minute,
 			wantTaint: true, wantEscalate: true, wantCause: causeNotReady, wantFailing: true},
 		{name: "eviction clock ran out while suspended: no escalation",
-			state: gatedAt(causeNotReady, 0, func(st *nodeState) { st.scope.Insert("a") }), tainted: true,
+			state: gatedAt(causeNotReady, 0, func(st *nodeState) { st.gate.scope.Insert("a") }), tainted: true,
 			leases: map[string]*leaseAt{"a": nil, "b": fresh}, failedFor: 5 * time.Minute, suspended: true,
 			wantTaint: true, wantCause: causeNotReady, wantFailing: true},
 	}
@@ -156,8 +191,7 @@ func TestEvaluate(t *testing.T) {
 				st = tc.state()
 			}
 			if tc.failedFor > 0 {
-				st.failing = true
-				st.escElapsed = tc.failedFor
+				st.eviction.elapsed = tc.failedFor
 			}
 			bootID := tc.bootID
 			if bootID == "" {
@@ -165,11 +199,20 @@ func TestEvaluate(t *testing.T) {
 			}
 			f := nodeFacts{name: "n1", uid: types.UID("uid-n1"), bootID: bootID, tainted: tc.tainted,
 				record: bootRecord{BootID: "boot-1", UID: "uid-n1"}, hasRecord: true}
-			var failing, tracked bool
-			env := evalEnv{now: t0.Add(now), opts: &opts, tracker: tracker, live: tc.live, ownViewStale: tc.ownStale,
-				suspended:     func(string) bool { return tc.suspended },
-				updateFailing: func(fl, tr bool) { failing, tracked = fl, tr }}
-			d := evaluate(env, f, st, exts)
+			in := evalInput{now: t0.Add(now), opts: &opts, node: f, prev: st, exts: exts, leases: tracker.lookupLeases(exts),
+				live: tc.live, ownViewStale: tc.ownStale, blast: testBlastView(tc.suspended, tc.failedFor > 0)}
+			d := evaluatePurely(t, in)
+			// The state it was given is the state it was given: built again
+			// the same way, it is equal.
+			twin := newNodeState(t0)
+			if tc.state != nil {
+				twin = tc.state()
+			}
+			twin.eviction.elapsed = st.eviction.elapsed
+			if diff := cmp.Diff(twin, st, exportAll); diff != "" {
+				t.Errorf("the evaluation changed the state it was given (-before +after):\n%s", diff)
+			}
+			st, failing, tracked := d.next, d.failing, d.tracked
 
 			if d.taint != tc.wantTaint || d.suppressed != tc.wantSuppressed || d.started != tc.wantStarted ||
 				d.ended != tc.wantEnded || d.escalate != tc.wantEscalate {
@@ -214,8 +257,7 @@ func TestFailOpenSurvivesARestart(t *testing.T) {
 		t.Fatalf("the restarted controller tainted a node released by failing open: %s", fmtTaints(g.node("n1")))
 	}
 	g.c.mu.Lock()
-	st := g.c.nodes["n1"]
-	failing, gated := st.failing, st.gated
+	failing, gated := g.c.blast.isFailing("n1"), g.c.nodes["n1"].gated
 	g.c.mu.Unlock()
 	if failing || gated {
 		t.Fatalf("after the restart: failing=%v gated=%v, want neither", failing, gated)
@@ -529,8 +571,8 @@ func TestRebootDuringAFailureGateMakesItFull(t *testing.T) {
 	f.clock.Step(time.Second)
 	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
 	f.sync("n1")
-	if st := f.state("n1"); st.cause != causeRebooted || !st.full {
-		t.Fatalf("after a reboot during a failure gate: cause %q full %v, want %q and full", st.cause, st.full, causeRebooted)
+	if st := f.state("n1"); st.gate.cause != causeRebooted || !st.gate.full {
+		t.Fatalf("after a reboot during a failure gate: cause %q full %v, want %q and full", st.gate.cause, st.gate.full, causeRebooted)
 	}
 	f.clock.Step(time.Second)
 	f.renew("cni", "n1")
@@ -551,8 +593,7 @@ func TestPlannedReleaseMakesTheNodesOtherFailuresPlanned(t *testing.T) {
 	f.sync("n1")
 	f.clock.Step(time.Minute)
 	f.sync("n1") // kube-proxy expired
-	st := f.state("n1")
-	if st.failing {
+	if f.c.blast.isFailing("n1") {
 		t.Fatal("an expiry during a planned gate counts as a failure")
 	}
 	if c := f.condition("n1"); c.Reason != nodev1alpha1.ReasonPlannedMaintenance {
@@ -566,7 +607,7 @@ func TestPlannedReleaseMakesTheNodesOtherFailuresPlanned(t *testing.T) {
 	// The planned Lease renews: kube-proxy's failure is a failure again.
 	f.renew("cni", "n1")
 	f.sync("n1")
-	if st := f.state("n1"); !st.failing {
+	if !f.c.blast.isFailing("n1") {
 		t.Fatal("kube-proxy still not ready after the planned Lease renewed, and not failing")
 	}
 }
@@ -738,8 +779,8 @@ func TestEvaluateStartupTimeline(t *testing.T) {
 		{name: "a failure gate of a node in service is not a start-up",
 			state: func() *nodeState {
 				st := inServiceState()
-				st.gate(causeNotReady, t0)
-				st.scope.Insert("a")
+				st.beginGate(causeNotReady, t0)
+				st.gate.scope.Insert("a")
 				return st
 			}, tainted: true, renewals: []renewal{{"b", time.Second}, {"a", 5 * time.Second}}},
 		{name: "an extension that failed open is the slowest, never ready",
@@ -776,9 +817,9 @@ func TestEvaluateStartupTimeline(t *testing.T) {
 			step := func(at time.Duration) {
 				clk.SetTime(t0.Add(at))
 				f := nodeFacts{name: "n1", uid: "uid-n1", bootID: bootID, tainted: tainted, record: record, hasRecord: !tc.live}
-				env := evalEnv{now: t0.Add(at), opts: &opts, tracker: tracker, live: tc.live,
-					suspended: func(string) bool { return false }, updateFailing: func(bool, bool) {}}
-				d := evaluate(env, f, st, exts)
+				d := evaluatePurely(t, evalInput{now: t0.Add(at), opts: &opts, node: f, prev: st, exts: exts,
+					leases: tracker.lookupLeases(exts), live: tc.live, blast: testBlastView(false, false)})
+				st = d.next
 				tainted = d.taint
 				if d.startup != nil {
 					if last.startup != nil {
@@ -805,8 +846,8 @@ func TestEvaluateStartupTimeline(t *testing.T) {
 			if tc.want != "" && fmt.Sprint(last.startupExtensions) != fmt.Sprint(tc.wantObserve) {
 				t.Errorf("observed %v, want %v", last.startupExtensions, tc.wantObserve)
 			}
-			if st.firstReady != nil {
-				t.Errorf("first renewals kept after the ungate: %v", st.firstReady)
+			if st.startup.firstReady != nil {
+				t.Errorf("first renewals kept after the ungate: %v", st.startup.firstReady)
 			}
 		})
 	}

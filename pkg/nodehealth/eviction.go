@@ -285,7 +285,7 @@ func (c *Controller) escalateNode(ctx context.Context, name string) (time.Durati
 func (c *Controller) escalationDue(name string) (failing, held bool) {
 	c.mu.Lock()
 	st := c.nodes[name]
-	failing = st != nil && st.failing && st.gated && (st.escalated || st.evictionClockRanOut(c.clock.Now(), c.opts.Eviction.Timeout))
+	failing = st != nil && c.blast.isFailing(name) && st.gated && (st.escalated || st.eviction.ranOut(c.clock.Now(), c.opts.Eviction.Timeout))
 	c.mu.Unlock()
 	if !failing {
 		return false, false

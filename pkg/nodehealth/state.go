@@ -2,6 +2,8 @@ package nodehealth
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -108,74 +110,48 @@ func (r bootRecord) String() string {
 
 // nodeState is what the controller remembers about a node between syncs. It is
 // rebuilt from the Node (taint, boot record) after a start or a failover.
+// Each fact has one field: whether the node fails and its zone are the blast
+// radius's (blastRadius.members), whether the own view is stale the
+// controller's (Controller.viewStale). An evaluation never changes a
+// nodeState: it returns the next one (evaluate).
 type nodeState struct {
 	uid       types.UID
 	bootID    string
-	zone      string
 	firstSeen time.Time
+	// createdLive: the controller watched this Node being created, so a
+	// release it observed before then was made for an earlier Node of the
+	// same name (plannedInThisBoot).
+	createdLive bool
+	// handled is the boot and the incarnation whose boot record mismatch
+	// was already acted on, so a stale record gates only once.
+	handled handledChange
 
-	// gated is the controller's decision that the node must carry the taint;
-	// gateStart is when the controller observed the cause.
-	gated     bool
-	gateStart time.Time
-	cause     gateCause
-	// causeBeforeExpiry is the cause a startup timeout replaced, put
-	// back when the gate begins again at an own-view recovery.
-	causeBeforeExpiry gateCause
-	// full: every extension must renew after gateStart to ungate (bootstrap,
-	// reboot, re-creation, found gated at start). Otherwise the gate is
-	// failed-only: only the extensions in scope must renew.
-	full  bool
-	scope sets.Set[string]
-	// plannedExts are the extensions released for maintenance during this
-	// gate; while any is not ready again, the node's other failures are
-	// planned too (no eviction clock, no blast-radius count).
-	plannedExts sets.Set[string]
+	// gated is the controller's decision that the node must carry the
+	// taint; gate says since when, why, and what must renew to end it.
+	gated bool
+	gate  gateSpan
 	// readyInBoot is true once the node was ungated (or found ready) in its
 	// current boot: only then is a failure a failure rather than bootstrap.
 	readyInBoot bool
-	// failedOpen holds extensions whose startup timeout passed with the Ungate
-	// policy: they do not gate the node until they renew. failedOpenAt is
-	// when each failed open (or was restored from the boot record): only a
-	// renewal observed after that ends it, never a Lease still valid from
-	// before, which is the one the timeout found wanting (failOpen).
-	failedOpen   sets.Set[string]
-	failedOpenAt map[string]time.Time
+	// failedOpen holds the extensions whose startup timeout passed with the
+	// Ungate policy, each with the renewal it failed open on: they do not
+	// gate the node until a later renewal (failOpenEnds).
+	failedOpen map[string]failOpenBaseline
 	// startupExpired holds extensions whose startup timeout passed with the
 	// KeepGated policy, so that it is reported once.
 	startupExpired sets.Set[string]
-	// handledBoot and handledUID are the bootID and UID of the boot record
-	// mismatch already acted on, so a stale record gates only once.
-	handledBoot string
-	handledUID  types.UID
-
-	// The start-up of the current boot: startupCause is the cause of the
-	// bootstrap or found-at-start gate (kept while the gate's reason moves
-	// to StartupTimeout or ExtensionsNotReady), startupStart when it was
-	// observed (an own-view recovery restarts the gate but not this),
-	// foundAtStart whether it was found in the initial view. firstReady
-	// holds each gating extension's first ready renewal observed after
-	// gateStart: at most one entry per listed extension, dropped at the
-	// ungate. startup is the timeline that ungate built, kept for the boot
-	// so that a retried write carries it.
-	startupCause gateCause
-	startupStart time.Time
-	foundAtStart bool
-	firstReady   map[string]time.Time
-	startup      *nodev1alpha1.StartupTimeline
+	// startup is the start-up of the current boot.
+	startup startupProgress
 
 	// missing holds when each extension's Lease was first seen missing, so
 	// that the failure is timed from then (detection_latency_seconds).
 	missing map[string]time.Time
-
-	// failing: an unplanned failure after the node was ready in this boot.
-	failing bool
-	// The eviction clock: elapsed time of failure not counting suspensions.
-	escElapsed      time.Duration
-	escRunningSince time.Time
-	escalated       bool
-	// drainInterrupted: a suspension cut the drain of an escalated node;
-	// it continues once the suspension ends if the node still fails.
+	// eviction is the failure's eviction clock; escalated says the
+	// rate-limited escalation marked the node, drainInterrupted that a
+	// suspension or a pause of the failure cut its drain, which goes on
+	// when the node fails again with nothing holding it.
+	eviction         evictionClock
+	escalated        bool
 	drainInterrupted bool
 	// exts are the extensions the last evaluation resolved, so that the
 	// blast radius can be brought up to date from every node's facts and
@@ -184,11 +160,6 @@ type nodeState struct {
 	// plannedBoot is the bootID in which each planned release was first
 	// seen: a planned release gates only in the boot it was made in.
 	plannedBoot map[string]string
-	// createdLive: the controller watched this Node being created, so a
-	// release it observed before then was made for an earlier Node of the
-	// same name (plannedInThisBoot).
-	createdLive bool
-
 	// recordedDead are the dead marks of the node's boot record as its last
 	// evaluation read them, for the blast-radius recount (failingAt).
 	recordedDead map[string]int64
@@ -201,36 +172,106 @@ type nodeState struct {
 	suppressed   bool
 	hadGating    bool
 
-	// steady: the last full evaluation found the node ungated, every
-	// extension ready, and nothing due but the expiry of steadyLeases, the
-	// Leases it read (Controller.recheckTimer).
-	steady       bool
+	// steadyLeases: the last full evaluation found the node steady
+	// (ungated, every extension ready, nothing due but the expiry of these
+	// Leases, the ones it read; Controller.recheckTimer). Nil otherwise.
 	steadyLeases []types.NamespacedName
 }
 
-func newNodeState(now time.Time) *nodeState {
-	return &nodeState{firstSeen: now, failedOpen: sets.New[string](), startupExpired: sets.New[string](), extReady: map[string]bool{},
-		scope: sets.New[string](), plannedExts: sets.New[string](), plannedBoot: map[string]string{}}
+// handledChange names a boot of an incarnation of a node.
+type handledChange struct {
+	boot string
+	uid  types.UID
 }
 
-// gate starts a gate for cause at now.
-func (s *nodeState) gate(cause gateCause, now time.Time) {
+// gateSpan is a gate: when the controller observed its cause, the cause,
+// and what must renew after start to end it.
+type gateSpan struct {
+	start time.Time
+	cause gateCause
+	// causeBeforeExpiry is the cause a startup timeout replaced, put back
+	// when the gate begins again at an own-view recovery.
+	causeBeforeExpiry gateCause
+	// full: every extension must renew after start to ungate (bootstrap,
+	// reboot, re-creation, found gated at start). Otherwise the gate is
+	// failed-only: only the extensions in scope must renew.
+	full  bool
+	scope sets.Set[string]
+	// planned are the extensions released for maintenance during this
+	// gate; while any is not ready again, the node's other failures are
+	// planned too (no eviction clock, no blast-radius count).
+	planned sets.Set[string]
+}
+
+// failOpenBaseline is the last renewal observed when an extension failed
+// open; known is false for a fail-open restored from the boot record, whose
+// baseline its first evaluation takes.
+type failOpenBaseline struct {
+	renewal time.Time
+	known   bool
+}
+
+// startupProgress is the start-up of the current boot: cause is the cause of
+// the bootstrap or found-at-start gate (kept while the gate's reason moves
+// to StartupTimeout or ExtensionsNotReady), start when it was observed (an
+// own-view recovery restarts the gate but not this), foundAtStart whether it
+// was found in the initial view. firstReady holds each gating extension's
+// first ready renewal observed after the gate's start: at most one entry per
+// listed extension, dropped at the ungate. timeline is what that ungate
+// built, kept for the boot so that a retried write carries it.
+type startupProgress struct {
+	cause        gateCause
+	start        time.Time
+	foundAtStart bool
+	firstReady   map[string]time.Time
+	timeline     *nodev1alpha1.StartupTimeline
+}
+
+// evictionClock is the elapsed time of a failure, not counting suspensions.
+type evictionClock struct {
+	elapsed      time.Duration
+	runningSince time.Time
+}
+
+func newNodeState(now time.Time) *nodeState {
+	return &nodeState{firstSeen: now, failedOpen: map[string]failOpenBaseline{}, startupExpired: sets.New[string](), extReady: map[string]bool{},
+		gate: gateSpan{scope: sets.New[string](), planned: sets.New[string]()}, plannedBoot: map[string]string{}}
+}
+
+// clone returns a copy of the state that shares nothing an evaluation
+// changes in place: the evaluation works on the copy (evaluate).
+func (s *nodeState) clone() *nodeState {
+	n := *s
+	n.gate.scope = s.gate.scope.Clone()
+	n.gate.planned = s.gate.planned.Clone()
+	n.failedOpen = maps.Clone(s.failedOpen)
+	if n.failedOpen == nil {
+		n.failedOpen = map[string]failOpenBaseline{}
+	}
+	n.startupExpired = s.startupExpired.Clone()
+	n.startup.firstReady = maps.Clone(s.startup.firstReady)
+	n.plannedBoot = maps.Clone(s.plannedBoot)
+	if n.plannedBoot == nil {
+		n.plannedBoot = map[string]string{}
+	}
+	return &n
+}
+
+// beginGate starts a gate for cause at now.
+func (s *nodeState) beginGate(cause gateCause, now time.Time) {
 	s.gated = true
-	s.gateStart = now
-	s.cause = cause
 	// Bootstrap and found-at-start gates are full; a reboot or a
 	// re-creation during any gate restarts it as full.
-	s.full = cause.bootstrap() || cause == causeFoundGated
-	s.scope = sets.New[string]()
-	if s.full {
-		s.startupCause, s.startupStart, s.foundAtStart = cause, now, false
-		s.firstReady = map[string]time.Time{}
-		s.startup = nil
+	full := cause.bootstrap() || cause == causeFoundGated
+	s.gate = gateSpan{start: now, cause: cause, full: full, scope: sets.New[string](), planned: s.gate.planned,
+		causeBeforeExpiry: s.gate.causeBeforeExpiry}
+	if full {
+		s.startup = startupProgress{cause: cause, start: now, firstReady: map[string]time.Time{}}
 	}
 	if cause.bootstrap() {
-		s.plannedExts = sets.New[string]()
+		s.gate.planned = sets.New[string]()
 		s.readyInBoot = false
-		s.failedOpen, s.failedOpenAt = sets.New[string](), nil
+		s.failedOpen = map[string]failOpenBaseline{}
 		s.startupExpired = sets.New[string]()
 		s.resetEscalation()
 	}
@@ -240,11 +281,7 @@ func (s *nodeState) gate(cause gateCause, now time.Time) {
 // renewal newer than lastRenewal, the last one it had observed when the
 // startup timeout passed (zero: none).
 func (s *nodeState) failOpen(ext string, lastRenewal time.Time) {
-	s.failedOpen.Insert(ext)
-	if s.failedOpenAt == nil {
-		s.failedOpenAt = map[string]time.Time{}
-	}
-	s.failedOpenAt[ext] = lastRenewal
+	s.failedOpen[ext] = failOpenBaseline{renewal: lastRenewal, known: true}
 }
 
 // failOpenEnds reports whether ext's fail-open ends, and ends it if so: the
@@ -255,64 +292,72 @@ func (s *nodeState) failOpen(ext string, lastRenewal time.Time) {
 // expired. A fail-open restored from the boot record takes the renewal
 // observed at its first evaluation as the one it failed open on.
 func (s *nodeState) failOpenEnds(ext string, lastRenewal time.Time, ready bool) bool {
-	if !s.failedOpen.Has(ext) {
+	base, failed := s.failedOpen[ext]
+	if !failed {
 		return false
 	}
-	base, known := s.failedOpenAt[ext]
-	if !known {
+	if !base.known {
 		s.failOpen(ext, lastRenewal)
 		return false
 	}
-	if !ready || !lastRenewal.After(base) {
+	if !ready || !lastRenewal.After(base.renewal) {
 		return false
 	}
-	s.failedOpen.Delete(ext)
-	delete(s.failedOpenAt, ext)
+	delete(s.failedOpen, ext)
 	return true
 }
 
-// evictionClockRanOut reports whether the failure's eviction clock has
-// counted timeout by now, without moving it.
-func (s *nodeState) evictionClockRanOut(now time.Time, timeout time.Duration) bool {
-	elapsed := s.escElapsed
-	if !s.escRunningSince.IsZero() {
-		elapsed += now.Sub(s.escRunningSince)
+// hasFailedOpen reports whether ext failed open and has not renewed since.
+func (s *nodeState) hasFailedOpen(ext string) bool {
+	_, ok := s.failedOpen[ext]
+	return ok
+}
+
+// failedOpenNames lists the extensions that failed open, in name order.
+func (s *nodeState) failedOpenNames() []string {
+	return slices.Sorted(maps.Keys(s.failedOpen))
+}
+
+// ranOut reports whether the clock has counted timeout by now, without
+// moving it.
+func (c evictionClock) ranOut(now time.Time, timeout time.Duration) bool {
+	elapsed := c.elapsed
+	if !c.runningSince.IsZero() {
+		elapsed += now.Sub(c.runningSince)
 	}
 	return elapsed >= timeout
 }
 
+// advance moves the clock to now, paused or running, and reports how long
+// the node has been failing, not counting time while escalation was
+// suspended.
+func (c *evictionClock) advance(now time.Time, suspended bool) time.Duration {
+	running := !c.runningSince.IsZero()
+	switch {
+	case suspended && running:
+		c.elapsed += now.Sub(c.runningSince)
+		c.runningSince = time.Time{}
+	case !suspended && !running:
+		c.runningSince = now
+	}
+	if c.runningSince.IsZero() {
+		return c.elapsed
+	}
+	return c.elapsed + now.Sub(c.runningSince)
+}
+
 func (s *nodeState) ungate() {
-	s.startupCause, s.firstReady = causeNone, nil
+	s.startup.cause, s.startup.firstReady = causeNone, nil
 	s.gated = false
-	s.cause = causeNone
-	s.full = false
-	s.scope = sets.New[string]()
-	s.plannedExts = sets.New[string]()
+	// The start and the cause a startup timeout replaced stay: nothing
+	// reads them before the next gate sets them again.
+	s.gate = gateSpan{start: s.gate.start, causeBeforeExpiry: s.gate.causeBeforeExpiry, scope: sets.New[string](), planned: sets.New[string]()}
 	s.readyInBoot = true
 	s.resetEscalation()
 }
 
 func (s *nodeState) resetEscalation() {
-	s.failing = false
-	s.escElapsed = 0
-	s.escRunningSince = time.Time{}
+	s.eviction = evictionClock{}
 	s.escalated = false
 	s.drainInterrupted = false
-}
-
-// escalationClock advances the eviction clock and reports how long the node
-// has been failing, not counting time while escalation was suspended.
-func (s *nodeState) escalationClock(now time.Time, suspended bool) time.Duration {
-	running := !s.escRunningSince.IsZero()
-	switch {
-	case suspended && running:
-		s.escElapsed += now.Sub(s.escRunningSince)
-		s.escRunningSince = time.Time{}
-	case !suspended && !running:
-		s.escRunningSince = now
-	}
-	if s.escRunningSince.IsZero() {
-		return s.escElapsed
-	}
-	return s.escElapsed + now.Sub(s.escRunningSince)
 }

@@ -119,50 +119,56 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 		c.nodes[name] = st
 	}
 	r.st = st
-	st.invalidList = ""
 	r.live = c.live.Has(name)
 	c.live.Delete(name)
-	st.zone = facts.zone
 	c.indexLeaseRefs(name, exts)
 	r.prevExtReady = st.extReady
 	r.wasGated, r.wasSuppressed = st.gated, st.suppressed
-	env := evalEnv{
+	in := evalInput{
 		now:          r.now,
 		opts:         &c.opts,
-		tracker:      c.tracker,
+		node:         facts,
+		prev:         st,
+		exts:         exts,
+		leases:       c.tracker.lookupLeases(exts),
 		live:         r.live,
 		ownViewStale: c.ownViewStaleLocked(),
-		suspended: func(zone string) bool {
-			s, why := c.blast.suspended(zone)
-			r.suspendedWhy = why
-			return s
-		},
-		updateFailing: func(failing, tracked bool) {
-			r.changes = append(r.changes, c.blast.update(name, facts.zone, tracked, failing)...)
-		},
-		recount: func() {
-			r.changes = append(r.changes, c.recountFailing(name, r.now)...)
-		},
+		blast:        c.blast.view(name, facts.zone),
+		recount:      true,
 	}
-	r.d = evaluate(env, facts, st, exts)
-	st.exts = exts
-	d := r.d
-	st.steady, st.steadyLeases = d.steady, nil
-	if st.steady {
-		st.steadyLeases = make([]types.NamespacedName, len(exts))
+	d := evaluate(in)
+	if d.recount {
+		// A failure taint or an escalation decided on a count that may be
+		// behind: every other node is counted from its Leases as they are
+		// now, and the node is decided again on that count.
+		r.changes = append(r.changes, c.recountFailing(name, r.now)...)
+		in.blast, in.recount = c.blast.view(name, facts.zone), false
+		d = evaluate(in)
+	}
+	r.changes = append(r.changes, c.blast.update(name, facts.zone, d.tracked, d.failing)...)
+	next := d.next
+	next.invalidList = ""
+	next.exts = exts
+	next.steadyLeases = nil
+	if d.steady {
+		next.steadyLeases = make([]types.NamespacedName, len(exts))
 		for i, e := range exts {
-			st.steadyLeases[i] = types.NamespacedName{Namespace: e.lease.Namespace, Name: e.lease.Name}
+			next.steadyLeases[i] = types.NamespacedName{Namespace: e.lease.Namespace, Name: e.lease.Name}
 		}
 	}
-	if env.ownViewStale && d.suppressed {
+	next.suppressed = d.suppressed
+	next.extReady = make(map[string]bool, len(d.statuses))
+	for _, s := range d.statuses {
+		next.extReady[s.name] = s.ready
+	}
+	// In place: the eviction worker holds the node's state across its
+	// rate limiter's wait.
+	*st = *next
+	r.d = d
+	r.suspendedWhy = d.suspendedWhy
+	if in.ownViewStale && d.suppressed {
 		r.suspendedWhy = "the controller does not observe its own canary Lease renewals, so it does not trust its view"
 	}
-	st.suppressed = d.suppressed
-	newExtReady := map[string]bool{}
-	for _, s := range d.statuses {
-		newExtReady[s.name] = s.ready
-	}
-	st.extReady = newExtReady
 	r.status, r.reason, r.message, r.sig = conditionFor(r.now, st, d, r.suspendedWhy)
 	r.message, r.sig = c.withPodsLeft(name, st, r.message, r.sig)
 	if st.conditionSig == "" && conditionMatches(node, r.status, r.reason) {
@@ -234,8 +240,9 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 	d, st, name := r.d, r.st, node.Name
 	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, list: c.listFor, bootRecord: c.bootRecordToWrite(node, d)}
 	c.mu.Lock()
-	gated, failing := st.gated, st.failing
+	gated := st.gated
 	c.mu.Unlock()
+	failing := d.failing
 	zone := node.Labels[zoneLabel]
 	w.guard = func(ch writeChanges) error {
 		return c.additionHeld(zone, ch.noExecuteAdded, ch.taintAdded && failing)
@@ -391,17 +398,9 @@ func (c *Controller) primeBlastRadius(ctx context.Context) {
 		c.mu.Lock()
 		live := c.live.Has(node.Name)
 		c.mu.Unlock()
-		env := evalEnv{
-			now:       now,
-			opts:      &c.opts,
-			tracker:   c.tracker,
-			live:      live,
-			suspended: func(string) bool { return false },
-			updateFailing: func(failing, tracked bool) {
-				changes = append(changes, c.blast.update(node.Name, facts.zone, tracked, failing)...)
-			},
-		}
-		evaluate(env, facts, newNodeState(now), exts)
+		d := evaluate(evalInput{now: now, opts: &c.opts, node: facts, prev: newNodeState(now), exts: exts,
+			leases: c.tracker.lookupLeases(exts), live: live, blast: c.blast.view(node.Name, facts.zone)})
+		changes = append(changes, c.blast.update(node.Name, facts.zone, d.tracked, d.failing)...)
 	}
 	failing := len(c.blast.failingNodes())
 	klog.FromContext(ctx).Info("Counted the nodes for the blast radius before the first sync", "nodes", len(nodes), "failing", failing)
@@ -480,12 +479,13 @@ func (c *Controller) updateEscalationClocks(at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ownViewStale := c.ownViewStaleLocked()
-	for _, st := range c.nodes {
-		if !st.failing {
+	for name, st := range c.nodes {
+		m, counted := c.blast.memberOf(name)
+		if !counted || !m.failing {
 			continue
 		}
-		suspended, _ := c.blast.suspended(st.zone)
-		st.escalationClock(at, suspended || ownViewStale)
+		suspended, _ := c.blast.suspended(m.zone)
+		st.eviction.advance(at, suspended || ownViewStale)
 	}
 }
 
@@ -616,7 +616,7 @@ func (c *Controller) reportInvalidList(ctx context.Context, node *v1.Node, err e
 	st.exts = nil
 	// Nothing about a node whose list cannot be judged is steady: every
 	// event of it is evaluated again.
-	st.steady, st.steadyLeases = false, nil
+	st.steadyLeases = nil
 	prev := c.contributions[node.Name]
 	prev.invalid = true
 	c.updateContribution(node.Name, prev)
@@ -715,7 +715,7 @@ func gateReason(st *nodeState) gateCause {
 	if !st.gated {
 		return ""
 	}
-	return st.cause
+	return st.gate.cause
 }
 
 func notReadyNames(statuses []extensionStatus) []string {
@@ -789,12 +789,12 @@ func (c *Controller) recountFailing(current string, now time.Time) []suspensionC
 // blast radius): an unplanned failure of a gating extension after the node
 // was ready in its boot, with no planned release in progress.
 func (c *Controller) failingAt(st *nodeState, now time.Time) bool {
-	if !st.readyInBoot || len(st.plannedExts) > 0 {
+	if !st.readyInBoot || len(st.gate.planned) > 0 {
 		return false
 	}
 	failing := false
 	for _, ext := range st.exts {
-		if !ext.affects || st.failedOpen.Has(ext.name) {
+		if !ext.affects || st.hasFailedOpen(ext.name) {
 			continue
 		}
 		obs, ok := c.tracker.get(ext.lease.Namespace, ext.lease.Name)
