@@ -166,10 +166,13 @@ func TestARebootGatedJustBeforeAStallIsNotEndedByTheRecoverysGrace(t *testing.T)
 	if f.c.canary.stale() {
 		t.Fatal("the view did not recover")
 	}
+	// The catching-up watch delivers, in the recovery's instant, a
+	// renewal that may have been made before the reboot.
+	f.renew("kube-proxy", "n1")
 	f.refresh("n1")
 	f.sync("n1")
 	if !f.tainted("n1") {
-		t.Fatal("ungated without any renewal after the reboot: the recovery's grace on the previous boot's Lease ended the gate")
+		t.Fatal("ungated without a renewal known to follow the reboot: the gate did not restart at the recovery, so a renewal the stalled watch delivered late ended it")
 	}
 	f.clock.Step(time.Second)
 	f.renew("kube-proxy", "n1")

@@ -222,9 +222,10 @@ func evaluate(in evalInput) decision {
 // which is what this evaluation would decide again.
 func (e *evaluation) steadiness() {
 	st, d := e.st, &e.d
-	// d.taint on an ungated node is a creation taint waiting for the end of
-	// its registration grace, which is due whatever the Leases do.
-	if st.gated || e.failing || d.suppressed || d.escalate || d.taint || len(d.startupTimeouts) > 0 ||
+	// A creation taint waiting for the end of its registration grace (due
+	// whatever the Leases do) is on a node without gating extensions, which
+	// is never steady: noGatingExtensions decides it, not this.
+	if st.gated || e.failing || d.suppressed || d.escalate || len(d.startupTimeouts) > 0 ||
 		len(d.statuses) == 0 || d.leaseCheck.IsZero() || !d.nextCheck.Equal(d.leaseCheck) {
 		return
 	}

@@ -261,6 +261,45 @@ func TestADrainInterruptedByASuspensionContinuesAfterIt(t *testing.T) {
 	}
 }
 
+// The Leases of three of four nodes expire at the same instant (a mass
+// failure): whichever node's timer is handled first must not be tainted one
+// by one before the others are counted. The count is brought up to date
+// from every node's Leases before a failure taint is decided, and the
+// suspension holds all three (docs/reliability.md, item 4; on the real
+// control plane TestHeldTaintsSurviveEtcdStall).
+func TestAMassExpiryIsCountedBeforeTheFirstFailureTaint(t *testing.T) {
+	names := []string{"a", "b", "c", "d"}
+	f := newFixture(t, testOptions(), readyNodes(names...)...)
+	f.c.primeBlastRadius(f.ctx)
+	f.syncAll(names...)
+	// a, b and c renew one last time; d keeps renewing.
+	f.clock.Step(time.Second)
+	for _, n := range []string{"a", "b", "c"} {
+		f.renew("kube-proxy", n)
+	}
+	f.syncAll(names...)
+	for range 5 {
+		f.clock.Step(10 * time.Second)
+		f.renew("kube-proxy", "d")
+	}
+	f.sync("a")
+	if f.tainted("a") {
+		t.Fatal("a tainted while 3 of 4 nodes fail (threshold 50 %): the count was not brought up to date first")
+	}
+	if s, _ := f.c.blast.suspended(""); !s {
+		t.Fatal("3 of 4 nodes failing and gating not suspended")
+	}
+	f.syncAll("b", "c", "d")
+	for _, n := range []string{"a", "b", "c"} {
+		if f.tainted(n) {
+			t.Errorf("%s tainted during the suspension", n)
+		}
+		if c := f.condition(n); c.Reason != nodev1alpha1.ReasonGatingSuspended {
+			t.Errorf("%s: condition reason %q, want %q", n, c.Reason, nodev1alpha1.ReasonGatingSuspended)
+		}
+	}
+}
+
 // Found by the simulation: a node's eviction clock runs out at the very
 // instant the Leases of other nodes expire, enough of them to suspend
 // escalation. The node's own timer may be handled first: the count is

@@ -146,6 +146,23 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 		d = evaluate(in)
 	}
 	r.changes = append(r.changes, c.blast.update(name, facts.zone, d.tracked, d.failing)...)
+	remember(st, d, exts)
+	r.d = d
+	r.suspendedWhy = d.suspendedWhy
+	if in.ownViewStale && d.suppressed {
+		r.suspendedWhy = "the controller does not observe its own canary Lease renewals, so it does not trust its view"
+	}
+	c.conditionOf(node, st, &r)
+	r.escalated = st.escalated
+	c.updateContribution(name, contribution{reason: gateReason(st), notReady: notReadyNames(d.statuses), tracked: countGating(d.statuses) > 0})
+	return r
+}
+
+// remember makes the decision's next state the node's, with what the
+// controller keeps beside it: the extensions read, the Leases a steady node's
+// timer rechecks, and what was reported. In place: the eviction worker holds
+// the node's state across its rate limiter's wait. Callers hold c.mu.
+func remember(st *nodeState, d decision, exts []requiredExtension) {
 	next := d.next
 	next.invalidList = ""
 	next.exts = exts
@@ -161,14 +178,13 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 	for _, s := range d.statuses {
 		next.extReady[s.name] = s.ready
 	}
-	// In place: the eviction worker holds the node's state across its
-	// rate limiter's wait.
 	*st = *next
-	r.d = d
-	r.suspendedWhy = d.suspendedWhy
-	if in.ownViewStale && d.suppressed {
-		r.suspendedWhy = "the controller does not observe its own canary Lease renewals, so it does not trust its view"
-	}
+}
+
+// conditionOf builds the node's SystemExtensionsReady condition from the
+// evaluation in r and decides whether it must be written. Callers hold c.mu.
+func (c *Controller) conditionOf(node *v1.Node, st *nodeState, r *nodeResult) {
+	name, d := node.Name, r.d
 	r.status, r.reason, r.message, r.sig = conditionFor(r.now, st, d, r.suspendedWhy)
 	r.message, r.sig = c.withPodsLeft(name, st, r.message, r.sig)
 	if st.conditionSig == "" && conditionMatches(node, r.status, r.reason) {
@@ -189,9 +205,6 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 		// back to what the previous instance wrote): nothing to write.
 		st.conditionSig, r.conditionChanged = r.sig, false
 	}
-	r.escalated = st.escalated
-	c.updateContribution(name, contribution{reason: gateReason(st), notReady: notReadyNames(d.statuses), tracked: countGating(d.statuses) > 0})
-	return r
 }
 
 // announce logs and counts startup timeouts and records the Events of each
