@@ -2,6 +2,8 @@ package nodehealth
 
 import (
 	"fmt"
+	goruntime "runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -399,12 +401,17 @@ func TestOwnViewRecoveryRefreshesLeasesUnderTheEvaluationLock(t *testing.T) {
 		defer close(recovered)
 		f.checkView()
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// Not a sleep: the recovery is known to wait for the lock, so
+	// whatever it did before taking it is done.
+	waitUntilBlockedOnLock(t, "(*Controller).recoverView")
 	during, _ := f.c.tracker.get(testNS, "kube-proxy.n1")
 	f.c.mu.Unlock()
 	<-recovered
-	if !during.observedAt.Equal(before.observedAt) {
-		t.Fatal("the recovery refreshed the Leases while an evaluation held the lock")
+	if during != before {
+		t.Fatalf("the recovery refreshed the Leases while an evaluation held the lock: %+v, was %+v", during, before)
+	}
+	if after, _ := f.c.tracker.get(testNS, "kube-proxy.n1"); after == before {
+		t.Fatal("the recovery gave no grace to a Lease ready when the view went stale")
 	}
 	f.sync("n1")
 	if !f.tainted("n1") {
@@ -416,6 +423,24 @@ func TestOwnViewRecoveryRefreshesLeasesUnderTheEvaluationLock(t *testing.T) {
 	if f.tainted("n1") {
 		t.Fatal("not ungated by a renewal after the recovery")
 	}
+}
+
+// waitUntilBlockedOnLock waits until a goroutine running fn is blocked
+// taking a sync.Mutex, read from the goroutines' stacks.
+func waitUntilBlockedOnLock(t *testing.T, fn string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	buf := make([]byte, 1<<20)
+	for time.Now().Before(deadline) {
+		n := goruntime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			if strings.Contains(g, fn) && strings.Contains(g, "sync.(*Mutex).Lock") {
+				return
+			}
+		}
+		goruntime.Gosched()
+	}
+	t.Fatalf("no goroutine in %s blocked on a lock", fn)
 }
 
 // Issue 20 item 6: an extension that failed open while another extension
