@@ -484,13 +484,24 @@ func resume(t *testing.T, ctx context.Context, name string) {
 }
 
 // never asserts that for d no shadow of names leaves Idle in spec: a
-// negative observed over a watch, for as long as the test can afford.
+// negative observed over a watch, for as long as the test can afford. Each
+// shadow must exist and be Idle when the window opens (a name that matches
+// nothing proves nothing), and the window is also watched by watchHistory,
+// which counts an update that starts and ends inside it.
 func never(t *testing.T, ctx context.Context, d time.Duration, why string, names ...string) {
 	t.Helper()
 	ours := map[string]bool{}
 	for _, n := range names {
 		ours[n] = true
+		s, err := shadows(t).UpdatesV1alpha1().BottlerocketShadows().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: shadow %s: %v", why, n, err)
+		}
+		if s.Spec.State != updatesv1alpha1.StateIdle {
+			t.Fatalf("%s: %s is not Idle when the window opens: spec %s", why, n, s.Spec.State)
+		}
 	}
+	h := watchHistory(t, ctx, names...)
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	lw := cache.NewListWatchFromClient(shadows(t).UpdatesV1alpha1().RESTClient(), "bottlerocketshadows", "", fields.Everything())
@@ -502,6 +513,9 @@ func never(t *testing.T, ctx context.Context, d time.Duration, why string, names
 	}
 	if ctx.Err() != nil {
 		t.Fatal(ctx.Err())
+	}
+	if inFlight, starts := h.snapshot(); inFlight > 0 || len(starts) > 0 {
+		t.Fatalf("%s: an update started within the window: %d in flight at most, starts %v", why, inFlight, starts)
 	}
 }
 
