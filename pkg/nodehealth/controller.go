@@ -449,7 +449,7 @@ func (c *Controller) recoverView(at time.Time) {
 			// that passed during the stall was judged on a view that may
 			// have hidden the renewal.
 			st.gate.start = at
-			st.startupExpired = sets.New[string]()
+			st.startupExpired = nil
 			if st.gate.cause == causeStartupExpiry {
 				st.gate.cause = st.gate.causeBeforeExpiry
 			}

@@ -472,6 +472,9 @@ func (e *evaluation) plannedInThisBoot(extension, reason string, releasedAt time
 		case e.releasesBoot != "":
 			boot = e.releasesBoot
 		}
+		if e.st.plannedBoot == nil {
+			e.st.plannedBoot = map[string]string{}
+		}
 		e.st.plannedBoot[extension] = boot
 	}
 	return boot == e.f.bootID
@@ -525,7 +528,7 @@ func (e *evaluation) applyStartupTimeouts() {
 			s.gating = false
 			s.detail += fmt.Sprintf("; startup timeout %s passed, not gating the node until it becomes ready", ext.rule.StartupTimeout)
 		} else {
-			st.startupExpired.Insert(ext.name)
+			insert(&st.startupExpired, ext.name)
 			s.reason = extStartupTimeout
 			s.detail += fmt.Sprintf("; not ready %s after the node was gated (startup timeout), keeping the node gated", ext.rule.StartupTimeout)
 		}
@@ -547,7 +550,7 @@ func (e *evaluation) plannedReleases() {
 	}
 	for _, s := range e.d.statuses {
 		if s.planned && st.gated {
-			st.gate.planned.Insert(s.name)
+			insert(&st.gate.planned, s.name)
 		}
 		if s.ready {
 			st.gate.planned.Delete(s.name)
@@ -647,12 +650,12 @@ func (e *evaluation) gateTransition() {
 	e.startupExpiryCause()
 	if st.gated && !st.gate.full {
 		for _, s := range e.notReady {
-			st.gate.scope.Insert(s.name)
+			insert(&st.gate.scope, s.name)
 		}
 		for _, s := range e.gating {
 			if _, known := st.extReady[s.name]; !known && len(st.extReady) > 0 {
 				// Added to the list during the gate.
-				st.gate.scope.Insert(s.name)
+				insert(&st.gate.scope, s.name)
 			}
 		}
 	}
@@ -671,7 +674,7 @@ func (e *evaluation) stayOrBecomeGated() {
 		e.d.started = true
 		for _, s := range e.notReady {
 			if s.planned {
-				st.gate.planned.Insert(s.name)
+				insert(&st.gate.planned, s.name)
 			}
 		}
 		for _, s := range e.notReady {

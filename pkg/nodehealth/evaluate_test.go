@@ -125,7 +125,7 @@ func TestEvaluate(t *testing.T) {
 			state: inService, bootID: "boot-2", leases: map[string]*leaseAt{"a": fresh, "b": fresh},
 			wantTaint: true, wantCause: causeRebooted},
 		{name: "failed-only gate: the failed extension renewed, the other did not need to",
-			state: gatedAt(causeNotReady, 40*time.Second, func(st *nodeState) { st.gate.scope.Insert("a") }), tainted: true,
+			state: gatedAt(causeNotReady, 40*time.Second, func(st *nodeState) { insert(&st.gate.scope, "a") }), tainted: true,
 			leases:    map[string]*leaseAt{"a": fresh, "b": {renewed: 30 * time.Second}},
 			wantEnded: true},
 		{name: "full gate: every extension must renew after the gate",
@@ -136,7 +136,7 @@ func TestEvaluate(t *testing.T) {
 			state: inService, leases: map[string]*leaseAt{"a": {renewed: 50 * time.Second, released: nodev1alpha1.ReasonUpdating}, "b": fresh},
 			wantTaint: true, wantStarted: true, wantCause: causeMaintenance},
 		{name: "planned release makes the node's other failures planned",
-			state: gatedAt(causeMaintenance, 40*time.Second, func(st *nodeState) { st.gate.planned.Insert("a") }), tainted: true,
+			state: gatedAt(causeMaintenance, 40*time.Second, func(st *nodeState) { insert(&st.gate.planned, "a") }), tainted: true,
 			leases:    map[string]*leaseAt{"a": {renewed: 50 * time.Second, released: nodev1alpha1.ReasonUpdating}, "b": stale},
 			wantTaint: true, wantCause: causeMaintenance},
 		{name: "release without a maintenance reason: a failure",
@@ -149,15 +149,15 @@ func TestEvaluate(t *testing.T) {
 			state: inService, leases: map[string]*leaseAt{"a": nil, "b": fresh}, ownStale: true,
 			wantSuppressed: true, wantStarted: true, wantCause: causeNotReady, wantFailing: true},
 		{name: "own view stale: untaints proceed",
-			state: gatedAt(causeNotReady, 40*time.Second, func(st *nodeState) { st.gate.scope.Insert("a") }), tainted: true,
+			state: gatedAt(causeNotReady, 40*time.Second, func(st *nodeState) { insert(&st.gate.scope, "a") }), tainted: true,
 			leases: map[string]*leaseAt{"a": fresh, "b": fresh}, ownStale: true,
 			wantEnded: true},
 		{name: "eviction clock ran out: escalate",
-			state: gatedAt(causeNotReady, 0, func(st *nodeState) { st.gate.scope.Insert("a") }), tainted: true,
+			state: gatedAt(causeNotReady, 0, func(st *nodeState) { insert(&st.gate.scope, "a") }), tainted: true,
 			leases: map[string]*leaseAt{"a": nil, "b": fresh}, failedFor: 5 * time.Minute,
 			wantTaint: true, wantEscalate: true, wantCause: causeNotReady, wantFailing: true},
 		{name: "eviction clock ran out while suspended: no escalation",
-			state: gatedAt(causeNotReady, 0, func(st *nodeState) { st.gate.scope.Insert("a") }), tainted: true,
+			state: gatedAt(causeNotReady, 0, func(st *nodeState) { insert(&st.gate.scope, "a") }), tainted: true,
 			leases: map[string]*leaseAt{"a": nil, "b": fresh}, failedFor: 5 * time.Minute, suspended: true,
 			wantTaint: true, wantCause: causeNotReady, wantFailing: true},
 	}
@@ -780,7 +780,7 @@ func TestEvaluateStartupTimeline(t *testing.T) {
 			state: func() *nodeState {
 				st := inServiceState()
 				st.beginGate(causeNotReady, t0)
-				st.gate.scope.Insert("a")
+				insert(&st.gate.scope, "a")
 				return st
 			}, tainted: true, renewals: []renewal{{"b", time.Second}, {"a", 5 * time.Second}}},
 		{name: "an extension that failed open is the slowest, never ready",

@@ -234,26 +234,48 @@ type evictionClock struct {
 }
 
 func newNodeState(now time.Time) *nodeState {
-	return &nodeState{firstSeen: now, failedOpen: map[string]failOpenBaseline{}, startupExpired: sets.New[string](), extReady: map[string]bool{},
-		gate: gateSpan{scope: sets.New[string](), planned: sets.New[string]()}, plannedBoot: map[string]string{}}
+	return &nodeState{firstSeen: now, extReady: map[string]bool{}}
+}
+
+// A state keeps no empty set or map but the start-up's firstReady (where nil
+// says no start-up is being timed): sets and maps are made on first use
+// (insert), so that cloning a state for an evaluation allocates only what
+// the node uses.
+
+// insert adds v to *set, making the set on first use.
+func insert(set *sets.Set[string], v string) {
+	if *set == nil {
+		*set = sets.New[string]()
+	}
+	set.Insert(v)
+}
+
+// cloneSet copies a set an evaluation may change; nil when empty.
+func cloneSet(s sets.Set[string]) sets.Set[string] {
+	if len(s) == 0 {
+		return nil
+	}
+	return s.Clone()
+}
+
+// cloneMap copies a map an evaluation may change; nil when empty.
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) == 0 {
+		return nil
+	}
+	return maps.Clone(m)
 }
 
 // clone returns a copy of the state that shares nothing an evaluation
 // changes in place: the evaluation works on the copy (evaluate).
 func (s *nodeState) clone() *nodeState {
 	n := *s
-	n.gate.scope = s.gate.scope.Clone()
-	n.gate.planned = s.gate.planned.Clone()
-	n.failedOpen = maps.Clone(s.failedOpen)
-	if n.failedOpen == nil {
-		n.failedOpen = map[string]failOpenBaseline{}
-	}
-	n.startupExpired = s.startupExpired.Clone()
+	n.gate.scope = cloneSet(s.gate.scope)
+	n.gate.planned = cloneSet(s.gate.planned)
+	n.failedOpen = cloneMap(s.failedOpen)
+	n.startupExpired = cloneSet(s.startupExpired)
 	n.startup.firstReady = maps.Clone(s.startup.firstReady)
-	n.plannedBoot = maps.Clone(s.plannedBoot)
-	if n.plannedBoot == nil {
-		n.plannedBoot = map[string]string{}
-	}
+	n.plannedBoot = cloneMap(s.plannedBoot)
 	return &n
 }
 
@@ -263,16 +285,15 @@ func (s *nodeState) beginGate(cause gateCause, now time.Time) {
 	// Bootstrap and found-at-start gates are full; a reboot or a
 	// re-creation during any gate restarts it as full.
 	full := cause.bootstrap() || cause == causeFoundGated
-	s.gate = gateSpan{start: now, cause: cause, full: full, scope: sets.New[string](), planned: s.gate.planned,
-		causeBeforeExpiry: s.gate.causeBeforeExpiry}
+	s.gate = gateSpan{start: now, cause: cause, full: full, planned: s.gate.planned, causeBeforeExpiry: s.gate.causeBeforeExpiry}
 	if full {
 		s.startup = startupProgress{cause: cause, start: now, firstReady: map[string]time.Time{}}
 	}
 	if cause.bootstrap() {
-		s.gate.planned = sets.New[string]()
+		s.gate.planned = nil
 		s.readyInBoot = false
-		s.failedOpen = map[string]failOpenBaseline{}
-		s.startupExpired = sets.New[string]()
+		s.failedOpen = nil
+		s.startupExpired = nil
 		s.resetEscalation()
 	}
 }
@@ -281,6 +302,9 @@ func (s *nodeState) beginGate(cause gateCause, now time.Time) {
 // renewal newer than lastRenewal, the last one it had observed when the
 // startup timeout passed (zero: none).
 func (s *nodeState) failOpen(ext string, lastRenewal time.Time) {
+	if s.failedOpen == nil {
+		s.failedOpen = map[string]failOpenBaseline{}
+	}
 	s.failedOpen[ext] = failOpenBaseline{renewal: lastRenewal, known: true}
 }
 
@@ -351,7 +375,7 @@ func (s *nodeState) ungate() {
 	s.gated = false
 	// The start and the cause a startup timeout replaced stay: nothing
 	// reads them before the next gate sets them again.
-	s.gate = gateSpan{start: s.gate.start, causeBeforeExpiry: s.gate.causeBeforeExpiry, scope: sets.New[string](), planned: sets.New[string]()}
+	s.gate = gateSpan{start: s.gate.start, causeBeforeExpiry: s.gate.causeBeforeExpiry}
 	s.readyInBoot = true
 	s.resetEscalation()
 }
