@@ -60,6 +60,72 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// The default values run the project's own images, from its registry
+// (ghcr.io/nodehealth, the project's home github.com/nodehealth/nodehealth)
+// at the tag a release pushes, v + the chart's appVersion: never a name
+// without a registry (Docker Hub, where the project holds no name; whoever
+// registered it would run with node-patch and eviction rights), nor latest,
+// nor the bare appVersion (releases tag vX.Y.Z). With every component and
+// hook on, so that each image the chart can render is checked; and
+// image.registry moves all of them at once.
+func TestDefaultImagesAreTheProjectsWithAVersionTag(t *testing.T) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "v" + strings.TrimPrefix(ch.Metadata.AppVersion, "v")
+	on := map[string]any{
+		"updateOperator":          map[string]any{"enabled": true},
+		"updateAgent":             map[string]any{"enabled": true},
+		"mutatingAdmissionPolicy": map[string]any{"enabled": true},
+	}
+	for _, tc := range []struct {
+		name     string
+		vals     map[string]any
+		registry string
+	}{
+		{"default values", map[string]any{}, "ghcr.io/nodehealth/"},
+		{"every component", on, "ghcr.io/nodehealth/"},
+		{"a mirror", map[string]any{"image": map[string]any{"registry": "registry.example.com/platform"}, "updateOperator": on["updateOperator"], "updateAgent": on["updateAgent"]}, "registry.example.com/platform/nodehealth/"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rel, err := install(ch, tc.vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream := rel.Manifest
+			for _, h := range rel.Hooks {
+				stream += "\n---\n" + h.Manifest
+			}
+			images := regexp.MustCompile(`(?m)^\s*(?:- )?image:\s*"?([^"\s]+)"?\s*$`).FindAllStringSubmatch(stream, -1)
+			if len(images) == 0 {
+				t.Fatal("the render runs no image")
+			}
+			seen := map[string]bool{}
+			for _, m := range images {
+				ref := m[1]
+				repo, tag, ok := strings.Cut(ref, ":")
+				if !strings.HasPrefix(ref, tc.registry) || !ok || tag != want {
+					t.Errorf("image %s, want %s<binary>:%s", ref, tc.registry, want)
+				}
+				seen[strings.TrimPrefix(repo, tc.registry)] = true
+			}
+			if tc.name != "default values" {
+				for _, b := range []string{"nodehealth-controller", "update-operator", "update-agent"} {
+					if !seen[b] {
+						t.Errorf("the render does not run %s%s", tc.registry, b)
+					}
+				}
+			}
+		})
+	}
+	// An empty registry would make every image a Docker Hub name: refused.
+	if _, err := install(ch, map[string]any{"image": map[string]any{"registry": ""}}); err == nil ||
+		!strings.Contains(err.Error(), "/image/registry") {
+		t.Errorf("image.registry \"\" was accepted (error: %v)", err)
+	}
+}
+
 // A first install touches no node: the chart creates no UpdatePolicy unless
 // asked, and one it is asked for is a post-install/post-upgrade hook, so it
 // is created after the release's CRD exists (a custom resource in the
