@@ -126,6 +126,125 @@ func TestDefaultImagesAreTheProjectsWithAVersionTag(t *testing.T) {
 	}
 }
 
+// helm uninstall must not take away what another release's pods mount: the
+// example sidecars' ConfigMaps live beside the extension's DaemonSet (which
+// this chart does not own) and are kept; the examples mount them optional,
+// so a ConfigMap deleted by hand stops the sidecar, never the extension's
+// own containers (a pod whose non-optional ConfigMap is gone stays in
+// ContainerCreating: every new kube-proxy or CSI pod would).
+func TestUninstallKeepsWhatTheExtensionsMount(t *testing.T) {
+	out, err := render(t, valuesFile(t, "testdata/full-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	configMaps := 0
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(out, -1) {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name        string            `json:"name"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.Kind != "ConfigMap" || !strings.HasSuffix(obj.Metadata.Name, "-heartbeat") {
+			continue
+		}
+		configMaps++
+		if obj.Metadata.Annotations["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("ConfigMap %s, which the extension's sidecar mounts, is deleted by helm uninstall (no helm.sh/resource-policy: keep)", obj.Metadata.Name)
+		}
+	}
+	if configMaps == 0 {
+		t.Fatal("the full values render no example sidecar ConfigMap")
+	}
+	sidecars, err := filepath.Glob(filepath.Join(deployDir, "examples", "*", "sidecar.yaml"))
+	if err != nil || len(sidecars) == 0 {
+		t.Fatalf("no deploy/examples/*/sidecar.yaml (%v)", err)
+	}
+	for _, f := range sidecars {
+		var ds struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Volumes []struct {
+							Name      string `json:"name"`
+							ConfigMap *struct {
+								Optional *bool `json:"optional"`
+							} `json:"configMap"`
+						} `json:"volumes"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(data, &ds); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, v := range ds.Spec.Template.Spec.Volumes {
+			if v.ConfigMap != nil && (v.ConfigMap.Optional == nil || !*v.ConfigMap.Optional) {
+				t.Errorf("%s: volume %s mounts its ConfigMap without optional: true", f, v.Name)
+			}
+		}
+	}
+}
+
+// The uninstall hook cannot hang an uninstall forever nor pile up: its Job
+// has a deadline and a retry limit, and every pre-delete hook object is
+// replaced on the next attempt and deleted once it succeeded.
+func TestTheUninstallHookIsBounded(t *testing.T) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := install(ch, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := 0
+	for _, h := range rel.Hooks {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name        string            `json:"name"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+			Spec struct {
+				BackoffLimit          *int `json:"backoffLimit"`
+				ActiveDeadlineSeconds *int `json:"activeDeadlineSeconds"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(h.Manifest), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(obj.Metadata.Annotations["helm.sh/hook"], "pre-delete") {
+			continue
+		}
+		policy := obj.Metadata.Annotations["helm.sh/hook-delete-policy"]
+		if !strings.Contains(policy, "before-hook-creation") || !strings.Contains(policy, "hook-succeeded") {
+			t.Errorf("pre-delete hook %s %s: hook-delete-policy %q, want before-hook-creation and hook-succeeded", obj.Kind, obj.Metadata.Name, policy)
+		}
+		if obj.Kind != "Job" {
+			continue
+		}
+		jobs++
+		if d := obj.Spec.ActiveDeadlineSeconds; d == nil || *d <= 0 || *d > 900 {
+			t.Errorf("Job %s: activeDeadlineSeconds %v, want a deadline of at most 15 minutes", obj.Metadata.Name, d)
+		}
+		if b := obj.Spec.BackoffLimit; b == nil || *b > 3 {
+			t.Errorf("Job %s: backoffLimit %v, want at most 3", obj.Metadata.Name, b)
+		}
+	}
+	if jobs != 1 {
+		t.Errorf("%d pre-delete Jobs, want the uninstall Job", jobs)
+	}
+}
+
 // A first install touches no node: the chart creates no UpdatePolicy unless
 // asked, and one it is asked for is a post-install/post-upgrade hook, so it
 // is created after the release's CRD exists (a custom resource in the
