@@ -245,6 +245,88 @@ func TestTheUninstallHookIsBounded(t *testing.T) {
 	}
 }
 
+// The chart installs deploy/apf's FlowSchema and PriorityLevelConfiguration
+// only when asked (apiPriorityAndFairness.enabled: they re-divide the API
+// server's seats for the whole cluster), and then exactly those of the
+// kustomize base, so both ways classify the heartbeats alike.
+func TestAPFObjectsMatchKustomizeAndAreOptIn(t *testing.T) {
+	isAPF := func(kind string) bool { return kind == "FlowSchema" || kind == "PriorityLevelConfiguration" }
+	specs := func(stream string) map[string]any {
+		out := map[string]any{}
+		for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(stream, -1) {
+			var obj map[string]any
+			if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+				t.Fatal(err)
+			}
+			kind, _ := obj["kind"].(string)
+			if !isAPF(kind) {
+				continue
+			}
+			out[kind+" "+fmtString(obj["metadata"].(map[string]any)["name"])] = obj["spec"]
+		}
+		return out
+	}
+	def, err := render(t, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := specs(def); len(got) != 0 {
+		t.Errorf("the default values install APF objects: %v", got)
+	}
+	full, err := render(t, valuesFile(t, "testdata/full-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(deployDir, "apf", "flowcontrol.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got := specs(string(data)), specs(full)
+	if len(want) != 2 {
+		t.Fatalf("deploy/apf/flowcontrol.yaml has %d APF objects, want 2", len(want))
+	}
+	if !reflect.DeepEqual(got, want) {
+		gy, _ := yaml.Marshal(got)
+		wy, _ := yaml.Marshal(want)
+		t.Errorf("with apiPriorityAndFairness.enabled the chart's APF objects differ from deploy/apf:\n--- chart\n%s--- kustomize\n%s", gy, wy)
+	}
+}
+
+// Each alert's runbook is the documentation of the release the chart
+// installs (its tag, v + appVersion), so the runbook matches the alert;
+// runbookBaseURL replaces it with a copy of one's own.
+func TestRunbooksAreTheReleasesDocs(t *testing.T) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runbook := regexp.MustCompile(`(?m)^\s*runbook_url:\s*"?([^"\s]+)"?\s*$`)
+	for _, tc := range []struct{ name, base, want string }{
+		{"default", "", "https://github.com/nodehealth/nodehealth/blob/v" + strings.TrimPrefix(ch.Metadata.AppVersion, "v") + "/docs/monitoring.md#"},
+		{"own copy", "https://wiki.example.com/nodehealth/", "https://wiki.example.com/nodehealth#"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rule := map[string]any{"enabled": true}
+			if tc.base != "" {
+				rule["runbookBaseURL"] = tc.base
+			}
+			out, err := render(t, map[string]any{"monitoring": map[string]any{"prometheusRule": rule}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			urls := runbook.FindAllStringSubmatch(out, -1)
+			if len(urls) == 0 {
+				t.Fatal("the PrometheusRule has no runbook_url")
+			}
+			for _, u := range urls {
+				if !strings.HasPrefix(u[1], tc.want) {
+					t.Errorf("runbook_url %s, want %s<anchor>", u[1], tc.want)
+				}
+			}
+		})
+	}
+}
+
 // A first install touches no node: the chart creates no UpdatePolicy unless
 // asked, and one it is asked for is a post-install/post-upgrade hook, so it
 // is created after the release's CRD exists (a custom resource in the
