@@ -92,8 +92,9 @@ release-build: ## Release builds of the per-node binaries (NODE_BINARIES) into _
 # module, so go-containerregistry never reaches the product's modules): one
 # OCI layout per binary with a linux/amd64 + linux/arm64 index, and a
 # linux/amd64 tarball, in _output/images, named
-# [$(REGISTRY)/]nodehealth/<binary>:$(TAG). See docs/images.md.
-REGISTRY ?=
+# $(REGISTRY)/nodehealth/<binary>:$(TAG): the project's images are
+# ghcr.io/nodehealth/<binary>:vX.Y.Z. See docs/images.md.
+REGISTRY ?= ghcr.io
 TAG ?= $(VERSION)
 IMAGE_BINARIES ?= nodehealth-controller,extension-heartbeat,update-operator,update-agent
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64

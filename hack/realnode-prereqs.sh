@@ -7,8 +7,10 @@
 #   2. kubelet and kube-proxy from the k8s.io/kubernetes module the control
 #      plane is built from (test/controlplane/kubernetes), into _output/bin;
 #   3. the images the e2e tests load into containerd, into _output/e2e-images:
-#      the product's (nodehealth/<binary>:e2e) and the tests' own pause and
-#      workload images (test/e2e/images), linux/$(go env GOARCH) only.
+#      the product's (localhost/nodehealth/<binary>:e2e: a local name, never
+#      the project's ghcr.io/nodehealth; the e2e tests set the chart's
+#      image.registry to localhost) and the tests' own pause and workload
+#      images (nodehealth/e2e-<name>:e2e), linux/$(go env GOARCH) only.
 #
 # Each step is a no-op when its result is up to date. Set FORCE=1 to rebuild.
 set -euo pipefail
@@ -79,6 +81,6 @@ build_images() {
     --platforms="linux/$arch" --tarballs="linux/$arch" --tag=e2e --version=v0.0.0-e2e \
     --source-date-epoch="$epoch" "$@" >/dev/null)
 }
-build_images --binaries=nodehealth-controller,extension-heartbeat,update-operator,update-agent
-build_images --cmd-dir=./test/e2e/images --binaries=e2e-pause,e2e-workload
+build_images --registry=localhost --binaries=nodehealth-controller,extension-heartbeat,update-operator,update-agent
+build_images --registry= --cmd-dir=./test/e2e/images --binaries=e2e-pause,e2e-workload
 echo "e2e images built in $(( $(date +%s) - start ))s into $images"

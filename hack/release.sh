@@ -7,10 +7,12 @@
 #     and kubectl-nodehealth_<v>_<os>_<arch>.spdx.json, the SPDX SBOM of its
 #     plugin binary (hack/sbom, from the Go build information);
 #   nodehealth.yaml: the krew manifest with their sha256 (all five platforms only);
-#   nodehealth-<v>.tgz: the packaged Helm chart, appVersion = VERSION (the image tag);
+#   nodehealth-<v>.tgz: the packaged Helm chart, appVersion = VERSION without
+#     the v (the chart's images default to v + appVersion: the release's tag);
 #   images/<binary>/: the OCI image layout of each image (hack/images, as
 #     make images builds them: IMAGE_PLATFORMS, default linux/amd64,linux/arm64;
-#     empty for no images), named [REGISTRY/]nodehealth/<binary>:VERSION;
+#     empty for no images), named REGISTRY/nodehealth/<binary>:VERSION
+#     (REGISTRY default ghcr.io, the project's registry);
 #     images/digests.txt: <name>@<index digest> per image; and
 #     images/<binary>_<v>_<os>_<arch>.spdx.json, the SBOM of each image's
 #     binaries per platform;
@@ -26,11 +28,10 @@ semver=${VERSION#v}
 out=${RELEASE_OUT:-_output/release/$VERSION}
 platforms=${PLUGIN_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64}
 changelog=${CHANGELOG:-CHANGELOG.md}
-org=${RELEASE_ORG:-nodehealth}
 helm=${HELM:-_output/tools/bin/helm}
 image_platforms=${IMAGE_PLATFORMS-linux/amd64,linux/arm64}
 image_binaries=${IMAGE_BINARIES:-nodehealth-controller,extension-heartbeat,update-operator,update-agent}
-registry=${REGISTRY:-}
+registry=${REGISTRY:-ghcr.io}
 source_url=${IMAGE_SOURCE:-https://github.com/nodehealth/nodehealth}
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 commit=$(git rev-parse HEAD)
@@ -77,10 +78,10 @@ for platform in $platforms; do
   sbom "$out/$name.spdx.json" "$name" "$dir/$exe"
 done
 if [[ $(wc -w <<<"$platforms") -eq 5 ]]; then
-  hack/krew-manifest.sh "$VERSION" "$org" "$out" > "$out/nodehealth.yaml"
+  hack/krew-manifest.sh "$VERSION" "$out" > "$out/nodehealth.yaml"
 fi
 
-"$helm" package deploy/charts/nodehealth --version "$semver" --app-version "$VERSION" --destination "$out" >/dev/null
+"$helm" package deploy/charts/nodehealth --version "$semver" --app-version "$semver" --destination "$out" >/dev/null
 
 # The images: the layouts as make images writes them (no tarballs), and an
 # SBOM per image and platform of the binaries in it (the binary, and for a

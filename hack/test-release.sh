@@ -28,7 +28,7 @@ cat > "$tmp/CHANGELOG.md" <<'EOF'
 EOF
 host="$(go env GOOS)/$(go env GOARCH)"
 VERSION=$version RELEASE_OUT="$tmp/out" PLUGIN_PLATFORMS="$host" IMAGE_PLATFORMS="linux/$(go env GOARCH)" \
-  REGISTRY= CHANGELOG="$tmp/CHANGELOG.md" hack/release.sh
+  CHANGELOG="$tmp/CHANGELOG.md" hack/release.sh
 
 fail() { echo "test-release: $*" >&2; exit 1; }
 (cd "$tmp/out" && sha256sum -c --quiet SHA256SUMS) || fail "SHA256SUMS does not verify"
@@ -44,7 +44,10 @@ grep -q "the release test's entry" "$tmp/out/RELEASE-NOTES.md" || fail "RELEASE-
 chart="$tmp/out/nodehealth-${version#v}.tgz"
 [[ -f $chart ]] || fail "no $chart"
 "${HELM:-_output/tools/bin/helm}" template nodehealth "$chart" --namespace nodehealth-system > "$tmp/render.yaml"
-grep -q "image: nodehealth/nodehealth-controller:$version" "$tmp/render.yaml" || fail "the packaged chart does not run the release's controller image"
+grep -q "image: ghcr.io/nodehealth/nodehealth-controller:$version\$" "$tmp/render.yaml" || fail "the packaged chart does not run the release's controller image ghcr.io/nodehealth/nodehealth-controller:$version"
+if grep -E '^\s*image:' "$tmp/render.yaml" | grep -v "image: ghcr.io/nodehealth/[a-z-]*:$version\$"; then
+  fail "the packaged chart runs other images than ghcr.io/nodehealth/<binary>:$version (above)"
+fi
 
 # SBOMs. go_modules BINARY: "path version" of the standard library (stdlib)
 # and every module of `go version -m` (a replaced module at its replacement's
@@ -87,7 +90,7 @@ images="$tmp/out/images"
 while IFS=@ read -r ref digest; do
   b=${ref%:*} b=${b##*/}
   layout="$images/$b"
-  [[ $ref == "nodehealth/$b:$version" ]] || fail "image $ref is not nodehealth/$b:$version"
+  [[ $ref == "ghcr.io/nodehealth/$b:$version" ]] || fail "image $ref is not ghcr.io/nodehealth/$b:$version"
   [[ $(jq -r '.manifests | length' "$layout/index.json") == 1 ]] || fail "$layout/index.json holds more than the image index"
   got=$(jq -r '.manifests[0].digest' "$layout/index.json")
   [[ $got == "$digest" ]] || fail "$layout/index.json names $got, digests.txt $digest"

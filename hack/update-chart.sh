@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates what the Helm chart deploy/charts/nodehealth takes from the rest
 # of the repository, so that nothing in it is a second hand-kept copy:
-#   * files/: the kustomize bases' RBAC, admission policies, namespaces, CRDs
+#   * files/: the kustomize bases' RBAC, admission policies, APF objects, namespaces, CRDs
 #     and example heartbeat configurations, verbatim (the chart's templates
 #     read them with .Files, so chart and kustomize grant the same rules);
 #     the dashboards and PrometheusRules of deploy/monitoring/ when present;
@@ -27,7 +27,8 @@ copy deploy/controller/namespaces.yaml deploy/controller/rbac.yaml \
   deploy/admission/mutating-taint-on-create/policy.yaml \
   deploy/update-operator/rbac.yaml \
   deploy/update-agent/namespace.yaml deploy/update-agent/rbac.yaml deploy/update-agent/policy.yaml \
-  deploy/uninstall/rbac.yaml
+  deploy/uninstall/rbac.yaml \
+  deploy/apf/flowcontrol.yaml
 for crd in deploy/crds/*.yaml; do
   [[ $(basename "$crd") == kustomization.yaml ]] || copy "$crd"
 done

@@ -362,6 +362,7 @@ func TestName(t *testing.T) {
 		{"", "", "nodehealth/update-agent:v1.0.0"},
 		{"registry.example.com/platform/", "", "registry.example.com/platform/nodehealth/update-agent:v1.0.0"},
 		{"localhost:5000", "dev", "localhost:5000/nodehealth/update-agent:dev"},
+		{"ghcr.io", "", "ghcr.io/nodehealth/update-agent:v1.0.0"},
 	} {
 		o := Options{Registry: tc.registry, Tag: tc.tag, Meta: Metadata{Version: "v1.0.0"}}
 		if got := o.Name("update-agent"); got != tc.want {
@@ -371,6 +372,8 @@ func TestName(t *testing.T) {
 	for ref, want := range map[string]string{
 		"nodehealth/update-agent:v1":                        "docker.io/nodehealth/update-agent:v1",
 		"localhost:5000/nodehealth/update-agent:v1":         "localhost:5000/nodehealth/update-agent:v1",
+		"localhost/nodehealth/update-agent:e2e":             "localhost/nodehealth/update-agent:e2e",
+		"ghcr.io/nodehealth/update-agent:v1":                "ghcr.io/nodehealth/update-agent:v1",
 		"registry.example.com/x/nodehealth/update-agent:v1": "registry.example.com/x/nodehealth/update-agent:v1",
 	} {
 		tag, err := name.NewTag(ref)

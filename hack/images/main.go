@@ -39,7 +39,7 @@ func main() {
 	)
 	flag.StringVar(&o.RepoRoot, "repo-root", "../..", "the nodehealth repository's root")
 	flag.StringVar(&o.OutDir, "out", "", "output folder (default <repo-root>/_output/images)")
-	flag.StringVar(&o.Registry, "registry", "", "registry (and path) before nodehealth/<binary>, e.g. registry.example.com/platform; empty: nodehealth/<binary>")
+	flag.StringVar(&o.Registry, "registry", "ghcr.io", "registry (and path) before nodehealth/<binary>, e.g. registry.example.com/platform; the project's is ghcr.io; empty: nodehealth/<binary>, a Docker Hub name, for images that are loaded, never pulled")
 	flag.StringVar(&o.CmdDir, "cmd-dir", "./cmd", "folder of the binaries' main packages, relative to --repo-root")
 	flag.StringVar(&o.Tag, "tag", "", "image tag (default: --version)")
 	flag.StringVar(&o.Meta.Version, "version", "v0.0.0-dev", "version stamped into the binaries and the images' labels")

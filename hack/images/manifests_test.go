@@ -10,14 +10,29 @@ import (
 	"testing"
 )
 
-var imageLine = regexp.MustCompile(`(?m)^\s*image:\s*"?(nodehealth/[^"\s]+)"?\s*$`)
+var (
+	imageLine  = regexp.MustCompile(`(?m)^\s*image:\s*"?(\S*nodehealth/[^"\s]+)"?\s*$`)
+	appVersion = regexp.MustCompile(`(?m)^appVersion:\s*"?([^"\s]+)"?\s*$`)
+)
 
 // Every nodehealth image the manifests of deploy/ name is one `make images`
-// builds, spelled nodehealth/<binary>, so that one kustomize `images:` entry
-// (or the chart's image.registry) points it at a registry.
+// builds, spelled ghcr.io/nodehealth/<binary>:v<appVersion> (the project's
+// registry, and the tag the release of the chart's appVersion pushes; never
+// latest), so that one kustomize `images:` entry (or the chart's
+// image.registry) points it at a registry, and the kustomize bases of a
+// release run that release's images.
 func TestManifestsNameBuiltImages(t *testing.T) {
+	chart, err := os.ReadFile("../../deploy/charts/nodehealth/Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := appVersion.FindSubmatch(chart)
+	if m == nil {
+		t.Fatal("Chart.yaml has no appVersion")
+	}
+	tag := "v" + strings.TrimPrefix(string(m[1]), "v")
 	seen := map[string]bool{}
-	err := filepath.WalkDir("../../deploy", func(path string, d os.DirEntry, err error) error {
+	err = filepath.WalkDir("../../deploy", func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") || strings.Contains(path, "/charts/") {
 			return err
 		}
@@ -26,10 +41,13 @@ func TestManifestsNameBuiltImages(t *testing.T) {
 			return err
 		}
 		for _, m := range imageLine.FindAllStringSubmatch(string(b), -1) {
-			repo, _, _ := strings.Cut(m[1], ":")
-			binary := strings.TrimPrefix(repo, "nodehealth/")
+			repo, gotTag, _ := strings.Cut(m[1], ":")
+			binary := strings.TrimPrefix(repo, "ghcr.io/nodehealth/")
 			if !slices.Contains(DefaultBinaries, binary) {
-				t.Errorf("%s: image %s is not one make images builds (%v)", path, m[1], DefaultBinaries)
+				t.Errorf("%s: image %s is not ghcr.io/nodehealth/<binary> of a binary make images builds (%v)", path, m[1], DefaultBinaries)
+			}
+			if gotTag != tag {
+				t.Errorf("%s: image %s, want the tag %s (v + the chart's appVersion)", path, m[1], tag)
 			}
 			seen[binary] = true
 		}
@@ -40,7 +58,7 @@ func TestManifestsNameBuiltImages(t *testing.T) {
 	}
 	for _, b := range DefaultBinaries {
 		if !seen[b] {
-			t.Errorf("no manifest of deploy/ runs nodehealth/%s", b)
+			t.Errorf("no manifest of deploy/ runs ghcr.io/nodehealth/%s", b)
 		}
 	}
 }
@@ -71,7 +89,7 @@ func TestKustomizeSetsRegistryAndTag(t *testing.T) {
 	}
 	b.WriteString("images:\n")
 	for _, bin := range DefaultBinaries {
-		b.WriteString("- name: nodehealth/" + bin + "\n  newName: registry.example.com/platform/nodehealth/" + bin + "\n  newTag: v1.2.3\n")
+		b.WriteString("- name: ghcr.io/nodehealth/" + bin + "\n  newName: registry.example.com/platform/nodehealth/" + bin + "\n  newTag: v1.2.3\n")
 	}
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)

@@ -40,11 +40,18 @@ func TestKrewManifest(t *testing.T) {
 	}
 	body := manifest[strings.Index(manifest, "apiVersion:"):]
 	// The placeholders, and the words of the description and file lists.
-	allowed := map[string]bool{"VERSION": true, "ORG": true, "NODE": true, "EXTENSION": true, "POLICY": true, "PATH": true, "LICENSE": true, "CNI": true, "CSI": true}
+	allowed := map[string]bool{"VERSION": true, "NODE": true, "EXTENSION": true, "POLICY": true, "PATH": true, "LICENSE": true, "CNI": true, "CSI": true}
 	for _, w := range regexp.MustCompile(`\b[A-Z][A-Z0-9_]{2,}\b`).FindAllString(body, -1) {
 		if allowed[w] || strings.HasPrefix(w, "SHA256_") {
 			continue
 		}
 		t.Errorf("the krew manifest has the unexplained upper-case word %s", w)
+	}
+	// The project's home, where the release's archives are published; not a
+	// placeholder for whoever publishes it.
+	for _, uri := range regexp.MustCompile(`(?m)^\s*(?:homepage|uri):\s*(\S+)$`).FindAllStringSubmatch(body, -1) {
+		if !strings.HasPrefix(uri[1], "https://github.com/nodehealth/nodehealth/") && uri[1] != "https://github.com/nodehealth/nodehealth" {
+			t.Errorf("the krew manifest points to %s, not to github.com/nodehealth/nodehealth", uri[1])
+		}
 	}
 }

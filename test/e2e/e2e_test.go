@@ -128,13 +128,15 @@ func (c *cluster) install(ctx context.Context, values string) {
 func (c *cluster) installChart(ctx context.Context, values string, flags ...string) {
 	c.t.Helper()
 	file := filepath.Join(c.env.Dir, "values.yaml")
+	// The images hack/realnode-prereqs.sh loaded (realnode.ProductImage).
 	base := fmt.Sprintf(`image:
+  registry: %s
   tag: e2e
   pullPolicy: Never
 controller:
   replicas: 1
   nodeSelector: {%q: "true"}
-`, realLabel)
+`, realnode.ProductRegistry, realLabel)
 	if err := os.WriteFile(file, []byte(base), 0o644); err != nil {
 		c.t.Fatal(err)
 	}

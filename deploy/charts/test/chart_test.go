@@ -60,6 +60,273 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// The default values run the project's own images, from its registry
+// (ghcr.io/nodehealth, the project's home github.com/nodehealth/nodehealth)
+// at the tag a release pushes, v + the chart's appVersion: never a name
+// without a registry (Docker Hub, where the project holds no name; whoever
+// registered it would run with node-patch and eviction rights), nor latest,
+// nor the bare appVersion (releases tag vX.Y.Z). With every component and
+// hook on, so that each image the chart can render is checked; and
+// image.registry moves all of them at once.
+func TestDefaultImagesAreTheProjectsWithAVersionTag(t *testing.T) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "v" + strings.TrimPrefix(ch.Metadata.AppVersion, "v")
+	on := map[string]any{
+		"updateOperator":          map[string]any{"enabled": true},
+		"updateAgent":             map[string]any{"enabled": true},
+		"mutatingAdmissionPolicy": map[string]any{"enabled": true},
+	}
+	for _, tc := range []struct {
+		name     string
+		vals     map[string]any
+		registry string
+	}{
+		{"default values", map[string]any{}, "ghcr.io/nodehealth/"},
+		{"every component", on, "ghcr.io/nodehealth/"},
+		{"a mirror", map[string]any{"image": map[string]any{"registry": "registry.example.com/platform"}, "updateOperator": on["updateOperator"], "updateAgent": on["updateAgent"]}, "registry.example.com/platform/nodehealth/"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rel, err := install(ch, tc.vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream := rel.Manifest
+			for _, h := range rel.Hooks {
+				stream += "\n---\n" + h.Manifest
+			}
+			images := regexp.MustCompile(`(?m)^\s*(?:- )?image:\s*"?([^"\s]+)"?\s*$`).FindAllStringSubmatch(stream, -1)
+			if len(images) == 0 {
+				t.Fatal("the render runs no image")
+			}
+			seen := map[string]bool{}
+			for _, m := range images {
+				ref := m[1]
+				repo, tag, ok := strings.Cut(ref, ":")
+				if !strings.HasPrefix(ref, tc.registry) || !ok || tag != want {
+					t.Errorf("image %s, want %s<binary>:%s", ref, tc.registry, want)
+				}
+				seen[strings.TrimPrefix(repo, tc.registry)] = true
+			}
+			if tc.name != "default values" {
+				for _, b := range []string{"nodehealth-controller", "update-operator", "update-agent"} {
+					if !seen[b] {
+						t.Errorf("the render does not run %s%s", tc.registry, b)
+					}
+				}
+			}
+		})
+	}
+	// An empty registry would make every image a Docker Hub name: refused.
+	if _, err := install(ch, map[string]any{"image": map[string]any{"registry": ""}}); err == nil ||
+		!strings.Contains(err.Error(), "/image/registry") {
+		t.Errorf("image.registry \"\" was accepted (error: %v)", err)
+	}
+}
+
+// helm uninstall must not take away what another release's pods mount: the
+// example sidecars' ConfigMaps live beside the extension's DaemonSet (which
+// this chart does not own) and are kept; the examples mount them optional,
+// so a ConfigMap deleted by hand stops the sidecar, never the extension's
+// own containers (a pod whose non-optional ConfigMap is gone stays in
+// ContainerCreating: every new kube-proxy or CSI pod would).
+func TestUninstallKeepsWhatTheExtensionsMount(t *testing.T) {
+	out, err := render(t, valuesFile(t, "testdata/full-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	configMaps := 0
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(out, -1) {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name        string            `json:"name"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.Kind != "ConfigMap" || !strings.HasSuffix(obj.Metadata.Name, "-heartbeat") {
+			continue
+		}
+		configMaps++
+		if obj.Metadata.Annotations["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("ConfigMap %s, which the extension's sidecar mounts, is deleted by helm uninstall (no helm.sh/resource-policy: keep)", obj.Metadata.Name)
+		}
+	}
+	if configMaps == 0 {
+		t.Fatal("the full values render no example sidecar ConfigMap")
+	}
+	sidecars, err := filepath.Glob(filepath.Join(deployDir, "examples", "*", "sidecar.yaml"))
+	if err != nil || len(sidecars) == 0 {
+		t.Fatalf("no deploy/examples/*/sidecar.yaml (%v)", err)
+	}
+	for _, f := range sidecars {
+		var ds struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Volumes []struct {
+							Name      string `json:"name"`
+							ConfigMap *struct {
+								Optional *bool `json:"optional"`
+							} `json:"configMap"`
+						} `json:"volumes"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(data, &ds); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, v := range ds.Spec.Template.Spec.Volumes {
+			if v.ConfigMap != nil && (v.ConfigMap.Optional == nil || !*v.ConfigMap.Optional) {
+				t.Errorf("%s: volume %s mounts its ConfigMap without optional: true", f, v.Name)
+			}
+		}
+	}
+}
+
+// The uninstall hook cannot hang an uninstall forever nor pile up: its Job
+// has a deadline and a retry limit, and every pre-delete hook object is
+// replaced on the next attempt and deleted once it succeeded.
+func TestTheUninstallHookIsBounded(t *testing.T) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := install(ch, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := 0
+	for _, h := range rel.Hooks {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name        string            `json:"name"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+			Spec struct {
+				BackoffLimit          *int `json:"backoffLimit"`
+				ActiveDeadlineSeconds *int `json:"activeDeadlineSeconds"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(h.Manifest), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(obj.Metadata.Annotations["helm.sh/hook"], "pre-delete") {
+			continue
+		}
+		policy := obj.Metadata.Annotations["helm.sh/hook-delete-policy"]
+		if !strings.Contains(policy, "before-hook-creation") || !strings.Contains(policy, "hook-succeeded") {
+			t.Errorf("pre-delete hook %s %s: hook-delete-policy %q, want before-hook-creation and hook-succeeded", obj.Kind, obj.Metadata.Name, policy)
+		}
+		if obj.Kind != "Job" {
+			continue
+		}
+		jobs++
+		if d := obj.Spec.ActiveDeadlineSeconds; d == nil || *d <= 0 || *d > 900 {
+			t.Errorf("Job %s: activeDeadlineSeconds %v, want a deadline of at most 15 minutes", obj.Metadata.Name, d)
+		}
+		if b := obj.Spec.BackoffLimit; b == nil || *b > 3 {
+			t.Errorf("Job %s: backoffLimit %v, want at most 3", obj.Metadata.Name, b)
+		}
+	}
+	if jobs != 1 {
+		t.Errorf("%d pre-delete Jobs, want the uninstall Job", jobs)
+	}
+}
+
+// The chart installs deploy/apf's FlowSchema and PriorityLevelConfiguration
+// only when asked (apiPriorityAndFairness.enabled: they re-divide the API
+// server's seats for the whole cluster), and then exactly those of the
+// kustomize base, so both ways classify the heartbeats alike.
+func TestAPFObjectsMatchKustomizeAndAreOptIn(t *testing.T) {
+	isAPF := func(kind string) bool { return kind == "FlowSchema" || kind == "PriorityLevelConfiguration" }
+	specs := func(stream string) map[string]any {
+		out := map[string]any{}
+		for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(stream, -1) {
+			var obj map[string]any
+			if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+				t.Fatal(err)
+			}
+			kind, _ := obj["kind"].(string)
+			if !isAPF(kind) {
+				continue
+			}
+			out[kind+" "+fmtString(obj["metadata"].(map[string]any)["name"])] = obj["spec"]
+		}
+		return out
+	}
+	def, err := render(t, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := specs(def); len(got) != 0 {
+		t.Errorf("the default values install APF objects: %v", got)
+	}
+	full, err := render(t, valuesFile(t, "testdata/full-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(deployDir, "apf", "flowcontrol.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got := specs(string(data)), specs(full)
+	if len(want) != 2 {
+		t.Fatalf("deploy/apf/flowcontrol.yaml has %d APF objects, want 2", len(want))
+	}
+	if !reflect.DeepEqual(got, want) {
+		gy, _ := yaml.Marshal(got)
+		wy, _ := yaml.Marshal(want)
+		t.Errorf("with apiPriorityAndFairness.enabled the chart's APF objects differ from deploy/apf:\n--- chart\n%s--- kustomize\n%s", gy, wy)
+	}
+}
+
+// Each alert's runbook is the documentation of the release the chart
+// installs (its tag, v + appVersion), so the runbook matches the alert;
+// runbookBaseURL replaces it with a copy of one's own.
+func TestRunbooksAreTheReleasesDocs(t *testing.T) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runbook := regexp.MustCompile(`(?m)^\s*runbook_url:\s*"?([^"\s]+)"?\s*$`)
+	for _, tc := range []struct{ name, base, want string }{
+		{"default", "", "https://github.com/nodehealth/nodehealth/blob/v" + strings.TrimPrefix(ch.Metadata.AppVersion, "v") + "/docs/monitoring.md#"},
+		{"own copy", "https://wiki.example.com/nodehealth/", "https://wiki.example.com/nodehealth#"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rule := map[string]any{"enabled": true}
+			if tc.base != "" {
+				rule["runbookBaseURL"] = tc.base
+			}
+			out, err := render(t, map[string]any{"monitoring": map[string]any{"prometheusRule": rule}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			urls := runbook.FindAllStringSubmatch(out, -1)
+			if len(urls) == 0 {
+				t.Fatal("the PrometheusRule has no runbook_url")
+			}
+			for _, u := range urls {
+				if !strings.HasPrefix(u[1], tc.want) {
+					t.Errorf("runbook_url %s, want %s<anchor>", u[1], tc.want)
+				}
+			}
+		})
+	}
+}
+
 // A first install touches no node: the chart creates no UpdatePolicy unless
 // asked, and one it is asked for is a post-install/post-upgrade hook, so it
 // is created after the release's CRD exists (a custom resource in the

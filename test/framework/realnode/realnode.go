@@ -84,8 +84,14 @@ const (
 )
 
 // ProductImage is the image name of a product binary built by
-// hack/realnode-prereqs.sh (tag e2e).
-func ProductImage(binary string) string { return "nodehealth/" + binary + ":e2e" }
+// hack/realnode-prereqs.sh (tag e2e): under the registry ProductRegistry, a
+// local name, so that a test never runs an image of the project's registry
+// (ghcr.io/nodehealth) by mistake. The e2e tests install the chart with
+// image.registry ProductRegistry and image.tag e2e.
+func ProductImage(binary string) string { return ProductRegistry + "/nodehealth/" + binary + ":e2e" }
+
+// ProductRegistry is the registry part of ProductImage's names.
+const ProductRegistry = "localhost"
 
 // Options configure Start.
 type Options struct {

@@ -114,8 +114,8 @@ func TestControllerManifestsShape(t *testing.T) {
 		t.Fatalf("%d containers, want 1", len(pod.Containers))
 	}
 	c := pod.Containers[0]
-	if c.Image != "nodehealth/nodehealth-controller:latest" {
-		t.Errorf("image %q, want the placeholder nodehealth/nodehealth-controller:latest", c.Image)
+	if c.Image != "ghcr.io/nodehealth/nodehealth-controller:v0.1.0" {
+		t.Errorf("image %q, want the project's ghcr.io/nodehealth/nodehealth-controller:v0.1.0", c.Image)
 	}
 	if !slices.Contains(c.Args, "--config="+configMountPath+"/"+configFileName) {
 		t.Errorf("args %q do not point --config at the mounted file", c.Args)

@@ -30,9 +30,11 @@ Call with (dict "ctx" $ "component" "nodehealth-controller" "values" .Values.con
 {{- end }}
 
 {{/*
-The image of one binary: <repository>[:<tag>][@<digest>]. repository
-defaults to [image.registry/]nodehealth/<binary>; tag to image.tag, then
-the chart's appVersion; a digest pins the image (the tag stays readable).
+The image of one binary: <repository>:<tag>[@<digest>]. repository
+defaults to <image.registry>/nodehealth/<binary> (ghcr.io/nodehealth/<binary>);
+tag to image.tag, then v + the chart's appVersion (the tag a release pushes;
+an appVersion that already starts with v is taken as it is); a digest pins
+the image (the tag stays readable).
 Call with (dict "ctx" $ "binary" "nodehealth-controller" "image" .Values.controller.image).
 */}}
 {{- define "nodehealth.image" -}}
@@ -40,10 +42,10 @@ Call with (dict "ctx" $ "binary" "nodehealth-controller" "image" .Values.control
 {{- $c := .image | default dict -}}
 {{- $repo := $c.repository -}}
 {{- if not $repo }}
-{{- $repo = printf "nodehealth/%s" .binary -}}
-{{- if $v.registry }}{{ $repo = printf "%s/%s" (trimSuffix "/" $v.registry) $repo }}{{ end -}}
+{{- if not $v.registry }}{{ fail "image.registry is empty: set it to the registry your images are in (default ghcr.io); an image name without one is pulled from Docker Hub" }}{{ end -}}
+{{- $repo = printf "%s/nodehealth/%s" (trimSuffix "/" $v.registry) .binary -}}
 {{- end -}}
-{{- $tag := $c.tag | default $v.tag | default .ctx.Chart.AppVersion -}}
+{{- $tag := $c.tag | default $v.tag | default (printf "v%s" (trimPrefix "v" .ctx.Chart.AppVersion)) -}}
 {{ $repo }}:{{ $tag }}{{ with $c.digest }}@{{ . }}{{ end }}
 {{- end }}
 
