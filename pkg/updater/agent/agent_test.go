@@ -1276,3 +1276,56 @@ func TestAnEarlierAttemptsPinIsNotTakenForAUsersLock(t *testing.T) {
 	mustSync(t, h, a)
 	h.expectConverged("latest")
 }
+
+// TestAUserLockChangeDuringAPrepareIsKeptWhenStagingSucceeds: a user who
+// changes the version lock while the host prepares the update (after the
+// agent pinned it, before the agent restores the lock from before the
+// update) keeps that lock: the update was already chosen under the pin, so
+// staging goes on, but the end of staging does not "restore" the old lock
+// over the user's; it says so in the Event the abort sends, and forgets
+// previousVersionLock, which is no longer the agent's to restore.
+func TestAUserLockChangeDuringAPrepareIsKeptWhenStagingSucceeds(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0", "1.22.0"}})
+	h.shadows.create()
+	c := h.clients()
+	c.API = hookAPI{BottlerocketAPI: c.API, afterPrepare: func() {
+		if err := h.api.SetVersionLock(context.Background(), "1.22.0"); err != nil { // a user
+			t.Fatal(err)
+		}
+	}}
+	a, err := New(c, h.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	mustSync(t, h, a)
+	h.expectState(staged)
+	if got := h.em.State().VersionLock; got != "1.22.0" {
+		t.Fatalf("version lock = %q once staged, want the user's 1.22.0", got)
+	}
+	if e := h.events.find(ReasonVersionLockChanged); e == nil || !strings.Contains(e.message, `"1.22.0"`) {
+		t.Errorf("events %+v, want %s naming the lock 1.22.0", h.events.events, ReasonVersionLockChanged)
+	}
+	if prev := h.status().PreviousVersionLock; prev != "" {
+		t.Errorf("previousVersionLock = %q once staged, want it cleared: the lock it records is no longer the agent's to restore", prev)
+	}
+	if v := h.em.State().Status.ActivatedVersion(); v != "1.21.0" {
+		t.Errorf("activated version = %q, want 1.21.0: the update was prepared under the agent's pin", v)
+	}
+	// The rest of the update (the user's lock chooses 1.22.0 next, so the
+	// loop stops at the first Idle instead of starting another).
+	for i := 0; i < 20; i++ {
+		h.operator("1.21.0")
+		_, _ = h.sync(a)
+		if s := h.shadows.get(); s.Spec.State == idle && s.Status.CurrentState == idle {
+			break
+		}
+	}
+	if st := h.status(); st.CurrentState != idle || st.CurrentVersion != "1.21.0" {
+		t.Fatalf("status = %+v, want Idle on 1.21.0", st)
+	}
+	if got := h.em.State().VersionLock; got != "1.22.0" {
+		t.Errorf("version lock = %q after the update, want the user's 1.22.0", got)
+	}
+}

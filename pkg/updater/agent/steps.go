@@ -117,7 +117,7 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 		}
 	}
 	if lock := shadow.Status.PreviousVersionLock; lock != "" {
-		if err := a.restoreVersionLock(ctx, shadow, lock); err != nil {
+		if _, err := a.restoreVersionLock(ctx, shadow, lock); err != nil {
 			return a.opts.RetryInterval, fmt.Errorf("aborting the update: %w", err)
 		}
 	}
@@ -148,27 +148,29 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 // spec.version, but only while the host's lock is still that pin: a lock
 // someone changed since is theirs, and a stale previousVersionLock must not
 // overwrite it. The operator keeps spec.version when it calls an update off.
-func (a *Agent) restoreVersionLock(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, previous string) error {
+// It reports kept when it left a lock someone else set: previousVersionLock
+// is then no longer the agent's to restore.
+func (a *Agent) restoreVersionLock(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, previous string) (kept bool, err error) {
 	current, err := a.c.API.VersionLock(ctx)
 	if err != nil {
-		return fmt.Errorf("reading the version lock: %w", err)
+		return false, fmt.Errorf("reading the version lock: %w", err)
 	}
 	pin := shadow.Spec.Version
 	switch {
 	case current == previous:
-		return nil
+		return false, nil
 	case pin != "" && current != brapi.VersionLockLatest && brapi.SameVersion(current, pin):
 		if err := a.c.API.SetVersionLock(ctx, previous); err != nil {
-			return fmt.Errorf("restoring the version lock %q: %w", previous, err)
+			return false, fmt.Errorf("restoring the version lock %q: %w", previous, err)
 		}
-		return nil
+		return false, nil
 	}
 	klog.FromContext(ctx).Info("The version lock changed since the agent pinned it; leaving it alone",
 		"versionLock", current, "pinned", pin, "previousVersionLock", previous)
 	a.c.Events.Event(shadow, v1.EventTypeNormal, ReasonVersionLockChanged,
 		fmt.Sprintf("The version lock of node %s is %q, not the %q the agent pinned: left as it is (the agent would have restored %q)",
 			a.opts.NodeName, current, pin, previous))
-	return nil
+	return true, nil
 }
 
 // lockIsOurs reports whether the host's version lock, on a later attempt of
@@ -384,14 +386,27 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 			return a.handle(ctx, shadow, stepFailed(ReasonActivateFailed, err))
 		}
 	}
-	if err := a.c.API.SetVersionLock(ctx, shadow.Status.PreviousVersionLock); err != nil {
-		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("restoring the version lock %q: %w", shadow.Status.PreviousVersionLock, err)))
+	// The lock from before the update goes back only while the host's lock
+	// is still the agent's pin: a user may have changed it while the host
+	// prepared, and that lock is theirs (docs/updater.md). The update was
+	// chosen under the pin and is activated, so staging goes on.
+	kept, err := a.restoreVersionLock(ctx, shadow, shadow.Status.PreviousVersionLock)
+	if err != nil {
+		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, err))
 	}
 	if _, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.CurrentState = updatesv1alpha1.StateStagedAndPerformedUpdate
+		if kept {
+			// Not the agent's to restore any more: an abort must not
+			// put it back over the user's lock either.
+			st.PreviousVersionLock = ""
+		}
 		meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
 	}); err != nil {
 		return a.opts.RetryInterval, err
+	}
+	if kept {
+		a.pinned = ""
 	}
 	logger.Info("Update staged and activated; the node keeps serving until it reboots")
 	a.transient = 0
