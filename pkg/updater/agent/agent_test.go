@@ -3,6 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -1327,5 +1330,96 @@ func TestAUserLockChangeDuringAPrepareIsKeptWhenStagingSucceeds(t *testing.T) {
 	}
 	if got := h.em.State().VersionLock; got != "1.22.0" {
 		t.Errorf("version lock = %q after the update, want the user's 1.22.0", got)
+	}
+}
+
+// killedWhilePreparing is an agent process killed right after it asked the
+// host to prepare: the host accepted the command (and runs it on), the
+// process never saw it end.
+type killedWhilePreparing struct {
+	BottlerocketAPI
+	socket string
+}
+
+func (a killedWhilePreparing) PrepareUpdate(ctx context.Context) (*brapi.UpdateStatus, error) {
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", a.socket)
+	}}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://localhost/actions/prepare-update", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return nil, fmt.Errorf("POST /actions/prepare-update answered %s", resp.Status)
+	}
+	return nil, errKilled
+}
+
+// TestAnAgentRestartedWhileTheHostPreparesWaitsForThePrepare: a prepare
+// downloads an image and runs for minutes, and Bottlerocket answers 423 to
+// /updates/status and to every update action until it ends. An agent
+// restarted meanwhile finds the command its earlier process started still
+// running: that is not a failure. It looks again at its usual interval,
+// without counting an attempt or a crash, for as long as the prepare runs,
+// and then reads the result and goes on from there (here: activates what
+// was staged), with one prepare in all.
+func TestAnAgentRestartedWhileTheHostPreparesWaitsForThePrepare(t *testing.T) {
+	const prepare = 10 * time.Minute
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, Delays: emulator.Delays{Prepare: prepare}})
+	h.shadows.create()
+	mustSync(t, h, h.newAgent())
+	h.operator("1.21.0")
+	c := h.clients()
+	c.API = killedWhilePreparing{BottlerocketAPI: c.API, socket: h.api.SocketPath()}
+	first, err := New(c, h.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.sync(first); !errors.Is(err, errKilled) {
+		t.Fatalf("the first process: %v, want it killed after asking for the prepare", err)
+	}
+	if st := h.em.State(); st.InFlight == nil || st.InFlight.Cmd != brapi.CommandPrepare {
+		t.Fatalf("in flight: %+v, want the prepare the first process asked for", st.InFlight)
+	}
+
+	second := h.newAgent()
+	retry := h.options().RetryInterval
+	waited := time.Duration(0)
+	for i := 0; i < 2*DefaultTransientAttempts; i++ {
+		d, err := h.sync(second)
+		if st := h.status(); st.CurrentState != idle || st.CrashCount != 0 {
+			t.Fatalf("sync %d, %v into the prepare: status %s, crashCount %d, %+v: a command in progress was taken for a failure",
+				i, waited, st.CurrentState, st.CrashCount, st.Conditions)
+		}
+		if err != nil {
+			t.Errorf("sync %d, %v into the prepare: %v; want no error: a command in progress is not a failure", i, waited, err)
+		}
+		if d != retry {
+			t.Errorf("sync %d: the agent looks again in %v, want its retry interval %v", i, d, retry)
+		}
+		h.clk.Step(d)
+		waited += d
+	}
+	h.clk.Step(prepare - waited)
+	mustSync(t, h, second)
+	h.expectState(staged)
+	em := h.em.State()
+	if v := em.Status.ActivatedVersion(); v != "1.21.0" {
+		t.Errorf("activated version = %q, want 1.21.0, staged by the prepare the first process asked for", v)
+	}
+	if r := em.Status.MostRecentCommand; r == nil || r.CmdType != brapi.CommandActivate {
+		t.Errorf("most recent command %+v, want the activate", r)
+	}
+	if em.VersionLock != "latest" {
+		t.Errorf("version lock = %q once staged, want latest restored", em.VersionLock)
+	}
+	if st := h.status(); st.CrashCount != 0 || meta.FindStatusCondition(st.Conditions, updatesv1alpha1.ConditionUpdateFailed) != nil {
+		t.Errorf("status = %+v, want no crash and no UpdateFailed condition", st)
 	}
 }

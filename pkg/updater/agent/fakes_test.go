@@ -368,6 +368,11 @@ func newHarness(t *testing.T, cfg emulator.Config) *harness {
 	if cfg.Version == "" {
 		cfg.Version = "1.20.0"
 	}
+	if cfg.Clock == nil {
+		// Command delays run on the test's clock: a test that sets one
+		// decides when the command ends by stepping it.
+		cfg.Clock = h.clk
+	}
 	cfg.RebootHook = func(ctx context.Context, ev emulator.RebootEvent) error {
 		if !h.staleBootID {
 			h.node.setBootID(fmt.Sprintf("boot-%d", ev.Reboot))
@@ -384,7 +389,8 @@ func newHarness(t *testing.T, cfg emulator.Config) *harness {
 	t.Cleanup(em.Close)
 	h.em = em
 	// The client runs on the real clock with tiny waits: the emulator
-	// without delays finishes every command at once.
+	// without delays finishes every command at once, and with a delay it
+	// answers 423 until the test steps its clock.
 	h.api = brapi.New(brapi.Options{SocketPath: cfg.SocketPath, PollInterval: time.Millisecond, CommandTimeout: 5 * time.Second,
 		Retry: brapi.Backoff{Initial: time.Millisecond, Factor: 2, Max: 5 * time.Millisecond, Attempts: 3}, Clock: clock.RealClock{}})
 	return h

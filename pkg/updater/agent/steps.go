@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -225,19 +224,36 @@ func stepFailed(reason string, err error) *stepError {
 	return &stepError{reason: reason, err: err, transient: isTransient(err)}
 }
 
-// isTransient: the API could not be reached or answered 5xx/423 even after
-// the client's own retries — it may be restarting. A command that ran and
-// failed, a 4xx or a malformed answer will not change by trying again.
+// isTransient: the API could not be reached or answered 5xx even after the
+// client's own retries — it may be restarting. A command that ran and
+// failed, a 4xx or a malformed answer will not change by trying again. (A
+// 423 is neither: handle waits for the command in progress.)
 func isTransient(err error) bool {
 	if brapi.IsCommandFailed(err) || errors.Is(err, brapi.ErrMalformed) {
 		return false
 	}
 	code := brapi.StatusCode(err)
-	return code == 0 || code >= 500 || code == http.StatusLocked
+	return code == 0 || code >= 500
 }
 
 // handle turns a step error into a retry or a failure report.
 func (a *Agent) handle(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, serr *stepError) (time.Duration, error) {
+	if brapi.IsLocked(serr.err) {
+		// A command in progress is not a failure. Bottlerocket answers 423
+		// to /updates/status and to every update action while its update
+		// dispatcher's child holds the update lock (thar-be-updates), and
+		// a prepare downloads an image for minutes: an agent restarted
+		// meanwhile finds the command its earlier process started still
+		// running. It looks again at its usual interval, counting neither
+		// an attempt nor a crash, and reads the result once the command
+		// ended. Staging has no timeout of its own: the operator's
+		// StagedAndPerformedUpdate deadline bounds this wait as it bounds a
+		// prepare the agent waits on itself, and the abort then waits for
+		// the command the same way before it deactivates.
+		klog.FromContext(ctx).Info("A Bottlerocket update command is in progress; waiting for it to finish",
+			"step", serr.reason, "retryIn", a.opts.RetryInterval, "answer", serr.err.Error())
+		return a.opts.RetryInterval, nil
+	}
 	if serr.transient {
 		a.transient++
 		if a.transient < a.opts.TransientAttempts {
