@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -310,14 +311,16 @@ type operatorInstance struct {
 }
 
 type updaterSimulation struct {
-	t     *testing.T
-	ctx   context.Context
-	seed  uint64
-	rng   *sim.Rand
-	api   *sim.API
-	clk   *sim.Clock
-	trace *sim.Trace
-	dir   string
+	t    *testing.T
+	ctx  context.Context
+	seed uint64
+	rng  *sim.Rand
+	// cmdRng draws the faults at a command in progress (commandFaults).
+	cmdRng *sim.Rand
+	api    *sim.API
+	clk    *sim.Clock
+	trace  *sim.Trace
+	dir    string
 
 	// Clients: the operator's (its writes are judged), the agents', the
 	// world's (kubelet, node-health controller, users), and an observer
@@ -383,6 +386,8 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	rng := sim.NewRand(seed)
 	s := &updaterSimulation{t: t, ctx: ctx, seed: seed, rng: rng, clk: sim.NewClock(time.Second), trace: &sim.Trace{}, dir: dir}
+	// Not a fork of rng: a fork would draw from it and move every seed.
+	s.cmdRng = sim.NewRand(seed ^ 0x3636363636363636)
 	s.api = sim.NewAPI(simScheme(), rng.Fork())
 	s.api.Clock = s.clk
 	// One quiet poll is enough: the driver counts every notification each
@@ -997,6 +1002,13 @@ func (c *agentClients) UpdateShadowStatus(ctx context.Context, sh *updatesv1alph
 	}
 	if err == nil {
 		c.s.trace.Add("t=%s %s agent reports %s (%s→%s, crash %d)", c.s.at(), c.n.name, out.Status.CurrentState, out.Status.CurrentVersion, out.Status.TargetVersion, out.Status.CrashCount)
+		// A command in progress is not a failure: a 423 (Bottlerocket's
+		// update lock held) is never the reason an update failed.
+		if cond := meta.FindStatusCondition(out.Status.Conditions, updatesv1alpha1.ConditionUpdateFailed); out.Status.CurrentState == updatesv1alpha1.StateErrorReset &&
+			cond != nil && strings.Contains(cond.Message, fmt.Sprintf("answered %d ", http.StatusLocked)) {
+			c.s.fail("command-in-progress-not-failure", "t=%s %s: the agent reported the update failed (%s, crash %d) for a command in progress: %s",
+				c.s.at(), c.n.name, cond.Reason, out.Status.CrashCount, cond.Message)
+		}
 	}
 	return out, err
 }
@@ -1596,6 +1608,7 @@ func (s *updaterSimulation) faults(now time.Time) {
 				}
 			}
 		}
+		s.commandFaults(n)
 	}
 	// Users resume halts after a while.
 	if sh, err := s.updates.UpdatesV1alpha1().BottlerocketShadows().List(s.ctx, metav1.ListOptions{}); err == nil {
@@ -1661,6 +1674,38 @@ func (s *updaterSimulation) faults(now time.Time) {
 	case r.Chance(0.003):
 		s.api.Inject(sim.Fault{Verb: "update", Resource: "bottlerocketshadows", Subresource: "", Kind: sim.LostAnswer})
 		s.trace.Add("t=%s the next spec write's answer is lost", s.at())
+	}
+}
+
+// commandFaults are the faults at a Bottlerocket command in progress
+// (issue 36): while the host prepares an update — a command that downloads
+// an image, during which Bottlerocket answers 423 to /updates/status and to
+// every update action — the agent waiting on it is killed (its next process
+// finds the command running), or a user changes the version lock (after the
+// agent pinned it, before it restores the lock from before the update).
+// They draw from their own stream (cmdRng), so that adding them left the
+// schedule of every seed in which they never fire as it was.
+func (s *updaterSimulation) commandFaults(n *simNode) {
+	st := n.em.State()
+	if st.InFlight == nil || st.InFlight.Cmd != brapi.CommandPrepare || !n.downAt.IsZero() {
+		return
+	}
+	// Only while the agent is dead or parked (waiting on a timer, not in
+	// the middle of a call), as every fault of the world.
+	if n.inc != nil && (!n.inc.running || n.inc.timer == nil) {
+		return
+	}
+	r := s.cmdRng
+	switch {
+	case n.inc != nil && r.Chance(0.01):
+		s.trace.Add("t=%s %s agent %d gets SIGKILL while the host prepares", s.at(), n.name, n.inc.gen)
+		s.killAgent(n, true)
+	case r.Chance(0.02):
+		lock := sim.Pick(r, simUserLocks)
+		if err := s.userClient(n).SetVersionLock(s.ctx, lock); err == nil {
+			n.userLock = lock
+			s.trace.Add("t=%s %s: a user sets the version lock to %s while the host prepares", s.at(), n.name, lock)
+		}
 	}
 }
 
