@@ -221,6 +221,37 @@ func TestCommandRunsForItsDelay(t *testing.T) {
 	}
 }
 
+// TestAPrepareHoldsTheUpdateLockForItsDelayAsBottlerocketDoes: in
+// bottlerocket-core-kit, thar-be-updates (sources/api/thar-be-updates/src/main.rs,
+// run and fork_and_return!) takes the update lock before anything else and
+// leaves it with the forked child that runs updog update-image, so the
+// lock is held until the download ends, whoever asked for it and whether
+// that caller still lives; the API server answers 423 to GET /updates/status
+// (sources/api/apiserver/src/server/mod.rs get_update_status, try_lock_shared:
+// UpdateShareLock) and to every update action (controller.rs
+// dispatch_update_command: UpdateLockHeld) meanwhile. /os and the settings
+// do not take the lock.
+func TestAPrepareHoldsTheUpdateLockForItsDelayAsBottlerocketDoes(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := start(t, Config{Offered: []string{"1.21.0"}, Clock: clk, Delays: Delays{Prepare: 10 * time.Minute}})
+	expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+	expect(t, e, "POST", "/actions/prepare-update", "", 204)
+	clk.Step(10*time.Minute - time.Second)
+	expect(t, e, "GET", "/updates/status", "", 423)
+	for _, action := range []string{"refresh-updates", "prepare-update", "activate-update", "deactivate-update"} {
+		expect(t, e, "POST", "/actions/"+action, "", 423)
+	}
+	expect(t, e, "GET", "/os", "", 200)
+	expect(t, e, "GET", "/settings?keys=settings.updates.version-lock", "", 200)
+	expect(t, e, "PATCH", "/settings?tx=user", `{"updates": {"version-lock": "1.20.0"}}`, 204)
+	expect(t, e, "POST", "/tx/commit_and_apply?tx=user", "", 200)
+	clk.Step(time.Second)
+	s := status(t, e)
+	if s.UpdateState != brapi.StateStaged || s.StagedVersion() != "1.21.0" || s.MostRecentCommand.CmdType != brapi.CommandPrepare {
+		t.Fatalf("after the prepare's delay: %+v, want 1.21.0 Staged by the prepare", s)
+	}
+}
+
 func TestSettings(t *testing.T) {
 	e := start(t, Config{})
 	for _, body := range []string{
