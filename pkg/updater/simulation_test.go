@@ -93,6 +93,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 4, Name: "a version lock a user changed between two staging attempts is not pinned over (user-lock-kept)"},
 	{Seed: 14, Name: "a version lock a user set while the host prepared is kept when staging succeeds (user-lock-kept)"},
 	{Seed: 18, Name: "an agent restarted while its host prepares waits for the command in progress instead of failing the update (command-in-progress-not-failure)"},
+	{Seed: 10, Name: "an abort converges the host whenever spec is Idle: no update stays activated (nothing-armed-when-idle)"},
 	{Seed: 11319276540199915920, Name: "a user who deletes a shadow marked failed removes the record of the failure with it; a bad release keeps the node tainted (driver)"},
 	{Seed: 10031326798709030282, Name: "a write is judged on the Nodes the operator had observed: a taint added between two of its writes in one second had not reached it yet, and it ended the soak when it did (driver)"},
 }
@@ -1694,8 +1695,10 @@ func (s *updaterSimulation) commandFaults(n *simNode) {
 	if st.InFlight == nil || st.InFlight.Cmd != brapi.CommandPrepare || !n.downAt.IsZero() {
 		return
 	}
-	// Only while the agent is dead or parked (waiting on a timer, not in
-	// the middle of a call), as every fault of the world.
+	// Only while the agent is dead or parked on a timer of its clock
+	// (polling for the prepare, or in a back-off), never in the middle of
+	// a call: unlike the users' other lock changes, which wait until no
+	// sync runs, this one lands while the agent waits on the host.
 	if n.inc != nil && (!n.inc.running || n.inc.timer == nil) {
 		return
 	}
