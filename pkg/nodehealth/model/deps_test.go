@@ -4,14 +4,14 @@ import (
 	"strings"
 	"testing"
 
-	"nodehealth.io/nodehealth/test/sim/deps"
+	"nodehealth.io/nodehealth/test/linkcheck"
 )
 
 // The model is valuable only while it is independent of the controller it
 // checks: it may link nodehealth.io/api and the standard library, never the
 // controller's packages nor a Kubernetes client.
 func TestTheModelLinksNothingOfTheControllerNorAKubernetesClient(t *testing.T) {
-	deps.Check(t, "nodehealth.io/nodehealth/pkg/nodehealth/model", func(d string) string {
+	linkcheck.Check(t, "nodehealth.io/nodehealth/pkg/nodehealth/model", func(d string) string {
 		switch {
 		case d == "nodehealth.io/nodehealth/pkg/nodehealth" || strings.HasPrefix(d, "nodehealth.io/nodehealth/pkg/nodehealth/"):
 			return "the controller's package"

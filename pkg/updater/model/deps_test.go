@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"nodehealth.io/nodehealth/test/sim/deps"
+	"nodehealth.io/nodehealth/test/linkcheck"
 )
 
 // The model is valuable only while it is independent of the operator it
@@ -12,7 +12,7 @@ import (
 // its agent, shadow controller or Bottlerocket client) nor a Kubernetes
 // client or API type.
 func TestTheModelLinksNothingOfTheOperatorNorAKubernetesClient(t *testing.T) {
-	deps.Check(t, "nodehealth.io/nodehealth/pkg/updater/model", func(d string) string {
+	linkcheck.Check(t, "nodehealth.io/nodehealth/pkg/updater/model", func(d string) string {
 		if strings.HasPrefix(d, "nodehealth.io/") || strings.HasPrefix(d, "k8s.io/") {
 			return "only the standard library is allowed"
 		}

@@ -1,8 +1,8 @@
-// Package deps checks what a package links, for the tests of the
+// Package linkcheck checks what a package links, for the tests of the
 // simulations' models: a model is valuable only while it is independent of
 // the component it checks. It uses the standard library only, so that a
 // model's test can import it without linking anything the model may not.
-package deps
+package linkcheck
 
 import (
 	"os/exec"
@@ -11,7 +11,7 @@ import (
 )
 
 // self is this package, which every checked test build links.
-const self = "nodehealth.io/nodehealth/test/sim/deps"
+const self = "nodehealth.io/nodehealth/test/linkcheck"
 
 // Check lists, with go list -deps, what the package in the working directory
 // (the package under test, pkg) links in its build and in its test build,
