@@ -48,7 +48,10 @@ type canary struct {
 	// replays the canary Lease as it is, which proves nothing about the
 	// watch if the renewal is one already seen.
 	lastRenewal time.Time
-	isStale     bool
+	// announced is what check last reported to the run loop, only to tell
+	// a change: whether the controller's view is stale is the
+	// controller's one record (Controller.viewStale), set by the callback.
+	announced bool
 	// denied is set once a renewal was refused, so it is explained once.
 	denied bool
 }
@@ -77,13 +80,26 @@ func (k *canary) observed(lease *coordinationv1.Lease) {
 	}
 }
 
-// stale reports whether the view is stale now. It also compares the clock
-// itself, so that a decision taken between the moment the view turned stale
-// and the run loop's check of it (a starved goroutine) already holds back.
+// stale reports whether the canary judges the view stale now: as last
+// announced, or overdue.
 func (k *canary) stale() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.isStale || k.cfg.clock.Since(k.lastObserved) > staleAfterIntervals*k.cfg.interval
+	return k.announced || k.overdueLocked()
+}
+
+// overdue reports whether no renewal was observed for longer than the
+// canary allows, by the clock itself: a decision taken between the moment
+// the view turned stale and the run loop's check of it (a starved
+// goroutine) already holds back.
+func (k *canary) overdue() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.overdueLocked()
+}
+
+func (k *canary) overdueLocked() bool {
+	return k.cfg.clock.Since(k.lastObserved) > staleAfterIntervals*k.cfg.interval
 }
 
 // staleAt is when the view turns stale unless a renewal is observed first.
@@ -98,8 +114,8 @@ func (k *canary) check(now time.Time) (stale, changed bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	stale = now.Sub(k.lastObserved) > staleAfterIntervals*k.cfg.interval
-	changed = stale != k.isStale
-	k.isStale = stale
+	changed = stale != k.announced
+	k.announced = stale
 	return stale, changed
 }
 

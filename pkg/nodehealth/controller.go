@@ -75,12 +75,13 @@ type Controller struct {
 
 	mu    sync.Mutex
 	nodes map[string]*nodeState
-	// viewStale is set while the own-view guard holds, from the moment the
-	// canary reported the view stale until its recovery has refreshed the
-	// Leases and restarted the gates: evaluations hold mu, so none sees
-	// the recovery half done. staleSince is when the guard fired.
-	viewStale  bool
-	staleSince time.Time
+	// viewStale is the one record of whether the own-view guard holds,
+	// from the moment the canary reported the view stale until its
+	// recovery has refreshed the Leases and restarted the gates:
+	// evaluations hold mu, so none sees the recovery half done. Between
+	// the canary's checks, an overdue canary holds additions too
+	// (ownViewStaleLocked).
+	viewStale bool
 	// droppedRegistrations is how many self-registrations each node's list
 	// could not hold, for nodes where some did not fit.
 	droppedRegistrations map[string]int
@@ -404,7 +405,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 func (c *Controller) ownViewChanged(ctx context.Context, stale bool, at time.Time) {
 	if stale {
 		c.mu.Lock()
-		c.viewStale, c.staleSince = true, at
+		c.viewStale = true
 		c.tracker.snapshot(at, c.opts.RenewalGrace)
 		c.mu.Unlock()
 		c.metrics.OwnViewStale.Set(1)
@@ -461,7 +462,7 @@ func (c *Controller) recoverView(at time.Time) {
 // ownViewStaleLocked reports whether taint additions and evictions are held
 // by the own-view guard. Callers hold c.mu.
 func (c *Controller) ownViewStaleLocked() bool {
-	return c.canary != nil && (c.viewStale || c.canary.stale())
+	return c.canary != nil && (c.viewStale || c.canary.overdue())
 }
 
 func (c *Controller) enqueueAll() {
