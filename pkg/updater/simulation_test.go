@@ -168,6 +168,17 @@ const (
 // so that a lock left pinned by the agent is told from a user's.
 var simUserLocks = []string{brapi.VersionLockLatest, simStartVersion}
 
+// simUserAheadLock is the lock of a user who pins a specific version newer
+// than the running one (restartFaults): newer than any the schedule offers,
+// so never an update's version either. A restarted agent that remembered no
+// pin took such a lock for its own (issue 36, defect 3).
+const simUserAheadLock = "1.99.0"
+
+// userLock reports whether lock is one a user sets, not an agent's pin.
+func userLock(lock string) bool {
+	return lock == simUserAheadLock || slices.Contains(simUserLocks, lock)
+}
+
 // simPolicy is the name of the one UpdatePolicy, which governs every managed
 // node.
 const simPolicy = "fleet"
@@ -322,6 +333,9 @@ type updaterSimulation struct {
 	rng  *sim.Rand
 	// cmdRng draws the faults at a command in progress (commandFaults).
 	cmdRng *sim.Rand
+	// pinRng draws a user's lock change while the agent is down with its
+	// pin on the host (restartFaults).
+	pinRng *sim.Rand
 	api    *sim.API
 	clk    *sim.Clock
 	trace  *sim.Trace
@@ -393,6 +407,7 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	s := &updaterSimulation{t: t, ctx: ctx, seed: seed, rng: rng, clk: sim.NewClock(time.Second), trace: &sim.Trace{}, dir: dir}
 	// Not a fork of rng: a fork would draw from it and move every seed.
 	s.cmdRng = sim.NewRand(seed ^ 0x3636363636363636)
+	s.pinRng = sim.NewRand(seed ^ 0x3333333333333333)
 	s.api = sim.NewAPI(simScheme(), rng.Fork())
 	s.api.Clock = s.clk
 	// One quiet poll is enough: the driver counts every notification each
@@ -1614,6 +1629,7 @@ func (s *updaterSimulation) faults(now time.Time) {
 			}
 		}
 		s.commandFaults(n)
+		s.restartFaults(n)
 	}
 	// Users resume halts after a while.
 	if sh, err := s.updates.UpdatesV1alpha1().BottlerocketShadows().List(s.ctx, metav1.ListOptions{}); err == nil {
@@ -1716,6 +1732,24 @@ func (s *updaterSimulation) commandFaults(n *simNode) {
 	}
 }
 
+// restartFaults: while a killed agent waits for its restart with its pin on
+// the host, a user pins a specific version newer than the running one
+// (simUserAheadLock). The new process must tell that lock from its own pin
+// (issue 36, defect 3): it knows its pin only from the shadow's status.
+// Drawn from a stream of its own (pinRng), and possible only once the lock
+// is an agent's pin, so that a seed in which it never fires runs as before.
+func (s *updaterSimulation) restartFaults(n *simNode) {
+	if n.inc != nil || n.restartAt.IsZero() || !n.downAt.IsZero() || agentPinned(n) == 0 {
+		return
+	}
+	if s.pinRng.Chance(0.1) {
+		if err := s.userClient(n).SetVersionLock(s.ctx, simUserAheadLock); err == nil {
+			n.userLock = simUserAheadLock
+			s.trace.Add("t=%s %s: a user sets the version lock to %s while the agent is down with its pin on the host", s.at(), n.name, simUserAheadLock)
+		}
+	}
+}
+
 // userClient is a user's (or the host's own) Bottlerocket API client: one
 // attempt per call, so that it never waits.
 func (s *updaterSimulation) userClient(n *simNode) *brapi.Client {
@@ -1789,7 +1823,7 @@ func (s *updaterSimulation) check() {
 			// attempt nor "restored" to the lock from before the update).
 			if st.VersionLock != nd.userLock {
 				kind := "nothing-pinned-when-idle"
-				if slices.Contains(simUserLocks, st.VersionLock) {
+				if userLock(st.VersionLock) {
 					kind = "user-lock-kept"
 				}
 				s.fail(kind, "t=%s %s: spec and status Idle, but the version lock is %q (the user's is %q)", s.at(), nd.name, st.VersionLock, nd.userLock)
@@ -1833,7 +1867,7 @@ func armed(n *simNode) float64 {
 // agentPinned is 1 while the host's version lock is an agent's pin (not a
 // lock a user sets), else 0.
 func agentPinned(n *simNode) float64 {
-	if slices.Contains(simUserLocks, n.em.State().VersionLock) {
+	if userLock(n.em.State().VersionLock) {
 		return 0
 	}
 	return 1
