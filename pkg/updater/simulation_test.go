@@ -94,6 +94,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 14, Name: "a version lock a user set while the host prepared is kept when staging succeeds (user-lock-kept)"},
 	{Seed: 18, Name: "an agent restarted while its host prepares waits for the command in progress instead of failing the update (command-in-progress-not-failure)"},
 	{Seed: 10, Name: "an abort converges the host whenever spec is Idle: no update stays activated (nothing-armed-when-idle)"},
+	{Seed: 2, Name: "a restarted agent tells a newer version a user pinned while it was down from its own pin, recorded in the shadow's status (user-lock-kept)"},
 	{Seed: 11319276540199915920, Name: "a user who deletes a shadow marked failed removes the record of the failure with it; a bad release keeps the node tainted (driver)"},
 	{Seed: 10031326798709030282, Name: "a write is judged on the Nodes the operator had observed: a taint added between two of its writes in one second had not reached it yet, and it ended the soak when it did (driver)"},
 }
