@@ -1743,7 +1743,7 @@ func (s *updaterSimulation) restartFaults(n *simNode) {
 	if n.inc != nil || n.restartAt.IsZero() || !n.downAt.IsZero() || agentPinned(n) == 0 {
 		return
 	}
-	if s.pinRng.Chance(0.1) {
+	if s.pinRng.Chance(0.02) {
 		if err := s.userClient(n).SetVersionLock(s.ctx, simUserAheadLock); err == nil {
 			n.userLock = simUserAheadLock
 			s.trace.Add("t=%s %s: a user sets the version lock to %s while the agent is down with its pin on the host", s.at(), n.name, simUserAheadLock)
