@@ -211,7 +211,7 @@ func lockIsOurs(lock string, shadow *updatesv1alpha1.BottlerocketShadow) bool {
 // operator records the failure like any other before the reboot.
 func (a *Agent) lockChanged(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, lock string) (time.Duration, error) {
 	cause := fmt.Errorf("the version lock of node %s was changed to %q during the update to %s (the agent had pinned %s over %q): not pinning over it; the lock is left as it is",
-		a.opts.NodeName, lock, shadow.Spec.Version, shadow.Spec.Version, shadow.Status.PreviousVersionLock)
+		a.opts.NodeName, lock, shadow.Spec.Version, recordedPin(shadow), shadow.Status.PreviousVersionLock)
 	return a.failWith(ctx, shadow, ReasonVersionLockChanged, cause, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.PreviousVersionLock, st.PinnedVersionLock = "", ""
 	})
