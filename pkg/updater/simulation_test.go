@@ -65,7 +65,8 @@ import (
 // policy refuses it), Bottlerocket errors, refused reboots and lost answers,
 // slow commands, shadow writes that conflict or whose answer is lost, pin
 // changes, pauses and update windows (a user editing the UpdatePolicy), a
-// user's version lock (also between two attempts of staging), a release that
+// user's version lock (also between two attempts of staging, and a newer
+// version pinned while an agent is down with its pin on the host), a release that
 // never becomes healthy, a node-health controller that is late to taint, pods
 // that tolerate the readiness taint arriving mid-drain, unplanned reboots.
 //
