@@ -65,7 +65,8 @@ import (
 // policy refuses it), Bottlerocket errors, refused reboots and lost answers,
 // slow commands, shadow writes that conflict or whose answer is lost, pin
 // changes, pauses and update windows (a user editing the UpdatePolicy), a
-// user's version lock (also between two attempts of staging), a release that
+// user's version lock (also between two attempts of staging, and a newer
+// version pinned while an agent is down with its pin on the host), a release that
 // never becomes healthy, a node-health controller that is late to taint, pods
 // that tolerate the readiness taint arriving mid-drain, unplanned reboots.
 //
@@ -86,14 +87,17 @@ var simRegressions = sim.Regressions{
 	// changes, faults at a command in progress): these are the seeds that
 	// find them now (their mutants, hack/simulate/mutants/updater, fail
 	// there). Seed 1 took over from 17, which no longer found the first,
-	// and 220 from 67, moved by the faults at a command in progress.
+	// and 220 from 67, moved by the faults at a command in progress; 39
+	// from 18 and 402 from 220, moved by the users' newer pin while an
+	// agent is down.
 	{Seed: 1, Name: "a soak start whose healthy-since write conflicted is written again (the model requires SoakStart)"},
 	{Seed: 15, Name: "an agent whose report of the update its host booted mid-drain failed does not reboot it again (never-two-boots)"},
-	{Seed: 220, Name: "an update that ended clears rebootRequestedAt, so the next attempt is not past its drain before it drained (model)"},
+	{Seed: 402, Name: "an update that ended clears rebootRequestedAt, so the next attempt is not past its drain before it drained (model)"},
 	{Seed: 4, Name: "a version lock a user changed between two staging attempts is not pinned over (user-lock-kept)"},
 	{Seed: 14, Name: "a version lock a user set while the host prepared is kept when staging succeeds (user-lock-kept)"},
-	{Seed: 18, Name: "an agent restarted while its host prepares waits for the command in progress instead of failing the update (command-in-progress-not-failure)"},
+	{Seed: 39, Name: "an agent restarted while its host prepares waits for the command in progress instead of failing the update (command-in-progress-not-failure)"},
 	{Seed: 10, Name: "an abort converges the host whenever spec is Idle: no update stays activated (nothing-armed-when-idle)"},
+	{Seed: 2, Name: "a restarted agent tells a newer version a user pinned while it was down from its own pin, recorded in the shadow's status (user-lock-kept)"},
 	{Seed: 11319276540199915920, Name: "a user who deletes a shadow marked failed removes the record of the failure with it; a bad release keeps the node tainted (driver)"},
 	{Seed: 10031326798709030282, Name: "a write is judged on the Nodes the operator had observed: a taint added between two of its writes in one second had not reached it yet, and it ended the soak when it did (driver)"},
 }
@@ -167,6 +171,17 @@ const (
 // simUserLocks are the version locks users set: never an update's version,
 // so that a lock left pinned by the agent is told from a user's.
 var simUserLocks = []string{brapi.VersionLockLatest, simStartVersion}
+
+// simUserAheadLock is the lock of a user who pins a specific version newer
+// than the running one (restartFaults): newer than any the schedule offers,
+// so never an update's version either. A restarted agent that remembered no
+// pin took such a lock for its own (issue 36, defect 3).
+const simUserAheadLock = "1.99.0"
+
+// userLock reports whether lock is one a user sets, not an agent's pin.
+func userLock(lock string) bool {
+	return lock == simUserAheadLock || slices.Contains(simUserLocks, lock)
+}
 
 // simPolicy is the name of the one UpdatePolicy, which governs every managed
 // node.
@@ -322,6 +337,9 @@ type updaterSimulation struct {
 	rng  *sim.Rand
 	// cmdRng draws the faults at a command in progress (commandFaults).
 	cmdRng *sim.Rand
+	// pinRng draws a user's lock change while the agent is down with its
+	// pin on the host (restartFaults).
+	pinRng *sim.Rand
 	api    *sim.API
 	clk    *sim.Clock
 	trace  *sim.Trace
@@ -393,6 +411,7 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	s := &updaterSimulation{t: t, ctx: ctx, seed: seed, rng: rng, clk: sim.NewClock(time.Second), trace: &sim.Trace{}, dir: dir}
 	// Not a fork of rng: a fork would draw from it and move every seed.
 	s.cmdRng = sim.NewRand(seed ^ 0x3636363636363636)
+	s.pinRng = sim.NewRand(seed ^ 0x3333333333333333)
 	s.api = sim.NewAPI(simScheme(), rng.Fork())
 	s.api.Clock = s.clk
 	// One quiet poll is enough: the driver counts every notification each
@@ -1614,6 +1633,7 @@ func (s *updaterSimulation) faults(now time.Time) {
 			}
 		}
 		s.commandFaults(n)
+		s.restartFaults(n)
 	}
 	// Users resume halts after a while.
 	if sh, err := s.updates.UpdatesV1alpha1().BottlerocketShadows().List(s.ctx, metav1.ListOptions{}); err == nil {
@@ -1716,6 +1736,24 @@ func (s *updaterSimulation) commandFaults(n *simNode) {
 	}
 }
 
+// restartFaults: while a killed agent waits for its restart with its pin on
+// the host, a user pins a specific version newer than the running one
+// (simUserAheadLock). The new process must tell that lock from its own pin
+// (issue 36, defect 3): it knows its pin only from the shadow's status.
+// Drawn from a stream of its own (pinRng), and possible only once the lock
+// is an agent's pin, so that a seed in which it never fires runs as before.
+func (s *updaterSimulation) restartFaults(n *simNode) {
+	if n.inc != nil || n.restartAt.IsZero() || !n.downAt.IsZero() || agentPinned(n) == 0 {
+		return
+	}
+	if s.pinRng.Chance(0.02) {
+		if err := s.userClient(n).SetVersionLock(s.ctx, simUserAheadLock); err == nil {
+			n.userLock = simUserAheadLock
+			s.trace.Add("t=%s %s: a user sets the version lock to %s while the agent is down with its pin on the host", s.at(), n.name, simUserAheadLock)
+		}
+	}
+}
+
 // userClient is a user's (or the host's own) Bottlerocket API client: one
 // attempt per call, so that it never waits.
 func (s *updaterSimulation) userClient(n *simNode) *brapi.Client {
@@ -1789,7 +1827,7 @@ func (s *updaterSimulation) check() {
 			// attempt nor "restored" to the lock from before the update).
 			if st.VersionLock != nd.userLock {
 				kind := "nothing-pinned-when-idle"
-				if slices.Contains(simUserLocks, st.VersionLock) {
+				if userLock(st.VersionLock) {
 					kind = "user-lock-kept"
 				}
 				s.fail(kind, "t=%s %s: spec and status Idle, but the version lock is %q (the user's is %q)", s.at(), nd.name, st.VersionLock, nd.userLock)
@@ -1833,7 +1871,7 @@ func armed(n *simNode) float64 {
 // agentPinned is 1 while the host's version lock is an agent's pin (not a
 // lock a user sets), else 0.
 func agentPinned(n *simNode) float64 {
-	if slices.Contains(simUserLocks, n.em.State().VersionLock) {
+	if userLock(n.em.State().VersionLock) {
 		return 0
 	}
 	return 1

@@ -199,11 +199,6 @@ type Agent struct {
 	// hostChecked: this process has read /os in RebootedIntoUpdate before
 	// draining and found the host not yet on the update.
 	hostChecked bool
-	// pinned is the version this process last pinned the host's lock to,
-	// until the lock recorded before it is restored or given up: a later
-	// attempt tells its own earlier pin (maybe of an attempt the operator
-	// called off before the abort ran) from a user's change.
-	pinned string
 
 	// mu guards lastSpec, read by Shutdown from another goroutine.
 	mu       sync.Mutex

@@ -1280,6 +1280,109 @@ func TestAnEarlierAttemptsPinIsNotTakenForAUsersLock(t *testing.T) {
 	h.expectConverged("latest")
 }
 
+// pinnedThenTransient runs a first agent process that records the lock,
+// pins the version lock to 1.21.0 and fails transiently (its refresh),
+// leaving status Idle with the pin on the host; the caller then plays the
+// restart with a new process, which shares nothing in memory with it.
+func pinnedThenTransient(t *testing.T, h *harness) {
+	t.Helper()
+	h.shadows.create()
+	c := h.clients()
+	api := &refreshDown{BottlerocketAPI: c.API}
+	c.API = api
+	first, err := New(c, h.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, h, first)
+	h.operator("1.21.0")
+	api.n = 1
+	if _, err := h.sync(first); err == nil {
+		t.Fatal("the first attempt: want the transient refresh error")
+	}
+	if got, prev := h.em.State().VersionLock, h.status().PreviousVersionLock; got != "1.21.0" || prev != "latest" {
+		t.Fatalf("after the first attempt: lock %q, previousVersionLock %q; want the pin 1.21.0 and latest", got, prev)
+	}
+}
+
+// TestARestartedAgentDoesNotPinOverAUsersNewerVersionLock: a user who pins
+// a version newer than the running one while the agent is down between two
+// attempts keeps that lock. The new process remembers nothing of the old
+// one's pin in memory; what it pinned is in the shadow's status, so it
+// tells the user's 1.22.0 from its own 1.21.0 and does as for any lock a
+// user changed: no pin over it, VersionLockChanged, and the abort leaves it.
+func TestARestartedAgentDoesNotPinOverAUsersNewerVersionLock(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0", "1.22.0"}})
+	pinnedThenTransient(t, h)
+	if err := h.api.SetVersionLock(context.Background(), "1.22.0"); err != nil { // a user, while no agent runs
+		t.Fatal(err)
+	}
+	restarted := h.newAgent()
+	mustSync(t, h, restarted)
+	if got := h.em.State().VersionLock; got != "1.22.0" {
+		t.Fatalf("version lock = %q after the restarted agent's attempt, want the user's 1.22.0", got)
+	}
+	h.expectState(errorReset)
+	st := h.status()
+	if cond := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.ConditionUpdateFailed); cond == nil || cond.Reason != ReasonVersionLockChanged || st.PreviousVersionLock != "" {
+		t.Fatalf("status = %+v, want ErrorReset with UpdateFailed/%s and previousVersionLock cleared", st, ReasonVersionLockChanged)
+	}
+	if e := h.events.find(ReasonVersionLockChanged); e == nil || !strings.Contains(e.message, `"1.22.0"`) {
+		t.Errorf("events %+v, want %s naming the lock 1.22.0", h.events.events, ReasonVersionLockChanged)
+	}
+	if v := h.em.State().Status.ActivatedVersion(); v != "" {
+		t.Errorf("the attempt went on: %s activated", v)
+	}
+	h.operator("1.21.0") // → Idle
+	mustSync(t, h, h.newAgent())
+	h.expectConverged("1.22.0")
+}
+
+// TestARestartedAgentTakesItsEarlierAttemptsPinForItsOwn: the operator
+// calls an attempt off and starts another, towards another version, while
+// the agent is down. The lock is the first attempt's pin, which spec.version
+// no longer names: the new process knows it for its own from the status,
+// pins over it, and the end restores the lock from before the update.
+func TestARestartedAgentTakesItsEarlierAttemptsPinForItsOwn(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0", "1.22.0"}})
+	pinnedThenTransient(t, h)
+	h.shadows.setSpec(idle, "1.21.0")                                          // the deadline
+	h.shadows.setSpec(updatesv1alpha1.StateStagedAndPerformedUpdate, "1.22.0") // and a new start
+	restarted := h.newAgent()
+	mustSync(t, h, restarted)
+	if st := h.status(); st.CurrentState != staged || st.PreviousVersionLock != "latest" {
+		t.Fatalf("status = %+v, want StagedAndPerformedUpdate with previousVersionLock latest", st)
+	}
+	if e := h.events.find(ReasonVersionLockChanged); e != nil {
+		t.Errorf("the restarted agent took its own earlier pin for a user's lock: %+v", e)
+	}
+	if got := h.em.State().VersionLock; got != "latest" {
+		t.Errorf("version lock = %q once staged, want latest restored", got)
+	}
+	h.shadows.setSpec(idle, "1.22.0")
+	mustSync(t, h, restarted)
+	h.expectConverged("latest")
+}
+
+// TestAnAbortAfterTheVersionMovedRestoresTheAgentsEarlierPin: the operator
+// calls an attempt off, starts another towards another version and calls
+// that off too, all before the agent runs again. The host's lock is still
+// the first attempt's pin: the abort restores the lock from before the
+// update instead of leaving the host pinned for good because spec.version
+// no longer names that pin.
+func TestAnAbortAfterTheVersionMovedRestoresTheAgentsEarlierPin(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0", "1.22.0"}})
+	pinnedThenTransient(t, h)
+	h.shadows.setSpec(idle, "1.21.0")
+	h.shadows.setSpec(updatesv1alpha1.StateStagedAndPerformedUpdate, "1.22.0")
+	h.shadows.setSpec(idle, "1.22.0")
+	mustSync(t, h, h.newAgent())
+	h.expectConverged("latest")
+	if e := h.events.find(ReasonVersionLockChanged); e != nil {
+		t.Errorf("the abort took the agent's own earlier pin for a user's lock: %+v", e)
+	}
+}
+
 // TestAUserLockChangeDuringAPrepareIsKeptWhenStagingSucceeds: a user who
 // changes the version lock while the host prepares the update (after the
 // agent pinned it, before the agent restores the lock from before the

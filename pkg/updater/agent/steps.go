@@ -79,7 +79,7 @@ func (a *Agent) complete(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 		st.CurrentVersion, st.TargetVersion = current, target
 		// The marker belongs to this attempt: a stale rebootRequestedAt
 		// would put the next attempt past its drain before it drained.
-		st.RebootFromBootID, st.RebootRequestedAt, st.PreviousVersionLock = "", nil, ""
+		st.RebootFromBootID, st.RebootRequestedAt, st.PreviousVersionLock, st.PinnedVersionLock = "", nil, "", ""
 		meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
 		if success {
 			st.CrashCount = 0
@@ -89,7 +89,6 @@ func (a *Agent) complete(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 	if err != nil {
 		return a.opts.RetryInterval, err
 	}
-	a.pinned = ""
 	if success {
 		a.c.Events.Event(out, v1.EventTypeNormal, ReasonUpdated, fmt.Sprintf("Node %s runs Bottlerocket %s", a.opts.NodeName, current))
 	}
@@ -130,35 +129,33 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 		st.CurrentVersion, st.TargetVersion = current, target
 		// The marker belongs to this attempt: a stale rebootRequestedAt
 		// would put the next attempt past its drain before it drained.
-		st.RebootFromBootID, st.RebootRequestedAt, st.PreviousVersionLock = "", nil, ""
+		st.RebootFromBootID, st.RebootRequestedAt, st.PreviousVersionLock, st.PinnedVersionLock = "", nil, "", ""
 		meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
 	})
 	if err != nil {
 		return a.opts.RetryInterval, err
 	}
-	a.pinned = ""
 	logger.Info("Update aborted; the node is Idle", "running", current)
 	a.c.Events.Event(out, v1.EventTypeNormal, ReasonAborted, fmt.Sprintf("Update to %s called off; node %s stays on %s", shadow.Spec.Version, a.opts.NodeName, current))
 	a.nextCheck = a.opts.Clock.Now().Add(a.opts.UpdateCheckInterval)
 	return 0, nil
 }
 
-// restoreVersionLock puts back the lock the agent recorded before pinning
-// spec.version, but only while the host's lock is still that pin: a lock
+// restoreVersionLock puts back the lock the agent recorded before pinning,
+// but only while the host's lock is still the agent's pin (isPin): a lock
 // someone changed since is theirs, and a stale previousVersionLock must not
-// overwrite it. The operator keeps spec.version when it calls an update off.
-// It reports kept when it left a lock someone else set: previousVersionLock
-// is then no longer the agent's to restore.
+// overwrite it. It reports kept when it left a lock someone else set:
+// previousVersionLock is then no longer the agent's to restore.
 func (a *Agent) restoreVersionLock(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, previous string) (kept bool, err error) {
 	current, err := a.c.API.VersionLock(ctx)
 	if err != nil {
 		return false, fmt.Errorf("reading the version lock: %w", err)
 	}
-	pin := shadow.Spec.Version
+	pin := recordedPin(shadow)
 	switch {
 	case current == previous:
 		return false, nil
-	case pin != "" && current != brapi.VersionLockLatest && brapi.SameVersion(current, pin):
+	case isPin(current, shadow):
 		if err := a.c.API.SetVersionLock(ctx, previous); err != nil {
 			return false, fmt.Errorf("restoring the version lock %q: %w", previous, err)
 		}
@@ -172,26 +169,40 @@ func (a *Agent) restoreVersionLock(ctx context.Context, shadow *updatesv1alpha1.
 	return true, nil
 }
 
+// recordedPin is the lock the agent last pinned, as its status records it
+// (pinnedVersionLock). A shadow written by an agent from before that field
+// has only spec.version to go by, which is what that agent pinned.
+func recordedPin(shadow *updatesv1alpha1.BottlerocketShadow) string {
+	if pin := shadow.Status.PinnedVersionLock; pin != "" {
+		return pin
+	}
+	return shadow.Spec.Version
+}
+
+// pinOf reports whether lock is a pin of version v ("latest" never is).
+func pinOf(lock, v string) bool {
+	return v != "" && lock != brapi.VersionLockLatest && brapi.SameVersion(lock, v)
+}
+
+// isPin reports whether the host's version lock is the agent's pin: the one
+// its status records, or spec.version's. The record lives in the shadow, not
+// in the process, so an agent restarted between two attempts knows it as
+// well as the process that pinned; it is what tells the pin of an earlier
+// attempt towards another version (spec.version moved since) from a
+// version a user pinned in the gap. spec.version's pin counts too: a re-pin
+// is recorded after the host took it (so that a kill in between never
+// leaves the old pin unrecognised), and a user who pins exactly
+// spec.version cannot be told from the agent anyway.
+func isPin(lock string, shadow *updatesv1alpha1.BottlerocketShadow) bool {
+	return pinOf(lock, recordedPin(shadow)) || pinOf(lock, shadow.Spec.Version)
+}
+
 // lockIsOurs reports whether the host's version lock, on a later attempt of
 // StagedAndPerformedUpdate, is the agent's: the lock it recorded before
-// pinning, the pin of version, or the pin this process made for an earlier
-// attempt (one the operator called off before the agent aborted it).
-// Anything else someone changed during the update. A restarted process
-// remembers no earlier pin: then a specific version newer than the one
-// running is taken for an earlier attempt's pin (the agent pins only
-// updates), and "latest" or an older version for a user's lock.
-func (a *Agent) lockIsOurs(lock, version, previous, running string) bool {
-	pinOf := func(v string) bool { return v != "" && lock != brapi.VersionLockLatest && brapi.SameVersion(lock, v) }
-	switch {
-	case lock == previous || pinOf(version):
-		return true
-	case a.pinned != "":
-		return pinOf(a.pinned)
-	case lock == brapi.VersionLockLatest || running == "":
-		return lock != brapi.VersionLockLatest
-	}
-	cmp, err := brapi.CompareVersions(lock, running)
-	return err == nil && cmp > 0
+// pinning, or its pin (isPin). Anything else someone changed during the
+// update, whatever version it names.
+func lockIsOurs(lock string, shadow *updatesv1alpha1.BottlerocketShadow) bool {
+	return lock == shadow.Status.PreviousVersionLock || isPin(lock, shadow)
 }
 
 // lockChanged fails an attempt whose version lock someone changed since the
@@ -200,14 +211,10 @@ func (a *Agent) lockIsOurs(lock, version, previous, running string) bool {
 // operator records the failure like any other before the reboot.
 func (a *Agent) lockChanged(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, lock string) (time.Duration, error) {
 	cause := fmt.Errorf("the version lock of node %s was changed to %q during the update to %s (the agent had pinned %s over %q): not pinning over it; the lock is left as it is",
-		a.opts.NodeName, lock, shadow.Spec.Version, shadow.Spec.Version, shadow.Status.PreviousVersionLock)
-	d, err := a.failWith(ctx, shadow, ReasonVersionLockChanged, cause, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
-		st.PreviousVersionLock = ""
+		a.opts.NodeName, lock, shadow.Spec.Version, recordedPin(shadow), shadow.Status.PreviousVersionLock)
+	return a.failWith(ctx, shadow, ReasonVersionLockChanged, cause, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+		st.PreviousVersionLock, st.PinnedVersionLock = "", ""
 	})
-	if err == nil {
-		a.pinned = ""
-	}
-	return d, err
 }
 
 // stepError is a failed step: definite (the update fails now) or transient
@@ -329,13 +336,16 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 	logger := klog.FromContext(ctx).WithValues("version", version)
 
 	// Record the lock before changing it, so that a restart restores the
-	// user's value and never our pin.
+	// user's value and never our pin, and record the pin with it, so that a
+	// restart knows which lock is ours.
 	if shadow.Status.PreviousVersionLock == "" {
 		lock, err := a.c.API.VersionLock(ctx)
 		if err != nil {
 			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the version lock: %w", err)))
 		}
-		out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) { st.PreviousVersionLock = lock })
+		out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
+			st.PreviousVersionLock, st.PinnedVersionLock = lock, version
+		})
 		if err != nil {
 			return a.opts.RetryInterval, err
 		}
@@ -350,13 +360,24 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 		if err != nil {
 			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the version lock: %w", err)))
 		}
-		if !a.lockIsOurs(lock, version, shadow.Status.PreviousVersionLock, shadow.Status.CurrentVersion) {
+		if !lockIsOurs(lock, shadow) {
 			return a.lockChanged(ctx, shadow, lock)
 		}
 	}
-	a.pinned = version // before the call: its answer may be lost
 	if err := a.c.API.SetVersionLock(ctx, version); err != nil {
 		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("pinning the version lock to %s: %w", version, err)))
+	}
+	if shadow.Status.PinnedVersionLock != version {
+		// A later attempt towards another version (spec.version moved
+		// while the earlier pin was on the host), or a shadow from an agent
+		// before pinnedVersionLock. Recorded after the host took the pin:
+		// until then the host holds the earlier pin, which the record
+		// still names, and from then on spec.version's (isPin).
+		out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) { st.PinnedVersionLock = version })
+		if err != nil {
+			return a.opts.RetryInterval, err
+		}
+		shadow = out
 	}
 	s, err := a.c.API.UpdateStatus(ctx)
 	if err != nil && !brapi.IsNotFound(err) {
@@ -415,14 +436,11 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 		if kept {
 			// Not the agent's to restore any more: an abort must not
 			// put it back over the user's lock either.
-			st.PreviousVersionLock = ""
+			st.PreviousVersionLock, st.PinnedVersionLock = "", ""
 		}
 		meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
 	}); err != nil {
 		return a.opts.RetryInterval, err
-	}
-	if kept {
-		a.pinned = ""
 	}
 	logger.Info("Update staged and activated; the node keeps serving until it reboots")
 	a.transient = 0

@@ -136,6 +136,17 @@ type BottlerocketShadowStatus struct {
 	// +optional
 	PreviousVersionLock string `json:"previousVersionLock,omitempty"`
 
+	// PinnedVersionLock is the value the agent last set updates.version-lock
+	// to (its pin), set only while PreviousVersionLock is. It is recorded,
+	// rather than derived from spec.version, because spec.version may move
+	// between two attempts while the pin of the earlier one is still on the
+	// host, and an agent restarted in between must still tell its own pin
+	// from a version a user pinned: only a lock that is still this pin (or
+	// spec.version's) is restored or pinned over.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	PinnedVersionLock string `json:"pinnedVersionLock,omitempty"`
+
 	// Conditions are DrainBlocked (the PodDisruptionBudget or pod that blocks
 	// the drain) and UpdateFailed (what the agent saw fail).
 	// +optional

@@ -58,6 +58,14 @@ type BottlerocketShadowStatusApplyConfiguration struct {
 	// the agent pinned the update's version; it is restored after activation
 	// or on abort.
 	PreviousVersionLock *string `json:"previousVersionLock,omitempty"`
+	// PinnedVersionLock is the value the agent last set updates.version-lock
+	// to (its pin), set only while PreviousVersionLock is. It is recorded,
+	// rather than derived from spec.version, because spec.version may move
+	// between two attempts while the pin of the earlier one is still on the
+	// host, and an agent restarted in between must still tell its own pin
+	// from a version a user pinned: only a lock that is still this pin (or
+	// spec.version's) is restored or pinned over.
+	PinnedVersionLock *string `json:"pinnedVersionLock,omitempty"`
 	// Conditions are DrainBlocked (the PodDisruptionBudget or pod that blocks
 	// the drain) and UpdateFailed (what the agent saw fail).
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
@@ -130,6 +138,14 @@ func (b *BottlerocketShadowStatusApplyConfiguration) WithRebootRequestedAt(value
 // If called multiple times, the PreviousVersionLock field is set to the value of the last call.
 func (b *BottlerocketShadowStatusApplyConfiguration) WithPreviousVersionLock(value string) *BottlerocketShadowStatusApplyConfiguration {
 	b.PreviousVersionLock = &value
+	return b
+}
+
+// WithPinnedVersionLock sets the PinnedVersionLock field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PinnedVersionLock field is set to the value of the last call.
+func (b *BottlerocketShadowStatusApplyConfiguration) WithPinnedVersionLock(value string) *BottlerocketShadowStatusApplyConfiguration {
+	b.PinnedVersionLock = &value
 	return b
 }
 
