@@ -226,7 +226,9 @@ func (e *evaluation) leavingSignal() {
 	why, changes := e.f.leaving.signal(e.now, e.in.opts.LifecycleConditionMaxAge)
 	e.st.leaving = e.f.leaving
 	e.d.leaving = why
-	// A foreign lifecycle condition stops counting when it grows stale.
+	// A foreign lifecycle condition stops counting when it grows stale:
+	// the node is evaluated then, and is not steady meanwhile (steadiness).
+	e.leavingChanges = changes
 	e.earliest(changes)
 }
 
@@ -234,8 +236,9 @@ func (e *evaluation) leavingSignal() {
 // ready Lease can change the node's evaluation: it is ungated and not
 // failing, every extension is ready and gates as it affects readiness (none
 // failed open: the renewal that ends a fail-open changes the node),
-// nothing is withheld or escalating, and the next check is a Lease expiry,
-// not a startup timeout, grace or eviction clock. A renewal of such a node's
+// nothing is withheld or escalating, its leaving does not change with the
+// clock (a foreign lifecycle condition growing stale), and the next check is
+// a Lease expiry, not a startup timeout, grace or eviction clock. A renewal of such a node's
 // Lease is evaluated by moving its expiry timer (Controller.recheckTimer),
 // which is what this evaluation would decide again.
 func (e *evaluation) steadiness() {
@@ -243,7 +246,7 @@ func (e *evaluation) steadiness() {
 	// A creation taint waiting for the end of its registration grace (due
 	// whatever the Leases do) is on a node without gating extensions, which
 	// is never steady: noGatingExtensions decides it, not this.
-	if st.gated || e.failing || d.suppressed || d.escalate || len(d.startupTimeouts) > 0 ||
+	if st.gated || e.failing || d.suppressed || d.escalate || len(d.startupTimeouts) > 0 || !e.leavingChanges.IsZero() ||
 		len(d.statuses) == 0 || d.leaseCheck.IsZero() || !d.nextCheck.Equal(d.leaseCheck) {
 		return
 	}
@@ -272,6 +275,9 @@ type evaluation struct {
 	allPlanned       bool
 	// failing and suspended: set by failure, read by escalation.
 	failing, suspended bool
+	// leavingChanges is when the node's leaving changes with the clock
+	// alone (a foreign lifecycle condition grows stale); zero: never.
+	leavingChanges time.Time
 	// releasesBoot is the boot a planned release first seen in this
 	// evaluation belongs to, when it is not the node's current one: on a
 	// node first seen with a boot record that reveals a reboot, a release

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	core "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 )
@@ -237,5 +238,31 @@ func TestANodeThatStartsOrStopsLeavingIsEvaluatedAgain(t *testing.T) {
 	after.Status.Conditions = append(after.Status.Conditions, v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue})
 	if nodeChanged(base, after, &opts) {
 		t.Error("an unrelated taint or condition queues the node")
+	}
+}
+
+// A node in service whose leaving depends on the clock (a foreign lifecycle
+// condition that grows stale later than its Leases expire) is not steady: a
+// renewal of a steady node only moves its expiry timer, and the instant the
+// condition grows stale, when the node starts to count in the blast radius,
+// would never be evaluated.
+func TestANodeLeavingUntilItsLifecycleConditionGrowsStaleIsNotSteady(t *testing.T) {
+	opts := testOptions()
+	clk := testingclock.NewFakeClock(t0)
+	tracker := newLeaseTracker(clk, 0)
+	ref := nodev1alpha1.LeaseReference{Namespace: testNS, Name: "a.n1"}
+	tracker.observe(lease("a", "n1", "holder", t0))
+	st := newNodeState(t0)
+	st.uid, st.bootID, st.readyInBoot, st.hadGating = "uid-n1", "boot-1", true, true
+	exts := []requiredExtension{{name: "a", lease: ref, affects: true}}
+	d := evaluatePurely(t, evalInput{now: t0, opts: &opts, prev: st, exts: exts, leases: tracker.lookupLeases(exts),
+		node: nodeFacts{name: "n1", uid: "uid-n1", bootID: "boot-1", leaving: leavingFacts{
+			conditions: []lifecycleCondition{{kind: nodev1alpha1.LifecycleConditionDrained, reason: "AdminRequested", since: t0.Add(-time.Hour)}}}},
+		blast: testBlastView(false, false)})
+	if d.leaving == "" || d.tracked {
+		t.Fatalf("leaving %q, tracked %v: want a leaving node not tracked", d.leaving, d.tracked)
+	}
+	if d.steady {
+		t.Error("a node whose leaving ends with the clock is steady: its renewals would only move its expiry timer")
 	}
 }
