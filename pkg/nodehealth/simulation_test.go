@@ -16,6 +16,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -81,6 +82,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 14731447017799000584, Name: "the same, after the fourth controller's start (make simulate SEEDS=200, 2026-11-28)"},
 	{Seed: 2696022713275813172, Name: "an own-view recovery judges readiness as it was when the guard fired: a Lease dead then gets no grace, whatever the catching-up watch delivers in the recovery's second (issue 33, defect 3)"},
 	{Seed: 9661583877554528361, Name: "a write refused because the cache had not caught up with the controller's previous write (a dead mark) succeeds on its retry after the next delivery, not a second later (driver; make simulate SEEDS=200, 2026-11-28)"},
+	{Seed: 5417920863538170449, Name: "a node re-created while Karpenter's finalizer holds it (being disrupted or deleted) is replaced once the finalizer lets go (driver; make simulate SEEDS=40, 2026-11-28)"},
 	{Seed: 6830237159890156263, Name: "an escalated node whose failure pauses while it stays gated (an own-view recovery's grace) and goes on keeps being drained (make simulate SEEDS=200, 2026-11-28)"},
 }
 
@@ -386,7 +388,16 @@ func (s *simulation) join(now time.Time, taint bool) {
 // machine replaced under the same name): its pods go with the old object,
 // its DaemonSet pods start again on the new machine.
 func (s *simulation) recreate(n *simNode, now time.Time, taint bool) {
-	if err := s.kube.CoreV1().Nodes().Delete(s.ctx, n.name, metav1.DeleteOptions{}); err != nil {
+	finalizing := !n.finalizeAt.IsZero()
+	if finalizing || n.leavingTaint == nodev1alpha1.TaintKarpenterDisrupted {
+		// Karpenter's finalizer would hold the old object (seed
+		// 5417920863538170449): it lets go first, then the replacement
+		// comes.
+		s.mutateNode(n, false, func(node *v1.Node) {
+			node.Finalizers = slices.DeleteFunc(node.Finalizers, func(f string) bool { return f == karpenterFinalizer })
+		})
+	}
+	if err := s.kube.CoreV1().Nodes().Delete(s.ctx, n.name, metav1.DeleteOptions{}); err != nil && !(finalizing && apierrors.IsNotFound(err)) {
 		s.t.Fatalf("deleting node %s: %v", n.name, err)
 	}
 	s.deletePods(n)
