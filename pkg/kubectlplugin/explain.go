@@ -22,6 +22,7 @@ var conditionReasons = map[string]string{
 	nodev1alpha1.ReasonExtensionsNotReady:   "a required extension stopped being ready after the node had been ready",
 	nodev1alpha1.ReasonPlannedMaintenance:   "an extension released its Lease for planned maintenance (for example the OS updater before a reboot); this never escalates to eviction",
 	nodev1alpha1.ReasonStartupTimeout:       "an extension did not become ready within the startup timeout of its rule, and the rule keeps the node gated",
+	nodev1alpha1.ReasonNodeLeaving:          "the node is leaving the cluster or under someone else's maintenance (its deletionTimestamp is set, it carries a taint of the controller's leavingNodeTaints such as cluster-autoscaler's ToBeDeletedByClusterAutoscaler, or someone else's lifecycle condition says it is drained); the message names the signal. Its pods are going anyway: it is gated, but never escalated to eviction, and counted on neither side of the blast radius",
 	nodev1alpha1.ReasonGatingSuspended:      "extensions are not ready, but the controller is not adding failure taints right now (too many failing nodes, or it cannot see its own writes)",
 	nodev1alpha1.ReasonExtensionsReady:      "every required extension is ready",
 	nodev1alpha1.ReasonNoRequiredExtensions: "the node lists no extension that affects readiness, so it is never gated",

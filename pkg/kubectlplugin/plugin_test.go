@@ -319,6 +319,18 @@ func TestExplain(t *testing.T) {
 			},
 		},
 		{
+			name: "leaving",
+			objs: []runtime.Object{node("n7", `[{"name":"kube-proxy"}]`, tainted(corev1.TaintEffectNoSchedule),
+				condition(corev1.ConditionFalse, nodev1alpha1.ReasonNodeLeaving, "The node is leaving (taint ToBeDeletedByClusterAutoscaler): it is not counted in the blast radius and never escalated.")),
+				lease("kube-proxy.n7", "", ago(20*time.Second), map[string]string{nodev1alpha1.ReasonAnnotation: "ProbeFailed"})},
+			node: "n7",
+			want: []string{
+				"reason NodeLeaving: the node is leaving the cluster or under someone else's maintenance",
+				"never escalated to eviction, and counted on neither side of the blast radius",
+				`Its message: "The node is leaving (taint ToBeDeletedByClusterAutoscaler)`,
+			},
+		},
+		{
 			name: "tainted before the controller saw it",
 			objs: []runtime.Object{node("n6", `[{"name":"kube-proxy"}]`, tainted(corev1.TaintEffectNoSchedule))},
 			node: "n6",

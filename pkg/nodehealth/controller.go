@@ -116,6 +116,8 @@ type contribution struct {
 	notReady   []string
 	invalid    bool
 	tracked    bool
+	// leaving: the node is leaving (nodehealth_leaving_nodes).
+	leaving bool
 }
 
 // NewController wires the controller to its informers. The informers should
@@ -198,7 +200,7 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 			defer c.handled.Add(1)
 			oldNode, ok1 := oldObj.(*v1.Node)
 			newNode, ok2 := newObj.(*v1.Node)
-			if ok1 && ok2 && (nodeChanged(oldNode, newNode, opts.TaintKey) || oldNode.ResourceVersion == newNode.ResourceVersion) {
+			if ok1 && ok2 && (nodeChanged(oldNode, newNode, &c.opts) || oldNode.ResourceVersion == newNode.ResourceVersion) {
 				c.enqueue(newNode.Name)
 			}
 		},
@@ -249,8 +251,13 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 }
 
 // nodeChanged reports whether an update touches anything evaluation reads;
-// status heartbeats of the kubelet do not.
-func nodeChanged(a, b *v1.Node, taintKey string) bool {
+// status heartbeats of the kubelet do not. The leaving signals are among
+// what it reads: a node that starts or stops leaving is evaluated at once.
+func nodeChanged(a, b *v1.Node, opts *Options) bool {
+	taintKey := opts.TaintKey
+	if !leavingFactsOf(a, opts).equal(leavingFactsOf(b, opts)) {
+		return true
+	}
 	if a.UID != b.UID || a.Status.NodeInfo.BootID != b.Status.NodeInfo.BootID ||
 		!labels.Equals(a.Labels, b.Labels) ||
 		a.Annotations[nodev1alpha1.SystemExtensionsAnnotation] != b.Annotations[nodev1alpha1.SystemExtensionsAnnotation] ||

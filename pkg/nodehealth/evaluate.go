@@ -28,6 +28,9 @@ type nodeFacts struct {
 	hasRecord bool
 	// created is the Node's creationTimestamp (the API server's clock).
 	created time.Time
+	// leaving: what could make the node leaving, judged at the
+	// evaluation's instant.
+	leaving leavingFacts
 }
 
 // extensionStatus is the evaluated state of one extension on one node.
@@ -114,7 +117,10 @@ type decision struct {
 	// evaluates again.
 	failing, tracked bool
 	suspendedWhy     string
-	recount          bool
+	// leaving says why the node is leaving ("" when it is not): it is
+	// neither failing nor tracked, and never escalated.
+	leaving string
+	recount bool
 	// next is the node's state after this evaluation.
 	next *nodeState
 }
@@ -194,6 +200,7 @@ func (t *leaseTracker) lookupLeases(exts []requiredExtension) []leaseLookup {
 func evaluate(in evalInput) decision {
 	e := &evaluation{in: in, now: in.now, f: in.node, st: in.prev.clone(), exts: in.exts, allPlanned: true}
 	e.d.next = e.st
+	e.leavingSignal()
 	e.bootChange()
 	e.extensionStatuses()
 	e.applyStartupTimeouts()
@@ -212,12 +219,26 @@ func evaluate(in evalInput) decision {
 	return e.d
 }
 
+// leavingSignal judges whether the node is leaving (docs/controller.md,
+// "Leaving nodes") and keeps what it read in the node's state, where the
+// blast-radius recount and the escalation read it again at their own instant.
+func (e *evaluation) leavingSignal() {
+	why, changes := e.f.leaving.signal(e.now, e.in.opts.LifecycleConditionMaxAge)
+	e.st.leaving = e.f.leaving
+	e.d.leaving = why
+	// A foreign lifecycle condition stops counting when it grows stale:
+	// the node is evaluated then, and is not steady meanwhile (steadiness).
+	e.leavingChanges = changes
+	e.earliest(changes)
+}
+
 // steadiness decides whether, after this evaluation, only the expiry of a
 // ready Lease can change the node's evaluation: it is ungated and not
 // failing, every extension is ready and gates as it affects readiness (none
 // failed open: the renewal that ends a fail-open changes the node),
-// nothing is withheld or escalating, and the next check is a Lease expiry,
-// not a startup timeout, grace or eviction clock. A renewal of such a node's
+// nothing is withheld or escalating, its leaving does not change with the
+// clock (a foreign lifecycle condition growing stale), and the next check is
+// a Lease expiry, not a startup timeout, grace or eviction clock. A renewal of such a node's
 // Lease is evaluated by moving its expiry timer (Controller.recheckTimer),
 // which is what this evaluation would decide again.
 func (e *evaluation) steadiness() {
@@ -225,7 +246,7 @@ func (e *evaluation) steadiness() {
 	// A creation taint waiting for the end of its registration grace (due
 	// whatever the Leases do) is on a node without gating extensions, which
 	// is never steady: noGatingExtensions decides it, not this.
-	if st.gated || e.failing || d.suppressed || d.escalate || len(d.startupTimeouts) > 0 ||
+	if st.gated || e.failing || d.suppressed || d.escalate || len(d.startupTimeouts) > 0 || !e.leavingChanges.IsZero() ||
 		len(d.statuses) == 0 || d.leaseCheck.IsZero() || !d.nextCheck.Equal(d.leaseCheck) {
 		return
 	}
@@ -254,6 +275,9 @@ type evaluation struct {
 	allPlanned       bool
 	// failing and suspended: set by failure, read by escalation.
 	failing, suspended bool
+	// leavingChanges is when the node's leaving changes with the clock
+	// alone (a foreign lifecycle condition grows stale); zero: never.
+	leavingChanges time.Time
 	// releasesBoot is the boot a planned release first seen in this
 	// evaluation belongs to, when it is not the node's current one: on a
 	// node first seen with a boot record that reveals a reboot, a release
@@ -577,7 +601,7 @@ func (e *evaluation) noGatingExtensions() {
 		st.gate.cause = causeNone
 	}
 	st.resetEscalation()
-	e.d.failing, e.d.tracked = false, countAffecting(e.d.statuses) > 0
+	e.d.failing, e.d.tracked = false, countAffecting(e.d.statuses) > 0 && e.d.leaving == ""
 	// Only a node that listed gating extensions before is "ungated"; a
 	// node that never did was never gated by this controller.
 	e.d.ended = wasGated && st.hadGating
@@ -729,8 +753,14 @@ func (e *evaluation) startupExpiryCause() {
 // the node judged so, whether failure taints are suspended for it.
 func (e *evaluation) isFailing() {
 	st, f := e.st, e.f
-	failing := st.gated && st.readyInBoot && !e.allPlanned && len(e.notReady) > 0
+	leaving := e.d.leaving != ""
+	failing := st.gated && st.readyInBoot && !e.allPlanned && len(e.notReady) > 0 && !leaving
 	switch {
+	case leaving:
+		// A leaving node is never escalated: no eviction clock, and a
+		// drain under way stops (escalationDue). Should it stop leaving
+		// while still failing, its clock starts afresh.
+		st.resetEscalation()
 	case e.in.blast.failing() && !failing && st.gated:
 		// Still gated: its failures became planned, or it waits for
 		// renewals after the gate restarted. The eviction clock pauses,
@@ -744,7 +774,10 @@ func (e *evaluation) isFailing() {
 		st.resetEscalation()
 	}
 	e.failing = failing
-	e.d.failing, e.d.tracked = failing, countAffecting(e.d.statuses) > 0
+	// A leaving node counts on neither side of the blast radius: a
+	// scale-down of a third of the nodes must not suspend gating for the
+	// rest.
+	e.d.failing, e.d.tracked = failing, countAffecting(e.d.statuses) > 0 && !leaving
 	e.suspended, e.d.suspendedWhy = e.in.blast.suspendedIf(e.d.tracked, failing)
 	// Failures that come due together (a restart's grace running out, a
 	// mass failure) are all counted before any one of them is tainted or
@@ -824,7 +857,8 @@ func (e *evaluation) runEvictionClock() {
 	// gate; it is added only once the rate-limited escalation marked the
 	// node, and never while a guard holds: an escalation decided before the
 	// guard fired waits for it to lift like any other.
-	e.d.noExecute = st.gated && (e.f.noExecute || (st.escalated && opts.Eviction.Mode == EvictionModeNoExecute && !held))
+	// A leaving node loses it: it is never escalated.
+	e.d.noExecute = st.gated && e.d.leaving == "" && (e.f.noExecute || (st.escalated && opts.Eviction.Mode == EvictionModeNoExecute && !held))
 }
 
 // missingSince is when the controller first saw the extension's Lease
@@ -946,6 +980,13 @@ func conditionFor(now time.Time, st *nodeState, d decision, suspendedWhy string)
 	case st.gated && d.suppressed:
 		status, reason = v1.ConditionFalse, nodev1alpha1.ReasonGatingSuspended
 		message = "Not tainted although extensions are not ready: " + suspendedWhy + ". Not ready: " + strings.Join(failing, ", ")
+	case st.gated && d.leaving != "":
+		status, reason = v1.ConditionFalse, nodev1alpha1.ReasonNodeLeaving
+		message = "The node is leaving (" + d.leaving + "): it is not counted in the blast radius and never escalated. " + gateMessage(st.gate.cause)
+		if len(failing) > 0 {
+			message += " Not ready: " + strings.Join(failing, ", ") + "."
+		}
+		sig = append(sig, "leaving="+d.leaving)
 	case st.gated:
 		status, reason = v1.ConditionFalse, string(st.gate.cause)
 		message = gateMessage(st.gate.cause)

@@ -99,10 +99,15 @@ func TestEvaluate(t *testing.T) {
 		suspended bool
 		ownStale  bool
 		failedFor time.Duration // eviction clock already run
+		leaving   leavingFacts
 
 		wantTaint, wantSuppressed, wantStarted, wantEnded, wantEscalate bool
 		wantCause                                                       gateCause
 		wantFailing                                                     bool
+		// wantUntracked: the node counts on neither side of the blast
+		// radius; wantReason: the condition's reason, when it matters.
+		wantUntracked bool
+		wantReason    string
 	}{
 		{name: "found untainted and ready: adopted, not gated",
 			leases: map[string]*leaseAt{"a": fresh, "b": fresh}},
@@ -160,6 +165,35 @@ func TestEvaluate(t *testing.T) {
 			state: gatedAt(causeNotReady, 0, func(st *nodeState) { insert(&st.gate.scope, "a") }), tainted: true,
 			leases: map[string]*leaseAt{"a": nil, "b": fresh}, failedFor: 5 * time.Minute, suspended: true,
 			wantTaint: true, wantCause: causeNotReady, wantFailing: true},
+		{name: "a node the autoscaler removes whose Lease was released is gated but neither failing nor counted",
+			state: inService, leases: map[string]*leaseAt{"a": {renewed: 50 * time.Second, released: "Unhealthy"}, "b": fresh},
+			leaving:   leavingFacts{taint: nodev1alpha1.TaintToBeDeletedByClusterAutoscaler},
+			wantTaint: true, wantStarted: true, wantCause: causeNotReady, wantUntracked: true, wantReason: nodev1alpha1.ReasonNodeLeaving},
+		{name: "a leaving node is gated while the blast radius is suspended: its gate is no failure taint",
+			state: inService, leases: map[string]*leaseAt{"a": stale, "b": fresh}, suspended: true,
+			leaving:   leavingFacts{taint: nodev1alpha1.TaintKarpenterDisrupted},
+			wantTaint: true, wantStarted: true, wantCause: causeNotReady, wantUntracked: true, wantReason: nodev1alpha1.ReasonNodeLeaving},
+		{name: "a node whose eviction clock ran out is not escalated once it is leaving",
+			state: gatedAt(causeNotReady, 0, func(st *nodeState) { insert(&st.gate.scope, "a") }), tainted: true,
+			leases: map[string]*leaseAt{"a": nil, "b": fresh}, failedFor: 5 * time.Minute,
+			leaving:   leavingFacts{deleting: true},
+			wantTaint: true, wantCause: causeNotReady, wantUntracked: true, wantReason: nodev1alpha1.ReasonNodeLeaving},
+		{name: "a foreign Drained condition 3 hours old on a schedulable node does not exempt it",
+			state: inService, leases: map[string]*leaseAt{"a": stale, "b": fresh},
+			leaving:   leavingFacts{conditions: []lifecycleCondition{{kind: nodev1alpha1.LifecycleConditionDrained, reason: "AdminRequested", since: t0.Add(-3 * time.Hour)}}},
+			wantTaint: true, wantStarted: true, wantCause: causeNotReady, wantFailing: true, wantReason: nodev1alpha1.ReasonExtensionsNotReady},
+		{name: "a foreign Drained condition 3 hours old on an unschedulable node makes it leaving",
+			state: inService, leases: map[string]*leaseAt{"a": stale, "b": fresh},
+			leaving:   leavingFacts{unschedulable: true, conditions: []lifecycleCondition{{kind: nodev1alpha1.LifecycleConditionDrained, reason: "AdminRequested", since: t0.Add(-3 * time.Hour)}}},
+			wantTaint: true, wantStarted: true, wantCause: causeNotReady, wantUntracked: true, wantReason: nodev1alpha1.ReasonNodeLeaving},
+		{name: "a foreign DrainInProgress condition an hour old on a schedulable node makes it leaving",
+			state: inService, leases: map[string]*leaseAt{"a": stale, "b": fresh},
+			leaving:   leavingFacts{conditions: []lifecycleCondition{{kind: nodev1alpha1.LifecycleConditionDrainInProgress, reason: "AdminRequested", since: t0.Add(-time.Hour)}}},
+			wantTaint: true, wantStarted: true, wantCause: causeNotReady, wantUntracked: true, wantReason: nodev1alpha1.ReasonNodeLeaving},
+		{name: "a leaving node whose extensions are ready is not counted in the blast radius either",
+			state: inService, leases: map[string]*leaseAt{"a": fresh, "b": fresh},
+			leaving:       leavingFacts{taint: nodev1alpha1.TaintOutOfService},
+			wantUntracked: true, wantReason: nodev1alpha1.ReasonExtensionsReady},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -198,7 +232,7 @@ func TestEvaluate(t *testing.T) {
 				bootID = "boot-1"
 			}
 			f := nodeFacts{name: "n1", uid: types.UID("uid-n1"), bootID: bootID, tainted: tc.tainted,
-				record: bootRecord{BootID: "boot-1", UID: "uid-n1"}, hasRecord: true}
+				record: bootRecord{BootID: "boot-1", UID: "uid-n1"}, hasRecord: true, leaving: tc.leaving}
 			in := evalInput{now: t0.Add(now), opts: &opts, node: f, prev: st, exts: exts, leases: tracker.lookupLeases(exts),
 				live: tc.live, ownViewStale: tc.ownStale, blast: testBlastView(tc.suspended, tc.failedFor > 0)}
 			d := evaluatePurely(t, in)
@@ -223,8 +257,13 @@ func TestEvaluate(t *testing.T) {
 			if gateReason(st) != tc.wantCause {
 				t.Errorf("gate reason %q, want %q", gateReason(st), tc.wantCause)
 			}
-			if failing != tc.wantFailing || !tracked {
-				t.Errorf("blast radius told failing=%v tracked=%v, want failing=%v tracked=true", failing, tracked, tc.wantFailing)
+			if failing != tc.wantFailing || tracked == tc.wantUntracked {
+				t.Errorf("blast radius told failing=%v tracked=%v, want failing=%v tracked=%v", failing, tracked, tc.wantFailing, !tc.wantUntracked)
+			}
+			if tc.wantReason != "" {
+				if _, reason, message, _ := conditionFor(in.now, st, d, d.suspendedWhy); reason != tc.wantReason {
+					t.Errorf("condition reason %q (%s), want %q", reason, message, tc.wantReason)
+				}
 			}
 		})
 	}

@@ -290,6 +290,14 @@ func (c *Controller) escalationDue(name string) (failing, held bool) {
 	if !failing {
 		return false, false
 	}
+	// A node that started leaving (deleted, tainted by an autoscaler,
+	// drained by someone else) is no longer drained, even before its next
+	// evaluation takes it out of the count.
+	if node, err := c.nodeLister.Get(name); err == nil {
+		if why, _ := leavingFactsOf(node, &c.opts).signal(c.clock.Now(), c.opts.LifecycleConditionMaxAge); why != "" {
+			return false, false
+		}
+	}
 	ownViewStale, suspended, _ := c.guardsHold(c.zoneOf(name))
 	return true, suspended || ownViewStale
 }

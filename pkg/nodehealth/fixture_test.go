@@ -42,12 +42,14 @@ func testOptions() Options {
 		TaintEffect:    v1.TaintEffectNoSchedule,
 		Rules: []Rule{{Name: "kube-proxy", Extension: "kube-proxy", Selector: labels.Everything(), AffectsReadiness: true,
 			FailurePolicy: FailurePolicyKeepGated}},
-		RenewalGrace:       10 * time.Second,
-		RegistrationGrace:  30 * time.Second,
-		MaintenanceReasons: sets.New(nodev1alpha1.ReasonUpdating),
-		Eviction:           EvictionOptions{Mode: EvictionModeEvict, Timeout: 5 * time.Minute, NodesPerSecond: 100, Force: true}, // pod() declares no controller
-		BlastRadius:        BlastRadiusOptions{ClusterThreshold: 0.5, ZoneThreshold: 0.55},
-		Identity:           "controller-a",
+		RenewalGrace:             10 * time.Second,
+		RegistrationGrace:        30 * time.Second,
+		MaintenanceReasons:       sets.New(nodev1alpha1.ReasonUpdating),
+		LeavingNodeTaints:        sets.New(nodev1alpha1.DefaultLeavingNodeTaints()...),
+		LifecycleConditionMaxAge: nodev1alpha1.DefaultLifecycleConditionMaxAge,
+		Eviction:                 EvictionOptions{Mode: EvictionModeEvict, Timeout: 5 * time.Minute, NodesPerSecond: 100, Force: true}, // pod() declares no controller
+		BlastRadius:              BlastRadiusOptions{ClusterThreshold: 0.5, ZoneThreshold: 0.55},
+		Identity:                 "controller-a",
 	}
 }
 

@@ -27,6 +27,7 @@ type Metrics struct {
 	StartupTimeouts     *prometheus.CounterVec
 	OwnViewStale        prometheus.Gauge
 	TrackedNodes        prometheus.Gauge
+	LeavingNodes        prometheus.Gauge
 	EvaluationsTotal    prometheus.Counter
 	TimerRechecks       prometheus.Counter
 	EvaluationDurations prometheus.Histogram
@@ -194,6 +195,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 while the controller does not observe its own canary Lease renewals; taint additions and evictions are suspended."}),
 		TrackedNodes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "tracked_nodes",
 			Help: "Nodes that list at least one extension that affects readiness."}),
+		LeavingNodes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "leaving_nodes",
+			Help: "Nodes that are leaving (a deletionTimestamp, a taint of leavingNodeTaints, or a foreign KEP-5683 lifecycle condition) and list an extension: never escalated, and counted on neither side of the blast radius."}),
 		EvaluationsTotal: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "evaluations_total",
 			Help: "Node evaluations."}),
 		TimerRechecks: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "timer_rechecks_total",
@@ -214,7 +217,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.GatedNodes, m.NotReadyNodes, m.TaintWrites, m.DetectionLatency, m.UngateLatency, m.Evictions,
 			m.GatingSuspended, m.Suspensions, m.InvalidLists, m.ListWrites, m.DryRunActions, m.ConditionWrites,
-			m.StartupTimeouts, m.OwnViewStale, m.TrackedNodes, m.EvaluationsTotal, m.TimerRechecks, m.EvaluationDurations, m.LongestGate,
+			m.StartupTimeouts, m.OwnViewStale, m.TrackedNodes, m.LeavingNodes, m.EvaluationsTotal, m.TimerRechecks, m.EvaluationDurations, m.LongestGate,
 			m.NodeStartup, m.ExtensionStartup)
 		reg.MustRegister(m.queues.collectors()...)
 	}

@@ -93,8 +93,14 @@ type Options struct {
 	RegistrationGrace time.Duration
 	// MaintenanceReasons are release reasons that make a release planned.
 	MaintenanceReasons sets.Set[string]
-	Eviction           EvictionOptions
-	BlastRadius        BlastRadiusOptions
+	// LeavingNodeTaints are the taint keys that make a node leaving: never
+	// escalated, not counted in the blast radius (docs/controller.md).
+	LeavingNodeTaints sets.Set[string]
+	// LifecycleConditionMaxAge is how long after its lastTransitionTime a
+	// foreign KEP-5683 lifecycle condition makes a schedulable node leaving.
+	LifecycleConditionMaxAge time.Duration
+	Eviction                 EvictionOptions
+	BlastRadius              BlastRadiusOptions
 	// CanaryInterval is how often the controller renews its canary Lease;
 	// zero disables the canary.
 	CanaryInterval time.Duration
@@ -119,7 +125,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("taint key is required")
 	case o.TaintEffect != v1.TaintEffectNoSchedule && o.TaintEffect != v1.TaintEffectNoExecute && o.TaintEffect != v1.TaintEffectPreferNoSchedule:
 		return fmt.Errorf("unsupported taint effect %q", o.TaintEffect)
-	case o.RenewalGrace < 0 || o.RegistrationGrace < 0:
+	case o.RenewalGrace < 0 || o.RegistrationGrace < 0 || o.LifecycleConditionMaxAge < 0:
 		return fmt.Errorf("grace periods must not be negative")
 	case o.CanaryInterval < 0 || o.MinimumLeaseDuration < 0:
 		return fmt.Errorf("canary interval and minimum lease duration must not be negative")

@@ -16,6 +16,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -81,6 +82,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 14731447017799000584, Name: "the same, after the fourth controller's start (make simulate SEEDS=200, 2026-11-28)"},
 	{Seed: 2696022713275813172, Name: "an own-view recovery judges readiness as it was when the guard fired: a Lease dead then gets no grace, whatever the catching-up watch delivers in the recovery's second (issue 33, defect 3)"},
 	{Seed: 9661583877554528361, Name: "a write refused because the cache had not caught up with the controller's previous write (a dead mark) succeeds on its retry after the next delivery, not a second later (driver; make simulate SEEDS=200, 2026-11-28)"},
+	{Seed: 5417920863538170449, Name: "a node re-created while Karpenter's finalizer holds it (being disrupted or deleted) is replaced once the finalizer lets go (driver; make simulate SEEDS=40, 2026-11-28)"},
 	{Seed: 6830237159890156263, Name: "an escalated node whose failure pauses while it stays gated (an own-view recovery's grace) and goes on keeps being drained (make simulate SEEDS=200, 2026-11-28)"},
 }
 
@@ -145,27 +147,33 @@ func simOptions() Options {
 			{Name: "kube-proxy", Extension: "kube-proxy", Selector: labels.Everything(), AffectsReadiness: true, FailurePolicy: FailurePolicyKeepGated},
 			{Name: "cni", Extension: "cni", Selector: labels.SelectorFromSet(labels.Set{"cni": "true"}), AffectsReadiness: true, FailurePolicy: FailurePolicyKeepGated},
 		},
-		RenewalGrace:         5 * time.Second,
-		RegistrationGrace:    30 * time.Second,
-		MaintenanceReasons:   sets.New(nodev1alpha1.ReasonUpdating),
-		Eviction:             EvictionOptions{Mode: EvictionModeEvict, Timeout: 30 * time.Second, NodesPerSecond: 1000, Force: true}, // createPods: no controller
-		BlastRadius:          BlastRadiusOptions{ClusterThreshold: 0.5, ZoneThreshold: 0.6},
-		CanaryInterval:       simCanary,
-		MinimumLeaseDuration: 10 * time.Second,
-		Identity:             "sim-controller",
+		RenewalGrace:       5 * time.Second,
+		RegistrationGrace:  30 * time.Second,
+		MaintenanceReasons: sets.New(nodev1alpha1.ReasonUpdating),
+		LeavingNodeTaints:  sets.New(nodev1alpha1.DefaultLeavingNodeTaints()...),
+		// Short, so that a foreign lifecycle condition grows stale within
+		// a seed.
+		LifecycleConditionMaxAge: 90 * time.Second,
+		Eviction:                 EvictionOptions{Mode: EvictionModeEvict, Timeout: 30 * time.Second, NodesPerSecond: 1000, Force: true}, // createPods: no controller
+		BlastRadius:              BlastRadiusOptions{ClusterThreshold: 0.5, ZoneThreshold: 0.6},
+		CanaryInterval:           simCanary,
+		MinimumLeaseDuration:     10 * time.Second,
+		Identity:                 "sim-controller",
 	}
 }
 
 func modelConfig(o Options) model.Config {
 	return model.Config{
-		RenewalGrace:         o.RenewalGrace,
-		RegistrationGrace:    o.RegistrationGrace,
-		MinimumLeaseDuration: o.MinimumLeaseDuration,
-		EvictionTimeout:      o.Eviction.Timeout,
-		ClusterThreshold:     o.BlastRadius.ClusterThreshold,
-		ZoneThreshold:        o.BlastRadius.ZoneThreshold,
-		MaintenanceReasons:   sets.List(o.MaintenanceReasons),
-		CanaryInterval:       o.CanaryInterval,
+		RenewalGrace:             o.RenewalGrace,
+		RegistrationGrace:        o.RegistrationGrace,
+		MinimumLeaseDuration:     o.MinimumLeaseDuration,
+		EvictionTimeout:          o.Eviction.Timeout,
+		ClusterThreshold:         o.BlastRadius.ClusterThreshold,
+		ZoneThreshold:            o.BlastRadius.ZoneThreshold,
+		MaintenanceReasons:       sets.List(o.MaintenanceReasons),
+		CanaryInterval:           o.CanaryInterval,
+		LeavingNodeTaints:        sets.List(o.LeavingNodeTaints),
+		LifecycleConditionMaxAge: o.LifecycleConditionMaxAge,
 	}
 }
 
@@ -202,6 +210,15 @@ type simNode struct {
 	// the last eviction attempt on the node, made by instance attemptBy.
 	budgetAllows, freeSince, lastAttempt time.Time
 	attemptBy                            int
+	// Leaving (leavingFaults): the leaving taint the node carries ("":
+	// none), until when, or when the node is deleted (zero: not), and
+	// whether its deletion waits for a finalizer until finalizeAt.
+	leavingTaint         string
+	leaveUntil, removeAt time.Time
+	finalizeAt           time.Time
+	// drainedBy: a foreign Drained=True lifecycle condition is on the
+	// node (leavingFaults), written at drainedSince.
+	drainedSince time.Time
 }
 
 func (n *simNode) bootID() string { return fmt.Sprintf("boot-%d", n.boot) }
@@ -249,6 +266,12 @@ type simulation struct {
 	stallUntil time.Time
 	// revive: agents to bring back at an instant.
 	revive map[time.Time][]*simAgent
+	// lrng draws the leaving nodes (leavingFaults) from a stream of its
+	// own, so that the seeds kept before they were added run the same
+	// schedule until the first node leaves. named counts the nodes ever
+	// created: a name is never given twice, though nodes are deleted.
+	lrng  *sim.Rand
+	named int
 }
 
 func runSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
@@ -268,7 +291,8 @@ func newSimulation(t *testing.T, seed uint64) *simulation {
 	t.Cleanup(cancel)
 	rng := sim.NewRand(seed)
 	s := &simulation{t: t, ctx: ctx, rng: rng, clk: sim.NewClock(time.Second), opts: simOptions(),
-		trace: &sim.Trace{}, revive: map[time.Time][]*simAgent{}, known: sets.New[string]()}
+		trace: &sim.Trace{}, revive: map[time.Time][]*simAgent{}, known: sets.New[string](),
+		lrng: sim.NewRand(seed ^ 0x6c656176696e67)}
 	s.api = sim.NewAPI(scheme.Scheme, rng.Fork())
 	s.api.Clock = s.clk
 	s.api.EvictionHook = func(pod *v1.Pod) error {
@@ -330,7 +354,8 @@ func newSimulation(t *testing.T, seed uint64) *simulation {
 
 // newNode adds the next node to the world (not yet to the API).
 func (s *simulation) newNode() *simNode {
-	i := len(s.nodes)
+	i := s.named
+	s.named++
 	n := &simNode{name: fmt.Sprintf("n%d", i), zone: fmt.Sprintf("z%d", i%2), uid: types.UID(fmt.Sprintf("uid-n%d", i)),
 		boot: 1, cni: s.rng.Chance(0.5)}
 	n.agents = []*simAgent{{ext: "kube-proxy", alive: true}, {ext: "cni", alive: true}}
@@ -363,7 +388,16 @@ func (s *simulation) join(now time.Time, taint bool) {
 // machine replaced under the same name): its pods go with the old object,
 // its DaemonSet pods start again on the new machine.
 func (s *simulation) recreate(n *simNode, now time.Time, taint bool) {
-	if err := s.kube.CoreV1().Nodes().Delete(s.ctx, n.name, metav1.DeleteOptions{}); err != nil {
+	finalizing := !n.finalizeAt.IsZero()
+	if finalizing || n.leavingTaint == nodev1alpha1.TaintKarpenterDisrupted {
+		// Karpenter's finalizer would hold the old object (seed
+		// 5417920863538170449): it lets go first, then the replacement
+		// comes.
+		s.mutateNode(n, false, func(node *v1.Node) {
+			node.Finalizers = slices.DeleteFunc(node.Finalizers, func(f string) bool { return f == karpenterFinalizer })
+		})
+	}
+	if err := s.kube.CoreV1().Nodes().Delete(s.ctx, n.name, metav1.DeleteOptions{}); err != nil && !(finalizing && apierrors.IsNotFound(err)) {
 		s.t.Fatalf("deleting node %s: %v", n.name, err)
 	}
 	s.deletePods(n)
@@ -371,6 +405,9 @@ func (s *simulation) recreate(n *simNode, now time.Time, taint bool) {
 	n.uid = types.UID(fmt.Sprintf("uid-%s-%d", n.name, n.gen))
 	n.boot++
 	n.evicted, n.budgetAllows, n.lastAttempt, n.attemptBy, n.downFrom, n.downUntil = false, time.Time{}, time.Time{}, 0, time.Time{}, time.Time{}
+	// The new machine carries none of the old one's leaving signals.
+	s.stopLeaving(n, now, false)
+	n.removeAt, n.finalizeAt, n.drainedSince = time.Time{}, time.Time{}, time.Time{}
 	obj := s.nodeObject(n)
 	if taint {
 		obj.Spec.Taints = []v1.Taint{{Key: testKey, Effect: v1.TaintEffectNoSchedule}}
@@ -568,6 +605,7 @@ func (s *simulation) leaseObject(n *simNode, a *simAgent) *coordinationv1.Lease 
 func (s *simulation) modelNode(node *v1.Node) model.Node {
 	mn := model.Node{Name: node.Name, UID: string(node.UID), BootID: node.Status.NodeInfo.BootID, Zone: node.Labels[v1.LabelTopologyZone]}
 	mn.TaintedAtCreation = nodeutil.HasTaint(node, testKey, v1.TaintEffectNoSchedule)
+	mn.Taints, mn.Deleting, mn.Unschedulable, mn.LifecycleConditions = leavingInputs(node)
 	mn.Extensions = append(mn.Extensions, model.Extension{Name: "kube-proxy", AffectsReadiness: true})
 	if node.Labels["cni"] == "true" {
 		cni := s.opts.Rules[1]
@@ -737,7 +775,8 @@ func (s *simulation) feedModel(nodes, leases cache.SharedIndexInformer) {
 		},
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			o, n, at := oldObj.(*v1.Node), newObj.(*v1.Node), s.clk.Now()
-			if o.UID != n.UID || o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID || !labels.Equals(o.Labels, n.Labels) {
+			if o.UID != n.UID || o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID || !labels.Equals(o.Labels, n.Labels) ||
+				leavingKey(o) != leavingKey(n) {
 				s.observe("0/"+n.Name, func() { s.model.NodeUpdated(at, s.modelNode(n)) })
 			}
 		},
@@ -938,6 +977,13 @@ func (s *simulation) heartbeats(now time.Time) {
 			if (a.ext == "cni" && !n.cni) || !a.alive || a.released != "" || now.Before(a.nextRenew) {
 				continue
 			}
+			if a.ext == "kube-proxy" && n.leavingTaint == nodev1alpha1.TaintToBeDeletedByClusterAutoscaler {
+				// kube-proxy's /healthz answers 503 on a node the
+				// autoscaler removes: its heartbeat releases the Lease.
+				a.released = heartbeatProbeFailed
+				s.release(n, a, heartbeatProbeFailed)
+				continue
+			}
 			a.nextRenew = now.Add(simRenewEvery)
 			s.writeLease(n, a, func(l *coordinationv1.Lease) {
 				l.Spec.HolderIdentity = ptr.To(a.ext + "-" + n.name)
@@ -1056,6 +1102,7 @@ func (s *simulation) faults(now time.Time) {
 		s.api.Inject(sim.Fault{Verb: "patch", Resource: "nodes", Kind: sim.LostAnswer})
 		s.trace.Add("t=%s next node patch's answer is lost", s.at())
 	}
+	s.leavingFaults(now)
 }
 
 func (s *simulation) reviveAt(at time.Time, a *simAgent) {

@@ -115,6 +115,10 @@ func (r bootRecord) String() string {
 // controller's (Controller.viewStale). An evaluation never changes a
 // nodeState: it returns the next one (evaluate).
 type nodeState struct {
+	// leaving is what the node's last evaluation read of its leaving
+	// signals (leavingFacts), judged again by the blast-radius recount and
+	// the escalation at their own instant.
+	leaving   leavingFacts
 	uid       types.UID
 	bootID    string
 	firstSeen time.Time

@@ -154,7 +154,8 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 	}
 	c.conditionOf(node, st, &r)
 	r.escalated = st.escalated
-	c.updateContribution(name, contribution{reason: gateReason(st), notReady: notReadyNames(d.statuses), tracked: countGating(d.statuses) > 0})
+	c.updateContribution(name, contribution{reason: gateReason(st), notReady: notReadyNames(d.statuses), tracked: countGating(d.statuses) > 0,
+		leaving: d.leaving != "" && len(d.statuses) > 0})
 	return r
 }
 
@@ -382,6 +383,7 @@ func (c *Controller) nodeInputs(node *v1.Node) ([]requiredExtension, nodeFacts, 
 		tainted:   nodeutil.HasTaint(node, c.opts.TaintKey, c.opts.TaintEffect),
 		noExecute: nodeutil.HasTaint(node, c.opts.TaintKey, v1.TaintEffectNoExecute),
 		created:   node.CreationTimestamp.Time,
+		leaving:   leavingFactsOf(node, &c.opts),
 	}
 	facts.record, facts.hasRecord = parseBootRecord(node.Annotations[nodev1alpha1.BootAnnotation])
 	return exts, facts, nil
@@ -674,6 +676,9 @@ func (c *Controller) updateContribution(node string, next contribution) {
 	if prev.tracked {
 		c.metrics.TrackedNodes.Dec()
 	}
+	if prev.leaving {
+		c.metrics.LeavingNodes.Dec()
+	}
 	if next.reason != "" {
 		c.metrics.GatedNodes.WithLabelValues(string(next.reason)).Inc()
 		next.gatedSince = prev.gatedSince
@@ -698,7 +703,10 @@ func (c *Controller) updateContribution(node string, next contribution) {
 	if next.tracked {
 		c.metrics.TrackedNodes.Inc()
 	}
-	if next.reason == "" && len(next.notReady) == 0 && !next.invalid && !next.tracked {
+	if next.leaving {
+		c.metrics.LeavingNodes.Inc()
+	}
+	if next.reason == "" && len(next.notReady) == 0 && !next.invalid && !next.tracked && !next.leaving {
 		delete(c.contributions, node)
 		return
 	}
@@ -802,7 +810,7 @@ func (c *Controller) recountFailing(current string, now time.Time) []suspensionC
 // blast radius): an unplanned failure of a gating extension after the node
 // was ready in its boot, with no planned release in progress.
 func (c *Controller) failingAt(st *nodeState, now time.Time) bool {
-	if !st.readyInBoot || len(st.gate.planned) > 0 {
+	if !st.readyInBoot || len(st.gate.planned) > 0 || st.leavingSignal(now, &c.opts) != "" {
 		return false
 	}
 	failing := false

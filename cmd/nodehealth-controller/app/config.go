@@ -16,12 +16,14 @@ import (
 // values the controller takes; the controller never sees the config API.
 func controllerOptions(cfg *config.NodeHealthControllerConfiguration) (nodehealth.Options, error) {
 	opts := nodehealth.Options{
-		LeaseNamespace:     cfg.LeaseNamespace,
-		TaintKey:           cfg.Taint.Key,
-		TaintEffect:        v1.TaintEffect(cfg.Taint.Effect),
-		RenewalGrace:       cfg.RenewalGrace.Duration,
-		RegistrationGrace:  cfg.RegistrationGrace.Duration,
-		MaintenanceReasons: sets.New(cfg.MaintenanceReasons...),
+		LeaseNamespace:           cfg.LeaseNamespace,
+		TaintKey:                 cfg.Taint.Key,
+		TaintEffect:              v1.TaintEffect(cfg.Taint.Effect),
+		RenewalGrace:             cfg.RenewalGrace.Duration,
+		RegistrationGrace:        cfg.RegistrationGrace.Duration,
+		MaintenanceReasons:       sets.New(cfg.MaintenanceReasons...),
+		LeavingNodeTaints:        sets.New(cfg.LeavingNodeTaints...),
+		LifecycleConditionMaxAge: cfg.LifecycleConditionMaxAge.Duration,
 		Eviction: nodehealth.EvictionOptions{
 			Mode:               nodehealth.EvictionMode(cfg.Eviction.Mode),
 			Timeout:            cfg.Eviction.Timeout.Duration,

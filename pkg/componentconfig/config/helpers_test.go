@@ -20,7 +20,7 @@ var nonPathFields = sets.New(
 	"Logging.Options.Text.OutputRoutingOptions.InfoBufferSize.Quantity.Format",
 	"Logging.Options.JSON.OutputRoutingOptions.InfoBufferSize.Quantity.Format",
 	"Serving.MetricsBindAddress", "Serving.HealthzBindAddress", "Serving.MetricsAuthentication",
-	"LeaseNamespace", "Taint.Key", "Taint.Effect", "MaintenanceReasons[]", "ReadinessTaintKey",
+	"LeaseNamespace", "Taint.Key", "Taint.Effect", "MaintenanceReasons[]", "LeavingNodeTaints[]", "ReadinessTaintKey",
 	"ExtensionRules[].Name", "ExtensionRules[].LeaseNameTemplate", "ExtensionRules[].FailurePolicy",
 	"ExtensionRules[].NodeSelector.MatchLabels{}", "ExtensionRules[].NodeSelector.MatchExpressions[].Key",
 	"ExtensionRules[].NodeSelector.MatchExpressions[].Operator", "ExtensionRules[].NodeSelector.MatchExpressions[].Values[]",

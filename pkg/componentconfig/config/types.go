@@ -53,10 +53,14 @@ type NodeHealthControllerConfiguration struct {
 	MinimumLeaseDuration metav1.Duration
 	RegistrationGrace    metav1.Duration
 	MaintenanceReasons   []string
-	Eviction             EvictionConfiguration
-	BlastRadius          BlastRadiusConfiguration
-	DryRun               bool
-	Workers              int32
+	LeavingNodeTaints    []string
+	// LifecycleConditionMaxAge: how long a foreign lifecycle condition
+	// makes a schedulable node leaving.
+	LifecycleConditionMaxAge metav1.Duration
+	Eviction                 EvictionConfiguration
+	BlastRadius              BlastRadiusConfiguration
+	DryRun                   bool
+	Workers                  int32
 }
 
 // TaintEffect is the effect of the readiness taint.

@@ -219,6 +219,12 @@ func (in *NodeHealthControllerConfiguration) DeepCopyInto(out *NodeHealthControl
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.LeavingNodeTaints != nil {
+		in, out := &in.LeavingNodeTaints, &out.LeavingNodeTaints
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	out.LifecycleConditionMaxAge = in.LifecycleConditionMaxAge
 	out.Eviction = in.Eviction
 	out.BlastRadius = in.BlastRadius
 	return

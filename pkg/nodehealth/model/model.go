@@ -38,6 +38,11 @@ type Config struct {
 	ZoneThreshold        float64
 	MaintenanceReasons   []string      // release reasons that make a release planned (default "Updating")
 	CanaryInterval       time.Duration // own view goes stale 3 intervals after the last canary renewal observed (the driver tells the model via OwnView)
+	// LeavingNodeTaints are the taint keys that make a node leaving;
+	// LifecycleConditionMaxAge how long a foreign lifecycle condition on a
+	// schedulable node does (rules.go, leaving).
+	LeavingNodeTaints        []string
+	LifecycleConditionMaxAge time.Duration
 }
 
 // Extension is one entry of a node's resolved required list.
@@ -55,6 +60,18 @@ type Node struct {
 	Extensions              []Extension // the resolved list (rules + manual + self-registered)
 	Excluded                bool        // label nodehealth.io/exclude=true
 	TaintedAtCreation       bool        // created with the readiness taint already on
+	Taints                  []string    // the keys of the Node's other taints
+	Deleting                bool        // metadata.deletionTimestamp is set
+	Unschedulable           bool        // spec.unschedulable
+	// LifecycleConditions are the Node's KEP-5683 lifecycle conditions
+	// (whoever wrote them).
+	LifecycleConditions []LifecycleCondition
+}
+
+// LifecycleCondition is one KEP-5683 lifecycle condition of a Node.
+type LifecycleCondition struct {
+	Type, Status, Reason string
+	LastTransitionTime   time.Time
 }
 
 // NodeView is the observable state of one node.

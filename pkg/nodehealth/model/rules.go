@@ -81,10 +81,11 @@ type facts struct {
 	notReady    []string // those of gating not ready now
 	planned     bool     // a planned release of this boot is among notReady
 	allPlanned  bool     // every extension in notReady is a planned release
+	leaving     string   // why the node is leaving ("" when it is not)
 }
 
 func (m *Model) factsOf(n *node, t time.Time) facts {
-	f := facts{allPlanned: true}
+	f := facts{allPlanned: true, leaving: m.leaving(n, t)}
 	for _, e := range n.Extensions {
 		planned := m.plannedRelease(n, e.Name)
 		if !e.AffectsReadiness && !planned {
@@ -108,6 +109,44 @@ func (m *Model) factsOf(n *node, t time.Time) facts {
 	return f
 }
 
+// leaving: the node is leaving the cluster, or under someone else's
+// maintenance (docs/controller.md, "Leaving nodes"), and why: its
+// deletionTimestamp is set; it carries a taint of LeavingNodeTaints; or a
+// KEP-5683 lifecycle condition DrainInProgress, Drained or
+// MaintenanceInProgress is True with a reason nodehealth does not write, and
+// the node is unschedulable or the condition's lastTransitionTime is less
+// than LifecycleConditionMaxAge ago.
+//
+// Choice: the signals are tried in that order and the first one that holds is
+// the one named; the reason names the signal as the controller's message does.
+func (m *Model) leaving(n *node, t time.Time) string {
+	if n.Deleting {
+		return "deletionTimestamp set"
+	}
+	for _, key := range n.Taints {
+		for _, l := range m.cfg.LeavingNodeTaints {
+			if key == l {
+				return "taint " + key
+			}
+		}
+	}
+	for _, kind := range []string{"DrainInProgress", "Drained", "MaintenanceInProgress"} {
+		for _, c := range n.LifecycleConditions {
+			if c.Type != kind || c.Status != condTrue || ownLifecycleReasons[c.Reason] {
+				continue
+			}
+			if n.Unschedulable || t.Before(c.LastTransitionTime.Add(m.cfg.LifecycleConditionMaxAge)) {
+				return "condition " + kind
+			}
+		}
+	}
+	return ""
+}
+
+// ownLifecycleReasons are the reasons nodehealth writes on lifecycle
+// conditions (the update operator's and the controller's eviction's).
+var ownLifecycleReasons = map[string]bool{"BottlerocketUpdate": true, "UpdateFailed": true, "ExtensionFailed": true}
+
 // isFailing: the node is failing for the blast radius and the eviction
 // clock: it is in service (ungated in its current boot), a gating extension
 // is not ready, and no planned release of this boot is among its failures
@@ -118,17 +157,21 @@ func (m *Model) factsOf(n *node, t time.Time) facts {
 // only because a bootstrap gate is pending under the own-view guard, or
 // because its planned gate waits for the guard, is not in service or not
 // unplanned, and is not counted.
+//
+// A leaving node never fails: it may be gated, but it is never escalated.
 func isFailing(n *node, f facts) bool {
-	return !n.Excluded && n.inService && len(f.notReady) > 0 && !f.planned
+	return !n.Excluded && n.inService && len(f.notReady) > 0 && !f.planned && f.leaving == ""
 }
 
 // tracked: the node counts in the blast radius' denominator: it lists at
-// least one affectsReadiness extension.
+// least one affectsReadiness extension, and it is not leaving (a leaving
+// node counts on neither side: a scale-down of a third of the nodes must
+// not suspend gating for the rest).
 //
 // Choice: excluded nodes are not counted at all; bootstrapping nodes are
 // counted in the denominator (they list an extension) but never fail.
-func tracked(n *node) bool {
-	if n.Excluded {
+func tracked(n *node, f facts) bool {
+	if n.Excluded || f.leaving != "" {
 		return false
 	}
 	for _, e := range n.Extensions {
@@ -151,10 +194,11 @@ func (m *Model) updateBlastRadius(t time.Time) {
 	total, failing := 0, 0
 	zoneTotal, zoneFailing := map[string]int{}, map[string]int{}
 	for _, n := range m.nodes {
-		if !tracked(n) {
+		facts := m.factsOf(n, t)
+		if !tracked(n, facts) {
 			continue
 		}
-		f := isFailing(n, m.factsOf(n, t))
+		f := isFailing(n, facts)
 		total++
 		if f {
 			failing++
@@ -504,7 +548,7 @@ func ungate(n *node) {
 // is gated with gateStart = when its failure was first held (the cause was
 // observed then, docs/controller.md), so a renewal observed since counts.
 func (m *Model) openFailureGate(n *node, f facts, t time.Time, wasHeld bool) {
-	if m.ownViewStale || (!f.planned && m.blastSuspended(n)) {
+	if m.ownViewStale || (!f.planned && f.leaving == "" && m.blastSuspended(n)) {
 		n.held = true // failure taints are never owed: judged afresh later
 		if !wasHeld || n.heldSince.IsZero() {
 			n.heldSince = t
@@ -546,6 +590,10 @@ func (m *Model) writeCondition(n *node, f facts, t time.Time) {
 	switch {
 	case n.held:
 		n.condStatus, n.condReason = condFalse, nodev1alpha1.ReasonGatingSuspended
+	case n.gate != nil && len(f.gating) > 0 && f.leaving != "":
+		// Whatever gates it, the condition says why it is not escalated.
+		m.gateReason(n, f, t) // keeps the gate's last reason current
+		n.condStatus, n.condReason = condFalse, nodev1alpha1.ReasonNodeLeaving
 	case n.gate != nil && len(f.gating) > 0:
 		n.condStatus, n.condReason = condFalse, m.gateReason(n, f, t)
 	case failedOpenListed(n):
@@ -613,7 +661,9 @@ func tickEvictionClock(n *node, t time.Time) {
 // extensions all look ready but have not renewed since gateStart is not
 // failing: its clock is paused until it is ungated.
 func (m *Model) runEvictionClock(n *node, f facts, t time.Time) {
-	if !n.inService || (n.gate == nil && len(f.notReady) == 0) {
+	// A leaving node has no eviction clock: should it stop leaving while
+	// still failing, its clock starts afresh.
+	if !n.inService || (n.gate == nil && len(f.notReady) == 0) || f.leaving != "" {
 		n.clock = evictionClock{last: t}
 		return
 	}

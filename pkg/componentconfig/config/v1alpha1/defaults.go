@@ -79,6 +79,10 @@ func SetDefaults_NodeHealthControllerConfiguration(obj *configv1alpha1.NodeHealt
 	if len(obj.MaintenanceReasons) == 0 {
 		obj.MaintenanceReasons = []string{nodev1alpha1.ReasonUpdating}
 	}
+	if len(obj.LeavingNodeTaints) == 0 {
+		obj.LeavingNodeTaints = nodev1alpha1.DefaultLeavingNodeTaints()
+	}
+	setDuration(&obj.LifecycleConditionMaxAge, nodev1alpha1.DefaultLifecycleConditionMaxAge)
 	// Escalation is opt-in: by default a failed node only stays tainted, as
 	// with the upstream node-readiness-controller. Evict and NoExecute remove
 	// workloads, which a cluster operator should choose knowingly.

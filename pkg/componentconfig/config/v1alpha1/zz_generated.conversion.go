@@ -548,6 +548,10 @@ func autoConvert_v1alpha1_NodeHealthControllerConfiguration_To_config_NodeHealth
 		return err
 	}
 	out.MaintenanceReasons = *(*[]string)(unsafe.Pointer(&in.MaintenanceReasons))
+	out.LeavingNodeTaints = *(*[]string)(unsafe.Pointer(&in.LeavingNodeTaints))
+	if err := v1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.LifecycleConditionMaxAge, &out.LifecycleConditionMaxAge, s); err != nil {
+		return err
+	}
 	if err := Convert_v1alpha1_EvictionConfiguration_To_config_EvictionConfiguration(&in.Eviction, &out.Eviction, s); err != nil {
 		return err
 	}
@@ -609,6 +613,10 @@ func autoConvert_config_NodeHealthControllerConfiguration_To_v1alpha1_NodeHealth
 		return err
 	}
 	out.MaintenanceReasons = *(*[]string)(unsafe.Pointer(&in.MaintenanceReasons))
+	out.LeavingNodeTaints = *(*[]string)(unsafe.Pointer(&in.LeavingNodeTaints))
+	if err := v1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.LifecycleConditionMaxAge, &out.LifecycleConditionMaxAge, s); err != nil {
+		return err
+	}
 	if err := Convert_config_EvictionConfiguration_To_v1alpha1_EvictionConfiguration(&in.Eviction, &out.Eviction, s); err != nil {
 		return err
 	}

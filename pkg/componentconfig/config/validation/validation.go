@@ -79,6 +79,24 @@ func ValidateNodeHealthControllerConfiguration(c *config.NodeHealthControllerCon
 		reasons.Insert(r)
 	}
 
+	taintsPath := field.NewPath("leavingNodeTaints")
+	leaving := sets.New[string]()
+	for i, key := range c.LeavingNodeTaints {
+		for _, msg := range utilvalidation.IsQualifiedName(key) {
+			errs = append(errs, field.Invalid(taintsPath.Index(i), key, msg))
+		}
+		switch {
+		case key == c.Taint.Key:
+			// Every gated node would be leaving: nothing would ever count
+			// as failing.
+			errs = append(errs, field.Invalid(taintsPath.Index(i), key, "must not be the readiness taint (taint.key)"))
+		case leaving.Has(key):
+			errs = append(errs, field.Duplicate(taintsPath.Index(i), key))
+		}
+		leaving.Insert(key)
+	}
+	errs = append(errs, validateNonNegativeDuration(c.LifecycleConditionMaxAge, field.NewPath("lifecycleConditionMaxAge"))...)
+
 	evictionPath := field.NewPath("eviction")
 	switch c.Eviction.Mode {
 	case config.EvictionModeEvict, config.EvictionModeNoExecute, config.EvictionModeNone:

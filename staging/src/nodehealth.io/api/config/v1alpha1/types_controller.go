@@ -85,6 +85,24 @@ type NodeHealthControllerConfiguration struct {
 	// radius. An empty list means the default.
 	MaintenanceReasons []string `json:"maintenanceReasons,omitempty"`
 
+	// LeavingNodeTaints are the taint keys that say a node is being removed
+	// or replaced (cluster-autoscaler's scale-down, Karpenter's disruption,
+	// a non-graceful shutdown). A node carrying one, a node with a
+	// deletionTimestamp, and a node under someone else's KEP-5683 lifecycle
+	// condition is leaving: it may be gated, but it is never escalated to
+	// eviction and is counted on neither side of the blast radius. An empty
+	// list means the default: ToBeDeletedByClusterAutoscaler,
+	// karpenter.sh/disrupted and node.kubernetes.io/out-of-service.
+	LeavingNodeTaints []string `json:"leavingNodeTaints,omitempty"`
+
+	// LifecycleConditionMaxAge is how long after its lastTransitionTime a
+	// KEP-5683 lifecycle condition (DrainInProgress, Drained or
+	// MaintenanceInProgress True with a reason nodehealth does not write)
+	// makes a schedulable node leaving; on an unschedulable node it counts
+	// as long as it is True. A stale condition nobody cleared must not
+	// exempt a node forever.
+	LifecycleConditionMaxAge *metav1.Duration `json:"lifecycleConditionMaxAge,omitempty"`
+
 	// Eviction configures what happens to the pods of a node whose required
 	// extension failed after the node had been ready.
 	Eviction EvictionConfiguration `json:"eviction"`

@@ -290,6 +290,16 @@ func (in *NodeHealthControllerConfiguration) DeepCopyInto(out *NodeHealthControl
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.LeavingNodeTaints != nil {
+		in, out := &in.LeavingNodeTaints, &out.LeavingNodeTaints
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.LifecycleConditionMaxAge != nil {
+		in, out := &in.LifecycleConditionMaxAge, &out.LifecycleConditionMaxAge
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	in.Eviction.DeepCopyInto(&out.Eviction)
 	in.BlastRadius.DeepCopyInto(&out.BlastRadius)
 	if in.Workers != nil {

@@ -49,6 +49,12 @@ const (
 	// ReasonNodeExcluded (Unknown): the node carries ExcludeLabel=true and the
 	// controller no longer evaluates it.
 	ReasonNodeExcluded = "NodeExcluded"
+	// ReasonNodeLeaving (False): the node is gated, but it is leaving the
+	// cluster or under someone else's maintenance (a deletionTimestamp, a
+	// taint of the controller's leavingNodeTaints, or a foreign KEP-5683
+	// lifecycle condition): it is never escalated and not counted in the
+	// blast radius. The message names the signal.
+	ReasonNodeLeaving = "NodeLeaving"
 )
 
 // States of one extension on one node, as the controller reports them in the

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "time"
+
 // Names every nodehealth component, manifest and tool shares (docs/system-extensions.md).
 // Changing one of these is a breaking change of the wire contract.
 const (
@@ -69,3 +71,55 @@ const (
 	// the controller's configuration: "rule/<rule>".
 	SourceRulePrefix = "rule/"
 )
+
+// Taints that say a node is being removed or replaced: the default of the
+// controller's leavingNodeTaints.
+const (
+	// TaintToBeDeletedByClusterAutoscaler is cluster-autoscaler's scale-down
+	// taint (since Kubernetes 1.28 kube-proxy's /healthz fails on a node
+	// carrying it).
+	TaintToBeDeletedByClusterAutoscaler = "ToBeDeletedByClusterAutoscaler"
+	// TaintKarpenterDisrupted is Karpenter's disruption taint.
+	TaintKarpenterDisrupted = "karpenter.sh/disrupted"
+	// TaintOutOfService is the non-graceful node shutdown taint.
+	TaintOutOfService = "node.kubernetes.io/out-of-service"
+)
+
+// DefaultLeavingNodeTaints are the taint keys that make a node leaving unless
+// the configuration lists others.
+func DefaultLeavingNodeTaints() []string {
+	return []string{TaintToBeDeletedByClusterAutoscaler, TaintKarpenterDisrupted, TaintOutOfService}
+}
+
+// KEP-5683 ("Node Lifecycle Conditions") Node condition types. A True one of
+// those below, written by someone other than nodehealth, makes a node
+// leaving (docs/controller.md).
+const (
+	LifecycleConditionMaintenancePlanned    = "MaintenancePlanned"
+	LifecycleConditionMaintenanceInProgress = "MaintenanceInProgress"
+	LifecycleConditionDrainInProgress       = "DrainInProgress"
+	LifecycleConditionDrained               = "Drained"
+)
+
+// Reasons nodehealth writes on KEP-5683 lifecycle conditions; a lifecycle
+// condition with one of them is nodehealth's own and never makes a node
+// leaving.
+const (
+	LifecycleReasonBottlerocketUpdate = "BottlerocketUpdate"
+	LifecycleReasonUpdateFailed       = "UpdateFailed"
+	LifecycleReasonExtensionFailed    = "ExtensionFailed"
+)
+
+// OwnLifecycleReason reports whether reason is one nodehealth writes on a
+// lifecycle condition.
+func OwnLifecycleReason(reason string) bool {
+	switch reason {
+	case LifecycleReasonBottlerocketUpdate, LifecycleReasonUpdateFailed, LifecycleReasonExtensionFailed:
+		return true
+	}
+	return false
+}
+
+// DefaultLifecycleConditionMaxAge is how long a foreign lifecycle condition
+// makes a schedulable node leaving after its lastTransitionTime.
+const DefaultLifecycleConditionMaxAge = 2 * time.Hour

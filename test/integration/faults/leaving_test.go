@@ -1,0 +1,127 @@
+package faults_test
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/test/framework/testenv"
+)
+
+// release stops renewing the node's Lease and releases it with reason, as the
+// heartbeat does when its probe fails.
+func (f *fleet) release(t *testing.T, node, reason string) {
+	t.Helper()
+	f.fail(node)
+	name, err := nodev1alpha1.LeaseName(extension, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{nodev1alpha1.ReasonAnnotation: reason}},
+		"spec":     map[string]any{"holderIdentity": ""},
+	})
+	if _, err := f.client.CoordinationV1().Leases(f.leaseNS).Patch(testenv.Context(t), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// addTaint adds a taint the way cluster-autoscaler does: the whole list, on a
+// fresh read, again on a conflict.
+func (f *fleet) addTaint(t *testing.T, node, key string) {
+	t.Helper()
+	nodes := f.env.Client.CoreV1().Nodes()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := nodes.Get(testenv.Context(t), node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: key, Value: "1732780000", Effect: v1.TaintEffectNoSchedule})
+		_, err = nodes.Update(testenv.Context(t), n, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Since Kubernetes 1.28 kube-proxy's /healthz answers 503 on a node carrying
+// ToBeDeletedByClusterAutoscaler, so a heartbeat probing it releases its
+// Lease on every node being scaled down. A scale-down of 6 of 20 nodes (30 %,
+// over the default 20 % threshold) with eviction mode Evict trips nothing:
+// no blast-radius suspension, no eviction, the condition says NodeLeaving;
+// a real failure of another node afterwards is tainted and escalated as
+// usual.
+func TestAScaleDownOfThirtyPercentOfTheNodesTripsNothing(t *testing.T) {
+	f := newFleet(t, "leaving", 20)
+	cs := f.startControllers(t, 1, controllerConfig{election: defaultElection, clusterThreshold: 20, zoneThreshold: 20})
+	f.settleEvaluated(t, cs)
+	leaving, other := f.nodes[:6], f.nodes[6]
+	parallel(t, leaving, func(n string) error {
+		f.addTaint(t, n, nodev1alpha1.TaintToBeDeletedByClusterAutoscaler)
+		f.release(t, n, "ProbeFailed")
+		return nil
+	})
+	f.waitAll(t, "not ready (condition False)", leaving, func(n string) bool {
+		status, _ := f.condition(t, n)
+		return status == v1.ConditionFalse
+	})
+	// Longer than the eviction timeout: a leaving node would be escalated
+	// by now.
+	quiet(2*evictionTimeout + 2*time.Second)
+	for _, n := range leaving {
+		if status, reason := f.condition(t, n); status != v1.ConditionFalse || reason != nodev1alpha1.ReasonNodeLeaving {
+			t.Errorf("%s: condition %s/%s, want False/%s", n, status, reason, nodev1alpha1.ReasonNodeLeaving)
+		}
+		if !f.tainted(n) {
+			t.Errorf("%s: a leaving node whose extension released its Lease is not gated", n)
+		}
+	}
+	if v := testenv.Metric(t, cs.metricsURLs[0], "nodehealth_suspensions_total", nil); v != 0 {
+		t.Errorf("nodehealth_suspensions_total = %v: the scale-down suspended gating", v)
+	}
+	if v := testenv.Metric(t, cs.metricsURLs[0], "nodehealth_gating_suspended", map[string]string{"scope": "cluster"}); v != 0 {
+		t.Errorf("nodehealth_gating_suspended{scope=cluster} = %v, want 0", v)
+	}
+	if v := testenv.Metric(t, cs.metricsURLs[0], "nodehealth_leaving_nodes", nil); v != float64(len(leaving)) {
+		t.Errorf("nodehealth_leaving_nodes = %v, want %d", v, len(leaving))
+	}
+	for p, codes := range evictionRequests(t, f.podNS) {
+		t.Errorf("pod %s: eviction requests %v during the scale-down", p, codes)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// Another node's extension fails: tainted, and evicted once its
+	// eviction timeout passes.
+	f.fail(other)
+	f.waitAll(t, "tainted", []string{other}, f.tainted)
+	if status, reason := f.condition(t, other); status != v1.ConditionFalse || reason != nodev1alpha1.ReasonExtensionsNotReady {
+		t.Errorf("%s: condition %s/%s, want False/%s", other, status, reason, nodev1alpha1.ReasonExtensionsNotReady)
+	}
+	pod := "pod-" + other
+	deadline := time.Now().Add(waitTimeout)
+	for !slices.Contains(evictionRequests(t, f.podNS)[pod], 201) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s failed and its pod was never evicted: eviction requests %v", other, evictionRequests(t, f.podNS))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	for p, codes := range evictionRequests(t, f.podNS) {
+		if p != pod {
+			t.Errorf("pod %s of a leaving node: eviction requests %v", p, codes)
+		}
+	}
+	for _, n := range f.nodes[7:] {
+		if f.everTainted(n) {
+			t.Errorf("healthy node %s was tainted: %s", n, describe(f.transitions(n)))
+		}
+	}
+}
