@@ -36,6 +36,19 @@ func escalationDue(t *testing.T, objects ...runtime.Object) *fixture {
 	return f
 }
 
+// budgetRefusesEvictions makes the API server refuse every eviction as a
+// PodDisruptionBudget that allows no disruption does.
+func budgetRefusesEvictions(f *fixture) {
+	f.client.PrependReactor("create", "pods", func(action core.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: "The disruption budget web-pdb needs 1 healthy pods and has 1 currently"}}
+		return true, nil, err
+	})
+}
+
 // evictionsOf returns the names of the pods evicted since the last call.
 func evictionsOf(f *fixture) []string {
 	var out []string
@@ -108,14 +121,7 @@ func TestFailingEvictionDoesNotBlockTheOtherPods(t *testing.T) {
 // A node that recovers while a pod backs off is not evicted any further.
 func TestRecoveredNodeStopsItsDrain(t *testing.T) {
 	f := escalationDue(t, pod("blocked", "n1"))
-	f.client.PrependReactor("create", "pods", func(action core.Action) (bool, runtime.Object, error) {
-		if action.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
-		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: "The disruption budget web-pdb needs 1 healthy pods and has 1 currently"}}
-		return true, nil, err
-	})
+	budgetRefusesEvictions(f)
 	if after, err := f.c.escalateNode(f.ctx, "n1"); err != nil || after != evictionInitialBackoff {
 		t.Fatalf("retry in %v (err %v), want the back-off", after, err)
 	}

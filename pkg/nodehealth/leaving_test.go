@@ -6,11 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	core "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
@@ -115,14 +111,7 @@ func TestAScaleDownOfMostNodesSuspendsNothingAndTheNextFailureIsTainted(t *testi
 // evaluation, and its condition says why.
 func TestADrainStopsWhenTheNodeStartsLeaving(t *testing.T) {
 	f := escalationDue(t, pod("blocked", "n1"))
-	f.client.PrependReactor("create", "pods", func(action core.Action) (bool, runtime.Object, error) {
-		if action.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
-		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: "The disruption budget web-pdb needs 1 healthy pods and has 1 currently"}}
-		return true, nil, err
-	})
+	budgetRefusesEvictions(f)
 	if after, err := f.c.escalateNode(f.ctx, "n1"); err != nil || after != evictionInitialBackoff {
 		t.Fatalf("retry in %v (err %v), want the back-off", after, err)
 	}
