@@ -125,6 +125,8 @@ type Node struct {
 	containerd *framework.Process
 	kubelet    *framework.Process
 	kubeProxy  *framework.Process
+	// kubeProxyHealth is kube-proxy's health address (/healthz, /livez).
+	kubeProxyHealth string
 	forwarder  net.Listener
 	dnatRule   []string
 	mounted    []string
@@ -845,7 +847,8 @@ iptables: {localhostNodePorts: false}
 		return err
 	}
 	n.kubeProxy = p
-	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0])
+	n.kubeProxyHealth = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	url := n.KubeProxyHealthURL("/healthz")
 	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		if exited, werr := p.Exited(); exited {
 			return false, fmt.Errorf("kube-proxy exited (%v):\n%s", werr, p.LogTail(30))
@@ -858,6 +861,12 @@ iptables: {localhostNodePorts: false}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
 	})
+}
+
+// KubeProxyHealthURL is the URL of path (/healthz or /livez) on the node's
+// kube-proxy health server (Options.KubeProxy).
+func (n *Node) KubeProxyHealthURL(path string) string {
+	return "http://" + n.kubeProxyHealth + path
 }
 
 // Stop stops the kubelet, kills every container, stops containerd and

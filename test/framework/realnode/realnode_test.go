@@ -2,6 +2,7 @@ package realnode_test
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -89,6 +90,44 @@ func TestRealNode(t *testing.T) {
 	waitPodReady(ctx, t, env, "default", "client", 0)
 	t.Logf("Service web at %s routes from the pod network (kube-proxy)", svc.Spec.ClusterIP)
 
+	// What the kube-proxy example's heartbeat probes (deploy/examples/kube-proxy):
+	// on a node the cluster autoscaler is removing, kube-proxy's /healthz
+	// answers 503 while /livez, which says only whether its rules are
+	// synced, stays 200, so a heartbeat probing /livez does not release the
+	// Lease of every node a scale-down removes.
+	setTaint := func(on bool) {
+		t.Helper()
+		n, err := env.Client.CoreV1().Nodes().Get(ctx, node.Name(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "ToBeDeletedByClusterAutoscaler" })
+		if on {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "ToBeDeletedByClusterAutoscaler", Value: "1700000000", Effect: corev1.TaintEffectNoSchedule})
+		}
+		if _, err := env.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitHealth := func(what string, healthz, livez int) {
+		t.Helper()
+		var got [2]int
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			for i, path := range []string{"/healthz", "/livez"} {
+				got[i] = httpStatus(ctx, node.KubeProxyHealthURL(path))
+			}
+			return got == [2]int{healthz, livez}, nil
+		})
+		if err != nil {
+			t.Fatalf("%s: kube-proxy /healthz %d, /livez %d, want %d and %d", what, got[0], got[1], healthz, livez)
+		}
+	}
+	setTaint(true)
+	waitHealth("node tainted ToBeDeletedByClusterAutoscaler", http.StatusServiceUnavailable, http.StatusOK)
+	setTaint(false)
+	waitHealth("taint removed", http.StatusOK, http.StatusOK)
+	t.Log("kube-proxy: /healthz 503 and /livez 200 while the node carries ToBeDeletedByClusterAutoscaler")
+
 	oldBoot := node.BootID()
 	if err := node.Reboot(ctx); err != nil {
 		t.Fatal(err)
@@ -126,3 +165,17 @@ func waitPodReady(ctx context.Context, t *testing.T, env *framework.Environment,
 }
 
 func intstrFromInt(i int) intstr.IntOrString { return intstr.FromInt32(int32(i)) }
+
+// httpStatus is the status code of a GET of url, or 0 when it fails.
+func httpStatus(ctx context.Context, url string) int {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
