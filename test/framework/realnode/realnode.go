@@ -127,9 +127,9 @@ type Node struct {
 	kubeProxy  *framework.Process
 	// kubeProxyHealth is kube-proxy's health address (/healthz, /livez).
 	kubeProxyHealth string
-	forwarder  net.Listener
-	dnatRule   []string
-	mounted    []string
+	forwarder       net.Listener
+	dnatRule        []string
+	mounted         []string
 }
 
 // Name is the node's name.
