@@ -198,14 +198,7 @@ func TestUninstallKeepsWhatTheExtensionsMount(t *testing.T) {
 // has a deadline and a retry limit, and every pre-delete hook object is
 // replaced on the next attempt and deleted once it succeeded.
 func TestTheUninstallHookIsBounded(t *testing.T) {
-	ch, err := loader.Load(chartDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := install(ch, map[string]any{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rel := mustInstall(t, map[string]any{})
 	jobs := 0
 	for _, h := range rel.Hooks {
 		var obj struct {
@@ -333,14 +326,7 @@ func TestRunbooksAreTheReleasesDocs(t *testing.T) {
 // release beside its own CRD fails the first install).
 func TestTheChartCreatesAnUpdatePolicyOnlyWhenAskedAndAfterItsCRD(t *testing.T) {
 	const policy = "apiVersion: updates.nodehealth.io/v1alpha1\nkind: UpdatePolicy\n"
-	ch, err := loader.Load(chartDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	def, err := install(ch, map[string]any{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	def := mustInstall(t, map[string]any{})
 	if strings.Contains(def.Manifest, policy) {
 		t.Error("the default values create an UpdatePolicy")
 	}
@@ -349,10 +335,7 @@ func TestTheChartCreatesAnUpdatePolicyOnlyWhenAskedAndAfterItsCRD(t *testing.T) 
 			t.Errorf("the default values create an UpdatePolicy hook (%s)", h.Path)
 		}
 	}
-	full, err := install(ch, valuesFile(t, "testdata/full-values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	full := mustInstall(t, valuesFile(t, "testdata/full-values.yaml"))
 	if strings.Contains(full.Manifest, policy) {
 		t.Fatal("the full values' UpdatePolicy is in the release's manifest, not a hook")
 	}
@@ -719,6 +702,21 @@ func renderChart(ch *chart.Chart, vals map[string]any) (string, error) {
 
 // install is a client-only dry-run install of the release "nodehealth" in
 // namespace "nodehealth-system", as docs/install.md installs it.
+// mustInstall installs the chart of chartDir with vals, failing the test on
+// any error.
+func mustInstall(t *testing.T, vals map[string]any) *releasev1.Release {
+	t.Helper()
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := install(ch, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel
+}
+
 func install(ch *chart.Chart, vals map[string]any) (*releasev1.Release, error) {
 	return installIn(ch, vals, "nodehealth-system")
 }
