@@ -293,21 +293,15 @@ func (c *Controller) escalationDue(name string) (failing, held bool) {
 	// A node that started leaving (deleted, tainted by an autoscaler,
 	// drained by someone else) is no longer drained, even before its next
 	// evaluation takes it out of the count.
+	zone := ""
 	if node, err := c.nodeLister.Get(name); err == nil {
 		if why, _ := leavingFactsOf(node, &c.opts).signal(c.clock.Now(), c.opts.LifecycleConditionMaxAge); why != "" {
 			return false, false
 		}
+		zone = node.Labels[zoneLabel]
 	}
-	ownViewStale, suspended, _ := c.guardsHold(c.zoneOf(name))
+	ownViewStale, suspended, _ := c.guardsHold(zone)
 	return true, suspended || ownViewStale
-}
-
-func (c *Controller) zoneOf(name string) string {
-	node, err := c.nodeLister.Get(name)
-	if err != nil {
-		return ""
-	}
-	return node.Labels[zoneLabel]
 }
 
 func client404(err error) error {
