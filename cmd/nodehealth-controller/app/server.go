@@ -7,26 +7,16 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
-	"nodehealth.io/nodehealth/pkg/coalesce"
+	controllersetup "nodehealth.io/nodehealth/internal/setup/controller"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
 	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/leaderelection"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
-	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 // NewCommand returns the nodehealth-controller command.
@@ -75,74 +65,25 @@ func run(ctx context.Context, rt *server.Runtime[*config.NodeHealthControllerCon
 	if err != nil {
 		return err
 	}
-	// The Lease watch carries every renewal of every extension (500 events/s
-	// at 1,000 nodes × 5): gzip on that stream costs the API server and the
-	// controller CPU per event (12 % of the controller's CPU in the scale
-	// benchmark's profile) to save bandwidth that in-cluster traffic does not
-	// need (docs/benchmarks.md, "CPU").
-	restConfig.DisableCompression = true
-	client, err := kubernetes.NewForConfig(restConfig)
-	if err != nil {
-		return err
-	}
-	// The Lease watch gets a connection of its own whose reads are coalesced
-	// (pkg/coalesce): its events then arrive in batches, which costs a
-	// fraction of waking for each of them, and its delay is far inside the
-	// renewal grace. Everything else, leader election and writes included,
-	// keeps the shared connection without that delay.
-	leaseConfig := rest.CopyConfig(restConfig)
-	leaseConfig.Dial = coalesce.Dialer(leaseReadInterval)
-	leaseClient, err := kubernetes.NewForConfig(leaseConfig)
+	clients, err := controllersetup.NewClients(restConfig)
 	if err != nil {
 		return err
 	}
 	metrics := nodehealth.NewMetrics(rt.Registry)
 	return leaderelection.Process{
 		Name: "nodehealth-controller", Identity: opts.Identity, Election: cfg.LeaderElection,
-		RESTConfig: restConfig, Client: client,
+		RESTConfig: clients.Config, Client: clients.Client,
 		Serving: cfg.Serving, EnableProfiling: cfg.Debugging.EnableProfiling, Registry: rt.Registry,
 		OnConfigChange: rt.OnConfigChange,
 		Work: func(ctx context.Context) error {
-			return startController(ctx, client, leaseClient, opts, int(cfg.Workers), metrics)
+			// Informers start only after leadership is won (controllersetup.New).
+			c, err := controllersetup.New(ctx, clients, controllersetup.Config{Options: opts, Metrics: metrics})
+			if err != nil {
+				return err
+			}
+			c.Run(ctx, int(cfg.Workers))
+			return nil
 		},
 		WorkFailed: "Controller failed",
 	}.Run(ctx)
 }
-
-// startController builds the informers and runs the controller until ctx ends.
-// Informers start only after leadership is won, so that after a failover every
-// Lease counts as observed at that moment (a full duration of grace).
-func startController(ctx context.Context, client, leaseClient kubernetes.Interface, opts nodehealth.Options, workers int, metrics *nodehealth.Metrics) error {
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTransform(nodeutil.TransformNode))
-	// Leases have one handler, the controller's: the direct informer calls it
-	// without the shared informer's two goroutine hand-offs and buffer per
-	// event (less memory at 5,000 Lease events/s; docs/benchmarks.md, "The
-	// direct Lease informer against a shared one").
-	leases := nodehealth.NewDirectLeaseInformer(leaseClient, opts.LeaseNamespace, nodehealth.TransformLease)
-
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodehealth-controller"})
-
-	c, err := nodehealth.NewController(ctx, client, nodeFactory.Core().V1().Nodes(), leases,
-		recorder, clock.RealClock{}, opts, metrics)
-	if err != nil {
-		return err
-	}
-	nodeFactory.Start(ctx.Done())
-	defer nodeFactory.Shutdown()
-	leasesDone := make(chan struct{})
-	go func() { defer close(leasesDone); leases.Run(ctx) }()
-	defer func() { <-leasesDone }()
-	c.Run(ctx, workers)
-	return nil
-}
-
-// leaseReadInterval is how long the Lease watch's events may wait to be read
-// together: at 500 renewals/s (1,000 nodes × 5 extensions) about 50 per read.
-// It delays detecting a renewal, never an expiry (expiries are timers), and
-// is far inside the default 10 s renewal grace and the canary's 15 s.
-const leaseReadInterval = 100 * time.Millisecond

@@ -1,6 +1,7 @@
 // Package inprocess runs the node-health controller inside the test binary,
-// wired as cmd/nodehealth-controller wires it, for tests that need many
-// controllers side by side or read its metrics and logs directly.
+// wired by internal/setup/controller as cmd/nodehealth-controller is, for
+// tests that need many controllers side by side or read its metrics and logs
+// directly.
 package inprocess
 
 import (
@@ -10,22 +11,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
-	"k8s.io/utils/clock"
 
+	controllersetup "nodehealth.io/nodehealth/internal/setup/controller"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
-	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/test/framework"
 )
 
@@ -49,9 +42,8 @@ type Controller struct {
 	once   sync.Once
 }
 
-// StartController runs the controller as cmd/nodehealth-controller/app does
-// (transforms, a Lease informer limited to the Lease namespace, an event
-// broadcaster) except that its node informer sees only the nodes matching
+// StartController runs the controller as cmd/nodehealth-controller does
+// (internal/setup/controller) except that it sees only the nodes matching
 // nodeSelector, so that tests sharing a control plane never see each other's
 // nodes. It returns once both informers have synced, so that a node created
 // afterwards is new to the controller, and stops it when the test ends.
@@ -60,55 +52,32 @@ func StartController(t testing.TB, config *rest.Config, nodeSelector string, opt
 	cfg := rest.CopyConfig(config)
 	cfg.UserAgent = UserAgent
 	cfg.QPS, cfg.Burst = 100, 200
-	client, err := kubernetes.NewForConfig(cfg)
+	clients, err := controllersetup.NewClients(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTransform(nodeutil.TransformNode),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = nodeSelector }))
-	// The Lease informer the binary runs.
-	leases := nodehealth.NewDirectLeaseInformer(client, opts.LeaseNamespace, nodehealth.TransformLease)
-
 	// Buffered as well as written to t, so that a test can assert on what
 	// the controller logged.
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2), ktesting.BufferLogs(true)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodehealth-controller"})
 	registry := prometheus.NewRegistry()
 	metrics := nodehealth.NewMetrics(registry)
-
-	c, err := nodehealth.NewController(ctx, client, nodeFactory.Core().V1().Nodes(), leases,
-		recorder, clock.RealClock{}, opts, metrics)
+	c, err := controllersetup.New(ctx, clients, controllersetup.Config{Options: opts, Metrics: metrics, NodeSelector: nodeSelector})
 	if err != nil {
 		cancel()
-		broadcaster.Shutdown()
 		t.Fatal(err)
 	}
 	run := &Controller{Metrics: metrics, Registry: registry, t: t, logger: logger, cancel: cancel, done: make(chan struct{})}
-	nodeFactory.Start(ctx.Done())
-	leasesDone := make(chan struct{})
-	go func() { defer close(leasesDone); leases.Run(ctx) }()
 	go func() {
 		defer close(run.done)
-		defer broadcaster.Shutdown()
-		defer func() { <-leasesDone }()
-		defer nodeFactory.Shutdown()
 		c.Run(ctx, 2)
 	}()
 	t.Cleanup(run.Stop)
 
 	syncCtx, syncCancel := context.WithTimeout(ctx, stopTimeout)
 	defer syncCancel()
-	for typ, ok := range nodeFactory.WaitForCacheSync(syncCtx.Done()) {
-		if !ok {
-			t.Fatalf("controller's %v informer did not sync", typ)
-		}
-	}
-	if !cache.WaitForCacheSync(syncCtx.Done(), leases.HasSynced) {
-		t.Fatal("controller's Lease informer did not sync")
+	if !cache.WaitForCacheSync(syncCtx.Done(), c.HasSynced) {
+		t.Fatal("the controller's informers did not sync")
 	}
 	return run
 }
