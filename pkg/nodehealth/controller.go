@@ -2,7 +2,6 @@ package nodehealth
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +47,8 @@ const safetyResync = 10 * time.Minute
 
 // Controller is the node-health controller.
 type Controller struct {
+	// logger is for the informer handlers, which get no context.
+	logger   klog.Logger
 	client   kubernetes.Interface
 	opts     Options
 	clock    clock.WithTicker
@@ -135,12 +136,12 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
-	logger := klog.FromContext(ctx)
 	rate := opts.Eviction.NodesPerSecond
 	if rate <= 0 {
 		rate = 0.1
 	}
 	c := &Controller{
+		logger:   klog.FromContext(ctx),
 		client:   client,
 		opts:     opts,
 		clock:    clk,
@@ -175,78 +176,9 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 			clock: clk, interval: opts.CanaryInterval, onChange: c.ownViewChanged})
 	}
 
-	if err := leaseInformer.AddIndexers(cache.Indexers{leaseNodeIndex: indexLeaseByNode}); err != nil {
-		return nil, fmt.Errorf("adding the lease index: %w", err)
-	}
-	// Run waits for the handlers' registrations, not only the informers'
-	// stores: a node must not be evaluated before every Lease of the initial
-	// list reached the tracker, or a start would see Leases as missing and
-	// then as renewed after the node's gateStart (a flap).
-	nodeHandler, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj interface{}, initial bool) {
-			defer c.handled.Add(1)
-			node, ok := obj.(*v1.Node)
-			if !ok {
-				return
-			}
-			if !initial {
-				c.mu.Lock()
-				c.live.Insert(node.Name)
-				c.mu.Unlock()
-			}
-			c.enqueue(node.Name)
-		},
-		UpdateFunc: func(oldObj, newObj interface{}) {
-			defer c.handled.Add(1)
-			oldNode, ok1 := oldObj.(*v1.Node)
-			newNode, ok2 := newObj.(*v1.Node)
-			if ok1 && ok2 && (nodeChanged(oldNode, newNode, &c.opts) || oldNode.ResourceVersion == newNode.ResourceVersion) {
-				c.enqueue(newNode.Name)
-			}
-		},
-		DeleteFunc: func(obj interface{}) {
-			defer c.handled.Add(1)
-			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
-			if node, ok := obj.(*v1.Node); ok {
-				c.enqueue(node.Name)
-			}
-		},
-	})
-	if err != nil {
+	if err := c.registerHandlers(nodeInformer, leaseInformer); err != nil {
 		return nil, err
 	}
-	leaseHandler, err := leaseInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) {
-			defer c.handled.Add(1)
-			c.leaseChanged(logger, nil, obj)
-		},
-		UpdateFunc: func(oldObj, newObj interface{}) {
-			defer c.handled.Add(1)
-			c.leaseChanged(logger, oldObj, newObj)
-		},
-		DeleteFunc: func(obj interface{}) {
-			defer c.handled.Add(1)
-			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
-			lease, ok := obj.(*coordinationv1.Lease)
-			if !ok {
-				return
-			}
-			c.tracker.forget(lease.Namespace, lease.Name)
-			c.enqueueLeaseNodes(lease)
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	c.nodeLister = nodeInformer.Lister()
-	c.nodesSynced = nodeHandler.HasSynced
-	c.leaseLister = coordinationlisters.NewLeaseLister(leaseInformer.GetIndexer())
-	c.leaseIndexer = leaseInformer.GetIndexer()
-	c.leasesSynced = leaseHandler.HasSynced
 	return c, nil
 }
 
@@ -279,7 +211,8 @@ func indexLeaseByNode(obj interface{}) ([]string, error) {
 	return nil, nil
 }
 
-func (c *Controller) leaseChanged(logger klog.Logger, oldObj, newObj interface{}) {
+func (c *Controller) leaseChanged(oldObj, newObj interface{}) {
+	logger := c.logger
 	lease, ok := newObj.(*coordinationv1.Lease)
 	if !ok {
 		return

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -90,7 +89,7 @@ func newFixtureAt(t *testing.T, start time.Time, opts Options, objects ...runtim
 			f.nodeIndexer().Add(o.DeepCopy())
 		case *coordinationv1.Lease:
 			f.leaseIndexer().Add(o.DeepCopy())
-			c.leaseChanged(klog.FromContext(ctx), nil, o.DeepCopy())
+			c.leaseChanged(nil, o.DeepCopy())
 		}
 	}
 	t.Cleanup(func() { c.queue.ShutDown(); c.evictions.ShutDown() })
@@ -169,7 +168,7 @@ func (f *fixture) putLease(lease *coordinationv1.Lease) {
 	} else {
 		f.leaseIndexer().Update(lease.DeepCopy())
 	}
-	f.c.leaseChanged(klog.FromContext(f.ctx), old, lease.DeepCopy())
+	f.c.leaseChanged(old, lease.DeepCopy())
 }
 
 func (f *fixture) deleteLease(lease *coordinationv1.Lease) {

@@ -8,7 +8,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
@@ -117,7 +116,7 @@ func FuzzNodeEvents(f *testing.F) {
 			t.Fatalf("transform kept %d annotations", len(node.Annotations))
 		}
 		f := newFixture(t, testOptions(), node)
-		f.c.leaseChanged(klog.FromContext(f.ctx), nil, lease("kube-proxy", name, "holder", t0))
+		f.c.leaseChanged(nil, lease("kube-proxy", name, "holder", t0))
 		_, listErr := decodeCachedList(node, testNS)
 		if err := f.c.syncNode(f.ctx, name); err != nil {
 			t.Fatalf("sync: %v", err)

@@ -9,7 +9,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
@@ -142,7 +141,7 @@ func TestRegistrationWaitsForItsObservation(t *testing.T) {
 		t.Fatal("a registration not yet observed gated the node")
 	}
 	// The handler observes it: registered, ready, no gate.
-	f.c.leaseChanged(klog.FromContext(f.ctx), nil, l.DeepCopy())
+	f.c.leaseChanged(nil, l.DeepCopy())
 	f.sync("n1")
 	if f.tainted("n1") || !strings.Contains(f.node("n1").Annotations[nodev1alpha1.SystemExtensionsAnnotation], `"x"`) {
 		t.Fatalf("after the observation: tainted=%v list=%q", f.tainted("n1"), f.node("n1").Annotations[nodev1alpha1.SystemExtensionsAnnotation])
