@@ -208,48 +208,19 @@ func (c *Controller) escalate(ctx context.Context, name string) (bool, error) {
 // pass for refused evictions (0: none). The cluster-wide rate limit applies
 // once per node escalation; retries of refused evictions do not consume it.
 func (c *Controller) escalateNode(ctx context.Context, name string) (time.Duration, error) {
-	logger := klog.LoggerWithValues(klog.FromContext(ctx), "node", name)
 	failing, held := c.escalationDue(name)
 	if !failing {
 		c.drains.end(name)
 		return 0, nil
 	}
-	c.mu.Lock()
-	st := c.nodes[name]
-	first := st != nil && !st.escalated
-	if held && st != nil && st.escalated {
-		// A suspension began while the node was being drained: the drain
-		// (and its per-pod back-off) waits, and the node's evaluation
-		// queues it again when the suspension ends, if it still fails.
-		st.drainInterrupted = true
-	}
-	c.mu.Unlock()
+	first := c.holdOrResumeDrain(name, held)
 	if held {
 		return 0, nil
 	}
 	if first {
-		if err := c.evictionLimiter.Wait(ctx); err != nil {
+		if started, err := c.startEscalation(ctx, name); !started || err != nil {
 			return 0, err
 		}
-		// The wait may have been long: check again.
-		if failing, held := c.escalationDue(name); !failing || held {
-			if !failing {
-				c.drains.end(name)
-			}
-			return 0, nil
-		}
-		// What an earlier escalation of the node left is not news: this
-		// one's first pass names what it leaves.
-		c.drains.forgetLeft(name)
-		c.mu.Lock()
-		st.escalated = true
-		c.mu.Unlock()
-	} else {
-		c.mu.Lock()
-		if st != nil {
-			st.drainInterrupted = false
-		}
-		c.mu.Unlock()
 	}
 	node, err := c.nodeLister.Get(name)
 	if err != nil {
@@ -258,24 +229,73 @@ func (c *Controller) escalateNode(ctx context.Context, name string) (time.Durati
 		}
 		return 0, client404(err)
 	}
-
 	switch c.opts.Eviction.Mode {
 	case EvictionModeNoExecute:
-		logger.Info("Escalating: adding the NoExecute readiness taint so that pods' tolerationSeconds apply", "timeout", c.opts.Eviction.Timeout)
-		c.metrics.Evictions.WithLabelValues("noexecute").Inc()
-		if c.opts.DryRun {
-			c.metrics.DryRunActions.WithLabelValues("noexecute").Inc()
-			return 0, nil
-		}
-		c.recorder.Eventf(node, v1.EventTypeWarning, EventEvictingPods,
-			"A required extension failed %s ago; adding taint %s:NoExecute", c.opts.Eviction.Timeout, c.opts.TaintKey)
-		c.enqueue(name)
+		c.askForNoExecute(ctx, node)
 		return 0, nil
 	case EvictionModeEvict:
 		return c.evictPods(ctx, node, first)
 	default:
 		return 0, nil
 	}
+}
+
+// holdOrResumeDrain records whether a guard holds an escalated node's drain:
+// a suspension that began while the node was being drained interrupts the
+// drain (and its per-pod back-off), and the node's evaluation queues it again
+// when the suspension ends, if it still fails. It reports whether the node
+// has not been escalated yet.
+func (c *Controller) holdOrResumeDrain(name string, held bool) (first bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.nodes[name]
+	if st == nil {
+		return false
+	}
+	if !st.escalated {
+		return true
+	}
+	st.drainInterrupted = held
+	return false
+}
+
+// startEscalation takes the node's turn of the cluster-wide eviction rate
+// limit and marks it escalated, unless the wait outlasted its failure or a
+// guard fired meanwhile.
+func (c *Controller) startEscalation(ctx context.Context, name string) (bool, error) {
+	if err := c.evictionLimiter.Wait(ctx); err != nil {
+		return false, err
+	}
+	if failing, held := c.escalationDue(name); !failing || held {
+		if !failing {
+			c.drains.end(name)
+		}
+		return false, nil
+	}
+	// What an earlier escalation of the node left is not news: this one's
+	// first pass names what it leaves.
+	c.drains.forgetLeft(name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.nodes[name]; st != nil {
+		st.escalated = true
+	}
+	return true, nil
+}
+
+// askForNoExecute queues the node's sync, which adds the NoExecute readiness
+// taint: the pods' tolerationSeconds then decide when they go.
+func (c *Controller) askForNoExecute(ctx context.Context, node *v1.Node) {
+	klog.FromContext(ctx).Info("Escalating: adding the NoExecute readiness taint so that pods' tolerationSeconds apply",
+		"node", node.Name, "timeout", c.opts.Eviction.Timeout)
+	c.metrics.Evictions.WithLabelValues("noexecute").Inc()
+	if c.opts.DryRun {
+		c.metrics.DryRunActions.WithLabelValues("noexecute").Inc()
+		return
+	}
+	c.recorder.Eventf(node, v1.EventTypeWarning, EventEvictingPods,
+		"A required extension failed %s ago; adding taint %s:NoExecute", c.opts.Eviction.Timeout, c.opts.TaintKey)
+	c.enqueue(node.Name)
 }
 
 // escalationDue re-checks a node queued for escalation: whether it still
