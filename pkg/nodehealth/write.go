@@ -166,55 +166,12 @@ func btoi(b bool) int {
 // changed, which is nothing in a dry run.
 func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) (writeChanges, error) {
 	logger := klog.FromContext(ctx)
-	var (
-		ch          writeChanges
-		op          string
-		patchFailed bool // the error PatchNode returns is the API server's answer to a patch
-		conflicts   int
-	)
-	opts := nodeutil.PatchOptions{
-		Start:   node,
-		Backoff: conflictRetries,
-		DryRun:  c.opts.DryRun,
-		OnPatch: func(err error, retrying bool) {
-			switch {
-			case err == nil:
-				c.metrics.TaintWrites.WithLabelValues(op, "success").Inc()
-				if len(ch.annotations) > 0 && ch.taints == nil {
-					c.metrics.ListWrites.WithLabelValues("success").Inc()
-				}
-			case retrying:
-				conflicts++
-				c.metrics.TaintWrites.WithLabelValues(op, "conflict").Inc()
-				logger.V(2).Info("Node changed while writing it; retrying on a fresh read", "attempt", conflicts)
-			default:
-				c.metrics.TaintWrites.WithLabelValues(op, "error").Inc()
-				patchFailed = true
-			}
-		},
-	}
-	_, patched, err := nodeutil.PatchNode(ctx, c.client.CoreV1().Nodes(), node.Name, opts, func(current *v1.Node) error {
-		if current.UID != node.UID {
-			return fmt.Errorf("node %s was re-created while writing it", node.Name)
-		}
-		if !decidedOnSame(node, current) {
-			return errDecidedOnAnOlderNode
-		}
-		var err error
-		if ch, err = w.changes(current, c.opts.TaintKey, c.opts.TaintEffect); err != nil {
-			return err
-		}
-		if w.guard != nil && (ch.taintAdded || ch.noExecuteAdded) {
-			if err := w.guard(ch); err != nil {
-				return err
-			}
-		}
-		op = operationOf(ch)
-		ch.apply(current)
-		return nil
-	})
+	a := &nodeWriteAttempt{c: c, logger: logger, decidedOn: node, w: w}
+	opts := nodeutil.PatchOptions{Start: node, Backoff: conflictRetries, DryRun: c.opts.DryRun, OnPatch: a.onPatch}
+	_, patched, err := nodeutil.PatchNode(ctx, c.client.CoreV1().Nodes(), node.Name, opts, a.mutate)
+	ch, op := a.ch, a.op
 	switch {
-	case err != nil && patchFailed:
+	case err != nil && a.patchFailed:
 		return writeChanges{}, fmt.Errorf("writing node %s (%s): %w", node.Name, op, err)
 	case err != nil:
 		return writeChanges{}, err
@@ -232,6 +189,63 @@ func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) 
 	}
 	logger.Info("Updated node", "operation", op, "reason", w.reason, "annotations", annotationKeys(ch))
 	return ch, nil
+}
+
+// nodeWriteAttempt is one writeNode: the patch it computed last and what
+// the API server answered.
+type nodeWriteAttempt struct {
+	c         *Controller
+	logger    klog.Logger
+	decidedOn *v1.Node
+	w         nodeWrite
+
+	ch writeChanges
+	op string
+	// patchFailed: the error PatchNode returns is the API server's answer
+	// to a patch.
+	patchFailed bool
+	conflicts   int
+}
+
+// mutate recomputes the whole patch from current, the informer's copy first
+// and a fresh GET after a conflict.
+func (a *nodeWriteAttempt) mutate(current *v1.Node) error {
+	if current.UID != a.decidedOn.UID {
+		return fmt.Errorf("node %s was re-created while writing it", a.decidedOn.Name)
+	}
+	if !decidedOnSame(a.decidedOn, current) {
+		return errDecidedOnAnOlderNode
+	}
+	var err error
+	if a.ch, err = a.w.changes(current, a.c.opts.TaintKey, a.c.opts.TaintEffect); err != nil {
+		return err
+	}
+	if a.w.guard != nil && (a.ch.taintAdded || a.ch.noExecuteAdded) {
+		if err := a.w.guard(a.ch); err != nil {
+			return err
+		}
+	}
+	a.op = operationOf(a.ch)
+	a.ch.apply(current)
+	return nil
+}
+
+func (a *nodeWriteAttempt) onPatch(err error, retrying bool) {
+	m := a.c.metrics
+	switch {
+	case err == nil:
+		m.TaintWrites.WithLabelValues(a.op, "success").Inc()
+		if len(a.ch.annotations) > 0 && a.ch.taints == nil {
+			m.ListWrites.WithLabelValues("success").Inc()
+		}
+	case retrying:
+		a.conflicts++
+		m.TaintWrites.WithLabelValues(a.op, "conflict").Inc()
+		a.logger.V(2).Info("Node changed while writing it; retrying on a fresh read", "attempt", a.conflicts)
+	default:
+		m.TaintWrites.WithLabelValues(a.op, "error").Inc()
+		a.patchFailed = true
+	}
 }
 
 func operationOf(ch writeChanges) string {
