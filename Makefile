@@ -34,7 +34,7 @@ UNIT_PKGS := ./cmd/... ./pkg/... $(STAGING_PKGS)
 # their dependencies (kustomize, grpc, ...) are not compiled a second time
 # with race instrumentation.
 RACE_PKGS := ./pkg/nodehealth/... ./pkg/updater/... ./pkg/leaderelection/... ./pkg/coalesce/... \
-	./pkg/drain ./pkg/drain/clientset ./pkg/componentconfig/server/... nodehealth.io/heartbeat/...
+	./pkg/drain ./pkg/drain/clientset ./pkg/process/... nodehealth.io/heartbeat/...
 INTEGRATION_PKGS := ./test/... nodehealth.io/nodehealth/test/bench/results/...
 # How long each go test -fuzz target runs in make test.
 FUZZTIME ?= 10s
@@ -160,7 +160,7 @@ test-unit: tools ## Unit tests (no control plane); RACE_PKGS with the race detec
 	CGO_ENABLED=1 $(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -race $(TEST_FLAGS) $(RACE_PKGS)
 	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- $(TEST_FLAGS) $$($(GO) list $(UNIT_PKGS) | grep -v -x -F -f <($(GO) list $(RACE_PKGS)))
 	# The lean release build's variants of what its build tags replace.
-	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- $(TEST_FLAGS) -tags=$(HEARTBEAT_LEAN_TAGS) ./pkg/probe/... ./pkg/componentconfig/server/...
+	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- $(TEST_FLAGS) -tags=$(HEARTBEAT_LEAN_TAGS) ./pkg/probe/... ./pkg/process/...
 
 .PHONY: test-fuzz
 test-fuzz: ## Run every go test -fuzz target for FUZZTIME (seed corpora run in test-unit).

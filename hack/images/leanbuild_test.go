@@ -13,7 +13,7 @@ func TestLoadLeanBuild(t *testing.T) {
 		t.Fatalf("extension-heartbeat: ok=%v err=%v, want its lean build", ok, err)
 	}
 	// The tags the lean build's source files are constrained by
-	// (cmd/extension-heartbeat, pkg/probe, pkg/componentconfig/server).
+	// (cmd/extension-heartbeat, pkg/probe, pkg/process).
 	for _, tag := range []string{"nogrpcprobe", "noprofiling"} {
 		if !strings.Contains(","+lean.Tags+",", ","+tag+",") {
 			t.Errorf("tags %q lack %s", lean.Tags, tag)

@@ -17,6 +17,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"os"
 	"sync"
 	"time"
 
@@ -244,4 +246,11 @@ func (e *Elector) Release(ctx context.Context) {
 	case <-e.done:
 	case <-ctx.Done():
 	}
+}
+
+// NewIdentity returns a holder identity unique to this process: the host
+// name, for people, and a UUID, for two processes on one host.
+func NewIdentity() string {
+	hostname, _ := os.Hostname()
+	return hostname + "_" + string(uuid.NewUUID())
 }

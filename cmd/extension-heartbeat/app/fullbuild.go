@@ -9,8 +9,8 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/probe"
+	"nodehealth.io/nodehealth/pkg/process"
 )
 
 // FullBuildName is the file name of the full build of extension-heartbeat,
@@ -27,7 +27,7 @@ func fullBuildNeeded(grpcProbe, enableProfiling bool) string {
 	switch {
 	case grpcProbe && !probe.GRPCBuiltIn:
 		return "the grpc probe"
-	case enableProfiling && !server.ProfilingBuiltIn:
+	case enableProfiling && !process.ProfilingBuiltIn:
 		return "profiling (debugging.enableProfiling)"
 	}
 	return ""

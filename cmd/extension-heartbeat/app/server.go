@@ -21,8 +21,8 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config/validation"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
-	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/probe"
+	"nodehealth.io/nodehealth/pkg/process"
 )
 
 // NodeNameEnv is the environment variable --node-name falls back to; the
@@ -63,18 +63,18 @@ leaves the Lease held.
 Configuration comes from --config (an ExtensionHeartbeatConfiguration of
 config.nodehealth.io/v1alpha1); the node name from --node-name or NODE_NAME,
 the holder identity from POD_NAME (default: the host name).`,
-	}, func(ctx context.Context, rt *server.Runtime[*config.ExtensionHeartbeatConfiguration]) error {
+	}, func(ctx context.Context, rt *process.Runtime[*config.ExtensionHeartbeatConfiguration]) error {
 		return run(ctx, rt, instance)
 	})
 }
 
-func run(ctx context.Context, rt *server.Runtime[*config.ExtensionHeartbeatConfiguration], instance *Instance) error {
+func run(ctx context.Context, rt *process.Runtime[*config.ExtensionHeartbeatConfiguration], instance *Instance) error {
 	cfg := rt.Config
 	if err := validation.ValidateNodeName(instance.NodeName, cfg.ExtensionName); err != nil {
 		return err
 	}
 	logger := klog.FromContext(ctx)
-	holder := server.PodHolderIdentity("extension-heartbeat")
+	holder := process.PodHolderIdentity("extension-heartbeat")
 	probeSpec := ProbeSpec(cfg.Probe)
 	if what := fullBuildNeeded(probeSpec.GRPC != nil, cfg.Debugging.EnableProfiling); what != "" {
 		return execFullBuild(logger, what)
@@ -132,7 +132,7 @@ func run(ctx context.Context, rt *server.Runtime[*config.ExtensionHeartbeatConfi
 		"register", cfg.Register,
 		"affectsReadiness", cfg.AffectsReadiness,
 	)
-	serveErrs, err := server.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
+	serveErrs, err := process.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func run(ctx context.Context, rt *server.Runtime[*config.ExtensionHeartbeatConfi
 	// leaves the Lease held (docs/heartbeat.md). The new process renews it well
 	// within its duration, whereas releasing would gate every node at once
 	// when one ConfigMap edit reaches them all.
-	workers := server.NewWorkers(ctx)
+	workers := process.NewWorkers(ctx)
 	workers.Go(func(ctx context.Context) { _ = renewer.Run(ctx) })
 	serveErr := workers.RunUntilStopped(ctx, serveErrs)
 
@@ -194,7 +194,7 @@ const ReleaseTimeout = 10 * time.Second
 // so the node is gated at once instead of after the Lease expires; a restart
 // for a changed configuration file does not release it (docs/heartbeat.md).
 func ReleaseOnExit(cause error) (release bool, reason, message string) {
-	if errors.Is(cause, server.ErrTerminated) {
+	if errors.Is(cause, process.ErrTerminated) {
 		return true, heartbeat.ReasonTerminating, "extension-heartbeat received SIGTERM and stopped renewing"
 	}
 	return false, "", ""

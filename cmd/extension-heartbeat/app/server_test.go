@@ -14,8 +14,8 @@ import (
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options/optionstest"
-	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/probe"
+	"nodehealth.io/nodehealth/pkg/process"
 )
 
 func runCommand(t *testing.T, args ...string) (stdout, stderr string, code int) {
@@ -121,13 +121,13 @@ func TestNodeNameRequired(t *testing.T) {
 // SIGTERM releases the Lease; a restart for a changed configuration file
 // does not (docs/heartbeat.md), and neither does any other end of the run.
 func TestReleaseOnExit(t *testing.T) {
-	if release, reason, msg := ReleaseOnExit(server.ErrTerminated); !release || reason != "Terminating" || msg == "" {
+	if release, reason, msg := ReleaseOnExit(process.ErrTerminated); !release || reason != "Terminating" || msg == "" {
 		t.Errorf("SIGTERM: release=%v reason=%q message=%q", release, reason, msg)
 	}
-	if release, _, _ := ReleaseOnExit(fmt.Errorf("wrapped: %w", server.ErrTerminated)); !release {
+	if release, _, _ := ReleaseOnExit(fmt.Errorf("wrapped: %w", process.ErrTerminated)); !release {
 		t.Error("a wrapped ErrTerminated did not release")
 	}
-	for _, cause := range []error{server.ErrConfigChanged, nil, context.Canceled} {
+	for _, cause := range []error{process.ErrConfigChanged, nil, context.Canceled} {
 		if release, _, _ := ReleaseOnExit(cause); release {
 			t.Errorf("%v released the Lease", cause)
 		}

@@ -14,9 +14,10 @@ import (
 	controllersetup "nodehealth.io/nodehealth/internal/setup/controller"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
-	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/leaderelection"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/pkg/process"
+	"nodehealth.io/nodehealth/pkg/process/elected"
 )
 
 // NewCommand returns the nodehealth-controller command.
@@ -47,7 +48,7 @@ the controller owns from every node (see "nodehealth-controller uninstall --help
 	return cmd
 }
 
-func run(ctx context.Context, rt *server.Runtime[*config.NodeHealthControllerConfiguration]) error {
+func run(ctx context.Context, rt *process.Runtime[*config.NodeHealthControllerConfiguration]) error {
 	cfg := rt.Config
 	opts, err := controllerOptions(cfg)
 	if err != nil {
@@ -70,7 +71,7 @@ func run(ctx context.Context, rt *server.Runtime[*config.NodeHealthControllerCon
 		return err
 	}
 	metrics := nodehealth.NewMetrics(rt.Registry)
-	return leaderelection.Process{
+	return elected.Process{
 		Name: "nodehealth-controller", Identity: opts.Identity, Election: cfg.LeaderElection,
 		RESTConfig: clients.Config, Client: clients.Client,
 		Serving: cfg.Serving, EnableProfiling: cfg.Debugging.EnableProfiling, Registry: rt.Registry,

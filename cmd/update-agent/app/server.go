@@ -25,7 +25,7 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config/validation"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
-	"nodehealth.io/nodehealth/pkg/componentconfig/server"
+	"nodehealth.io/nodehealth/pkg/process"
 	"nodehealth.io/nodehealth/pkg/updater/agent"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 )
@@ -69,12 +69,12 @@ Bottlerocket, and a node never boots twice into one update.
 Configuration comes from --config (an UpdateAgentConfiguration of
 config.nodehealth.io/v1alpha1); the node name from --node-name or NODE_NAME,
 the Lease holder from POD_NAME (default: the host name).`,
-	}, func(ctx context.Context, rt *server.Runtime[*config.UpdateAgentConfiguration]) error {
+	}, func(ctx context.Context, rt *process.Runtime[*config.UpdateAgentConfiguration]) error {
 		return run(ctx, rt, instance)
 	})
 }
 
-func run(ctx context.Context, rt *server.Runtime[*config.UpdateAgentConfiguration], instance *Instance) error {
+func run(ctx context.Context, rt *process.Runtime[*config.UpdateAgentConfiguration], instance *Instance) error {
 	cfg := rt.Config
 	if err := validation.ValidateNodeName(instance.NodeName, updatesv1alpha1.UpdaterExtension); err != nil {
 		return err
@@ -118,12 +118,12 @@ func run(ctx context.Context, rt *server.Runtime[*config.UpdateAgentConfiguratio
 		"rebootGrace", cfg.RebootGrace.Duration,
 		"readinessTaintKey", cfg.ReadinessTaintKey,
 	)
-	serveErrs, err := server.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
+	serveErrs, err := process.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
 	if err != nil {
 		return err
 	}
 
-	workers := server.NewWorkers(ctx)
+	workers := process.NewWorkers(ctx)
 	defer workers.Stop()
 	// Before the renewer runs: a process restarted between the release and
 	// the reboot must not renew the Lease.
@@ -161,7 +161,7 @@ func heartbeatOptions(cfg *config.UpdateAgentConfiguration, nodeName string, met
 		Namespace:     cfg.Lease.Namespace,
 		NodeName:      nodeName,
 		Extension:     updatesv1alpha1.UpdaterExtension,
-		Holder:        server.PodHolderIdentity("update-agent"),
+		Holder:        process.PodHolderIdentity("update-agent"),
 		LeaseDuration: cfg.Lease.Duration.Duration,
 		RenewInterval: cfg.Lease.RenewInterval.Duration,
 		// The updater registers itself as one more system extension, but
@@ -180,7 +180,7 @@ func heartbeatOptions(cfg *config.UpdateAgentConfiguration, nodeName string, met
 // expire (agent.Agent.Shutdown). A restart for a changed configuration file
 // leaves it held.
 func shutdown(ctx context.Context, a *agent.Agent, err error) error {
-	if !errors.Is(context.Cause(ctx), server.ErrTerminated) {
+	if !errors.Is(context.Cause(ctx), process.ErrTerminated) {
 		return err
 	}
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

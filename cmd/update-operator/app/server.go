@@ -25,9 +25,10 @@ import (
 	"nodehealth.io/client-go/informers/externalversions"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
-	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/leaderelection"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
+	"nodehealth.io/nodehealth/pkg/process"
+	"nodehealth.io/nodehealth/pkg/process/elected"
 	"nodehealth.io/nodehealth/pkg/updater"
 	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
@@ -67,12 +68,12 @@ until "kubectl nodehealth update resume NODE".
 
 Configuration comes from --config (an UpdateOperatorConfiguration of
 config.nodehealth.io/v1alpha1); see docs/config and docs/updater.md.`,
-	}, func(ctx context.Context, rt *server.Runtime[*config.UpdateOperatorConfiguration]) error {
+	}, func(ctx context.Context, rt *process.Runtime[*config.UpdateOperatorConfiguration]) error {
 		return run(ctx, rt, nodeName)
 	})
 }
 
-func run(ctx context.Context, rt *server.Runtime[*config.UpdateOperatorConfiguration], nodeName string) error {
+func run(ctx context.Context, rt *process.Runtime[*config.UpdateOperatorConfiguration], nodeName string) error {
 	cfg := rt.Config
 	opts, err := updaterOptions(cfg, nodeName)
 	if err != nil {
@@ -100,7 +101,7 @@ func run(ctx context.Context, rt *server.Runtime[*config.UpdateOperatorConfigura
 		return err
 	}
 	metrics := updater.NewMetrics(rt.Registry)
-	return leaderelection.Process{
+	return elected.Process{
 		Name: "update-operator", Identity: identity, Election: cfg.LeaderElection,
 		RESTConfig: restConfig, Client: kube,
 		Serving: cfg.Serving, EnableProfiling: cfg.Debugging.EnableProfiling, Registry: rt.Registry,

@@ -14,15 +14,15 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 
-	"nodehealth.io/nodehealth/pkg/componentconfig/server"
 	"nodehealth.io/nodehealth/pkg/features"
+	"nodehealth.io/nodehealth/pkg/process"
 	"nodehealth.io/nodehealth/pkg/version"
 )
 
 // RunFunc runs a component until ctx is cancelled; context.Cause(ctx) says
-// why (server.ErrTerminated or server.ErrConfigChanged). Returning nil after cancellation
+// why (process.ErrTerminated or process.ErrConfigChanged). Returning nil after cancellation
 // exits 0.
-type RunFunc[T runtime.Object] func(ctx context.Context, rt *server.Runtime[T]) error
+type RunFunc[T runtime.Object] func(ctx context.Context, rt *process.Runtime[T]) error
 
 // CommandInfo describes a binary for cobra.
 type CommandInfo struct {
@@ -80,7 +80,7 @@ func execute[T runtime.Object](cmd *cobra.Command, o *Options[T], args []string,
 		return err
 	}
 
-	rt := &server.Runtime[T]{Config: cfg, ConfigFile: o.ConfigFile, FeatureGate: o.gate, Registry: prometheus.NewRegistry()}
+	rt := &process.Runtime[T]{Config: cfg, ConfigFile: o.ConfigFile, FeatureGate: o.gate, Registry: prometheus.NewRegistry()}
 	metrics := RegisterCommonMetrics(rt.Registry)
 
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -88,14 +88,14 @@ func execute[T runtime.Object](cmd *cobra.Command, o *Options[T], args []string,
 	logger := klog.Background().WithName(o.component.Name)
 	ctx = klog.NewContext(ctx, logger)
 
-	defer server.CancelOnSignal(ctx, cancel)()
+	defer process.CancelOnSignal(ctx, cancel)()
 
 	if o.ConfigFile != "" && o.gate.Enabled(features.ConfigFileWatch) {
-		watcher := server.NewFileWatcher(o.ConfigFile, res.ConfigData, metrics,
+		watcher := process.NewFileWatcher(o.ConfigFile, res.ConfigData, metrics,
 			func(data []byte) (bool, error) { return o.Reload(data, args, cfg) },
 			func() {
 				rt.RunConfigChangeHooks(ctx)
-				cancel(server.ErrConfigChanged)
+				cancel(process.ErrConfigChanged)
 			})
 		go watcher.Run(ctx)
 	}
@@ -111,9 +111,9 @@ func execute[T runtime.Object](cmd *cobra.Command, o *Options[T], args []string,
 // RegisterCommonMetrics registers the metrics every component serves besides
 // its own: the Go runtime's, the process's and the configuration watcher's.
 // hack/metrics-list calls it too, to list what each binary serves.
-func RegisterCommonMetrics(reg prometheus.Registerer) *server.WatchMetrics {
+func RegisterCommonMetrics(reg prometheus.Registerer) *process.WatchMetrics {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return server.NewWatchMetrics(reg)
+	return process.NewWatchMetrics(reg)
 }
 
 func writeConfigTo[T runtime.Object](o *Options[T], cfg T, stdout, stderr io.Writer) error {

@@ -1,19 +1,23 @@
-package leaderelection
+// Package elected runs a leader-elected component's process (the node-health
+// controller, the update operator): serving, the election and the work, in
+// the order a graceful shutdown needs. It sits above package leaderelection
+// (the election alone) and package process (the runtime every binary shares),
+// so that neither depends on the other.
+package elected
 
 import (
 	"context"
-	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	componentbaseconfig "k8s.io/component-base/config"
 	"k8s.io/klog/v2"
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
-	"nodehealth.io/nodehealth/pkg/componentconfig/server"
-	"nodehealth.io/nodehealth/pkg/componentconfig/server/delegated"
+	"nodehealth.io/nodehealth/pkg/leaderelection"
+	"nodehealth.io/nodehealth/pkg/process"
+	"nodehealth.io/nodehealth/pkg/process/delegated"
 )
 
 // Process is the process of a leader-elected component (the node-health
@@ -22,7 +26,7 @@ import (
 type Process struct {
 	// Name names the component: the election, the leading gauge.
 	Name string
-	// Identity is this replica's holder identity (NewIdentity).
+	// Identity is this replica's holder identity (leaderelection.NewIdentity).
 	Identity string
 	// Election is the component's leaderElection configuration: without
 	// leaderElect the work runs as the only replica, as long as the process.
@@ -31,12 +35,12 @@ type Process struct {
 	RESTConfig *rest.Config
 	// Client asks the API server about scrapers when metrics are Delegated.
 	Client kubernetes.Interface
-	// Serving, EnableProfiling and Registry are what server.Serve serves.
+	// Serving, EnableProfiling and Registry are what process.Serve serves.
 	Serving         config.ServingConfiguration
 	EnableProfiling bool
 	Registry        *prometheus.Registry
 	// OnConfigChange registers a hook to run before a restart for a changed
-	// configuration (server.Runtime.OnConfigChange).
+	// configuration (process.Runtime.OnConfigChange).
 	OnConfigChange func(hook func(ctx context.Context))
 	// Work runs the component until its context ends; an error it returns
 	// is logged with WorkFailed and ends the process.
@@ -44,28 +48,21 @@ type Process struct {
 	WorkFailed string
 }
 
-// NewIdentity returns a holder identity unique to this process: the host
-// name, for people, and a UUID, for two processes on one host.
-func NewIdentity() string {
-	hostname, _ := os.Hostname()
-	return hostname + "_" + string(uuid.NewUUID())
-}
-
 // Run serves health and metrics and runs the work, behind the election when
 // it is enabled, until ctx ends (SIGTERM, a changed configuration), the work
-// returns, serving fails or the lease is lost (ErrLostLeadership). A changed
+// returns, serving fails or the lease is lost (leaderelection.ErrLostLeadership). A changed
 // configuration first releases the leadership, so that the other replica
 // takes over without waiting out the lease. Run returns only once the work
 // has returned: a sync cut off mid-write by the process exiting is what
 // graceful shutdown is for.
 func (p Process) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	leading := NewLeadingGauge(p.Registry, p.Name)
-	var elector *Elector
+	leading := leaderelection.NewLeadingGauge(p.Registry, p.Name)
+	var elector *leaderelection.Elector
 	health := func() error { return nil }
 	if le := p.Election; le.LeaderElect {
 		var err error
-		elector, err = New(p.RESTConfig, Config{
+		elector, err = leaderelection.New(p.RESTConfig, leaderelection.Config{
 			Name:          p.Name,
 			Identity:      p.Identity,
 			ResourceLock:  le.ResourceLock,
@@ -89,7 +86,7 @@ func (p Process) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	serveErrs, err := server.Serve(ctx, p.Serving, p.EnableProfiling, p.Registry, health, serveOpts...)
+	serveErrs, err := process.Serve(ctx, p.Serving, p.EnableProfiling, p.Registry, health, serveOpts...)
 	if err != nil {
 		return err
 	}

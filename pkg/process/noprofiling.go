@@ -1,6 +1,6 @@
 //go:build noprofiling
 
-package server
+package process
 
 import "net/http"
 

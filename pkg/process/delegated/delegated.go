@@ -24,7 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
-	"nodehealth.io/nodehealth/pkg/componentconfig/server"
+	"nodehealth.io/nodehealth/pkg/process"
 )
 
 // CacheTTL is how long a decision for one token and path is reused, so
@@ -153,11 +153,11 @@ func (a *Authenticator) review(ctx context.Context, token, path string) (int, bo
 	return http.StatusOK, true
 }
 
-// ServeOptions are server.Serve's options for serving: /metrics over HTTPS
+// ServeOptions are process.Serve's options for serving: /metrics over HTTPS
 // for callers the API server authenticates and authorizes for get on the
 // path (TokenReview, SubjectAccessReview) when metricsAuthentication is
 // Delegated, none otherwise.
-func ServeOptions(serving config.ServingConfiguration, client kubernetes.Interface) ([]server.Option, error) {
+func ServeOptions(serving config.ServingConfiguration, client kubernetes.Interface) ([]process.Option, error) {
 	if serving.MetricsAuthentication != config.MetricsAuthenticationDelegated {
 		return nil, nil
 	}
@@ -165,5 +165,5 @@ func ServeOptions(serving config.ServingConfiguration, client kubernetes.Interfa
 	if err != nil {
 		return nil, err
 	}
-	return []server.Option{server.WithProtectedMetrics(tlsConfig, New(client).Wrap)}, nil
+	return []process.Option{process.WithProtectedMetrics(tlsConfig, New(client).Wrap)}, nil
 }

@@ -1,11 +1,11 @@
-// Package server is the runtime every nodehealth binary shares around its
+// Package process is the runtime every nodehealth binary shares around its
 // configuration (package options parses, loads and validates that): the
 // Runtime a component's run function gets, signal handling (SIGTERM and SIGINT
 // end the run context with ErrTerminated), serving /metrics, /healthz, /livez
 // and /readyz, and the configuration-file watch that restarts a binary
 // cleanly when a valid new version appears (ErrConfigChanged, after the
 // OnConfigChange hooks). options.NewCommand wires them into a cobra command.
-package server
+package process
 
 import (
 	"context"
