@@ -490,6 +490,36 @@ func TestThePodsTolerateTheConfiguredTaintKey(t *testing.T) {
 	}
 }
 
+// With another taint.key (for example the autoscaler's start-up prefix of
+// examples/values-gke.yaml), the MutatingAdmissionPolicy taints new Nodes
+// with that key, not the default one: a default-key taint on a controller
+// configured otherwise is one nobody removes, and every new node would stay
+// unschedulable for ever.
+func TestTheAdmissionPolicyTaintsNewNodesWithTheConfiguredKey(t *testing.T) {
+	const key = "startup-taint.cluster-autoscaler.kubernetes.io/nodehealth-not-ready"
+	rel := mustInstall(t, map[string]any{
+		"mutatingAdmissionPolicy": map[string]any{"enabled": true},
+		"controller":              map[string]any{"config": map[string]any{"taint": map[string]any{"key": key}}},
+	})
+	var policy string
+	for _, doc := range strings.Split(rel.Manifest, "\n---\n") {
+		if strings.Contains(doc, "kind: MutatingAdmissionPolicy\n") {
+			policy = doc
+		}
+	}
+	if policy == "" {
+		t.Fatal("no MutatingAdmissionPolicy rendered")
+	}
+	// The match condition that skips a Node already tainted, and the two
+	// patches (an empty taint list, a list to append to).
+	if got := strings.Count(policy, key); got != 3 {
+		t.Errorf("the policy names %s %d times, want 3 (the match condition and both patches):\n%s", key, got, policy)
+	}
+	if strings.Contains(policy, "nodehealth.io/not-ready") {
+		t.Errorf("the policy still names the default key nodehealth.io/not-ready:\n%s", policy)
+	}
+}
+
 // A misspelt or misplaced value fails the install with the schema's message
 // naming it, instead of being ignored; inside the configuration objects too.
 func TestSchemaRejectsBadValues(t *testing.T) {
