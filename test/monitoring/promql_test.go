@@ -106,6 +106,41 @@ func TestDashboardsFilterByCluster(t *testing.T) {
 	}
 }
 
+// Every count of nodes the controller exports (its nodehealth_*_nodes
+// gauges) has a panel: an operator who sees the gated count move must also
+// see the tracked, not-ready and leaving counts beside it, or a scale-down's
+// leaving nodes read as gated nodes nobody explains.
+func TestTheDashboardsShowEveryNodeCountOfTheController(t *testing.T) {
+	shown := map[string]bool{}
+	for _, e := range dashboardExpressions(t) {
+		names, err := metricNames(e.expr)
+		if err != nil {
+			continue // TestEveryMetricIsRegistered reports it
+		}
+		for _, n := range names {
+			shown[n] = true
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "metrics.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) != 3 || fields[0] != "nodehealth-controller" || fields[2] != "gauge" || !strings.HasSuffix(fields[1], "_nodes") {
+			continue
+		}
+		counts++
+		if !shown[fields[1]] {
+			t.Errorf("no dashboard panel shows %s", fields[1])
+		}
+	}
+	if counts == 0 {
+		t.Fatal("metrics.txt lists no nodehealth_*_nodes gauge of the controller")
+	}
+}
+
 func readJSON(t *testing.T, path string, into any) {
 	t.Helper()
 	data, err := os.ReadFile(path)

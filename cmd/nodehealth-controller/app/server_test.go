@@ -120,3 +120,67 @@ func TestControllerOptionsEviction(t *testing.T) {
 func TestVersionPrintsAndExits(t *testing.T) {
 	optionstest.VersionPrintsAndExits(t, NewCommand, "nodehealth-controller")
 }
+
+// autoscalerStartupTaintKey is a readiness taint key under the prefix
+// cluster-autoscaler treats as a start-up taint without --startup-taint
+// (StartupTaintPrefix in its utils/taints/taints.go), the one lever the
+// managed autoscalers of GKE and AKS leave (docs/autoscalers.md).
+const autoscalerStartupTaintKey = "startup-taint.cluster-autoscaler.kubernetes.io/nodehealth-not-ready"
+
+// A taint key under the autoscaler's start-up prefix goes through the whole
+// configuration path: the file passes validation as it is, is written back
+// with the key, and the controller's options carry it; a key that is the
+// prefix alone or whose name part is too long is refused, naming the field
+// and the qualified-name rule it breaks.
+func TestATaintKeyUnderTheAutoscalersStartupPrefixIsAcceptedEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, key string) string {
+		path := filepath.Join(dir, name)
+		body := "apiVersion: config.nodehealth.io/v1alpha1\nkind: NodeHealthControllerConfiguration\ntaint:\n  key: " + key + "\n"
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	out, stderr, code := runCommand(t, "--config", write("prefixed.yaml", autoscalerStartupTaintKey), "--write-config-to", "-")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, "  key: "+autoscalerStartupTaintKey+"\n") || !strings.Contains(out, "  effect: NoSchedule\n") {
+		t.Errorf("the written configuration lacks the key (or the defaulted effect):\n%s", out)
+	}
+
+	cfg, err := latest.NodeHealthControllerConfiguration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Taint.Key = autoscalerStartupTaintKey
+	opts, err := controllerOptions(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.TaintKey != autoscalerStartupTaintKey {
+		t.Errorf("the controller's taint key is %q, want %q", opts.TaintKey, autoscalerStartupTaintKey)
+	}
+
+	for _, tc := range []struct{ name, key, want string }{
+		// The prefix alone has no name part: not a qualified name.
+		{"prefix alone", "startup-taint.cluster-autoscaler.kubernetes.io/", "name part must be non-empty"},
+		// The name part after the prefix is limited to 63 characters.
+		{"name part too long", "startup-taint.cluster-autoscaler.kubernetes.io/" + strings.Repeat("n", 64), "name part must be no more than 63"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// --write-config-to writes any file it can parse and says on
+			// stderr why it would not start (the valid case above says
+			// nothing): the validation the binary runs before starting.
+			_, stderr, code := runCommand(t, "--config", write(tc.name+".yaml", tc.key), "--write-config-to", "-")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if !strings.Contains(stderr, "does not start as is") || !strings.Contains(stderr, "taint.key") || !strings.Contains(stderr, tc.want) {
+				t.Errorf("taint.key %q: stderr does not refuse it naming taint.key and %q:\n%s", tc.key, tc.want, stderr)
+			}
+		})
+	}
+}

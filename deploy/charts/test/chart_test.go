@@ -34,6 +34,7 @@ func TestGolden(t *testing.T) {
 		{"default", ""},
 		{"full", "testdata/full-values.yaml"},
 		{"eks", "../nodehealth/examples/values-eks.yaml"},
+		{"gke", "../nodehealth/examples/values-gke.yaml"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := render(t, valuesFile(t, tc.values))
@@ -362,7 +363,8 @@ func TestNotes(t *testing.T) {
 		want         []string
 	}{
 		{"default", "", []string{"What it does now: nothing to your nodes", "kubectl -n nodehealth-system get deployment nodehealth-controller"}},
-		{"eks", "../nodehealth/examples/values-eks.yaml", []string{"2 extension rule(s) gate the nodes they select\n(kube-proxy, ebs-csi-node)", "nodehealth.io/not-ready"}},
+		{"eks", "../nodehealth/examples/values-eks.yaml", []string{"3 extension rule(s) gate the nodes they select\n(kube-proxy, aws-node, ebs-csi-node)", "nodehealth.io/not-ready"}},
+		{"gke", "../nodehealth/examples/values-gke.yaml", []string{"1 extension rule(s) gate the nodes they select\n(kube-proxy)", "startup-taint.cluster-autoscaler.kubernetes.io/nodehealth-not-ready"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ch, err := loader.Load(chartDir)
@@ -490,6 +492,36 @@ func TestThePodsTolerateTheConfiguredTaintKey(t *testing.T) {
 	}
 }
 
+// With another taint.key (for example the autoscaler's start-up prefix of
+// examples/values-gke.yaml), the MutatingAdmissionPolicy taints new Nodes
+// with that key, not the default one: a default-key taint on a controller
+// configured otherwise is one nobody removes, and every new node would stay
+// unschedulable for ever.
+func TestTheAdmissionPolicyTaintsNewNodesWithTheConfiguredKey(t *testing.T) {
+	const key = "startup-taint.cluster-autoscaler.kubernetes.io/nodehealth-not-ready"
+	rel := mustInstall(t, map[string]any{
+		"mutatingAdmissionPolicy": map[string]any{"enabled": true},
+		"controller":              map[string]any{"config": map[string]any{"taint": map[string]any{"key": key}}},
+	})
+	var policy string
+	for _, doc := range strings.Split(rel.Manifest, "\n---\n") {
+		if strings.Contains(doc, "kind: MutatingAdmissionPolicy\n") {
+			policy = doc
+		}
+	}
+	if policy == "" {
+		t.Fatal("no MutatingAdmissionPolicy rendered")
+	}
+	// The match condition that skips a Node already tainted, and the two
+	// patches (an empty taint list, a list to append to).
+	if got := strings.Count(policy, key); got != 3 {
+		t.Errorf("the policy names %s %d times, want 3 (the match condition and both patches):\n%s", key, got, policy)
+	}
+	if strings.Contains(policy, "nodehealth.io/not-ready") {
+		t.Errorf("the policy still names the default key nodehealth.io/not-ready:\n%s", policy)
+	}
+}
+
 // A misspelt or misplaced value fails the install with the schema's message
 // naming it, instead of being ignored; inside the configuration objects too.
 func TestSchemaRejectsBadValues(t *testing.T) {
@@ -525,6 +557,97 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The platform values files of examples/ (the ones values.yaml and
+// docs/install.md point to) install as they are: the values schema accepts
+// them, and every extension rule they switch on comes with the heartbeat of
+// that extension switched on, and every heartbeat with its rule. A rule
+// without its heartbeat gates every node it selects.
+func TestTheExampleValuesFilesInstallAsTheyAre(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(chartDir, "examples", "values-*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, f := range files {
+		found[filepath.Base(f)] = true
+	}
+	for _, want := range []string{"values-eks.yaml", "values-gke.yaml"} {
+		if !found[want] {
+			t.Errorf("examples/%s is missing", want)
+		}
+	}
+	defaults := valuesFile(t, filepath.Join(chartDir, "values.yaml"))
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			vals := valuesFile(t, file)
+			if _, err := render(t, vals); err != nil {
+				t.Fatal(err)
+			}
+			heartbeats := map[string]string{} // extension name: exampleSidecars key
+			sidecars, _ := vals["exampleSidecars"].(map[string]any)
+			for key, v := range sidecars {
+				if on, _ := v.(map[string]any)["enabled"].(bool); !on {
+					continue
+				}
+				if _, ok := defaults["exampleSidecars"].(map[string]any)[key]; !ok {
+					t.Errorf("exampleSidecars.%s is not one of the chart's", key)
+					continue
+				}
+				var hb struct {
+					ExtensionName string `json:"extensionName"`
+				}
+				data, err := os.ReadFile(filepath.Join(chartDir, "files", "examples", kebab(key), "heartbeat.yaml"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := yaml.Unmarshal(data, &hb); err != nil {
+					t.Fatal(err)
+				}
+				if cfg, _ := v.(map[string]any)["config"].(map[string]any); cfg != nil {
+					if name, ok := cfg["extensionName"].(string); ok {
+						hb.ExtensionName = name
+					}
+				}
+				heartbeats[hb.ExtensionName] = key
+			}
+			controller, _ := vals["controller"].(map[string]any)
+			cfg, _ := controller["config"].(map[string]any)
+			rules, _ := cfg["extensionRules"].([]any)
+			if len(rules) == 0 {
+				t.Error("no extension rule: the file would install a controller that gates nothing")
+			}
+			ruled := map[string]bool{}
+			for _, r := range rules {
+				name, _ := r.(map[string]any)["name"].(string)
+				ruled[name] = true
+				if _, ok := heartbeats[name]; !ok {
+					t.Errorf("rule %q has no heartbeat switched on (exampleSidecars): it would gate every node it selects", name)
+				}
+			}
+			for name, key := range heartbeats {
+				if !ruled[name] {
+					t.Errorf("exampleSidecars.%s (extension %q) is on without a rule", key, name)
+				}
+			}
+		})
+	}
+}
+
+// kebab is the chart's kebabcase of an exampleSidecars key: its folder.
+func kebab(key string) string {
+	var b strings.Builder
+	for i, r := range key {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('-')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // The chart's default configurations are those of the kustomize bases, so
@@ -576,7 +699,8 @@ func TestRBACMatchesKustomize(t *testing.T) {
 	// subjects the kustomize Component fills in from the DaemonSet.
 	full := valuesFile(t, "testdata/full-values.yaml")
 	defaults := valuesFile(t, filepath.Join(chartDir, "values.yaml"))
-	for key, dir := range map[string]string{"kubeProxy": "kube-proxy", "csiNode": "csi-node", "devicePlugin": "device-plugin", "loggingAgent": "logging-agent"} {
+	for key, dir := range map[string]string{"kubeProxy": "kube-proxy", "csiNode": "csi-node", "devicePlugin": "device-plugin", "loggingAgent": "logging-agent",
+		"cilium": "cilium", "calicoNode": "calico-node", "awsNode": "aws-node", "gkeKubeProxy": "gke-kube-proxy"} {
 		ex := map[string]any{}
 		for _, vals := range []map[string]any{defaults, full} {
 			set, _ := vals["exampleSidecars"].(map[string]any)[key].(map[string]any)

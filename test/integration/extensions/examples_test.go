@@ -19,24 +19,34 @@ import (
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
-// The ready-made sidecars of deploy/examples/ and what each must produce.
+// The ready-made heartbeats of deploy/examples/ and what each must produce.
 var examples = []struct {
 	dir       string
 	daemonSet string
 	extension string
-	// vendor is the vendor's container, which must stay the default one.
+	// vendor is the vendor's container, which must stay the default one;
+	// empty for a standalone heartbeat.
 	vendor string
+	// standalone: a Kustomization with a DaemonSet of its own in the host
+	// network (the managed add-on pattern), not a Component patching the
+	// vendor's DaemonSet.
+	standalone bool
 }{
 	{dir: "kube-proxy", daemonSet: "kube-proxy", extension: "kube-proxy", vendor: "kube-proxy"},
 	{dir: "csi-node", daemonSet: "ebs-csi-node", extension: "ebs-csi-node", vendor: "ebs-plugin"},
 	{dir: "device-plugin", daemonSet: "nvidia-device-plugin-daemonset", extension: "nvidia-device-plugin", vendor: "nvidia-device-plugin-ctr"},
 	{dir: "logging-agent", daemonSet: "fluent-bit", extension: "fluent-bit", vendor: "fluent-bit"},
+	{dir: "cilium", daemonSet: "cilium", extension: "cilium", vendor: "cilium-agent"},
+	{dir: "calico-node", daemonSet: "calico-node", extension: "calico-node", vendor: "calico-node"},
+	{dir: "aws-node", daemonSet: "aws-node-heartbeat", extension: "aws-node", standalone: true},
+	{dir: "gke-kube-proxy", daemonSet: "gke-kube-proxy-heartbeat", extension: "kube-proxy", standalone: true},
 }
 
 // Each example Component renders against the minimal vendor DaemonSet shipped
-// in its folder, the API server accepts the result (server-side dry run:
-// schema, defaulting, admission), and the embedded heartbeat configuration is
-// accepted as is by extension-heartbeat.
+// in its folder (a standalone example renders as it is), the API server
+// accepts the result (server-side dry run: schema, defaulting, admission),
+// and the embedded heartbeat configuration is accepted as is by
+// extension-heartbeat.
 func TestExamples(t *testing.T) {
 	installSecurity(t) // the Roles the examples bind to
 	entries, err := os.ReadDir(repoPath(t, "deploy", "examples"))
@@ -56,11 +66,20 @@ func TestExamples(t *testing.T) {
 	for _, ex := range examples {
 		t.Run(ex.dir, func(t *testing.T) {
 			ctx := testenv.Context(t)
-			rendered := renderExample(t, ex.dir)
+			var rendered string
+			if ex.standalone {
+				rendered = mustKubectl(t, ctx, "kustomize", repoPath(t, "deploy", "examples", ex.dir))
+			} else {
+				rendered = renderExample(t, ex.dir)
+			}
 			objs := decodeAll(t, rendered)
 
 			ds := findObject[*appsv1.DaemonSet](t, objs, ex.daemonSet)
-			checkSidecar(t, ds, ex.extension, ex.vendor)
+			if ex.standalone {
+				checkStandalone(t, ds, ex.extension)
+			} else {
+				checkSidecar(t, ds, ex.extension, ex.vendor)
+			}
 			cm := findObject[*corev1.ConfigMap](t, objs, ex.extension+"-heartbeat")
 			if cm.Namespace != ds.Namespace {
 				t.Errorf("ConfigMap in namespace %q, DaemonSet in %q", cm.Namespace, ds.Namespace)
@@ -147,18 +166,50 @@ func checkSidecar(t *testing.T, ds *appsv1.DaemonSet, extension, vendor string) 
 	if got := ds.Spec.Template.Annotations["kubectl.kubernetes.io/default-container"]; got != vendor {
 		t.Errorf("default container = %q, want the vendor's %q", got, vendor)
 	}
-	var sidecar *corev1.Container
 	vendorFound := false
 	for i := range spec.Containers {
-		switch spec.Containers[i].Name {
-		case "extension-heartbeat":
-			sidecar = &spec.Containers[i]
-		case vendor:
-			vendorFound = true
-		}
+		vendorFound = vendorFound || spec.Containers[i].Name == vendor
 	}
 	if !vendorFound {
 		t.Errorf("the vendor's container %q was lost", vendor)
+	}
+	checkHeartbeatContainer(t, ds, extension, true)
+	if len(spec.Tolerations) < 3 {
+		t.Errorf("the vendor's tolerations were replaced: %v", spec.Tolerations)
+	}
+}
+
+// checkStandalone checks a heartbeat DaemonSet of its own: the managed
+// add-on's endpoint is on the node's loopback, which only the host network
+// reaches, and the heartbeat must run on gated nodes.
+func checkStandalone(t *testing.T, ds *appsv1.DaemonSet, extension string) {
+	t.Helper()
+	spec := ds.Spec.Template.Spec
+	if !spec.HostNetwork {
+		t.Errorf("%s is not in the host network: 127.0.0.1 would be its own pod's, not the add-on's", ds.Name)
+	}
+	if len(spec.Containers) != 1 {
+		t.Errorf("%s runs %d containers, want the heartbeat alone", ds.Name, len(spec.Containers))
+	}
+	if spec.ServiceAccountName == "" || spec.ServiceAccountName == "default" {
+		t.Errorf("%s runs as ServiceAccount %q; binding it would give Lease writes to every pod of the namespace", ds.Name, spec.ServiceAccountName)
+	}
+	checkHeartbeatContainer(t, ds, extension, false)
+}
+
+// checkHeartbeatContainer checks the extension-heartbeat container of ds and
+// that ds tolerates the readiness taint: by its key when explicit (a
+// sidecar's Component adds its own, since the vendor's tolerations may
+// narrow), or else also through a toleration of every key (a standalone
+// DaemonSet tolerating what its add-on tolerates).
+func checkHeartbeatContainer(t *testing.T, ds *appsv1.DaemonSet, extension string, explicit bool) {
+	t.Helper()
+	spec := ds.Spec.Template.Spec
+	var sidecar *corev1.Container
+	for i := range spec.Containers {
+		if spec.Containers[i].Name == "extension-heartbeat" {
+			sidecar = &spec.Containers[i]
+		}
 	}
 	if sidecar == nil {
 		t.Fatalf("no extension-heartbeat container in %s", ds.Name)
@@ -198,14 +249,13 @@ func checkSidecar(t *testing.T, ds *appsv1.DaemonSet, extension, vendor string) 
 		taint := corev1.Taint{Key: nodev1alpha1.DefaultReadinessTaintKey, Effect: effect}
 		tolerated := false
 		for _, tol := range spec.Tolerations {
-			tolerated = tolerated || (tol.Key == taint.Key && tol.Operator == corev1.TolerationOpExists && tol.Effect == effect)
+			keyMatches := tol.Key == taint.Key || (!explicit && tol.Key == "")
+			effectMatches := tol.Effect == effect || (!explicit && tol.Effect == "")
+			tolerated = tolerated || (keyMatches && tol.Operator == corev1.TolerationOpExists && effectMatches)
 		}
 		if !tolerated {
-			t.Errorf("no toleration {key: %s, operator: Exists, effect: %s}: %v", taint.Key, effect, spec.Tolerations)
+			t.Errorf("%s does not tolerate {key: %s, effect: %s}: %v", ds.Name, taint.Key, effect, spec.Tolerations)
 		}
-	}
-	if len(spec.Tolerations) < 3 {
-		t.Errorf("the vendor's tolerations were replaced: %v", spec.Tolerations)
 	}
 }
 

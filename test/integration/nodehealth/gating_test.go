@@ -466,3 +466,34 @@ func TestFailOpenSurvivesRestart(t *testing.T) {
 	}
 	h.nodes.checkHistory(t, node, mark, "never tainted after the restart", ungated)
 }
+
+// A readiness taint key under cluster-autoscaler's start-up prefix (the lever
+// GKE's and AKS's managed autoscalers leave, docs/autoscalers.md) gates and
+// ungates as the default key does: the node registers with it, keeps it
+// until the extension renews, gets it back when the Lease is released, and
+// never carries the default key.
+func TestATaintKeyUnderTheAutoscalersStartupPrefixGatesAndUngates(t *testing.T) {
+	t.Parallel()
+	const key = "startup-taint.cluster-autoscaler.kubernetes.io/nodehealth-not-ready"
+	has := func(n *v1.Node) bool { return framework.TaintCount(n, key, v1.TaintEffectNoSchedule) == 1 }
+	h := newHarness(t, "prefixkey")
+	opts := h.options(h.rule("agent", nil))
+	opts.TaintKey = key
+	h.startController(t, opts)
+
+	// As a kubelet started with --register-with-taints=<key>:NoSchedule.
+	node := h.createNode(t, "prefixkey-n1", withTaint(key, v1.TaintEffectNoSchedule))
+	h.nodes.wait(t, node, "gated under the prefixed key",
+		framework.AllOf(has, framework.ExtensionsConditionIs(v1.ConditionFalse, "NodeRegistered", "agent (")))
+
+	r := h.startRenewer(t, "agent", node, leaseDuration(3600))
+	h.nodes.wait(t, node, "ungated: the prefixed key removed, condition True", func(n *v1.Node) bool {
+		return framework.TaintCount(n, key, "") == 0 && framework.ExtensionsConditionIs(v1.ConditionTrue, "ExtensionsReady")(n)
+	})
+
+	r.release(t, "ProbeFailed", "liveness probe failed")
+	h.nodes.wait(t, node, "gated again under the prefixed key",
+		framework.AllOf(has, framework.ExtensionsConditionIs(v1.ConditionFalse, "ExtensionsNotReady", "agent (LeaseReleased")))
+	h.nodes.checkHistory(t, node, 0, "never the default key", func(n *v1.Node) bool { return !framework.HasReadinessTaint(n) })
+	h.nodes.checkHistory(t, node, 0, "the prefixed key once at most", func(n *v1.Node) bool { return framework.TaintCount(n, key, "") <= 1 })
+}

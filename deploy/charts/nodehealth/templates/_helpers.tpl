@@ -89,6 +89,11 @@ and "annotations" (a dict) to add annotations to every object.
 {{- $labels := include "nodehealth.labels" (dict "ctx" $ctx "component" .component) | fromYaml -}}
 {{- $content := $ctx.Files.Get .file -}}
 {{- if not $content }}{{ fail (printf "chart file %s is missing: run hack/update-chart.sh" .file) }}{{ end -}}
+{{- /* replace: literal strings of the file to substitute, e.g. the default
+readiness taint key by the configured one. */}}
+{{- range $old, $new := .replace | default dict }}
+{{- $content = replace $old $new $content }}
+{{- end }}
 {{- range $doc := regexSplit "(?m)^---[ \t]*$" $content -1 }}
 {{- $obj := fromYaml $doc }}
 {{- if $obj }}
