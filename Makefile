@@ -267,8 +267,9 @@ release: helm test-images-cross ## Release artifacts of VERSION=vX.Y.Z into _out
 		hack/release.sh
 
 .PHONY: test-release
-test-release: helm ## Run the release for the host platform into a temporary folder and check it (checksums, --version, notes, chart, SBOMs, image layouts).
+test-release: helm ## Run the release for the host platform into a temporary folder and check it (checksums, --version, notes, chart, SBOMs, image layouts, images pushed to a loopback registry, signed and verified).
 	cd hack/sbom && GOWORK=off $(GO) test $(TEST_FLAGS) ./...
+	cd hack/sign && GOWORK=off $(GO) test $(TEST_FLAGS) ./...
 	HELM=$(HELM) hack/test-release.sh
 
 .PHONY: clean

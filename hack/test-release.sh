@@ -5,8 +5,10 @@
 # version, the release notes are the version's section, the packaged chart
 # renders with the release's images, every SBOM lists exactly the modules
 # `go version -m` prints for its binaries (the plugin's, and the binaries
-# taken out of each image's layer), and each image layout holds the index
-# digests.txt names, with blobs that match their digests. The images are
+# taken out of each image's layer), each image layout holds the index
+# digests.txt names, with blobs that match their digests, and the images,
+# pushed into a registry on loopback and signed, verify with the signing key
+# only (hack/sign). The images are
 # built for linux/<host arch> only (make test-images covers both platforms
 # and their reproducibility).
 set -euo pipefail
@@ -107,6 +109,13 @@ while IFS=@ read -r ref digest; do
   check_sbom "$images/${b}_${version#v}_linux_${arch}.spdx.json" "${bins[@]}"
 done < "$images/digests.txt"
 [[ $(wc -l < "$images/digests.txt") == 4 ]] || fail "images/digests.txt names $(wc -l < "$images/digests.txt") images, want 4"
+
+# Signatures, as the release workflow publishes them but with a generated key
+# instead of the workflow's identity: hack/sign pushes the layouts into a
+# registry on loopback, checks the registry holds the digests of digests.txt,
+# signs each index digest in cosign's format, and checks each verifies with
+# the key, none with another key, and no unsigned (per-platform) digest.
+(cd hack/sign && GOWORK=off go run . --release-dir="$tmp/out") || fail "the images' signatures (hack/sign, above)"
 
 # The same archive and SBOM twice: the build is reproducible (the images'
 # reproducibility is make test-images').
