@@ -127,7 +127,9 @@ func run(dir, pubKey string, hold bool, out io.Writer) error {
 	}
 	if hold {
 		fmt.Fprintf(out, "serving the registry at %s until interrupted, e.g.\n", host)
+		// cosign 3 reads the .sig tag only when told to.
 		fmt.Fprintf(out, "  cosign verify --key=%s --insecure-ignore-tlog=true --allow-insecure-registry %s\n", pubKey, images[0].local)
+		fmt.Fprintln(out, "  (cosign 3: add --new-bundle-format=false)")
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, os.Interrupt)
 		<-sig
