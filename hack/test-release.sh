@@ -45,10 +45,17 @@ grep -q "the release test's entry" "$tmp/out/RELEASE-NOTES.md" || fail "RELEASE-
 ! grep -q "not in this release\|an older entry" "$tmp/out/RELEASE-NOTES.md" || fail "RELEASE-NOTES.md has other versions' entries"
 chart="$tmp/out/nodehealth-${version#v}.tgz"
 [[ -f $chart ]] || fail "no $chart"
-"${HELM:-_output/tools/bin/helm}" template nodehealth "$chart" --namespace nodehealth-system > "$tmp/render.yaml"
-grep -q "image: ghcr.io/nodehealth/nodehealth-controller:$version\$" "$tmp/render.yaml" || fail "the packaged chart does not run the release's controller image ghcr.io/nodehealth/nodehealth-controller:$version"
-if grep -E '^\s*image:' "$tmp/render.yaml" | grep -v "image: ghcr.io/nodehealth/[a-z-]*:$version\$"; then
-  fail "the packaged chart runs other images than ghcr.io/nodehealth/<binary>:$version (above)"
+# Every image the chart can run (the update operator and agent enabled too),
+# pinned by the digest the release built and signed: <name>:<tag>@<digest> of
+# images/digests.txt.
+"${HELM:-_output/tools/bin/helm}" template nodehealth "$chart" --namespace nodehealth-system \
+  --set updateOperator.enabled=true --set updateAgent.enabled=true > "$tmp/render.yaml"
+for b in nodehealth-controller update-operator update-agent; do
+  want=$(grep "^ghcr.io/nodehealth/$b:$version@" "$tmp/out/images/digests.txt") || fail "images/digests.txt has no ghcr.io/nodehealth/$b:$version"
+  grep -q "image: $want\$" "$tmp/render.yaml" || fail "the packaged chart does not run the release's image $want"
+done
+if grep -E '^\s*image:' "$tmp/render.yaml" | grep -v -F -f <(sed 's/^/image: /' "$tmp/out/images/digests.txt"); then
+  fail "the packaged chart runs other images than those of images/digests.txt, by digest (above)"
 fi
 
 # SBOMs. go_modules BINARY: "path version" of the standard library (stdlib)
