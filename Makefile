@@ -2,7 +2,7 @@
 #
 #   make sandbox   start a local control plane with simulated nodes and nodehealth
 #   make test      unit + integration + e2e tests (builds the control plane first)
-#   make verify    generated code, gofmt, go mod tidy, go vet, staticcheck
+#   make verify    generated code, gofmt, go mod tidy, go vet, staticcheck, actionlint
 #
 # Everything is built from Go modules into _output/ (git-ignored).
 
@@ -143,7 +143,7 @@ generate: ## Regenerate deepcopy/defaulter/conversion code, clients, CRDs and co
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## Fail on stale generated code, gofmt, untidy go.mod, go vet or staticcheck findings.
+verify: ## Fail on stale generated code, gofmt, untidy go.mod, go vet, staticcheck or actionlint findings.
 	hack/verify.sh
 
 .PHONY: test
@@ -267,8 +267,9 @@ release: helm test-images-cross ## Release artifacts of VERSION=vX.Y.Z into _out
 		hack/release.sh
 
 .PHONY: test-release
-test-release: helm ## Run the release for the host platform into a temporary folder and check it (checksums, --version, notes, chart, SBOMs, image layouts).
+test-release: helm ## Run the release for the host platform into a temporary folder and check it (checksums, --version, notes, chart, SBOMs, image layouts, images pushed to a loopback registry, signed and verified).
 	cd hack/sbom && GOWORK=off $(GO) test $(TEST_FLAGS) ./...
+	cd hack/sign && GOWORK=off $(GO) test $(TEST_FLAGS) ./...
 	HELM=$(HELM) hack/test-release.sh
 
 .PHONY: clean

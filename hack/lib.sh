@@ -21,6 +21,7 @@ NODEHEALTH_HACK_MODULES=(
   hack/images
   hack/plots
   hack/sbom
+  hack/sign
 )
 
 # nodehealth::tools::dir MODULE prints where the pinned version of MODULE lives

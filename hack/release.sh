@@ -8,7 +8,8 @@
 #     plugin binary (hack/sbom, from the Go build information);
 #   nodehealth.yaml: the krew manifest with their sha256 (all five platforms only);
 #   nodehealth-<v>.tgz: the packaged Helm chart, appVersion = VERSION without
-#     the v (the chart's images default to v + appVersion: the release's tag);
+#     the v (the chart's images default to v + appVersion: the release's tag),
+#     each image it runs pinned by the digest built (when images are built);
 #   images/<binary>/: the OCI image layout of each image (hack/images, as
 #     make images builds them: IMAGE_PLATFORMS, default linux/amd64,linux/arm64;
 #     empty for no images), named REGISTRY/nodehealth/<binary>:VERSION
@@ -81,8 +82,6 @@ if [[ $(wc -w <<<"$platforms") -eq 5 ]]; then
   hack/krew-manifest.sh "$VERSION" "$out" > "$out/nodehealth.yaml"
 fi
 
-"$helm" package deploy/charts/nodehealth --version "$semver" --app-version "$semver" --destination "$out" >/dev/null
-
 # The images: the layouts as make images writes them (no tarballs), and an
 # SBOM per image and platform of the binaries in it (the binary, and for a
 # lean build the full build beside it: <binary>-*).
@@ -104,6 +103,31 @@ if [[ -n $image_platforms ]]; then
     done
   done
 fi
+
+# The chart, after the images: it pins each image it runs by the digest just
+# built (the digest the workflow signs; a tag can be moved), by setting the
+# component's image.digest in a copy of the chart's values. The image is then
+# <repository>:<tag>@<digest>: a mirror (image.registry) keeps the digest; a
+# release without images keeps the tags only.
+cp -r deploy/charts/nodehealth "$work/chart"
+if [[ -n $image_platforms ]]; then
+  for pair in controller=nodehealth-controller updateOperator=update-operator updateAgent=update-agent; do
+    key=${pair%%=*} b=${pair#*=}
+    digest=$(sed -n "s|^.*/nodehealth/$b:$VERSION@||p" "$out/images/digests.txt")
+    [[ -n $digest ]] || continue # not among IMAGE_BINARIES
+    # The top-level key's image.digest: the first `    digest: ""` after
+    # `<key>:` and its `  image:`, before the next top-level key.
+    awk -v key="$key" -v digest="$digest" '
+      /^[^ #]/ { in_key = ($0 == key ":"); in_image = 0 }
+      in_key && /^  image:/ { in_image = 1 }
+      in_key && in_image && /^    digest: ""$/ { sub(/""/, "\"" digest "\""); done = 1; in_image = 0 }
+      { print }
+      END { if (!done) { print "release.sh: no " key ".image.digest in the chart values" > "/dev/stderr"; exit 1 } }' \
+      "$work/chart/values.yaml" > "$work/values.yaml"
+    mv "$work/values.yaml" "$work/chart/values.yaml"
+  done
+fi
+"$helm" package "$work/chart" --version "$semver" --app-version "$semver" --destination "$out" >/dev/null
 
 (cd "$out" && find . -type f -printf '%P\n' | LC_ALL=C sort | xargs -d '\n' sha256sum -- > "$work/SHA256SUMS" && mv "$work/SHA256SUMS" SHA256SUMS)
 echo "release $VERSION in $out:"

@@ -5,8 +5,10 @@
 # version, the release notes are the version's section, the packaged chart
 # renders with the release's images, every SBOM lists exactly the modules
 # `go version -m` prints for its binaries (the plugin's, and the binaries
-# taken out of each image's layer), and each image layout holds the index
-# digests.txt names, with blobs that match their digests. The images are
+# taken out of each image's layer), each image layout holds the index
+# digests.txt names, with blobs that match their digests, and the images,
+# pushed into a registry on loopback and signed, verify with the signing key
+# only (hack/sign). The images are
 # built for linux/<host arch> only (make test-images covers both platforms
 # and their reproducibility).
 set -euo pipefail
@@ -43,10 +45,17 @@ grep -q "the release test's entry" "$tmp/out/RELEASE-NOTES.md" || fail "RELEASE-
 ! grep -q "not in this release\|an older entry" "$tmp/out/RELEASE-NOTES.md" || fail "RELEASE-NOTES.md has other versions' entries"
 chart="$tmp/out/nodehealth-${version#v}.tgz"
 [[ -f $chart ]] || fail "no $chart"
-"${HELM:-_output/tools/bin/helm}" template nodehealth "$chart" --namespace nodehealth-system > "$tmp/render.yaml"
-grep -q "image: ghcr.io/nodehealth/nodehealth-controller:$version\$" "$tmp/render.yaml" || fail "the packaged chart does not run the release's controller image ghcr.io/nodehealth/nodehealth-controller:$version"
-if grep -E '^\s*image:' "$tmp/render.yaml" | grep -v "image: ghcr.io/nodehealth/[a-z-]*:$version\$"; then
-  fail "the packaged chart runs other images than ghcr.io/nodehealth/<binary>:$version (above)"
+# Every image the chart can run (the update operator and agent enabled too),
+# pinned by the digest the release built and signed: <name>:<tag>@<digest> of
+# images/digests.txt.
+"${HELM:-_output/tools/bin/helm}" template nodehealth "$chart" --namespace nodehealth-system \
+  --set updateOperator.enabled=true --set updateAgent.enabled=true > "$tmp/render.yaml"
+for b in nodehealth-controller update-operator update-agent; do
+  want=$(grep "^ghcr.io/nodehealth/$b:$version@" "$tmp/out/images/digests.txt") || fail "images/digests.txt has no ghcr.io/nodehealth/$b:$version"
+  grep -q "image: $want\$" "$tmp/render.yaml" || fail "the packaged chart does not run the release's image $want"
+done
+if grep -E '^\s*image:' "$tmp/render.yaml" | grep -v -F -f <(sed 's/^/image: /' "$tmp/out/images/digests.txt"); then
+  fail "the packaged chart runs other images than those of images/digests.txt, by digest (above)"
 fi
 
 # SBOMs. go_modules BINARY: "path version" of the standard library (stdlib)
@@ -107,6 +116,13 @@ while IFS=@ read -r ref digest; do
   check_sbom "$images/${b}_${version#v}_linux_${arch}.spdx.json" "${bins[@]}"
 done < "$images/digests.txt"
 [[ $(wc -l < "$images/digests.txt") == 4 ]] || fail "images/digests.txt names $(wc -l < "$images/digests.txt") images, want 4"
+
+# Signatures, as the release workflow publishes them but with a generated key
+# instead of the workflow's identity: hack/sign pushes the layouts into a
+# registry on loopback, checks the registry holds the digests of digests.txt,
+# signs each index digest in cosign's format, and checks each verifies with
+# the key, none with another key, and no unsigned (per-platform) digest.
+(cd hack/sign && GOWORK=off go run . --release-dir="$tmp/out") || fail "the images' signatures (hack/sign, above)"
 
 # The same archive and SBOM twice: the build is reproducible (the images'
 # reproducibility is make test-images').

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# All static checks CI runs: generated code is current, gofmt, go vet and
-# staticcheck over every product module.
+# All static checks CI runs: generated code is current, gofmt, go vet,
+# staticcheck over every product module, actionlint over the workflows.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$NODEHEALTH_ROOT"
@@ -25,6 +25,14 @@ if refs=$(git grep --untracked -n -I -E '\.\./shared|\bDESIGN\b|§' -- . ':!hack
   echo "$refs" >&2
   failed=1
 fi
+
+# The GitHub Actions workflows: syntax, expressions, the inputs of the
+# actions they use, permissions names. -shellcheck= turns off checking the
+# run: scripts with shellcheck, which actionlint runs only when it finds one
+# on PATH: the result would depend on the machine.
+step "actionlint (.github/workflows)"
+nodehealth::tools::install github.com/rhysd/actionlint/cmd/actionlint
+"$NODEHEALTH_TOOLS_BIN/actionlint" -shellcheck= .github/workflows/*.yaml || failed=1
 
 step "go mod tidy"
 for m in "${NODEHEALTH_MODULES[@]}" hack/tools hack/tools/helm deploy/charts/test test/controlplane/kubernetes test/controlplane/etcd "${NODEHEALTH_HACK_MODULES[@]}"; do

@@ -4,6 +4,7 @@
 package tools
 
 import (
+	_ "github.com/rhysd/actionlint/cmd/actionlint"
 	_ "gotest.tools/gotestsum"
 	_ "honnef.co/go/tools/cmd/staticcheck"
 	_ "k8s.io/code-generator"
