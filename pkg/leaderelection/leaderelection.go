@@ -126,34 +126,8 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error
 	}
 	e.mu.Unlock()
 
-	var leading sync.WaitGroup
-	var startedMu sync.Mutex
-	started := false
-	// Once the work is told to stop, release the lease after it ended.
-	go func() {
-		select {
-		case <-workCtx.Done():
-		case <-electionCtx.Done():
-			return
-		}
-		startedMu.Lock()
-		wasLeading := started
-		startedMu.Unlock()
-		if wasLeading {
-			finished := make(chan struct{})
-			go func() { leading.Wait(); close(finished) }()
-			timer := time.NewTimer(e.cfg.LeaseDuration)
-			select {
-			case <-finished:
-				logger.Info("Work stopped; releasing leadership")
-			case <-timer.C:
-				logger.Info("Work did not stop within a lease duration; releasing leadership anyway", "leaseDuration", e.cfg.LeaseDuration)
-			}
-			timer.Stop()
-		}
-		stopElection()
-	}()
-
+	t := &term{e: e, logger: logger, workCtx: workCtx, lead: lead}
+	go t.releaseAfterWork(electionCtx, stopElection)
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            e.lock,
 		LeaseDuration:   e.cfg.LeaseDuration,
@@ -163,28 +137,8 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error
 		Name:            e.cfg.Name,
 		WatchDog:        e.watchdog,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leCtx context.Context) {
-				startedMu.Lock()
-				if workCtx.Err() != nil {
-					startedMu.Unlock()
-					return
-				}
-				started = true
-				leading.Add(1)
-				startedMu.Unlock()
-				defer leading.Done()
-				// The work ends when leadership ends or a stop is requested.
-				leadCtx, cancel := context.WithCancel(leCtx)
-				defer cancel()
-				defer context.AfterFunc(workCtx, cancel)()
-				logger.Info("Became the leader; starting")
-				e.setLeading(1)
-				defer e.setLeading(0)
-				lead(leadCtx)
-			},
-			OnStoppedLeading: func() {
-				logger.Info("Stopped leading")
-			},
+			OnStartedLeading: t.startedLeading,
+			OnStoppedLeading: func() { logger.Info("Stopped leading") },
 			OnNewLeader: func(identity string) {
 				if identity != e.cfg.Identity {
 					logger.Info("Another replica leads", "leader", identity)
@@ -198,12 +152,73 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error
 	elector.Run(electionCtx)
 	// Run returns once renewing stopped; the work may still be ending
 	// after a lost lease.
-	leading.Wait()
+	t.leading.Wait()
 	if workCtx.Err() == nil {
 		return ErrLostLeadership
 	}
 	e.releaseIfHeld(context.WithoutCancel(ctx), logger)
 	return nil
+}
+
+// term is one Run: the work it leads and whether that work started.
+type term struct {
+	e       *Elector
+	logger  klog.Logger
+	workCtx context.Context
+	lead    func(ctx context.Context)
+
+	leading sync.WaitGroup
+	mu      sync.Mutex
+	started bool
+}
+
+// startedLeading runs the work while this replica leads, until leadership
+// ends or a stop is requested. A stop requested before leadership was won
+// starts nothing.
+func (t *term) startedLeading(leCtx context.Context) {
+	t.mu.Lock()
+	if t.workCtx.Err() != nil {
+		t.mu.Unlock()
+		return
+	}
+	t.started = true
+	t.leading.Add(1)
+	t.mu.Unlock()
+	defer t.leading.Done()
+	leadCtx, cancel := context.WithCancel(leCtx)
+	defer cancel()
+	defer context.AfterFunc(t.workCtx, cancel)()
+	t.logger.Info("Became the leader; starting")
+	t.e.setLeading(1)
+	defer t.e.setLeading(0)
+	t.lead(leadCtx)
+}
+
+// releaseAfterWork stops the election, which releases the lease, once the
+// work has been told to stop and has ended (or a lease duration has passed:
+// a replica that cannot stop its work must not hold the lease forever).
+func (t *term) releaseAfterWork(electionCtx context.Context, stopElection context.CancelFunc) {
+	select {
+	case <-t.workCtx.Done():
+	case <-electionCtx.Done():
+		return
+	}
+	t.mu.Lock()
+	wasLeading := t.started
+	t.mu.Unlock()
+	if wasLeading {
+		finished := make(chan struct{})
+		go func() { t.leading.Wait(); close(finished) }()
+		timer := time.NewTimer(t.e.cfg.LeaseDuration)
+		select {
+		case <-finished:
+			t.logger.Info("Work stopped; releasing leadership")
+		case <-timer.C:
+			t.logger.Info("Work did not stop within a lease duration; releasing leadership anyway", "leaseDuration", t.e.cfg.LeaseDuration)
+		}
+		timer.Stop()
+	}
+	stopElection()
 }
 
 // releaseIfHeld releases the lease if it names this replica although the
