@@ -126,25 +126,10 @@ func (r *Renewer) Holding() bool { return r.holding.Load() }
 // releases the Lease on its own when ctx ends; see the Renewer's
 // documentation. It returns an error only when the Renewer already runs.
 func (r *Renewer) Run(ctx context.Context) error {
-	r.mu.Lock()
-	if r.running {
-		r.mu.Unlock()
-		return errors.New("heartbeat: Run called twice")
+	if err := r.begin(); err != nil {
+		return err
 	}
-	r.running = true
-	r.lastLoop.Store(r.opts.Clock.Now().UnixNano())
-	if r.opts.Probe == nil {
-		// Without a probe the extension is healthy as long as it runs.
-		r.setHealthLocked(healthy)
-	}
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.running = false
-		r.lastLoop.Store(0)
-		r.mu.Unlock()
-	}()
-
+	defer r.end()
 	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(r.opts.Namespace, r.name))
 	ctx = klog.NewContext(ctx, logger)
 	logger.Info("Starting the heartbeat", "holder", r.opts.Holder, "leaseDuration", r.opts.LeaseDuration,
@@ -154,14 +139,9 @@ func (r *Renewer) Run(ctx context.Context) error {
 	nextProbe := clk.Now()
 	for {
 		if r.opts.Probe != nil && !clk.Now().Before(nextProbe) {
-			started := clk.Now()
-			err := r.probe(ctx)
-			if ctx.Err() != nil {
+			if !r.probeAndRecord(ctx) {
 				return nil
 			}
-			r.mu.Lock()
-			r.recordProbeLocked(ctx, err, started)
-			r.mu.Unlock()
 			// Keep the cadence of the schedule rather than of the probe's
 			// end, unless the probe overran a whole period.
 			nextProbe = nextProbe.Add(r.opts.ProbePeriod)
@@ -169,51 +149,103 @@ func (r *Renewer) Run(ctx context.Context) error {
 				nextProbe = now.Add(r.opts.ProbePeriod)
 			}
 		}
-
-		r.mu.Lock()
-		now := clk.Now()
-		if r.want != nil && !r.nextWrite.IsZero() && !now.Before(r.nextWrite) {
-			_ = r.writeLocked(ctx)
-		}
-		if r.probeNow {
-			// The verdict went stale (writeLocked): after a freeze the
-			// probe is usually overdue anyway, but not when the monotonic
-			// clock stood still (a suspended machine).
-			r.probeNow = false
-			nextProbe = clk.Now()
-		}
-		if r.holding.Load() && age(clk.Now(), r.lastRenew) >= r.opts.LeaseDuration {
-			// Not renewed for a whole duration (a stale verdict, failing
-			// writes): the Lease has expired.
-			r.setHoldingLocked(false)
-		}
-		if ctx.Err() != nil {
-			r.mu.Unlock()
+		now, wakeAt, probeNow, stop := r.writeIfDue(ctx)
+		if stop {
 			return nil
 		}
-		now = clk.Now()
-		r.lastLoop.Store(now.UnixNano())
-		// Wake at least every renew interval even with nothing to do, so
-		// that Healthz can tell a stuck loop from an idle one.
-		wakeAt := now.Add(r.opts.RenewInterval)
-		if r.want != nil && !r.nextWrite.IsZero() && r.nextWrite.Before(wakeAt) {
-			wakeAt = r.nextWrite
+		if probeNow {
+			nextProbe = clk.Now()
 		}
-		r.mu.Unlock()
 		if r.opts.Probe != nil && nextProbe.Before(wakeAt) {
 			wakeAt = nextProbe
 		}
-
-		timer := clk.NewTimer(wakeAt.Sub(now))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !r.sleep(ctx, wakeAt.Sub(now)) {
 			return nil
-		case <-timer.C():
-		case <-r.wake:
-			timer.Stop()
 		}
 	}
+}
+
+// begin marks the Renewer running; a Renewer runs once at a time.
+func (r *Renewer) begin() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running {
+		return errors.New("heartbeat: Run called twice")
+	}
+	r.running = true
+	r.lastLoop.Store(r.opts.Clock.Now().UnixNano())
+	if r.opts.Probe == nil {
+		// Without a probe the extension is healthy as long as it runs.
+		r.setHealthLocked(healthy)
+	}
+	return nil
+}
+
+func (r *Renewer) end() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.running = false
+	r.lastLoop.Store(0)
+}
+
+// probeAndRecord probes once and records the verdict; false when ctx ended
+// meanwhile (the verdict of a cancelled probe means nothing).
+func (r *Renewer) probeAndRecord(ctx context.Context) bool {
+	started := r.opts.Clock.Now()
+	err := r.probe(ctx)
+	if ctx.Err() != nil {
+		return false
+	}
+	r.mu.Lock()
+	r.recordProbeLocked(ctx, err, started)
+	r.mu.Unlock()
+	return true
+}
+
+// writeIfDue writes the Lease if a write is due and lets go of it if it was
+// not renewed for a whole duration. It returns when the loop should wake
+// next (at least every renew interval, so that Healthz can tell a stuck
+// loop from an idle one), whether the verdict went stale and the probe must
+// run now, and whether ctx ended.
+func (r *Renewer) writeIfDue(ctx context.Context) (now, wakeAt time.Time, probeNow, stop bool) {
+	clk := r.opts.Clock
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.want != nil && !r.nextWrite.IsZero() && !clk.Now().Before(r.nextWrite) {
+		_ = r.writeLocked(ctx)
+	}
+	// The verdict went stale (writeLocked): after a freeze the probe is
+	// usually overdue anyway, but not when the monotonic clock stood still
+	// (a suspended machine).
+	probeNow, r.probeNow = r.probeNow, false
+	if r.holding.Load() && age(clk.Now(), r.lastRenew) >= r.opts.LeaseDuration {
+		// Not renewed for a whole duration (a stale verdict, failing
+		// writes): the Lease has expired.
+		r.setHoldingLocked(false)
+	}
+	if ctx.Err() != nil {
+		return time.Time{}, time.Time{}, false, true
+	}
+	now = clk.Now()
+	r.lastLoop.Store(now.UnixNano())
+	wakeAt = now.Add(r.opts.RenewInterval)
+	if r.want != nil && !r.nextWrite.IsZero() && r.nextWrite.Before(wakeAt) {
+		wakeAt = r.nextWrite
+	}
+	return now, wakeAt, probeNow, false
+}
+
+// sleep waits d, or until something wakes the loop; false when ctx ended.
+func (r *Renewer) sleep(ctx context.Context, d time.Duration) bool {
+	timer := r.opts.Clock.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C():
+	case <-r.wake:
+	}
+	return true
 }
 
 // Release gives up the Lease now: holderIdentity is emptied and the
