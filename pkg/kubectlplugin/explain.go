@@ -31,10 +31,26 @@ var conditionReasons = map[string]string{
 
 // explain returns, in sentences, why the node is or is not gated.
 func explain(n NodeStatus, s evalSettings) []string {
-	var out []string
-	say := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	var x explanation
+	x.gate(n, s)
+	x.condition(n, s)
+	if !n.Excluded {
+		x = append(x, explainStartup(n)...)
+	}
+	if x.list(n) {
+		x.extensions(n, s)
+	}
+	return x
+}
 
-	// The gate itself.
+// explanation is explain's answer, one sentence or paragraph per line.
+type explanation []string
+
+func (x *explanation) say(format string, args ...any) { *x = append(*x, fmt.Sprintf(format, args...)) }
+
+// gate says whether the node carries the readiness taint, and what that does.
+func (x *explanation) gate(n NodeStatus, s evalSettings) {
+	say := x.say
 	if n.Gated {
 		effects := make([]string, 0, len(n.TaintEffects))
 		noExecute := false
@@ -53,8 +69,11 @@ func explain(n NodeStatus, s evalSettings) []string {
 	if n.Excluded {
 		say("The node is labelled %s=true: the controller removed its taint once and leaves the node alone; nothing below affects it.", nodev1alpha1.ExcludeLabel)
 	}
+}
 
-	// What the controller says.
+// condition says what the controller's condition says.
+func (x *explanation) condition(n NodeStatus, s evalSettings) {
+	say := x.say
 	switch c := n.Condition; {
 	case c == nil && n.Gated:
 		say("The node has no %s condition, so the controller has not evaluated it yet: the taint was probably placed at creation (kubelet registerWithTaints or the admission policy). Check that nodehealth-controller is running.",
@@ -79,18 +98,17 @@ func explain(n NodeStatus, s evalSettings) []string {
 			say("The condition says ready but the taint is still on: the controller removes it in its next write; if it stays, check the controller's logs and Events on the node.")
 		}
 	}
+}
 
-	// The last start-up.
-	if !n.Excluded {
-		out = append(out, explainStartup(n)...)
-	}
-
-	// The list.
+// list describes the node's extension list; false when there is nothing
+// more to say (a list that cannot be parsed, or an empty one).
+func (x *explanation) list(n NodeStatus) bool {
+	say := x.say
 	if n.ListError != "" {
 		say("The extension list (annotation %s) cannot be parsed: %s.", nodev1alpha1.SystemExtensionsAnnotation, n.ListError)
 		say("The controller never rewrites a list it cannot parse: it reports InvalidExtensionList and keeps the node's current gate state. Fix or remove the annotation by hand (kubectl annotate node %s %s-), then let the controller's rules add their entries again.",
 			n.Node, nodev1alpha1.SystemExtensionsAnnotation)
-		return out
+		return false
 	}
 	var gating, info []ExtensionStatus
 	for _, e := range n.Extensions {
@@ -102,14 +120,19 @@ func explain(n NodeStatus, s evalSettings) []string {
 	}
 	if len(n.Extensions) == 0 {
 		say("The node lists no system extensions, so the controller never gates it; a taint placed at creation is removed after the registration grace.")
-		return out
+		return false
 	}
 	say("It requires %s that %s readiness: %s.", plural(len(gating), "extension"), verb(len(gating), "affects", "affect"), describeList(gating))
 	if len(info) > 0 {
 		say("%s %s tracked but never gate%s the node: %s.", capitalize(plural(len(info), "more extension")), verb(len(info), "is", "are"), verbSuffix(len(info)), describeList(info))
 	}
+	return true
+}
 
-	// Each extension, by this client's estimate.
+// extensions says, by this client's estimate, which extensions are not
+// ready and why.
+func (x *explanation) extensions(n NodeStatus, s evalSettings) {
+	say := x.say
 	var notReady []ExtensionStatus
 	skewed := false
 	for _, e := range n.Extensions {
@@ -135,7 +158,6 @@ func explain(n NodeStatus, s evalSettings) []string {
 		say("Some renewTime is ahead of this machine's clock: a clock is wrong (the extension's node, the API server or this machine). The controller does not compare renewTime with its clock; it uses when it observed each renewal.")
 	}
 	say("(Ages are estimated from each Lease's renewTime and this machine's clock; the controller's condition is authoritative.)")
-	return out
 }
 
 func explainExtension(e ExtensionStatus, s evalSettings) string {
