@@ -357,7 +357,7 @@ func TestLeanBuildShipsFullBuild(t *testing.T) {
 	}
 }
 
-func TestName(t *testing.T) {
+func TestAnImageIsNamedByRegistryComponentAndTag(t *testing.T) {
 	for _, tc := range []struct{ registry, tag, want string }{
 		{"", "", "nodehealth/update-agent:v1.0.0"},
 		{"registry.example.com/platform/", "", "registry.example.com/platform/nodehealth/update-agent:v1.0.0"},

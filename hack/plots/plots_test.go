@@ -110,7 +110,7 @@ func TestMissingDataIsSkipped(t *testing.T) {
 
 // run writes the plots, removes PNGs no data gives, and with check fails,
 // naming the file, on a stale, missing or extra plot without touching it.
-func TestRunCheck(t *testing.T) {
+func TestCheckingPlotsFailsOnAStaleMissingOrExtraPlotWithoutTouchingIt(t *testing.T) {
 	out := t.TempDir()
 	var log bytes.Buffer
 	if err := run(fixture, out, true, &log); err == nil || !strings.Contains(err.Error(), "scale-latency.png") {
@@ -183,7 +183,7 @@ func copyFixture(t *testing.T, dir string) {
 
 // Bars of labelled points (the footprint's processes) are grouped by process
 // and named by it; unlabelled points keep the metric-first order.
-func TestBarNames(t *testing.T) {
+func TestBarsOfLabelledPointsAreGroupedAndNamedByProcess(t *testing.T) {
 	mem := unit{key: "memory", label: "MiB", suffix: "MiB"}
 	labelled := &results.Document{Benchmark: "footprint", Points: []results.Point{
 		{Label: "agent", Metrics: map[string]float64{"rssStartMiB": 1, "rssAfterMiB": 2}},

@@ -14,10 +14,10 @@ import (
 	"github.com/spdx/tools-golang/spdxlib"
 )
 
-// TestDocument builds this command and checks its own SBOM: it validates as
+// TestTheSBOMOfABinaryListsExactlyTheModulesItWasBuiltWith builds this command and checks its own SBOM: it validates as
 // SPDX, describes the binary, and the binary contains exactly the modules of
 // its build information plus stdlib, read back from the JSON.
-func TestDocument(t *testing.T) {
+func TestTheSBOMOfABinaryListsExactlyTheModulesItWasBuiltWith(t *testing.T) {
 	exe := filepath.Join(t.TempDir(), "sbom")
 	if b, err := exec.Command("go", "build", "-o", exe, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, b)

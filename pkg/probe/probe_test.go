@@ -136,7 +136,7 @@ func TestTCP(t *testing.T) {
 	check(t, "closed", TCP(closedAddress(t))(ctx(t)), "connection refused")
 }
 
-func TestFile(t *testing.T) {
+func TestTheFileProbeFailsOnAMissingOrStaleFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "heartbeat")
 	clk := testingclock.NewFakePassiveClock(time.Now())
 	p := File(path, time.Minute, clk)

@@ -47,7 +47,7 @@ func TestBadConfigExitsWithOneLine(t *testing.T) {
 	optionstest.BadInputExitsWithOneLine(t, NewCommand, "UpdateOperatorConfiguration")
 }
 
-func TestHelp(t *testing.T) {
+func TestHelpListsTheOperatorsFlagsAndHidesKlogsLegacyOnes(t *testing.T) {
 	stdout, _, code := runCommand(t, "--help")
 	if code != 0 {
 		t.Fatalf("exit %d", code)

@@ -39,7 +39,7 @@ func fakeAPIServer() (*fake.Clientset, *int) {
 	return client, &reviews
 }
 
-func TestWrap(t *testing.T) {
+func TestMetricsRequestsNeedATokenTheAPIServerAuthenticatesAndAuthorizes(t *testing.T) {
 	client, reviews := fakeAPIServer()
 	a := New(client)
 	now := time.Unix(1000, 0)
