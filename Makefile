@@ -147,7 +147,7 @@ verify: ## Fail on stale generated code, gofmt, untidy go.mod, go vet, staticche
 	hack/verify.sh
 
 .PHONY: test
-test: controlplane test-unit test-fuzz-wire test-chart test-monitoring test-images test-plots test-release test-integration ## Everything: unit, fuzz of the wire formats (briefly), chart, alert rules and dashboards, images and release (host platform), plots, integration (E2E=1: and the real-node e2e tests, as root).
+test: controlplane test-unit simulate-fresh test-fuzz-wire test-chart test-monitoring test-images test-plots test-release test-integration ## Everything: unit, fresh simulation seeds, fuzz of the wire formats (briefly), chart, alert rules and dashboards, images and release (host platform), plots, integration (E2E=1: and the real-node e2e tests, as root).
 
 .PHONY: tools
 tools: $(GOTESTSUM)
@@ -235,6 +235,22 @@ SIM_TEST_updater := TestUpdaterSimulation
 .PHONY: simulate
 simulate: ## Run a simulation (SIM=controller or updater) on SEEDS random seeds (a failing seed prints its replay command).
 	$(GO) test $(SIM_PKG_$(SIM)) -count=1 -run '^$(SIM_TEST_$(SIM))$$' -sim.seeds=$(SEEDS) -parallel $(SIM_PARALLEL) -timeout 3h
+
+# Fresh seeds in every make test: drawn from the commit, so a retry of the
+# same commit runs the same seeds and the next commit new ones; calibrated to
+# about 2 minutes together on 2 cores (docs/reliability.md).
+SIM_FRESH_SEEDS_controller ?= 40
+SIM_FRESH_SEEDS_updater ?= 40
+SIM_FRESH_FROM ?= $(shell git rev-parse HEAD 2>/dev/null || echo unversioned)
+
+.PHONY: simulate-fresh
+simulate-fresh: ## Fresh seeds of both simulations drawn from the commit (SIM_FRESH_FROM); a failing one prints its replay command.
+	@for sim in controller updater; do \
+	  echo "=== $$sim simulation: fresh seeds from $(SIM_FRESH_FROM)"; \
+	  case $$sim in controller) pkg=$(SIM_PKG_controller) test=$(SIM_TEST_controller) n=$(SIM_FRESH_SEEDS_controller);; \
+	    updater) pkg=$(SIM_PKG_updater) test=$(SIM_TEST_updater) n=$(SIM_FRESH_SEEDS_updater);; esac; \
+	  $(GO) test $$pkg -count=1 -run "^$$test\$$" -sim.seeds=$$n -sim.fresh=$(SIM_FRESH_FROM) -parallel $(SIM_PARALLEL) -timeout 30m || exit 1; \
+	done
 
 .PHONY: simulate-mutants
 simulate-mutants: ## Revert each fix in turn (hack/simulate/mutants; SIM=updater: mutants/updater) and count the seeds the simulation needs to find it.

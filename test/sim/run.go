@@ -3,6 +3,7 @@ package sim
 import (
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ var (
 	flagSeed    = flag.String("sim.seed", "", "run only this seed (replays a failure)")
 	flagSeeds   = flag.Int("sim.seeds", 0, "random seeds each sim.Run adds to its fixed seeds (go test runs only the fixed ones, so that CI is deterministic; make simulate adds random ones)")
 	flagVerbose = flag.Bool("sim.verbose", false, "log each seed's trace")
+	flagFresh   = flag.String("sim.fresh", "", "draw the -sim.seeds seeds from this string (the commit: the same commit runs the same fresh seeds, each commit new ones) and run only those, not the fixed ones (which go test runs anyway)")
 )
 
 // Regression is a seed that once failed, kept with what it found so that it
@@ -37,14 +39,19 @@ func (rs Regressions) Seeds() []uint64 {
 }
 
 // Run runs fn as a subtest name/seed=N for each of seeds and -sim.seeds random
-// ones, or only for -sim.seed. fn returns the run's trace (or nil): its hash is
+// ones (with -sim.fresh: only -sim.seeds seeds drawn from it), or only for
+// -sim.seed. fn returns the run's trace (or nil): its hash is
 // logged, and the whole trace with -sim.verbose. A failed seed logs the one
 // command line that replays it.
 func Run(t *testing.T, name string, seeds []uint64, fn func(t *testing.T, seed uint64) *Trace) {
 	t.Helper()
 	seeds = append([]uint64(nil), seeds...)
-	for range *flagSeeds {
-		seeds = append(seeds, rand.Uint64()) // new ones each run: the replay line makes them reproducible
+	if *flagFresh != "" {
+		seeds = freshSeeds(*flagFresh, t.Name()+"/"+name, *flagSeeds)
+	} else {
+		for range *flagSeeds {
+			seeds = append(seeds, rand.Uint64()) // new ones each run: the replay line makes them reproducible
+		}
 	}
 	if *flagSeed != "" {
 		seed, err := strconv.ParseUint(*flagSeed, 10, 64)
@@ -74,6 +81,20 @@ func Run(t *testing.T, name string, seeds []uint64, fn func(t *testing.T, seed u
 			})
 		}
 	})
+}
+
+// freshSeeds derives n seeds from from and the run's name: a CI run of a
+// commit runs the same fresh seeds on every retry (a failure is not luck to
+// be retried away), and the next commit runs new ones.
+func freshSeeds(from, run string, n int) []uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(from + "\x00" + run))
+	r := rand.New(rand.NewPCG(h.Sum64(), 0x6e6f64656865616c)) // "nodeheal"
+	seeds := make([]uint64, n)
+	for i := range seeds {
+		seeds[i] = r.Uint64()
+	}
+	return seeds
 }
 
 // packageDir is the test's package as ./dir from the module root: go test
