@@ -100,18 +100,20 @@ var simRegressions = sim.Regressions{
 	{Seed: 2, Name: "a restarted agent tells a newer version a user pinned while it was down from its own pin, recorded in the shadow's status (user-lock-kept)"},
 	{Seed: 11319276540199915920, Name: "a user who deletes a shadow marked failed removes the record of the failure with it; a bad release keeps the node tainted (driver)"},
 	{Seed: 10031326798709030282, Name: "a write is judged on the Nodes the operator had observed: a taint added between two of its writes in one second had not reached it yet, and it ended the soak when it did (driver)"},
+	{Seed: 7724554932071327341, Name: "an abort whose write met a lost answer and four conflicts in the last second is owed, not missed, while the driver holds its retry for the next second (driver)"},
 }
 
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md); TestUpdaterSimulationOpenFindings runs them with
 // -sim.open. Until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{
-	{Seed: 7724554932071327341, Name: "t=15m0s, the last second: the operator is idle, the model still requires n2: Abort, after a lost answer and four injected conflicts on its abort write (make simulate SIM=updater SEEDS=300, 2026-11-25)"},
-}
+var simOpenFindings = sim.Regressions{}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
 func TestUpdaterSimulationOpenFindings(t *testing.T) {
+	if len(simOpenFindings) == 0 {
+		t.Skip("no open findings")
+	}
 	if !*simOpen {
 		t.Skipf("%d open findings, not yet diagnosed (docs/reliability.md); run them with -sim.open", len(simOpenFindings))
 	}
@@ -1792,13 +1794,22 @@ func (s *updaterSimulation) check() {
 			}
 		}
 	}
-	// A settled operator owes nothing.
+	// A settled operator owes nothing, but a write that failed is retried
+	// when the driver's timer for its key fires (a back-off the driver
+	// holds, simSpinRetry): until then the node's action is owed, not
+	// missed.
 	if s.op != nil {
-		if due := cfg.Due(w); len(due) > 0 {
-			var d []string
-			for _, a := range due {
-				d = append(d, a.String())
+		var d []string
+		for _, a := range cfg.Due(w) {
+			if _, retrying := s.op.timers[a.Node]; retrying {
+				continue
 			}
+			if _, retrying := s.op.scTimers[a.Node]; retrying {
+				continue
+			}
+			d = append(d, a.String())
+		}
+		if len(d) > 0 {
 			s.fail("model", "t=%s the operator is idle, the model still requires: %s", s.at(), strings.Join(d, "; "))
 		}
 	}
