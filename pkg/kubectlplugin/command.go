@@ -8,6 +8,7 @@
 //	kubectl nodehealth update status      each UpdatePolicy, the nodes in flight, what halts the rollout
 //	kubectl nodehealth update pause|unpause POLICY  set the policy's spec.paused
 //	kubectl nodehealth update resume NODE lift the halt a node's failed update caused
+//	kubectl nodehealth uninstall         remove what the controller put on the nodes (the hook's work)
 //
 // The logic lives here, out of cmd/, so that it is tested with a fake
 // clientset; cmd/kubectl-nodehealth only wires standard streams.
@@ -130,7 +131,7 @@ SystemExtensionsReady condition, shown with every node, is authoritative.`,
 	flags.DurationVar(&o.RenewalGrace, "renewal-grace", o.RenewalGrace,
 		"The controller's renewalGrace, added to a Lease's duration before it is shown as expired.")
 
-	cmd.AddCommand(newStatusCommand(o), newExplainCommand(o), newRegisterCommand(o), newUnregisterCommand(o), newUpdateCommand(o))
+	cmd.AddCommand(newStatusCommand(o), newExplainCommand(o), newRegisterCommand(o), newUnregisterCommand(o), newUpdateCommand(o), newUninstallCommand(o))
 	return cmd
 }
 

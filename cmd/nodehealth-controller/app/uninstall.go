@@ -1,9 +1,7 @@
 package app
 
 import (
-	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,6 +37,10 @@ in the cluster, so that helm uninstall leaves no node gated.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			deployments, err := uninstall.ParseDeployments(stopDeployments)
+			if err != nil {
+				return fmt.Errorf("--stop-deployment: %w", err)
+			}
 			rules := clientcmd.NewDefaultClientConfigLoadingRules()
 			rules.ExplicitPath = kubeconfig
 			restConfig, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
@@ -49,33 +51,9 @@ in the cluster, so that helm uninstall leaves no node gated.`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			logf := func(format string, args ...interface{}) { fmt.Fprintf(out, format+"\n", args...) }
-			for _, name := range deleteBindings {
-				if err := uninstall.DeleteMutatingAdmissionPolicyBinding(cmd.Context(), client, name, logf); err != nil {
-					return err
-				}
-			}
-			for _, ref := range stopDeployments {
-				namespace, name, ok := strings.Cut(ref, "/")
-				if !ok || namespace == "" || name == "" {
-					return fmt.Errorf("--stop-deployment %q: want namespace/name", ref)
-				}
-				ctx, cancel := context.WithTimeout(cmd.Context(), stopTimeout)
-				err := uninstall.StopDeployment(ctx, client, namespace, name, time.Second, logf)
-				cancel()
-				if err != nil {
-					return err
-				}
-			}
-			res, err := uninstall.Uninstall(cmd.Context(), client, taintKey, leaseNamespace, func(format string, args ...interface{}) {
-				fmt.Fprintf(out, format+"\n", args...)
-			})
-			fmt.Fprintf(out, "changed %d nodes: removed %d taints, %d annotations, %d conditions\n", res.Nodes, res.Taints, res.Annotations, res.Conditions)
-			if len(res.Skipped) > 0 {
-				fmt.Fprintf(out, "left the unparsable %s annotation on: %v\n", nodev1alpha1.SystemExtensionsAnnotation, res.Skipped)
-			}
-			return err
+			plan := uninstall.Plan{DeleteBindings: deleteBindings, StopDeployments: deployments, StopTimeout: stopTimeout,
+				TaintKey: taintKey, LeaseNamespace: leaseNamespace}
+			return plan.Run(cmd.Context(), client, cmd.OutOrStdout())
 		},
 	}
 	// The root command's help lists the controller's own flag sections;

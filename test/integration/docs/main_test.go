@@ -1,7 +1,7 @@
 // Package docs_test runs the commands of the documentation against the real
 // local control plane, so that a documented command never breaks silently:
 // every ```sh block of docs/install.md and README.md, in order, with
-// KUBECONFIG set and kubectl, helm and nodehealth-controller on PATH. A block
+// KUBECONFIG set and kubectl, helm, nodehealth-controller and kubectl-nodehealth on PATH. A block
 // that cannot run here is marked, on the line before it,
 //
 //	<!-- doc-test: skip: why it cannot run here -->
@@ -17,5 +17,5 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Suite{Commands: []string{"./cmd/nodehealth-controller"}})
+	testenv.Main(m, testenv.Suite{Commands: []string{"./cmd/nodehealth-controller", "./cmd/kubectl-nodehealth"}})
 }
