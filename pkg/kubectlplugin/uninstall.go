@@ -58,4 +58,3 @@ so it is safe after "helm uninstall --no-hooks" or a second time.
 	flags.DurationVar(&plan.StopTimeout, "stop-timeout", plan.StopTimeout, "How long to wait for each Deployment's pods to go.")
 	return cmd
 }
-
