@@ -89,6 +89,10 @@ and "annotations" (a dict) to add annotations to every object.
 {{- $labels := include "nodehealth.labels" (dict "ctx" $ctx "component" .component) | fromYaml -}}
 {{- $content := $ctx.Files.Get .file -}}
 {{- if not $content }}{{ fail (printf "chart file %s is missing: run hack/update-chart.sh" .file) }}{{ end -}}
+{{- /* Usernames of the release's ServiceAccounts in admission policies'
+  expressions (the update operator's, which nodehealth-shadow-delete-mid-update
+  exempts) follow the release's namespace like the RBAC subjects below. */}}
+{{- $content = replace "system:serviceaccount:nodehealth-system:" (printf "system:serviceaccount:%s:" $ctx.Release.Namespace) $content -}}
 {{- range $doc := regexSplit "(?m)^---[ \t]*$" $content -1 }}
 {{- $obj := fromYaml $doc }}
 {{- if $obj }}
