@@ -2,7 +2,11 @@ package updates_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -335,6 +339,13 @@ func TestUpdatePolicyValidation(t *testing.T) {
 		{"every", func(s *updatesv1alpha1.UpdatePolicySpec) { s.Windows[0].Schedule = "@every 1h" }, "@every"},
 		{"tz-prefix", func(s *updatesv1alpha1.UpdatePolicySpec) { s.Windows[0].Schedule = "TZ=UTC 0 2 * * *" }, "timeZone"},
 		{"no-duration", func(s *updatesv1alpha1.UpdatePolicySpec) { s.Windows[0].Duration = metav1.Duration{} }, "positive"},
+		{"eight-days", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Windows[0] = updatesv1alpha1.UpdateWindow{Schedule: "* * * * *", Duration: metav1.Duration{Duration: 8760 * time.Hour}}
+		}, "at most 7 days"},
+		{"version-words", func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "latest" }, "spec.targetVersion"},
+		{"version-four-parts", func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "1.20.3.1" }, "spec.targetVersion"},
+		{"version-leading-zero", func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "1.020.3" }, "spec.targetVersion"},
+		{"version-space", func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = " 1.20.3" }, "spec.targetVersion"},
 		{"negative-soak", func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.PostRebootSoak = &metav1.Duration{Duration: -time.Second}
 		}, "negative"},
@@ -349,6 +360,64 @@ func TestUpdatePolicyValidation(t *testing.T) {
 		}
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want Invalid mentioning %q", tc.name, err, tc.want)
+		}
+	}
+	// What Bottlerocket versions look like (pkg/updater/brapi ParseVersion),
+	// and the longest window: accepted.
+	for name, mod := range map[string]func(*updatesv1alpha1.UpdatePolicySpec){
+		"version":       func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "1.20.3" },
+		"version-v":     func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "v1.20.3" },
+		"version-two":   func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "1.20" },
+		"version-pre":   func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "v1.21.0-rc.1+build.7" },
+		"version-empty": func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "" },
+		"seven-day-window": func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Windows[0].Duration = metav1.Duration{Duration: 7 * 24 * time.Hour}
+		},
+	} {
+		p := valid("validation-ok-" + name)
+		mod(&p.Spec)
+		if _, err := c.Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Errorf("%s: refused: %v", name, err)
+		}
+	}
+}
+
+// The CRD's rules on a schedule's prefix (@every, TZ=) ignore whitespace
+// around it exactly as the operator's parser does: the rows of
+// pkg/updater/window/testdata/schedule-rules.json, which the parser's unit
+// test reads too, are accepted or refused alike.
+func TestTheCRDsScheduleRulesAgreeWithTheOperatorsParser(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "pkg/updater/window/testdata/schedule-rules.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []struct {
+		Schedule string `json:"schedule"`
+		Accepted bool   `json:"accepted"`
+		What     string `json:"what"`
+	}
+	if err := json.Unmarshal(b, &rows); err != nil {
+		t.Fatal(err)
+	}
+	c := shadowClient(t).UpdatesV1alpha1().UpdatePolicies()
+	for i, r := range rows {
+		p := &updatesv1alpha1.UpdatePolicy{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("schedule-rule-%d", i)}, Spec: updatesv1alpha1.UpdatePolicySpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"updates-it/none": "x"}}, MaxConcurrentUpdates: intstr.FromInt32(1),
+			Windows: []updatesv1alpha1.UpdateWindow{{Schedule: r.Schedule, Duration: metav1.Duration{Duration: time.Minute}}}}}
+		_, err := c.Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case r.Accepted && err != nil:
+			t.Errorf("%s (%q): refused: %v", r.What, r.Schedule, err)
+		case !r.Accepted && err == nil:
+			t.Errorf("%s (%q): accepted", r.What, r.Schedule)
+		case !r.Accepted && !apierrors.IsInvalid(err):
+			t.Errorf("%s (%q): %v, want Invalid", r.What, r.Schedule, err)
 		}
 	}
 }
