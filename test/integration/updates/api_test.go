@@ -316,7 +316,9 @@ func TestUpdatePolicyValidation(t *testing.T) {
 	c := shadowClient(t).UpdatesV1alpha1().UpdatePolicies()
 	valid := func(name string) *updatesv1alpha1.UpdatePolicy {
 		return &updatesv1alpha1.UpdatePolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: updatesv1alpha1.UpdatePolicySpec{
-			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"updates-it/none": "x"}}, MaxConcurrentUpdates: intstr.FromString("10%"),
+			// A selector of its own: deploy/update-operator/policy.yaml,
+			// while another test has it installed, refuses a twin.
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"updates-it/none": name}}, MaxConcurrentUpdates: intstr.FromString("10%"),
 			Windows: []updatesv1alpha1.UpdateWindow{{Schedule: "0 2 * * mon-fri", Duration: metav1.Duration{Duration: 4 * time.Hour}, TimeZone: "Europe/Berlin"}}}}
 	}
 	p, err := c.Create(ctx, valid("validation-ok"), metav1.CreateOptions{})
@@ -407,8 +409,9 @@ func TestTheCRDsScheduleRulesAgreeWithTheOperatorsParser(t *testing.T) {
 	}
 	c := shadowClient(t).UpdatesV1alpha1().UpdatePolicies()
 	for i, r := range rows {
-		p := &updatesv1alpha1.UpdatePolicy{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("schedule-rule-%d", i)}, Spec: updatesv1alpha1.UpdatePolicySpec{
-			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"updates-it/none": "x"}}, MaxConcurrentUpdates: intstr.FromInt32(1),
+		name := fmt.Sprintf("schedule-rule-%d", i)
+		p := &updatesv1alpha1.UpdatePolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: updatesv1alpha1.UpdatePolicySpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"updates-it/none": name}}, MaxConcurrentUpdates: intstr.FromInt32(1),
 			Windows: []updatesv1alpha1.UpdateWindow{{Schedule: r.Schedule, Duration: metav1.Duration{Duration: time.Minute}}}}}
 		_, err := c.Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		switch {
@@ -419,5 +422,87 @@ func TestTheCRDsScheduleRulesAgreeWithTheOperatorsParser(t *testing.T) {
 		case !r.Accepted && !apierrors.IsInvalid(err):
 			t.Errorf("%s (%q): %v, want Invalid", r.What, r.Schedule, err)
 		}
+	}
+}
+
+// deploy/update-operator/policy.yaml refuses an UpdatePolicy whose
+// nodeSelector is that of another policy (a node both select is never
+// started), naming the other; a different selector, the policy's own
+// rewrite, and an edit of a pair written before the admission policy that
+// leaves the selector alone all pass. Not parallel: while it is installed
+// it applies to every test's policies.
+func TestAPolicyWithTheNodeSelectorOfAnotherIsRefused(t *testing.T) {
+	env := testenv.Env(t)
+	ctx := testenv.Context(t)
+	c := shadowClient(t).UpdatesV1alpha1().UpdatePolicies()
+	mk := func(name string, labels map[string]string) *updatesv1alpha1.UpdatePolicy {
+		return &updatesv1alpha1.UpdatePolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: updatesv1alpha1.UpdatePolicySpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: labels}, MaxConcurrentUpdates: intstr.FromInt32(1)}}
+	}
+	pool := map[string]string{"updates-it/pool": "canary"}
+	// A pair written before the admission policy existed.
+	for _, name := range []string{"selector-old-a", "selector-old-b"} {
+		if _, err := c.Create(ctx, mk(name, map[string]string{"updates-it/pool": "old"}), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	if out, err := env.Kubectl(ctx, "apply", "--server-side", "-f", "deploy/update-operator/policy.yaml"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := env.Kubectl(context.Background(), "delete", "-f", "deploy/update-operator/policy.yaml"); err != nil {
+			t.Errorf("removing the admission policy: %v\n%s", err, out)
+		}
+	})
+	if _, err := c.Create(ctx, mk("selector-canary", pool), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), "selector-canary", metav1.DeleteOptions{}) })
+
+	// The policy is loaded through an informer; wait until it denies.
+	var err error
+	if werr := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err = c.Create(ctx, mk("selector-twin", pool), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil, nil
+	}); werr != nil {
+		t.Fatalf("a policy with the selector of another was never refused: %v", werr)
+	}
+	for _, want := range []string{"UpdatePolicy selector-canary has the same nodeSelector", "never started"} {
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %v does not say %q", err, want)
+		}
+	}
+	for name, labels := range map[string]map[string]string{
+		"selector-fleet":  {"updates-it/pool": "fleet"},
+		"selector-subset": {"updates-it/pool": "canary", "updates-it/zone": "a"}, // overlaps: the operator's condition reports it
+	} {
+		if _, err := c.Create(ctx, mk(name, labels), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Errorf("%s: refused: %v", name, err)
+		}
+	}
+	for _, name := range []string{"selector-canary", "selector-old-a"} {
+		p, err := c.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Spec.Paused = true
+		if _, err := c.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Errorf("pausing %s: %v", name, err)
+		}
+	}
+	// Editing one of the old pair onto a selector of its own is allowed;
+	// editing it onto another's is not.
+	p, err := c.Get(ctx, "selector-old-b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.NodeSelector.MatchLabels = pool
+	if _, err := c.Update(ctx, p, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsInvalid(err) {
+		t.Errorf("moving selector-old-b onto selector-canary's selector: %v, want refused", err)
+	}
+	p.Spec.NodeSelector.MatchLabels = map[string]string{"updates-it/pool": "old-b"}
+	if _, err := c.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("moving selector-old-b to a selector of its own: %v", err)
 	}
 }
