@@ -2,6 +2,8 @@ package updater
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -291,12 +293,14 @@ func sortedShadows(snap *snapshot) []*updatesv1alpha1.BottlerocketShadow {
 func policyStatus(snap *snapshot, pol *policy, p plan, old *updatesv1alpha1.UpdatePolicyStatus) updatesv1alpha1.UpdatePolicyStatus {
 	st := updatesv1alpha1.UpdatePolicyStatus{ObservedGeneration: pol.generation, HaltedBy: p.haltedBy}
 	var conflicts []string
+	others := map[string]bool{} // the policies that select this one's nodes too
 	for _, sh := range sortedShadows(snap) {
 		n, ok := snap.nodes[sh.Name]
-		if ok && n.managed && len(n.selectedBy) > 1 {
+		if ok && n.managed && len(n.selectedBy) > 1 && slices.Contains(n.selectedBy, pol.name) {
+			conflicts = append(conflicts, sh.Name)
 			for _, s := range n.selectedBy {
-				if s == pol.name {
-					conflicts = append(conflicts, sh.Name)
+				if s != pol.name {
+					others[s] = true
 				}
 			}
 		}
@@ -367,8 +371,14 @@ func policyStatus(snap *snapshot, pol *policy, p plan, old *updatesv1alpha1.Upda
 			fmt.Sprintf("%d of %d nodes run the target version (%d in flight, %d failed, %d waiting)", st.UpToDate, st.Nodes, st.InFlight, st.Failed, st.Waiting))
 	}
 	if len(conflicts) > 0 {
-		set(updatesv1alpha1.PolicyConflict, true, "NodesSelectedTwice", fmt.Sprintf("Other policies select these nodes too; they are never started: %s",
-			strings.Join(conflicts, ", ")))
+		// Naming the other policies tells, from either side, what to edit.
+		names := slices.Sorted(maps.Keys(others))
+		what := "UpdatePolicy " + names[0] + " selects"
+		if len(names) > 1 {
+			what = "UpdatePolicies " + strings.Join(names, ", ") + " select"
+		}
+		set(updatesv1alpha1.PolicyConflict, true, "NodesSelectedTwice", fmt.Sprintf("%s these nodes too; they are never started until exactly one policy selects each: %s",
+			what, strings.Join(conflicts, ", ")))
 	} else {
 		set(updatesv1alpha1.PolicyConflict, false, "NoConflict", "No other policy selects this policy's nodes")
 	}

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -113,6 +114,10 @@ func TestPlanStarts(t *testing.T) {
 			want: map[string]string{"fleet": "start a@1.20.0"}, wake: time.Hour},
 		{name: "an unknown time zone: the policy starts nothing",
 			policies: P{fleet(inWindow("0 11 * * *", time.Hour, "Mars/Olympus"))},
+			nodes:    N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)},
+			want: map[string]string{"fleet": "halt InvalidSpec"}},
+		{name: "a window longer than the interval between its starts: the policy starts nothing",
+			policies: P{fleet(inWindow("* * * * *", 8760*time.Hour, ""))},
 			nodes:    N{mkNode("a")}, shadows: S{mkShadow("a", idle, idle)},
 			want: map[string]string{"fleet": "halt InvalidSpec"}},
 		{name: "a soak the MonitoringUpdate deadline cannot hold: the policy starts nothing",
@@ -250,6 +255,32 @@ func TestPolicyStatus(t *testing.T) {
 	for k := range want {
 		if got[k] != want[k] {
 			t.Errorf("%s:\n  got  %s\n  want %s", k, got[k], want[k])
+		}
+	}
+}
+
+// TestAConflictNamesTheOtherPolicy: two policies whose selectors overlap
+// each say, in their Conflict condition, which other policy selects their
+// nodes too, so that either of them tells what to edit.
+func TestAConflictNamesTheOtherPolicy(t *testing.T) {
+	pols := []*updatesv1alpha1.UpdatePolicy{fleetPolicy(), mkPolicy("overlap", map[string]string{pool: "both"})}
+	nodes := []*v1.Node{mkNode("f1"), mkNode("f2", label(pool, "both"))}
+	shadows := []*updatesv1alpha1.BottlerocketShadow{mkShadow("f1", idle, idle), mkShadow("f2", idle, idle)}
+	f := newPolicyFixture(t, defaultOptions(), pols, nodes, shadows)
+	parsed := parsePolicies(pols, defaultOptions().Deadlines)
+	snap, err := f.c.snapshot(shadows, parsed, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"fleet":   "UpdatePolicy overlap selects these nodes too; they are never started until exactly one policy selects each: f2",
+		"overlap": "UpdatePolicy fleet selects these nodes too; they are never started until exactly one policy selects each: f2",
+	}
+	for _, pol := range parsed {
+		st := policyStatus(snap, pol, planStarts(snap, pol), nil)
+		c := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.PolicyConflict)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Message != want[pol.name] {
+			t.Errorf("%s: Conflict %+v, want True saying %q", pol.name, c, want[pol.name])
 		}
 	}
 }

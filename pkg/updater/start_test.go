@@ -274,11 +274,17 @@ func TestAnErrorResetHoldsItsSlotUntilTheAgentReportsIdle(t *testing.T) {
 	f.expect([]string{"status fleet"})
 }
 
-func notOfferedAt(at time.Time) shadowMod {
+// notOfferedAt is the agent's report of a first try that found the version
+// not offered: the condition turned True with this try.
+func notOfferedAt(at time.Time) shadowMod { return notOfferedSince(at, at) }
+
+// notOfferedSince is the agent's report of a try at at that found the
+// version not offered, by a node waiting for it since since.
+func notOfferedSince(since, at time.Time) shadowMod {
 	return func(s *updatesv1alpha1.BottlerocketShadow) {
 		s.Status.StateTransitionFailureTimestamp = &metav1.Time{Time: at}
 		s.Status.Conditions = []metav1.Condition{{Type: updatesv1alpha1.ConditionUpdateFailed, Status: metav1.ConditionTrue,
-			Reason: updatesv1alpha1.ReasonVersionNotOffered, Message: "version 1.20.0 is not offered to this node"}}
+			Reason: updatesv1alpha1.ReasonVersionNotOffered, Message: "version 1.20.0 is not offered to this node", LastTransitionTime: metav1.Time{Time: since}}}
 	}
 }
 
@@ -295,6 +301,17 @@ func TestANodeNotOfferedItsPinYetWaitsForItsNextRefresh(t *testing.T) {
 	f.expect([]string{"update n1 Idle 1.20.0"})
 	if got := distinct(f.events()); strings.Join(got, ",") != "Normal UpdateWaiting" {
 		t.Errorf("events = %v, want Normal UpdateWaiting", got)
+	}
+	// The tries after the first re-check, for days at times: the node goes
+	// back to Idle without an Event; the condition says since when it waits.
+	f = newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")},
+		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("n1", staged, errReset, since(time.Minute), notOfferedSince(t0.Add(-48*time.Hour), t0))})
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"update n1 Idle 1.20.0"})
+	if got := f.events(); len(got) != 0 {
+		t.Errorf("events of a re-check = %v, want none", got)
 	}
 
 	f = newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")},

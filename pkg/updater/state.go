@@ -71,6 +71,15 @@ func waitingForWave(s *updatesv1alpha1.BottlerocketShadow) bool {
 	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == updatesv1alpha1.ReasonVersionNotOffered
 }
 
+// waitBegan reports whether the agent's try that found the version not
+// offered began the node's wait: the agent keeps the condition True across
+// the tries, so its lastTransitionTime is when the wait began, and each try
+// stamps stateTransitionFailureTimestamp.
+func waitBegan(s *updatesv1alpha1.BottlerocketShadow) bool {
+	c := meta.FindStatusCondition(s.Status.Conditions, updatesv1alpha1.ConditionUpdateFailed)
+	return c != nil && s.Status.StateTransitionFailureTimestamp != nil && !c.LastTransitionTime.Before(s.Status.StateTransitionFailureTimestamp)
+}
+
 // backoffUntil is when a node that failed before its reboot may retry:
 // 2^crashCount minutes after the failure, at most 24 hours; a node whose
 // version was not offered yet is tried again after its next refresh.

@@ -86,8 +86,12 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 			if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, s.Spec.Version, nil); err != nil {
 				return err
 			}
-			c.event(s, v1.EventTypeNormal, "UpdateWaiting", "Version %s is not offered to this node yet (Bottlerocket releases in waves); trying again after its next refresh",
-				s.Spec.Version)
+			// The node is tried again after every refresh for as long as
+			// its wave takes: only the try that began the wait is news.
+			if waitBegan(s) {
+				c.event(s, v1.EventTypeNormal, "UpdateWaiting", "Version %s is not offered to this node yet (Bottlerocket releases in waves); trying again after each of its refreshes",
+					s.Spec.Version)
+			}
 			return nil
 		}
 		msg := "the agent reported a failure"

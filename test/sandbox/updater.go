@@ -81,8 +81,20 @@ func (u *updaterComponent) Start(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
+	// The operator runs as its ServiceAccount, as deployed, not as the
+	// admin: with the admin's rights it would pass RBAC it lacks, and the
+	// admission policy that lets the operator, and nobody else, delete a
+	// shadow mid-update (the resumed orphan of a deleted node) would refuse
+	// it as it refuses a person.
+	if err := env.InstallUpdateOperatorRBAC(ctx); err != nil {
+		return err
+	}
+	operatorKubeconfig := filepath.Join(env.Dir, "update-operator.kubeconfig")
+	if err := env.WriteUpdateOperatorKubeconfig(operatorKubeconfig); err != nil {
+		return err
+	}
 	u.configPath = filepath.Join(env.Dir, "update-operator.yaml")
-	if err := os.WriteFile(u.configPath, []byte(operatorConfig(env.KubeconfigPath, ports[0])), 0o644); err != nil {
+	if err := os.WriteFile(u.configPath, []byte(operatorConfig(operatorKubeconfig, ports[0])), 0o644); err != nil {
 		return err
 	}
 	// The rollout is an UpdatePolicy: without one no node would start.

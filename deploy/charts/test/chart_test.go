@@ -322,10 +322,13 @@ func TestRunbooksAreTheReleasesDocs(t *testing.T) {
 }
 
 // A first install touches no node: the chart creates no UpdatePolicy unless
-// asked, and one it is asked for is a post-install/post-upgrade hook, so it
-// is created after the release's CRD exists (a custom resource in the
-// release beside its own CRD fails the first install).
-func TestTheChartCreatesAnUpdatePolicyOnlyWhenAskedAndAfterItsCRD(t *testing.T) {
+// asked. One it is asked for is a plain resource of the release wherever its
+// CRD is served, so that helm upgrade patches it instead of re-creating it
+// (a hook re-created on every upgrade undid kubectl nodehealth update
+// pause); only on the install that brings the CRD (a custom resource beside
+// its own CRD fails the install) is it a post-install hook, carrying Helm's
+// ownership metadata so that the next upgrade adopts it.
+func TestTheChartCreatesAnUpdatePolicyOnlyWhenAskedAndOwnsItAsAPlainResource(t *testing.T) {
 	const policy = "apiVersion: updates.nodehealth.io/v1alpha1\nkind: UpdatePolicy\n"
 	def := mustInstall(t, map[string]any{})
 	if strings.Contains(def.Manifest, policy) {
@@ -336,23 +339,80 @@ func TestTheChartCreatesAnUpdatePolicyOnlyWhenAskedAndAfterItsCRD(t *testing.T) 
 			t.Errorf("the default values create an UpdatePolicy hook (%s)", h.Path)
 		}
 	}
-	full := mustInstall(t, valuesFile(t, "testdata/full-values.yaml"))
-	if strings.Contains(full.Manifest, policy) {
-		t.Fatal("the full values' UpdatePolicy is in the release's manifest, not a hook")
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	found := false
-	for _, h := range full.Hooks {
-		if !strings.Contains(h.Manifest, policy) {
-			continue
+	vals := valuesFile(t, "testdata/full-values.yaml")
+	served := func(i *action.Install) {
+		i.APIVersions = common.VersionSet{"updates.nodehealth.io/v1alpha1", updatePolicyKind}
+	}
+	for _, tc := range []struct {
+		name string
+		mod  func(*action.Install)
+	}{
+		// helm upgrade: the CRD the install created is served.
+		{"upgrade", func(i *action.Install) { served(i); i.IsUpgrade = true }},
+		// helm install where the CRDs are already there (kept by an
+		// earlier release, or applied with kustomize).
+		{"install with the CRD served", served},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rel, err := installWith(ch, vals, "nodehealth-system", tc.mod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range rel.Hooks {
+				if strings.Contains(h.Manifest, policy) {
+					t.Errorf("the UpdatePolicy is a hook (%s):\n%s", h.Path, h.Manifest)
+				}
+			}
+			doc := docOf(rel.Manifest, policy)
+			if doc == "" {
+				t.Fatal("the UpdatePolicy is not in the release's manifest")
+			}
+			if strings.Contains(doc, "helm.sh/hook") {
+				t.Errorf("the UpdatePolicy carries hook annotations:\n%s", doc)
+			}
+			if !strings.Contains(doc, "helm.sh/resource-policy: keep") {
+				t.Errorf("the UpdatePolicy is deleted by helm uninstall:\n%s", doc)
+			}
+		})
+	}
+	// The install that brings the CRD.
+	first := mustInstall(t, vals)
+	if strings.Contains(first.Manifest, policy) {
+		t.Fatal("the UpdatePolicy is in the manifest of the install that creates its CRD: Helm cannot map it")
+	}
+	var hook string
+	for _, h := range first.Hooks {
+		if d := docOf(h.Manifest, policy); d != "" {
+			hook = d
 		}
-		found = true
-		if !strings.Contains(h.Manifest, "helm.sh/hook: post-install,post-upgrade") {
-			t.Errorf("the UpdatePolicy hook %s does not run after install and upgrade", h.Path)
+	}
+	for _, want := range []string{"helm.sh/hook: post-install\n", "app.kubernetes.io/managed-by: Helm",
+		"meta.helm.sh/release-name: nodehealth", "meta.helm.sh/release-namespace: nodehealth-system"} {
+		if !strings.Contains(hook, want) {
+			t.Errorf("the first install's UpdatePolicy hook lacks %q (the next upgrade adopts it by Helm's ownership metadata):\n%s", want, hook)
 		}
 	}
-	if !found {
-		t.Error("the full values create no UpdatePolicy")
+	if strings.Contains(hook, "post-upgrade") {
+		t.Errorf("the first install's UpdatePolicy hook runs on upgrades:\n%s", hook)
 	}
+}
+
+// updatePolicyKind is how discovery lists the UpdatePolicy CRD in
+// .Capabilities.APIVersions once it is served.
+const updatePolicyKind = "updates.nodehealth.io/v1alpha1/UpdatePolicy"
+
+// docOf is the YAML document of a multi-document stream that contains s.
+func docOf(stream, s string) string {
+	for _, d := range regexp.MustCompile(`(?m)^---\s*$`).Split(stream, -1) {
+		if strings.Contains(d, s) {
+			return d
+		}
+	}
+	return ""
 }
 
 // NOTES.txt says what the install does: with the default values, nothing to
@@ -846,6 +906,12 @@ func install(ch *chart.Chart, vals map[string]any) (*releasev1.Release, error) {
 }
 
 func installIn(ch *chart.Chart, vals map[string]any, namespace string) (*releasev1.Release, error) {
+	return installWith(ch, vals, namespace, nil)
+}
+
+// installWith is installIn with the action changed by mod (nil: none), as
+// helm template's --is-upgrade and --api-versions change it.
+func installWith(ch *chart.Chart, vals map[string]any, namespace string, mod func(*action.Install)) (*releasev1.Release, error) {
 	install := action.NewInstall(action.NewConfiguration())
 	install.DryRunStrategy = action.DryRunClient
 	install.ReleaseName = "nodehealth"
@@ -857,6 +923,9 @@ func installIn(ch *chart.Chart, vals map[string]any, namespace string) (*release
 		return nil, err
 	}
 	install.KubeVersion = kubeVersion
+	if mod != nil {
+		mod(install)
+	}
 	rel, err := install.Run(ch, vals)
 	if err != nil {
 		return nil, err

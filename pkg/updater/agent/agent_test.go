@@ -632,6 +632,61 @@ func TestAPinNotOfferedYetWaitsWithoutACrash(t *testing.T) {
 	h.expectConverged("latest")
 }
 
+// TestAPinNotOfferedForDaysSendsOneEventWhenItStartsWaiting: the operator
+// tries a waiting node again after every refresh, for as long as its wave
+// takes (days, at times). Each try is a re-check, not news: one Event when
+// the node starts waiting for a version, none on the re-checks, and the
+// UpdateFailed/VersionNotOffered condition keeps saying since when; a new
+// pin that is not offered either is news again.
+func TestAPinNotOfferedForDaysSendsOneEventWhenItStartsWaiting(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	// Every Event of the waits: the aborts that call the tries off are
+	// part of them.
+	notOffered := func() int {
+		h.events.mu.Lock()
+		defer h.events.mu.Unlock()
+		n := 0
+		for _, e := range h.events.events {
+			if e.reason != updatesv1alpha1.ReasonVersionNotOffered {
+				t.Errorf("an Event %s (%s) while the node waits for its wave", e.reason, e.message)
+			}
+			n++
+		}
+		return n
+	}
+	try := func(version string) {
+		t.Helper()
+		h.shadows.setSpec(staged, version)
+		mustSync(t, h, a)
+		h.expectState(errorReset)
+		// The operator returns spec to Idle; the agent aborts.
+		h.shadows.setSpec(idle, version)
+		mustSync(t, h, a)
+		h.expectState(idle)
+	}
+	try("1.23.0")
+	since := meta.FindStatusCondition(h.status().Conditions, updatesv1alpha1.ConditionUpdateFailed).LastTransitionTime
+	for range 5 {
+		h.clk.Step(2 * time.Minute)
+		try("1.23.0")
+	}
+	if n := notOffered(); n != 1 {
+		t.Errorf("%d Events for six tries of one version, want one %s: %+v", n, updatesv1alpha1.ReasonVersionNotOffered, h.events.events)
+	}
+	c := meta.FindStatusCondition(h.status().Conditions, updatesv1alpha1.ConditionUpdateFailed)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != updatesv1alpha1.ReasonVersionNotOffered || !c.LastTransitionTime.Equal(&since) ||
+		!strings.Contains(c.Message, "1.23.0") {
+		t.Errorf("condition %+v, want UpdateFailed=True/%s about 1.23.0 since %v", c, updatesv1alpha1.ReasonVersionNotOffered, since)
+	}
+	try("1.24.0")
+	if n := notOffered(); n != 2 {
+		t.Errorf("%d Events after a new pin, want a second %s: %+v", n, updatesv1alpha1.ReasonVersionNotOffered, h.events.events)
+	}
+}
+
 func TestTransientAPIErrorsRetryThenFail(t *testing.T) {
 	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
 	h.shadows.create()

@@ -136,7 +136,12 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 		return a.opts.RetryInterval, err
 	}
 	logger.Info("Update aborted; the node is Idle", "running", current)
-	a.c.Events.Event(out, v1.EventTypeNormal, ReasonAborted, fmt.Sprintf("Update to %s called off; node %s stays on %s", shadow.Spec.Version, a.opts.NodeName, current))
+	// Calling off a try that found its version not offered yet (the
+	// ErrorReset notOffered reported) ends a re-check of a wait the
+	// VersionNotOffered Event announced: no Event of its own.
+	if shadow.Status.CurrentState != updatesv1alpha1.StateErrorReset || !waitingForWave(shadow, shadow.Spec.Version) {
+		a.c.Events.Event(out, v1.EventTypeNormal, ReasonAborted, fmt.Sprintf("Update to %s called off; node %s stays on %s", shadow.Spec.Version, a.opts.NodeName, current))
+	}
 	a.nextCheck = a.opts.Clock.Now().Add(a.opts.UpdateCheckInterval)
 	return 0, nil
 }
@@ -301,8 +306,15 @@ func (a *Agent) failWith(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 // reports ErrorReset like fail, so the operator returns spec to Idle and the
 // abort restores the lock, but counts no crash; the operator tries the node
 // again after its next refresh.
+//
+// The operator tries the node again after every refresh, for as long as the
+// wave takes (days, at times): only the first try for a version sends an
+// Event; the others re-check quietly, and the UpdateFailed condition
+// (True/VersionNotOffered, its lastTransitionTime when the wait began) says
+// that the node waits and for what.
 func (a *Agent) notOffered(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, cause error) (time.Duration, error) {
 	klog.FromContext(ctx).Info("The version is not offered to this node yet; waiting for its wave", "version", shadow.Spec.Version, "cause", cause.Error())
+	rechecking := waitingForWave(shadow, shadow.Spec.Version)
 	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.CurrentState = updatesv1alpha1.StateErrorReset
 		now := a.now()
@@ -312,9 +324,28 @@ func (a *Agent) notOffered(ctx context.Context, shadow *updatesv1alpha1.Bottlero
 	if err != nil {
 		return a.opts.RetryInterval, err
 	}
-	a.c.Events.Event(out, v1.EventTypeNormal, ReasonNotOffered, fmt.Sprintf("Not updating to %s yet: %v", shadow.Spec.Version, cause))
+	if !rechecking {
+		a.c.Events.Event(out, v1.EventTypeNormal, ReasonNotOffered, fmt.Sprintf("Not updating to %s yet: %v", shadow.Spec.Version, cause))
+	}
 	a.resetAttempt()
 	return a.opts.UpdateCheckInterval, nil
+}
+
+// notOfferedMessage begins the message of the VersionNotOffered condition,
+// so that waitingForWave can tell which version the node waits for.
+func notOfferedMessage(version string) string {
+	return fmt.Sprintf("version %s is not offered to this node", version)
+}
+
+// waitingForWave reports whether the shadow's UpdateFailed condition says
+// the node waits for its wave: for version, or for any version when
+// version is empty.
+func waitingForWave(shadow *updatesv1alpha1.BottlerocketShadow, version string) bool {
+	c := meta.FindStatusCondition(shadow.Status.Conditions, updatesv1alpha1.ConditionUpdateFailed)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonNotOffered {
+		return false
+	}
+	return version == "" || strings.HasPrefix(c.Message, notOfferedMessage(version)+" ")
 }
 
 // syncStage stages and activates spec.version while the node keeps serving.
@@ -400,8 +431,8 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 			if chosen == "" {
 				chosen = "none"
 			}
-			return a.notOffered(ctx, shadow, fmt.Errorf("version %s is not offered to this node (with the lock pinned to it the updater chose %s; offered: %s)",
-				version, chosen, strings.Join(s.AvailableUpdates, ", ")))
+			return a.notOffered(ctx, shadow, fmt.Errorf("%s (with the lock pinned to it the updater chose %s; offered: %s)",
+				notOfferedMessage(version), chosen, strings.Join(s.AvailableUpdates, ", ")))
 		}
 		logger.Info("Preparing the update")
 		if s, err = a.c.API.PrepareUpdate(ctx); err != nil {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	_ "time/tzdata" // the images have no zoneinfo
 
@@ -36,7 +37,10 @@ func ParseSchedule(s string) (cron.Schedule, error) {
 	if strings.HasPrefix(t, "@every") {
 		return nil, fmt.Errorf("@every is not a schedule of instants: use a 5-field cron expression or @hourly, @daily, @weekly, @monthly")
 	}
-	sched, err := cron.ParseStandard(s)
+	// The trimmed string: the CRD's CEL rules trim before they look at the
+	// prefix, and robfig/cron recognises a descriptor only at the very
+	// start (" @daily" would be refused as a cron line of one field).
+	sched, err := cron.ParseStandard(t)
 	if err != nil {
 		return nil, err
 	}
@@ -90,13 +94,85 @@ func Parse(specs ...Spec) (Set, error) {
 		if w.Duration <= 0 {
 			return nil, fmt.Errorf("update window %d: duration must be positive", i)
 		}
+		if w.Duration > MaxDuration {
+			return nil, fmt.Errorf("update window %d: duration %s must be at most %s", i, w.Duration, MaxDuration)
+		}
 		loc, err := LoadLocation(w.TimeZone)
 		if err != nil {
 			return nil, fmt.Errorf("update window %d: %w", i, err)
 		}
+		if gap := shortestGap(w, sched, loc); w.Duration > gap {
+			return nil, fmt.Errorf("update window %d: duration %s is longer than the %s between its starts (schedule %q): it would open again while still open",
+				i, w.Duration, gap, w.Schedule)
+		}
 		out = append(out, Window{Schedule: sched, Duration: w.Duration, Location: loc})
 	}
 	return out, nil
+}
+
+// MaxDuration bounds a window's duration, as the UpdatePolicy CRD does.
+const MaxDuration = 7 * 24 * time.Hour
+
+// A window longer than the gap between two of its starts would overlap
+// itself: the state check (lastStart) steps through every start that could
+// still be open, duration/gap of them, on every pass. shortestGap finds the
+// gap from the starts of gapHorizon (leap years and the weekdays of month
+// days included), at most gapStarts of them: a schedule firing that often
+// repeats its pattern within them.
+const (
+	gapHorizon = 4 * 366 * 24 * time.Hour
+	gapStarts  = 1000
+)
+
+// gapRef is where the scan starts: a fixed instant, so that a policy is
+// judged the same on every replica and every day.
+var gapRef = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// gaps caches shortestGap: policies are parsed on every sync and start
+// pass, and scanning a schedule takes up to gapStarts steps.
+var gaps = struct {
+	sync.Mutex
+	m map[Spec]time.Duration
+}{m: map[Spec]time.Duration{}}
+
+// shortestGap is the shortest time between two consecutive starts of
+// sched in loc (outside clock changes), stopping early once one is shorter than w.Duration; at
+// most the horizon when it starts once or never.
+func shortestGap(w Spec, sched cron.Schedule, loc *time.Location) time.Duration {
+	gaps.Lock()
+	g, ok := gaps.m[w]
+	gaps.Unlock()
+	if ok {
+		return g
+	}
+	g = gapHorizon
+	end := gapRef.Add(gapHorizon)
+	prev := sched.Next(gapRef.In(loc))
+	for n := 0; n < gapStarts && !prev.IsZero() && prev.Before(end); n++ {
+		next := sched.Next(prev)
+		if next.IsZero() {
+			break
+		}
+		// A gap across a clock change does not count: on the night the
+		// clocks go back, a daily 02:30 starts twice an hour apart (as
+		// CronJobs do), which costs one more step once a year.
+		_, po := prev.Zone()
+		_, no := next.Zone()
+		if d := next.Sub(prev); po == no && d < g {
+			g = d
+			if g < w.Duration {
+				break
+			}
+		}
+		prev = next
+	}
+	gaps.Lock()
+	if len(gaps.m) >= 4096 { // edits add keys; bound what they leave behind
+		gaps.m = map[Spec]time.Duration{}
+	}
+	gaps.m[w] = g
+	gaps.Unlock()
+	return g
 }
 
 // Set is the union of windows; an empty Set is always open.

@@ -1,7 +1,10 @@
 package window
 
 import (
+	"encoding/json"
 	"errors"
+	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -120,6 +123,84 @@ func TestAnUnknownTimeZoneIsRefused(t *testing.T) {
 	for _, tz := range []string{"", "UTC", "America/New_York", "Asia/Kolkata"} {
 		if _, err := Parse(Spec{Schedule: "0 2 * * *", Duration: time.Hour, TimeZone: tz}); err != nil {
 			t.Errorf("%q: %v", tz, err)
+		}
+	}
+}
+
+// scheduleRule is a row of testdata/schedule-rules.json: a schedule that is
+// valid cron but for its surroundings, and whether it is accepted. The
+// UpdatePolicy CRD's CEL rules are tested with the same rows against the
+// real API server (test/integration/updates), so that the API and the
+// operator never disagree on them.
+type scheduleRule struct {
+	Schedule string `json:"schedule"`
+	Accepted bool   `json:"accepted"`
+	What     string `json:"what"`
+}
+
+func scheduleRules(t *testing.T) []scheduleRule {
+	t.Helper()
+	b, err := os.ReadFile("testdata/schedule-rules.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []scheduleRule
+	if err := json.Unmarshal(b, &rows); err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// The parser trims whitespace around a schedule before every rule, as the
+// CRD's CEL rules do: " @every 1h" is refused as @every, " @daily" is
+// @daily.
+func TestTheScheduleRulesIgnoreSurroundingWhitespaceAsTheCRDDoes(t *testing.T) {
+	for _, r := range scheduleRules(t) {
+		_, err := ParseSchedule(r.Schedule)
+		if r.Accepted && err != nil {
+			t.Errorf("%s (%q): refused: %v", r.What, r.Schedule, err)
+		}
+		if !r.Accepted && err == nil {
+			t.Errorf("%s (%q): accepted", r.What, r.Schedule)
+		}
+	}
+}
+
+// A window may stay open at most until its schedule's next start and at
+// most 7 days: longer, windows of one schedule overlap (a state check then
+// steps through every start that could still be open: "* * * * *" for
+// 8760h is half a million of them) and the rollout never sees it close.
+func TestAWindowLongerThanTheIntervalBetweenItsStartsIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		schedule, tz string
+		d            time.Duration
+		want         string // "" = accepted
+	}{
+		{"* * * * *", "", 8760 * time.Hour, "at most 168h0m0s"},
+		{"* * * * *", "", 2 * time.Minute, "longer than the 1m0s between its starts"},
+		{"* * * * *", "", time.Minute, ""},
+		{"0 2 * * *", "", 25 * time.Hour, "longer than the 24h0m0s between its starts"},
+		{"0 2 * * *", "", 24 * time.Hour, ""},
+		// Friday to Monday is 72h, but Monday to Tuesday is 24h.
+		{"0 2 * * mon-fri", "", 48 * time.Hour, "longer than the 24h0m0s between its starts"},
+		{"0 2 * * mon-fri", "Europe/Berlin", 4 * time.Hour, ""},
+		{"0 0 1 * *", "", 7 * 24 * time.Hour, ""},
+		{"0 0 1 * *", "", 7*24*time.Hour + time.Second, "at most 168h0m0s"},
+		{"@weekly", "", 7 * 24 * time.Hour, ""},
+		// An hour is an hour across both clock changes of the year.
+		{"0 * * * *", "Europe/Berlin", time.Hour, ""},
+		{"30 2 * * *", "Europe/Berlin", 23 * time.Hour, ""},
+		// 02:00, 02:30 and 03:00: the smallest gap counts.
+		{"0,30 2 * * *", "", 31 * time.Minute, "longer than the 30m0s between its starts"},
+	} {
+		_, err := Parse(Spec{Schedule: tc.schedule, Duration: tc.d, TimeZone: tc.tz})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q for %s in %q: refused: %v", tc.schedule, tc.d, tc.tz, err)
+		case tc.want != "" && err == nil:
+			t.Errorf("%q for %s in %q: accepted", tc.schedule, tc.d, tc.tz)
+		case tc.want != "" && !strings.Contains(err.Error(), tc.want):
+			t.Errorf("%q for %s in %q: %v, want it to say %q", tc.schedule, tc.d, tc.tz, err, tc.want)
 		}
 	}
 }

@@ -190,9 +190,9 @@ func annotateShadow(t *testing.T, name string, annotations map[string]string) {
 // the agent's previousVersionLock set): the shadow controller would create a
 // fresh one and the host would stay pinned. The denial says why and what to
 // do. At rest the shadow may go, unless it records a failed update nobody
-// resumed (deleted, that record would no longer halt the rollout); a system
-// component (the operator deleting the shadow of a Node that is gone) may
-// always delete it.
+// resumed (deleted, that record would no longer halt the rollout); the
+// operator, by its ServiceAccount (deleting the shadow of a Node that is
+// gone), may always delete it.
 func TestAShadowMidUpdateCannotBeDeletedByAPerson(t *testing.T) {
 	installAgent(t)
 	ctx := testenv.Context(t)

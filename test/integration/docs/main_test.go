@@ -7,7 +7,14 @@
 //	<!-- doc-test: skip: why it cannot run here -->
 //
 // and the test logs it with its reason; blocks in other languages (```yaml,
-// ```console, ...) are illustrations and not run.
+// ```console, ...) are illustrations and not run. A block a reader saves as
+// a file is marked, on the line before it,
+//
+//	<!-- doc-test: file: fleet.yaml -->
+//
+// and a test of that document checks the file: docs/migrating-from-brupop.md's
+// Helm values against the chart's schema, its UpdatePolicy against the API
+// server.
 package docs_test
 
 import (

@@ -2,7 +2,11 @@ package updates_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -312,7 +316,9 @@ func TestUpdatePolicyValidation(t *testing.T) {
 	c := shadowClient(t).UpdatesV1alpha1().UpdatePolicies()
 	valid := func(name string) *updatesv1alpha1.UpdatePolicy {
 		return &updatesv1alpha1.UpdatePolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: updatesv1alpha1.UpdatePolicySpec{
-			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"updates-it/none": "x"}}, MaxConcurrentUpdates: intstr.FromString("10%"),
+			// A selector of its own: deploy/update-operator/policy.yaml,
+			// while another test has it installed, refuses a twin.
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"updates-it/none": name}}, MaxConcurrentUpdates: intstr.FromString("10%"),
 			Windows: []updatesv1alpha1.UpdateWindow{{Schedule: "0 2 * * mon-fri", Duration: metav1.Duration{Duration: 4 * time.Hour}, TimeZone: "Europe/Berlin"}}}}
 	}
 	p, err := c.Create(ctx, valid("validation-ok"), metav1.CreateOptions{})
@@ -335,6 +341,13 @@ func TestUpdatePolicyValidation(t *testing.T) {
 		{"every", func(s *updatesv1alpha1.UpdatePolicySpec) { s.Windows[0].Schedule = "@every 1h" }, "@every"},
 		{"tz-prefix", func(s *updatesv1alpha1.UpdatePolicySpec) { s.Windows[0].Schedule = "TZ=UTC 0 2 * * *" }, "timeZone"},
 		{"no-duration", func(s *updatesv1alpha1.UpdatePolicySpec) { s.Windows[0].Duration = metav1.Duration{} }, "positive"},
+		{"eight-days", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Windows[0] = updatesv1alpha1.UpdateWindow{Schedule: "* * * * *", Duration: metav1.Duration{Duration: 8760 * time.Hour}}
+		}, "at most 7 days"},
+		{"version-words", func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "latest" }, "spec.targetVersion"},
+		{"version-four-parts", func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "1.20.3.1" }, "spec.targetVersion"},
+		{"version-leading-zero", func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "1.020.3" }, "spec.targetVersion"},
+		{"version-space", func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = " 1.20.3" }, "spec.targetVersion"},
 		{"negative-soak", func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.PostRebootSoak = &metav1.Duration{Duration: -time.Second}
 		}, "negative"},
@@ -350,5 +363,146 @@ func TestUpdatePolicyValidation(t *testing.T) {
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want Invalid mentioning %q", tc.name, err, tc.want)
 		}
+	}
+	// What Bottlerocket versions look like (pkg/updater/brapi ParseVersion),
+	// and the longest window: accepted.
+	for name, mod := range map[string]func(*updatesv1alpha1.UpdatePolicySpec){
+		"version":       func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "1.20.3" },
+		"version-v":     func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "v1.20.3" },
+		"version-two":   func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "1.20" },
+		"version-pre":   func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "v1.21.0-rc.1+build.7" },
+		"version-empty": func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "" },
+		"seven-day-window": func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Windows[0].Duration = metav1.Duration{Duration: 7 * 24 * time.Hour}
+		},
+	} {
+		p := valid("validation-ok-" + name)
+		mod(&p.Spec)
+		if _, err := c.Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Errorf("%s: refused: %v", name, err)
+		}
+	}
+}
+
+// The CRD's rules on a schedule's prefix (@every, TZ=) ignore whitespace
+// around it exactly as the operator's parser does: the rows of
+// pkg/updater/window/testdata/schedule-rules.json, which the parser's unit
+// test reads too, are accepted or refused alike.
+func TestTheCRDsScheduleRulesAgreeWithTheOperatorsParser(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "pkg/updater/window/testdata/schedule-rules.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []struct {
+		Schedule string `json:"schedule"`
+		Accepted bool   `json:"accepted"`
+		What     string `json:"what"`
+	}
+	if err := json.Unmarshal(b, &rows); err != nil {
+		t.Fatal(err)
+	}
+	c := shadowClient(t).UpdatesV1alpha1().UpdatePolicies()
+	for i, r := range rows {
+		name := fmt.Sprintf("schedule-rule-%d", i)
+		p := &updatesv1alpha1.UpdatePolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: updatesv1alpha1.UpdatePolicySpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"updates-it/none": name}}, MaxConcurrentUpdates: intstr.FromInt32(1),
+			Windows: []updatesv1alpha1.UpdateWindow{{Schedule: r.Schedule, Duration: metav1.Duration{Duration: time.Minute}}}}}
+		_, err := c.Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case r.Accepted && err != nil:
+			t.Errorf("%s (%q): refused: %v", r.What, r.Schedule, err)
+		case !r.Accepted && err == nil:
+			t.Errorf("%s (%q): accepted", r.What, r.Schedule)
+		case !r.Accepted && !apierrors.IsInvalid(err):
+			t.Errorf("%s (%q): %v, want Invalid", r.What, r.Schedule, err)
+		}
+	}
+}
+
+// deploy/update-operator/policy.yaml refuses an UpdatePolicy whose
+// nodeSelector is that of another policy (a node both select is never
+// started), naming the other; a different selector, the policy's own
+// rewrite, and an edit of a pair written before the admission policy that
+// leaves the selector alone all pass. Not parallel: while it is installed
+// it applies to every test's policies.
+func TestAPolicyWithTheNodeSelectorOfAnotherIsRefused(t *testing.T) {
+	env := testenv.Env(t)
+	ctx := testenv.Context(t)
+	c := shadowClient(t).UpdatesV1alpha1().UpdatePolicies()
+	mk := func(name string, labels map[string]string) *updatesv1alpha1.UpdatePolicy {
+		return &updatesv1alpha1.UpdatePolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: updatesv1alpha1.UpdatePolicySpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: labels}, MaxConcurrentUpdates: intstr.FromInt32(1)}}
+	}
+	pool := map[string]string{"updates-it/pool": "canary"}
+	// A pair written before the admission policy existed.
+	for _, name := range []string{"selector-old-a", "selector-old-b"} {
+		if _, err := c.Create(ctx, mk(name, map[string]string{"updates-it/pool": "old"}), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	if out, err := env.Kubectl(ctx, "apply", "--server-side", "-f", "deploy/update-operator/policy.yaml"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := env.Kubectl(context.Background(), "delete", "-f", "deploy/update-operator/policy.yaml"); err != nil {
+			t.Errorf("removing the admission policy: %v\n%s", err, out)
+		}
+	})
+	if _, err := c.Create(ctx, mk("selector-canary", pool), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), "selector-canary", metav1.DeleteOptions{}) })
+
+	// The policy is loaded through an informer; wait until it denies.
+	var err error
+	if werr := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err = c.Create(ctx, mk("selector-twin", pool), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil, nil
+	}); werr != nil {
+		t.Fatalf("a policy with the selector of another was never refused: %v", werr)
+	}
+	for _, want := range []string{"UpdatePolicy selector-canary has the same nodeSelector", "never started"} {
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %v does not say %q", err, want)
+		}
+	}
+	for name, labels := range map[string]map[string]string{
+		"selector-fleet":  {"updates-it/pool": "fleet"},
+		"selector-subset": {"updates-it/pool": "canary", "updates-it/zone": "a"}, // overlaps: the operator's condition reports it
+	} {
+		if _, err := c.Create(ctx, mk(name, labels), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Errorf("%s: refused: %v", name, err)
+		}
+	}
+	for _, name := range []string{"selector-canary", "selector-old-a"} {
+		p, err := c.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Spec.Paused = true
+		if _, err := c.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Errorf("pausing %s: %v", name, err)
+		}
+	}
+	// Editing one of the old pair onto a selector of its own is allowed;
+	// editing it onto another's is not.
+	p, err := c.Get(ctx, "selector-old-b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.NodeSelector.MatchLabels = pool
+	if _, err := c.Update(ctx, p, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsInvalid(err) {
+		t.Errorf("moving selector-old-b onto selector-canary's selector: %v, want refused", err)
+	}
+	p.Spec.NodeSelector.MatchLabels = map[string]string{"updates-it/pool": "old-b"}
+	if _, err := c.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("moving selector-old-b to a selector of its own: %v", err)
 	}
 }

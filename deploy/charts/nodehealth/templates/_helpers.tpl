@@ -94,6 +94,10 @@ readiness taint key by the configured one. */}}
 {{- range $old, $new := .replace | default dict }}
 {{- $content = replace $old $new $content }}
 {{- end }}
+{{- /* Usernames of the release's ServiceAccounts in admission policies'
+  expressions (the update operator's, which nodehealth-shadow-delete-mid-update
+  exempts) follow the release's namespace like the RBAC subjects below. */}}
+{{- $content = replace "system:serviceaccount:nodehealth-system:" (printf "system:serviceaccount:%s:" $ctx.Release.Namespace) $content -}}
 {{- range $doc := regexSplit "(?m)^---[ \t]*$" $content -1 }}
 {{- $obj := fromYaml $doc }}
 {{- if $obj }}

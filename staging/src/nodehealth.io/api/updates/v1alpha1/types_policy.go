@@ -48,9 +48,12 @@ type UpdatePolicySpec struct {
 	// updated to (for example "1.20.3"). Empty means each node goes to the
 	// version its own Bottlerocket API offers. A node newer than the pin is
 	// never downgraded; changing the pin affects only nodes that have not
-	// started their update.
+	// started their update. A version as Bottlerocket writes it:
+	// MAJOR.MINOR[.PATCH], an optional leading "v", pre-release and build
+	// suffixes ("1.20.3", "v1.21.0-rc1").
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^(v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*))?(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?)?$`
 	TargetVersion string `json:"targetVersion,omitempty"`
 
 	// Paused stops governed nodes from starting an update; nodes in flight
@@ -97,14 +100,20 @@ type UpdateWindow struct {
 	// day-of-month month day-of-week), or @hourly, @daily, @weekly,
 	// @monthly or @yearly, evaluated in TimeZone. @every is rejected: it
 	// names no instant, so the window would open at no fixed time.
+	// Whitespace around it is ignored, by these rules as by the operator.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
-	// +kubebuilder:validation:XValidation:rule="!self.startsWith('@every')",message="@every is not a schedule of instants; use a 5-field cron expression"
-	// +kubebuilder:validation:XValidation:rule="!self.startsWith('TZ=') && !self.startsWith('CRON_TZ=')",message="set timeZone instead of a TZ= prefix"
+	// +kubebuilder:validation:XValidation:rule="!self.trim().startsWith('@every')",message="@every is not a schedule of instants; use a 5-field cron expression"
+	// +kubebuilder:validation:XValidation:rule="!self.trim().startsWith('TZ=') && !self.trim().startsWith('CRON_TZ=')",message="set timeZone instead of a TZ= prefix"
 	Schedule string `json:"schedule"`
 
-	// Duration is how long the window stays open each time.
+	// Duration is how long the window stays open each time: at most 7
+	// days, and at most the time between two starts of Schedule (the
+	// operator checks that one and reports a longer window in the policy's
+	// Halted condition, reason InvalidSpec): windows of one schedule do not
+	// overlap.
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be positive"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('168h')",message="must be at most 7 days (168h)"
 	Duration metav1.Duration `json:"duration"`
 
 	// TimeZone is the IANA time zone the schedule is evaluated in (for

@@ -36,7 +36,9 @@ type UpdatePolicySpecApplyConfiguration struct {
 	// updated to (for example "1.20.3"). Empty means each node goes to the
 	// version its own Bottlerocket API offers. A node newer than the pin is
 	// never downgraded; changing the pin affects only nodes that have not
-	// started their update.
+	// started their update. A version as Bottlerocket writes it:
+	// MAJOR.MINOR[.PATCH], an optional leading "v", pre-release and build
+	// suffixes ("1.20.3", "v1.21.0-rc1").
 	TargetVersion *string `json:"targetVersion,omitempty"`
 	// Paused stops governed nodes from starting an update; nodes in flight
 	// finish. Defaulted, so that the PAUSED column of kubectl get shows it.

@@ -32,8 +32,13 @@ type UpdateWindowApplyConfiguration struct {
 	// day-of-month month day-of-week), or @hourly, @daily, @weekly,
 	// @monthly or @yearly, evaluated in TimeZone. @every is rejected: it
 	// names no instant, so the window would open at no fixed time.
+	// Whitespace around it is ignored, by these rules as by the operator.
 	Schedule *string `json:"schedule,omitempty"`
-	// Duration is how long the window stays open each time.
+	// Duration is how long the window stays open each time: at most 7
+	// days, and at most the time between two starts of Schedule (the
+	// operator checks that one and reports a longer window in the policy's
+	// Halted condition, reason InvalidSpec): windows of one schedule do not
+	// overlap.
 	Duration *v1.Duration `json:"duration,omitempty"`
 	// TimeZone is the IANA time zone the schedule is evaluated in (for
 	// example "Europe/Berlin"); default UTC. The operator embeds the time
