@@ -10,27 +10,15 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	kubescheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
-	versioned "nodehealth.io/client-go/clientset/versioned"
-	nodehealthscheme "nodehealth.io/client-go/clientset/versioned/scheme"
-	"nodehealth.io/client-go/informers/externalversions"
+	operatorsetup "nodehealth.io/nodehealth/internal/setup/operator"
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
 	"nodehealth.io/nodehealth/pkg/leaderelection"
-	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/process"
 	"nodehealth.io/nodehealth/pkg/process/elected"
 	"nodehealth.io/nodehealth/pkg/updater"
-	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
 
 // NodeNameEnv is the environment variable --node-name falls back to; the
@@ -88,73 +76,25 @@ func run(ctx context.Context, rt *process.Runtime[*config.UpdateOperatorConfigur
 	if err != nil {
 		return err
 	}
-	kube, err := kubernetes.NewForConfig(restConfig)
-	if err != nil {
-		return err
-	}
-	// Custom resources are served as JSON only: clientConnection.contentType
-	// (protobuf by default) applies to the core client alone.
-	shadowConfig := *restConfig
-	shadowConfig.ContentType, shadowConfig.AcceptContentTypes = "application/json", "application/json"
-	shadows, err := versioned.NewForConfig(&shadowConfig)
+	clients, err := operatorsetup.NewClients(restConfig)
 	if err != nil {
 		return err
 	}
 	metrics := updater.NewMetrics(rt.Registry)
 	return elected.Process{
 		Name: "update-operator", Identity: identity, Election: cfg.LeaderElection,
-		RESTConfig: restConfig, Client: kube,
+		RESTConfig: clients.Config, Client: clients.Kube,
 		Serving: cfg.Serving, EnableProfiling: cfg.Debugging.EnableProfiling, Registry: rt.Registry,
 		OnConfigChange: rt.OnConfigChange,
 		Work: func(ctx context.Context) error {
-			return startControllers(ctx, kube, shadows, opts, metrics)
+			// Informers start only after leadership is won (operatorsetup.New).
+			op, err := operatorsetup.New(ctx, clients, operatorsetup.Config{Options: opts, Metrics: metrics})
+			if err != nil {
+				return err
+			}
+			op.Run(ctx, workers)
+			return nil
 		},
 		WorkFailed: "Update operator failed",
 	}.Run(ctx)
-}
-
-// startControllers builds the informers once leadership is won and runs both
-// controllers until ctx ends. The update controller confirms its counts with
-// a consistent LIST before its first start, so a cache filled a moment ago
-// cannot overshoot the limits.
-func startControllers(ctx context.Context, kube kubernetes.Interface, client versioned.Interface, opts updater.Options, metrics *updater.Metrics) error {
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(nodeutil.TransformNode))
-	shadowFactory := externalversions.NewSharedInformerFactory(client, 0)
-
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	// Events go to shadows and Nodes: the recorder needs both kinds.
-	eventScheme := runtime.NewScheme()
-	if err := kubescheme.AddToScheme(eventScheme); err != nil {
-		return err
-	}
-	if err := nodehealthscheme.AddToScheme(eventScheme); err != nil {
-		return err
-	}
-	recorder := broadcaster.NewRecorder(eventScheme, v1.EventSource{Component: "update-operator"})
-
-	shadows, err := shadow.NewController(client, nodeFactory.Core().V1().Nodes(), shadowFactory.Updates().V1alpha1().BottlerocketShadows(),
-		recorder, shadow.Options{Selector: opts.Selector, DryRun: opts.DryRun})
-	if err != nil {
-		return err
-	}
-	updates, err := updater.NewController(client, nodeFactory.Core().V1().Nodes(), shadowFactory.Updates().V1alpha1().BottlerocketShadows(),
-		shadowFactory.Updates().V1alpha1().UpdatePolicies(), recorder, clock.RealClock{}, opts, metrics)
-	if err != nil {
-		return err
-	}
-	nodeFactory.Start(ctx.Done())
-	shadowFactory.Start(ctx.Done())
-	defer nodeFactory.Shutdown()
-	defer shadowFactory.Shutdown()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		shadows.Run(ctx, workers)
-	}()
-	updates.Run(ctx, workers)
-	<-done
-	return nil
 }

@@ -1,7 +1,7 @@
-// Package inprocess runs the node-health controller inside the test binary,
-// wired by internal/setup/controller as cmd/nodehealth-controller is, for
-// tests that need many controllers side by side or read its metrics and logs
-// directly.
+// Package inprocess runs the node-health controller and the update operator
+// inside the test binary, wired by internal/setup as their binaries are, for
+// tests that need several side by side or read their metrics, logs and
+// Events directly.
 package inprocess
 
 import (

@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,19 +9,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	clientrecord "k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
-	"k8s.io/utils/clock"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/client-go/clientset/versioned"
-	"nodehealth.io/client-go/informers/externalversions"
+	operatorsetup "nodehealth.io/nodehealth/internal/setup/operator"
 	"nodehealth.io/nodehealth/pkg/updater"
-	"nodehealth.io/nodehealth/pkg/updater/shadow"
 	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/inprocess"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
@@ -32,46 +26,11 @@ import (
 func startOperatorAs(t *testing.T, cfg func() (kubernetes.Interface, versioned.Interface), selector labels.Selector) {
 	t.Helper()
 	kube, client := cfg()
-	logger, _ := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(klog.NewContext(testenv.Context(t), logger))
-	nodeFactory := informers.NewSharedInformerFactory(kube, 0)
-	shadowFactory := externalversions.NewSharedInformerFactory(client, 0)
-	recorder := clientrecord.NewFakeRecorder(1000)
-	go func() { // the test asserts API state, not Events
-		for {
-			select {
-			case <-recorder.Events:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	sc, err := shadow.NewController(client, nodeFactory.Core().V1().Nodes(), shadowFactory.Updates().V1alpha1().BottlerocketShadows(),
-		recorder, shadow.Options{Selector: selector})
-	if err != nil {
-		t.Fatal(err)
-	}
-	uc, err := updater.NewController(client, nodeFactory.Core().V1().Nodes(), shadowFactory.Updates().V1alpha1().BottlerocketShadows(),
-		shadowFactory.Updates().V1alpha1().UpdatePolicies(), recorder, clock.RealClock{}, updater.Options{
-			Selector: selector,
-			Deadlines: updater.Deadlines{StagedAndPerformedUpdate: time.Minute, RebootedIntoUpdate: time.Minute,
-				MonitoringUpdate: time.Minute, ReturnToIdle: time.Minute},
-		}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeFactory.Start(ctx.Done())
-	shadowFactory.Start(ctx.Done())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); sc.Run(ctx, 1) }()
-	go func() { defer wg.Done(); uc.Run(ctx, 1) }()
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		nodeFactory.Shutdown()
-		shadowFactory.Shutdown()
-	})
+	inprocess.StartOperator(t, operatorsetup.Clients{Kube: kube, Updates: client}, updater.Options{
+		Selector: selector,
+		Deadlines: updater.Deadlines{StagedAndPerformedUpdate: time.Minute, RebootedIntoUpdate: time.Minute,
+			MonitoringUpdate: time.Minute, ReturnToIdle: time.Minute},
+	}, 1)
 }
 
 // A node deleted mid-update leaves a shadow the operator marks failed; once

@@ -17,22 +17,18 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
-	"k8s.io/utils/clock"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/client-go/clientset/versioned"
 	"nodehealth.io/client-go/informers/externalversions"
+	operatorsetup "nodehealth.io/nodehealth/internal/setup/operator"
 	"nodehealth.io/nodehealth/pkg/updater"
-	"nodehealth.io/nodehealth/pkg/updater/shadow"
 	"nodehealth.io/nodehealth/test/framework"
+	"nodehealth.io/nodehealth/test/framework/inprocess"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
@@ -193,62 +189,18 @@ func setReady(t *testing.T, ctx context.Context, node string, ready bool) {
 	}
 }
 
-// operator runs the shadow and update controllers in-process until stopped.
-type operator struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
+// operator is the update operator running in-process
+// (inprocess.StartOperator, wired as cmd/update-operator is).
+type operator struct{ *inprocess.Operator }
 
 func startOperator(t *testing.T, opts updater.Options) *operator {
 	t.Helper()
-	env := testenv.Env(t)
-	logger, _ := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(klog.NewContext(testenv.Context(t), logger))
-	client := shadows(t)
-	nodeFactory := informers.NewSharedInformerFactory(env.Client, 0)
-	shadowFactory := externalversions.NewSharedInformerFactory(client, 0)
-	recorder := record.NewFakeRecorder(1000)
-	go func() { // drain: the tests assert API state, not Events
-		for {
-			select {
-			case <-recorder.Events:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	sc, err := shadow.NewController(client, nodeFactory.Core().V1().Nodes(), shadowFactory.Updates().V1alpha1().BottlerocketShadows(),
-		recorder, shadow.Options{Selector: opts.Selector, DryRun: opts.DryRun})
-	if err != nil {
-		t.Fatal(err)
-	}
-	uc, err := updater.NewController(client, nodeFactory.Core().V1().Nodes(), shadowFactory.Updates().V1alpha1().BottlerocketShadows(),
-		shadowFactory.Updates().V1alpha1().UpdatePolicies(), recorder, clock.RealClock{}, opts, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeFactory.Start(ctx.Done())
-	shadowFactory.Start(ctx.Done())
-	o := &operator{cancel: cancel, done: make(chan struct{})}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); sc.Run(ctx, 2) }()
-	go func() { defer wg.Done(); uc.Run(ctx, 2) }()
-	go func() {
-		wg.Wait()
-		nodeFactory.Shutdown()
-		shadowFactory.Shutdown()
-		close(o.done)
-	}()
-	t.Cleanup(o.stop)
-	return o
+	clients := operatorsetup.Clients{Kube: testenv.Env(t).Client, Updates: shadows(t)}
+	return &operator{inprocess.StartOperator(t, clients, opts, 2)}
 }
 
 // stop kills the operator and waits until none of its goroutines can write.
-func (o *operator) stop() {
-	o.cancel()
-	<-o.done
-}
+func (o *operator) stop() { o.Stop() }
 
 // agent plays the update agents of a set of nodes: it reports the state the
 // operator asks for, "reboots" into spec.version (the node-health side then

@@ -1,0 +1,154 @@
+// Package operator owns how the update operator is wired: its clients, its
+// informers, its event recorder and its two controllers (the shadow
+// controller, which keeps one BottlerocketShadow per managed node, and the
+// update controller, which drives the rollout). cmd/update-operator and the
+// tests that run the operator in-process both build it here.
+package operator
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"nodehealth.io/client-go/clientset/versioned"
+	nodehealthscheme "nodehealth.io/client-go/clientset/versioned/scheme"
+	"nodehealth.io/client-go/informers/externalversions"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
+	"nodehealth.io/nodehealth/pkg/updater"
+	"nodehealth.io/nodehealth/pkg/updater/shadow"
+)
+
+// EventSource is the component the operator's Events name.
+const EventSource = "update-operator"
+
+// Clients are the operator's connections to the API server.
+type Clients struct {
+	// Config is Kube's configuration: leader election built from it shares
+	// Kube's connection.
+	Config *rest.Config
+	// Kube reads Nodes and writes Events.
+	Kube kubernetes.Interface
+	// Updates reads and writes BottlerocketShadows and UpdatePolicies.
+	Updates versioned.Interface
+}
+
+// NewClients opens the operator's clients from config, which it does not
+// modify.
+func NewClients(config *rest.Config) (Clients, error) {
+	kube, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return Clients{}, err
+	}
+	// Custom resources are served as JSON only: clientConnection.contentType
+	// (protobuf by default) applies to the core client alone.
+	updatesConfig := rest.CopyConfig(config)
+	updatesConfig.ContentType, updatesConfig.AcceptContentTypes = "application/json", "application/json"
+	updates, err := versioned.NewForConfig(updatesConfig)
+	if err != nil {
+		return Clients{}, err
+	}
+	return Clients{Config: config, Kube: kube, Updates: updates}, nil
+}
+
+// Config is what a caller chooses; everything else is wired one way.
+type Config struct {
+	Options updater.Options
+	// Metrics are registered by the caller; nil keeps them unregistered.
+	Metrics *updater.Metrics
+	// Clock is the update controller's clock; nil is the real one.
+	Clock clock.WithTicker
+	// Recorder receives the Events; nil records them to the API server.
+	Recorder record.EventRecorder
+}
+
+// Operator is the update operator: both controllers with their informers.
+type Operator struct {
+	nodes       informers.SharedInformerFactory
+	updates     externalversions.SharedInformerFactory
+	broadcaster record.EventBroadcaster
+	shadows     *shadow.Controller
+	controller  *updater.Controller
+}
+
+// New wires the operator. Nothing runs until Run: informers start only then
+// (after leadership is won, in the binary).
+func New(ctx context.Context, clients Clients, cfg Config) (*Operator, error) {
+	o := &Operator{
+		nodes:   informers.NewSharedInformerFactoryWithOptions(clients.Kube, 0, informers.WithTransform(nodeutil.TransformNode)),
+		updates: externalversions.NewSharedInformerFactory(clients.Updates, 0),
+	}
+	recorder := cfg.Recorder
+	if recorder == nil {
+		var err error
+		if recorder, err = o.recordToAPIServer(ctx, clients.Kube); err != nil {
+			return nil, err
+		}
+	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	nodes := o.nodes.Core().V1().Nodes()
+	shadows := o.updates.Updates().V1alpha1().BottlerocketShadows()
+	var err error
+	o.shadows, err = shadow.NewController(clients.Updates, nodes, shadows, recorder,
+		shadow.Options{Selector: cfg.Options.Selector, DryRun: cfg.Options.DryRun})
+	if err == nil {
+		o.controller, err = updater.NewController(clients.Updates, nodes, shadows, o.updates.Updates().V1alpha1().UpdatePolicies(),
+			recorder, clk, cfg.Options, cfg.Metrics)
+	}
+	if err != nil {
+		o.shutdownBroadcaster()
+		return nil, err
+	}
+	return o, nil
+}
+
+// recordToAPIServer starts the broadcaster of the operator's Events, which
+// go to shadows and Nodes: its scheme knows both kinds.
+func (o *Operator) recordToAPIServer(ctx context.Context, kube kubernetes.Interface) (record.EventRecorder, error) {
+	eventScheme := runtime.NewScheme()
+	if err := kubescheme.AddToScheme(eventScheme); err != nil {
+		return nil, err
+	}
+	if err := nodehealthscheme.AddToScheme(eventScheme); err != nil {
+		return nil, err
+	}
+	o.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
+	o.broadcaster.StartStructuredLogging(3)
+	o.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	return o.broadcaster.NewRecorder(eventScheme, v1.EventSource{Component: EventSource}), nil
+}
+
+func (o *Operator) shutdownBroadcaster() {
+	if o.broadcaster != nil {
+		o.broadcaster.Shutdown()
+	}
+}
+
+// Run starts the informers and runs both controllers with workers each
+// until ctx ends, and returns once everything it started has stopped. The
+// update controller confirms its counts with a consistent LIST before its
+// first start, so a cache filled a moment ago cannot overshoot the limits.
+func (o *Operator) Run(ctx context.Context, workers int) {
+	defer o.shutdownBroadcaster()
+	o.nodes.Start(ctx.Done())
+	o.updates.Start(ctx.Done())
+	defer o.nodes.Shutdown()
+	defer o.updates.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		o.shadows.Run(ctx, workers)
+	}()
+	o.controller.Run(ctx, workers)
+	<-done
+}
