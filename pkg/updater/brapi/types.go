@@ -129,4 +129,5 @@ type Settings struct {
 // UpdatesSettings is settings.updates.
 type UpdatesSettings struct {
 	VersionLock *string `json:"version-lock,omitempty"`
+	IgnoreWaves *bool   `json:"ignore-waves,omitempty"`
 }
