@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -338,8 +339,10 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 	// Record the lock before changing it, so that a restart restores the
 	// user's value and never our pin, and record the pin with it, so that a
 	// restart knows which lock is ours.
+	var lock string
 	if shadow.Status.PreviousVersionLock == "" {
-		lock, err := a.c.API.VersionLock(ctx)
+		var err error
+		lock, err = a.c.API.VersionLock(ctx)
 		if err != nil {
 			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the version lock: %w", err)))
 		}
@@ -356,7 +359,8 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 		// someone set since the update began, and it is theirs: the agent
 		// does not pin over it, and its record is no longer its to
 		// restore (docs/updater.md).
-		lock, err := a.c.API.VersionLock(ctx)
+		var err error
+		lock, err = a.c.API.VersionLock(ctx)
 		if err != nil {
 			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the version lock: %w", err)))
 		}
@@ -364,8 +368,13 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 			return a.lockChanged(ctx, shadow, lock)
 		}
 	}
-	if err := a.c.API.SetVersionLock(ctx, version); err != nil {
-		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("pinning the version lock to %s: %w", version, err)))
+	// A pin already committed is not committed again: each commit starts
+	// another asynchronous apply, and the agent may be back only to see
+	// whether the last one reached the updater.
+	if !pinOf(lock, version) {
+		if err := a.c.API.SetVersionLock(ctx, version); err != nil {
+			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("pinning the version lock to %s: %w", version, err)))
+		}
 	}
 	if shadow.Status.PinnedVersionLock != version {
 		// A later attempt towards another version (spec.version moved
@@ -383,15 +392,31 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 	if err != nil && !brapi.IsNotFound(err) {
 		return a.handle(ctx, shadow, stepFailed(ReasonPrepareFailed, err))
 	}
+	activated := false
 	switch {
 	case brapi.SameVersion(s.ActivatedVersion(), version):
 		logger.Info("Update already staged and activated")
-	case brapi.SameVersion(s.StagedVersion(), version):
+		activated = true
+	case brapi.SameVersion(s.StagedVersion(), version) && preparedIs(s, version):
+		// Bottlerocket's status names the last refresh's choice as staged
+		// whatever the prepare wrote: only a status whose last command is
+		// the prepare that wrote this version is taken at its word.
 		logger.Info("Update already staged; activating it")
-		if _, err := a.c.API.ActivateUpdate(ctx); err != nil {
+		_, err := a.c.API.ActivateUpdate(ctx)
+		switch {
+		case err == nil:
+			activated = true
+		case brapi.IsCommandFailed(err):
+			// updog update-apply refuses an inactive partition set that
+			// no prepare made valid: a failed prepare since cleared it,
+			// while the status still says Staged. Prepared again below,
+			// once: activating again would fail the same way.
+			logger.Info("Activating the staged update failed; preparing it again", "cause", err.Error())
+		default:
 			return a.handle(ctx, shadow, stepFailed(ReasonActivateFailed, err))
 		}
-	default:
+	}
+	if !activated {
 		s, err := a.c.API.RefreshUpdates(ctx)
 		if err != nil {
 			return a.handle(ctx, shadow, stepFailed(ReasonPrepareFailed, err))
@@ -400,12 +425,30 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 			if chosen == "" {
 				chosen = "none"
 			}
-			return a.notOffered(ctx, shadow, fmt.Errorf("version %s is not offered to this node (with the lock pinned to it the updater chose %s; offered: %s)",
-				version, chosen, strings.Join(s.AvailableUpdates, ", ")))
+			offered := slices.ContainsFunc(s.AvailableUpdates, func(v string) bool { return brapi.SameVersion(v, version) })
+			if !offered {
+				return a.notOffered(ctx, shadow, fmt.Errorf("version %s is not offered to this node (with the lock pinned to it the updater chose %s; offered: %s)",
+					version, chosen, strings.Join(s.AvailableUpdates, ", ")))
+			}
+			// Offered, yet chosen under another lock: Bottlerocket applies
+			// a settings commit asynchronously (thar-be-settings --daemon),
+			// so the updater may not have the pin yet.
+			a.pinRefreshes++
+			if a.pinRefreshes < a.opts.PinRefreshes {
+				logger.Info("The updater does not choose the pinned version yet; refreshing again", "chosen", chosen, "refresh", a.pinRefreshes, "retryIn", a.opts.RetryInterval)
+				return a.opts.RetryInterval, nil
+			}
+			return a.fail(ctx, shadow, ReasonVersionLockNotApplied, fmt.Errorf("the updater still chose %s after %d refreshes %v apart with the version lock committed as %s: the setting has not reached it",
+				chosen, a.pinRefreshes, a.opts.RetryInterval, version))
 		}
+		a.pinRefreshes = 0
 		logger.Info("Preparing the update")
 		if s, err = a.c.API.PrepareUpdate(ctx); err != nil {
 			return a.handle(ctx, shadow, stepFailed(ReasonPrepareFailed, err))
+		}
+		if !preparedIs(s, version) {
+			return a.fail(ctx, shadow, ReasonStagedVersionMismatch, fmt.Errorf("the status says %q staged, but the prepare wrote %s, not %s: updog chose again under the settings it read then",
+				s.StagedVersion(), describePrepared(s), version))
 		}
 		if !brapi.SameVersion(s.StagedVersion(), version) {
 			return a.fail(ctx, shadow, ReasonPrepareFailed, fmt.Errorf("prepare staged %q, not %s", s.StagedVersion(), version))
@@ -445,6 +488,29 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 	logger.Info("Update staged and activated; the node keeps serving until it reboots")
 	a.transient = 0
 	return a.opts.UpdateCheckInterval, nil
+}
+
+// preparedIs reports whether the status's last command is the prepare that
+// wrote version (brapi.UpdateStatus.PreparedVersion).
+func preparedIs(s *brapi.UpdateStatus, version string) bool {
+	v, ok := s.PreparedVersion()
+	return ok && v != "" && brapi.SameVersion(v, version)
+}
+
+// describePrepared says what the last prepare wrote, for a failure message.
+func describePrepared(s *brapi.UpdateStatus) string {
+	v, ok := s.PreparedVersion()
+	switch {
+	case !ok:
+		stderr := ""
+		if r := s.MostRecentCommand; r != nil && r.Stderr != nil {
+			stderr = *r.Stderr
+		}
+		return fmt.Sprintf("an unknown version (updog's stderr %q names none)", truncate(stderr, 200))
+	case v == "":
+		return "nothing (No update required)"
+	}
+	return v
 }
 
 // syncReboot releases the Lease, waits for the readiness taint, drains,
