@@ -35,12 +35,13 @@ type policy struct {
 	selector             labels.Selector
 	targetVersion        string
 	paused               bool
-	// ignoreWaves: the pin is taken ahead of its wave (spec.ignoreWaves).
-	ignoreWaves bool
 	maxConcurrent        intstr.IntOrString
 	maxConcurrentPerZone *intstr.IntOrString
 	windows              window.Set
 	soak                 time.Duration
+
+	// ignoreWaves: the pin is taken ahead of its wave (spec.ignoreWaves).
+	ignoreWaves bool
 }
 
 // parsePolicy validates an UpdatePolicy against what the controller relies
@@ -50,7 +51,7 @@ func parsePolicy(p *updatesv1alpha1.UpdatePolicy, d Deadlines) *policy {
 	out := &policy{name: p.Name, generation: p.Generation, targetVersion: p.Spec.TargetVersion, paused: p.Spec.Paused,
 		// Only a pin is taken ahead of its wave (CEL rejects ignoreWaves
 		// without one; an older CRD may not).
-		ignoreWaves: p.Spec.IgnoreWaves && p.Spec.TargetVersion != "",
+		ignoreWaves:   p.Spec.IgnoreWaves && p.Spec.TargetVersion != "",
 		maxConcurrent: p.Spec.MaxConcurrentUpdates, maxConcurrentPerZone: p.Spec.MaxConcurrentUpdatesPerZone, soak: DefaultPostRebootSoak}
 	invalid := func(format string, args ...interface{}) *policy {
 		out.invalid = fmt.Sprintf(format, args...)

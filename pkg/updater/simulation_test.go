@@ -1151,6 +1151,13 @@ func (c *agentClients) VersionLock(ctx context.Context) (out string, err error) 
 func (c *agentClients) SetVersionLock(ctx context.Context, lock string) error {
 	return c.host("set-lock", func() error { return c.api.SetVersionLock(ctx, lock) })
 }
+func (c *agentClients) IgnoreWaves(ctx context.Context) (out bool, err error) {
+	err = c.host("ignore-waves", func() error { out, err = c.api.IgnoreWaves(ctx); return err })
+	return out, err
+}
+func (c *agentClients) SetIgnoreWaves(ctx context.Context, on bool) error {
+	return c.host("set-ignore-waves", func() error { return c.api.SetIgnoreWaves(ctx, on) })
+}
 
 // startAgent starts a new agent process on the node, as its DaemonSet does.
 func (s *updaterSimulation) startAgent(n *simNode) {

@@ -46,6 +46,8 @@ type BottlerocketAPI interface {
 	Reboot(ctx context.Context) error
 	VersionLock(ctx context.Context) (string, error)
 	SetVersionLock(ctx context.Context, lock string) error
+	IgnoreWaves(ctx context.Context) (bool, error)
+	SetIgnoreWaves(ctx context.Context, on bool) error
 }
 
 // Lease is the agent's own extension Lease (bottlerocket-updater.<node>);

@@ -1712,3 +1712,67 @@ func TestAStagedStatusAfterAFailedRePrepareIsPreparedAgain(t *testing.T) {
 		t.Fatalf("the host boots %q next, want 1.21.0", got)
 	}
 }
+
+// settings.updates.ignore-waves is the only way to take a version ahead of
+// its wave (docs/updater-emulator.md): with spec.ignoreWaves the agent turns
+// it on while it pins, and off again where it restores the lock.
+func TestWithIgnoreWavesTheAgentTakesAPinAheadOfItsWaveAndTurnsTheSettingOffAgain(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, BeforeWave: []string{"1.22.0"}, Delays: emulator.Delays{SettingsApply: 5 * time.Second}})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	h.shadows.setSpec(staged, "1.22.0")
+	h.shadows.setIgnoreWaves(true)
+	for i := 0; i < 4 && h.status().CurrentState != staged; i++ {
+		h.clk.Step(mustSync(t, h, a))
+		if h.status().CurrentState == errorReset {
+			t.Fatalf("the agent gave up: %+v", h.status())
+		}
+	}
+	h.expectState(staged)
+	if got := h.em.Activated(); got != "1.22.0" {
+		t.Fatalf("the host boots %q next, want 1.22.0", got)
+	}
+	if st := h.em.State(); st.IgnoreWaves || st.VersionLock != "latest" || h.status().IgnoringWaves {
+		t.Errorf("after staging: ignore-waves %v, lock %q, status.ignoringWaves %v; want off, latest, false", st.IgnoreWaves, st.VersionLock, h.status().IgnoringWaves)
+	}
+}
+
+// An abort turns ignore-waves off like the lock, and a setting that was on
+// before the update is the user's: the agent leaves it on.
+func TestAnAbortTurnsIgnoreWavesOffButLeavesAUsersOn(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, BeforeWave: []string{"1.22.0"}, Faults: emulator.Faults{PrepareFails: true}})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	h.shadows.setSpec(staged, "1.22.0")
+	h.shadows.setIgnoreWaves(true)
+	mustSync(t, h, a)
+	h.expectState(errorReset)
+	if c := meta.FindStatusCondition(h.status().Conditions, updatesv1alpha1.ConditionUpdateFailed); c == nil || c.Reason != ReasonPrepareFailed {
+		t.Fatalf("conditions %+v, want UpdateFailed/%s (the version was taken ahead of its wave)", h.status().Conditions, ReasonPrepareFailed)
+	}
+	if !h.em.State().IgnoreWaves || !h.status().IgnoringWaves {
+		t.Fatalf("during the update: ignore-waves %v, status.ignoringWaves %v; want both on", h.em.State().IgnoreWaves, h.status().IgnoringWaves)
+	}
+	h.operator("1.22.0")
+	mustSync(t, h, a)
+	h.expectConverged("latest")
+	if h.em.State().IgnoreWaves || h.status().IgnoringWaves {
+		t.Errorf("after the abort: ignore-waves %v, status.ignoringWaves %v; want off", h.em.State().IgnoreWaves, h.status().IgnoringWaves)
+	}
+
+	// The user's own ignore-waves stays on.
+	u := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, BeforeWave: []string{"1.22.0"}})
+	must(t, u.api.SetIgnoreWaves(context.Background(), true))
+	u.shadows.create()
+	b := u.newAgent()
+	mustSync(t, u, b)
+	u.shadows.setSpec(staged, "1.22.0")
+	u.shadows.setIgnoreWaves(true)
+	mustSync(t, u, b)
+	u.expectState(staged)
+	if !u.em.State().IgnoreWaves || u.status().IgnoringWaves {
+		t.Errorf("a user's ignore-waves: %v, status.ignoringWaves %v; want left on, not recorded as the agent's", u.em.State().IgnoreWaves, u.status().IgnoringWaves)
+	}
+}

@@ -34,7 +34,7 @@ func (a *Agent) syncIdle(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 	case updatesv1alpha1.StateMonitoringUpdate:
 		return a.complete(ctx, shadow)
 	}
-	if shadow.Status.PreviousVersionLock != "" {
+	if shadow.Status.PreviousVersionLock != "" || shadow.Status.IgnoringWaves {
 		return a.abort(ctx, shadow, node)
 	}
 	a.hold()
@@ -120,6 +120,9 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 			return a.opts.RetryInterval, fmt.Errorf("aborting the update: %w", err)
 		}
 	}
+	if err := a.restoreIgnoreWaves(ctx, shadow); err != nil {
+		return a.opts.RetryInterval, fmt.Errorf("aborting the update: %w", err)
+	}
 	a.hold()
 	current, target, err := a.runningVersion(ctx)
 	if err != nil {
@@ -131,6 +134,7 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 		// The marker belongs to this attempt: a stale rebootRequestedAt
 		// would put the next attempt past its drain before it drained.
 		st.RebootFromBootID, st.RebootRequestedAt, st.PreviousVersionLock, st.PinnedVersionLock = "", nil, "", ""
+		st.IgnoringWaves = false
 		meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
 	})
 	if err != nil {
@@ -168,6 +172,27 @@ func (a *Agent) restoreVersionLock(ctx context.Context, shadow *updatesv1alpha1.
 		fmt.Sprintf("The version lock of node %s is %q, not the %q the agent pinned: left as it is (the agent would have restored %q)",
 			a.opts.NodeName, current, pin, previous))
 	return true, nil
+}
+
+// restoreIgnoreWaves turns settings.updates.ignore-waves off again when the
+// agent turned it on (status.ignoringWaves), only while it is still on:
+// someone who turned it off since has nothing left to restore. The caller
+// clears ignoringWaves in its status write.
+func (a *Agent) restoreIgnoreWaves(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) error {
+	if !shadow.Status.IgnoringWaves {
+		return nil
+	}
+	on, err := a.c.API.IgnoreWaves(ctx)
+	if err != nil {
+		return fmt.Errorf("reading settings.updates.ignore-waves: %w", err)
+	}
+	if !on {
+		return nil
+	}
+	if err := a.c.API.SetIgnoreWaves(ctx, false); err != nil {
+		return fmt.Errorf("turning settings.updates.ignore-waves off again: %w", err)
+	}
+	return nil
 }
 
 // recordedPin is the lock the agent last pinned, as its status records it
@@ -388,6 +413,28 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 		}
 		shadow = out
 	}
+	if shadow.Spec.IgnoreWaves {
+		// The pin alone does not take a version before the node's wave
+		// reaches it: settings.updates.ignore-waves does. Turned on only
+		// when off, and recorded first, as the lock is, so that a restart
+		// turns it off again; one that was on is the user's.
+		on, err := a.c.API.IgnoreWaves(ctx)
+		if err != nil {
+			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading settings.updates.ignore-waves: %w", err)))
+		}
+		if !on {
+			if !shadow.Status.IgnoringWaves {
+				out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) { st.IgnoringWaves = true })
+				if err != nil {
+					return a.opts.RetryInterval, err
+				}
+				shadow = out
+			}
+			if err := a.c.API.SetIgnoreWaves(ctx, true); err != nil {
+				return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("turning settings.updates.ignore-waves on: %w", err)))
+			}
+		}
+	}
 	s, err := a.c.API.UpdateStatus(ctx)
 	if err != nil && !brapi.IsNotFound(err) {
 		return a.handle(ctx, shadow, stepFailed(ReasonPrepareFailed, err))
@@ -426,6 +473,13 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 				chosen = "none"
 			}
 			offered := slices.ContainsFunc(s.AvailableUpdates, func(v string) bool { return brapi.SameVersion(v, version) })
+			if !offered && shadow.Spec.IgnoreWaves && a.pinRefreshes+1 < a.opts.PinRefreshes {
+				// ignore-waves, committed like the lock, may not have
+				// reached the updater yet either.
+				a.pinRefreshes++
+				logger.Info("The pinned version is not listed yet; ignore-waves may not be applied yet, refreshing again", "refresh", a.pinRefreshes, "retryIn", a.opts.RetryInterval)
+				return a.opts.RetryInterval, nil
+			}
 			if !offered {
 				return a.notOffered(ctx, shadow, fmt.Errorf("version %s is not offered to this node (with the lock pinned to it the updater chose %s; offered: %s)",
 					version, chosen, strings.Join(s.AvailableUpdates, ", ")))
@@ -474,8 +528,12 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 	if err != nil {
 		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, err))
 	}
+	if err := a.restoreIgnoreWaves(ctx, shadow); err != nil {
+		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, err))
+	}
 	if _, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.CurrentState = updatesv1alpha1.StateStagedAndPerformedUpdate
+		st.IgnoringWaves = false
 		if kept {
 			// Not the agent's to restore any more: an abort must not
 			// put it back over the user's lock either.
