@@ -39,7 +39,7 @@ type UpdatePolicy struct {
 }
 
 // UpdatePolicySpec is written by users.
-// +kubebuilder:validation:XValidation:rule="!has(self.ignoreWaves) || !self.ignoreWaves || (has(self.targetVersion) && self.targetVersion != '')",message="ignoreWaves needs targetVersion: only a pinned version is taken ahead of its wave"
+// +kubebuilder:validation:XValidation:rule="!has(self.ignoreWaves) || !self.ignoreWaves || (has(self.targetVersion) && size(self.targetVersion) > 0)",message="ignoreWaves needs targetVersion: only a pinned version is taken ahead of its wave"
 type UpdatePolicySpec struct {
 	// NodeSelector selects, among the update operator's managed nodes, the
 	// nodes this policy governs; {} selects every managed node.
