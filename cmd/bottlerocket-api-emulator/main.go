@@ -23,8 +23,8 @@ import (
 
 const usage = `bottlerocket-api-emulator serves an emulated Bottlerocket API (GET /os,
 GET /updates/status, POST /actions/{refresh,prepare,activate,deactivate}-update,
-POST /actions/reboot, GET/PATCH /settings updates.version-lock,
-POST /tx/commit_and_apply) on a Unix socket, with the real paths, JSON shapes,
+POST /actions/reboot, GET/PATCH /settings updates.version-lock and
+updates.ignore-waves, POST /tx/commit_and_apply) on a Unix socket, with the real paths, JSON shapes,
 status codes and update state machine, so a real update-agent runs against it.
 
 It is a test and sandbox tool, not a product binary: it takes plain flags and
@@ -35,6 +35,7 @@ then boots the activated version.
 
 Control API on the same socket (outside Bottlerocket's paths):
   curl --unix-socket SOCK -X POST localhost/emulator/offer -d '{"versions":["1.21.0"]}'
+  curl --unix-socket SOCK -X POST localhost/emulator/publish -d '{"versions":["1.22.0"]}'
   curl --unix-socket SOCK -X PUT  localhost/emulator/faults -d '{"prepareFails":true}'
   curl --unix-socket SOCK localhost/emulator/faults
   curl --unix-socket SOCK localhost/emulator/state
@@ -63,6 +64,8 @@ func parse(args []string, out io.Writer) (*options, error) {
 	fs.StringVar(&c.StateFile, "state-file", "", "File keeping the host's state across emulator restarts; when it exists it wins over --version, --version-lock, --variant and --arch.")
 	fs.StringVar(&c.Version, "version", "1.20.0", "Version the host runs at first start.")
 	fs.StringSliceVar(&c.Offered, "offer", nil, "Versions the update repository offers (repeatable or comma-separated); more can be offered at runtime.")
+	fs.StringSliceVar(&c.BeforeWave, "publish", nil, "Versions the repository publishes whose wave has not reached the host: offered only with settings.updates.ignore-waves, until --offer or /emulator/offer offers them.")
+	fs.StringVar(&c.MaxVersion, "max-version", "", "The repository's max_version: nothing above it is offered; a host above it goes back to the newest version at most it.")
 	fs.StringVar(&c.VersionLock, "version-lock", "latest", "Initial settings.updates.version-lock: latest or a version.")
 	fs.StringVar(&c.Variant, "variant", "aws-k8s-1.33", "Variant reported by /os and in update images.")
 	fs.StringVar(&c.Arch, "arch", "x86_64", "Architecture reported by /os and in update images.")
@@ -72,6 +75,7 @@ func parse(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&c.Delays.Activate, "activate-delay", 0, "How long activate-update runs.")
 	fs.DurationVar(&c.Delays.Deactivate, "deactivate-delay", 0, "How long deactivate-update runs.")
 	fs.DurationVar(&c.Delays.Reboot, "reboot-delay", 0, "Time from the reboot request to the shutdown (the hook).")
+	fs.DurationVar(&c.Delays.SettingsApply, "settings-apply-delay", emulator.DefaultSettingsApply, "Time from commit_and_apply to the updater seeing the settings (Bottlerocket applies them asynchronously); 0 applies them at once.")
 	fs.BoolVar(&c.Faults.RefreshFails, "fail-refresh", false, "refresh-updates finishes Failed.")
 	fs.BoolVar(&c.Faults.PrepareFails, "fail-prepare", false, "prepare-update finishes Failed.")
 	fs.BoolVar(&c.Faults.ActivateFails, "fail-activate", false, "activate-update finishes Failed.")

@@ -248,7 +248,8 @@ func newPolicyFixture(t *testing.T, opts Options, policies []*updatesv1alpha1.Up
 
 // actions renders the client's calls: "list" (shadows), "list policies",
 // "status POLICY" (a policy's status written), or "update NAME STATE
-// VERSION" plus " failed=REASON" when the update records a failure.
+// VERSION" plus " ignoreWaves" when spec asks for it and " failed=REASON"
+// when the update records a failure.
 func (f *fixture) actions() []string {
 	var out []string
 	for _, a := range f.client.Actions() {
@@ -271,6 +272,9 @@ func (f *fixture) actions() []string {
 				continue
 			}
 			str := fmt.Sprintf("update %s %s %s", s.Name, s.Spec.State, s.Spec.Version)
+			if s.Spec.IgnoreWaves {
+				str += " ignoreWaves"
+			}
 			if a.GetSubresource() != "" {
 				str += " subresource=" + a.GetSubresource()
 			}

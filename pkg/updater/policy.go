@@ -39,6 +39,9 @@ type policy struct {
 	maxConcurrentPerZone *intstr.IntOrString
 	windows              window.Set
 	soak                 time.Duration
+
+	// ignoreWaves: the pin is taken ahead of its wave (spec.ignoreWaves).
+	ignoreWaves bool
 }
 
 // parsePolicy validates an UpdatePolicy against what the controller relies
@@ -46,6 +49,9 @@ type policy struct {
 // fall to another policy or start by accident) but starts nothing.
 func parsePolicy(p *updatesv1alpha1.UpdatePolicy, d Deadlines) *policy {
 	out := &policy{name: p.Name, generation: p.Generation, targetVersion: p.Spec.TargetVersion, paused: p.Spec.Paused,
+		// Only a pin is taken ahead of its wave (CEL rejects ignoreWaves
+		// without one; an older CRD may not).
+		ignoreWaves:   p.Spec.IgnoreWaves && p.Spec.TargetVersion != "",
 		maxConcurrent: p.Spec.MaxConcurrentUpdates, maxConcurrentPerZone: p.Spec.MaxConcurrentUpdatesPerZone, soak: DefaultPostRebootSoak}
 	invalid := func(format string, args ...interface{}) *policy {
 		out.invalid = fmt.Sprintf(format, args...)

@@ -533,10 +533,14 @@ func (s *updaterSimulation) startHost(n *simNode, rng *sim.Rand) {
 	n.socket = filepath.Join(s.dir, n.name+".sock")
 	n.rebootCh = make(chan hookCall)
 	offered := []string{"1.20.1"}
+	delays := emulator.Delays{Refresh: time.Duration(rng.Intn(3)) * time.Second, Prepare: time.Duration(5+rng.Intn(30)) * time.Second,
+		Activate: time.Second, Deactivate: time.Second}
+	// Settings apply as slowly as the refresh runs: 0 to 2 s, without
+	// drawing from rng, so that every recorded seed keeps its run.
+	delays.SettingsApply = delays.Refresh
 	em, err := emulator.New(emulator.Config{
 		SocketPath: n.socket, Version: simStartVersion, Offered: offered, Clock: s.clk,
-		Delays: emulator.Delays{Refresh: time.Duration(rng.Intn(3)) * time.Second, Prepare: time.Duration(5+rng.Intn(30)) * time.Second,
-			Activate: time.Second, Deactivate: time.Second},
+		Delays: delays,
 		RebootHook: func(ctx context.Context, ev emulator.RebootEvent) error {
 			boot := make(chan struct{})
 			select {
@@ -1149,6 +1153,13 @@ func (c *agentClients) VersionLock(ctx context.Context) (out string, err error) 
 func (c *agentClients) SetVersionLock(ctx context.Context, lock string) error {
 	return c.host("set-lock", func() error { return c.api.SetVersionLock(ctx, lock) })
 }
+func (c *agentClients) IgnoreWaves(ctx context.Context) (out bool, err error) {
+	err = c.host("ignore-waves", func() error { out, err = c.api.IgnoreWaves(ctx); return err })
+	return out, err
+}
+func (c *agentClients) SetIgnoreWaves(ctx context.Context, on bool) error {
+	return c.host("set-ignore-waves", func() error { return c.api.SetIgnoreWaves(ctx, on) })
+}
 
 // startAgent starts a new agent process on the node, as its DaemonSet does.
 func (s *updaterSimulation) startAgent(n *simNode) {
@@ -1566,7 +1577,7 @@ func (s *updaterSimulation) faults(now time.Time) {
 			n.em.UpdateFaults(func(f *emulator.Faults) { f.RefreshFails = !f.RefreshFails })
 			s.trace.Add("t=%s %s: the update repository unreachable toggled", s.at(), n.name)
 		case r.Chance(0.0015):
-			d := emulator.Delays{Refresh: time.Second, Prepare: time.Duration(5+r.Intn(30)) * time.Second, Activate: time.Second, Deactivate: time.Second}
+			d := emulator.Delays{Refresh: time.Second, Prepare: time.Duration(5+r.Intn(30)) * time.Second, Activate: time.Second, Deactivate: time.Second, SettingsApply: time.Second}
 			if r.Chance(0.5) {
 				d.Prepare = simStagedDL + time.Duration(r.Intn(60))*time.Second // outlasts the operator's deadline
 			}

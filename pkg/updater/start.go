@@ -128,7 +128,8 @@ func (c *Controller) syncStart(ctx context.Context) error {
 		p := planStarts(snap, pol)
 		for _, st := range p.starts {
 			logger.V(2).Info("Starting node", "policy", pol.name, "generation", pol.generation, "node", st.node)
-			if err := c.start(ctx, snap.shadows[st.node], st.version, pol.name); err != nil {
+			// The started version is the pin when the policy has one.
+			if err := c.start(ctx, snap.shadows[st.node], st.version, pol.name, pol.ignoreWaves); err != nil {
 				return err
 			}
 		}
@@ -242,12 +243,15 @@ func (c *Controller) writeStatuses(ctx context.Context, snap *snapshot, pols []*
 	return nil
 }
 
-func (c *Controller) start(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, version, policy string) error {
+func (c *Controller) start(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, version, policy string, ignoreWaves bool) error {
 	c.mu.Lock()
 	last := c.lastHealthyEnd
 	c.mu.Unlock()
 	now := c.now()
-	klog.FromContext(ctx).Info("Starting update", "node", s.Name, "from", s.Status.CurrentVersion, "to", version, "policy", policy)
+	klog.FromContext(ctx).Info("Starting update", "node", s.Name, "from", s.Status.CurrentVersion, "to", version, "policy", policy, "ignoreWaves", ignoreWaves)
+	// writeSpec carries spec.ignoreWaves through the update's states.
+	s = s.DeepCopy()
+	s.Spec.IgnoreWaves = ignoreWaves
 	if err := c.writeSpec(ctx, s, updatesv1alpha1.StateStagedAndPerformedUpdate, version,
 		map[string]string{startedAnnotation: now.UTC().Format(time.RFC3339), updatesv1alpha1.PolicyAnnotation: policy}); err != nil {
 		if apierrors.IsConflict(err) {

@@ -1,6 +1,7 @@
 package updater
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -349,4 +350,25 @@ func TestAStartPassWithTheLimitReachedInItsCacheMakesNoList(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.expect([]string{"status fleet"})
+}
+
+// A pinned policy with ignoreWaves passes it to the node it starts, and on
+// through the update's later states; Idle drops it.
+func TestAPolicyThatIgnoresWavesAsksTheAgentToTakeItsPinAheadOfItsWave(t *testing.T) {
+	pinIgnoringWaves := func(p *updatesv1alpha1.UpdatePolicy) { p.Spec.TargetVersion, p.Spec.IgnoreWaves = newV, true }
+	f := newPolicyFixture(t, defaultOptions(), []*updatesv1alpha1.UpdatePolicy{fleet(pinIgnoringWaves)}, []*v1.Node{mkNode("a")},
+		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, idle)})
+	if err := f.c.syncStart(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.actions(); !slices.Contains(got, "update a StagedAndPerformedUpdate 1.20.0 ignoreWaves") {
+		t.Fatalf("actions %v, want the start to ask for ignoreWaves", got)
+	}
+
+	f = newFixture(t, defaultOptions(), []*v1.Node{mkNode("a")},
+		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("a", staged, staged, func(s *updatesv1alpha1.BottlerocketShadow) { s.Spec.IgnoreWaves = true })})
+	if err := f.c.syncShadow(f.ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"update a RebootedIntoUpdate 1.20.0 ignoreWaves"})
 }

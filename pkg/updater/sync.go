@@ -374,6 +374,11 @@ func (c *Controller) writeSpec(ctx context.Context, s *updatesv1alpha1.Bottleroc
 	version string, annotations map[string]string) error {
 	n := s.DeepCopy()
 	n.Spec = updatesv1alpha1.BottlerocketShadowSpec{State: state, Version: version, StateTransitionTimestamp: &metav1.Time{Time: c.now()}}
+	if state != updatesv1alpha1.StateIdle {
+		// Set at the start, with the version: the agent needs it until the
+		// update ends; its own status tells it what to restore after.
+		n.Spec.IgnoreWaves = s.Spec.IgnoreWaves
+	}
 	// A soak belongs to one MonitoringUpdate: every transition ends it.
 	delete(n.Annotations, updatesv1alpha1.HealthySinceAnnotation)
 	if len(annotations) > 0 && n.Annotations == nil {

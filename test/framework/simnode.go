@@ -33,6 +33,9 @@ type SimNodeOptions struct {
 	Version string
 	Offered []string
 	// Faults and Delays configure the node's emulated Bottlerocket API.
+	// Delays.SettingsApply 0 takes emulator.DefaultSettingsApply, as on a
+	// real host a committed setting reaches the updater a moment later; a
+	// negative one applies settings at once.
 	Faults emulator.Faults
 	Delays emulator.Delays
 
@@ -130,9 +133,13 @@ func (e *Environment) StartSimNode(ctx context.Context, opts SimNodeOptions) (*S
 		return nil, err
 	}
 	s.startBootIDReporter()
+	delays := opts.Delays
+	if delays.SettingsApply == 0 {
+		delays.SettingsApply = emulator.DefaultSettingsApply
+	}
 	em, err := emulator.New(emulator.Config{
 		SocketPath: s.Socket, StateFile: filepath.Join(dir, "state.json"),
-		Version: opts.Version, Offered: opts.Offered, Faults: opts.Faults, Delays: opts.Delays,
+		Version: opts.Version, Offered: opts.Offered, Faults: opts.Faults, Delays: delays,
 		RebootHook: s.reboot,
 	})
 	if err != nil {

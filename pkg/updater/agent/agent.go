@@ -46,6 +46,8 @@ type BottlerocketAPI interface {
 	Reboot(ctx context.Context) error
 	VersionLock(ctx context.Context) (string, error)
 	SetVersionLock(ctx context.Context, lock string) error
+	IgnoreWaves(ctx context.Context) (bool, error)
+	SetIgnoreWaves(ctx context.Context, on bool) error
 }
 
 // Lease is the agent's own extension Lease (bottlerocket-updater.<node>);
@@ -64,24 +66,30 @@ type EventRecorder interface {
 
 // Reasons of the UpdateFailed condition and of Events.
 const (
-	ReasonNoVersion          = "NoVersion"
-	ReasonVersionLockFailed  = "VersionLockFailed"
-	ReasonNotOffered         = updatesv1alpha1.ReasonVersionNotOffered
-	ReasonPrepareFailed      = "PrepareFailed"
-	ReasonActivateFailed     = "ActivateFailed"
-	ReasonTaintNotApplied    = "ReadinessTaintNotApplied"
-	ReasonDrainTimeout       = "DrainTimeout"
-	ReasonNoBootID           = "NoBootID"
-	ReasonWrongVersion       = "WrongVersionAfterReboot"
-	ReasonDrainBlocked       = "DrainBlocked"
-	ReasonDrained            = "Drained"
-	ReasonRebooting          = "Rebooting"
-	ReasonRebootUncertain    = "RebootUncertain"
-	ReasonRebootRefused      = "RebootRefused"
-	ReasonRebooted           = "Rebooted"
-	ReasonAborted            = "UpdateAborted"
-	ReasonVersionLockChanged = "VersionLockChanged"
-	ReasonUpdated            = "Updated"
+	ReasonNoVersion         = "NoVersion"
+	ReasonVersionLockFailed = "VersionLockFailed"
+	ReasonNotOffered        = updatesv1alpha1.ReasonVersionNotOffered
+	ReasonPrepareFailed     = "PrepareFailed"
+	ReasonActivateFailed    = "ActivateFailed"
+	// ReasonStagedVersionMismatch: the prepare wrote another version than
+	// the one asked for (or none), whatever the status says staged.
+	ReasonStagedVersionMismatch = "StagedVersionMismatch"
+	// ReasonVersionLockNotApplied: the updater kept choosing under another
+	// lock than the agent's committed pin.
+	ReasonVersionLockNotApplied = "VersionLockNotApplied"
+	ReasonTaintNotApplied       = "ReadinessTaintNotApplied"
+	ReasonDrainTimeout          = "DrainTimeout"
+	ReasonNoBootID              = "NoBootID"
+	ReasonWrongVersion          = "WrongVersionAfterReboot"
+	ReasonDrainBlocked          = "DrainBlocked"
+	ReasonDrained               = "Drained"
+	ReasonRebooting             = "Rebooting"
+	ReasonRebootUncertain       = "RebootUncertain"
+	ReasonRebootRefused         = "RebootRefused"
+	ReasonRebooted              = "Rebooted"
+	ReasonAborted               = "UpdateAborted"
+	ReasonVersionLockChanged    = "VersionLockChanged"
+	ReasonUpdated               = "Updated"
 
 	// ReasonNotEvictedBeforeReboot: the last pass before the reboot could
 	// not evict every pod (lastPodPass); they stop with the reboot.
@@ -101,6 +109,10 @@ const (
 	// DefaultRebootGrace: a host that accepted a reboot goes down within
 	// seconds; still up minutes later, the request was lost or refused.
 	DefaultRebootGrace = 3 * time.Minute
+	// DefaultPinRefreshes bounds the refreshes, RetryInterval apart, after
+	// which a pin the updater still does not choose fails the update:
+	// Bottlerocket applies a committed setting within seconds.
+	DefaultPinRefreshes = 6
 )
 
 // Options configure an Agent; zero values take the defaults.
@@ -125,6 +137,8 @@ type Options struct {
 	// still finds the node on the recorded bootID asks again
 	// (DefaultRebootGrace).
 	RebootGrace time.Duration
+	// PinRefreshes: see DefaultPinRefreshes.
+	PinRefreshes int
 	// Drain tunes the drain's back-off and polling; its Filter and Report
 	// are the agent's.
 	Drain drain.Options
@@ -155,6 +169,9 @@ func (o *Options) complete() error {
 	}
 	if o.RebootGrace <= 0 {
 		o.RebootGrace = DefaultRebootGrace
+	}
+	if o.PinRefreshes <= 0 {
+		o.PinRefreshes = DefaultPinRefreshes
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -190,6 +207,9 @@ type Agent struct {
 	drainStart     time.Time
 	blockedEvent   string
 	transient      int
+	// pinRefreshes counts refreshes that chose under another lock than the
+	// committed pin.
+	pinRefreshes int
 	// rebootRetryAt is when a refused reboot is asked for again, and
 	// rebootRefusals how many refusals in a row; markerSeen is when a
 	// marker without rebootRequestedAt was first seen.
@@ -390,6 +410,7 @@ func (a *Agent) resetAttempt() {
 	a.drainStart = time.Time{}
 	a.blockedEvent = ""
 	a.transient = 0
+	a.pinRefreshes = 0
 	a.rebootRetryAt, a.rebootRefusals, a.markerSeen = time.Time{}, 0, time.Time{}
 	a.hostChecked = false
 }

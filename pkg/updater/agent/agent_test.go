@@ -1581,3 +1581,253 @@ func TestAnAgentRestartedWhileTheHostPreparesWaitsForThePrepare(t *testing.T) {
 		t.Errorf("status = %+v, want no crash and no UpdateFailed condition", st)
 	}
 }
+
+// hookedAPI runs a hook before the agent's prepare or activate: someone else
+// acting on the host between two of the agent's calls.
+type hookedAPI struct {
+	BottlerocketAPI
+	beforePrepare, beforeActivate func()
+}
+
+func (h *hookedAPI) PrepareUpdate(ctx context.Context) (*brapi.UpdateStatus, error) {
+	if f := h.beforePrepare; f != nil {
+		h.beforePrepare = nil
+		f()
+	}
+	return h.BottlerocketAPI.PrepareUpdate(ctx)
+}
+
+func (h *hookedAPI) ActivateUpdate(ctx context.Context) (*brapi.UpdateStatus, error) {
+	if f := h.beforeActivate; f != nil {
+		h.beforeActivate = nil
+		f()
+	}
+	return h.BottlerocketAPI.ActivateUpdate(ctx)
+}
+
+func (h *harness) agentWith(api BottlerocketAPI) *Agent {
+	h.t.Helper()
+	c := h.clients()
+	c.API = api
+	a, err := New(c, h.options())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return a
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Bottlerocket's status names the last refresh's choice as staged, whatever
+// updog update-image wrote (docs/updater-emulator.md): a Staged status
+// whose prepare wrote another version is prepared again, not activated.
+func TestTheAgentDoesNotActivateAStagedStatusWhosePrepareWroteAnotherVersion(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0", "1.22.0"}, VersionLock: "1.21.0"})
+	ctx := context.Background()
+	_, err := h.api.RefreshUpdates(ctx)
+	must(t, err)
+	must(t, h.api.SetVersionLock(ctx, "1.22.0"))
+	_, err = h.api.PrepareUpdate(ctx)
+	must(t, err)
+	must(t, h.api.SetVersionLock(ctx, "latest"))
+	if s, _ := h.api.UpdateStatus(ctx); s.StagedVersion() != "1.21.0" || h.em.State().Inactive != "1.22.0" {
+		t.Fatalf("set-up: the status stages %q, the partition holds %q; want 1.21.0 and 1.22.0", s.StagedVersion(), h.em.State().Inactive)
+	}
+	h.shadows.create()
+	h.shadows.setSpec(staged, "1.21.0")
+	a := h.newAgent()
+	mustSync(t, h, a)
+	h.expectState(staged)
+	if got := h.em.Activated(); got != "1.21.0" {
+		t.Fatalf("the host boots %q next, want 1.21.0", got)
+	}
+}
+
+// A prepare whose updog chose another version than the refresh (the lock
+// changed in between) is not activated: the update fails, named.
+func TestAPrepareThatWroteAnotherVersionFailsAsAStagedVersionMismatch(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0", "1.22.0"}})
+	api := &hookedAPI{BottlerocketAPI: h.api, beforePrepare: func() {
+		if err := h.api.SetVersionLock(context.Background(), "1.22.0"); err != nil {
+			t.Error(err)
+		}
+	}}
+	h.shadows.create()
+	a := h.agentWith(api)
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	mustSync(t, h, a)
+	h.expectState(errorReset)
+	if c := meta.FindStatusCondition(h.status().Conditions, updatesv1alpha1.ConditionUpdateFailed); c == nil || c.Reason != ReasonStagedVersionMismatch || !strings.Contains(c.Message, "1.22.0") {
+		t.Fatalf("conditions %+v, want UpdateFailed/%s naming 1.22.0", h.status().Conditions, ReasonStagedVersionMismatch)
+	}
+	if got := h.em.Activated(); got != "" {
+		t.Errorf("%s is activated; want nothing", got)
+	}
+}
+
+// Bottlerocket applies a settings commit asynchronously
+// (docs/updater-emulator.md): a refresh right after the pin may still
+// choose under the old lock. The agent refreshes again until the updater
+// chooses the pin.
+func TestAfterPinningTheAgentRefreshesUntilTheUpdaterChoosesThePin(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0", "1.22.0"}, Delays: emulator.Delays{SettingsApply: 15 * time.Second}})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	for i := 0; i < 5 && h.status().CurrentState != staged; i++ {
+		d := mustSync(t, h, a)
+		if h.status().CurrentState == errorReset {
+			t.Fatalf("the agent gave up while the pin was not applied yet: %+v", h.status())
+		}
+		h.clk.Step(d)
+	}
+	h.expectState(staged)
+	if got := h.em.Activated(); got != "1.21.0" || h.status().CrashCount != 0 {
+		t.Fatalf("the host boots %q next, crashCount %d; want 1.21.0 and 0", got, h.status().CrashCount)
+	}
+}
+
+// A pin the updater never takes fails by name after a bounded wait, and the
+// abort restores the lock.
+func TestAPinTheUpdaterNeverTakesFailsAsVersionLockNotApplied(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0", "1.22.0"}, Delays: emulator.Delays{SettingsApply: 24 * time.Hour}})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	syncs := 0
+	for ; syncs < 20 && h.status().CurrentState != errorReset; syncs++ {
+		h.clk.Step(mustSync(t, h, a))
+	}
+	h.expectState(errorReset)
+	if c := meta.FindStatusCondition(h.status().Conditions, updatesv1alpha1.ConditionUpdateFailed); c == nil || c.Reason != ReasonVersionLockNotApplied {
+		t.Fatalf("conditions %+v, want UpdateFailed/%s", h.status().Conditions, ReasonVersionLockNotApplied)
+	}
+	if syncs != DefaultPinRefreshes {
+		t.Errorf("gave up after %d syncs, want %d refreshes", syncs, DefaultPinRefreshes)
+	}
+	h.operator("1.21.0")
+	mustSync(t, h, a)
+	h.expectConverged("latest")
+}
+
+// A failed re-prepare clears the inactive partition while the status still
+// says Staged (docs/updater-emulator.md): activate then finds nothing, and
+// the agent prepares again instead of failing.
+func TestWhenActivateFindsNothingToActivateTheAgentPreparesAgain(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, VersionLock: "1.21.0"})
+	ctx := context.Background()
+	_, err := h.api.RefreshUpdates(ctx)
+	must(t, err)
+	_, err = h.api.PrepareUpdate(ctx)
+	must(t, err)
+	api := &hookedAPI{BottlerocketAPI: h.api, beforeActivate: func() {
+		h.em.SetFaults(emulator.Faults{PrepareFails: true})
+		if _, err := h.api.PrepareUpdate(ctx); !brapi.IsCommandFailed(err) {
+			t.Errorf("someone's re-prepare: %v, want it failed", err)
+		}
+		h.em.SetFaults(emulator.Faults{})
+	}}
+	h.shadows.create()
+	h.shadows.setSpec(staged, "1.21.0")
+	a := h.agentWith(api)
+	mustSync(t, h, a)
+	h.expectState(staged)
+	if got := h.em.Activated(); got != "1.21.0" {
+		t.Fatalf("the host boots %q next, want 1.21.0", got)
+	}
+}
+
+// The status of an earlier failed re-prepare still says Staged: the agent
+// prepares again rather than activating a partition that was cleared.
+func TestAStagedStatusAfterAFailedRePrepareIsPreparedAgain(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
+	ctx := context.Background()
+	_, err := h.api.RefreshUpdates(ctx)
+	must(t, err)
+	_, err = h.api.PrepareUpdate(ctx)
+	must(t, err)
+	h.em.SetFaults(emulator.Faults{PrepareFails: true})
+	_, _ = h.api.PrepareUpdate(ctx)
+	h.em.SetFaults(emulator.Faults{})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	h.operator("1.21.0")
+	mustSync(t, h, a)
+	h.expectState(staged)
+	if got := h.em.Activated(); got != "1.21.0" {
+		t.Fatalf("the host boots %q next, want 1.21.0", got)
+	}
+}
+
+// settings.updates.ignore-waves is the only way to take a version ahead of
+// its wave (docs/updater-emulator.md): with spec.ignoreWaves the agent turns
+// it on while it pins, and off again where it restores the lock.
+func TestWithIgnoreWavesTheAgentTakesAPinAheadOfItsWaveAndTurnsTheSettingOffAgain(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, BeforeWave: []string{"1.22.0"}, Delays: emulator.Delays{SettingsApply: 5 * time.Second}})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	h.shadows.setSpec(staged, "1.22.0")
+	h.shadows.setIgnoreWaves(true)
+	for i := 0; i < 4 && h.status().CurrentState != staged; i++ {
+		h.clk.Step(mustSync(t, h, a))
+		if h.status().CurrentState == errorReset {
+			t.Fatalf("the agent gave up: %+v", h.status())
+		}
+	}
+	h.expectState(staged)
+	if got := h.em.Activated(); got != "1.22.0" {
+		t.Fatalf("the host boots %q next, want 1.22.0", got)
+	}
+	if st := h.em.State(); st.IgnoreWaves || st.VersionLock != "latest" || h.status().IgnoringWaves {
+		t.Errorf("after staging: ignore-waves %v, lock %q, status.ignoringWaves %v; want off, latest, false", st.IgnoreWaves, st.VersionLock, h.status().IgnoringWaves)
+	}
+}
+
+// An abort turns ignore-waves off like the lock, and a setting that was on
+// before the update is the user's: the agent leaves it on.
+func TestAnAbortTurnsIgnoreWavesOffButLeavesAUsersOn(t *testing.T) {
+	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, BeforeWave: []string{"1.22.0"}, Faults: emulator.Faults{PrepareFails: true}})
+	h.shadows.create()
+	a := h.newAgent()
+	mustSync(t, h, a)
+	h.shadows.setSpec(staged, "1.22.0")
+	h.shadows.setIgnoreWaves(true)
+	mustSync(t, h, a)
+	h.expectState(errorReset)
+	if c := meta.FindStatusCondition(h.status().Conditions, updatesv1alpha1.ConditionUpdateFailed); c == nil || c.Reason != ReasonPrepareFailed {
+		t.Fatalf("conditions %+v, want UpdateFailed/%s (the version was taken ahead of its wave)", h.status().Conditions, ReasonPrepareFailed)
+	}
+	if !h.em.State().IgnoreWaves || !h.status().IgnoringWaves {
+		t.Fatalf("during the update: ignore-waves %v, status.ignoringWaves %v; want both on", h.em.State().IgnoreWaves, h.status().IgnoringWaves)
+	}
+	h.operator("1.22.0")
+	mustSync(t, h, a)
+	h.expectConverged("latest")
+	if h.em.State().IgnoreWaves || h.status().IgnoringWaves {
+		t.Errorf("after the abort: ignore-waves %v, status.ignoringWaves %v; want off", h.em.State().IgnoreWaves, h.status().IgnoringWaves)
+	}
+
+	// The user's own ignore-waves stays on.
+	u := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, BeforeWave: []string{"1.22.0"}})
+	must(t, u.api.SetIgnoreWaves(context.Background(), true))
+	u.shadows.create()
+	b := u.newAgent()
+	mustSync(t, u, b)
+	u.shadows.setSpec(staged, "1.22.0")
+	u.shadows.setIgnoreWaves(true)
+	mustSync(t, u, b)
+	u.expectState(staged)
+	if !u.em.State().IgnoreWaves || u.status().IgnoringWaves {
+		t.Errorf("a user's ignore-waves: %v, status.ignoringWaves %v; want left on, not recorded as the agent's", u.em.State().IgnoreWaves, u.status().IgnoringWaves)
+	}
+}

@@ -102,6 +102,16 @@ func (f *fakeShadows) setSpec(state updatesv1alpha1.ShadowState, version string)
 	f.shadow.ResourceVersion = strconv.Itoa(f.rv)
 }
 
+// setIgnoreWaves sets spec.ignoreWaves, as the operator does from a pinned
+// policy when it starts the node.
+func (f *fakeShadows) setIgnoreWaves(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rv++
+	f.shadow.Spec.IgnoreWaves = on
+	f.shadow.ResourceVersion = strconv.Itoa(f.rv)
+}
+
 func (f *fakeShadows) get() *updatesv1alpha1.BottlerocketShadow {
 	f.mu.Lock()
 	defer f.mu.Unlock()

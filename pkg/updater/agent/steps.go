@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,7 +34,7 @@ func (a *Agent) syncIdle(ctx context.Context, shadow *updatesv1alpha1.Bottlerock
 	case updatesv1alpha1.StateMonitoringUpdate:
 		return a.complete(ctx, shadow)
 	}
-	if shadow.Status.PreviousVersionLock != "" {
+	if shadow.Status.PreviousVersionLock != "" || shadow.Status.IgnoringWaves {
 		return a.abort(ctx, shadow, node)
 	}
 	a.hold()
@@ -119,6 +120,9 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 			return a.opts.RetryInterval, fmt.Errorf("aborting the update: %w", err)
 		}
 	}
+	if err := a.restoreIgnoreWaves(ctx, shadow); err != nil {
+		return a.opts.RetryInterval, fmt.Errorf("aborting the update: %w", err)
+	}
 	a.hold()
 	current, target, err := a.runningVersion(ctx)
 	if err != nil {
@@ -130,6 +134,7 @@ func (a *Agent) abort(ctx context.Context, shadow *updatesv1alpha1.BottlerocketS
 		// The marker belongs to this attempt: a stale rebootRequestedAt
 		// would put the next attempt past its drain before it drained.
 		st.RebootFromBootID, st.RebootRequestedAt, st.PreviousVersionLock, st.PinnedVersionLock = "", nil, "", ""
+		st.IgnoringWaves = false
 		meta.RemoveStatusCondition(&st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
 	})
 	if err != nil {
@@ -172,6 +177,27 @@ func (a *Agent) restoreVersionLock(ctx context.Context, shadow *updatesv1alpha1.
 		fmt.Sprintf("The version lock of node %s is %q, not the %q the agent pinned: left as it is (the agent would have restored %q)",
 			a.opts.NodeName, current, pin, previous))
 	return true, nil
+}
+
+// restoreIgnoreWaves turns settings.updates.ignore-waves off again when the
+// agent turned it on (status.ignoringWaves), only while it is still on:
+// someone who turned it off since has nothing left to restore. The caller
+// clears ignoringWaves in its status write.
+func (a *Agent) restoreIgnoreWaves(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) error {
+	if !shadow.Status.IgnoringWaves {
+		return nil
+	}
+	on, err := a.c.API.IgnoreWaves(ctx)
+	if err != nil {
+		return fmt.Errorf("reading settings.updates.ignore-waves: %w", err)
+	}
+	if !on {
+		return nil
+	}
+	if err := a.c.API.SetIgnoreWaves(ctx, false); err != nil {
+		return fmt.Errorf("turning settings.updates.ignore-waves off again: %w", err)
+	}
+	return nil
 }
 
 // recordedPin is the lock the agent last pinned, as its status records it
@@ -369,8 +395,10 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 	// Record the lock before changing it, so that a restart restores the
 	// user's value and never our pin, and record the pin with it, so that a
 	// restart knows which lock is ours.
+	var lock string
 	if shadow.Status.PreviousVersionLock == "" {
-		lock, err := a.c.API.VersionLock(ctx)
+		var err error
+		lock, err = a.c.API.VersionLock(ctx)
 		if err != nil {
 			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the version lock: %w", err)))
 		}
@@ -387,7 +415,8 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 		// someone set since the update began, and it is theirs: the agent
 		// does not pin over it, and its record is no longer its to
 		// restore (docs/updater.md).
-		lock, err := a.c.API.VersionLock(ctx)
+		var err error
+		lock, err = a.c.API.VersionLock(ctx)
 		if err != nil {
 			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the version lock: %w", err)))
 		}
@@ -395,8 +424,13 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 			return a.lockChanged(ctx, shadow, lock)
 		}
 	}
-	if err := a.c.API.SetVersionLock(ctx, version); err != nil {
-		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("pinning the version lock to %s: %w", version, err)))
+	// A pin already committed is not committed again: each commit starts
+	// another asynchronous apply, and the agent may be back only to see
+	// whether the last one reached the updater.
+	if !pinOf(lock, version) {
+		if err := a.c.API.SetVersionLock(ctx, version); err != nil {
+			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("pinning the version lock to %s: %w", version, err)))
+		}
 	}
 	if shadow.Status.PinnedVersionLock != version {
 		// A later attempt towards another version (spec.version moved
@@ -410,19 +444,57 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 		}
 		shadow = out
 	}
+	if shadow.Spec.IgnoreWaves {
+		// The pin alone does not take a version before the node's wave
+		// reaches it: settings.updates.ignore-waves does. Turned on only
+		// when off, and recorded first, as the lock is, so that a restart
+		// turns it off again; one that was on is the user's.
+		on, err := a.c.API.IgnoreWaves(ctx)
+		if err != nil {
+			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading settings.updates.ignore-waves: %w", err)))
+		}
+		if !on {
+			if !shadow.Status.IgnoringWaves {
+				out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) { st.IgnoringWaves = true })
+				if err != nil {
+					return a.opts.RetryInterval, err
+				}
+				shadow = out
+			}
+			if err := a.c.API.SetIgnoreWaves(ctx, true); err != nil {
+				return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("turning settings.updates.ignore-waves on: %w", err)))
+			}
+		}
+	}
 	s, err := a.c.API.UpdateStatus(ctx)
 	if err != nil && !brapi.IsNotFound(err) {
 		return a.handle(ctx, shadow, stepFailed(ReasonPrepareFailed, err))
 	}
+	activated := false
 	switch {
 	case brapi.SameVersion(s.ActivatedVersion(), version):
 		logger.Info("Update already staged and activated")
-	case brapi.SameVersion(s.StagedVersion(), version):
+		activated = true
+	case brapi.SameVersion(s.StagedVersion(), version) && preparedIs(s, version):
+		// Bottlerocket's status names the last refresh's choice as staged
+		// whatever the prepare wrote: only a status whose last command is
+		// the prepare that wrote this version is taken at its word.
 		logger.Info("Update already staged; activating it")
-		if _, err := a.c.API.ActivateUpdate(ctx); err != nil {
+		_, err := a.c.API.ActivateUpdate(ctx)
+		switch {
+		case err == nil:
+			activated = true
+		case brapi.IsCommandFailed(err):
+			// updog update-apply refuses an inactive partition set that
+			// no prepare made valid: a failed prepare since cleared it,
+			// while the status still says Staged. Prepared again below,
+			// once: activating again would fail the same way.
+			logger.Info("Activating the staged update failed; preparing it again", "cause", err.Error())
+		default:
 			return a.handle(ctx, shadow, stepFailed(ReasonActivateFailed, err))
 		}
-	default:
+	}
+	if !activated {
 		s, err := a.c.API.RefreshUpdates(ctx)
 		if err != nil {
 			return a.handle(ctx, shadow, stepFailed(ReasonPrepareFailed, err))
@@ -431,12 +503,37 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 			if chosen == "" {
 				chosen = "none"
 			}
-			return a.notOffered(ctx, shadow, fmt.Errorf("%s (with the lock pinned to it the updater chose %s; offered: %s)",
-				notOfferedMessage(version), chosen, strings.Join(s.AvailableUpdates, ", ")))
+			offered := slices.ContainsFunc(s.AvailableUpdates, func(v string) bool { return brapi.SameVersion(v, version) })
+			if !offered && shadow.Spec.IgnoreWaves && a.pinRefreshes+1 < a.opts.PinRefreshes {
+				// ignore-waves, committed like the lock, may not have
+				// reached the updater yet either.
+				a.pinRefreshes++
+				logger.Info("The pinned version is not listed yet; ignore-waves may not be applied yet, refreshing again", "refresh", a.pinRefreshes, "retryIn", a.opts.RetryInterval)
+				return a.opts.RetryInterval, nil
+			}
+			if !offered {
+				return a.notOffered(ctx, shadow, fmt.Errorf("%s (with the lock pinned to it the updater chose %s; offered: %s)",
+					notOfferedMessage(version), chosen, strings.Join(s.AvailableUpdates, ", ")))
+			}
+			// Offered, yet chosen under another lock: Bottlerocket applies
+			// a settings commit asynchronously (thar-be-settings --daemon),
+			// so the updater may not have the pin yet.
+			a.pinRefreshes++
+			if a.pinRefreshes < a.opts.PinRefreshes {
+				logger.Info("The updater does not choose the pinned version yet; refreshing again", "chosen", chosen, "refresh", a.pinRefreshes, "retryIn", a.opts.RetryInterval)
+				return a.opts.RetryInterval, nil
+			}
+			return a.fail(ctx, shadow, ReasonVersionLockNotApplied, fmt.Errorf("the updater still chose %s after %d refreshes %v apart with the version lock committed as %s: the setting has not reached it",
+				chosen, a.pinRefreshes, a.opts.RetryInterval, version))
 		}
+		a.pinRefreshes = 0
 		logger.Info("Preparing the update")
 		if s, err = a.c.API.PrepareUpdate(ctx); err != nil {
 			return a.handle(ctx, shadow, stepFailed(ReasonPrepareFailed, err))
+		}
+		if !preparedIs(s, version) {
+			return a.fail(ctx, shadow, ReasonStagedVersionMismatch, fmt.Errorf("the status says %q staged, but the prepare wrote %s, not %s: updog chose again under the settings it read then",
+				s.StagedVersion(), describePrepared(s), version))
 		}
 		if !brapi.SameVersion(s.StagedVersion(), version) {
 			return a.fail(ctx, shadow, ReasonPrepareFailed, fmt.Errorf("prepare staged %q, not %s", s.StagedVersion(), version))
@@ -462,8 +559,12 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 	if err != nil {
 		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, err))
 	}
+	if err := a.restoreIgnoreWaves(ctx, shadow); err != nil {
+		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, err))
+	}
 	if _, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.CurrentState = updatesv1alpha1.StateStagedAndPerformedUpdate
+		st.IgnoringWaves = false
 		if kept {
 			// Not the agent's to restore any more: an abort must not
 			// put it back over the user's lock either.
@@ -476,6 +577,29 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 	logger.Info("Update staged and activated; the node keeps serving until it reboots")
 	a.transient = 0
 	return a.opts.UpdateCheckInterval, nil
+}
+
+// preparedIs reports whether the status's last command is the prepare that
+// wrote version (brapi.UpdateStatus.PreparedVersion).
+func preparedIs(s *brapi.UpdateStatus, version string) bool {
+	v, ok := s.PreparedVersion()
+	return ok && v != "" && brapi.SameVersion(v, version)
+}
+
+// describePrepared says what the last prepare wrote, for a failure message.
+func describePrepared(s *brapi.UpdateStatus) string {
+	v, ok := s.PreparedVersion()
+	switch {
+	case !ok:
+		stderr := ""
+		if r := s.MostRecentCommand; r != nil && r.Stderr != nil {
+			stderr = *r.Stderr
+		}
+		return fmt.Sprintf("an unknown version (updog's stderr %q names none)", truncate(stderr, 200))
+	case v == "":
+		return "nothing (No update required)"
+	}
+	return v
 }
 
 // syncReboot releases the Lease, waits for the readiness taint, drains,

@@ -495,3 +495,34 @@ func (c *Client) SetVersionLock(ctx context.Context, lock string) error {
 	}
 	return err
 }
+
+// IgnoreWaves returns settings.updates.ignore-waves (false when unset,
+// Bottlerocket's default).
+func (c *Client) IgnoreWaves(ctx context.Context) (bool, error) {
+	cl := call{method: http.MethodGet, path: "/settings", query: url.Values{"keys": {"settings.updates.ignore-waves"}}}
+	var s Settings
+	if err := c.do(ctx, cl, &s); err != nil {
+		return false, err
+	}
+	return s.Updates != nil && s.Updates.IgnoreWaves != nil && *s.Updates.IgnoreWaves, nil
+}
+
+// SetIgnoreWaves sets settings.updates.ignore-waves and commits it, in
+// SettingsTransaction as SetVersionLock does. Like every committed
+// setting, the updater sees it only once Bottlerocket applied it.
+func (c *Client) SetIgnoreWaves(ctx context.Context, on bool) error {
+	tx := url.Values{"tx": {SettingsTransaction}}
+	patch := Settings{Updates: &UpdatesSettings{IgnoreWaves: &on}}
+	if err := c.do(ctx, call{method: http.MethodPatch, path: "/settings", query: tx, body: patch}, nil); err != nil {
+		return err
+	}
+	err := c.do(ctx, call{method: http.MethodPost, path: "/tx/commit_and_apply", query: tx}, nil)
+	if err != nil && StatusCode(err) == http.StatusUnprocessableEntity {
+		// Nothing pending: an earlier attempt whose answer was lost
+		// committed it.
+		if got, rerr := c.IgnoreWaves(ctx); rerr == nil && got == on {
+			return nil
+		}
+	}
+	return err
+}

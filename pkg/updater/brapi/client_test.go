@@ -768,3 +768,25 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("default socket %q", got)
 	}
 }
+
+func TestPreparedVersionReadsWhatUpdogSaidItWrote(t *testing.T) {
+	str := func(s string) *string { return &s }
+	for _, tc := range []struct {
+		r       *brapi.CommandResult
+		want    string
+		wantOK  bool
+		comment string
+	}{
+		{&brapi.CommandResult{CmdType: brapi.CommandPrepare, CmdStatus: brapi.CommandSuccess, Stderr: str("Starting update to 1.21.0\n")}, "1.21.0", true, "wrote 1.21.0"},
+		{&brapi.CommandResult{CmdType: brapi.CommandPrepare, CmdStatus: brapi.CommandSuccess, Stderr: str("No update required\n")}, "", true, "wrote nothing"},
+		{&brapi.CommandResult{CmdType: brapi.CommandPrepare, CmdStatus: brapi.CommandSuccess, Stderr: str("")}, "", false, "says neither"},
+		{&brapi.CommandResult{CmdType: brapi.CommandPrepare, CmdStatus: brapi.CommandFailed, Stderr: str("Starting update to 1.21.0\n")}, "", false, "failed"},
+		{&brapi.CommandResult{CmdType: brapi.CommandRefresh, CmdStatus: brapi.CommandSuccess, Stderr: str("")}, "", false, "not a prepare"},
+		{nil, "", false, "no command"},
+	} {
+		v, ok := (&brapi.UpdateStatus{MostRecentCommand: tc.r}).PreparedVersion()
+		if v != tc.want || ok != tc.wantOK {
+			t.Errorf("%s: PreparedVersion() = %q, %v; want %q, %v", tc.comment, v, ok, tc.want, tc.wantOK)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package brapi
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // The wire shapes below are those of Bottlerocket's apiserver and its update
 // dispatcher (thar-be-updates): snake_case field names, update states and
@@ -107,6 +110,29 @@ func (s *UpdateStatus) StagedVersion() string {
 	return s.StagingPartition.Image.Version
 }
 
+// PreparedVersion is what the most recent command wrote to the inactive
+// partition set, when it is a successful prepare: Bottlerocket's status
+// names the last refresh's choice as staged, but updog update-image chooses
+// again from the settings it reads then and says on stderr, which the
+// dispatcher records, "Starting update to V" or, having written nothing,
+// "No update required" (version ""). ok is false when the most recent
+// command is not a successful prepare or its stderr says neither.
+func (s *UpdateStatus) PreparedVersion() (version string, ok bool) {
+	if s == nil || s.MostRecentCommand == nil || s.MostRecentCommand.CmdType != CommandPrepare ||
+		s.MostRecentCommand.CmdStatus != CommandSuccess || s.MostRecentCommand.Stderr == nil {
+		return "", false
+	}
+	for _, line := range strings.Split(*s.MostRecentCommand.Stderr, "\n") {
+		if v, found := strings.CutPrefix(strings.TrimSpace(line), "Starting update to "); found {
+			return strings.TrimSpace(v), true
+		}
+	}
+	if strings.Contains(*s.MostRecentCommand.Stderr, "No update required") {
+		return "", true
+	}
+	return "", false
+}
+
 // ActivatedVersion is the staged version when it is marked to boot next, or
 // "" when the next boot stays on the running partition set.
 func (s *UpdateStatus) ActivatedVersion() string {
@@ -129,4 +155,5 @@ type Settings struct {
 // UpdatesSettings is settings.updates.
 type UpdatesSettings struct {
 	VersionLock *string `json:"version-lock,omitempty"`
+	IgnoreWaves *bool   `json:"ignore-waves,omitempty"`
 }

@@ -307,7 +307,9 @@ func TestKubectlGetBrsShowsTheRollout(t *testing.T) {
 // The UpdatePolicy CRD rejects what its schema and CEL rules can see: a
 // limit that is neither a count of at least 1 nor a percentage from 1% to
 // 100%, an @every schedule (no instants: a window built on it is never or
-// always open), a TZ= prefix instead of timeZone, a window of no duration.
+// always open), a TZ= prefix instead of timeZone, a window of no duration,
+// ignoreWaves without a targetVersion (only a pinned version is taken ahead
+// of its wave).
 // What CEL cannot check (an IANA time zone name) the operator reports in
 // the policy's status.
 func TestUpdatePolicyValidation(t *testing.T) {
@@ -326,6 +328,13 @@ func TestUpdatePolicyValidation(t *testing.T) {
 		t.Fatalf("a valid policy was rejected: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), p.Name, metav1.DeleteOptions{}) })
+	pinned := valid("validation-ignore-waves-pinned")
+	pinned.Spec.TargetVersion, pinned.Spec.IgnoreWaves = "1.21.0", true
+	if _, err := c.Create(ctx, pinned, metav1.CreateOptions{}); err != nil {
+		t.Errorf("ignoreWaves with a targetVersion was rejected: %v", err)
+	} else {
+		t.Cleanup(func() { _ = c.Delete(context.Background(), pinned.Name, metav1.DeleteOptions{}) })
+	}
 	for _, tc := range []struct {
 		name string
 		mod  func(*updatesv1alpha1.UpdatePolicySpec)
@@ -351,6 +360,7 @@ func TestUpdatePolicyValidation(t *testing.T) {
 		{"negative-soak", func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.PostRebootSoak = &metav1.Duration{Duration: -time.Second}
 		}, "negative"},
+		{"ignore-waves-unpinned", func(s *updatesv1alpha1.UpdatePolicySpec) { s.IgnoreWaves = true }, "ignoreWaves needs targetVersion"},
 	} {
 		p := valid("validation-" + tc.name)
 		tc.mod(&p.Spec)

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,6 +56,12 @@ type Config struct {
 	// Offered are versions the update repository offers (added to the
 	// state file's).
 	Offered []string
+	// BeforeWave are versions the repository publishes whose wave has not
+	// reached the host yet (added to the state file's): a refresh lists
+	// them only with settings.updates.ignore-waves.
+	BeforeWave []string
+	// MaxVersion is the repository's max_version ("" for none).
+	MaxVersion string
 	// VersionLock defaults to "latest".
 	VersionLock   string
 	Variant, Arch string
@@ -103,6 +110,16 @@ func New(cfg Config) (*Emulator, error) {
 			return nil, fmt.Errorf("emulator: offered %w", err)
 		}
 	}
+	for _, v := range cfg.BeforeWave {
+		if _, err := brapi.ParseVersion(v); err != nil {
+			return nil, fmt.Errorf("emulator: published %w", err)
+		}
+	}
+	if cfg.MaxVersion != "" {
+		if _, err := brapi.ParseVersion(cfg.MaxVersion); err != nil {
+			return nil, fmt.Errorf("emulator: max_version %w", err)
+		}
+	}
 	var st *State
 	if cfg.StateFile != "" {
 		loaded, err := loadState(cfg.StateFile)
@@ -126,7 +143,7 @@ func New(cfg Config) (*Emulator, error) {
 		if err := brapi.ValidateVersionLock(lock); err != nil {
 			return nil, fmt.Errorf("emulator: %w", err)
 		}
-		st = &State{Running: cfg.Version, Variant: cfg.Variant, Arch: cfg.Arch, VersionLock: lock}
+		st = &State{Running: cfg.Version, Variant: cfg.Variant, Arch: cfg.Arch, VersionLock: lock, Applied: Applied{VersionLock: lock}}
 		if st.Variant == "" {
 			st.Variant = "aws-k8s-1.33"
 		}
@@ -142,6 +159,10 @@ func New(cfg Config) (*Emulator, error) {
 	sortNewestFirst(st.Offered)
 	if st.Offered == nil {
 		st.Offered = []string{}
+	}
+	st.publishLocked(cfg.BeforeWave)
+	if cfg.MaxVersion != "" {
+		st.MaxVersion = cfg.MaxVersion
 	}
 	st.Faults = cfg.Faults
 	st.Delays = cfg.Delays
@@ -229,15 +250,14 @@ func (e *Emulator) RebootRequests() int {
 	return e.state.RebootRequests
 }
 
-// Activated is the version activated for the next boot, "" when none (or
-// the running one), as of the last command that finished.
+// Activated is the version the next boot runs when it is not the running
+// one ("" otherwise), as of the last command that finished: the image
+// really written, which the status's staging_partition may not name.
 func (e *Emulator) Activated() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if s := e.state.Status; s != nil {
-		if v := s.ActivatedVersion(); v != "" && !brapi.SameVersion(v, e.state.Running) {
-			return v
-		}
+	if v := e.state.nextBoot(); v != "" && !brapi.SameVersion(v, e.state.Running) {
+		return v
 	}
 	return ""
 }
@@ -273,9 +293,42 @@ func (e *Emulator) Offer(versions ...string) error {
 		if !slices.ContainsFunc(e.state.Offered, func(o string) bool { return brapi.SameVersion(o, v) }) {
 			e.state.Offered = append(e.state.Offered, v)
 		}
+		// Its wave reached the host.
+		e.state.BeforeWave = slices.DeleteFunc(e.state.BeforeWave, func(o string) bool { return brapi.SameVersion(o, v) })
 	}
 	sortNewestFirst(e.state.Offered)
 	e.logger.Info("Versions offered", "offered", e.state.Offered)
+	e.saveLocked()
+	return nil
+}
+
+// Publish adds versions the update repository publishes but whose wave has
+// not reached the host: a refresh lists them only with
+// settings.updates.ignore-waves, until Offer offers them.
+func (e *Emulator) Publish(versions ...string) error {
+	for _, v := range versions {
+		if _, err := brapi.ParseVersion(v); err != nil {
+			return fmt.Errorf("publish: %w", err)
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.state.publishLocked(versions)
+	e.logger.Info("Versions published before this host's wave", "beforeWave", e.state.BeforeWave)
+	e.saveLocked()
+	return nil
+}
+
+// SetMaxVersion sets the repository's max_version ("" for none).
+func (e *Emulator) SetMaxVersion(v string) error {
+	if v != "" {
+		if _, err := brapi.ParseVersion(v); err != nil {
+			return fmt.Errorf("max_version: %w", err)
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.state.MaxVersion = v
 	e.saveLocked()
 	return nil
 }
@@ -325,15 +378,36 @@ func (e *Emulator) timestampLocked() time.Time {
 	return t
 }
 
-// settleLocked finishes the running command once its delay has passed.
+// settleLocked finishes the running command once its delay has passed and
+// applies committed settings once theirs has, in the order they fell due.
 func (e *Emulator) settleLocked() {
-	f := e.state.InFlight
-	if f == nil || e.clock.Now().Before(f.DoneAt) {
-		return
+	st, now := e.state, e.clock.Now()
+	applyDue := st.ApplyAt != nil && !now.Before(*st.ApplyAt)
+	f := st.InFlight
+	cmdDue := f != nil && !now.Before(f.DoneAt)
+	if applyDue && (!cmdDue || !st.ApplyAt.After(f.DoneAt)) {
+		e.applyLocked()
+		applyDue = false
 	}
-	e.state.InFlight = nil
-	e.completeLocked(f.Cmd)
-	e.saveLocked()
+	if cmdDue {
+		st.InFlight = nil
+		e.completeLocked(f.Cmd)
+	}
+	if applyDue {
+		e.applyLocked()
+	}
+	if applyDue || cmdDue {
+		e.saveLocked()
+	}
+}
+
+// applyLocked renders the committed settings for the updater, as
+// thar-be-settings does when it gets to it: the values committed by then.
+func (e *Emulator) applyLocked() {
+	st := e.state
+	st.ApplyAt = nil
+	st.Applied = Applied{VersionLock: st.VersionLock, IgnoreWaves: st.IgnoreWaves}
+	e.logger.Info("Update settings applied", "versionLock", st.Applied.VersionLock, "ignoreWaves", st.Applied.IgnoreWaves)
 }
 
 // completeLocked applies a finished command to the status, as the update
@@ -350,24 +424,48 @@ func (e *Emulator) completeLocked(cmd brapi.CommandType) {
 	exit := int32(0)
 	stderr := ""
 	result := brapi.CommandResult{CmdType: cmd, CmdStatus: brapi.CommandSuccess, Timestamp: e.timestampLocked(), ExitStatus: &exit, Stderr: &stderr}
-	if failed {
+	// updog update-apply (signpost's upgrade_to_inactive) refuses an
+	// inactive partition set that no prepare made valid in this boot.
+	invalid := cmd == brapi.CommandActivate && !failed && st.Inactive == ""
+	if failed || invalid {
 		exit = 1
 		stderr = fmt.Sprintf("emulated failure: %s fails (fault injected)", cmd)
+		if invalid {
+			stderr = "Could not mark inactive partition for boot: Inactive partition /dev/xvda has not been marked valid for upgrade"
+		}
 		result.CmdStatus = brapi.CommandFailed
+	}
+	// updog update-image resolves its target again, from the settings the
+	// updater reads now (the refresh's choice is only what the status
+	// records), and says on stderr what it wrote.
+	target := ""
+	if cmd == brapi.CommandPrepare {
+		target = st.chosen()
+		if !failed {
+			stderr = "No update required\n"
+			if target != "" {
+				stderr = fmt.Sprintf("Starting update to %s\n", target)
+			}
+		}
 	}
 	s.MostRecentCommand = &result
 	e.logger.Info("Update command finished", "cmd", cmd, "status", result.CmdStatus)
-	if failed {
+	if failed || invalid {
 		if cmd == brapi.CommandRefresh && (s.UpdateState == brapi.StateIdle || s.UpdateState == brapi.StateAvailable) {
 			s.UpdateState = brapi.StateIdle
+		}
+		if cmd == brapi.CommandPrepare && target != "" {
+			// update_image cleared the inactive set before the download
+			// failed; the status still names what it held.
+			st.Inactive = ""
 		}
 		return
 	}
 	switch cmd {
 	case brapi.CommandRefresh:
-		s.AvailableUpdates = slices.Clone(st.Offered)
+		s.AvailableUpdates = st.applicable(st.Applied.IgnoreWaves)
 		s.ChosenUpdate = nil
-		if v := st.chosen(); v != "" {
+		if v := st.choose(s.AvailableUpdates, st.Applied.VersionLock); v != "" {
 			s.ChosenUpdate = st.image(v)
 		}
 		if s.UpdateState == brapi.StateIdle || s.UpdateState == brapi.StateAvailable {
@@ -377,6 +475,9 @@ func (e *Emulator) completeLocked(cmd brapi.CommandType) {
 			}
 		}
 	case brapi.CommandPrepare:
+		if target != "" {
+			st.Inactive = target
+		}
 		img := *s.ChosenUpdate
 		s.StagingPartition = &brapi.StagedImage{Image: &img}
 		s.UpdateState = brapi.StateStaged
@@ -409,8 +510,8 @@ func (e *Emulator) reboot() {
 	e.mu.Lock()
 	st := e.state
 	ev := RebootEvent{From: st.Running, To: st.Running, Reboot: st.Reboots + 1}
-	if s := st.Status; s != nil && s.ActivatedVersion() != "" && !st.Faults.NeverComesUp {
-		ev.To = s.ActivatedVersion()
+	if v := st.nextBoot(); v != "" && !st.Faults.NeverComesUp {
+		ev.To = v
 	}
 	hook := e.cfg.RebootHook
 	e.mu.Unlock()
@@ -431,6 +532,9 @@ func (e *Emulator) reboot() {
 	st.Status = nil
 	st.InFlight = nil
 	st.Rebooting = false
+	// The set left behind is the one that booted before: no prepare of
+	// this boot wrote it, so it is not valid to activate.
+	st.Inactive = ""
 	e.saveLocked()
 	close(e.booted)
 	e.booted = make(chan struct{})
@@ -442,6 +546,7 @@ func (e *Emulator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /emulator/state", e.controlState)
 	mux.HandleFunc("POST /emulator/offer", e.controlOffer)
+	mux.HandleFunc("POST /emulator/publish", e.controlPublish)
 	mux.HandleFunc("GET /emulator/faults", e.controlGetFaults)
 	mux.HandleFunc("PUT /emulator/faults", e.controlPutFaults)
 	mux.HandleFunc("/", e.serveAPI)
@@ -546,7 +651,7 @@ func (e *Emulator) routeLocked(r *http.Request) answer {
 	case "/settings":
 		switch r.Method {
 		case http.MethodGet:
-			return e.getSettingsLocked()
+			return e.getSettingsLocked(r)
 		case http.MethodPatch:
 			return e.patchSettingsLocked(r)
 		}
@@ -642,9 +747,21 @@ func (e *Emulator) rebootLocked() answer {
 	return answer{status: http.StatusNoContent, after: func() { go e.reboot() }}
 }
 
-func (e *Emulator) getSettingsLocked() answer {
-	lock := e.state.VersionLock
-	return jsonAnswer(brapi.Settings{Updates: &brapi.UpdatesSettings{VersionLock: &lock}})
+// getSettingsLocked answers the datastore's committed values (not yet
+// applied ones included), only those asked for with ?keys= when given.
+func (e *Emulator) getSettingsLocked(r *http.Request) answer {
+	lock, waves := e.state.VersionLock, e.state.IgnoreWaves
+	u := brapi.UpdatesSettings{VersionLock: &lock, IgnoreWaves: &waves}
+	if keys := r.URL.Query().Get("keys"); keys != "" {
+		want := strings.Split(keys, ",")
+		if !slices.Contains(want, "settings.updates.version-lock") {
+			u.VersionLock = nil
+		}
+		if !slices.Contains(want, "settings.updates.ignore-waves") {
+			u.IgnoreWaves = nil
+		}
+	}
+	return jsonAnswer(brapi.Settings{Updates: &u})
 }
 
 func txName(r *http.Request) string {
@@ -653,6 +770,8 @@ func txName(r *http.Request) string {
 	}
 	return "default"
 }
+
+const storedSettings = "the emulator only stores settings.updates.version-lock and settings.updates.ignore-waves"
 
 func (e *Emulator) patchSettingsLocked(r *http.Request) answer {
 	var body map[string]json.RawMessage
@@ -663,41 +782,82 @@ func (e *Emulator) patchSettingsLocked(r *http.Request) answer {
 	var updates map[string]json.RawMessage
 	for k, v := range body {
 		if k != "updates" {
-			return textAnswer(http.StatusBadRequest, "the emulator only stores settings.updates.version-lock, not settings.%s", k)
+			return textAnswer(http.StatusBadRequest, "%s, not settings.%s", storedSettings, k)
 		}
 		if err := json.Unmarshal(v, &updates); err != nil {
 			return textAnswer(http.StatusBadRequest, "Invalid body: settings.updates: %v", err)
 		}
 	}
-	raw, ok := updates["version-lock"]
-	if len(updates) != 1 || !ok {
-		return textAnswer(http.StatusBadRequest, "the emulator only stores settings.updates.version-lock")
+	if len(updates) == 0 {
+		return textAnswer(http.StatusBadRequest, storedSettings)
 	}
-	var lock string
-	if err := json.Unmarshal(raw, &lock); err != nil {
-		return textAnswer(http.StatusBadRequest, "Invalid body: settings.updates.version-lock: %v", err)
-	}
-	if err := brapi.ValidateVersionLock(lock); err != nil {
-		return textAnswer(http.StatusBadRequest, "Invalid body: %v", err)
+	var p PendingSettings
+	for k, raw := range updates {
+		switch k {
+		case "version-lock":
+			var lock string
+			if err := json.Unmarshal(raw, &lock); err != nil {
+				return textAnswer(http.StatusBadRequest, "Invalid body: settings.updates.version-lock: %v", err)
+			}
+			if err := brapi.ValidateVersionLock(lock); err != nil {
+				return textAnswer(http.StatusBadRequest, "Invalid body: %v", err)
+			}
+			p.VersionLock = &lock
+		case "ignore-waves":
+			var waves bool
+			if err := json.Unmarshal(raw, &waves); err != nil {
+				return textAnswer(http.StatusBadRequest, "Invalid body: settings.updates.ignore-waves: %v", err)
+			}
+			p.IgnoreWaves = &waves
+		default:
+			return textAnswer(http.StatusBadRequest, "%s, not settings.updates.%s", storedSettings, k)
+		}
 	}
 	if e.state.Pending == nil {
-		e.state.Pending = map[string]string{}
+		e.state.Pending = map[string]PendingSettings{}
 	}
-	e.state.Pending[txName(r)] = lock
+	tx := e.state.Pending[txName(r)]
+	if p.VersionLock != nil {
+		tx.VersionLock = p.VersionLock
+	}
+	if p.IgnoreWaves != nil {
+		tx.IgnoreWaves = p.IgnoreWaves
+	}
+	e.state.Pending[txName(r)] = tx
 	e.saveLocked()
 	return answer{status: http.StatusNoContent}
 }
 
+// commitLocked commits a transaction; the updater sees it only once
+// thar-be-settings applied it (Delays.SettingsApply).
 func (e *Emulator) commitLocked(tx string) answer {
-	lock, ok := e.state.Pending[tx]
+	p, ok := e.state.Pending[tx]
 	if !ok {
 		return textAnswer(http.StatusUnprocessableEntity, "Transaction %q has no pending settings to commit", tx)
 	}
 	delete(e.state.Pending, tx)
-	e.state.VersionLock = lock
-	e.logger.Info("Version lock committed", "versionLock", lock, "tx", tx)
+	var changed []string
+	if p.VersionLock != nil {
+		e.state.VersionLock = *p.VersionLock
+		changed = append(changed, "settings.updates.version-lock")
+	}
+	if p.IgnoreWaves != nil {
+		e.state.IgnoreWaves = *p.IgnoreWaves
+		changed = append(changed, "settings.updates.ignore-waves")
+	}
+	e.logger.Info("Update settings committed", "versionLock", e.state.VersionLock, "ignoreWaves", e.state.IgnoreWaves, "tx", tx)
+	if d := e.state.Delays.SettingsApply; d > 0 {
+		// One thar-be-settings run renders what is committed when it
+		// runs: an earlier commit's pending run takes this one along.
+		if e.state.ApplyAt == nil {
+			at := e.clock.Now().Add(d)
+			e.state.ApplyAt = &at
+		}
+	} else {
+		e.applyLocked()
+	}
 	e.saveLocked()
-	return jsonAnswer([]string{"settings.updates.version-lock"})
+	return jsonAnswer(changed)
 }
 
 func (e *Emulator) controlState(w http.ResponseWriter, _ *http.Request) {
@@ -720,6 +880,19 @@ func (e *Emulator) controlOffer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := e.Offer(req.Versions...); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	writeJSON(w, e.State())
+}
+
+func (e *Emulator) controlPublish(w http.ResponseWriter, r *http.Request) {
+	var req OfferRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil || len(req.Versions) == 0 {
+		http.Error(w, fmt.Sprintf(`want {"versions": ["1.2.3"]}: %v`, err), http.StatusBadRequest)
+		return
+	}
+	if err := e.Publish(req.Versions...); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}

@@ -257,7 +257,9 @@ func TestSettings(t *testing.T) {
 	for _, body := range []string{
 		`not json`,
 		`{"motd": "hi"}`,
-		`{"updates": {"ignore-waves": true}}`,
+		`{"updates": {"ignore-waves": "yes"}}`,
+		`{"updates": {"seed": 3}}`,
+		`{"updates": {}}`,
 		`{"updates": {"version-lock": 3}}`,
 		`{"updates": {"version-lock": "banana"}}`,
 	} {
@@ -401,5 +403,160 @@ func TestARestartRightAfterAStartKeepsItsSocket(t *testing.T) {
 			t.Fatalf("restart %d: the restarted server's socket: %v", i, err)
 		}
 		e.Close()
+	}
+}
+
+// commit sets settings.updates in transaction "t" and commits it.
+func commit(t *testing.T, e *Emulator, updates string) {
+	t.Helper()
+	expect(t, e, "PATCH", "/settings?tx=t", `{"updates": `+updates+`}`, 204)
+	expect(t, e, "POST", "/tx/commit_and_apply?tx=t", "", 200)
+}
+
+// TestAPrepareStagesWhatTheLockChoosesAtPrepareTime: in bottlerocket-core-kit,
+// prepare (sources/api/thar-be-updates/src/main.rs, prepare) runs `updog
+// update-image`, which resolves its target again from the lock and waves it
+// reads then (sources/updater/updog/src/main.rs, main_inner and
+// update_required), and records the last refresh's chosen_update as staged
+// (set_staging_partition_image_info) whatever updog wrote. When updog finds
+// nothing to do it prints "No update required" and exits 0: the status says
+// Staged with nothing new on the inactive partition, and the host boots
+// what really is there.
+func TestAPrepareStagesWhatTheLockChoosesAtPrepareTime(t *testing.T) {
+	rebooted := make(chan RebootEvent, 1)
+	e := start(t, Config{Offered: []string{"1.21.0", "1.22.0"}, VersionLock: "1.21.0",
+		RebootHook: func(_ context.Context, ev RebootEvent) error { rebooted <- ev; return nil }})
+	expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+	commit(t, e, `{"version-lock": "1.22.0"}`)
+	expect(t, e, "POST", "/actions/prepare-update", "", 204)
+	s := status(t, e)
+	if s.StagedVersion() != "1.21.0" || !strings.Contains(*s.MostRecentCommand.Stderr, "Starting update to 1.22.0") {
+		t.Fatalf("after a prepare under another lock than the refresh's: staged %q, stderr %q; want the status to say 1.21.0 and updog to name 1.22.0",
+			s.StagedVersion(), *s.MostRecentCommand.Stderr)
+	}
+	expect(t, e, "POST", "/actions/activate-update", "", 204)
+	expect(t, e, "POST", "/actions/reboot", "", 204)
+	if ev := <-rebooted; ev.To != "1.22.0" {
+		t.Fatalf("the host boots %s, want 1.22.0: the image updog wrote", ev.To)
+	}
+	if err := e.WaitForReboots(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+
+	// Nothing to do: the lock names the running version.
+	e2 := start(t, Config{Offered: []string{"1.21.0"}})
+	expect(t, e2, "POST", "/actions/refresh-updates", "", 204)
+	commit(t, e2, `{"version-lock": "1.20.0"}`)
+	expect(t, e2, "POST", "/actions/prepare-update", "", 204)
+	s = status(t, e2)
+	if s.UpdateState != brapi.StateStaged || s.StagedVersion() != "1.21.0" || s.MostRecentCommand.CmdStatus != brapi.CommandSuccess ||
+		!strings.Contains(*s.MostRecentCommand.Stderr, "No update required") {
+		t.Fatalf("a prepare with nothing to do: %+v, stderr %q; want Staged 1.21.0, Success, \"No update required\"", s, *s.MostRecentCommand.Stderr)
+	}
+	if got := e2.State().Inactive; got != "" {
+		t.Errorf("the inactive partition holds %q after a prepare that wrote nothing", got)
+	}
+}
+
+// TestACommittedSettingReachesTheUpdaterOnlyOnceApplied: the API server's
+// commit_and_apply (sources/api/apiserver/src/server/mod.rs,
+// commit_transaction_and_apply; controller.rs apply_changes) starts
+// thar-be-settings --daemon and answers without waiting for it, and updog and
+// thar-be-updates read the lock from the files it renders (updog's
+// load_config; thar-be-updates' status.rs update_available_updates): a
+// refresh right after a commit may still use the old lock, while GET
+// /settings already answers the new one.
+func TestACommittedSettingReachesTheUpdaterOnlyOnceApplied(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := start(t, Config{Offered: []string{"1.21.0", "1.22.0"}, Clock: clk, Delays: Delays{SettingsApply: 3 * time.Second}})
+	commit(t, e, `{"version-lock": "1.21.0"}`)
+	if got := expect(t, e, "GET", "/settings", "", 200); !strings.Contains(got, `"version-lock":"1.21.0"`) {
+		t.Errorf("GET /settings after the commit: %s", got)
+	}
+	expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+	if s := status(t, e); s.ChosenVersion() != "1.22.0" {
+		t.Fatalf("a refresh before the apply chose %q, want 1.22.0 under the old lock (latest)", s.ChosenVersion())
+	}
+	clk.Step(3 * time.Second)
+	expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+	if s := status(t, e); s.ChosenVersion() != "1.21.0" {
+		t.Fatalf("a refresh after the apply chose %q, want 1.21.0", s.ChosenVersion())
+	}
+}
+
+// TestAFailedPrepareFromStagedLeavesNothingToActivate: updog's update_image
+// (sources/updater/updog/src/main.rs) clears the inactive partition set
+// (signpost's clear_inactive, sources/updater/signpost/src/state.rs: tries
+// left 0) and writes that out before it downloads; a prepare that fails
+// after that leaves the status as it was (thar-be-updates' prepare returns
+// before set_staging_partition_image_info, and drive_state_machine keeps the
+// state), Staged with the old image, but activate (`updog update-apply`,
+// signpost's upgrade_to_inactive) then fails: "has not been marked valid".
+func TestAFailedPrepareFromStagedLeavesNothingToActivate(t *testing.T) {
+	e := start(t, Config{Offered: []string{"1.21.0"}})
+	expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+	expect(t, e, "POST", "/actions/prepare-update", "", 204)
+	e.SetFaults(Faults{PrepareFails: true})
+	expect(t, e, "POST", "/actions/prepare-update", "", 204)
+	e.SetFaults(Faults{})
+	s := status(t, e)
+	if s.UpdateState != brapi.StateStaged || s.StagedVersion() != "1.21.0" {
+		t.Fatalf("after a failed re-prepare: %+v, want Staged 1.21.0 as before", s)
+	}
+	expect(t, e, "POST", "/actions/activate-update", "", 204)
+	s = status(t, e)
+	if r := s.MostRecentCommand; r.CmdType != brapi.CommandActivate || r.CmdStatus != brapi.CommandFailed || !strings.Contains(*r.Stderr, "not been marked valid") {
+		t.Fatalf("activate after a failed re-prepare: %+v, want Failed: the inactive partition is not valid", r)
+	}
+	if s.UpdateState != brapi.StateStaged {
+		t.Errorf("state %s after the failed activate, want Staged", s.UpdateState)
+	}
+	// A prepare that succeeds makes it activatable again.
+	expect(t, e, "POST", "/actions/prepare-update", "", 204)
+	expect(t, e, "POST", "/actions/activate-update", "", 204)
+	if s := status(t, e); s.UpdateState != brapi.StateReady {
+		t.Errorf("after a new prepare and activate: %s, want Ready", s.UpdateState)
+	}
+}
+
+// TestIgnoreWavesOffersAVersionBeforeItsWave: updog's applicable_updates
+// (sources/updater/updog/src/main.rs) keeps an update only when its version
+// is at most its max_version and, unless ignore_waves (rendered from
+// settings.updates.ignore-waves into updog.toml, packages/os/updog-toml),
+// when the host's wave reached it (update_ready). The latest choice
+// (update_required; thar-be-updates' status.rs get_latest_update) also
+// takes an update when the running version is above max_version.
+func TestIgnoreWavesOffersAVersionBeforeItsWave(t *testing.T) {
+	e := start(t, Config{Offered: []string{"1.21.0"}, VersionLock: "1.22.0"})
+	if err := e.Publish("1.22.0"); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+	if s := status(t, e); s.ChosenVersion() != "" || slices.Contains(s.AvailableUpdates, "1.22.0") {
+		t.Fatalf("before the wave: chosen %q, available %v; want 1.22.0 neither", s.ChosenVersion(), s.AvailableUpdates)
+	}
+	if got := expect(t, e, "GET", "/settings", "", 200); !strings.Contains(got, `"ignore-waves":false`) {
+		t.Errorf("GET /settings: %s, want ignore-waves false", got)
+	}
+	commit(t, e, `{"ignore-waves": true}`)
+	expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+	if s := status(t, e); s.ChosenVersion() != "1.22.0" {
+		t.Fatalf("with ignore-waves: chosen %q, want 1.22.0", s.ChosenVersion())
+	}
+	commit(t, e, `{"ignore-waves": false}`)
+	if err := e.Offer("1.22.0"); err != nil { // its wave reached the host
+		t.Fatal(err)
+	}
+	expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+	if s := status(t, e); s.ChosenVersion() != "1.22.0" || !slices.Equal(s.AvailableUpdates, []string{"1.22.0", "1.21.0"}) {
+		t.Fatalf("in its wave: chosen %q, available %v", s.ChosenVersion(), s.AvailableUpdates)
+	}
+
+	// max_version: nothing above it is offered; a host above it goes back
+	// to the newest version at most it.
+	m := start(t, Config{Version: "1.23.0", Offered: []string{"1.21.0", "1.22.0"}, MaxVersion: "1.21.0"})
+	expect(t, m, "POST", "/actions/refresh-updates", "", 204)
+	if s := status(t, m); s.ChosenVersion() != "1.21.0" || !slices.Equal(s.AvailableUpdates, []string{"1.21.0"}) {
+		t.Fatalf("under max_version 1.21.0 on 1.23.0: chosen %q, available %v; want 1.21.0 and [1.21.0]", s.ChosenVersion(), s.AvailableUpdates)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -57,7 +58,17 @@ type Delays struct {
 	Activate   time.Duration `json:"activate,omitempty"`
 	Deactivate time.Duration `json:"deactivate,omitempty"`
 	Reboot     time.Duration `json:"reboot,omitempty"`
+	// SettingsApply is how long a committed setting takes to reach the
+	// updater: Bottlerocket's commit_and_apply answers once thar-be-settings
+	// --daemon forked, and updog and thar-be-updates read the files it
+	// renders. GET /settings answers the new value at once.
+	SettingsApply time.Duration `json:"settingsApply,omitempty"`
 }
+
+// DefaultSettingsApply is the binary's and the simulated nodes' settings
+// apply delay: long enough that an agent which refreshes right after
+// pinning meets the old lock, short enough to keep the sandbox quick.
+const DefaultSettingsApply = 500 * time.Millisecond
 
 func (d Delays) of(cmd brapi.CommandType) time.Duration {
 	switch cmd {
@@ -83,13 +94,32 @@ type InFlight struct {
 // offers, its settings and the update dispatcher's status. It is what the
 // state file holds and GET /emulator/state answers.
 type State struct {
-	Running     string   `json:"running"`
-	Variant     string   `json:"variant"`
-	Arch        string   `json:"arch"`
-	Offered     []string `json:"offered"`
-	VersionLock string   `json:"versionLock"`
-	// Pending is the uncommitted version-lock per settings transaction.
-	Pending map[string]string `json:"pending,omitempty"`
+	Running string   `json:"running"`
+	Variant string   `json:"variant"`
+	Arch    string   `json:"arch"`
+	Offered []string `json:"offered"`
+	// BeforeWave are versions the repository publishes whose wave has not
+	// reached this host: only settings.updates.ignore-waves offers them.
+	BeforeWave []string `json:"beforeWave,omitempty"`
+	// MaxVersion is the repository's max_version ("" for none): nothing
+	// above it is offered, and a host above it goes back to the newest
+	// version at most it.
+	MaxVersion  string `json:"maxVersion,omitempty"`
+	VersionLock string `json:"versionLock"`
+	IgnoreWaves bool   `json:"ignoreWaves,omitempty"`
+	// Applied are the settings the updater reads (updog.toml and
+	// thar-be-updates.toml): the committed ones once ApplyAt passed.
+	Applied Applied `json:"applied"`
+	// ApplyAt is when the last commit's settings reach the updater; nil when
+	// they did.
+	ApplyAt *time.Time `json:"applyAt,omitempty"`
+	// Pending is the uncommitted settings per settings transaction.
+	Pending map[string]PendingSettings `json:"pendingSettings,omitempty"`
+	// Inactive is the image really written to the inactive partition set
+	// and valid to activate, "" when there is none (a fresh boot, or a
+	// prepare that cleared it and failed). The status's staging_partition
+	// is what the last refresh chose, which may differ.
+	Inactive string `json:"inactive,omitempty"`
 	// Status is the dispatcher's status; nil until the first update command
 	// after a boot (GET /updates/status answers 404 meanwhile, as on a host
 	// whose /run was just emptied by a reboot).
@@ -109,6 +139,18 @@ type State struct {
 	Rebooting bool `json:"rebooting,omitempty"`
 }
 
+// Applied are the update settings as rendered for the updater.
+type Applied struct {
+	VersionLock string `json:"versionLock"`
+	IgnoreWaves bool   `json:"ignoreWaves,omitempty"`
+}
+
+// PendingSettings are a transaction's uncommitted settings.updates.
+type PendingSettings struct {
+	VersionLock *string `json:"versionLock,omitempty"`
+	IgnoreWaves *bool   `json:"ignoreWaves,omitempty"`
+}
+
 func (s *State) clone() State {
 	b, _ := json.Marshal(s)
 	var c State
@@ -123,28 +165,86 @@ func sortNewestFirst(vs []string) {
 	})
 }
 
-// chosen is the update a refresh chooses under the version lock, as the
-// dispatcher does: "latest" takes the newest offered version newer than the
-// running one; a locked version is chosen only when it is offered and is not
-// the running version (it may be older: a lock can downgrade).
-func (s *State) chosen() string {
-	if s.VersionLock == "" || s.VersionLock == brapi.VersionLockLatest {
-		for _, v := range s.Offered { // newest first
-			if c, err := brapi.CompareVersions(v, s.Running); err == nil && c > 0 {
+// applicable is what `updog whats --all` lists, newest first: the offered
+// versions, and those before the host's wave when ignoreWaves, at most
+// MaxVersion (updog's applicable_updates).
+func (s *State) applicable(ignoreWaves bool) []string {
+	out := slices.Clone(s.Offered)
+	if ignoreWaves {
+		for _, v := range s.BeforeWave {
+			if !slices.ContainsFunc(out, func(o string) bool { return brapi.SameVersion(o, v) }) {
+				out = append(out, v)
+			}
+		}
+	}
+	if s.MaxVersion != "" {
+		out = slices.DeleteFunc(out, func(v string) bool {
+			c, err := brapi.CompareVersions(v, s.MaxVersion)
+			return err != nil || c > 0
+		})
+	}
+	sortNewestFirst(out)
+	if out == nil {
+		out = []string{}
+	}
+	return out
+}
+
+// choose is the update chosen from the applicable versions under lock, as
+// thar-be-updates' update_available_updates and updog's update_required
+// do: "latest" takes the newest version newer than the running one (or
+// any, when the running one is above MaxVersion); a locked version is
+// chosen only when it is applicable and is not the running version (it may
+// be older: a lock can downgrade).
+func (s *State) choose(applicable []string, lock string) string {
+	if lock == "" || lock == brapi.VersionLockLatest {
+		above := false
+		if s.MaxVersion != "" {
+			c, err := brapi.CompareVersions(s.Running, s.MaxVersion)
+			above = err == nil && c > 0
+		}
+		for _, v := range applicable { // newest first
+			if c, err := brapi.CompareVersions(v, s.Running); above || (err == nil && c > 0) {
 				return v
 			}
 		}
 		return ""
 	}
-	if brapi.SameVersion(s.VersionLock, s.Running) {
+	if brapi.SameVersion(lock, s.Running) {
 		return ""
 	}
-	for _, v := range s.Offered {
-		if brapi.SameVersion(v, s.VersionLock) {
+	for _, v := range applicable {
+		if brapi.SameVersion(v, lock) {
 			return v
 		}
 	}
 	return ""
+}
+
+// chosen is what the updater would take now, with the applied settings.
+func (s *State) chosen() string {
+	return s.choose(s.applicable(s.Applied.IgnoreWaves), s.Applied.VersionLock)
+}
+
+// publishLocked adds versions published before this host's wave, unless
+// already offered.
+func (s *State) publishLocked(versions []string) {
+	for _, v := range versions {
+		same := func(o string) bool { return brapi.SameVersion(o, v) }
+		if !slices.ContainsFunc(s.Offered, same) && !slices.ContainsFunc(s.BeforeWave, same) {
+			s.BeforeWave = append(s.BeforeWave, v)
+		}
+	}
+	sortNewestFirst(s.BeforeWave)
+}
+
+// nextBoot is the image the next boot runs when an update is activated, ""
+// when the running set boots next.
+func (s *State) nextBoot() string {
+	if s.Status == nil || s.Status.ActivatedVersion() == "" {
+		return ""
+	}
+	return s.Inactive
 }
 
 func (s *State) image(version string) *brapi.UpdateImage {
@@ -177,6 +277,10 @@ func loadState(path string) (*State, error) {
 		return nil, fmt.Errorf("state file %s: running version: %w", path, err)
 	}
 	s.Rebooting = false
+	if s.Applied.VersionLock == "" {
+		// A file from before the settings were applied asynchronously.
+		s.Applied = Applied{VersionLock: s.VersionLock, IgnoreWaves: s.IgnoreWaves}
+	}
 	return &s, nil
 }
 

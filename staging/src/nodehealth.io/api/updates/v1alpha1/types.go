@@ -83,6 +83,12 @@ type BottlerocketShadowSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Version string `json:"version,omitempty"`
+
+	// IgnoreWaves asks the agent to take Version ahead of its wave
+	// (settings.updates.ignore-waves while it updates): the governing
+	// policy's ignoreWaves with its pinned targetVersion. Set with Version.
+	// +optional
+	IgnoreWaves bool `json:"ignoreWaves,omitempty"`
 }
 
 // BottlerocketShadowStatus is written by the node's update agent only.
@@ -146,6 +152,13 @@ type BottlerocketShadowStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	PinnedVersionLock string `json:"pinnedVersionLock,omitempty"`
+
+	// IgnoringWaves is true while the agent has turned the node's
+	// settings.updates.ignore-waves on for spec.ignoreWaves; it is recorded
+	// before the setting changes and turned off again, only while it is
+	// still on, where the version lock is restored.
+	// +optional
+	IgnoringWaves bool `json:"ignoringWaves,omitempty"`
 
 	// Conditions are DrainBlocked (the PodDisruptionBudget or pod that blocks
 	// the drain) and UpdateFailed (what the agent saw fail).

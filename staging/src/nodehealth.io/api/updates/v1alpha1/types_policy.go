@@ -39,6 +39,7 @@ type UpdatePolicy struct {
 }
 
 // UpdatePolicySpec is written by users.
+// +kubebuilder:validation:XValidation:rule="!has(self.ignoreWaves) || !self.ignoreWaves || (has(self.targetVersion) && size(self.targetVersion) > 0)",message="ignoreWaves needs targetVersion: only a pinned version is taken ahead of its wave"
 type UpdatePolicySpec struct {
 	// NodeSelector selects, among the update operator's managed nodes, the
 	// nodes this policy governs; {} selects every managed node.
@@ -55,6 +56,14 @@ type UpdatePolicySpec struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^(v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*))?(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?)?$`
 	TargetVersion string `json:"targetVersion,omitempty"`
+
+	// IgnoreWaves lets governed nodes take TargetVersion before
+	// Bottlerocket's wave reaches them: while a node updates, its agent
+	// sets settings.updates.ignore-waves (the only way to take a version
+	// ahead of its wave) and restores it afterwards, as it does the version
+	// lock. Only with TargetVersion.
+	// +optional
+	IgnoreWaves bool `json:"ignoreWaves,omitempty"`
 
 	// Paused stops governed nodes from starting an update; nodes in flight
 	// finish. Defaulted, so that the PAUSED column of kubectl get shows it.

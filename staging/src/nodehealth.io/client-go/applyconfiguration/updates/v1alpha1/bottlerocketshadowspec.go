@@ -40,6 +40,10 @@ type BottlerocketShadowSpecApplyConfiguration struct {
 	// Idle, so the agent restores the version lock only while the lock is
 	// still the version it pinned.
 	Version *string `json:"version,omitempty"`
+	// IgnoreWaves asks the agent to take Version ahead of its wave
+	// (settings.updates.ignore-waves while it updates): the governing
+	// policy's ignoreWaves with its pinned targetVersion. Set with Version.
+	IgnoreWaves *bool `json:"ignoreWaves,omitempty"`
 }
 
 // BottlerocketShadowSpecApplyConfiguration constructs a declarative configuration of the BottlerocketShadowSpec type for use with
@@ -69,5 +73,13 @@ func (b *BottlerocketShadowSpecApplyConfiguration) WithStateTransitionTimestamp(
 // If called multiple times, the Version field is set to the value of the last call.
 func (b *BottlerocketShadowSpecApplyConfiguration) WithVersion(value string) *BottlerocketShadowSpecApplyConfiguration {
 	b.Version = &value
+	return b
+}
+
+// WithIgnoreWaves sets the IgnoreWaves field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the IgnoreWaves field is set to the value of the last call.
+func (b *BottlerocketShadowSpecApplyConfiguration) WithIgnoreWaves(value bool) *BottlerocketShadowSpecApplyConfiguration {
+	b.IgnoreWaves = &value
 	return b
 }

@@ -66,6 +66,11 @@ type BottlerocketShadowStatusApplyConfiguration struct {
 	// from a version a user pinned: only a lock that is still this pin (or
 	// spec.version's) is restored or pinned over.
 	PinnedVersionLock *string `json:"pinnedVersionLock,omitempty"`
+	// IgnoringWaves is true while the agent has turned the node's
+	// settings.updates.ignore-waves on for spec.ignoreWaves; it is recorded
+	// before the setting changes and turned off again, only while it is
+	// still on, where the version lock is restored.
+	IgnoringWaves *bool `json:"ignoringWaves,omitempty"`
 	// Conditions are DrainBlocked (the PodDisruptionBudget or pod that blocks
 	// the drain) and UpdateFailed (what the agent saw fail).
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
@@ -146,6 +151,14 @@ func (b *BottlerocketShadowStatusApplyConfiguration) WithPreviousVersionLock(val
 // If called multiple times, the PinnedVersionLock field is set to the value of the last call.
 func (b *BottlerocketShadowStatusApplyConfiguration) WithPinnedVersionLock(value string) *BottlerocketShadowStatusApplyConfiguration {
 	b.PinnedVersionLock = &value
+	return b
+}
+
+// WithIgnoringWaves sets the IgnoringWaves field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the IgnoringWaves field is set to the value of the last call.
+func (b *BottlerocketShadowStatusApplyConfiguration) WithIgnoringWaves(value bool) *BottlerocketShadowStatusApplyConfiguration {
+	b.IgnoringWaves = &value
 	return b
 }
 

@@ -40,6 +40,12 @@ type UpdatePolicySpecApplyConfiguration struct {
 	// MAJOR.MINOR[.PATCH], an optional leading "v", pre-release and build
 	// suffixes ("1.20.3", "v1.21.0-rc1").
 	TargetVersion *string `json:"targetVersion,omitempty"`
+	// IgnoreWaves lets governed nodes take TargetVersion before
+	// Bottlerocket's wave reaches them: while a node updates, its agent
+	// sets settings.updates.ignore-waves (the only way to take a version
+	// ahead of its wave) and restores it afterwards, as it does the version
+	// lock. Only with TargetVersion.
+	IgnoreWaves *bool `json:"ignoreWaves,omitempty"`
 	// Paused stops governed nodes from starting an update; nodes in flight
 	// finish. Defaulted, so that the PAUSED column of kubectl get shows it.
 	Paused *bool `json:"paused,omitempty"`
@@ -80,6 +86,14 @@ func (b *UpdatePolicySpecApplyConfiguration) WithNodeSelector(value *v1.LabelSel
 // If called multiple times, the TargetVersion field is set to the value of the last call.
 func (b *UpdatePolicySpecApplyConfiguration) WithTargetVersion(value string) *UpdatePolicySpecApplyConfiguration {
 	b.TargetVersion = &value
+	return b
+}
+
+// WithIgnoreWaves sets the IgnoreWaves field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the IgnoreWaves field is set to the value of the last call.
+func (b *UpdatePolicySpecApplyConfiguration) WithIgnoreWaves(value bool) *UpdatePolicySpecApplyConfiguration {
+	b.IgnoreWaves = &value
 	return b
 }
 
