@@ -26,6 +26,7 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
 	"nodehealth.io/nodehealth/pkg/componentconfig/server"
+	drainclient "nodehealth.io/nodehealth/pkg/drain/clientset"
 	"nodehealth.io/nodehealth/pkg/leaderelection"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/updater"
@@ -139,6 +140,9 @@ func startControllers(ctx context.Context, kube kubernetes.Interface, client ver
 	if err != nil {
 		return err
 	}
+	// The drain lists one node's pods at a time (a field selector) and
+	// evicts them: no cluster-wide pod cache.
+	opts.Drain.Client = drainclient.New(kube.CoreV1(), kube.PolicyV1())
 	updates, err := updater.NewController(client, nodeFactory.Core().V1().Nodes(), shadowFactory.Updates().V1alpha1().BottlerocketShadows(),
 		shadowFactory.Updates().V1alpha1().UpdatePolicies(), recorder, clock.RealClock{}, opts, metrics)
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/client-go/clientset/versioned"
 	"nodehealth.io/client-go/informers/externalversions"
+	drainclient "nodehealth.io/nodehealth/pkg/drain/clientset"
 	"nodehealth.io/nodehealth/pkg/updater"
 	"nodehealth.io/nodehealth/pkg/updater/shadow"
 	"nodehealth.io/nodehealth/test/framework"
@@ -197,6 +198,11 @@ func setReady(t *testing.T, ctx context.Context, node string, ready bool) {
 type operator struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	mu sync.Mutex
+	// recorded are the Events the operator recorded ("Type Reason
+	// message"), in order.
+	recorded []string
 }
 
 func startOperator(t *testing.T, opts updater.Options) *operator {
@@ -208,10 +214,14 @@ func startOperator(t *testing.T, opts updater.Options) *operator {
 	nodeFactory := informers.NewSharedInformerFactory(env.Client, 0)
 	shadowFactory := externalversions.NewSharedInformerFactory(client, 0)
 	recorder := record.NewFakeRecorder(1000)
-	go func() { // drain: the tests assert API state, not Events
+	o := &operator{cancel: cancel, done: make(chan struct{})}
+	go func() { // most tests assert API state; events() reads them
 		for {
 			select {
-			case <-recorder.Events:
+			case e := <-recorder.Events:
+				o.mu.Lock()
+				o.recorded = append(o.recorded, e)
+				o.mu.Unlock()
 			case <-ctx.Done():
 				return
 			}
@@ -222,6 +232,9 @@ func startOperator(t *testing.T, opts updater.Options) *operator {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if opts.Drain.Client == nil {
+		opts.Drain.Client = drainclient.New(env.Client.CoreV1(), env.Client.PolicyV1())
+	}
 	uc, err := updater.NewController(client, nodeFactory.Core().V1().Nodes(), shadowFactory.Updates().V1alpha1().BottlerocketShadows(),
 		shadowFactory.Updates().V1alpha1().UpdatePolicies(), recorder, clock.RealClock{}, opts, nil)
 	if err != nil {
@@ -229,7 +242,6 @@ func startOperator(t *testing.T, opts updater.Options) *operator {
 	}
 	nodeFactory.Start(ctx.Done())
 	shadowFactory.Start(ctx.Done())
-	o := &operator{cancel: cancel, done: make(chan struct{})}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); sc.Run(ctx, 2) }()
@@ -262,6 +274,13 @@ type agent struct {
 	stuckIn map[string]updatesv1alpha1.ShadowState
 	// unhealthy nodes never become fully ready after their reboot.
 	unhealthy map[string]bool
+}
+
+// events are the Events recorded so far.
+func (o *operator) events() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.recorded...)
 }
 
 func startAgent(t *testing.T, ctx context.Context, nodes ...string) *agent {
@@ -542,6 +561,8 @@ stateDeadlines:
   stagedAndPerformedUpdate: 1m
   rebootedIntoUpdate: 1m
   monitoringUpdate: 1m
+drain:
+  timeout: 30s
 `, leaseName, k, v)
 	start := func(name string) *framework.Component {
 		return testenv.StartComponent(t, testenv.Component{Binary: "update-operator", Name: name, Config: config})
