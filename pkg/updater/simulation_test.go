@@ -202,8 +202,9 @@ type simNode struct {
 	uid        types.UID
 	boot       int
 	// podArrived is when each pod landed on the node, and opListed when
-	// the operator last listed the node's pods: a pod that landed after
-	// that list is one no pass could have seen before the reboot.
+	// the operator last listed the node's pods in its current boot (zero:
+	// not yet): a pod that landed after that list is one no pass could
+	// have seen before the reboot.
 	podArrived map[string]time.Time
 	opListed   time.Time
 	em         *emulator.Emulator
@@ -1279,7 +1280,7 @@ func (s *updaterSimulation) hostReacts(n *simNode) {
 	// with the reboot, as docs/updater.md says.
 	if pods, _ := s.obsKube.CoreV1().Pods("").List(s.ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.name}); planned && pods != nil {
 		for _, p := range pods.Items {
-			if at, ok := n.podArrived[p.Name]; ok && !at.Before(n.opListed) {
+			if at, ok := n.podArrived[p.Name]; ok && !n.opListed.IsZero() && !at.Before(n.opListed) {
 				s.trace.Add("t=%s %s: pod %s landed after the operator's last pass; it stops with the reboot", s.at(), n.name, p.Name)
 				continue
 			}
@@ -1288,6 +1289,14 @@ func (s *updaterSimulation) hostReacts(n *simNode) {
 			}
 		}
 	}
+	// The agent reboots for its update only once the operator drained the
+	// node in the boot it leaves (the drained annotation with that bootID).
+	if sh, err := s.obsUp.UpdatesV1alpha1().BottlerocketShadows().Get(s.ctx, n.name, metav1.GetOptions{}); planned && err == nil && inFlight(sh.Spec.State) {
+		if got, want := sh.Annotations[updatesv1alpha1.DrainedAnnotation], fmt.Sprintf("boot-%d", n.boot); got != want {
+			s.fail("rebooted-only-when-drained", "t=%s %s: the agent rebooted from %s for its update, but the operator's drained annotation says %q", s.at(), n.name, want, got)
+		}
+	}
+	n.opListed = time.Time{}
 	// Never two boots into one update: a boot into the update (planned or
 	// not: a host that crashed with the update activated boots it) and then
 	// an agent's reboot of a host that already runs it.

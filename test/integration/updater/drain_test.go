@@ -52,7 +52,15 @@ func TestTheOperatorDrainsTheNodeAndNamesTheBudgetThatBlocksIt(t *testing.T) {
 		if p.tolerating {
 			pod.Spec.Tolerations = []corev1.Toleration{{Key: nodev1alpha1.DefaultReadinessTaintKey, Operator: corev1.TolerationOpExists}}
 		}
-		if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		created, err := env.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Running and ready, as a kubelet would report: the Eviction API
+		// ignores budgets for pending pods.
+		created.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}}
+		if _, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
