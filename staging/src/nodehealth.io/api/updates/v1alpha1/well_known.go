@@ -57,8 +57,10 @@ func Halting(annotations map[string]string) bool {
 
 // Condition types of BottlerocketShadowStatus.Conditions.
 const (
-	// ConditionDrainBlocked is True while a PodDisruptionBudget or a pod keeps
-	// the agent from draining the node; its message names them.
+	// ConditionDrainBlocked was written by agents that drained their own
+	// node. The operator drains now and names what blocks a drain in
+	// DrainBlocked Events and, past its timeout, in the failure-reason
+	// annotation; agents only remove a condition an older agent left.
 	ConditionDrainBlocked = "DrainBlocked"
 	// ConditionUpdateFailed is True after the agent saw the update fail; its
 	// reason and message say which step failed.
