@@ -69,12 +69,6 @@ func (f *fakePods) Evict(_ context.Context, pod *v1.Pod) error {
 	return nil
 }
 
-func (f *fakePods) add(p v1.Pod) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.pods = append(f.pods, p)
-}
-
 func (f *fakePods) setBudget(pod, budget string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

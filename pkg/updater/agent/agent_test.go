@@ -944,21 +944,6 @@ func TestAFailedRefreshAfterASuccessfulUpdateStillReportsIdle(t *testing.T) {
 	}
 }
 
-// markerHook runs a function right after the reboot marker was written.
-type markerHook struct {
-	ShadowClient
-	afterMarker func()
-}
-
-func (m *markerHook) UpdateShadowStatus(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow) (*updatesv1alpha1.BottlerocketShadow, error) {
-	out, err := m.ShadowClient.UpdateShadowStatus(ctx, s)
-	if err == nil && s.Status.RebootFromBootID != "" && m.afterMarker != nil {
-		m.afterMarker()
-		m.afterMarker = nil
-	}
-	return out, err
-}
-
 // TestANodeThatRebootedIntoTheUpdateMidDrainReportsItInsteadOfRebootingAgain:
 // the node rebooted for another reason (a kernel panic, maintenance) while
 // the agent drained it, and booted the activated update. The restarted

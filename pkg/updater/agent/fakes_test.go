@@ -238,12 +238,6 @@ type fakePods struct {
 	recreated int
 }
 
-func (f *fakePods) add(p v1.Pod) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.pods = append(f.pods, p)
-}
-
 func (f *fakePods) ListPods(_ context.Context, node string) ([]v1.Pod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -308,16 +302,6 @@ func (f *fakePods) setBudget(pod, budget string) {
 		return
 	}
 	f.budget[pod] = budget
-}
-
-func (f *fakePods) names() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, p := range f.pods {
-		out = append(out, p.Name)
-	}
-	return out
 }
 
 type event struct{ typ, reason, message string }
