@@ -2,6 +2,7 @@ package updater
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -77,6 +78,12 @@ type Controller struct {
 	// told remembers the Events already sent about a node not being
 	// startable, by node, so a blocked node is reported once per cause.
 	told map[string]string
+	// drains are the drains this process runs, by node (drain.go).
+	drains     map[string]*nodeDrain
+	drainClock clock.Clock
+	// lastPassTold is the last NotEvictedBeforeReboot message sent per
+	// node, so the repeated last passes announce each refusal once.
+	lastPassTold map[string]string
 }
 
 // NewController wires the controller to its informers. recorder may be nil;
@@ -87,8 +94,17 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	if opts.Drain.Client == nil {
+		return nil, errors.New("a drain client is required: the operator evicts the pods of every node it reboots")
+	}
 	if opts.LeaseNamespace == "" {
 		opts.LeaseNamespace = nodev1alpha1.DefaultLeaseNamespace
+	}
+	if opts.Drain.Timeout == 0 {
+		opts.Drain.Timeout = DefaultDrainTimeout
+	}
+	if opts.Drain.ReadinessTaintKey == "" {
+		opts.Drain.ReadinessTaintKey = nodev1alpha1.DefaultReadinessTaintKey
 	}
 	if metrics == nil {
 		metrics = NewMetrics(nil)
@@ -109,6 +125,9 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 		policyLister: policyInformer.Lister(),
 		soakSince:    map[string]time.Time{},
 		told:         map[string]string{},
+		drains:       map[string]*nodeDrain{},
+		lastPassTold: map[string]string{},
+		drainClock:   clk,
 	}
 	c.after = c.queue.AddAfter
 	nodeHandler, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -116,7 +135,8 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			o, ok1 := oldObj.(*v1.Node)
 			n, ok2 := newObj.(*v1.Node)
-			if !ok1 || !ok2 || nodeChanged(o, n) {
+			if !ok1 || !ok2 || nodeChanged(o, n) ||
+				nodeutil.HasTaint(o, opts.Drain.ReadinessTaintKey, "") != nodeutil.HasTaint(n, opts.Drain.ReadinessTaintKey, "") {
 				c.enqueueNode(newObj)
 			}
 		},

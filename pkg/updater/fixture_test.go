@@ -50,6 +50,7 @@ func defaultOptions() Options {
 	return Options{
 		Selector:  labels.SelectorFromSet(labels.Set{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}),
 		Deadlines: Deadlines{StagedAndPerformedUpdate: stagedDL, RebootedIntoUpdate: rebootDL, MonitoringUpdate: monitorDL, ReturnToIdle: returnDL},
+		Drain:     DrainOptions{Client: &fakePods{}},
 	}
 }
 

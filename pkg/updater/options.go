@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+
+	"nodehealth.io/nodehealth/pkg/drain"
 )
 
 // Options are the update controller's process settings, in plain values.
@@ -22,6 +24,36 @@ type Options struct {
 	LeaseNamespace string
 	// DryRun logs and counts the writes instead of making them.
 	DryRun bool
+	// Drain is how the operator drains a node before its reboot.
+	Drain DrainOptions
+}
+
+// DefaultDrainTimeout bounds a node's drain when DrainOptions.Timeout is
+// zero.
+const DefaultDrainTimeout = 10 * time.Minute
+
+// DrainOptions configure the drains the operator runs (docs/updater.md):
+// the agents hold no pod permissions, so every eviction is the operator's.
+type DrainOptions struct {
+	// Client lists one node's pods (a field selector, no cluster-wide pod
+	// cache) and evicts them through the Eviction API. NewController
+	// requires it; Validate does not, so a configuration is checked before
+	// any client exists.
+	Client drain.Client
+	// Timeout bounds a node's drain from when this process began it; past
+	// it the update fails (DrainBlocked) and halts its policy.
+	// DefaultDrainTimeout when zero.
+	Timeout time.Duration
+	// Overrides are kubectl drain's --force and --delete-emptydir-data. A
+	// pod they do not allow evicting blocks the drain and is named.
+	Overrides drain.Overrides
+	// ReadinessTaintKey is the node-health controller's taint (default
+	// nodehealth.io/not-ready): no pod is evicted before the node carries
+	// it, and the pods that tolerate it are left to the last pass.
+	ReadinessTaintKey string
+	// Tuning sets the per-pod back-off and the polling; its Filter and
+	// Report are the operator's.
+	Tuning drain.Options
 }
 
 // Deadlines are the longest times a node may spend in each state.
@@ -42,6 +74,9 @@ func (o *Options) Validate() error {
 	if o.Deadlines.StagedAndPerformedUpdate <= 0 || o.Deadlines.RebootedIntoUpdate <= 0 || o.Deadlines.MonitoringUpdate <= 0 ||
 		o.Deadlines.ReturnToIdle <= 0 {
 		return fmt.Errorf("every state deadline must be positive")
+	}
+	if o.Drain.Timeout < 0 {
+		return fmt.Errorf("the drain timeout must not be negative, got %s", o.Drain.Timeout)
 	}
 	return nil
 }

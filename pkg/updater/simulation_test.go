@@ -203,6 +203,12 @@ type simNode struct {
 	name, zone string
 	uid        types.UID
 	boot       int
+	// podArrived is when each pod landed on the node, and opListed when
+	// the operator last listed the node's pods in its current boot (zero:
+	// not yet): a pod that landed after that list is one no pass could
+	// have seen before the reboot.
+	podArrived map[string]time.Time
+	opListed   time.Time
 	em         *emulator.Emulator
 	socket     string
 	gone       bool // the Node was deleted (the machine is gone for good)
@@ -435,6 +441,7 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	s.opts = Options{
 		Selector:  labels.SelectorFromSet(labels.Set{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}),
 		Deadlines: Deadlines{StagedAndPerformedUpdate: simStagedDL, RebootedIntoUpdate: simRebootedDL, MonitoringUpdate: simMonitoringDL, ReturnToIdle: simReturnDL},
+		Drain:     DrainOptions{Client: operatorPods{s}, Timeout: simDrainTimeout, Overrides: drain.Overrides{DeleteEmptyDirData: true}},
 	}
 	pol := &updatesv1alpha1.UpdatePolicy{ObjectMeta: metav1.ObjectMeta{Name: simPolicy}, Spec: updatesv1alpha1.UpdatePolicySpec{
 		NodeSelector:         &metav1.LabelSelector{},
@@ -598,7 +605,14 @@ func (s *updaterSimulation) nodeObject(n *simNode) *v1.Node {
 // a tainted node, as the controller's and operator's own Deployments are.
 func (s *updaterSimulation) addPod(n *simNode, tolerating bool) {
 	n.podSeq++
-	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("w-%s-%d", n.name, n.podSeq)},
+	if n.podArrived == nil {
+		n.podArrived = map[string]time.Time{}
+	}
+	n.podArrived[fmt.Sprintf("w-%s-%d", n.name, n.podSeq)] = s.clk.Now()
+	// A ReplicaSet's: the operator's drain (force false) leaves a pod
+	// without a controller on the node and is blocked by it.
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("w-%s-%d", n.name, n.podSeq),
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "w", UID: "w", Controller: ptr.To(true)}}},
 		Spec: v1.PodSpec{NodeName: n.name}}
 	if tolerating {
 		p.Spec.Tolerations = []v1.Toleration{{Operator: v1.TolerationOpExists}}
@@ -1050,26 +1064,29 @@ func (c *agentClients) GetNode(ctx context.Context, name string) (*v1.Node, erro
 	return c.s.agKube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 }
 
-func (c *agentClients) ListPods(ctx context.Context, node string) ([]v1.Pod, error) {
-	if c.inc.maybeKill() {
-		return nil, errKilled
+// operatorPods is the operator's drain client: the node's pods with a
+// field selector, and the Eviction API, both as the operator.
+type operatorPods struct{ s *updaterSimulation }
+
+func (o operatorPods) ListPods(ctx context.Context, node string) ([]v1.Pod, error) {
+	for _, n := range o.s.nodes {
+		if n.name == node {
+			n.opListed = o.s.clk.Now()
+		}
 	}
-	list, err := c.s.agKube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	list, err := o.s.opKube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
 		return nil, err
 	}
 	return list.Items, nil
 }
 
-func (c *agentClients) Evict(ctx context.Context, pod *v1.Pod) error {
-	if c.inc.maybeKill() {
-		return errKilled
-	}
-	err := c.s.agKube.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
+func (o operatorPods) Evict(ctx context.Context, pod *v1.Pod) error {
+	err := o.s.opKube.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}})
 	if err == nil {
-		c.s.trace.Add("t=%s %s evicts %s", c.s.at(), c.n.name, pod.Name)
+		o.s.trace.Add("t=%s op evicts %s from %s", o.s.at(), pod.Name, pod.Spec.NodeName)
 	}
 	return err
 }
@@ -1173,8 +1190,8 @@ func (s *updaterSimulation) startAgent(n *simNode) {
 	cl := &agentClients{s: s, n: n, inc: inc, api: brapi.New(brapi.Options{SocketPath: n.socket, Clock: clk,
 		CommandTimeout: 5 * time.Minute, PollInterval: 2 * time.Second,
 		Retry: brapi.Backoff{Initial: time.Second, Factor: 2, Max: 4 * time.Second, Attempts: 3}})}
-	a, err := agent.New(agent.Clients{Shadows: cl, Nodes: cl, API: cl, Lease: cl, Drain: cl, Events: cl}, agent.Options{
-		NodeName: n.name, UpdateCheckInterval: simCheckInterval, DrainTimeout: simDrainTimeout, TaintTimeout: simTaintTimeout,
+	a, err := agent.New(agent.Clients{Shadows: cl, Nodes: cl, API: cl, Lease: cl, Events: cl}, agent.Options{
+		NodeName: n.name, UpdateCheckInterval: simCheckInterval, TaintTimeout: simTaintTimeout,
 		RetryInterval: simRetry, RebootGrace: simRebootGrace, Clock: clk})
 	if err != nil {
 		s.t.Fatal(err)
@@ -1269,14 +1286,30 @@ func (s *updaterSimulation) hostReacts(n *simNode) {
 	planned := !n.unplanned
 	n.unplanned = false
 	s.trace.Add("t=%s %s reboots %s→%s (planned %v) until %s", s.at(), n.name, ev.From, ev.To, planned, n.bootAt.Sub(sim.Epoch))
-	// A pod still on the node dies in the reboot without an eviction.
+	// A pod still on the node dies in the reboot without an eviction. The
+	// operator's passes and the agent's reboot request are two processes'
+	// doings: a pod that lands after the operator's latest pass (it passes
+	// again every poll interval while the node waits for its reboot) stops
+	// with the reboot, as docs/updater.md says.
 	if pods, _ := s.obsKube.CoreV1().Pods("").List(s.ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.name}); planned && pods != nil {
 		for _, p := range pods.Items {
+			if at, ok := n.podArrived[p.Name]; ok && !n.opListed.IsZero() && !at.Before(n.opListed) {
+				s.trace.Add("t=%s %s: pod %s landed after the operator's last pass; it stops with the reboot", s.at(), n.name, p.Name)
+				continue
+			}
 			if drain.SkipDaemonSetAndMirrorPods(&p) {
 				s.fail("pods-evicted-before-reboot", "t=%s %s: pod %s was on the node when it rebooted for its update", s.at(), n.name, p.Name)
 			}
 		}
 	}
+	// The agent reboots for its update only once the operator drained the
+	// node in the boot it leaves (the drained annotation with that bootID).
+	if sh, err := s.obsUp.UpdatesV1alpha1().BottlerocketShadows().Get(s.ctx, n.name, metav1.GetOptions{}); planned && err == nil && inFlight(sh.Spec.State) {
+		if got, want := sh.Annotations[updatesv1alpha1.DrainedAnnotation], fmt.Sprintf("boot-%d", n.boot); got != want {
+			s.fail("rebooted-only-when-drained", "t=%s %s: the agent rebooted from %s for its update, but the operator's drained annotation says %q", s.at(), n.name, want, got)
+		}
+	}
+	n.opListed = time.Time{}
 	// Never two boots into one update: a boot into the update (planned or
 	// not: a host that crashed with the update activated boots it) and then
 	// an agent's reboot of a host that already runs it.

@@ -37,6 +37,8 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 		c.mu.Lock()
 		delete(c.soakSince, name)
 		delete(c.told, name)
+		delete(c.drains, name)
+		delete(c.lastPassTold, name)
 		c.mu.Unlock()
 		return nil
 	}
@@ -49,6 +51,9 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	}
 	spec := s.Spec.State
 	now := c.now()
+	if !drainStep(s) {
+		c.forgetDrain(name)
+	}
 
 	if f := c.dueFailure(s, node, now); f != nil {
 		// Serialized with the start pass, which records due failures
@@ -119,6 +124,14 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	if spec == updatesv1alpha1.StateMonitoringUpdate {
 		return c.healthGate(ctx, s, node, now)
 	}
+	if drainStep(s) {
+		return c.syncDrain(ctx, s, node, now)
+	}
+	if awaitingReboot(s, node) {
+		c.syncAwaitingReboot(ctx, s)
+		return nil
+	}
+	c.forgetLastPass(name)
 	if s.Status.CurrentState != spec {
 		return nil // the agent is working on it
 	}
@@ -379,8 +392,12 @@ func (c *Controller) writeSpec(ctx context.Context, s *updatesv1alpha1.Bottleroc
 		// update ends; its own status tells it what to restore after.
 		n.Spec.IgnoreWaves = s.Spec.IgnoreWaves
 	}
-	// A soak belongs to one MonitoringUpdate: every transition ends it.
+	// A soak belongs to one MonitoringUpdate and a drain to one
+	// RebootedIntoUpdate: every transition ends them. A drained annotation
+	// left from an attempt called off before its reboot would let the next
+	// attempt in the same boot reboot undrained.
 	delete(n.Annotations, updatesv1alpha1.HealthySinceAnnotation)
+	delete(n.Annotations, updatesv1alpha1.DrainedAnnotation)
 	if len(annotations) > 0 && n.Annotations == nil {
 		n.Annotations = map[string]string{}
 	}

@@ -87,12 +87,14 @@ updateOperator:
       maxConcurrentUpdates: 1
       postRebootSoak: 10s
       paused: true
+  config:
+    drain:
+      timeout: 5m
 updateAgent:
   enabled: true
   config:
     apiSocketPath: %[2]q
     updateCheckInterval: 10s
-    drainTimeout: 5m
 `, realLabel, socket))
 	// The controller and the operator run as processes on the host with the
 	// chart's identities, not as the chart's pods: their pods tolerate the

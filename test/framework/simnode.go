@@ -83,9 +83,12 @@ type SimNode struct {
 	agent      *Process
 	heartbeats []*Process
 	kubeconfig string
-	config     string
-	closed     bool
-	rebootErr  error
+	// agentPod is the agent's DaemonSet pod on the node, whose name and
+	// namespace the agent gets as the downward API would give them.
+	agentPod  *corev1.Pod
+	config    string
+	closed    bool
+	rebootErr error
 	// stopReporter ends the bootID reporter.
 	stopReporter context.CancelFunc
 }
@@ -232,6 +235,7 @@ func (s *SimNode) prepareAgent(ctx context.Context) error {
 	if err := os.WriteFile(ca, s.env.Config.CAData, 0o600); err != nil {
 		return err
 	}
+	s.agentPod = pod
 	s.kubeconfig = filepath.Join(s.dir, "kubeconfig")
 	kc := fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -289,7 +293,6 @@ serving:
   healthzBindAddress: %s
 apiSocketPath: %s
 updateCheckInterval: 10s
-drainTimeout: 2m
 `, s.kubeconfig, addrs[0], addrs[0], s.Socket)
 		}
 		s.config = filepath.Join(s.dir, fmt.Sprintf("agent-%d.yaml", s.boot))
@@ -300,7 +303,7 @@ drainTimeout: 2m
 			Name: fmt.Sprintf("%s-update-agent-%d", s.opts.Name, s.boot),
 			Path: s.opts.AgentBinary,
 			Args: []string{"--config", s.config, "--node-name", s.opts.Name, "-v=2"},
-			Env:  []string{"POD_NAME=update-agent-" + s.opts.Name},
+			Env:  s.agentEnv(),
 		})
 		if err != nil {
 			return err
@@ -432,4 +435,14 @@ func (s *SimNode) Close() {
 		s.Emulator.Close()
 	}
 	_ = os.RemoveAll(s.dir)
+}
+
+// agentEnv is the agent's downward-API environment: its pod's name (the
+// Lease holder) and namespace (where its Events go, the one namespace its
+// Role allows).
+func (s *SimNode) agentEnv() []string {
+	if s.agentPod == nil {
+		return []string{"POD_NAME=update-agent-" + s.opts.Name}
+	}
+	return []string{"POD_NAME=" + s.agentPod.Name, "POD_NAMESPACE=" + s.agentPod.Namespace}
 }

@@ -256,6 +256,10 @@ stateDeadlines:
   stagedAndPerformedUpdate: 2m
   rebootedIntoUpdate: 3m
   monitoringUpdate: 1m
+# The operator drains each node before its reboot (the agents hold no pod
+# permission); shorter than rebootedIntoUpdate.
+drain:
+  timeout: 1m
 `, kubeconfig, port, port)
 }
 

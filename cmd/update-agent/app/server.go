@@ -58,8 +58,10 @@ DaemonSet). It reports the node's running and offered OS versions in the
 status of the node's BottlerocketShadow and carries out the step the
 operator asks for in its spec: stage and activate the update while the node
 serves; release its Lease (bottlerocket-updater.<node>, reason Updating) so
-the node-health controller taints the node, drain it through the Eviction API
-and reboot; report the new version after the boot.
+the node-health controller taints the node, wait for the operator to drain it
+(the shadow's updates.nodehealth.io/drained annotation carrying the node's
+bootID) and reboot; report the new version after the boot. It holds no pod
+permissions.
 
 It talks to Bottlerocket's API over its Unix socket (apiSocketPath, default
 /run/api.sock). It never cordons and never writes anything of another node.
@@ -68,7 +70,9 @@ Bottlerocket, and a node never boots twice into one update.
 
 Configuration comes from --config (an UpdateAgentConfiguration of
 config.nodehealth.io/v1alpha1); the node name from --node-name or NODE_NAME,
-the Lease holder from POD_NAME (default: the host name).`,
+the Lease holder from POD_NAME (default: the host name). With POD_NAME and
+POD_NAMESPACE set its Events are about its own Pod, in its namespace;
+otherwise about the shadow, in namespace default.`,
 	}, func(ctx context.Context, rt *process.Runtime[*config.UpdateAgentConfiguration]) error {
 		return run(ctx, rt, instance)
 	})
@@ -89,7 +93,9 @@ func run(ctx context.Context, rt *process.Runtime[*config.UpdateAgentConfigurati
 	if err != nil {
 		return err
 	}
-	kube, err := agent.NewKubeClient(restConfig, instance.NodeName)
+	// Its Events are about its own Pod, in its own namespace: the only
+	// one its Role lets it create Events in.
+	kube, err := agent.NewKubeClient(restConfig, instance.NodeName, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
 	if err != nil {
 		return err
 	}
@@ -103,7 +109,7 @@ func run(ctx context.Context, rt *process.Runtime[*config.UpdateAgentConfigurati
 	}
 	api := brapi.New(brapi.Options{SocketPath: cfg.APISocketPath})
 	a, err := agent.New(agent.Clients{
-		Shadows: kube, Nodes: kube, API: api, Lease: renewer, Drain: kube, Events: kube,
+		Shadows: kube, Nodes: kube, API: api, Lease: renewer, Events: kube,
 	}, agentOptions(cfg, instance.NodeName))
 	if err != nil {
 		return err
@@ -114,7 +120,6 @@ func run(ctx context.Context, rt *process.Runtime[*config.UpdateAgentConfigurati
 		"apiSocket", cfg.APISocketPath,
 		"lease", namespace+"/"+lease,
 		"updateCheckInterval", cfg.UpdateCheckInterval.Duration,
-		"drainTimeout", cfg.DrainTimeout.Duration,
 		"rebootGrace", cfg.RebootGrace.Duration,
 		"readinessTaintKey", cfg.ReadinessTaintKey,
 	)
@@ -149,7 +154,6 @@ func agentOptions(cfg *config.UpdateAgentConfiguration, nodeName string) agent.O
 		NodeName:            nodeName,
 		ReadinessTaintKey:   cfg.ReadinessTaintKey,
 		UpdateCheckInterval: cfg.UpdateCheckInterval.Duration,
-		DrainTimeout:        cfg.DrainTimeout.Duration,
 		RebootGrace:         cfg.RebootGrace.Duration,
 		Clock:               clock.RealClock{},
 	}

@@ -22,7 +22,7 @@ func TestExampleConfigsAccepted(t *testing.T) {
 		if code != 0 || stderr != "" {
 			t.Fatalf("%s: exit %d: %s", path, code, stderr)
 		}
-		for _, want := range []string{"kind: UpdateAgentConfiguration", "updateCheckInterval: 2m0s", "drainTimeout: 10m0s", "apiSocketPath: /run/api.sock"} {
+		for _, want := range []string{"kind: UpdateAgentConfiguration", "updateCheckInterval: 2m0s", "apiSocketPath: /run/api.sock"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s: the effective configuration lacks %q:\n%s", path, want, out)
 			}

@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
+	"nodehealth.io/nodehealth/pkg/drain"
 	"nodehealth.io/nodehealth/pkg/updater"
 )
 
@@ -27,6 +28,12 @@ func updaterOptions(cfg *config.UpdateOperatorConfiguration, ownNode string) (up
 		},
 		OwnNode: ownNode,
 		DryRun:  cfg.DryRun,
+		// The client is the caller's (startControllers).
+		Drain: updater.DrainOptions{
+			Timeout:           cfg.Drain.Timeout.Duration,
+			Overrides:         drain.Overrides{Force: cfg.Drain.Force, DeleteEmptyDirData: cfg.Drain.DeleteEmptyDirData},
+			ReadinessTaintKey: cfg.ReadinessTaintKey,
+		},
 	}
 	return opts, opts.Validate()
 }

@@ -21,6 +21,7 @@ import (
 	"nodehealth.io/client-go/clientset/versioned"
 	nodehealthscheme "nodehealth.io/client-go/clientset/versioned/scheme"
 	"nodehealth.io/client-go/informers/externalversions"
+	drainclient "nodehealth.io/nodehealth/pkg/drain/clientset"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/updater"
 	"nodehealth.io/nodehealth/pkg/updater/shadow"
@@ -96,6 +97,12 @@ func New(ctx context.Context, clients Clients, cfg Config) (*Operator, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
+	opts := cfg.Options
+	if opts.Drain.Client == nil {
+		// The drain lists one node's pods at a time (a field selector) and
+		// evicts them: no cluster-wide pod cache.
+		opts.Drain.Client = drainclient.New(clients.Kube.CoreV1(), clients.Kube.PolicyV1())
+	}
 	nodes := o.nodes.Core().V1().Nodes()
 	shadows := o.updates.Updates().V1alpha1().BottlerocketShadows()
 	var err error
@@ -103,7 +110,7 @@ func New(ctx context.Context, clients Clients, cfg Config) (*Operator, error) {
 		shadow.Options{Selector: cfg.Options.Selector, DryRun: cfg.Options.DryRun})
 	if err == nil {
 		o.controller, err = updater.NewController(clients.Updates, nodes, shadows, o.updates.Updates().V1alpha1().UpdatePolicies(),
-			recorder, clk, cfg.Options, cfg.Metrics)
+			recorder, clk, opts, cfg.Metrics)
 	}
 	if err != nil {
 		o.shutdownBroadcaster()

@@ -205,6 +205,15 @@ type UpdateOperatorConfiguration struct {
 	ManagedNodeSelector *metav1.LabelSelector
 	DryRun              bool
 	StateDeadlines      StateDeadlines
+	ReadinessTaintKey   string
+	Drain               UpdateDrain
+}
+
+// UpdateDrain configures the operator's drain before a reboot.
+type UpdateDrain struct {
+	Timeout            metav1.Duration
+	Force              bool
+	DeleteEmptyDirData bool
 }
 
 // StateDeadlines bound each non-Idle update state.
@@ -228,7 +237,6 @@ type UpdateAgentConfiguration struct {
 	Serving          ServingConfiguration
 
 	APISocketPath       string
-	DrainTimeout        metav1.Duration
 	UpdateCheckInterval metav1.Duration
 	ReadinessTaintKey   string
 	RebootGrace         metav1.Duration

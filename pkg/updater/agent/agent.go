@@ -17,7 +17,6 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
-	"nodehealth.io/nodehealth/pkg/drain"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 )
 
@@ -78,11 +77,8 @@ const (
 	// lock than the agent's committed pin.
 	ReasonVersionLockNotApplied = "VersionLockNotApplied"
 	ReasonTaintNotApplied       = "ReadinessTaintNotApplied"
-	ReasonDrainTimeout          = "DrainTimeout"
 	ReasonNoBootID              = "NoBootID"
 	ReasonWrongVersion          = "WrongVersionAfterReboot"
-	ReasonDrainBlocked          = "DrainBlocked"
-	ReasonDrained               = "Drained"
 	ReasonRebooting             = "Rebooting"
 	ReasonRebootUncertain       = "RebootUncertain"
 	ReasonRebootRefused         = "RebootRefused"
@@ -90,16 +86,11 @@ const (
 	ReasonAborted               = "UpdateAborted"
 	ReasonVersionLockChanged    = "VersionLockChanged"
 	ReasonUpdated               = "Updated"
-
-	// ReasonNotEvictedBeforeReboot: the last pass before the reboot could
-	// not evict every pod (lastPodPass); they stop with the reboot.
-	ReasonNotEvictedBeforeReboot = "NotEvictedBeforeReboot"
 )
 
 // Defaults of Options.
 const (
 	DefaultUpdateCheckInterval = 2 * time.Minute
-	DefaultDrainTimeout        = 10 * time.Minute
 	DefaultTaintTimeout        = 2 * time.Minute
 	DefaultRetryInterval       = 10 * time.Second
 	// DefaultTransientAttempts is how many times a step that failed for a
@@ -120,14 +111,15 @@ type Options struct {
 	// NodeName is the node the agent runs on; its shadow has that name.
 	NodeName string
 	// ReadinessTaintKey is the node-health controller's taint (default
-	// nodehealth.io/not-ready) the agent waits for before it drains.
+	// nodehealth.io/not-ready) the agent waits for before the operator's
+	// drain.
 	ReadinessTaintKey string
 	// UpdateCheckInterval is how often the offered version is refreshed
 	// while Idle.
 	UpdateCheckInterval time.Duration
-	// DrainTimeout bounds the drain; TaintTimeout bounds the wait for the
-	// readiness taint after the Lease was released.
-	DrainTimeout, TaintTimeout time.Duration
+	// TaintTimeout bounds the wait for the readiness taint after the Lease
+	// was released.
+	TaintTimeout time.Duration
 	// RetryInterval is the wait after a transient error, and how often the
 	// agent looks again while it waits for the node (taint, reboot).
 	RetryInterval time.Duration
@@ -139,10 +131,7 @@ type Options struct {
 	RebootGrace time.Duration
 	// PinRefreshes: see DefaultPinRefreshes.
 	PinRefreshes int
-	// Drain tunes the drain's back-off and polling; its Filter and Report
-	// are the agent's.
-	Drain drain.Options
-	Clock clock.Clock
+	Clock        clock.Clock
 }
 
 func (o *Options) complete() error {
@@ -154,9 +143,6 @@ func (o *Options) complete() error {
 	}
 	if o.UpdateCheckInterval <= 0 {
 		o.UpdateCheckInterval = DefaultUpdateCheckInterval
-	}
-	if o.DrainTimeout <= 0 {
-		o.DrainTimeout = DefaultDrainTimeout
 	}
 	if o.TaintTimeout <= 0 {
 		o.TaintTimeout = DefaultTaintTimeout
@@ -185,7 +171,6 @@ type Clients struct {
 	Nodes   NodeGetter
 	API     BottlerocketAPI
 	Lease   Lease
-	Drain   drain.Client
 	Events  EventRecorder
 }
 
@@ -203,10 +188,9 @@ type Agent struct {
 	// Per update attempt, in memory only; they bound waits and are rebuilt
 	// after a restart (which restarts the bounds).
 	taintWaitStart time.Time
-	drainer        *drain.Drainer
-	drainStart     time.Time
-	blockedEvent   string
-	transient      int
+	// drainWaitLogged: the wait for the operator's drain was logged.
+	drainWaitLogged bool
+	transient       int
 	// pinRefreshes counts refreshes that chose under another lock than the
 	// committed pin.
 	pinRefreshes int
@@ -232,8 +216,8 @@ func New(c Clients, opts Options) (*Agent, error) {
 	if err := opts.complete(); err != nil {
 		return nil, err
 	}
-	if c.Shadows == nil || c.Nodes == nil || c.API == nil || c.Lease == nil || c.Drain == nil {
-		return nil, errors.New("agent: the shadow, node, Bottlerocket API, Lease and drain clients are required")
+	if c.Shadows == nil || c.Nodes == nil || c.API == nil || c.Lease == nil {
+		return nil, errors.New("agent: the shadow, node, Bottlerocket API and Lease clients are required")
 	}
 	if c.Events == nil {
 		c.Events = nopRecorder{}
@@ -406,9 +390,7 @@ func (a *Agent) Sync(ctx context.Context) (time.Duration, error) {
 
 func (a *Agent) resetAttempt() {
 	a.taintWaitStart = time.Time{}
-	a.drainer = nil
-	a.drainStart = time.Time{}
-	a.blockedEvent = ""
+	a.drainWaitLogged = false
 	a.transient = 0
 	a.pinRefreshes = 0
 	a.rebootRetryAt, a.rebootRefusals, a.markerSeen = time.Time{}, 0, time.Time{}

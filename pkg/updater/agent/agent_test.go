@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -325,56 +324,45 @@ func TestTaintNeverAppearsFailsAndAbortDeactivates(t *testing.T) {
 	}
 }
 
-func TestDrainBlockedByABudgetThenProceeds(t *testing.T) {
+// TestTheAgentRebootsOnlyOnceTheOperatorMarkedItsBootDrained: the agent
+// holds no pod permissions; the operator drains and records the drain in
+// the shadow's drained annotation with the node's bootID. A tainted agent
+// without that mark for its current boot waits, evicts nothing and writes no
+// reboot marker; a mark of another boot is not its drain.
+func TestTheAgentRebootsOnlyOnceTheOperatorMarkedItsBootDrained(t *testing.T) {
 	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
-	h.pods.setBudget("web-2", "web-pdb")
 	a := h.newAgent()
 	toRebooting(t, h, a)
-	mustSync(t, h, a) // release; the controller taints
-	mustSync(t, h, a) // first drain pass
-	st := h.status()
-	c := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.ConditionDrainBlocked)
-	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "web-pdb") || !strings.Contains(c.Message, "default/web-2") {
-		t.Fatalf("DrainBlocked = %+v, want True naming the PDB web-pdb and pod default/web-2", c)
+	h.noDrain = true
+	for i := 0; i < 3; i++ {
+		if d := mustSync(t, h, a); d > 10*time.Second {
+			t.Errorf("waiting for the drain, the agent looks again after %v, want at most the retry interval", d)
+		}
 	}
-	if e := h.events.find(ReasonDrainBlocked); e == nil || !strings.Contains(e.message, "web-pdb") || e.typ != "Warning" {
-		t.Fatalf("events %+v, want a Warning DrainBlocked naming web-pdb", h.events.events)
+	if !h.node.tainted() {
+		t.Fatal("the node is not tainted: the agent did not release its Lease")
 	}
-	if h.em.State().RebootRequests != 0 {
-		t.Fatal("rebooted with a pod left")
+	if st := h.em.State(); st.RebootRequests != 0 {
+		t.Fatalf("%d reboot requests before the operator marked the node drained", st.RebootRequests)
 	}
-	h.pods.setBudget("web-2", "")
-	h.clk.Step(time.Minute) // past the pod's back-off
-	for i := 0; i < 3 && h.em.State().Reboots == 0; i++ {
-		mustSync(t, h, a)
+	if st := h.status(); st.RebootFromBootID != "" || st.CurrentState != staged {
+		t.Fatalf("status %+v, want StagedAndPerformedUpdate and no reboot marker while the drain is not done", st)
 	}
-	if h.em.State().Reboots != 1 {
-		t.Fatal("the update did not proceed once the budget allowed the eviction")
+	if len(h.pods.evicted) != 0 {
+		t.Fatalf("pods %v evicted without the operator", h.pods.evicted)
 	}
-	if c := meta.FindStatusCondition(h.status().Conditions, updatesv1alpha1.ConditionDrainBlocked); c == nil || c.Status != metav1.ConditionFalse {
-		t.Errorf("DrainBlocked = %+v after the drain, want False", c)
-	}
-}
-
-func TestDrainTimeoutFails(t *testing.T) {
-	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
-	h.pods.setBudget("web-2", "web-pdb")
-	a := h.newAgent()
-	toRebooting(t, h, a)
+	h.shadows.setDrained("boot-of-an-earlier-attempt")
 	mustSync(t, h, a)
-	mustSync(t, h, a)
-	h.clk.Step(10 * time.Minute)
-	mustSync(t, h, a)
-	h.expectState(errorReset)
-	c := meta.FindStatusCondition(h.status().Conditions, updatesv1alpha1.ConditionUpdateFailed)
-	if c == nil || c.Reason != ReasonDrainTimeout || !strings.Contains(c.Message, "web-pdb") {
-		t.Fatalf("UpdateFailed = %+v, want DrainTimeout naming web-pdb", c)
+	if st := h.em.State(); st.RebootRequests != 0 {
+		t.Fatal("rebooted on a drain recorded for another boot")
 	}
-	if h.em.State().RebootRequests != 0 {
-		t.Fatal("rebooted after a failed drain")
+	h.shadows.setDrained(h.node.bootID())
+	mustSync(t, h, a)
+	if st := h.em.State(); st.RebootRequests != 1 || st.Reboots != 1 {
+		t.Fatalf("reboot requests %d, reboots %d once drained, want 1 and 1", st.RebootRequests, st.Reboots)
 	}
-	if !slices.Equal(h.pods.names(), []string{"web-2", "agent", "static"}) {
-		t.Errorf("pods left %v", h.pods.names())
+	if got := h.status().RebootFromBootID; got != "boot-0" {
+		t.Errorf("rebootFromBootID = %q, want boot-0", got)
 	}
 }
 
@@ -388,9 +376,7 @@ func TestALostRebootRequestIsPostedAgainAfterRebootGraceAndBootsOnce(t *testing.
 	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
 	a := h.newAgent()
 	toRebooting(t, h, a)
-	mustSync(t, h, a)
-	// The drain pass, then the next call after the list is the reboot.
-	mustSync(t, h, a)
+	mustSync(t, h, a) // the release; the controller taints, the operator drains
 	h.em.UpdateFaults(func(f *emulator.Faults) { f.DropNext = 1 })
 	mustSync(t, h, a)
 	if st := h.status(); st.RebootFromBootID != "boot-0" || st.RebootRequestedAt == nil {
@@ -1010,126 +996,6 @@ func TestAFailedRefreshAfterASuccessfulUpdateStillReportsIdle(t *testing.T) {
 	st := h.status()
 	if st.CurrentState != idle || st.CurrentVersion != "1.21.0" || st.CrashCount != 0 || st.RebootFromBootID != "" {
 		t.Fatalf("status = %+v, want Idle on 1.21.0 with the bookkeeping cleared although refresh-updates fails", st)
-	}
-}
-
-// markerHook runs a function right after the reboot marker was written.
-type markerHook struct {
-	ShadowClient
-	afterMarker func()
-}
-
-func (m *markerHook) UpdateShadowStatus(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow) (*updatesv1alpha1.BottlerocketShadow, error) {
-	out, err := m.ShadowClient.UpdateShadowStatus(ctx, s)
-	if err == nil && s.Status.RebootFromBootID != "" && m.afterMarker != nil {
-		m.afterMarker()
-		m.afterMarker = nil
-	}
-	return out, err
-}
-
-// TestAPodThatToleratesTheTaintAndArrivesAfterTheDrainIsEvictedBeforeTheReboot:
-// pods that tolerate the readiness taint (the controller's and operator's
-// own Deployments, anything with operator Exists) are scheduled straight
-// back onto the drained node. The agent lists the node's pods once more
-// right before the reboot and evicts what arrived, so they do not die in the
-// reboot without an eviction.
-func TestAPodThatToleratesTheTaintAndArrivesAfterTheDrainIsEvictedBeforeTheReboot(t *testing.T) {
-	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
-	h.pods.onEvict = func(name string) {
-		if name == "tolerating" && h.em.State().RebootRequests != 0 {
-			t.Error("the late pod was evicted after the reboot was requested")
-		}
-	}
-	c := h.clients()
-	c.Shadows = &markerHook{ShadowClient: c.Shadows, afterMarker: func() {
-		h.pods.add(pod("tolerating", func(p *v1.Pod) {
-			p.Spec.Tolerations = []v1.Toleration{{Operator: v1.TolerationOpExists}}
-		}))
-	}}
-	a, err := New(c, h.options())
-	if err != nil {
-		t.Fatal(err)
-	}
-	toRebooting(t, h, a)
-	for i := 0; i < 5 && h.em.State().Reboots == 0; i++ {
-		mustSync(t, h, a)
-	}
-	if h.em.State().Reboots != 1 {
-		t.Fatal("the node did not reboot")
-	}
-	if !slices.Contains(h.pods.evicted, "tolerating") {
-		t.Errorf("evicted %v: the pod that arrived after the drain died in the reboot without an eviction", h.pods.evicted)
-	}
-}
-
-// toleratesReadiness gives a pod the chart's tolerations of the readiness
-// taint, as the controller's and the operator's pods have.
-func toleratesReadiness(p *v1.Pod) {
-	p.Spec.Tolerations = []v1.Toleration{
-		{Key: "nodehealth.io/not-ready", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
-		{Key: "nodehealth.io/not-ready", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute},
-	}
-}
-
-// TestTheDrainLeavesPodsThatTolerateTheReadinessTaintToTheLastPass: the
-// controller's and the operator's pods tolerate the readiness taint and the
-// agent does not cordon, so an evicted one is scheduled straight back onto
-// the node, and its PodDisruptionBudget refuses the next eviction until the
-// replacement is ready: evicted during the drain, they kept it from ever
-// finishing (DrainTimeout). The drain leaves them alone; the last pass
-// right before the reboot evicts them once, and a refused one is named in a
-// Warning Event and stops with the reboot.
-func TestTheDrainLeavesPodsThatTolerateTheReadinessTaintToTheLastPass(t *testing.T) {
-	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}})
-	h.pods.add(pod("operator", toleratesReadiness))
-	h.pods.comeBack = map[string]bool{"operator": true}
-	h.pods.add(pod("controller", toleratesReadiness))
-	h.pods.setBudget("controller", "controller-pdb")
-	// Tolerating another taint is no reason to stay.
-	h.pods.add(pod("tolerates-not-ready", func(p *v1.Pod) {
-		p.Spec.Tolerations = []v1.Toleration{{Key: v1.TaintNodeNotReady, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute}}
-	}))
-	type eviction struct {
-		pod                  string
-		drained, rebootAsked bool
-	}
-	var evictions []eviction
-	h.pods.onEvict = func(name string) {
-		evictions = append(evictions, eviction{name, h.shadows.get().Status.RebootFromBootID != "", h.em.State().RebootRequests != 0})
-	}
-	a := h.newAgent()
-	toRebooting(t, h, a)
-	for i := 0; i < 20 && h.em.State().Reboots == 0; i++ {
-		h.clk.Step(mustSync(t, h, a))
-	}
-	if h.em.State().Reboots != 1 {
-		t.Fatalf("the node did not reboot: conditions %+v, evictions %+v", h.status().Conditions, evictions)
-	}
-	var inDrain, inLastPass []string
-	for _, e := range evictions {
-		switch {
-		case e.rebootAsked:
-			t.Errorf("pod %s was evicted after the reboot was asked for", e.pod)
-		case e.drained:
-			inLastPass = append(inLastPass, e.pod)
-		default:
-			inDrain = append(inDrain, e.pod)
-		}
-	}
-	slices.Sort(inDrain)
-	if want := []string{"tolerates-not-ready", "web-1", "web-2"}; !slices.Equal(inDrain, want) {
-		t.Errorf("the drain evicted %v, want %v", inDrain, want)
-	}
-	if want := []string{"operator"}; !slices.Equal(inLastPass, want) {
-		t.Errorf("the last pass evicted %v, want %v", inLastPass, want)
-	}
-	if e := h.events.find(ReasonDrainBlocked); e != nil {
-		t.Errorf("the drain was reported blocked: %+v", e)
-	}
-	e := h.events.find(ReasonNotEvictedBeforeReboot)
-	if e == nil || e.typ != v1.EventTypeWarning || !strings.Contains(e.message, "default/controller") || !strings.Contains(e.message, "controller-pdb") {
-		t.Errorf("events %+v, want a Warning %s naming default/controller and controller-pdb", h.events.events, ReasonNotEvictedBeforeReboot)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,13 +19,13 @@ import (
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 )
 
-// The agent's API clients link only what it uses: core/v1 (its Node, its
-// pods, Events), policy/v1 (Eviction) and updates.nodehealth.io/v1alpha1 —
+// The agent's API clients link only what it uses: core/v1 (its Node,
+// Events) and updates.nodehealth.io/v1alpha1 —
 // not client-go's clientset of every API group, which would be most of a
 // per-node process's memory (docs/benchmarks.md).
 var coreCodecs = func() serializer.CodecFactory {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{v1.AddToScheme, policyv1.AddToScheme, metav1.AddMetaToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{v1.AddToScheme, metav1.AddMetaToScheme} {
 		if err := add(s); err != nil {
 			panic(err) // static registrations; cannot fail
 		}
@@ -48,21 +47,26 @@ var updatesCodecs = func() serializer.CodecFactory {
 	return serializer.NewCodecFactory(s)
 }()
 
-// KubeClient implements ShadowClient, drain.Client and EventRecorder for one
-// node, and watches that node's Node and shadow.
+// KubeClient implements ShadowClient, NodeGetter and EventRecorder for one
+// node, and watches that node's Node and shadow. It holds no pod client: the
+// operator drains.
 type KubeClient struct {
 	node    string
 	core    *rest.RESTClient
-	policy  *rest.RESTClient
 	updates *rest.RESTClient
+	// pod is the agent's own Pod, which its Events are about (see Event);
+	// empty outside a cluster.
+	podNamespace, podName string
 
 	nodeInformer   cache.SharedIndexInformer
 	shadowInformer cache.SharedIndexInformer
 }
 
-// NewKubeClient returns the agent's client for node. Built-in types go as
-// protobuf unless cfg says otherwise; the shadow CRD speaks JSON.
-func NewKubeClient(cfg *rest.Config, node string) (*KubeClient, error) {
+// NewKubeClient returns the agent's client for node. Its Events are about its
+// own Pod (podNamespace/podName, from the downward API) when both are set,
+// else about the shadow in "default". Built-in types go as protobuf unless
+// cfg says otherwise; the shadow CRD speaks JSON.
+func NewKubeClient(cfg *rest.Config, node, podNamespace, podName string) (*KubeClient, error) {
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
@@ -85,10 +89,10 @@ func NewKubeClient(cfg *rest.Config, node string) (*KubeClient, error) {
 		return rest.RESTClientForConfigAndClient(c, httpClient)
 	}
 	k := &KubeClient{node: node}
-	if k.core, err = forGroup("/api", v1.SchemeGroupVersion); err != nil {
-		return nil, err
+	if podNamespace != "" && podName != "" {
+		k.podNamespace, k.podName = podNamespace, podName
 	}
-	if k.policy, err = forGroup("/apis", policyv1.SchemeGroupVersion); err != nil {
+	if k.core, err = forGroup("/api", v1.SchemeGroupVersion); err != nil {
 		return nil, err
 	}
 	// The generated typed client would link apply configurations, and
@@ -207,48 +211,38 @@ func (k *KubeClient) UpdateShadowStatus(ctx context.Context, s *updatesv1alpha1.
 	return out, err
 }
 
-// ListPods lists the pods bound to node.
-func (k *KubeClient) ListPods(ctx context.Context, node string) ([]v1.Pod, error) {
-	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()}
-	out := &v1.PodList{}
-	if err := k.core.Get().Resource("pods").VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out); err != nil {
-		return nil, err
-	}
-	return out.Items, nil
-}
-
-// Evict posts an Eviction for the pod, preconditioned on its UID.
-func (k *KubeClient) Evict(ctx context.Context, pod *v1.Pod) error {
-	eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
-	if pod.UID != "" {
-		eviction.DeleteOptions = &metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(pod.UID))}
-	}
-	// As client-go does: the policy/v1 body to the core pods subresource.
-	return k.policy.Post().AbsPath("/api/v1").Namespace(pod.Namespace).Resource("pods").Name(pod.Name).SubResource("eviction").Body(eviction).Do(ctx).Error()
-}
-
-// EventNamespace holds the Events about shadows (cluster-scoped objects'
-// Events go to "default", as the Node's do).
-const EventNamespace = metav1.NamespaceDefault
-
 // Event records an Event about the shadow. It is best effort: a failure is
 // logged, never retried, and never holds up the update.
+//
+// The agent's RBAC allows Events in its own namespace only, and the API
+// server keeps an Event about a cluster-scoped object (the shadow) in
+// "default". So in a cluster the Event is about the agent's own Pod, with the
+// shadow as its related object and named in the message:
+// `kubectl get events -n nodehealth-update-agent` lists them, and the
+// operator's Events on the shadow and the Node tell the update's story.
 func (k *KubeClient) Event(shadow *updatesv1alpha1.BottlerocketShadow, eventType, reason, message string) {
 	now := metav1.NewTime(time.Now())
+	ref := v1.ObjectReference{
+		APIVersion: updatesv1alpha1.SchemeGroupVersion.String(), Kind: "BottlerocketShadow",
+		Name: shadow.Name, UID: shadow.UID, ResourceVersion: shadow.ResourceVersion,
+	}
 	ev := &v1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: shadow.Name + ".", Namespace: EventNamespace},
-		InvolvedObject: v1.ObjectReference{
-			APIVersion: updatesv1alpha1.SchemeGroupVersion.String(), Kind: "BottlerocketShadow",
-			Name: shadow.Name, UID: shadow.UID, ResourceVersion: shadow.ResourceVersion,
-		},
-		Reason: reason, Message: truncate(message, 1024), Type: eventType,
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: shadow.Name + ".", Namespace: metav1.NamespaceDefault},
+		InvolvedObject: ref,
+		Reason:         reason, Message: truncate(message, 1024), Type: eventType,
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 		Source:              v1.EventSource{Component: "update-agent", Host: k.node},
 		ReportingController: "nodehealth.io/update-agent", ReportingInstance: "update-agent-" + k.node,
 	}
+	if k.podName != "" {
+		ev.Namespace = k.podNamespace
+		ev.InvolvedObject = v1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: k.podNamespace, Name: k.podName}
+		ev.Related = &ref
+		ev.Message = truncate("BottlerocketShadow "+shadow.Name+": "+message, 1024)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := k.core.Post().Namespace(EventNamespace).Resource("events").Body(ev).Do(ctx).Error(); err != nil {
+	if err := k.core.Post().Namespace(ev.Namespace).Resource("events").Body(ev).Do(ctx).Error(); err != nil {
 		klog.Background().Error(err, "Recording an Event failed", "shadow", shadow.Name, "reason", reason)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/drain"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
@@ -93,12 +94,26 @@ func (f *fakeShadows) create() {
 	}
 }
 
-// setSpec plays the operator writing spec.
+// setSpec plays the operator writing spec, which removes the drained
+// annotation as the operator's every spec write does.
 func (f *fakeShadows) setSpec(state updatesv1alpha1.ShadowState, version string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rv++
 	f.shadow.Spec.State, f.shadow.Spec.Version = state, version
+	delete(f.shadow.Annotations, updatesv1alpha1.DrainedAnnotation)
+	f.shadow.ResourceVersion = strconv.Itoa(f.rv)
+}
+
+// setDrained plays the operator recording its drain for bootID.
+func (f *fakeShadows) setDrained(bootID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rv++
+	if f.shadow.Annotations == nil {
+		f.shadow.Annotations = map[string]string{}
+	}
+	f.shadow.Annotations[updatesv1alpha1.DrainedAnnotation] = bootID
 	f.shadow.ResourceVersion = strconv.Itoa(f.rv)
 }
 
@@ -213,8 +228,9 @@ func (f *fakeLease) releases() []string {
 	return out
 }
 
-// fakePods is the Eviction API for the node's pods: an evicted pod is gone
-// at once; budget[pod] names a PodDisruptionBudget refusing its eviction.
+// fakePods are the node's pods, which the fake operator drains (the agent
+// holds no pod client): an evicted pod is gone at once; budget[pod] names a
+// PodDisruptionBudget refusing its eviction.
 type fakePods struct {
 	mu      sync.Mutex
 	pods    []v1.Pod
@@ -230,12 +246,6 @@ type fakePods struct {
 	// tolerates the readiness taint straight back onto the uncordoned node.
 	comeBack  map[string]bool
 	recreated int
-}
-
-func (f *fakePods) add(p v1.Pod) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.pods = append(f.pods, p)
 }
 
 func (f *fakePods) ListPods(_ context.Context, node string) ([]v1.Pod, error) {
@@ -278,6 +288,22 @@ func (f *fakePods) Evict(_ context.Context, pod *v1.Pod) error {
 	return apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, pod.Name)
 }
 
+// drain plays the operator's drain: it evicts every pod but DaemonSet and
+// mirror pods and reports whether none was refused.
+func (f *fakePods) drain() bool {
+	pods, _ := f.ListPods(context.Background(), nodeName)
+	done := true
+	for i := range pods {
+		if !drain.SkipDaemonSetAndMirrorPods(&pods[i]) {
+			continue
+		}
+		if err := f.Evict(context.Background(), &pods[i]); err != nil {
+			done = false
+		}
+	}
+	return done
+}
+
 func (f *fakePods) setBudget(pod, budget string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -286,16 +312,6 @@ func (f *fakePods) setBudget(pod, budget string) {
 		return
 	}
 	f.budget[pod] = budget
-}
-
-func (f *fakePods) names() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, p := range f.pods {
-		out = append(out, p.Name)
-	}
-	return out
 }
 
 type event struct{ typ, reason, message string }
@@ -353,6 +369,8 @@ type harness struct {
 	events  *fakeEvents
 	// noController keeps the fake node-health controller from tainting.
 	noController bool
+	// noDrain keeps the fake operator from draining the tainted node.
+	noDrain bool
 	// staleBootID keeps the Node's bootID as it was across a reboot, as a
 	// watch that has not seen the kubelet's update yet.
 	staleBootID bool
@@ -407,11 +425,11 @@ func newHarness(t *testing.T, cfg emulator.Config) *harness {
 }
 
 func (h *harness) clients() Clients {
-	return Clients{Shadows: h.shadows, Nodes: h.node, API: h.api, Lease: h.lease, Drain: h.pods, Events: h.events}
+	return Clients{Shadows: h.shadows, Nodes: h.node, API: h.api, Lease: h.lease, Events: h.events}
 }
 
 func (h *harness) options() Options {
-	return Options{NodeName: nodeName, Clock: h.clk, UpdateCheckInterval: 2 * time.Minute, DrainTimeout: 10 * time.Minute,
+	return Options{NodeName: nodeName, Clock: h.clk, UpdateCheckInterval: 2 * time.Minute,
 		TaintTimeout: 2 * time.Minute, RetryInterval: 10 * time.Second, RebootGrace: 3 * time.Minute}
 }
 
@@ -425,8 +443,9 @@ func (h *harness) newAgent() *Agent {
 }
 
 // sync runs one Sync, then lets the world react: the emulated host finishes
-// a requested reboot, and the fake node-health controller taints the node
-// while the Lease is released.
+// a requested reboot, the fake node-health controller taints the node
+// while the Lease is released, and the fake operator drains a tainted node
+// whose agent waits for it.
 func (h *harness) sync(a *Agent) (time.Duration, error) {
 	h.t.Helper()
 	d, err := a.Sync(context.Background())
@@ -445,6 +464,25 @@ func (h *harness) settle() {
 	}
 	if !h.noController {
 		h.node.setTaint(!h.lease.isHeld())
+	}
+	h.operatorDrains()
+}
+
+// operatorDrains plays the operator's drain (pkg/updater, drain.go): once
+// the agent waits in RebootedIntoUpdate and the node is tainted, it evicts
+// the pods and records the drained annotation with the node's bootID.
+func (h *harness) operatorDrains() {
+	s := h.shadows.get()
+	if h.noDrain || s == nil || s.Spec.State != updatesv1alpha1.StateRebootedIntoUpdate ||
+		s.Status.CurrentState != updatesv1alpha1.StateStagedAndPerformedUpdate || s.Status.RebootFromBootID != "" || !h.node.tainted() {
+		return
+	}
+	boot := h.node.bootID()
+	if s.Annotations[updatesv1alpha1.DrainedAnnotation] == boot {
+		return
+	}
+	if h.pods.drain() {
+		h.shadows.setDrained(boot)
 	}
 }
 

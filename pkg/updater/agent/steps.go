@@ -14,7 +14,6 @@ import (
 	"k8s.io/klog/v2"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
-	"nodehealth.io/nodehealth/pkg/drain"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 )
@@ -602,8 +601,9 @@ func describePrepared(s *brapi.UpdateStatus) string {
 	return v
 }
 
-// syncReboot releases the Lease, waits for the readiness taint, drains,
-// records the bootID and reboots; after the boot it verifies the version and
+// syncReboot releases the Lease, waits for the readiness taint and for the
+// operator's drain, records the bootID and reboots; after the boot it
+// verifies the version and
 // renews the Lease.
 func (a *Agent) syncReboot(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) (time.Duration, error) {
 	switch shadow.Status.CurrentState {
@@ -661,18 +661,25 @@ func (a *Agent) syncReboot(ctx context.Context, shadow *updatesv1alpha1.Bottlero
 		return min(a.opts.RetryInterval, a.opts.TaintTimeout-now.Sub(a.taintWaitStart)), nil
 	}
 
-	done, after, err := a.drain(ctx, shadow, node)
-	if err != nil || !done {
-		return after, err
-	}
-
 	bootID := node.Status.NodeInfo.BootID
 	if bootID == "" {
 		return a.fail(ctx, shadow, ReasonNoBootID, fmt.Errorf("node %s reports no bootID: the reboot could not be told from a restart", a.opts.NodeName))
 	}
+	// The operator drains the node (the agent holds no pod permissions)
+	// and says so with the drained annotation, carrying the bootID it
+	// drained in: a drain of an earlier boot or attempt is not this one's.
+	// No timeout here: the operator's drain timeout and its
+	// RebootedIntoUpdate deadline end the wait by calling the update off.
+	if got := shadow.Annotations[updatesv1alpha1.DrainedAnnotation]; got != bootID {
+		if !a.drainWaitLogged {
+			a.drainWaitLogged = true
+			logger.Info("Tainted; waiting for the operator to drain the node", "bootID", bootID, "drained", got)
+		}
+		return a.opts.RetryInterval, nil
+	}
 	// The marker first: from here on the Node's bootID, not the API's
 	// answer, tells whether the node rebooted.
-	shadow, err = a.writeRebootMarker(ctx, shadow, bootID)
+	shadow, err := a.writeRebootMarker(ctx, shadow, bootID)
 	if err != nil {
 		return a.opts.RetryInterval, err
 	}
@@ -686,8 +693,6 @@ func (a *Agent) writeRebootMarker(ctx context.Context, shadow *updatesv1alpha1.B
 	at := a.now()
 	out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 		st.RebootFromBootID, st.RebootRequestedAt = bootID, &at
-		a.setCondition(st, updatesv1alpha1.ConditionDrainBlocked, metav1.ConditionFalse, ReasonDrained,
-			"every pod that is not a DaemonSet or mirror pod and does not tolerate the readiness taint was evicted")
 	})
 	if err == nil {
 		return out, nil
@@ -708,7 +713,6 @@ func (a *Agent) writeRebootMarker(ctx context.Context, shadow *updatesv1alpha1.B
 // rebootGrace rebootAgain asks again if the update is still armed.
 func (a *Agent) postReboot(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (time.Duration, error) {
 	logger := klog.FromContext(ctx).WithValues("version", shadow.Spec.Version)
-	a.lastPodPass(ctx, shadow)
 	logger.Info("Rebooting", "bootID", shadow.Status.RebootFromBootID)
 	a.c.Events.Event(shadow, v1.EventTypeNormal, ReasonRebooting, fmt.Sprintf("Node %s drained; rebooting into Bottlerocket %s", a.opts.NodeName, shadow.Spec.Version))
 	err := a.c.API.Reboot(ctx)
@@ -785,130 +789,6 @@ func (a *Agent) rebootAgain(ctx context.Context, shadow *updatesv1alpha1.Bottler
 		return a.opts.RetryInterval, err
 	}
 	return a.postReboot(ctx, shadow)
-}
-
-// drain evicts every pod but DaemonSet and mirror pods and the pods that
-// tolerate the readiness taint (drainFilter), one pass per sync. It reports a
-// blocking PodDisruptionBudget or pod in the DrainBlocked condition and an
-// Event, and fails the update after DrainTimeout.
-func (a *Agent) drain(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) (bool, time.Duration, error) {
-	logger := klog.FromContext(ctx)
-	now := a.opts.Clock.Now()
-	if a.drainer == nil {
-		opts := a.opts.Drain
-		opts.Filter = a.drainFilter(node)
-		opts.Report = nil
-		a.drainer = drain.New(a.c.Drain, a.opts.NodeName, a.opts.Clock, opts)
-		a.drainStart = now
-		logger.Info("Draining the node", "timeout", a.opts.DrainTimeout)
-	}
-	st, err := a.drainer.Pass(ctx)
-	if err != nil {
-		return false, a.opts.RetryInterval, fmt.Errorf("draining: listing the node's pods: %w", err)
-	}
-	if st.Done() {
-		logger.Info("Node drained", "took", now.Sub(a.drainStart))
-		return true, 0, nil
-	}
-	var blocked []string
-	for _, r := range st.Pending {
-		blocked = append(blocked, r.String())
-	}
-	message := strings.Join(blocked, "; ")
-	if len(blocked) > 0 {
-		out, err := a.writeStatus(ctx, shadow, func(s *updatesv1alpha1.BottlerocketShadowStatus) {
-			a.setCondition(s, updatesv1alpha1.ConditionDrainBlocked, metav1.ConditionTrue, ReasonDrainBlocked, message)
-		})
-		if err != nil {
-			return false, a.opts.RetryInterval, err
-		}
-		shadow = out
-		if message != a.blockedEvent {
-			a.blockedEvent = message
-			a.c.Events.Event(shadow, v1.EventTypeWarning, ReasonDrainBlocked, "Drain blocked: "+message)
-		}
-	}
-	if elapsed := now.Sub(a.drainStart); elapsed >= a.opts.DrainTimeout {
-		left := message
-		if n := len(st.Terminating); n > 0 {
-			left = strings.TrimPrefix(left+fmt.Sprintf("; %d pods still terminating", n), "; ")
-		}
-		_, err := a.fail(ctx, shadow, ReasonDrainTimeout, fmt.Errorf("the drain of node %s did not finish within %s: %s", a.opts.NodeName, a.opts.DrainTimeout, left))
-		return false, a.opts.UpdateCheckInterval, err
-	}
-	wait := a.drainPoll()
-	if !st.NextAttempt.IsZero() {
-		if until := st.NextAttempt.Sub(now); len(st.Terminating) == 0 || until < wait {
-			wait = until
-		}
-	}
-	wait = min(max(wait, time.Millisecond), a.drainStart.Add(a.opts.DrainTimeout).Sub(now))
-	return false, wait, nil
-}
-
-// drainFilter admits the pods the drain evicts: not DaemonSet or mirror pods
-// (SkipDaemonSetAndMirrorPods), and not pods that tolerate the readiness
-// taint as the node carries it when the drain starts. Those chose to run on
-// gated nodes — the controller's and the operator's own Deployments, anything
-// with operator Exists — and the agent does not cordon, so an evicted one is
-// scheduled straight back onto the node, and its PodDisruptionBudget refuses
-// the next eviction until the replacement is ready: the drain would never
-// end. The node-health controller's escalation skips them for the same
-// reason. lastPodPass evicts them right before the reboot.
-func (a *Agent) drainFilter(node *v1.Node) drain.Filter {
-	var gate []v1.Taint
-	for _, t := range node.Spec.Taints {
-		if t.Key == a.opts.ReadinessTaintKey {
-			gate = append(gate, t)
-		}
-	}
-	return drain.All(drain.SkipDaemonSetAndMirrorPods, drain.SkipTolerating(gate...))
-}
-
-// lastPodPass lists the node's pods once more right before the reboot and
-// evicts every one but DaemonSet and mirror pods: the pods that tolerate the
-// readiness taint, which the drain left, and any pod that arrived since. It
-// does not wait for them: the evictions start their graceful termination and
-// let their controllers replace them, elsewhere if the scheduler finds room.
-//
-// Best effort: the drain is done, and the reboot does not wait for these
-// pods. One whose PodDisruptionBudget refuses the eviction stops with the
-// reboot, like the DaemonSet pods, and runs again when the node is back;
-// waiting for the budget would not help, as the replacement of an evicted
-// pod that tolerates the taint may be scheduled back onto this node. The
-// refusal is logged and named in a Warning Event, so that the budget the
-// reboot overrode is on record.
-func (a *Agent) lastPodPass(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) {
-	logger := klog.FromContext(ctx)
-	opts := a.opts.Drain
-	opts.Filter = drain.SkipDaemonSetAndMirrorPods
-	opts.Report = func(r drain.Result) {
-		if r.Outcome == drain.Evicted {
-			logger.Info("Evicted a pod before the reboot", "pod", klog.KObj(r.Pod))
-		}
-	}
-	st, err := drain.New(a.c.Drain, a.opts.NodeName, a.opts.Clock, opts).Pass(ctx)
-	if err != nil {
-		logger.Error(err, "Listing the node's pods before the reboot failed; rebooting anyway")
-		return
-	}
-	if len(st.Pending) == 0 {
-		return
-	}
-	var left []string
-	for _, r := range st.Pending {
-		logger.Info("A pod could not be evicted before the reboot; it stops with the reboot", "pod", klog.KObj(r.Pod), "reason", r.String())
-		left = append(left, r.String())
-	}
-	a.c.Events.Event(shadow, v1.EventTypeWarning, ReasonNotEvictedBeforeReboot,
-		fmt.Sprintf("Rebooting node %s with pods the Eviction API refused to evict; they stop with the reboot: %s", a.opts.NodeName, strings.Join(left, "; ")))
-}
-
-func (a *Agent) drainPoll() time.Duration {
-	if a.opts.Drain.PollInterval > 0 {
-		return a.opts.Drain.PollInterval
-	}
-	return drain.DefaultPollInterval
 }
 
 // afterReboot runs once the Node shows a bootID other than rebootFromBootID.

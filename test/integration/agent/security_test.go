@@ -9,10 +9,12 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
@@ -26,6 +28,16 @@ import (
 // a token bound to its DaemonSet pod on node (as the kubelet's projected
 // token), or an unbound token when node is "".
 func agentClient(t *testing.T, node string) versioned.Interface {
+	t.Helper()
+	c, err := versioned.NewForConfig(agentConfig(t, node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// agentConfig is agentClient's client configuration.
+func agentConfig(t *testing.T, node string) *rest.Config {
 	t.Helper()
 	env := testenv.Env(t)
 	ctx := testenv.Context(t)
@@ -52,11 +64,7 @@ func agentClient(t *testing.T, node string) versioned.Interface {
 	}
 	cfg := rest.AnonymousClientConfig(env.Config)
 	cfg.BearerToken = tr.Status.Token
-	c, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return cfg
 }
 
 // writeStatus updates the shadow's status as c, retrying only while RBAC
@@ -134,6 +142,77 @@ func TestAgentWritesOnlyItsOwnShadowStatus(t *testing.T) {
 	s.Spec.State = updatesv1alpha1.StateStagedAndPerformedUpdate
 	if _, err := onN1.UpdatesV1alpha1().BottlerocketShadows().Update(ctx, s, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("agent writes its shadow's spec: want Forbidden, got %v", err)
+	}
+}
+
+// The operator drains (docs/updater.md): the agent's pod-bound token, with
+// the shipped RBAC, holds no pod permission. A stolen agent token lists no
+// pods — not cluster-wide, not its own node's — evicts none, and records
+// Events only in the agent's own namespace; it still reads its Node.
+func TestTheAgentsTokenCanNeitherListNorEvictPods(t *testing.T) {
+	installAgent(t)
+	const node = "sec-pods"
+	testenv.CreateNode(t, node, managedLabels)
+	ctx := testenv.Context(t)
+	env := testenv.Env(t)
+	victim, err := env.Client.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "sec-pods-victim"},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.CoreV1().Pods(metav1.NamespaceDefault).Delete(context.Background(), victim.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	})
+	agent, err := kubernetes.NewForConfig(agentConfig(t, node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As the agent records them: about its Pod, in the Pod's namespace (an
+	// Event about the cluster-scoped shadow must be in "default").
+	event := func(namespace string) error {
+		_, err := agent.CoreV1().Events(namespace).Create(ctx, &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{GenerateName: node + "."},
+			InvolvedObject: corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: namespace, Name: "update-agent-" + node},
+			Related:        &corev1.ObjectReference{APIVersion: updatesv1alpha1.SchemeGroupVersion.String(), Kind: "BottlerocketShadow", Name: node},
+			Reason:         "Test", Message: "sec", Type: corev1.EventTypeNormal,
+		}, metav1.CreateOptions{})
+		return err
+	}
+	// What the agent needs works, once its RBAC reached the authorizer.
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		last = event(agentNamespace)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the agent records no Event in its namespace %s: %v", agentNamespace, last)
+	}
+	if _, err := agent.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil {
+		t.Errorf("the agent reads its Node: %v", err)
+	}
+
+	for what, err := range map[string]error{
+		"list every pod": func() error { _, err := agent.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); return err }(),
+		"list its node's pods": func() error {
+			_, err := agent.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+			return err
+		}(),
+		"list the pods of namespace default": func() error {
+			_, err := agent.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+			return err
+		}(),
+		"evict a pod on its node": agent.PolicyV1().Evictions(metav1.NamespaceDefault).Evict(ctx, &policyv1.Eviction{
+			ObjectMeta: metav1.ObjectMeta{Name: victim.Name, Namespace: metav1.NamespaceDefault}}),
+		"record an Event in namespace default": event(metav1.NamespaceDefault),
+	} {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("the agent's token may %s: want Forbidden, got %v", what, err)
+		}
+	}
+	if _, err := env.Client.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, victim.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("the victim pod: %v", err)
 	}
 }
 

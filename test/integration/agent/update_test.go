@@ -11,15 +11,15 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/drain"
+	drainclient "nodehealth.io/nodehealth/pkg/drain/clientset"
 	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
 	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
@@ -156,13 +156,59 @@ func (r *recorder) check(t *testing.T, wantDeleted int) {
 }
 
 // updateNode drives spec like the operator, from Idle to RebootedIntoUpdate,
-// and returns once the agent reported RebootedIntoUpdate.
+// drains the node as the operator does once the agent released its Lease
+// and the node is tainted, and returns once the agent reported
+// RebootedIntoUpdate.
 func updateNode(t *testing.T, node, version string) *updatesv1alpha1.BottlerocketShadow {
 	t.Helper()
 	setSpec(t, node, updatesv1alpha1.StateStagedAndPerformedUpdate, version)
 	waitShadow(t, node, "StagedAndPerformedUpdate", stateIs(updatesv1alpha1.StateStagedAndPerformedUpdate))
 	setSpec(t, node, updatesv1alpha1.StateRebootedIntoUpdate, version)
+	operatorDrains(t, node)
 	return waitShadow(t, node, "RebootedIntoUpdate", stateIs(updatesv1alpha1.StateRebootedIntoUpdate))
+}
+
+// operatorDrains plays the operator's drain (pkg/updater, docs/updater.md):
+// once the node carries the readiness taint it evicts, through the real
+// Eviction API, every pod but DaemonSet and mirror pods and those that
+// tolerate the taint, then records the drained annotation with the node's
+// bootID. The agent, which holds no pod permission, reboots only then; the
+// operator's own drain is tested against the real API server in
+// test/integration/updater.
+func operatorDrains(t *testing.T, node string) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	env := testenv.Env(t)
+	var n *corev1.Node
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		n, err = env.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		return err == nil && framework.HasReadinessTaint(n), nil
+	})
+	if err != nil {
+		t.Fatalf("node %s was never tainted: %v", node, err)
+	}
+	sh, err := shadows(t).UpdatesV1alpha1().BottlerocketShadows().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh.Status.RebootFromBootID != "" {
+		t.Fatalf("the agent asked for the reboot before the drain: %+v", sh.Status)
+	}
+	var gate []corev1.Taint
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == "nodehealth.io/not-ready" {
+			gate = append(gate, taint)
+		}
+	}
+	d := drain.New(drainclient.New(env.Client.CoreV1(), env.Client.PolicyV1()), node, clock.RealClock{},
+		drain.Options{Filter: drain.All(drain.SkipDaemonSetAndMirrorPods, drain.SkipTolerating(gate...)), PollInterval: 200 * time.Millisecond})
+	dctx, cancel := context.WithTimeout(ctx, waitTimeout)
+	defer cancel()
+	if _, err := d.Drain(dctx); err != nil {
+		t.Fatalf("draining %s: %v", node, err)
+	}
+	annotateShadow(t, node, map[string]string{updatesv1alpha1.DrainedAnnotation: n.Status.NodeInfo.BootID})
 }
 
 func testFullUpdate(t *testing.T, node string, sig syscall.Signal) {
@@ -213,122 +259,6 @@ func TestFullUpdateSIGKILL(t *testing.T) { testFullUpdate(t, "upd-kill", syscall
 // release only with reason Updating.
 func TestFullUpdateSIGTERM(t *testing.T) { testFullUpdate(t, "upd-term", syscall.SIGTERM) }
 
-// A PodDisruptionBudget that blocks the drain is named in the shadow's
-// DrainBlocked condition and in an Event; the update goes on once the
-// budget allows the eviction.
-func TestDrainBlockedByPDB(t *testing.T) {
-	const node = "upd-pdb"
-	ns := testenv.NewNamespace(t, "pdb")
-	ctx := testenv.Context(t)
-	env := testenv.Env(t)
-	s := startUpdatableNode(t, framework.SimNodeOptions{Name: node, Offered: []string{"1.21.0"}}, stateIs(updatesv1alpha1.StateIdle))
-	runWorkload(t, ns, node, "db", 1)
-	_, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "db-pdb"},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: ptr.To(intstr.FromInt32(1)),
-			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	setSpec(t, node, updatesv1alpha1.StateStagedAndPerformedUpdate, "1.21.0")
-	waitShadow(t, node, "StagedAndPerformedUpdate", stateIs(updatesv1alpha1.StateStagedAndPerformedUpdate))
-	setSpec(t, node, updatesv1alpha1.StateRebootedIntoUpdate, "1.21.0")
-	waitShadow(t, node, "DrainBlocked naming db-pdb", func(s *updatesv1alpha1.BottlerocketShadow) bool {
-		c := meta.FindStatusCondition(s.Status.Conditions, updatesv1alpha1.ConditionDrainBlocked)
-		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "db-pdb")
-	})
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		evs, err := env.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.name=" + node + ",reason=DrainBlocked"})
-		if err != nil {
-			return false, nil
-		}
-		for _, e := range evs.Items {
-			if strings.Contains(e.Message, "db-pdb") && e.Type == corev1.EventTypeWarning {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no DrainBlocked Event naming db-pdb: %v", err)
-	}
-	if s.Emulator.State().RebootRequests != 0 {
-		t.Fatal("rebooted while a pod was left")
-	}
-
-	// The budget allows it now.
-	if err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, "db-pdb", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	sh := waitShadow(t, node, "RebootedIntoUpdate", stateIs(updatesv1alpha1.StateRebootedIntoUpdate))
-	if sh.Status.CurrentVersion != "1.21.0" || s.Emulator.State().Reboots != 1 {
-		t.Errorf("status %+v, reboots %d", sh.Status, s.Emulator.State().Reboots)
-	}
-}
-
-// TestTheDrainLeavesAPodThatToleratesTheReadinessTaintToTheLastPass: a
-// Deployment that tolerates the readiness taint, as the controller's and the
-// operator's do, under a PodDisruptionBudget of minAvailable 1. The agent
-// does not cordon, so an evicted pod would be scheduled straight back onto
-// the node, and the budget refuses its eviction: the drain leaves it, and the
-// update completes. The last pass before the reboot tries it once and names
-// the refusal in a Warning Event.
-func TestTheDrainLeavesAPodThatToleratesTheReadinessTaintToTheLastPass(t *testing.T) {
-	const node = "upd-tolerating"
-	ns := testenv.NewNamespace(t, "tolerating")
-	ctx := testenv.Context(t)
-	env := testenv.Env(t)
-	s := startUpdatableNode(t, framework.SimNodeOptions{Name: node, Offered: []string{"1.21.0"}}, stateIs(updatesv1alpha1.StateIdle))
-	runWorkload(t, ns, node, "ctl", 1,
-		corev1.Toleration{Key: "nodehealth.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-		corev1.Toleration{Key: "nodehealth.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute})
-	_, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "ctl-pdb"},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: ptr.To(intstr.FromInt32(1)),
-			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "ctl"}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	sh := updateNode(t, node, "1.21.0")
-	if sh.Status.CurrentVersion != "1.21.0" {
-		t.Errorf("after the reboot status = %+v, want currentVersion 1.21.0", sh.Status)
-	}
-	if st := s.Emulator.State(); st.Reboots != 1 || st.RebootRequests != 1 {
-		t.Errorf("reboots %d, reboot requests %d; want exactly one", st.Reboots, st.RebootRequests)
-	}
-	events := func(reason string) []corev1.Event {
-		evs, err := env.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.name=" + node + ",reason=" + reason})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return evs.Items
-	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		for _, e := range events("NotEvictedBeforeReboot") {
-			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, ns+"/ctl-") && strings.Contains(e.Message, "ctl-pdb") {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Errorf("no Warning NotEvictedBeforeReboot Event naming the pod and ctl-pdb: %v", err)
-	}
-	if evs := events("DrainBlocked"); len(evs) != 0 {
-		t.Errorf("the drain was blocked: %s", evs[0].Message)
-	}
-}
-
 // TestARefusedRebootIsAskedAgainAndTheNodeBootsOnce: Bottlerocket answers the
 // reboot 500 (its shutdown inhibitor check refused it). The agent asks again
 // after a back-off instead of leaving the drained node for the operator's
@@ -345,12 +275,18 @@ func TestARefusedRebootIsAskedAgainAndTheNodeBootsOnce(t *testing.T) {
 	if st := s.Emulator.State(); st.RebootsRefused != 1 || st.RebootRequests != 1 || st.Reboots != 1 {
 		t.Errorf("refused %d, accepted %d, reboots %d; want 1, 1, 1", st.RebootsRefused, st.RebootRequests, st.Reboots)
 	}
-	evs, err := testenv.Env(t).Client.CoreV1().Events(metav1.NamespaceDefault).List(testenv.Context(t), metav1.ListOptions{
-		FieldSelector: "involvedObject.name=" + node + ",reason=RebootRefused"})
+	// The agent records Events about its own Pod, in its namespace (the
+	// one its Role allows), naming the shadow.
+	evs, err := testenv.Env(t).Client.CoreV1().Events(agentNamespace).List(testenv.Context(t), metav1.ListOptions{
+		FieldSelector: "reason=RebootRefused,involvedObject.kind=Pod"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs.Items) == 0 {
-		t.Error("no RebootRefused Event")
+	found := false
+	for _, e := range evs.Items {
+		found = found || (e.Related != nil && e.Related.Name == node && strings.Contains(e.Message, "BottlerocketShadow "+node+":"))
+	}
+	if !found {
+		t.Errorf("no RebootRefused Event about the agent's Pod naming shadow %s: %+v", node, evs.Items)
 	}
 }

@@ -109,7 +109,7 @@ func TestOperatorManifestsShape(t *testing.T) {
 
 // TestOperatorInstall applies the operator the documented way and checks that
 // its ServiceAccount has exactly the permissions the operator uses: no Node
-// writes and no shadow status writes.
+// writes, no shadow status writes, and of pods only what the drain needs.
 func TestOperatorInstall(t *testing.T) {
 	ctx := testenv.ContextWithTimeout(t, 5*time.Minute)
 	t.Cleanup(func() {
@@ -129,6 +129,9 @@ func TestOperatorInstall(t *testing.T) {
 		{shadowGroup, "updatepolicies", "get", ""}, {shadowGroup, "updatepolicies", "list", ""},
 		{shadowGroup, "updatepolicies", "watch", ""}, {shadowGroup, "updatepolicies/status", "update", ""},
 		{"", "nodes", "get", ""}, {"", "nodes", "list", ""}, {"", "nodes", "watch", ""},
+		// The drain before each reboot: one node's pods (a field
+		// selector) and their evictions. No watch: no pod cache.
+		{"", "pods", "list", ""}, {"", "pods/eviction", "create", ""},
 		// The reviews of serving.metricsAuthentication Delegated.
 		{"authentication.k8s.io", "tokenreviews", "create", ""}, {"authorization.k8s.io", "subjectaccessreviews", "create", ""},
 	}
@@ -150,7 +153,8 @@ func TestOperatorInstall(t *testing.T) {
 	}
 	for _, denied := range [][]string{
 		{"patch", "nodes"}, {"update", "nodes"}, {"update", "bottlerocketshadows." + shadowGroup, "--subresource=status"},
-		{"patch", "bottlerocketshadows." + shadowGroup, "--subresource=status"}, {"create", "pods/eviction"},
+		{"patch", "bottlerocketshadows." + shadowGroup, "--subresource=status"},
+		{"watch", "pods"}, {"delete", "pods"},
 		// A policy's spec is the users': the operator writes its status only.
 		{"update", "updatepolicies." + shadowGroup}, {"patch", "updatepolicies." + shadowGroup},
 	} {

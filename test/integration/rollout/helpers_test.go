@@ -111,6 +111,8 @@ stateDeadlines:
   stagedAndPerformedUpdate: ` + staging.String() + `
   rebootedIntoUpdate: 90s
   monitoringUpdate: 60s
+drain:
+  timeout: 30s
 `})
 }
 
@@ -187,7 +189,6 @@ serving:
   healthzBindAddress: %s
 apiSocketPath: %s
 updateCheckInterval: 2s
-drainTimeout: 30s
 `, kubeconfig, servingAddr, servingAddr, socket)
 			},
 			Heartbeats: []framework.ProcessSpec{{

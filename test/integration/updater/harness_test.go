@@ -216,6 +216,9 @@ type agent struct {
 	unhealthy map[string]bool
 }
 
+// events are the Events recorded so far.
+func (o *operator) events() []string { return o.Events() }
+
 func startAgent(t *testing.T, ctx context.Context, nodes ...string) *agent {
 	a := &agent{t: t, client: shadows(t), stuckIn: map[string]updatesv1alpha1.ShadowState{}, unhealthy: map[string]bool{}}
 	ours := map[string]bool{}
@@ -494,6 +497,8 @@ stateDeadlines:
   stagedAndPerformedUpdate: 1m
   rebootedIntoUpdate: 1m
   monitoringUpdate: 1m
+drain:
+  timeout: 30s
 `, leaseName, k, v)
 	start := func(name string) *framework.Component {
 		return testenv.StartComponent(t, testenv.Component{Binary: "update-operator", Name: name, Config: config})

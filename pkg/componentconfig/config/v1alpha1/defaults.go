@@ -191,20 +191,32 @@ func SetDefaults_UpdateOperatorConfiguration(obj *configv1alpha1.UpdateOperatorC
 		}
 	}
 	// Download, staging and activation take minutes. The drain happens in
-	// RebootedIntoUpdate: the agents' 10 minute drainTimeout plus a boot
-	// must fit in it.
+	// RebootedIntoUpdate: the 10 minute drain timeout plus a boot must fit
+	// in it.
 	setDuration(&obj.StateDeadlines.StagedAndPerformedUpdate, 15*time.Minute)
 	setDuration(&obj.StateDeadlines.RebootedIntoUpdate, 30*time.Minute)
 	setDuration(&obj.StateDeadlines.MonitoringUpdate, 20*time.Minute)
 	// Completing or aborting is a few local calls and one status write; ten
 	// minutes is an agent that cannot (crash-looping, no update repository).
 	setDuration(&obj.StateDeadlines.ReturnToIdle, 10*time.Minute)
+	if obj.ReadinessTaintKey == "" {
+		obj.ReadinessTaintKey = nodev1alpha1.DefaultReadinessTaintKey
+	}
+	setDuration(&obj.Drain.Timeout, 10*time.Minute)
+	// A pod without a controller is not recreated once evicted: it blocks
+	// the drain and is named, as kubectl drain refuses such a node. An
+	// emptyDir does not survive the reboot anyway.
+	if obj.Drain.Force == nil {
+		obj.Drain.Force = ptr.To(false)
+	}
+	if obj.Drain.DeleteEmptyDirData == nil {
+		obj.Drain.DeleteEmptyDirData = ptr.To(true)
+	}
 }
 
 // SetDefaults_UpdateAgentConfiguration sets the update agent's defaults.
 func SetDefaults_UpdateAgentConfiguration(obj *configv1alpha1.UpdateAgentConfiguration) {
-	// Lease renewals, shadow status updates and the evictions of one node's
-	// drain.
+	// Lease renewals and shadow status updates.
 	setClientConnectionDefaults(&obj.ClientConnection, 10, 20)
 	setDebuggingOff(&obj.Debugging)
 	logsapi.SetRecommendedLoggingConfiguration(&obj.Logging)
@@ -212,7 +224,6 @@ func SetDefaults_UpdateAgentConfiguration(obj *configv1alpha1.UpdateAgentConfigu
 	if obj.APISocketPath == "" {
 		obj.APISocketPath = DefaultBottlerocketAPISocketPath
 	}
-	setDuration(&obj.DrainTimeout, 10*time.Minute)
 	// Brupop's agent checks every two minutes too; a refresh is one local
 	// call and at most one status write when the offer changed.
 	setDuration(&obj.UpdateCheckInterval, 2*time.Minute)

@@ -303,6 +303,18 @@ func ValidateUpdateOperatorConfiguration(c *config.UpdateOperatorConfiguration) 
 	errs = append(errs, validatePositiveDuration(c.StateDeadlines.RebootedIntoUpdate, deadlinesPath.Child("rebootedIntoUpdate"))...)
 	errs = append(errs, validatePositiveDuration(c.StateDeadlines.MonitoringUpdate, deadlinesPath.Child("monitoringUpdate"))...)
 	errs = append(errs, validatePositiveDuration(c.StateDeadlines.ReturnToIdle, deadlinesPath.Child("returnToIdle"))...)
+	for _, msg := range utilvalidation.IsQualifiedName(c.ReadinessTaintKey) {
+		errs = append(errs, field.Invalid(field.NewPath("readinessTaintKey"), c.ReadinessTaintKey, msg))
+	}
+	timeoutPath := field.NewPath("drain", "timeout")
+	errs = append(errs, validatePositiveDuration(c.Drain.Timeout, timeoutPath)...)
+	// The drain runs in RebootedIntoUpdate: a timeout the deadline cannot
+	// hold would fail every blocked drain as DeadlineExceeded, never
+	// naming what blocks it.
+	if d := c.Drain.Timeout.Duration; d > 0 && d >= c.StateDeadlines.RebootedIntoUpdate.Duration {
+		errs = append(errs, field.Invalid(timeoutPath, c.Drain.Timeout.Duration.String(),
+			fmt.Sprintf("must be shorter than stateDeadlines.rebootedIntoUpdate (%s), which also holds the reboot and the boot", c.StateDeadlines.RebootedIntoUpdate.Duration)))
+	}
 	return errs
 }
 
@@ -315,7 +327,6 @@ func ValidateUpdateAgentConfiguration(c *config.UpdateAgentConfiguration) field.
 	if c.APISocketPath == "" {
 		errs = append(errs, field.Required(field.NewPath("apiSocketPath"), ""))
 	}
-	errs = append(errs, validatePositiveDuration(c.DrainTimeout, field.NewPath("drainTimeout"))...)
 	errs = append(errs, validatePositiveDuration(c.UpdateCheckInterval, field.NewPath("updateCheckInterval"))...)
 	for _, msg := range utilvalidation.IsQualifiedName(c.ReadinessTaintKey) {
 		errs = append(errs, field.Invalid(field.NewPath("readinessTaintKey"), c.ReadinessTaintKey, msg))

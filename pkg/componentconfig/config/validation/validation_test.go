@@ -209,6 +209,9 @@ func TestValidateUpdateOperatorConfiguration(t *testing.T) {
 		{"rebooted deadline", func(c C) { c.StateDeadlines.RebootedIntoUpdate = d("0s") }, "stateDeadlines.rebootedIntoUpdate", "greater than zero"},
 		{"monitoring deadline", func(c C) { c.StateDeadlines.MonitoringUpdate = d("0s") }, "stateDeadlines.monitoringUpdate", "greater than zero"},
 		{"return-to-idle deadline", func(c C) { c.StateDeadlines.ReturnToIdle = d("0s") }, "stateDeadlines.returnToIdle", "greater than zero"},
+		{"readiness taint key", func(c C) { c.ReadinessTaintKey = "not a key" }, "readinessTaintKey", "alphanumeric"},
+		{"drain timeout", func(c C) { c.Drain.Timeout = d("0s") }, "drain.timeout", "greater than zero"},
+		{"drain timeout past the deadline", func(c C) { c.Drain.Timeout = d("30m") }, "drain.timeout", "must be shorter than stateDeadlines.rebootedIntoUpdate (30m0s)"},
 	})
 }
 
@@ -224,7 +227,6 @@ func TestValidateUpdateAgentConfiguration(t *testing.T) {
 	type C = *config.UpdateAgentConfiguration
 	run(t, validAgent, ValidateUpdateAgentConfiguration, []testCase[C]{
 		{"socket", func(c C) { c.APISocketPath = "" }, "apiSocketPath", "Required"},
-		{"drain timeout", func(c C) { c.DrainTimeout = d("0s") }, "drainTimeout", "greater than zero"},
 		{"update check interval", func(c C) { c.UpdateCheckInterval = d("-1m") }, "updateCheckInterval", "greater than zero"},
 		{"readiness taint key", func(c C) { c.ReadinessTaintKey = "not a key" }, "readinessTaintKey", "alphanumeric"},
 		{"reboot grace", func(c C) { c.RebootGrace = d("0s") }, "rebootGrace", "greater than zero"},

@@ -50,6 +50,40 @@ type UpdateOperatorConfiguration struct {
 	// StateDeadlines bound how long a node may stay in each state before the
 	// update counts as failed and the rollout halts.
 	StateDeadlines StateDeadlines `json:"stateDeadlines"`
+
+	// ReadinessTaintKey is the node-health controller's readiness taint
+	// (its taint.key). The operator drains a node only once it carries the
+	// taint, which the controller puts on when the node's agent releases
+	// its Lease, and leaves the pods that tolerate it to the last pass. It
+	// must be the controller's key, or no drain ever starts. Default
+	// nodehealth.io/not-ready.
+	ReadinessTaintKey string `json:"readinessTaintKey,omitempty"`
+
+	// Drain configures the drain the operator runs before each reboot (the
+	// agents hold no pod permissions).
+	Drain UpdateDrain `json:"drain"`
+}
+
+// UpdateDrain configures the operator's drain of a node before its reboot:
+// kubectl drain's pod selection (never DaemonSet or mirror pods), the pods
+// that tolerate the readiness taint left to a last pass, PodDisruptionBudgets
+// honoured.
+type UpdateDrain struct {
+	// Timeout bounds a node's drain. When it expires the update fails
+	// (DrainBlocked, naming the blocking PodDisruptionBudget or pod) and
+	// halts its UpdatePolicy instead of waiting forever. It must be shorter
+	// than stateDeadlines.rebootedIntoUpdate. Default 10m.
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// Force evicts pods that declare no controller, as kubectl drain --force
+	// does: nothing recreates such a pod elsewhere. Without it such a pod
+	// blocks the drain and is named. Default false.
+	Force *bool `json:"force,omitempty"`
+
+	// DeleteEmptyDirData evicts pods with emptyDir volumes, as kubectl drain
+	// --delete-emptydir-data does: the reboot loses the data anyway.
+	// Without it such a pod blocks the drain and is named. Default true.
+	DeleteEmptyDirData *bool `json:"deleteEmptyDirData,omitempty"`
 }
 
 // StateDeadlines are the longest times a node may spend in each non-Idle
@@ -61,8 +95,8 @@ type StateDeadlines struct {
 
 	// RebootedIntoUpdate covers waiting for the readiness taint, the drain,
 	// the reboot and the boot until the agent reports the new version. It
-	// must exceed the agents' drainTimeout plus the node's boot time (not
-	// checked here: the agents have their own configuration). Default 30m.
+	// must exceed drain.timeout plus the node's boot time (it must exceed
+	// drain.timeout; the boot time is not checked). Default 30m.
 	RebootedIntoUpdate *metav1.Duration `json:"rebootedIntoUpdate,omitempty"`
 
 	// MonitoringUpdate covers waiting for full readiness plus the
@@ -90,8 +124,7 @@ type UpdateAgentConfiguration struct {
 	metav1.TypeMeta `json:",inline"`
 
 	// ClientConnection configures the connection to the API server. The agent
-	// renews a Lease, updates its shadow and evicts its node's pods while
-	// draining: QPS 10 / burst 20.
+	// renews a Lease and updates its shadow's status: QPS 10 / burst 20.
 	ClientConnection componentbaseconfigv1alpha1.ClientConnectionConfiguration `json:"clientConnection"`
 
 	// Debugging configures profiling endpoints. Off by default, as on every
@@ -112,11 +145,6 @@ type UpdateAgentConfiguration struct {
 	// path is resolved against the configuration file's folder.
 	APISocketPath string `json:"apiSocketPath,omitempty"`
 
-	// DrainTimeout bounds the drain before a reboot; when it expires the agent
-	// reports the blocking PodDisruptionBudget or pod and the update fails
-	// instead of waiting forever.
-	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
-
 	// UpdateCheckInterval is how often the agent asks the Bottlerocket API
 	// for the offered version (refresh-updates) and reports it as the
 	// shadow's status.targetVersion while the node is Idle.
@@ -124,7 +152,8 @@ type UpdateAgentConfiguration struct {
 
 	// ReadinessTaintKey is the node-health controller's readiness taint
 	// (its taint.key), which the agent waits for after releasing its Lease
-	// and before it drains. It must be the controller's key, or every update
+	// and before the operator drains the node. It must be the controller's
+	// key, or every update
 	// fails waiting for a taint that never comes. Default
 	// nodehealth.io/not-ready.
 	ReadinessTaintKey string `json:"readinessTaintKey,omitempty"`
@@ -138,6 +167,6 @@ type UpdateAgentConfiguration struct {
 
 	// Lease configures the agent's own extension Lease (extension
 	// bottlerocket-updater), which it releases with reason Updating before
-	// draining.
+	// the operator drains the node.
 	Lease LeaseSettings `json:"lease"`
 }

@@ -26,6 +26,13 @@ const (
 	// failovers. It is removed when readiness lapses and when the node
 	// leaves MonitoringUpdate.
 	HealthySinceAnnotation = "updates.nodehealth.io/healthy-since"
+	// DrainedAnnotation, written by the operator in RebootedIntoUpdate, is
+	// the Node's bootID when the operator finished draining it (the last
+	// pass before the reboot included). The agent reboots only once it
+	// carries the bootID it runs in: the drain of an earlier boot or of an
+	// earlier attempt never lets a node reboot undrained. The operator
+	// removes it with every change of spec.
+	DrainedAnnotation = "updates.nodehealth.io/drained"
 
 	// UpdaterExtension is the system extension the update agent registers
 	// itself as; its Lease is "bottlerocket-updater.<node>".
@@ -50,8 +57,10 @@ func Halting(annotations map[string]string) bool {
 
 // Condition types of BottlerocketShadowStatus.Conditions.
 const (
-	// ConditionDrainBlocked is True while a PodDisruptionBudget or a pod keeps
-	// the agent from draining the node; its message names them.
+	// ConditionDrainBlocked was written by agents that drained their own
+	// node. The operator drains now and names what blocks a drain in
+	// DrainBlocked Events and, past its timeout, in the failure-reason
+	// annotation; agents only remove a condition an older agent left.
 	ConditionDrainBlocked = "DrainBlocked"
 	// ConditionUpdateFailed is True after the agent saw the update fail; its
 	// reason and message say which step failed.
