@@ -60,7 +60,6 @@ var simRegressions = sim.Regressions{
 	{Seed: 3, Name: "a reboot during an update is gated as a reboot once the own view is current"},
 	{Seed: 11, Name: "a stopped controller observes nothing: the events its informers still had reached the model after a restart during a Lease-watch stall (driver)"},
 	{Seed: 28, Name: "a stopped controller observes nothing: its informers' late events made the model taint a node the new controller holds (driver)"},
-	{Seed: 16365078962249930749, Name: "a stopped controller observes nothing: two nodes ungated by the model on events only the old instance saw (driver)"},
 	{Seed: 8340306768581789401, Name: "an ungate and a new gate (a reboot) in one second end the escalation: the driver sampled only the end of the second (driver)"},
 	{Seed: 656584010092113126, Name: "a node re-created while the controller writes it: its retries wait for the informer to deliver the new object instead of spinning (driver)"},
 	{Seed: 10708024348038392572, Name: "an extension that came up after the gate began and died before the node was ungated has no startup timeout"},
@@ -93,7 +92,19 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	// Was the regression seed of "a stopped controller observes nothing: two
+	// nodes ungated by the model on events only the old instance saw
+	// (driver)"; the lifecycle condition writes (issue 37) changed its
+	// schedule, and it now ends at t=1m33s with n1 tainted while the model
+	// holds it: the model ended n1's reboot gate (kube-proxy renewed) before
+	// the cni label of the same second and held the new failure (blast
+	// radius suspended); the controller saw the label while still in its
+	// reboot gate and kept it, now waiting for cni. Likely the driver's
+	// ordering of a label and a renewal in one second (see seed
+	// 6163426813997312058); not diagnosed further.
+	{Seed: 16365078962249930749, Name: "a reboot gate ending in the second a new gating extension's label arrives, under a suspension: the model holds, the controller keeps the reboot gate (open, issue 37)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
