@@ -276,9 +276,14 @@ func (c *Controller) startEscalation(ctx context.Context, name string) (bool, er
 	// first pass names what it leaves.
 	c.drains.forgetLeft(name)
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st := c.nodes[name]; st != nil {
+	st := c.nodes[name]
+	if st != nil {
 		st.escalated = true
+	}
+	c.mu.Unlock()
+	if st != nil && c.opts.Eviction.Mode == EvictionModeEvict {
+		// Its sync says DrainInProgress (writeLifecycle).
+		c.enqueue(name)
 	}
 	return true, nil
 }

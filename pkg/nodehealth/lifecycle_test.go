@@ -54,8 +54,15 @@ func TestTheEscalationSaysDrainInProgressThenDrainedAndClearsBothWhenTheNodeIsUn
 	f := escalationDue(t, pod("web", "n1"))
 	refuse := true
 	refuseEvictionsWhile(f, &refuse)
+	for f.c.queue.Len() > 0 {
+		name, _ := f.c.queue.Get()
+		f.c.queue.Done(name)
+	}
 	if after, err := f.c.escalateNode(f.ctx, "n1"); err != nil || after == 0 {
 		t.Fatalf("escalation: retry in %v, err %v; want a retry of the refused pod", after, err)
+	}
+	if f.c.queue.Len() == 0 {
+		t.Fatal("the escalation did not queue the node's sync, which says DrainInProgress")
 	}
 	f.sync("n1")
 	f.expectLifecycle("n1", ours, "")
