@@ -220,3 +220,45 @@ func TestTheNoExecuteEscalationSaysDrainInProgressWhileItsTaintIsOn(t *testing.T
 	f.sync("n1")
 	f.expectLifecycle("n1", oursCleared, "")
 }
+
+func TestAGuardHoldingTheDrainLeavesTheLifecycleConditionsAsTheyWere(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"), readyNode("n2"), readyNode("n3"), readyNode("n4"), pod("web", "n1"))
+	all := []string{"n1", "n2", "n3", "n4"}
+	syncAll := func(renewing ...string) {
+		for _, n := range renewing {
+			f.renew("kube-proxy", n)
+		}
+		for _, n := range all {
+			f.sync(n)
+		}
+	}
+	syncAll(all...)
+	f.clock.Step(51 * time.Second)
+	syncAll("n2", "n3", "n4")
+	f.clock.Step(5 * time.Minute)
+	syncAll("n2", "n3", "n4")
+	refuse := true
+	refuseEvictionsWhile(f, &refuse)
+	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.sync("n1")
+	f.expectLifecycle("n1", ours, "")
+
+	// Three of four nodes fail: the blast radius suspends evictions.
+	f.clock.Step(51 * time.Second)
+	syncAll("n4")
+	if s, _ := f.c.blast.suspended(""); !s {
+		t.Fatal("3 of 4 nodes failing did not suspend evictions")
+	}
+	refuse = false
+	f.writes()
+	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := evictionsOf(f); len(got) != 0 {
+		t.Fatalf("evicted %v while the blast radius holds the drain", got)
+	}
+	syncAll("n4")
+	f.expectLifecycle("n1", ours, "")
+}
