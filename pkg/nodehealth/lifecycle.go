@@ -65,10 +65,18 @@ func (c *Controller) lifecycleOf(name string, st *nodeState, d decision) lifecyc
 // another writer (an admin's drain, the update operator's) is never
 // touched. A False one of another writer is taken over only to say True: its
 // writer considers its state over.
-func lifecycleChanges(node *v1.Node, w lifecycleWant) []v1.NodeCondition {
+//
+// prev is the want last written (nil: none): a condition it set True that
+// the informer's copy does not show yet is taken as ours and True, so that
+// clearing it does not wait for a cache that lags behind the write.
+func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) []v1.NodeCondition {
 	var out []v1.NodeCondition
 	for _, kind := range lifecycleTypes {
 		cur := nodeutil.Condition(node, v1.NodeConditionType(kind))
+		if cur == nil && prev != nil && prev.set && (kind == nodev1alpha1.LifecycleConditionDrainInProgress && prev.drainInProgress ||
+			kind == nodev1alpha1.LifecycleConditionDrained && prev.drained) {
+			cur = &v1.NodeCondition{Type: v1.NodeConditionType(kind), Status: v1.ConditionTrue, Reason: nodev1alpha1.LifecycleReasonExtensionFailed}
+		}
 		ours := cur != nil && cur.Reason == nodev1alpha1.LifecycleReasonExtensionFailed
 		want := v1.ConditionFalse
 		switch {
@@ -97,14 +105,13 @@ func lifecycleChanges(node *v1.Node, w lifecycleWant) []v1.NodeCondition {
 // patch (patchConditions). Nothing is written when nothing differs, so a
 // steady node costs no write; a dry run counts and logs each change once.
 func (c *Controller) writeLifecycle(ctx context.Context, node *v1.Node, st *nodeState, w lifecycleWant) error {
-	key := w.key()
 	c.mu.Lock()
-	done := st.lifecycleDone == key
+	prev := st.lifecycleDone
 	c.mu.Unlock()
-	if done {
+	if prev != nil && prev.key() == w.key() {
 		return nil
 	}
-	conds := lifecycleChanges(node, w)
+	conds := lifecycleChanges(node, w, prev)
 	if len(conds) > 0 {
 		var parts []string
 		for _, cond := range conds {
@@ -128,7 +135,7 @@ func (c *Controller) writeLifecycle(ctx context.Context, node *v1.Node, st *node
 		}
 	}
 	c.mu.Lock()
-	st.lifecycleDone = key
+	st.lifecycleDone = &w
 	c.mu.Unlock()
 	return nil
 }

@@ -262,3 +262,28 @@ func TestAGuardHoldingTheDrainLeavesTheLifecycleConditionsAsTheyWere(t *testing.
 	syncAll("n4")
 	f.expectLifecycle("n1", ours, "")
 }
+
+// Found by the simulation's lifecycle invariant: an ungate judged on a cache
+// that does not show the DrainInProgress just written yet must still clear
+// it.
+func TestAnUngateClearsADrainInProgressTheCacheDoesNotShowYet(t *testing.T) {
+	f := escalationDue(t, pod("web", "n1"))
+	refuse := true
+	refuseEvictionsWhile(f, &refuse)
+	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	// Synced without the informer delivering the result.
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expectLifecycle("n1", ours, "")
+	f.renew("kube-proxy", "n1")
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if f.tainted("n1") {
+		t.Fatal("still gated after the extension renewed")
+	}
+	f.expectLifecycle("n1", oursCleared, "")
+}

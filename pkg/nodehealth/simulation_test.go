@@ -1199,6 +1199,7 @@ func (s *simulation) compare(quiet bool) bool {
 		if got != w {
 			diffs = append(diffs, fmt.Sprintf("%s: controller %s, model %s", n.name, viewString(got), viewString(w)))
 		}
+		diffs = append(diffs, lifecycleInvariant(n.name, obj, got, w)...)
 		if held.Has(n.name) && got.Tainted {
 			diffs = append(diffs, fmt.Sprintf("%s: tainted while a guard holds it (invariant)", n.name))
 		}
@@ -1369,4 +1370,25 @@ func viewString(v model.NodeView) string {
 		s += "/evicted"
 	}
 	return s
+}
+
+// lifecycleInvariant checks the escalation's KEP-5683 lifecycle conditions
+// (docs/controller.md, "Lifecycle conditions"): one of ours is True only on
+// a node that is gated and not leaving (an ungate or leaving clears them;
+// a reboot of an escalated node keeps them until its ungate). The model does
+// not predict when the drain is done (that is the budgets' business), so
+// this is an invariant, not a comparison.
+func lifecycleInvariant(name string, obj *v1.Node, got, want model.NodeView) []string {
+	var out []string
+	for _, kind := range []string{nodev1alpha1.LifecycleConditionDrainInProgress, nodev1alpha1.LifecycleConditionDrained} {
+		c := nodeutil.Condition(obj, v1.NodeConditionType(kind))
+		if c == nil || c.Reason != nodev1alpha1.LifecycleReasonExtensionFailed || c.Status != v1.ConditionTrue {
+			continue
+		}
+		if !got.Tainted || got.ConditionReason == nodev1alpha1.ReasonNodeLeaving {
+			out = append(out, fmt.Sprintf("%s: %s=True (ExtensionFailed) on a node that is not gated or is leaving: controller %s, model %s (invariant)",
+				name, kind, viewString(got), viewString(want)))
+		}
+	}
+	return out
 }
