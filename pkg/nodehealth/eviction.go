@@ -276,9 +276,14 @@ func (c *Controller) startEscalation(ctx context.Context, name string) (bool, er
 	// first pass names what it leaves.
 	c.drains.forgetLeft(name)
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st := c.nodes[name]; st != nil {
+	st := c.nodes[name]
+	if st != nil {
 		st.escalated = true
+	}
+	c.mu.Unlock()
+	if st != nil && c.opts.Eviction.Mode == EvictionModeEvict {
+		// Its sync says DrainInProgress (writeLifecycle).
+		c.enqueue(name)
 	}
 	return true, nil
 }
@@ -351,6 +356,7 @@ func (c *Controller) evictPods(ctx context.Context, node *v1.Node, first bool) (
 		if len(pods) == 0 {
 			c.podsLeft(ctx, node)
 			c.drains.forget(node.Name)
+			c.markDrained(node.Name)
 			return 0, nil
 		}
 		logger.Info("Evicting pods of a node whose required extension failed", "pods", len(pods), "timeout", c.opts.Eviction.Timeout, "dryRun", c.opts.DryRun)
@@ -369,10 +375,28 @@ func (c *Controller) evictPods(ctx context.Context, node *v1.Node, first bool) (
 	}
 	c.podsLeft(ctx, node)
 	if st.EvictionsIssued() {
+		// The escalation's drain ends here (evicted pods terminate by
+		// their grace period): the node is Drained.
 		c.drains.forget(node.Name)
+		c.markDrained(node.Name)
 		return 0, nil
 	}
 	return max(st.NextAttempt.Sub(c.clock.Now()), time.Millisecond), nil
+}
+
+// markDrained records that the escalation's drain issued every eviction it
+// may issue on the node (what is left, the filters leave), and queues the node so that its lifecycle conditions say so.
+func (c *Controller) markDrained(name string) {
+	c.mu.Lock()
+	st := c.nodes[name]
+	changed := st != nil && st.escalated && !st.drained
+	if changed {
+		st.drained = true
+	}
+	c.mu.Unlock()
+	if changed {
+		c.enqueue(name)
+	}
 }
 
 // podsLeft ends the pass's record of the pods left for want of

@@ -60,7 +60,6 @@ var simRegressions = sim.Regressions{
 	{Seed: 3, Name: "a reboot during an update is gated as a reboot once the own view is current"},
 	{Seed: 11, Name: "a stopped controller observes nothing: the events its informers still had reached the model after a restart during a Lease-watch stall (driver)"},
 	{Seed: 28, Name: "a stopped controller observes nothing: its informers' late events made the model taint a node the new controller holds (driver)"},
-	{Seed: 16365078962249930749, Name: "a stopped controller observes nothing: two nodes ungated by the model on events only the old instance saw (driver)"},
 	{Seed: 8340306768581789401, Name: "an ungate and a new gate (a reboot) in one second end the escalation: the driver sampled only the end of the second (driver)"},
 	{Seed: 656584010092113126, Name: "a node re-created while the controller writes it: its retries wait for the informer to deliver the new object instead of spinning (driver)"},
 	{Seed: 10708024348038392572, Name: "an extension that came up after the gate began and died before the node was ungated has no startup timeout"},
@@ -93,7 +92,19 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	// Was the regression seed of "a stopped controller observes nothing: two
+	// nodes ungated by the model on events only the old instance saw
+	// (driver)"; the lifecycle condition writes (issue 37) changed its
+	// schedule, and it now ends at t=1m33s with n1 tainted while the model
+	// holds it: the model ended n1's reboot gate (kube-proxy renewed) before
+	// the cni label of the same second and held the new failure (blast
+	// radius suspended); the controller saw the label while still in its
+	// reboot gate and kept it, now waiting for cni. Likely the driver's
+	// ordering of a label and a renewal in one second (see seed
+	// 6163426813997312058); not diagnosed further.
+	{Seed: 16365078962249930749, Name: "a reboot gate ending in the second a new gating extension's label arrives, under a suspension: the model holds, the controller keeps the reboot gate (open, issue 37)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
@@ -1188,6 +1199,7 @@ func (s *simulation) compare(quiet bool) bool {
 		if got != w {
 			diffs = append(diffs, fmt.Sprintf("%s: controller %s, model %s", n.name, viewString(got), viewString(w)))
 		}
+		diffs = append(diffs, lifecycleInvariant(n.name, obj, got, w)...)
 		if held.Has(n.name) && got.Tainted {
 			diffs = append(diffs, fmt.Sprintf("%s: tainted while a guard holds it (invariant)", n.name))
 		}
@@ -1358,4 +1370,25 @@ func viewString(v model.NodeView) string {
 		s += "/evicted"
 	}
 	return s
+}
+
+// lifecycleInvariant checks the escalation's KEP-5683 lifecycle conditions
+// (docs/controller.md, "Lifecycle conditions"): one of ours is True only on
+// a node that is gated and not leaving (an ungate or leaving clears them;
+// a reboot of an escalated node keeps them until its ungate). The model does
+// not predict when the drain is done (that is the budgets' business), so
+// this is an invariant, not a comparison.
+func lifecycleInvariant(name string, obj *v1.Node, got, want model.NodeView) []string {
+	var out []string
+	for _, kind := range []string{nodev1alpha1.LifecycleConditionDrainInProgress, nodev1alpha1.LifecycleConditionDrained} {
+		c := nodeutil.Condition(obj, v1.NodeConditionType(kind))
+		if c == nil || c.Reason != nodev1alpha1.LifecycleReasonExtensionFailed || c.Status != v1.ConditionTrue {
+			continue
+		}
+		if !got.Tainted || got.ConditionReason == nodev1alpha1.ReasonNodeLeaving {
+			out = append(out, fmt.Sprintf("%s: %s=True (ExtensionFailed) on a node that is not gated or is leaving: controller %s, model %s (invariant)",
+				name, kind, viewString(got), viewString(want)))
+		}
+	}
+	return out
 }

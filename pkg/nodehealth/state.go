@@ -157,6 +157,16 @@ type nodeState struct {
 	eviction         evictionClock
 	escalated        bool
 	drainInterrupted bool
+	// drained says the escalation's drain found nothing left on the node
+	// that it may evict (its DrainInProgress becomes Drained); it goes
+	// with the escalation.
+	drained bool
+	// lifecycleDone is the lifecycle want last brought to the node, written
+	// or, in a dry run, counted (nil: none yet): until the want changes the
+	// node is not written again, though the informer may not show the write
+	// yet (or, in a dry run, ever); and a condition it set True counts as
+	// ours when the informer does not show it yet.
+	lifecycleDone *lifecycleWant
 	// exts are the extensions the last evaluation resolved, so that the
 	// blast radius can be brought up to date from every node's facts and
 	// the current expiry of its Leases (Controller.recountFailing).
@@ -388,4 +398,5 @@ func (s *nodeState) resetEscalation() {
 	s.eviction = evictionClock{}
 	s.escalated = false
 	s.drainInterrupted = false
+	s.drained = false
 }

@@ -70,6 +70,11 @@ func (c *Controller) syncExcluded(ctx context.Context, node *v1.Node) error {
 			return err
 		}
 	}
+	// Nothing evicts an excluded node.
+	if err := c.writeLifecycle(ctx, node, &nodeState{}, lifecycleWant{clear: true,
+		message: fmt.Sprintf("The node is labelled %s=true: the controller does not evaluate it and never evicts it.", nodev1alpha1.ExcludeLabel)}); err != nil {
+		return err
+	}
 	// A condition left from before the exclusion (possibly False) would
 	// keep telling readers the node's extensions are not ready, though
 	// nothing evaluates them any more.
@@ -96,6 +101,7 @@ type nodeResult struct {
 	status                  v1.ConditionStatus
 	reason, message, sig    string
 	conditionChanged        bool
+	lifecycle               lifecycleWant
 }
 
 // evaluateNode runs evaluate on the node's state under the lock and updates
@@ -146,6 +152,7 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 		r.suspendedWhy = "the controller does not observe its own canary Lease renewals, so it does not trust its view"
 	}
 	c.conditionOf(node, st, &r)
+	r.lifecycle = c.lifecycleOf(name, st, d)
 	r.escalated = st.escalated
 	c.updateContribution(name, contribution{reason: gateReason(st), notReady: notReadyNames(d.statuses), tracked: countGating(d.statuses) > 0,
 		leaving: d.leaving != "" && len(d.statuses) > 0})
@@ -294,6 +301,9 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 		c.mu.Lock()
 		st.conditionSig = r.sig
 		c.mu.Unlock()
+	}
+	if err := c.writeLifecycle(ctx, node, st, r.lifecycle); err != nil {
+		return err
 	}
 
 	if d.escalate {

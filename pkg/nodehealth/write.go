@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -271,30 +272,36 @@ func annotationKeys(ch writeChanges) []string {
 	return out
 }
 
-// writeCondition sets the SystemExtensionsReady condition with a strategic
-// merge patch of node status: conditions merge by type, so the kubelet's own
-// conditions are never touched.
+// writeCondition sets the SystemExtensionsReady condition (patchConditions).
 func (c *Controller) writeCondition(ctx context.Context, node *v1.Node, status v1.ConditionStatus, reason, message string) error {
 	if c.opts.DryRun {
 		c.metrics.DryRunActions.WithLabelValues("condition").Inc()
 		return nil
 	}
+	return c.patchConditions(ctx, node, []v1.NodeCondition{{
+		Type: nodev1alpha1.SystemExtensionsReadyCondition, Status: status, Reason: reason, Message: message,
+	}}, "")
+}
+
+// patchConditions sets conditions with one strategic merge patch of node
+// status: conditions merge by type, so the kubelet's and other writers'
+// conditions are never touched. Each keeps its lastTransitionTime when its
+// status does not change. A resourceVersion, when given, makes the patch
+// fail with a conflict if the node changed since that read.
+func (c *Controller) patchConditions(ctx context.Context, node *v1.Node, conds []v1.NodeCondition, resourceVersion string) error {
 	now := metav1.NewTime(c.clock.Now())
-	transition := now
-	if cond := nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition); cond != nil && cond.Status == status {
-		transition = cond.LastTransitionTime
+	types := make([]string, 0, len(conds))
+	for i := range conds {
+		cond := &conds[i]
+		cond.LastHeartbeatTime, cond.LastTransitionTime = now, now
+		if cur := nodeutil.Condition(node, cond.Type); cur != nil && cur.Status == cond.Status {
+			cond.LastTransitionTime = cur.LastTransitionTime
+		}
+		types = append(types, string(cond.Type))
 	}
-	patch := map[string]interface{}{
-		"status": map[string]interface{}{
-			"conditions": []v1.NodeCondition{{
-				Type:               nodev1alpha1.SystemExtensionsReadyCondition,
-				Status:             status,
-				Reason:             reason,
-				Message:            message,
-				LastHeartbeatTime:  now,
-				LastTransitionTime: transition,
-			}},
-		},
+	patch := map[string]interface{}{"status": map[string]interface{}{"conditions": conds}}
+	if resourceVersion != "" {
+		patch["metadata"] = map[string]interface{}{"resourceVersion": resourceVersion}
 	}
 	data, err := json.Marshal(patch)
 	if err != nil {
@@ -302,7 +309,7 @@ func (c *Controller) writeCondition(ctx context.Context, node *v1.Node, status v
 	}
 	if _, err := c.client.CoreV1().Nodes().PatchStatus(ctx, node.Name, data); err != nil {
 		c.metrics.ConditionWrites.WithLabelValues("error").Inc()
-		return fmt.Errorf("writing condition %s of node %s: %w", nodev1alpha1.SystemExtensionsReadyCondition, node.Name, err)
+		return fmt.Errorf("writing condition %s of node %s: %w", strings.Join(types, ", "), node.Name, err)
 	}
 	c.metrics.ConditionWrites.WithLabelValues("success").Inc()
 	return nil

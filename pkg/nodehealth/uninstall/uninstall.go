@@ -5,6 +5,7 @@ package uninstall
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -27,7 +28,8 @@ type Result struct {
 
 // Uninstall removes from every node what the controller owns: the readiness
 // taint (both effects), the nodehealth.io/boot record, the
-// SystemExtensionsReady condition, and the extension-list entries added by
+// SystemExtensionsReady condition, the lifecycle conditions of its eviction
+// (reason ExtensionFailed), and the extension-list entries added by
 // rules and self-registration (the annotation goes entirely when no manual
 // entry is left). Manual entries stay. Run it after stopping the controller,
 // or the controller puts everything back. The canary Lease is deleted too.
@@ -94,7 +96,66 @@ func uninstallNode(ctx context.Context, client kubernetes.Interface, name, taint
 		changed = true
 		logf("node %s: removed condition %s", name, nodev1alpha1.SystemExtensionsReadyCondition)
 	}
+	removed, err := removeLifecycleConditions(ctx, client, node)
+	if removed > 0 {
+		res.Conditions += removed
+		changed = true
+	}
+	if err != nil {
+		return changed, fmt.Errorf("node %s: removing lifecycle conditions: %w", name, err)
+	}
 	return changed, nil
+}
+
+// lifecycleConditionTypes are the KEP-5683 conditions the controller writes.
+var lifecycleConditionTypes = []string{nodev1alpha1.LifecycleConditionDrainInProgress, nodev1alpha1.LifecycleConditionDrained}
+
+// removeLifecycleConditions removes the KEP-5683 lifecycle conditions whose
+// reason is the controller's (ExtensionFailed), True or False: removing is
+// one of the KEP's two ways to clear them, and a False one left behind would
+// name a controller that is gone. Another writer's (an admin's, the update
+// operator's) stay. The patch carries the resourceVersion of the read, so
+// that a condition someone else took over meanwhile is never removed: a
+// conflict reads the node again.
+func removeLifecycleConditions(ctx context.Context, client kubernetes.Interface, node *v1.Node) (int, error) {
+	for range 5 {
+		var deletes []map[string]string
+		for _, kind := range lifecycleConditionTypes {
+			if c := nodeutil.Condition(node, v1.NodeConditionType(kind)); c != nil && c.Reason == nodev1alpha1.LifecycleReasonExtensionFailed {
+				deletes = append(deletes, map[string]string{"type": kind, "$patch": "delete"})
+			}
+		}
+		if len(deletes) == 0 {
+			return 0, nil
+		}
+		data, err := json.Marshal(map[string]interface{}{
+			"metadata": map[string]string{"resourceVersion": node.ResourceVersion},
+			"status":   map[string]interface{}{"conditions": deletes},
+		})
+		if err != nil {
+			return 0, err
+		}
+		_, err = client.CoreV1().Nodes().PatchStatus(ctx, node.Name, data)
+		switch {
+		case err == nil:
+			return len(deletes), nil
+		case apierrors.IsNotFound(err):
+			return 0, nil
+		case !apierrors.IsConflict(err):
+			return 0, err
+		}
+		if node, err = client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); err != nil {
+			return 0, client404(err)
+		}
+	}
+	return 0, errors.New("the node kept changing")
+}
+
+func client404(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
 
 // removeOwned removes from n the controller's taints, its boot record, and

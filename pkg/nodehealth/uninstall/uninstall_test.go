@@ -147,3 +147,35 @@ func TestUninstallIsIdempotent(t *testing.T) {
 		}
 	}
 }
+
+func lifecycle(kind, reason string, status v1.ConditionStatus) v1.NodeCondition {
+	return v1.NodeCondition{Type: v1.NodeConditionType(kind), Status: status, Reason: reason}
+}
+
+func TestUninstallRemovesTheControllersLifecycleConditionsAndOnlyThose(t *testing.T) {
+	owned := ownedNode("owned", func(n *v1.Node) {
+		n.Status.Conditions = append(n.Status.Conditions,
+			lifecycle(nodev1alpha1.LifecycleConditionDrainInProgress, nodev1alpha1.LifecycleReasonExtensionFailed, v1.ConditionFalse),
+			lifecycle(nodev1alpha1.LifecycleConditionDrained, nodev1alpha1.LifecycleReasonExtensionFailed, v1.ConditionTrue),
+			lifecycle(nodev1alpha1.LifecycleConditionMaintenanceInProgress, "AdminRequested", v1.ConditionTrue))
+	})
+	foreign := ownedNode("foreign", func(n *v1.Node) {
+		n.Status.Conditions = []v1.NodeCondition{
+			lifecycle(nodev1alpha1.LifecycleConditionDrainInProgress, "AdminRequested", v1.ConditionTrue),
+			lifecycle(nodev1alpha1.LifecycleConditionDrained, nodev1alpha1.LifecycleReasonBottlerocketUpdate, v1.ConditionTrue)}
+	})
+	client := fake.NewClientset(owned, foreign)
+	if _, err := Uninstall(context.Background(), client, testKey, testNS, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, name := range []string{"owned", "foreign"} {
+		for _, c := range stored(t, client, name).Status.Conditions {
+			got = append(got, name+":"+string(c.Type)+"="+string(c.Status)+"/"+c.Reason)
+		}
+	}
+	want := []string{"owned:MaintenanceInProgress=True/AdminRequested", "foreign:DrainInProgress=True/AdminRequested", "foreign:Drained=True/BottlerocketUpdate"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("conditions left %q, want %q", got, want)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
@@ -235,6 +236,16 @@ func TestUninstallCommand(t *testing.T) {
 		framework.AllOf(readyNode, listHas("agent", "rule/agent"), listHas("self", "lease"), listHas("manual", "")))
 	h.nodes.wait(t, gatedNode, "gated", framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "", "agent (")))
 	run.Stop()
+	// The escalation's lifecycle condition (ours) and an admin's (not ours).
+	setLifecycle := func(node, kind, reason string, status v1.ConditionStatus) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":%q,"reason":%q}]}}`, kind, status, reason)
+		if _, err := h.env.Client.CoreV1().Nodes().PatchStatus(testenv.Context(t), node, []byte(patch)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setLifecycle(gatedNode, nodev1alpha1.LifecycleConditionDrained, nodev1alpha1.LifecycleReasonExtensionFailed, v1.ConditionTrue)
+	setLifecycle(keep, nodev1alpha1.LifecycleConditionDrainInProgress, "AdminRequested", v1.ConditionTrue)
 
 	cmd := exec.CommandContext(testenv.Context(t), testenv.Binary(t, "nodehealth-controller"), "uninstall",
 		"--kubeconfig", h.env.Kubeconfig, "--taint-key", taintKey, "--lease-namespace", h.leaseNS)
@@ -258,9 +269,17 @@ func TestUninstallCommand(t *testing.T) {
 		if c := framework.ExtensionsCondition(n); c != nil {
 			t.Errorf("node %s keeps condition %+v", name, c)
 		}
+		for _, c := range n.Status.Conditions {
+			if c.Reason == nodev1alpha1.LifecycleReasonExtensionFailed {
+				t.Errorf("node %s keeps lifecycle condition %+v", name, c)
+			}
+		}
 		list, hasList := n.Annotations[nodev1alpha1.SystemExtensionsAnnotation]
 		switch name {
 		case keep:
+			if c := nodeutil.Condition(n, nodev1alpha1.LifecycleConditionDrainInProgress); c == nil || c.Reason != "AdminRequested" || c.Status != v1.ConditionTrue {
+				t.Errorf("node %s: the admin's DrainInProgress is gone or changed: %+v", name, c)
+			}
 			if list != manual {
 				t.Errorf("node %s list = %q, want only the manual entry %q", name, list, manual)
 			}

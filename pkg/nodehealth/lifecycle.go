@@ -1,0 +1,146 @@
+package nodehealth
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
+)
+
+// lifecycleWant is what the controller wants of the KEP-5683 lifecycle
+// conditions its escalation publishes (docs/controller.md, "Lifecycle
+// conditions"). Neither set nor clear: the conditions stay as they are, so
+// that a guard holding a drain, or a restart that forgot the escalation,
+// leaves them as they were.
+type lifecycleWant struct {
+	set                      bool
+	drainInProgress, drained bool
+	// clear sets every lifecycle condition of ours False.
+	clear   bool
+	message string
+}
+
+// lifecycleTypes are the conditions the escalation writes, in patch order.
+var lifecycleTypes = []string{nodev1alpha1.LifecycleConditionDrainInProgress, nodev1alpha1.LifecycleConditionDrained}
+
+// lifecycleOf decides the node's lifecycle conditions from its state after
+// the evaluation. Callers hold c.mu.
+func (c *Controller) lifecycleOf(name string, st *nodeState, d decision) lifecycleWant {
+	switch {
+	case d.leaving != "":
+		return lifecycleWant{clear: true, message: "The node is leaving (" + d.leaving + "): the controller no longer evicts it."}
+	case !st.gated:
+		return lifecycleWant{clear: true, message: "The node is no longer gated: its required extensions are ready, and the controller no longer evicts it."}
+	}
+	failed := "a required extension"
+	if names := notReadyNames(d.statuses); len(names) > 0 {
+		failed = "required extension " + strings.Join(names, ", ")
+	}
+	switch {
+	case c.opts.Eviction.Mode == EvictionModeEvict && st.escalated && st.drained:
+		m := fmt.Sprintf("The controller evicted every pod it may evict from the node (%s failed longer than eviction.timeout %s).", failed, c.opts.Eviction.Timeout)
+		if left := c.drains.leftOn(name); left != "" {
+			m += " Pods left on the node, which kubectl drain would not remove without eviction.force or eviction.deleteEmptyDirData: " + left + "."
+		}
+		return lifecycleWant{set: true, drained: true, message: m}
+	case c.opts.Eviction.Mode == EvictionModeEvict && st.escalated:
+		return lifecycleWant{set: true, drainInProgress: true,
+			message: fmt.Sprintf("The controller is evicting the node's pods: %s failed longer than eviction.timeout %s.", failed, c.opts.Eviction.Timeout)}
+	case c.opts.Eviction.Mode == EvictionModeNoExecute && d.noExecute:
+		// Pods leave by their own tolerationSeconds: the drain is under way
+		// as long as the taint is on, and nothing tells when it is over.
+		return lifecycleWant{set: true, drainInProgress: true,
+			message: fmt.Sprintf("The controller added taint %s:NoExecute: %s failed longer than eviction.timeout %s; pods leave by their tolerationSeconds.", c.opts.TaintKey, failed, c.opts.Eviction.Timeout)}
+	}
+	return lifecycleWant{}
+}
+
+// lifecycleChanges returns the lifecycle conditions to write on node for w:
+// only conditions whose reason is ours are set or cleared, and a True one of
+// another writer (an admin's drain, the update operator's) is never
+// touched. A False one of another writer is taken over only to say True: its
+// writer considers its state over.
+//
+// prev is the want last written (nil: none): a condition it set True that
+// the informer's copy does not show yet is taken as ours and True, so that
+// clearing it does not wait for a cache that lags behind the write.
+func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) []v1.NodeCondition {
+	var out []v1.NodeCondition
+	for _, kind := range lifecycleTypes {
+		cur := nodeutil.Condition(node, v1.NodeConditionType(kind))
+		if cur == nil && prev != nil && prev.set && (kind == nodev1alpha1.LifecycleConditionDrainInProgress && prev.drainInProgress ||
+			kind == nodev1alpha1.LifecycleConditionDrained && prev.drained) {
+			cur = &v1.NodeCondition{Type: v1.NodeConditionType(kind), Status: v1.ConditionTrue, Reason: nodev1alpha1.LifecycleReasonExtensionFailed}
+		}
+		ours := cur != nil && cur.Reason == nodev1alpha1.LifecycleReasonExtensionFailed
+		want := v1.ConditionFalse
+		switch {
+		case w.set && (kind == nodev1alpha1.LifecycleConditionDrainInProgress && w.drainInProgress ||
+			kind == nodev1alpha1.LifecycleConditionDrained && w.drained):
+			want = v1.ConditionTrue
+		case w.set || w.clear:
+		default:
+			continue
+		}
+		switch {
+		case cur == nil && want == v1.ConditionFalse:
+			continue
+		case cur != nil && !ours && (cur.Status == v1.ConditionTrue || want == v1.ConditionFalse):
+			continue
+		case ours && cur.Status == want:
+			continue
+		}
+		out = append(out, v1.NodeCondition{Type: v1.NodeConditionType(kind), Status: want,
+			Reason: nodev1alpha1.LifecycleReasonExtensionFailed, Message: w.message})
+	}
+	return out
+}
+
+// writeLifecycle brings the node's lifecycle conditions to w with one status
+// patch (patchConditions). Nothing is written when nothing differs, so a
+// steady node costs no write; a dry run counts and logs each change once.
+func (c *Controller) writeLifecycle(ctx context.Context, node *v1.Node, st *nodeState, w lifecycleWant) error {
+	c.mu.Lock()
+	prev := st.lifecycleDone
+	c.mu.Unlock()
+	if prev != nil && prev.key() == w.key() {
+		return nil
+	}
+	conds := lifecycleChanges(node, w, prev)
+	if len(conds) > 0 {
+		var parts []string
+		for _, cond := range conds {
+			parts = append(parts, string(cond.Type)+"="+string(cond.Status))
+		}
+		summary := strings.Join(parts, ",")
+		logger := klog.FromContext(ctx)
+		if c.opts.DryRun {
+			logger.Info("Dry run: would set lifecycle conditions", "conditions", summary, "reason", nodev1alpha1.LifecycleReasonExtensionFailed)
+			c.metrics.DryRunActions.WithLabelValues("lifecycle").Inc()
+		} else {
+			// No resourceVersion: the taint write of the same sync has
+			// just moved it, and a patch refused for that would cost a
+			// retry of every such sync. Another writer's condition set
+			// between the read and the write is overwritten only if it
+			// came in that instant.
+			if err := c.patchConditions(ctx, node, conds, ""); err != nil {
+				return err
+			}
+			logger.Info("Set lifecycle conditions", "conditions", summary, "reason", nodev1alpha1.LifecycleReasonExtensionFailed)
+		}
+	}
+	c.mu.Lock()
+	st.lifecycleDone = &w
+	c.mu.Unlock()
+	return nil
+}
+
+// key says what the want asks for, not why (the message).
+func (w lifecycleWant) key() string {
+	return fmt.Sprintf("set=%t,clear=%t,drainInProgress=%t,drained=%t", w.set, w.clear, w.drainInProgress, w.drained)
+}
