@@ -255,6 +255,9 @@ kind: UpdateOperatorConfiguration
 clientConnection: {kubeconfig: %s}
 serving: {metricsBindAddress: "127.0.0.1:%d", healthzBindAddress: "127.0.0.1:%d"}
 stateDeadlines: {stagedAndPerformedUpdate: 3m, rebootedIntoUpdate: 6m, monitoringUpdate: 3m}
+# The operator drains the real node's pods; shorter than rebootedIntoUpdate,
+# which also holds the reboot and the boot.
+drain: {timeout: 3m}
 `, opKubeconfig, ports[2], ports[2]))
 	var procs []*framework.Process
 	for _, spec := range []framework.ProcessSpec{
