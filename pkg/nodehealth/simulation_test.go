@@ -104,6 +104,14 @@ var simOpenFindings = sim.Regressions{
 	// ordering of a label and a renewal in one second (see seed
 	// 6163426813997312058); not diagnosed further.
 	{Seed: 16365078962249930749, Name: "a reboot gate ending in the second a new gating extension's label arrives, under a suspension: the model holds, the controller keeps the reboot gate (open, issue 37)"},
+	// Found by the fresh seeds of CI's first run on commit df4e37a
+	// (2026-11-28): at t=3m5s n5 is ungated with DrainInProgress=True
+	// (ExtensionFailed) still on it. The escalation's sync wrote True, the
+	// ungating sync 9 ms later wrote the taint's removal but no clear
+	// (lifecycle.go): the same sequence at t=1m43s did clear it. The
+	// invariant is the lifecycle-condition one of issue 37; not diagnosed
+	// further.
+	{Seed: 3179572420155271461, Name: "t=3m5s n5: DrainInProgress=True (ExtensionFailed) on a node that is not gated, left by an ungate 9 ms after the escalation set it"},
 }
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
