@@ -7,9 +7,10 @@
 //     version current while Idle; StagedAndPerformedUpdate (record, pin and
 //     restore the version lock around prepare and activate, the node keeps
 //     serving); RebootedIntoUpdate (release the bottlerocket-updater Lease with
-//     reason Updating, wait for the node-health controller's readiness taint,
-//     drain through the Eviction API, write rebootFromBootID, reboot; after the
-//     boot verify the version and renew the Lease); MonitoringUpdate; and the
+//     reason Updating, wait for the node-health controller's readiness taint
+//     and for the operator's drain (the shadow's drained annotation naming
+//     this boot), write rebootFromBootID, reboot; after the boot verify the
+//     version and renew the Lease); MonitoringUpdate; and the
 //     abort of an update that failed before its reboot;
 //   - the never-twice rule: once rebootFromBootID is written the agent never
 //     asks for a reboot again in that boot; a Node bootID different from it
@@ -17,10 +18,11 @@
 //
 // All state lives in the shadow and in Bottlerocket, never only in memory, so
 // the agent may be killed at any step and a new process continues where the
-// old one stopped. In-memory state (the drain's per-pod back-off, when the
-// taint wait and the drain began) only bounds waits and is rebuilt on start.
+// old one stopped. In-memory state (when the taint wait began, the reboot's
+// retries) only bounds waits and is rebuilt on start.
 //
 // The agent takes narrow interfaces (ShadowClient, NodeGetter, BottlerocketAPI,
-// Lease, drain.Client, EventRecorder) and an injected clock. It never writes a
-// Node, never cordons, and never reads or writes another node's shadow.
+// Lease, EventRecorder) and an injected clock. It never writes a Node, never
+// cordons, evicts nothing (the operator drains), and never reads or writes
+// another node's shadow.
 package agent
