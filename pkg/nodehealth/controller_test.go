@@ -607,12 +607,7 @@ func TestEscalationEvictsAfterTimeoutSkippingProtectedPods(t *testing.T) {
 
 func TestBlockedEvictionIsRetriedAndNamesTheBudget(t *testing.T) {
 	f := newFixture(t, testOptions(), readyNode("n1"), pod("plain", "n1"))
-	f.renew("kube-proxy", "n1")
-	f.sync("n1")
-	f.clock.Step(51 * time.Second)
-	f.sync("n1")
-	f.clock.Step(5 * time.Minute)
-	f.sync("n1")
+	f.reachEvictionTime("n1")
 	f.client.PrependReactor("create", "pods", func(action core.Action) (bool, runtime.Object, error) {
 		if action.GetSubresource() != "eviction" {
 			return false, nil, nil
@@ -632,12 +627,7 @@ func TestNoExecuteModeAddsTheNoExecuteTaint(t *testing.T) {
 	opts := testOptions()
 	opts.Eviction.Mode = EvictionModeNoExecute
 	f := newFixture(t, opts, readyNode("n1"))
-	f.renew("kube-proxy", "n1")
-	f.sync("n1")
-	f.clock.Step(51 * time.Second)
-	f.sync("n1")
-	f.clock.Step(5 * time.Minute)
-	f.sync("n1")
+	f.reachEvictionTime("n1")
 	if _, err := f.c.escalate(f.ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}

@@ -23,15 +23,30 @@ import (
 	"nodehealth.io/nodehealth/pkg/drain"
 )
 
+// reachEvictionTime renews the node's kube-proxy Lease once, lets it expire
+// (gated) and the default 5 m eviction timeout run out, syncing at each step.
+func (f *fixture) reachEvictionTime(node string) {
+	f.renew("kube-proxy", node)
+	f.sync(node)
+	f.clock.Step(51 * time.Second)
+	f.sync(node)
+	f.clock.Step(5 * time.Minute)
+	f.sync(node)
+}
+
+// escalateAndSync runs the node's escalation, then the sync it queues.
+func (f *fixture) escalateAndSync(t *testing.T, node string) {
+	t.Helper()
+	if _, err := f.c.escalateNode(f.ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	f.sync(node)
+}
+
 // escalationDue brings node n1 (with the objects) to its eviction time.
 func escalationDue(t *testing.T, objects ...runtime.Object) *fixture {
 	f := newFixture(t, testOptions(), append([]runtime.Object{readyNode("n1")}, objects...)...)
-	f.renew("kube-proxy", "n1")
-	f.sync("n1")
-	f.clock.Step(51 * time.Second)
-	f.sync("n1")
-	f.clock.Step(5 * time.Minute)
-	f.sync("n1")
+	f.reachEvictionTime("n1")
 	f.client.ClearActions()
 	return f
 }
@@ -414,12 +429,7 @@ func escalationDueWith(t *testing.T, force, deleteEmptyDirData bool, objects ...
 	opts := testOptions()
 	opts.Eviction.Force, opts.Eviction.DeleteEmptyDirData = force, deleteEmptyDirData
 	f := newFixture(t, opts, append([]runtime.Object{readyNode("n1")}, objects...)...)
-	f.renew("kube-proxy", "n1")
-	f.sync("n1")
-	f.clock.Step(51 * time.Second)
-	f.sync("n1")
-	f.clock.Step(5 * time.Minute)
-	f.sync("n1")
+	f.reachEvictionTime("n1")
 	f.client.ClearActions()
 	f.events()
 	return f

@@ -90,16 +90,8 @@ func TestDrainedNamesThePodsTheDrainMayNotEvict(t *testing.T) {
 	opts := testOptions()
 	opts.Eviction.Force = false
 	f := newFixture(t, opts, readyNode("n1"), pod("bare", "n1"))
-	f.renew("kube-proxy", "n1")
-	f.sync("n1")
-	f.clock.Step(51 * time.Second)
-	f.sync("n1")
-	f.clock.Step(5 * time.Minute)
-	f.sync("n1")
-	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
-		t.Fatal(err)
-	}
-	f.sync("n1")
+	f.reachEvictionTime("n1")
+	f.escalateAndSync(t, "n1")
 	f.expectLifecycle("n1", "", ours)
 	if c := nodeutil.Condition(f.node("n1"), nodev1alpha1.LifecycleConditionDrained); !strings.Contains(c.Message, "default/bare") {
 		t.Errorf("Drained message %q does not name the pod left", c.Message)
@@ -108,10 +100,7 @@ func TestDrainedNamesThePodsTheDrainMayNotEvict(t *testing.T) {
 
 func TestAnEscalatedNodeAtRestIsNotWrittenAgain(t *testing.T) {
 	f := escalationDue(t, pod("web", "n1"))
-	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
-		t.Fatal(err)
-	}
-	f.sync("n1")
+	f.escalateAndSync(t, "n1")
 	f.expectLifecycle("n1", "", ours)
 	f.writes()
 	for range 3 {
@@ -128,16 +117,8 @@ func TestTheControllerNeverTouchesAnotherWritersLifecycleCondition(t *testing.T)
 	start := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	since := start.Add(-2 * opts.LifecycleConditionMaxAge)
 	f := newFixtureAt(t, start, opts, readyNode("n1", withLifecycleCondition(nodev1alpha1.LifecycleConditionDrainInProgress, "AdminRequested", since)), pod("web", "n1"))
-	f.renew("kube-proxy", "n1")
-	f.sync("n1")
-	f.clock.Step(51 * time.Second)
-	f.sync("n1")
-	f.clock.Step(5 * time.Minute)
-	f.sync("n1")
-	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
-		t.Fatal(err)
-	}
-	f.sync("n1")
+	f.reachEvictionTime("n1")
+	f.escalateAndSync(t, "n1")
 	f.expectLifecycle("n1", "True/AdminRequested", ours)
 	f.renew("kube-proxy", "n1")
 	f.sync("n1")
@@ -147,12 +128,7 @@ func TestTheControllerNeverTouchesAnotherWritersLifecycleCondition(t *testing.T)
 func TestAFreshForeignDrainInProgressIsLeftAloneAndMakesTheNodeLeaving(t *testing.T) {
 	start := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	f := newFixtureAt(t, start, testOptions(), readyNode("n1", withLifecycleCondition(nodev1alpha1.LifecycleConditionDrainInProgress, "AdminRequested", start)), pod("web", "n1"))
-	f.renew("kube-proxy", "n1")
-	f.sync("n1")
-	f.clock.Step(51 * time.Second)
-	f.sync("n1")
-	f.clock.Step(5 * time.Minute)
-	f.sync("n1")
+	f.reachEvictionTime("n1")
 	f.expectLeaving("n1", "condition DrainInProgress=True, reason AdminRequested")
 	for _, a := range f.writes() {
 		if p, ok := a.(core.PatchAction); ok && strings.Contains(string(p.GetPatch()), `"type":"`+nodev1alpha1.LifecycleConditionDrainInProgress+`"`) {
@@ -164,10 +140,7 @@ func TestAFreshForeignDrainInProgressIsLeftAloneAndMakesTheNodeLeaving(t *testin
 
 func TestTheEscalationsConditionsAreClearedWhenTheNodeStartsLeaving(t *testing.T) {
 	f := escalationDue(t, pod("web", "n1"))
-	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
-		t.Fatal(err)
-	}
-	f.sync("n1")
+	f.escalateAndSync(t, "n1")
 	f.expectLifecycle("n1", "", ours)
 	f.updateNode("n1", func(n *v1.Node) {
 		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: nodev1alpha1.TaintToBeDeletedByClusterAutoscaler, Effect: v1.TaintEffectNoSchedule})
@@ -180,12 +153,7 @@ func TestADryRunCountsTheLifecycleConditionsOnceAndWritesNothing(t *testing.T) {
 	opts := testOptions()
 	opts.DryRun = true
 	f := newFixture(t, opts, readyNode("n1"))
-	f.renew("kube-proxy", "n1")
-	f.sync("n1")
-	f.clock.Step(51 * time.Second)
-	f.sync("n1")
-	f.clock.Step(5 * time.Minute)
-	f.sync("n1")
+	f.reachEvictionTime("n1")
 	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
@@ -202,16 +170,8 @@ func TestTheNoExecuteEscalationSaysDrainInProgressWhileItsTaintIsOn(t *testing.T
 	opts := testOptions()
 	opts.Eviction.Mode = EvictionModeNoExecute
 	f := newFixture(t, opts, readyNode("n1"))
-	f.renew("kube-proxy", "n1")
-	f.sync("n1")
-	f.clock.Step(51 * time.Second)
-	f.sync("n1")
-	f.clock.Step(5 * time.Minute)
-	f.sync("n1")
-	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
-		t.Fatal(err)
-	}
-	f.sync("n1")
+	f.reachEvictionTime("n1")
+	f.escalateAndSync(t, "n1")
 	if !nodeutil.HasTaint(f.node("n1"), testKey, v1.TaintEffectNoExecute) {
 		t.Fatal("no NoExecute taint")
 	}
@@ -239,10 +199,7 @@ func TestAGuardHoldingTheDrainLeavesTheLifecycleConditionsAsTheyWere(t *testing.
 	syncAll("n2", "n3", "n4")
 	refuse := true
 	refuseEvictionsWhile(f, &refuse)
-	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
-		t.Fatal(err)
-	}
-	f.sync("n1")
+	f.escalateAndSync(t, "n1")
 	f.expectLifecycle("n1", ours, "")
 
 	// Three of four nodes fail: the blast radius suspends evictions.
