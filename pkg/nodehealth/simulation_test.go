@@ -112,6 +112,14 @@ var simOpenFindings = sim.Regressions{
 	// invariant is the lifecycle-condition one of issue 37; not diagnosed
 	// further.
 	{Seed: 3179572420155271461, Name: "t=3m5s n5: DrainInProgress=True (ExtensionFailed) on a node that is not gated, left by an ungate 9 ms after the escalation set it"},
+	// make simulate SEEDS=200 on 2026-11-28 (1 of 200): n2's updater
+	// releases (Updating) at 1m39s while the Lease watch is stalled and the
+	// own view is stale, and the controller is restarted at 1m43s, still
+	// inside the stall. The model taints n2 for planned maintenance at once;
+	// the new controller holds it as GatingSuspended. Whether a planned
+	// release seen at a restart mid-stall may wait for the own view is not
+	// decided yet.
+	{Seed: 5177122390577962639, Name: "t=1m43s n2: controller untainted/False:GatingSuspended, model tainted/False:PlannedMaintenance (a planned release during a Lease-watch stall, a restart inside it)"},
 }
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")

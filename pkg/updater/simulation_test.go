@@ -106,7 +106,17 @@ var simRegressions = sim.Regressions{
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md); TestUpdaterSimulationOpenFindings runs them with
 // -sim.open. Until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	// make simulate SIM=updater SEEDS=200 on 2026-11-28 (1 of 200): at
+	// 2m13s n3's Node is deleted in the second a pin arrives; the operator,
+	// its cache still holding n3's Node, starts n0 and n3 in that second
+	// with maxConcurrentUpdates 1, then deletes n3's shadow. The model
+	// counts the second start over the limit. Whether the operator's count
+	// dropped the shadow of a Node being deleted before its own start, or
+	// the driver judges the start on a Node the operator had not yet seen
+	// go, is not decided.
+	{Seed: 6690441109993457636, Name: "t=2m13s n3: a start with 1 in flight, limit 1, in the second n3's Node is deleted and a pin arrives"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
