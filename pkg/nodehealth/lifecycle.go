@@ -66,17 +66,15 @@ func (c *Controller) lifecycleOf(name string, st *nodeState, d decision) lifecyc
 // touched. A False one of another writer is taken over only to say True: its
 // writer considers its state over.
 //
-// prev is the want last written (nil: none): a condition it set True that
-// the informer's copy does not show yet is taken as ours and True, so that
-// clearing it does not wait for a cache that lags behind the write.
+// prev is the want last written (nil: none). The informer's copy can lag
+// behind it, showing nothing yet or what an earlier write of ours said (a
+// clear before the escalation just written, or the escalation before the
+// clear): where the copy shows no condition or one of ours, the status is
+// what prev wrote.
 func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) []v1.NodeCondition {
 	var out []v1.NodeCondition
 	for _, kind := range lifecycleTypes {
-		cur := nodeutil.Condition(node, v1.NodeConditionType(kind))
-		if cur == nil && prev != nil && prev.set && (kind == nodev1alpha1.LifecycleConditionDrainInProgress && prev.drainInProgress ||
-			kind == nodev1alpha1.LifecycleConditionDrained && prev.drained) {
-			cur = &v1.NodeCondition{Type: v1.NodeConditionType(kind), Status: v1.ConditionTrue, Reason: nodev1alpha1.LifecycleReasonExtensionFailed}
-		}
+		cur := lastWritten(nodeutil.Condition(node, v1.NodeConditionType(kind)), kind, prev)
 		ours := cur != nil && cur.Reason == nodev1alpha1.LifecycleReasonExtensionFailed
 		want := v1.ConditionFalse
 		switch {
@@ -101,10 +99,35 @@ func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) []v1.
 	return out
 }
 
+// lastWritten is the condition of type kind as the controller's last write
+// (prev) left it, where cached is absent or ours: True where prev set it,
+// False where prev set or cleared the others and the copy has one. Another
+// writer's condition is returned as it is.
+func lastWritten(cached *v1.NodeCondition, kind string, prev *lifecycleWant) *v1.NodeCondition {
+	if prev == nil || !prev.set && !prev.clear || cached != nil && cached.Reason != nodev1alpha1.LifecycleReasonExtensionFailed {
+		return cached
+	}
+	if prev.set && (kind == nodev1alpha1.LifecycleConditionDrainInProgress && prev.drainInProgress ||
+		kind == nodev1alpha1.LifecycleConditionDrained && prev.drained) {
+		return &v1.NodeCondition{Type: v1.NodeConditionType(kind), Status: v1.ConditionTrue, Reason: nodev1alpha1.LifecycleReasonExtensionFailed}
+	}
+	if cached == nil {
+		return nil
+	}
+	c := cached.DeepCopy()
+	c.Status = v1.ConditionFalse
+	return c
+}
+
 // writeLifecycle brings the node's lifecycle conditions to w with one status
 // patch (patchConditions). Nothing is written when nothing differs, so a
 // steady node costs no write; a dry run counts and logs each change once.
 func (c *Controller) writeLifecycle(ctx context.Context, node *v1.Node, st *nodeState, w lifecycleWant) error {
+	if !w.set && !w.clear {
+		// Nothing asked: lifecycleDone keeps the last write, which the
+		// informer's copy may not show yet.
+		return nil
+	}
 	c.mu.Lock()
 	prev := st.lifecycleDone
 	c.mu.Unlock()

@@ -244,3 +244,82 @@ func TestAnUngateClearsADrainInProgressTheCacheDoesNotShowYet(t *testing.T) {
 	}
 	f.expectLifecycle("n1", oursCleared, "")
 }
+
+// The cache can show the clear of an earlier escalation when the next one has
+// already set DrainInProgress again: the ungate that follows must clear what
+// the controller wrote last, not skip a condition the cache says is False
+// (simulation seed 3179572420155271461: the ungate 9 ms after the escalation
+// left DrainInProgress=True).
+func TestAnUngateClearsADrainInProgressTheCacheStillShowsClearedFromBefore(t *testing.T) {
+	f := escalationDue(t, pod("web", "n1"))
+	refuse := true
+	refuseEvictionsWhile(f, &refuse)
+	f.escalateAndSync(t, "n1")
+	f.expectLifecycle("n1", ours, "")
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.expectLifecycle("n1", oursCleared, "")
+
+	f.reachEvictionTime("n1")
+	if !f.tainted("n1") {
+		t.Fatal("not gated again after the extension failed again")
+	}
+	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	// Synced without the informer delivering the result: the cache still
+	// shows the clear of the first escalation.
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expectLifecycle("n1", ours, "")
+	f.renew("kube-proxy", "n1")
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if f.tainted("n1") {
+		t.Fatal("still gated after the extension renewed")
+	}
+	f.expectLifecycle("n1", oursCleared, "")
+}
+
+// The reverse: a clear the cache does not show yet, then a new escalation.
+// The cache's True is the first escalation's; the controller's last write
+// said False, so DrainInProgress is set True again.
+func TestAnEscalationSetsDrainInProgressTheCacheStillShowsFromBefore(t *testing.T) {
+	f := escalationDue(t, pod("web", "n1"))
+	refuse := true
+	refuseEvictionsWhile(f, &refuse)
+	f.escalateAndSync(t, "n1")
+	f.expectLifecycle("n1", ours, "")
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.expectLifecycle("n1", oursCleared, "")
+	// The cache has the ungate's patch but not yet the status patch after
+	// it: DrainInProgress still True.
+	cached := f.node("n1").DeepCopy()
+	for i := range cached.Status.Conditions {
+		if string(cached.Status.Conditions[i].Type) == nodev1alpha1.LifecycleConditionDrainInProgress {
+			cached.Status.Conditions[i].Status = v1.ConditionTrue
+		}
+	}
+	if err := f.nodeIndexer().Update(cached); err != nil {
+		t.Fatal(err)
+	}
+
+	f.clock.Step(51 * time.Second)
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Step(5 * time.Minute)
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expectLifecycle("n1", ours, "")
+}

@@ -164,8 +164,8 @@ type nodeState struct {
 	// lifecycleDone is the lifecycle want last brought to the node, written
 	// or, in a dry run, counted (nil: none yet): until the want changes the
 	// node is not written again, though the informer may not show the write
-	// yet (or, in a dry run, ever); and a condition it set True counts as
-	// ours when the informer does not show it yet.
+	// yet (or, in a dry run, ever); and what it wrote counts over the
+	// informer's copy of a condition of ours, which may lag (lastWritten).
 	lifecycleDone *lifecycleWant
 	// exts are the extensions the last evaluation resolved, so that the
 	// blast radius can be brought up to date from every node's facts and

@@ -181,8 +181,8 @@ func currentRun(log string) string {
 // longer names it, so the follower need not wait out the lease; the leader
 // exits 0 and the follower takes over.
 func TestSIGTERMReleasesLeadership(t *testing.T) {
-	h := newHarness(t, "release")
-	leaderNS := testenv.NewNamespace(t, "nh-release")
+	h := newHarness(t, "sigterm")
+	leaderNS := testenv.NewNamespace(t, "nh-sigterm")
 	config := h.controllerConfig(leaderNS)
 	a := h.startBinary(t, "nodehealth-controller-a", config)
 	b := h.startBinary(t, "nodehealth-controller-b", config)

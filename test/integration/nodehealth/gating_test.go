@@ -204,7 +204,7 @@ func TestRegistrationGrace(t *testing.T) {
 // node go without the extension, which gates again once it came up.
 func TestStartupTimeout(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, "startup")
+	h := newHarness(t, "timeout")
 	keep := h.rule("keep", map[string]string{"it.nodehealth.io/policy": "keep"})
 	keep.StartupTimeout = 3 * time.Second
 	open := h.rule("open", map[string]string{"it.nodehealth.io/policy": "open"})
@@ -213,8 +213,8 @@ func TestStartupTimeout(t *testing.T) {
 	run := h.startController(t, h.options(h.rule("cni", nil), keep, open))
 
 	before := time.Now()
-	kn := h.createNode(t, "startup-keep", withLabels(map[string]string{"it.nodehealth.io/policy": "keep"}))
-	on := h.createNode(t, "startup-open", withLabels(map[string]string{"it.nodehealth.io/policy": "open"}))
+	kn := h.createNode(t, "timeout-keep", withLabels(map[string]string{"it.nodehealth.io/policy": "keep"}))
+	on := h.createNode(t, "timeout-open", withLabels(map[string]string{"it.nodehealth.io/policy": "open"}))
 	h.startRenewer(t, "cni", kn)
 	h.startRenewer(t, "cni", on)
 

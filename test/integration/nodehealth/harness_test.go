@@ -76,8 +76,17 @@ type harness struct {
 	nodes   *nodeRecorder
 }
 
+// groupsInUse are the groups of the tests of this run: two tests sharing a
+// group would run two controllers with different rules on the same nodes,
+// which fight over them (CI met it: a start-up timeline seconds late, behind
+// a string of conflicts).
+var groupsInUse sync.Map
+
 func newHarness(t *testing.T, group string) *harness {
 	t.Helper()
+	if other, taken := groupsInUse.LoadOrStore(group, t.Name()); taken {
+		t.Fatalf("group %q is already %s's: give each test its own", group, other)
+	}
 	env := testenv.Env(t)
 	h := &harness{t: t, env: env, group: group, leaseNS: testenv.NewNamespace(t, "nh-"+group)}
 	h.nodes = newNodeRecorder(t, env.Client, h.selector())
