@@ -270,7 +270,7 @@ type evaluation struct {
 
 	// gating are the statuses of the extensions that gate the node,
 	// notReady those of them that are not ready; allPlanned: every not
-	// ready one is planned.
+	// ready one counts as planned (plannedReleases).
 	gating, notReady []*extensionStatus
 	allPlanned       bool
 	// failing and suspended: set by failure, read by escalation.
@@ -563,14 +563,24 @@ func (e *evaluation) applyStartupTimeouts() {
 // plannedReleases finds the gating extensions that are not ready, and
 // whether their failure is planned. A planned release lasts until that Lease
 // renews: while it does not, the node's other failures are planned too (the
-// updater reboots the node, and its other extensions expire meanwhile).
+// updater reboots the node, and its other extensions expire meanwhile),
+// whichever came first. A failure that came first and is held by a guard
+// leaves no gate to remember the release in, so a release among the
+// failures makes them planned in the evaluation that sees it (seed
+// 5177122390577962639: a restarted controller held the node the updater
+// had asked to taint).
 func (e *evaluation) plannedReleases() {
 	st := e.st
+	anyPlanned := false
 	for _, s := range e.gating {
 		if !s.ready {
 			e.notReady = append(e.notReady, s)
 			e.allPlanned = e.allPlanned && s.planned
+			anyPlanned = anyPlanned || s.planned
 		}
+	}
+	if anyPlanned {
+		e.allPlanned = true
 	}
 	for _, s := range e.d.statuses {
 		if s.planned && st.gated {

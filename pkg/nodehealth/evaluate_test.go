@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"nodehealth.io/nodehealth/pkg/nodeutil"
 
@@ -648,6 +649,58 @@ func TestPlannedReleaseMakesTheNodesOtherFailuresPlanned(t *testing.T) {
 	f.sync("n1")
 	if !f.c.blast.isFailing("n1") {
 		t.Fatal("kube-proxy still not ready after the planned Lease renewed, and not failing")
+	}
+}
+
+// The other order: a node whose failure is held by a suspension gets a
+// planned release of another extension (the updater asks for the taint
+// before it drains). Its failures are planned from that evaluation on, as
+// they would be had the release come first: it is tainted for planned
+// maintenance at once, not held (simulation seed 5177122390577962639).
+func TestAPlannedReleaseOnANodeHeldForAFailureTaintsItForMaintenance(t *testing.T) {
+	t.Run("seen by the same instance", func(t *testing.T) { plannedReleaseOnAHeldNode(t, false) })
+	t.Run("seen first by a restarted instance", func(t *testing.T) { plannedReleaseOnAHeldNode(t, true) })
+}
+
+func plannedReleaseOnAHeldNode(t *testing.T, restart bool) {
+	names := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	var objs []runtime.Object
+	for _, n := range names {
+		objs = append(objs, readyNode(n, twoExtensions), lease("cni", n, "holder", t0), lease("kube-proxy", n, "holder", t0))
+	}
+	opts := testOptions()
+	opts.BlastRadius = BlastRadiusOptions{ClusterThreshold: 0.5}
+	f := newFixture(t, opts, objs...)
+	for _, n := range names {
+		f.sync(n)
+	}
+	f.clock.Step(time.Second)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		f.release("kube-proxy", n, "Crash")
+		f.sync(n)
+	}
+	if f.tainted("n3") || f.condition("n3").Reason != nodev1alpha1.ReasonGatingSuspended {
+		t.Fatalf("n3 not held by the suspension: tainted %v, %+v", f.tainted("n3"), f.condition("n3"))
+	}
+
+	f.clock.Step(time.Second)
+	f.release("cni", "n3", nodev1alpha1.ReasonUpdating)
+	g := f
+	if restart {
+		// The release is first seen by a new instance, which knows
+		// nothing of the held failure but what the Node says.
+		g = f.restart(opts)
+		g.c.primeBlastRadius(g.ctx)
+	}
+	g.sync("n3")
+	if !g.tainted("n3") {
+		t.Fatal("a planned release on a node held for a failure was held too")
+	}
+	if c := g.condition("n3"); c.Reason != nodev1alpha1.ReasonPlannedMaintenance {
+		t.Errorf("reason %q, want %q", c.Reason, nodev1alpha1.ReasonPlannedMaintenance)
+	}
+	if g.c.blast.isFailing("n3") {
+		t.Error("a node in planned maintenance counts as failing")
 	}
 }
 

@@ -10,12 +10,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"k8s.io/klog/v2"
 )
 
 var (
 	flagSeed    = flag.String("sim.seed", "", "run only this seed (replays a failure)")
 	flagSeeds   = flag.Int("sim.seeds", 0, "random seeds each sim.Run adds to its fixed seeds (go test runs only the fixed ones, so that CI is deterministic; make simulate adds random ones)")
 	flagVerbose = flag.Bool("sim.verbose", false, "log each seed's trace")
+	flagKlogV   = flag.Int("sim.v", 0, "the product's log verbosity (klog -v) while replaying a seed: 5 shows every Lease event the controller handles")
 	flagFresh   = flag.String("sim.fresh", "", "draw the -sim.seeds seeds from this string (the commit: the same commit runs the same fresh seeds, each commit new ones) and run only those, not the fixed ones (which go test runs anyway)")
 )
 
@@ -129,6 +132,11 @@ const Parallel = 8
 // Parallel at a time unless -test.parallel is set.
 func Main(m *testing.M) {
 	flag.Parse()
+	if *flagKlogV > 0 {
+		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+		klog.InitFlags(fs)
+		_ = fs.Set("v", strconv.Itoa(*flagKlogV))
+	}
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
 	if !set {
