@@ -7,6 +7,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	core "k8s.io/client-go/testing"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
@@ -346,5 +350,66 @@ func TestANodeWithAnInvalidListLeavesTheBlastRadius(t *testing.T) {
 	f.sync("n3")
 	if s, why := f.c.blast.suspended(""); s {
 		t.Fatalf("n3's list is invalid, 2 of 5 judged nodes fail: still suspended (%s)", why)
+	}
+}
+
+// An ungate decided and not written (the Node changed under the patch: a
+// label that brings a new gating extension) leaves the taint of the ended
+// gate on the node. The decision taken again sees a new failure, which the
+// blast radius holds: the leftover taint goes with the held failure, as it
+// would have had the ungate been written first (simulation seed
+// 16365078962249930749: the controller kept the node tainted for a failure
+// the suspension held).
+func TestAHeldFailureAfterAnUngateThatWasNotWrittenRemovesTheLeftoverTaint(t *testing.T) {
+	names := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	opts := testOptions()
+	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: labels.SelectorFromSet(labels.Set{"cni": "true"}),
+		AffectsReadiness: true, FailurePolicy: FailurePolicyKeepGated})
+	f := newFixture(t, opts, readyNodes(names...)...)
+	f.syncAll(names...)
+	f.clock.Step(time.Second)
+	for _, n := range []string{"n2", "n3", "n4"} {
+		f.release("kube-proxy", n, "Crash")
+		f.sync(n)
+	}
+	f.expectTainted(map[string]bool{"n2": true, "n3": true, "n4": false})
+
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.sync("n1")
+	if !f.tainted("n1") || f.condition("n1").Reason != nodev1alpha1.ReasonNodeRebooted {
+		t.Fatalf("n1 not gated for its reboot: tainted %v, %s", f.tainted("n1"), f.condition("n1").Reason)
+	}
+
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	// The ungate's patch meets the label, written a moment before.
+	labelled := false
+	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
+		if labelled || action.(core.PatchAction).GetName() != "n1" || action.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		labelled = true
+		obj, err := f.client.Tracker().Get(v1.SchemeGroupVersion.WithResource("nodes"), "", "n1")
+		if err != nil {
+			return true, nil, err
+		}
+		n := obj.(*v1.Node).DeepCopy()
+		n.Labels = labels.Merge(n.Labels, labels.Set{"cni": "true"})
+		n.ResourceVersion = "labelled"
+		if err := f.client.Tracker().Update(v1.SchemeGroupVersion.WithResource("nodes"), n, ""); err != nil {
+			return true, nil, err
+		}
+		return true, nil, apierrors.NewConflict(v1.Resource("nodes"), "n1", errors.New("the object has been modified"))
+	})
+	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+		t.Fatal("the ungate was written although the node changed under it")
+	}
+	f.refresh("n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Errorf("n1 tainted for a failure the suspension holds (condition %s)", f.condition("n1").Reason)
+	}
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonGatingSuspended {
+		t.Errorf("n1's condition: %s, want %s", r, nodev1alpha1.ReasonGatingSuspended)
 	}
 }

@@ -798,11 +798,16 @@ func (e *evaluation) isFailing() {
 
 // placeTaint decides the taint (the model's placeTaint): untaints always
 // proceed; additions wait while the controller cannot trust its own view,
-// and failure taints while gating is suspended.
+// and failure taints while gating is suspended. A failure gate that begins
+// in this evaluation on a node still tainted found the taint of a gate that
+// ended (an ungate whose write the Node's change refused: seed
+// 16365078962249930749); that taint is owed its removal, and is held off
+// like an addition.
 func (e *evaluation) placeTaint() {
 	st, f := e.st, e.f
 	e.d.taint = st.gated
-	if st.gated && !f.tainted && (e.in.ownViewStale || (e.failing && e.suspended)) {
+	leftover := f.tainted && e.d.started && e.failing
+	if st.gated && (!f.tainted || leftover) && (e.in.ownViewStale || (e.failing && e.suspended)) {
 		e.d.taint = false
 		e.d.suppressed = true
 	}

@@ -85,6 +85,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 6830237159890156263, Name: "an escalated node whose failure pauses while it stays gated (an own-view recovery's grace) and goes on keeps being drained (make simulate SEEDS=200, 2026-11-28)"},
 	{Seed: 3179572420155271461, Name: "an ungate clears the DrainInProgress the escalation just set although the cache still shows the clear of the node's earlier escalation: the controller's last write counts over a lagging cache (fresh seeds of CI on df4e37a, 2026-11-28)"},
 	{Seed: 5177122390577962639, Name: "a planned release first seen by a restarted controller on a node held for another extension's failure taints it for maintenance: a release among the failures makes them planned (make simulate SEEDS=200, 2026-11-28)"},
+	{Seed: 16365078962249930749, Name: "an ungate refused because the Node changed under it (a label bringing cni) leaves a taint that a held failure removes (was \"a stopped controller observes nothing\" until the lifecycle writes of issue 37 moved its schedule)"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that
@@ -94,19 +95,7 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{
-	// Was the regression seed of "a stopped controller observes nothing: two
-	// nodes ungated by the model on events only the old instance saw
-	// (driver)"; the lifecycle condition writes (issue 37) changed its
-	// schedule, and it now ends at t=1m33s with n1 tainted while the model
-	// holds it: the model ended n1's reboot gate (kube-proxy renewed) before
-	// the cni label of the same second and held the new failure (blast
-	// radius suspended); the controller saw the label while still in its
-	// reboot gate and kept it, now waiting for cni. Likely the driver's
-	// ordering of a label and a renewal in one second (see seed
-	// 6163426813997312058); not diagnosed further.
-	{Seed: 16365078962249930749, Name: "a reboot gate ending in the second a new gating extension's label arrives, under a suspension: the model holds, the controller keeps the reboot gate (open, issue 37)"},
-}
+var simOpenFindings = sim.Regressions{}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
