@@ -84,6 +84,10 @@ type Controller struct {
 	// lastPassTold is the last NotEvictedBeforeReboot message sent per
 	// node, so the repeated last passes announce each refusal once.
 	lastPassTold map[string]string
+	// lifecycleDone is the lifecycle conditions last brought onto each
+	// node (lifecycle.go): the informer's copy of the Node lags behind
+	// the operator's own writes.
+	lifecycleDone map[string]lifecycleRecord
 }
 
 // NewController wires the controller to its informers. recorder may be nil;
@@ -96,6 +100,9 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 	}
 	if opts.Drain.Client == nil {
 		return nil, errors.New("a drain client is required: the operator evicts the pods of every node it reboots")
+	}
+	if opts.Nodes == nil {
+		return nil, errors.New("a Node status client is required: the operator publishes the lifecycle conditions of every node it updates")
 	}
 	if opts.LeaseNamespace == "" {
 		opts.LeaseNamespace = nodev1alpha1.DefaultLeaseNamespace
@@ -128,6 +135,8 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 		drains:       map[string]*nodeDrain{},
 		lastPassTold: map[string]string{},
 		drainClock:   clk,
+
+		lifecycleDone: map[string]lifecycleRecord{},
 	}
 	c.after = c.queue.AddAfter
 	nodeHandler, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -242,7 +251,9 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	if key == startKey {
 		err = c.syncStart(ctx)
 	} else {
-		err = c.syncShadow(ctx, key)
+		// The lifecycle conditions follow the shadow's state; a failed
+		// write of them does not hold the update up.
+		err = errors.Join(c.syncShadow(ctx, key), c.syncLifecycle(ctx, key))
 	}
 	if err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Syncing update state", "key", key)

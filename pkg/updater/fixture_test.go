@@ -51,6 +51,7 @@ func defaultOptions() Options {
 		Selector:  labels.SelectorFromSet(labels.Set{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}),
 		Deadlines: Deadlines{StagedAndPerformedUpdate: stagedDL, RebootedIntoUpdate: rebootDL, MonitoringUpdate: monitorDL, ReturnToIdle: returnDL},
 		Drain:     DrainOptions{Client: &fakePods{}},
+		Nodes:     &nodeStatuses{},
 	}
 }
 

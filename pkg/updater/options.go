@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"nodehealth.io/nodehealth/pkg/drain"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 // Options are the update controller's process settings, in plain values.
@@ -26,6 +27,9 @@ type Options struct {
 	DryRun bool
 	// Drain is how the operator drains a node before its reboot.
 	Drain DrainOptions
+	// Nodes patches the status of Nodes: the KEP-5683 lifecycle conditions
+	// of their updates (lifecycle.go). NewController requires it.
+	Nodes nodeutil.NodeStatuses
 }
 
 // DefaultDrainTimeout bounds a node's drain when DrainOptions.Timeout is
