@@ -174,6 +174,32 @@ func TestAStaleForeignDrainedConditionDoesNotExemptASchedulableNode(t *testing.T
 	}
 }
 
+// The update operator's lifecycle conditions are nodehealth's own
+// (docs/updater.md): a node it updates, or whose failed update halts a
+// rollout, is not leaving, and a failure on it is gated like any other.
+func TestTheUpdateOperatorsLifecycleConditionsDoNotMakeANodeLeaving(t *testing.T) {
+	opts := testOptions()
+	opts.BlastRadius = BlastRadiusOptions{}
+	f := newFixture(t, opts,
+		readyNode("updating",
+			withLifecycleCondition(nodev1alpha1.LifecycleConditionMaintenanceInProgress, nodev1alpha1.LifecycleReasonBottlerocketUpdate, t0),
+			withLifecycleCondition(nodev1alpha1.LifecycleConditionDrainInProgress, nodev1alpha1.LifecycleReasonBottlerocketUpdate, t0),
+			withLifecycleCondition(nodev1alpha1.LifecycleConditionDrained, nodev1alpha1.LifecycleReasonBottlerocketUpdate, t0)),
+		readyNode("halted", withLifecycleCondition(nodev1alpha1.LifecycleConditionMaintenanceInProgress, nodev1alpha1.LifecycleReasonUpdateFailed, t0)))
+	names := []string{"updating", "halted"}
+	for _, n := range names {
+		f.renew("kube-proxy", n)
+	}
+	f.syncAll(names...)
+	f.clock.Step(51 * time.Second)
+	f.syncAll(names...)
+	for _, n := range names {
+		if c := f.condition(n); !f.tainted(n) || c.Reason != nodev1alpha1.ReasonExtensionsNotReady || !f.c.blast.isFailing(n) {
+			t.Errorf("%s: tainted %v, condition %s, failing %v: want a failure like any other", n, f.tainted(n), c.Reason, f.c.blast.isFailing(n))
+		}
+	}
+}
+
 // The leaving condition stops counting when it grows stale: the evaluation
 // asks to be run again at that instant.
 func TestALeavingNodeIsEvaluatedAgainWhenItsLifecycleConditionGrowsStale(t *testing.T) {
