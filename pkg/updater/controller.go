@@ -251,9 +251,10 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	if key == startKey {
 		err = c.syncStart(ctx)
 	} else {
-		// The lifecycle conditions follow the shadow's state; a failed
-		// write of them does not hold the update up.
-		err = errors.Join(c.syncShadow(ctx, key), c.syncLifecycle(ctx, key))
+		// The lifecycle conditions say what the sync is about to do; a
+		// failed write of them does not hold the update up.
+		lerr := c.syncLifecycle(ctx, key)
+		err = errors.Join(c.syncShadow(ctx, key), lerr)
 	}
 	if err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Syncing update state", "key", key)

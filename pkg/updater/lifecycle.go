@@ -100,10 +100,12 @@ func (c *Controller) lifecycleOf(s *updatesv1alpha1.BottlerocketShadow, node *v1
 }
 
 // lifecycleChanges returns the conditions to write on node for w: only
-// conditions whose reason is the operator's are set or cleared; a True one
-// of another writer (an admin's drain, the node-health controller's
-// eviction) is never touched, and a False one is taken over only to say
-// True (its writer considers its state over).
+// conditions whose reason is the operator's are set or cleared; another
+// writer's (an admin's drain) is never touched, True or False. The one
+// exception is the node-health controller's, nodehealth's too: its False
+// one (an eviction long over, which it clears but never removes) is taken
+// over to say True, as the controller takes over the operator's, or a node
+// once escalated would never show its updates' drains.
 //
 // prev is what the operator last wrote on the node (nil: nothing in this
 // process). The informer's copy can lag behind it: where the copy shows no
@@ -116,7 +118,8 @@ func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) []v1.
 		switch {
 		case cur == nil && want == v1.ConditionFalse:
 			continue
-		case cur != nil && !lifecycleOwn(cur.Reason) && (cur.Status == v1.ConditionTrue || want == v1.ConditionFalse):
+		case cur != nil && !lifecycleOwn(cur.Reason) && (cur.Status == v1.ConditionTrue || want == v1.ConditionFalse ||
+			!nodev1alpha1.OwnLifecycleReason(cur.Reason)):
 			continue
 		case cur != nil && lifecycleOwn(cur.Reason) && cur.Status == want && cur.Reason == w.reason[i]:
 			continue
@@ -161,8 +164,9 @@ func lifecycleMessage(kind string, status v1.ConditionStatus, reason string) str
 }
 
 // syncLifecycle brings the lifecycle conditions of the node named name to
-// what its shadow's state asks (lifecycleOf) with one status patch, after
-// the shadow's own sync. Nothing is written when nothing differs, so a
+// what its shadow's state asks (lifecycleOf) with one status patch, before
+// the shadow's own sync acts on that state: a drain is announced before it
+// begins, even one that is done in its first pass. Nothing is written when nothing differs, so a
 // steady node costs no write. A shadow deleted (its node left the managed
 // set, or the shadow was removed) clears ours.
 func (c *Controller) syncLifecycle(ctx context.Context, name string) error {
