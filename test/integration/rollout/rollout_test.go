@@ -517,4 +517,24 @@ func TestNewVersionNeverComesUpHaltsRollout(t *testing.T) {
 			t.Errorf("node %s: %d reboot requests, running %s; want untouched", n, st.RebootRequests, st.Running)
 		}
 	}
+
+	// The halt is on the node too (docs/updater.md, "Lifecycle
+	// conditions"): MaintenanceInProgress stays True, reason UpdateFailed,
+	// until the failure is resumed (TestAHaltHoldsMaintenanceInProgressUntilResumed:
+	// a resume here would start the node's next attempt mid-cleanup).
+	env, ctx := testenv.Env(t), testenv.Context(t)
+	if _, err := env.WaitForNode(ctx, bad, func(n *corev1.Node) bool {
+		return nodeutil.HasCondition(n, nodev1alpha1.LifecycleConditionMaintenanceInProgress, corev1.ConditionTrue, nodev1alpha1.LifecycleReasonUpdateFailed)
+	}); err != nil {
+		t.Errorf("%s: no MaintenanceInProgress=True/UpdateFailed while it halts the rollout: %v", bad, err)
+	}
+	for _, n := range names[1:] {
+		node, err := env.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if own, _ := lifecycleState(node); own != "----" {
+			t.Errorf("node %s, never started, has lifecycle conditions %s", n, own)
+		}
+	}
 }
