@@ -107,11 +107,12 @@ func (c *Controller) lifecycleOf(s *updatesv1alpha1.BottlerocketShadow, node *v1
 // over to say True, as the controller takes over the operator's, or a node
 // once escalated would never show its updates' drains.
 //
-// prev is what the operator last wrote on the node (nil: nothing in this
-// process). The informer's copy can lag behind it: where the copy shows no
-// condition or one of ours, the condition is what prev wrote.
-func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) []v1.NodeCondition {
-	var out []v1.NodeCondition
+// prev is what the operator's writes left on the node, as far as it knows
+// (nil: nothing in this process; an empty status: nothing of ours). The
+// informer's copy can lag behind it: where the copy shows no condition or
+// one of ours, the condition is what prev says. left is what this write
+// leaves, the next call's prev.
+func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) (out []v1.NodeCondition, left lifecycleWant) {
 	for i, kind := range lifecycleTypes {
 		cur := lastWritten(nodeutil.Condition(node, v1.NodeConditionType(kind)), i, prev)
 		want := w.status[i]
@@ -122,19 +123,20 @@ func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) []v1.
 			!nodev1alpha1.OwnLifecycleReason(cur.Reason)):
 			continue
 		case cur != nil && lifecycleOwn(cur.Reason) && cur.Status == want && cur.Reason == w.reason[i]:
-			continue
+		default:
+			out = append(out, v1.NodeCondition{Type: v1.NodeConditionType(kind), Status: want, Reason: w.reason[i],
+				Message: lifecycleMessage(kind, want, w.reason[i])})
 		}
-		out = append(out, v1.NodeCondition{Type: v1.NodeConditionType(kind), Status: want, Reason: w.reason[i],
-			Message: lifecycleMessage(kind, want, w.reason[i])})
+		left.status[i], left.reason[i] = want, w.reason[i]
 	}
-	return out
+	return out, left
 }
 
 // lastWritten is the condition of type lifecycleTypes[i] as the operator's
-// last write (prev) left it, where cached is absent or ours. Another
-// writer's condition is returned as it is.
+// writes left it (prev), where cached is absent or ours. Another writer's
+// condition is returned as it is.
 func lastWritten(cached *v1.NodeCondition, i int, prev *lifecycleWant) *v1.NodeCondition {
-	if prev == nil || cached != nil && !lifecycleOwn(cached.Reason) {
+	if prev == nil || prev.status[i] == "" || cached != nil && !lifecycleOwn(cached.Reason) {
 		return cached
 	}
 	if prev.status[i] == v1.ConditionFalse && cached == nil {
@@ -200,15 +202,13 @@ func (c *Controller) syncLifecycle(ctx context.Context, name string) error {
 	prev, ok := c.lifecycleDone[name]
 	c.mu.Unlock()
 	var prevp *lifecycleWant
-	if ok {
-		if prev.node == node.UID && prev.want == w {
+	if ok && prev.node == node.UID {
+		if prev.want == w {
 			return nil
 		}
-		if prev.node == node.UID {
-			prevp = &prev.want
-		}
+		prevp = &prev.left
 	}
-	conds := lifecycleChanges(node, w, prevp)
+	conds, left := lifecycleChanges(node, w, prevp)
 	if len(conds) > 0 {
 		parts := make([]string, 0, len(conds))
 		for _, cond := range conds {
@@ -236,14 +236,15 @@ func (c *Controller) syncLifecycle(ctx context.Context, name string) error {
 		}
 	}
 	c.mu.Lock()
-	c.lifecycleDone[name] = lifecycleRecord{node: node.UID, want: w}
+	c.lifecycleDone[name] = lifecycleRecord{node: node.UID, want: w, left: left}
 	c.mu.Unlock()
 	return nil
 }
 
-// lifecycleRecord is the want last brought onto a node, by its UID: a Node
-// deleted and created again under the same name starts without.
+// lifecycleRecord is the want last brought onto a node, and what that left
+// of ours on it (lifecycleChanges), by its UID: a Node deleted and created
+// again under the same name starts without.
 type lifecycleRecord struct {
-	node types.UID
-	want lifecycleWant
+	node       types.UID
+	want, left lifecycleWant
 }

@@ -292,3 +292,22 @@ func TestTheOperatorRequiresANodeStatusClient(t *testing.T) {
 		t.Fatalf("NewController without a Node status client: %v", err)
 	}
 }
+
+// TestAConditionTheOperatorLeftToAnotherWriterIsNotTakenForItsOwn: an admin's
+// DrainInProgress=True holds the condition through the operator's drain, and
+// is removed before the drain is done. The operator never wrote it, so it
+// does not clear it either.
+func TestAConditionTheOperatorLeftToAnotherWriterIsNotTakenForItsOwn(t *testing.T) {
+	node := mkNode("n1", boot("b1"), readinessTainted, cond(mip, v1.ConditionTrue, bru), cond(dip, v1.ConditionTrue, admin))
+	f := newFixture(t, defaultOptions(), []*v1.Node{node}, []*updatesv1alpha1.BottlerocketShadow{mkShadow("n1", rebooted, staged)})
+	if err := f.c.syncLifecycle(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expectNodePatches()
+	_ = f.nodes.Update(mkNode("n1", boot("b1"), readinessTainted, cond(mip, v1.ConditionTrue, bru)))
+	_ = f.shadows.Update(mkShadow("n1", rebooted, staged, annotate(updatesv1alpha1.DrainedAnnotation, "b1")))
+	if err := f.c.syncLifecycle(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expectNodePatches("n1 Drained=True/BottlerocketUpdate")
+}
