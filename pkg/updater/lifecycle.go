@@ -36,14 +36,6 @@ type lifecycleWant struct {
 	reason [4]string
 }
 
-func (w lifecycleWant) String() string {
-	parts := make([]string, len(lifecycleTypes))
-	for i, kind := range lifecycleTypes {
-		parts[i] = kind + "=" + string(w.status[i]) + "/" + w.reason[i]
-	}
-	return strings.Join(parts, ",")
-}
-
 // lifecycleOwn reports whether a lifecycle condition's reason is the
 // operator's. The node-health controller's (ExtensionFailed) is its own,
 // never the operator's, though all three are nodehealth's.
@@ -81,8 +73,9 @@ func (c *Controller) lifecycleOf(s *updatesv1alpha1.BottlerocketShadow, node *v1
 		case updatesv1alpha1.StateMonitoringUpdate:
 			inProgress = true
 		case updatesv1alpha1.StateIdle, "":
-			// A failure after the reboot returns spec to Idle and halts the
-			// rollout until resumed: the node keeps saying so.
+			// A failure (a missed deadline, the wrong version, a drain
+			// blocked) returns spec to Idle and halts the rollout until
+			// resumed: the node keeps saying so.
 			halted = updatesv1alpha1.Halting(s.Annotations)
 		}
 	}
@@ -168,9 +161,9 @@ func lifecycleMessage(kind string, status v1.ConditionStatus, reason string) str
 // syncLifecycle brings the lifecycle conditions of the node named name to
 // what its shadow's state asks (lifecycleOf) with one status patch, before
 // the shadow's own sync acts on that state: a drain is announced before it
-// begins, even one that is done in its first pass. Nothing is written when nothing differs, so a
-// steady node costs no write. A shadow deleted (its node left the managed
-// set, or the shadow was removed) clears ours.
+// begins, even one that is done in its first pass. Nothing is written when
+// nothing differs, so a steady node costs no write. A shadow deleted (its
+// node left the managed set, or the shadow was removed) clears ours.
 func (c *Controller) syncLifecycle(ctx context.Context, name string) error {
 	s, err := c.shadowLister.Get(name)
 	switch {
@@ -220,9 +213,10 @@ func (c *Controller) syncLifecycle(ctx context.Context, name string) error {
 			logger.Info("Dry run: would set lifecycle conditions", "conditions", summary)
 			c.metrics.DryRunActions.WithLabelValues("lifecycle").Inc()
 		} else {
-			// No resourceVersion: conditions merge by type, and the
-			// kubelet's heartbeats move the Node's resourceVersion every
-			// few seconds, so a guarded patch would mostly meet a conflict.
+			// No resourceVersion: conditions merge by type, so no other
+			// writer's is lost, while the node-health controller's taint
+			// writes around the same transitions would make a guarded
+			// patch meet conflicts.
 			err := nodeutil.PatchConditions(ctx, c.opts.Nodes, node, conds, c.clock.Now(), "")
 			if apierrors.IsNotFound(err) {
 				return nil
