@@ -15,6 +15,8 @@ type ServingConfiguration struct {
 	MetricsBindAddress    string
 	HealthzBindAddress    string
 	MetricsAuthentication MetricsAuthentication
+	TLSCertFile           string
+	TLSPrivateKeyFile     string
 }
 
 // MetricsAuthentication is None or Delegated.

@@ -439,6 +439,14 @@ func validateServing(s *config.ServingConfiguration, path *field.Path) field.Err
 		errs = append(errs, field.NotSupported(path.Child("metricsAuthentication"), s.MetricsAuthentication,
 			[]string{string(config.MetricsAuthenticationNone), string(config.MetricsAuthenticationDelegated)}))
 	}
+	switch {
+	case (s.TLSCertFile == "") != (s.TLSPrivateKeyFile == ""):
+		errs = append(errs, field.Invalid(path.Child("tlsCertFile"), s.TLSCertFile,
+			"tlsCertFile and tlsPrivateKeyFile go together: give both or neither"))
+	case s.TLSCertFile != "" && s.MetricsAuthentication != config.MetricsAuthenticationDelegated:
+		errs = append(errs, field.Invalid(path.Child("tlsCertFile"), s.TLSCertFile,
+			"a certificate serves /metrics only when metricsAuthentication is Delegated (None serves plain HTTP)"))
+	}
 	return errs
 }
 

@@ -78,6 +78,13 @@ func TestValidateNodeHealthControllerConfiguration(t *testing.T) {
 			c.Serving.MetricsAuthentication = config.MetricsAuthenticationDelegated
 			c.Serving.HealthzBindAddress = c.Serving.MetricsBindAddress
 		}, "serving.metricsAuthentication", "differ"},
+		{"a certificate without its key", func(c C) {
+			c.Serving.MetricsAuthentication = config.MetricsAuthenticationDelegated
+			c.Serving.TLSCertFile = "/etc/nodehealth/tls/tls.crt"
+		}, "serving.tlsCertFile", "both or neither"},
+		{"a certificate for plain metrics", func(c C) {
+			c.Serving.TLSCertFile, c.Serving.TLSPrivateKeyFile = "/etc/nodehealth/tls/tls.crt", "/etc/nodehealth/tls/tls.key"
+		}, "serving.tlsCertFile", "only when metricsAuthentication is Delegated"},
 		{"lease namespace", func(c C) { c.LeaseNamespace = "Not_A_Namespace" }, "leaseNamespace", "Invalid value"},
 		{"lease namespace empty", func(c C) { c.LeaseNamespace = "" }, "leaseNamespace", "Required"},
 		{"taint key", func(c C) { c.Taint.Key = "not a key" }, "taint.key", "Invalid value"},
