@@ -136,7 +136,10 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 			o, ok1 := oldObj.(*v1.Node)
 			n, ok2 := newObj.(*v1.Node)
 			if !ok1 || !ok2 || nodeChanged(o, n) ||
-				nodeutil.HasTaint(o, opts.Drain.ReadinessTaintKey, "") != nodeutil.HasTaint(n, opts.Drain.ReadinessTaintKey, "") {
+				nodeutil.HasTaint(o, opts.Drain.ReadinessTaintKey, "") != nodeutil.HasTaint(n, opts.Drain.ReadinessTaintKey, "") ||
+				// A node leaving or back in service takes or frees a
+				// slot of the policies that select it.
+				!nodeutil.LeavingFactsOf(o, opts.LeavingNodeTaints).Equal(nodeutil.LeavingFactsOf(n, opts.LeavingNodeTaints)) {
 				c.enqueueNode(newObj)
 			}
 		},
