@@ -215,3 +215,37 @@ func TestTheStatusNamesAtMostTenOthers(t *testing.T) {
 		t.Errorf("others = %d, named %v; want 12, the first ten by name", st.Others, st.OtherNodes)
 	}
 }
+
+// TestANodeStartingOrStoppingToLeaveBringsTheStartPassBack: a drain by hand
+// begun or cleared, a leaving taint or a cordon change a policy's budget
+// without touching what else the operator reads; a kubelet heartbeat does
+// not.
+func TestANodeStartingOrStoppingToLeaveBringsTheStartPassBack(t *testing.T) {
+	opts := defaultOptions()
+	base := mkNode("a")
+	base.ResourceVersion = "1"
+	for _, tc := range []struct {
+		name string
+		mod  nodeMod
+		want bool
+	}{
+		{name: "a heartbeat", mod: func(n *v1.Node) { n.Status.Conditions[1].LastHeartbeatTime = metav1.NewTime(t0) }},
+		{name: "a drain by hand begins", mod: drainedByHand(0), want: true},
+		{name: "a leaving taint", mod: taint(nodev1alpha1.TaintKarpenterDisrupted), want: true},
+		{name: "a cordon", mod: cordoned, want: true},
+		{name: "our own lifecycle condition", mod: lifecycle(nodev1alpha1.LifecycleConditionDrainInProgress, nodev1alpha1.LifecycleReasonBottlerocketUpdate, 0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := base.DeepCopy()
+			n.ResourceVersion = "2"
+			tc.mod(n)
+			if got := nodeUpdateMatters(base, n, &opts); got != tc.want {
+				t.Errorf("forward: %v, want %v", got, tc.want)
+			}
+			// Clearing it matters as much as setting it.
+			if got := nodeUpdateMatters(n, base, &opts); got != tc.want {
+				t.Errorf("back: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
