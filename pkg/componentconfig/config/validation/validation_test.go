@@ -219,6 +219,10 @@ func TestValidateUpdateOperatorConfiguration(t *testing.T) {
 		{"readiness taint key", func(c C) { c.ReadinessTaintKey = "not a key" }, "readinessTaintKey", "alphanumeric"},
 		{"drain timeout", func(c C) { c.Drain.Timeout = d("0s") }, "drain.timeout", "greater than zero"},
 		{"drain timeout past the deadline", func(c C) { c.Drain.Timeout = d("30m") }, "drain.timeout", "must be shorter than stateDeadlines.rebootedIntoUpdate (30m0s)"},
+		{"leaving taint not a qualified name", func(c C) { c.LeavingNodeTaints = []string{"to be deleted"} }, "leavingNodeTaints[0]", "name part must consist"},
+		{"leaving taint duplicate", func(c C) { c.LeavingNodeTaints = []string{"karpenter.sh/disrupted", "karpenter.sh/disrupted"} }, "leavingNodeTaints[1]", "Duplicate"},
+		{"leaving taint is the readiness taint", func(c C) { c.LeavingNodeTaints = []string{c.ReadinessTaintKey} }, "leavingNodeTaints[0]", "must not be the readiness taint"},
+		{"lifecycle condition max age", func(c C) { c.LifecycleConditionMaxAge = d("-1s") }, "lifecycleConditionMaxAge", "negative"},
 	})
 }
 
