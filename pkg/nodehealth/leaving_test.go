@@ -211,7 +211,7 @@ func TestALeavingNodeIsEvaluatedAgainWhenItsLifecycleConditionGrowsStale(t *test
 	exts := []requiredExtension{{name: "a", lease: ref, affects: true}}
 	d := evaluatePurely(t, evalInput{now: t0, opts: &opts, prev: st, exts: exts, leases: []leaseLookup{{}},
 		node: nodeFacts{name: "n1", uid: "uid-n1", bootID: "boot-1", leaving: leavingFacts{
-			conditions: []lifecycleCondition{{kind: nodev1alpha1.LifecycleConditionDrained, reason: "AdminRequested", since: since}}}},
+			Conditions: []lifecycleCondition{{Kind: nodev1alpha1.LifecycleConditionDrained, Reason: "AdminRequested", Since: since}}}},
 		blast: testBlastView(false, false)})
 	if d.leaving == "" {
 		t.Fatal("a 1h50m old foreign Drained condition does not make the node leaving")
@@ -272,7 +272,7 @@ func TestANodeLeavingUntilItsLifecycleConditionGrowsStaleIsNotSteady(t *testing.
 	exts := []requiredExtension{{name: "a", lease: ref, affects: true}}
 	d := evaluatePurely(t, evalInput{now: t0, opts: &opts, prev: st, exts: exts, leases: tracker.lookupLeases(exts),
 		node: nodeFacts{name: "n1", uid: "uid-n1", bootID: "boot-1", leaving: leavingFacts{
-			conditions: []lifecycleCondition{{kind: nodev1alpha1.LifecycleConditionDrained, reason: "AdminRequested", since: t0.Add(-time.Hour)}}}},
+			Conditions: []lifecycleCondition{{Kind: nodev1alpha1.LifecycleConditionDrained, Reason: "AdminRequested", Since: t0.Add(-time.Hour)}}}},
 		blast: testBlastView(false, false)})
 	if d.leaving == "" || d.tracked {
 		t.Fatalf("leaving %q, tracked %v: want a leaving node not tracked", d.leaving, d.tracked)

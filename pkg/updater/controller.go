@@ -144,8 +144,7 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			o, ok1 := oldObj.(*v1.Node)
 			n, ok2 := newObj.(*v1.Node)
-			if !ok1 || !ok2 || nodeChanged(o, n) ||
-				nodeutil.HasTaint(o, opts.Drain.ReadinessTaintKey, "") != nodeutil.HasTaint(n, opts.Drain.ReadinessTaintKey, "") {
+			if !ok1 || !ok2 || nodeUpdateMatters(o, n, &opts) {
 				c.enqueueNode(newObj)
 			}
 		},
@@ -184,6 +183,16 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 	c.shadowsSynced = shadowHandler.HasSynced
 	c.policiesSynced = policyHandler.HasSynced
 	return c, nil
+}
+
+// nodeUpdateMatters reports whether a Node's update must bring its sync and
+// the start pass back: nodeChanged, the readiness taint, or its leaving
+// signals — a node leaving or back in service takes or frees a slot of the
+// policies that select it.
+func nodeUpdateMatters(o, n *v1.Node, opts *Options) bool {
+	return nodeChanged(o, n) ||
+		nodeutil.HasTaint(o, opts.Drain.ReadinessTaintKey, "") != nodeutil.HasTaint(n, opts.Drain.ReadinessTaintKey, "") ||
+		!nodeutil.LeavingFactsOf(o, opts.LeavingNodeTaints).Equal(nodeutil.LeavingFactsOf(n, opts.LeavingNodeTaints))
 }
 
 // nodeChanged reports whether an update touches what the controller reads:

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"nodehealth.io/nodehealth/pkg/drain"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
@@ -27,6 +28,11 @@ type Options struct {
 	DryRun bool
 	// Drain is how the operator drains a node before its reboot.
 	Drain DrainOptions
+	// LeavingNodeTaints and LifecycleConditionMaxAge say which nodes are
+	// leaving (nodeutil.Leaving), as the node-health controller's options
+	// of the same names: a policy's leaving nodes take its budget.
+	LeavingNodeTaints        sets.Set[string]
+	LifecycleConditionMaxAge time.Duration
 	// Nodes patches the status of Nodes: the KEP-5683 lifecycle conditions
 	// of their updates (lifecycle.go). NewController requires it.
 	Nodes nodeutil.NodeStatuses
@@ -78,6 +84,9 @@ func (o *Options) Validate() error {
 	if o.Deadlines.StagedAndPerformedUpdate <= 0 || o.Deadlines.RebootedIntoUpdate <= 0 || o.Deadlines.MonitoringUpdate <= 0 ||
 		o.Deadlines.ReturnToIdle <= 0 {
 		return fmt.Errorf("every state deadline must be positive")
+	}
+	if o.LifecycleConditionMaxAge < 0 {
+		return fmt.Errorf("the lifecycle condition max age must not be negative, got %s", o.LifecycleConditionMaxAge)
 	}
 	if o.Drain.Timeout < 0 {
 		return fmt.Errorf("the drain timeout must not be negative, got %s", o.Drain.Timeout)
