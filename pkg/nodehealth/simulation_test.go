@@ -84,7 +84,6 @@ var simRegressions = sim.Regressions{
 	{Seed: 5417920863538170449, Name: "a node re-created while Karpenter's finalizer holds it (being disrupted or deleted) is replaced once the finalizer lets go (driver; make simulate SEEDS=40, 2026-11-28)"},
 	{Seed: 6830237159890156263, Name: "an escalated node whose failure pauses while it stays gated (an own-view recovery's grace) and goes on keeps being drained (make simulate SEEDS=200, 2026-11-28)"},
 	{Seed: 3179572420155271461, Name: "an ungate clears the DrainInProgress the escalation just set although the cache still shows the clear of the node's earlier escalation: the controller's last write counts over a lagging cache (fresh seeds of CI on df4e37a, 2026-11-28)"},
-	{Seed: 5177122390577962639, Name: "a planned release first seen by a restarted controller on a node held for another extension's failure taints it for maintenance: a release among the failures makes them planned (make simulate SEEDS=200, 2026-11-28)"},
 	{Seed: 16365078962249930749, Name: "an ungate refused because the Node changed under it (a label bringing cni) leaves a taint that a held failure removes (was \"a stopped controller observes nothing\" until the lifecycle writes of issue 37 moved its schedule)"},
 }
 
@@ -95,7 +94,18 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	// Registered as a regression seed the day its fix landed
+	// (TestAPlannedReleaseOnANodeHeldForAFailureTaintsItForMaintenance keeps
+	// that fix); CI's next run failed it at t=2m9s, later in the same run:
+	// n0's kube-proxy died at 1m57s, after watches closed at 1m54s and in
+	// a Lease-watch stall that ended at 1m59s, and the model taints n0 by
+	// 2m9s while the controller keeps it ready. It fails in about 1 of 7
+	// runs under -race (2 of 15 before the day's last commits too), so the
+	// seed's schedule is not deterministic after the watches close; not
+	// diagnosed.
+	{Seed: 5177122390577962639, Name: "t=2m9s n0: controller untainted/True:ExtensionsReady, model tainted/False:ExtensionsNotReady, kube-proxy dead since 1m57s after watches closed and a Lease-watch stall (fails in about 1 of 7 -race runs)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
