@@ -222,12 +222,26 @@ func (c *Controller) syncLifecycle(ctx context.Context, name string) error {
 				return nil
 			}
 			if err != nil {
+				// The write may have been applied (a timeout, a lost
+				// answer): the record no longer says what the node
+				// holds, and a want that returns to the recorded one
+				// would be skipped. The informer decides until a write
+				// succeeds.
+				c.mu.Lock()
+				delete(c.lifecycleDone, name)
+				c.mu.Unlock()
 				return err
 			}
 			logger.Info("Set lifecycle conditions", "conditions", summary)
 			ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: name, UID: node.UID}
 			c.recorder.Eventf(ref, v1.EventTypeNormal, ReasonLifecycleConditions, "Set lifecycle conditions %s", summary)
 		}
+	}
+	if len(conds) == 0 && prevp == nil {
+		// Nothing written and nothing known of our writes: the
+		// informer's copy decided, and it still decides the next sync,
+		// which may be the one that shows a write whose answer was lost.
+		return nil
 	}
 	c.mu.Lock()
 	c.lifecycleDone[name] = lifecycleRecord{node: node.UID, want: w, left: left}

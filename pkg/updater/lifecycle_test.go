@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -28,6 +29,9 @@ type nodeStatuses struct {
 	mu      sync.Mutex
 	patches []string
 	err     error
+	// lost patches are applied (recorded) and then answered with a
+	// timeout, as when the API server's answer never reaches the operator.
+	lost int
 }
 
 func (n *nodeStatuses) PatchStatus(_ context.Context, name string, data []byte) (*v1.Node, error) {
@@ -52,6 +56,10 @@ func (n *nodeStatuses) PatchStatus(_ context.Context, name string, data []byte) 
 		return nil, n.err
 	}
 	n.patches = append(n.patches, s)
+	if n.lost > 0 {
+		n.lost--
+		return nil, apierrors.NewTimeoutError("the answer was lost", 0)
+	}
 	return &v1.Node{}, nil
 }
 
@@ -310,4 +318,35 @@ func TestAConditionTheOperatorLeftToAnotherWriterIsNotTakenForItsOwn(t *testing.
 		t.Fatal(err)
 	}
 	f.expectNodePatches("n1 Drained=True/BottlerocketUpdate")
+}
+
+// TestALifecycleWriteWhoseAnswerWasLostIsNotTakenAsUnwritten: the abort's
+// MaintenancePlanned=False is applied and its answer lost; the node is then
+// chosen again. The operator must not take its record of the first write
+// (True) for what the node holds: once the informer shows False, it says
+// True again.
+func TestALifecycleWriteWhoseAnswerWasLostIsNotTakenAsUnwritten(t *testing.T) {
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1")}, []*updatesv1alpha1.BottlerocketShadow{mkShadow("n1", staged, idle)})
+	sync := func(wantErr bool, want ...string) {
+		t.Helper()
+		if err := f.c.syncLifecycle(f.ctx, "n1"); (err != nil) != wantErr {
+			t.Fatalf("syncLifecycle: %v, want an error: %v", err, wantErr)
+		}
+		f.expectNodePatches(want...)
+	}
+	sync(false, "n1 MaintenancePlanned=True/BottlerocketUpdate")
+	_ = f.nodes.Update(mkNode("n1", cond(mp, v1.ConditionTrue, bru)))
+
+	f.c.opts.Nodes.(*nodeStatuses).lost = 1
+	_ = f.shadows.Update(mkShadow("n1", idle, errReset, crashed(1, t0)))
+	sync(true, "n1 MaintenancePlanned=False/BottlerocketUpdate")
+
+	// Chosen again while the informer still shows the first write: the
+	// node may hold either, so the informer decides, and says nothing is
+	// to be done yet.
+	_ = f.shadows.Update(mkShadow("n1", staged, idle))
+	sync(false)
+	// The informer shows the write whose answer was lost.
+	_ = f.nodes.Update(mkNode("n1", cond(mp, v1.ConditionFalse, bru)))
+	sync(false, "n1 MaintenancePlanned=True/BottlerocketUpdate")
 }
