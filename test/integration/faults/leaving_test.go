@@ -128,3 +128,59 @@ func TestAScaleDownOfThirtyPercentOfTheNodesTripsNothing(t *testing.T) {
 		}
 	}
 }
+
+// setCondition patches a lifecycle condition onto the node's status the way
+// an admin's maintenance tool does, with the lastTransitionTime it gives.
+func (f *fleet) setCondition(t *testing.T, node, kind, reason string, since time.Time) {
+	t.Helper()
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []v1.NodeCondition{{
+		Type: v1.NodeConditionType(kind), Status: v1.ConditionTrue, Reason: reason,
+		Message: "set by the test's maintenance tool", LastTransitionTime: metav1.NewTime(since), LastHeartbeatTime: metav1.NewTime(since),
+	}}}})
+	if _, err := f.env.Client.CoreV1().Nodes().Patch(testenv.Context(t), node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A Drained=True another tool left three hours ago on a node that is
+// schedulable again says nothing about the node today (lifecycleConditionMaxAge,
+// 2 h by default): its failure is gated, counted and escalated like any
+// other. The same condition an hour old makes its node leaving.
+func TestAStaleForeignDrainedConditionDoesNotExemptASchedulableNode(t *testing.T) {
+	f := newFleet(t, "stale-drained", 4)
+	cs := f.startControllers(t, 1, controllerConfig{election: defaultElection})
+	f.settleEvaluated(t, cs)
+	stale, recent := f.nodes[0], f.nodes[1]
+	f.setCondition(t, stale, nodev1alpha1.LifecycleConditionDrained, "AdminRequested", time.Now().Add(-3*time.Hour))
+	f.setCondition(t, recent, nodev1alpha1.LifecycleConditionDrained, "AdminRequested", time.Now().Add(-time.Hour))
+	f.release(t, stale, "ProbeFailed")
+	f.release(t, recent, "ProbeFailed")
+
+	f.waitAll(t, "condition False/"+nodev1alpha1.ReasonExtensionsNotReady, []string{stale}, func(n string) bool {
+		status, reason := f.condition(t, n)
+		return status == v1.ConditionFalse && reason == nodev1alpha1.ReasonExtensionsNotReady
+	})
+	f.waitAll(t, "condition False/"+nodev1alpha1.ReasonNodeLeaving, []string{recent}, func(n string) bool {
+		status, reason := f.condition(t, n)
+		return status == v1.ConditionFalse && reason == nodev1alpha1.ReasonNodeLeaving
+	})
+	f.waitAll(t, "tainted", []string{stale, recent}, f.tainted)
+	cs.waitMetric(t, 0, "nodehealth_leaving_nodes", nil, 1)
+
+	pod := "pod-" + stale
+	deadline := time.Now().Add(waitTimeout)
+	for !slices.Contains(evictionRequests(t, f.podNS)[pod], 201) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s failed under a stale Drained condition and its pod was never evicted: eviction requests %v", stale, evictionRequests(t, f.podNS))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if codes := evictionRequests(t, f.podNS)["pod-"+recent]; len(codes) > 0 {
+		t.Errorf("pod of the leaving node %s: eviction requests %v", recent, codes)
+	}
+	for _, n := range f.nodes[2:] {
+		if f.everTainted(n) {
+			t.Errorf("healthy node %s was tainted: %s", n, describe(f.transitions(n)))
+		}
+	}
+}
