@@ -85,6 +85,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 6830237159890156263, Name: "an escalated node whose failure pauses while it stays gated (an own-view recovery's grace) and goes on keeps being drained (make simulate SEEDS=200, 2026-11-28)"},
 	{Seed: 3179572420155271461, Name: "an ungate clears the DrainInProgress the escalation just set although the cache still shows the clear of the node's earlier escalation: the controller's last write counts over a lagging cache (fresh seeds of CI on df4e37a, 2026-11-28)"},
 	{Seed: 16365078962249930749, Name: "an ungate refused because the Node changed under it (a label bringing cni) leaves a taint that a held failure removes (was \"a stopped controller observes nothing\" until the lifecycle writes of issue 37 moved its schedule)"},
+	{Seed: 15089412335168732690, Name: "a node held for cni's expiry in a stale view and tainted at the recovery for kube-proxy's release waits only for kube-proxy: cni, ready by the recovery's grace, owes no renewal (make simulate SEEDS=200, 2026-11-28)"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that
