@@ -2,7 +2,6 @@ package updater
 
 import (
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -173,22 +172,7 @@ func TestTheBudgetCountsNodesOtherToolsDisrupt(t *testing.T) {
 				}
 				wake(&wakeAt, p.wake)
 			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("plans:\n  got  %v\n  want %v", got, tc.want)
-			}
-			if tc.notes == nil {
-				tc.notes = map[string]string{}
-			}
-			if !reflect.DeepEqual(notes, tc.notes) {
-				t.Errorf("notes = %v, want %v", notes, tc.notes)
-			}
-			var gotWake time.Duration
-			if !wakeAt.IsZero() {
-				gotWake = wakeAt.Sub(t0)
-			}
-			if gotWake != tc.wake {
-				t.Errorf("wake in %v, want %v", gotWake, tc.wake)
-			}
+			checkPlans(t, got, tc.want, notes, tc.notes, wakeAt, t0, tc.wake)
 		})
 	}
 }

@@ -179,22 +179,7 @@ func TestPlanStarts(t *testing.T) {
 				}
 				wake(&wakeAt, p.wake)
 			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("plans:\n  got  %v\n  want %v", got, tc.want)
-			}
-			if tc.notes == nil {
-				tc.notes = map[string]string{}
-			}
-			if !reflect.DeepEqual(notes, tc.notes) {
-				t.Errorf("notes = %v, want %v", notes, tc.notes)
-			}
-			var gotWake time.Duration
-			if !wakeAt.IsZero() {
-				gotWake = wakeAt.Sub(now)
-			}
-			if gotWake != tc.wake {
-				t.Errorf("wake in %v, want %v", gotWake, tc.wake)
-			}
+			checkPlans(t, got, tc.want, notes, tc.notes, wakeAt, now, tc.wake)
 		})
 	}
 }
@@ -409,5 +394,28 @@ func TestTheSoakIsThatOfThePolicyThatStartedTheUpdate(t *testing.T) {
 			}
 			f.expect(tc.want)
 		})
+	}
+}
+
+// checkPlans compares what a table case's policies planned (describePlan per
+// policy), the notes they left on nodes and the earliest wake-up, measured
+// from from, with what the case wants; no notes wanted means none.
+func checkPlans(t *testing.T, got, want, notes, wantNotes map[string]string, wakeAt, from time.Time, wantWake time.Duration) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("plans:\n  got  %v\n  want %v", got, want)
+	}
+	if wantNotes == nil {
+		wantNotes = map[string]string{}
+	}
+	if !reflect.DeepEqual(notes, wantNotes) {
+		t.Errorf("notes = %v, want %v", notes, wantNotes)
+	}
+	var gotWake time.Duration
+	if !wakeAt.IsZero() {
+		gotWake = wakeAt.Sub(from)
+	}
+	if gotWake != wantWake {
+		t.Errorf("wake in %v, want %v", gotWake, wantWake)
 	}
 }
