@@ -226,7 +226,7 @@ func policyRow(p *updatesv1alpha1.UpdatePolicy) UpdatePolicyRow {
 	if c := meta.FindStatusCondition(p.Status.Conditions, updatesv1alpha1.PolicyHalted); c != nil && c.Status == metav1.ConditionTrue {
 		r.Halted = c.Reason
 	}
-	if c := meta.FindStatusCondition(p.Status.Conditions, updatesv1alpha1.PolicyConflict); c != nil && c.Status == metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(p.Status.Conditions, updatesv1alpha1.PolicySelectorConflict); c != nil && c.Status == metav1.ConditionTrue {
 		r.Conflict = c.Message
 	}
 	return r

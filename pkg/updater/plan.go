@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
@@ -356,6 +357,9 @@ func sortedShadows(snap *snapshot) []*updatesv1alpha1.BottlerocketShadow {
 	return out
 }
 
+// conflictBeforeRename is the type SelectorConflict had until issue 36.
+const conflictBeforeRename = "Conflict"
+
 // policyStatus is the status the policy's nodes show: the counts, the nodes
 // whose failure halts it and the conditions. Conditions keep their
 // lastTransitionTime while their status holds, so a status computed again
@@ -450,11 +454,14 @@ func policyStatus(snap *snapshot, pol *policy, p plan, old *updatesv1alpha1.Upda
 		if len(names) > 1 {
 			what = "UpdatePolicies " + strings.Join(names, ", ") + " select"
 		}
-		set(updatesv1alpha1.PolicyConflict, true, "NodesSelectedTwice", fmt.Sprintf("%s these nodes too; they are never started until exactly one policy selects each: %s",
+		set(updatesv1alpha1.PolicySelectorConflict, true, "NodesSelectedTwice", fmt.Sprintf("%s these nodes too; they are never started until exactly one policy selects each: %s",
 			what, strings.Join(conflicts, ", ")))
 	} else {
-		set(updatesv1alpha1.PolicyConflict, false, "NoConflict", "No other policy selects this policy's nodes")
+		set(updatesv1alpha1.PolicySelectorConflict, false, "NoConflict", "No other policy selects this policy's nodes")
 	}
+	// An operator built from main before the rename wrote the same
+	// condition as Conflict: no policy shows both.
+	meta.RemoveStatusCondition(&conds, conflictBeforeRename)
 	st.Conditions = conds
 	return st
 }

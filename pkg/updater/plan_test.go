@@ -230,12 +230,12 @@ func TestPolicyStatus(t *testing.T) {
 			st.Nodes, st.UpToDate, st.InFlight, st.Failed, st.Waiting, st.HaltedBy, strings.Join(conds, " "))
 	}
 	want := map[string]string{
-		"canary": "gen=1 nodes=4 upToDate=1 inFlight=1 failed=1 waiting=1 haltedBy=[c3] Complete=False/Progressing Conflict=False/NoConflict " +
-			"Halted=True/UpdateFailed Paused=True/Paused WindowOpen=True/NoWindows",
-		"fleet": "gen=1 nodes=1 upToDate=0 inFlight=0 failed=0 waiting=1 haltedBy=[] Complete=False/Progressing Conflict=True/NodesSelectedTwice " +
-			"Halted=False/NoFailure Paused=False/NotPaused WindowOpen=True/NoWindows",
-		"overlap": "gen=1 nodes=0 upToDate=0 inFlight=0 failed=0 waiting=0 haltedBy=[] Complete=False/Progressing Conflict=True/NodesSelectedTwice " +
-			"Halted=False/NoFailure Paused=False/NotPaused WindowOpen=True/NoWindows",
+		"canary": "gen=1 nodes=4 upToDate=1 inFlight=1 failed=1 waiting=1 haltedBy=[c3] Complete=False/Progressing " +
+			"Halted=True/UpdateFailed Paused=True/Paused SelectorConflict=False/NoConflict WindowOpen=True/NoWindows",
+		"fleet": "gen=1 nodes=1 upToDate=0 inFlight=0 failed=0 waiting=1 haltedBy=[] Complete=False/Progressing " +
+			"Halted=False/NoFailure Paused=False/NotPaused SelectorConflict=True/NodesSelectedTwice WindowOpen=True/NoWindows",
+		"overlap": "gen=1 nodes=0 upToDate=0 inFlight=0 failed=0 waiting=0 haltedBy=[] Complete=False/Progressing " +
+			"Halted=False/NoFailure Paused=False/NotPaused SelectorConflict=True/NodesSelectedTwice WindowOpen=True/NoWindows",
 	}
 	for k := range want {
 		if got[k] != want[k] {
@@ -245,7 +245,7 @@ func TestPolicyStatus(t *testing.T) {
 }
 
 // TestAConflictNamesTheOtherPolicy: two policies whose selectors overlap
-// each say, in their Conflict condition, which other policy selects their
+// each say, in their SelectorConflict condition, which other policy selects their
 // nodes too, so that either of them tells what to edit.
 func TestAConflictNamesTheOtherPolicy(t *testing.T) {
 	pols := []*updatesv1alpha1.UpdatePolicy{fleetPolicy(), mkPolicy("overlap", map[string]string{pool: "both"})}
@@ -263,10 +263,32 @@ func TestAConflictNamesTheOtherPolicy(t *testing.T) {
 	}
 	for _, pol := range parsed {
 		st := policyStatus(snap, pol, planStarts(snap, pol), nil)
-		c := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.PolicyConflict)
+		c := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.PolicySelectorConflict)
 		if c == nil || c.Status != metav1.ConditionTrue || c.Message != want[pol.name] {
-			t.Errorf("%s: Conflict %+v, want True saying %q", pol.name, c, want[pol.name])
+			t.Errorf("%s: SelectorConflict %+v, want True saying %q", pol.name, c, want[pol.name])
 		}
+	}
+}
+
+// The condition was called Conflict until issue 36: a status written by an
+// operator built before loses it, so that no policy shows both types.
+func TestTheConflictConditionOfAnOlderOperatorIsRemoved(t *testing.T) {
+	pols := []*updatesv1alpha1.UpdatePolicy{fleetPolicy()}
+	shadows := []*updatesv1alpha1.BottlerocketShadow{mkShadow("f1", idle, idle)}
+	f := newPolicyFixture(t, defaultOptions(), pols, []*v1.Node{mkNode("f1")}, shadows)
+	parsed := parsePolicies(pols, defaultOptions().Deadlines)
+	snap, err := f.c.snapshot(shadows, parsed, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := &updatesv1alpha1.UpdatePolicyStatus{Conditions: []metav1.Condition{{Type: conflictBeforeRename,
+		Status: metav1.ConditionTrue, Reason: "NodesSelectedTwice", LastTransitionTime: metav1.NewTime(t0)}}}
+	st := policyStatus(snap, parsed[0], planStarts(snap, parsed[0]), old)
+	if c := meta.FindStatusCondition(st.Conditions, conflictBeforeRename); c != nil {
+		t.Errorf("the older operator's condition is kept: %+v", c)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.PolicySelectorConflict); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("SelectorConflict = %+v, want False", c)
 	}
 }
 
@@ -323,7 +345,7 @@ func TestAConflictIsAWarningOnThePolicyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.expect([]string{"status one", "status two"})
-	if got := distinct(f.events()); strings.Join(got, ",") != "Normal UpdatePolicyConflict,Warning Conflict" {
+	if got := distinct(f.events()); strings.Join(got, ",") != "Normal UpdatePolicyConflict,Warning SelectorConflict" {
 		t.Errorf("events = %v", got)
 	}
 }

@@ -217,7 +217,7 @@ func (c *Controller) writeStatuses(ctx context.Context, snap *snapshot, pols []*
 		if apiequality.Semantic.DeepEqual(st, o.Status) {
 			continue
 		}
-		wasConflict := meta.IsStatusConditionTrue(o.Status.Conditions, updatesv1alpha1.PolicyConflict)
+		wasConflict := meta.IsStatusConditionTrue(o.Status.Conditions, updatesv1alpha1.PolicySelectorConflict)
 		n := o.DeepCopy()
 		n.Status = st
 		if _, err := c.client.UpdatesV1alpha1().UpdatePolicies().UpdateStatus(ctx, n, metav1.UpdateOptions{FieldManager: "update-operator"}); err != nil {
@@ -238,8 +238,8 @@ func (c *Controller) writeStatuses(ctx context.Context, snap *snapshot, pols []*
 			klog.FromContext(ctx).Info("UpdatePolicy generation observed", "policy", pol.name, "generation", pol.generation,
 				"paused", pol.paused, "targetVersion", pol.targetVersion, "invalid", pol.invalid)
 		}
-		if cond := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.PolicyConflict); cond != nil && cond.Status == metav1.ConditionTrue && !wasConflict {
-			c.recorder.Event(o, v1.EventTypeWarning, "Conflict", cond.Message)
+		if cond := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.PolicySelectorConflict); cond != nil && cond.Status == metav1.ConditionTrue && !wasConflict {
+			c.recorder.Event(o, v1.EventTypeWarning, updatesv1alpha1.PolicySelectorConflict, cond.Message)
 		}
 	}
 	return nil

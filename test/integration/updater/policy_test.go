@@ -210,7 +210,7 @@ func TestConflictingSelectorsNeverStartTheNode(t *testing.T) {
 	waitShadow(t, ctx, "conflict-b", "updated", updated)
 	for _, p := range []*updatesv1alpha1.UpdatePolicy{pa, pb} {
 		waitPolicy(t, ctx, p.Name, "in conflict", func(p *updatesv1alpha1.UpdatePolicy) bool {
-			return meta.IsStatusConditionTrue(p.Status.Conditions, updatesv1alpha1.PolicyConflict)
+			return meta.IsStatusConditionTrue(p.Status.Conditions, updatesv1alpha1.PolicySelectorConflict)
 		})
 	}
 	never(t, ctx, 3*time.Second, "a node two policies select", "conflict-both")
@@ -220,7 +220,7 @@ func TestConflictingSelectorsNeverStartTheNode(t *testing.T) {
 	})
 	waitShadow(t, ctx, "conflict-both", "updated once one policy governs it", updated)
 	waitPolicy(t, ctx, pa.Name, "out of conflict and complete", func(p *updatesv1alpha1.UpdatePolicy) bool {
-		return !meta.IsStatusConditionTrue(p.Status.Conditions, updatesv1alpha1.PolicyConflict) &&
+		return !meta.IsStatusConditionTrue(p.Status.Conditions, updatesv1alpha1.PolicySelectorConflict) &&
 			meta.IsStatusConditionTrue(p.Status.Conditions, updatesv1alpha1.PolicyComplete)
 	})
 }

@@ -191,7 +191,7 @@ type UpdatePolicyStatus struct {
 	// +listType=atomic
 	HaltedBy []string `json:"haltedBy,omitempty"`
 
-	// Conditions are Halted, Paused, WindowOpen, Complete and Conflict.
+	// Conditions are Halted, Paused, WindowOpen, Complete and SelectorConflict.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -227,9 +227,9 @@ const (
 	// PolicyComplete is True when every governed node runs the target
 	// version and none is in flight.
 	PolicyComplete = "Complete"
-	// PolicyConflict is True while nodes this policy selects are also
-	// selected by another policy; they are never started.
-	PolicyConflict = "Conflict"
+	// PolicySelectorConflict is True while nodes this policy selects are
+	// also selected by another policy; they are never started.
+	PolicySelectorConflict = "SelectorConflict"
 )
 
 // PolicyAnnotation, written by the operator on a shadow when it starts the

@@ -56,7 +56,7 @@ type UpdatePolicyStatusApplyConfiguration struct {
 	// HaltedBy are the nodes whose failure halts the policy, in name order;
 	// `kubectl nodehealth update resume NODE` resumes one.
 	HaltedBy []string `json:"haltedBy,omitempty"`
-	// Conditions are Halted, Paused, WindowOpen, Complete and Conflict.
+	// Conditions are Halted, Paused, WindowOpen, Complete and SelectorConflict.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
