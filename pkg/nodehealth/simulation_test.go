@@ -274,6 +274,9 @@ type simulation struct {
 	// created: a name is never given twice, though nodes are deleted.
 	lrng  *sim.Rand
 	named int
+	// frng draws the API-server faults (apiFaults) from a stream of their
+	// own.
+	frng *sim.Rand
 }
 
 func runSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
@@ -294,7 +297,7 @@ func newSimulation(t *testing.T, seed uint64) *simulation {
 	rng := sim.NewRand(seed)
 	s := &simulation{t: t, ctx: ctx, rng: rng, clk: sim.NewClock(time.Second), opts: simOptions(),
 		trace: &sim.Trace{}, revive: map[time.Time][]*simAgent{}, known: sets.New[string](),
-		lrng: sim.NewRand(seed ^ 0x6c656176696e67)}
+		lrng: sim.NewRand(seed ^ 0x6c656176696e67), frng: sim.NewRand(seed ^ apiFaultsStream)}
 	s.api = sim.NewAPI(scheme.Scheme, rng.Fork())
 	s.api.Clock = s.clk
 	s.api.EvictionHook = func(pod *v1.Pod) error {
@@ -1105,6 +1108,7 @@ func (s *simulation) faults(now time.Time) {
 		s.trace.Add("t=%s next node patch's answer is lost", s.at())
 	}
 	s.leavingFaults(now)
+	s.apiFaults(now)
 }
 
 func (s *simulation) reviveAt(at time.Time, a *simAgent) {
