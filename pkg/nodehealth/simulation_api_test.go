@@ -3,6 +3,7 @@ package nodehealth
 import (
 	"time"
 
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/test/sim"
 )
 
@@ -15,9 +16,24 @@ import (
 // apiFaultsStream is xored into the seed for the API-server faults' stream.
 const apiFaultsStream = 0x6170692d6661756c // "api-faul"
 
+// outageCatchUp is how long after an outage of its writes the controller
+// may still differ from the model, which takes every decision as written:
+// the controller retries a refused write in the next simulated second
+// (immediateRetry), but a gate it could not write is only pending, not in
+// force, so an own-view guard the canary's failed renewals fired meanwhile
+// holds it until renewals after the lift (seed 10708024348038392572: 4 s
+// after a 20 s outage). The first second in which both agree ends the
+// catching up.
+const outageCatchUp = 20 * time.Second
+
 // apiFaults draws this second's API-server faults from their stream.
 func (s *simulation) apiFaults(now time.Time) {
 	r := s.frng
+	if !s.outageUntil.IsZero() && !now.Before(s.outageUntil) {
+		s.api.ClearEndlessFaults()
+		s.outageUntil = time.Time{}
+		s.trace.Add("t=%s the API server takes the controller's writes again", s.at())
+	}
 	switch {
 	case r.Chance(0.004):
 		// etcd compacted past what the watches delivered, and they end (an
@@ -46,5 +62,18 @@ func (s *simulation) apiFaults(now time.Time) {
 			}
 		}
 		s.trace.Add("t=%s history compacted, %v watches closed (410 Gone, relist; %d lists fail first)", s.at(), gvrs, failed)
+	case s.outageUntil.IsZero() && r.Chance(0.004):
+		// kube-apiserver or etcd cannot take the controller's writes for
+		// 1–20 s: its Node patches and its canary's renewals answer 500 or
+		// 504, some of them applied (the answer lost). Until the outage is
+		// over and the controller has caught up, what it shows lags behind
+		// what it decided (the model's): compare only checks the
+		// invariants then (lagUntil).
+		kind := []sim.FaultKind{sim.ServerError, sim.Timeout, sim.LostAnswer}[r.Intn(3)]
+		s.outageUntil = now.Add(time.Duration(1+r.Intn(20)) * time.Second)
+		s.lagUntil = s.outageUntil.Add(outageCatchUp)
+		s.api.Inject(sim.Fault{Verb: "patch", Resource: nodesGVR.Resource, Kind: kind, Count: -1})
+		s.api.Inject(sim.Fault{Resource: leasesGVR.Resource, Name: nodev1alpha1.ControllerCanaryLease, Kind: kind, Count: -1})
+		s.trace.Add("t=%s the controller's writes fail (%s) until %s", s.at(), kind, s.outageUntil.Sub(sim.Epoch))
 	}
 }

@@ -275,8 +275,10 @@ type simulation struct {
 	lrng  *sim.Rand
 	named int
 	// frng draws the API-server faults (apiFaults) from a stream of their
-	// own.
-	frng *sim.Rand
+	// own; outageUntil ends an outage of the controller's writes (zero:
+	// none), and until lagUntil the controller may lag behind the model.
+	frng                  *sim.Rand
+	outageUntil, lagUntil time.Time
 }
 
 func runSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
@@ -1166,6 +1168,9 @@ func (s *simulation) compare(quiet bool) bool {
 	want := s.model.Nodes()
 	held := sets.New(s.model.Held()...)
 	var diffs, line, messages []string
+	lagging, behind := s.clk.Now().Before(s.lagUntil), false
+	// A write retried after an outage is no steady-state write.
+	quiet = quiet && !lagging
 	untainted := s.taintRemovals()
 	for _, n := range s.nodes {
 		if untainted.Has(n.name) && n.evicted {
@@ -1191,7 +1196,11 @@ func (s *simulation) compare(quiet bool) bool {
 		got.Evicted = n.evicted && (got.Tainted || got.ConditionReason == nodev1alpha1.ReasonGatingSuspended)
 		w := want[n.name]
 		w.BootRecord = ""
-		if got != w {
+		if got != w && lagging {
+			// After an outage of its writes (apiFaults).
+			behind = true
+			s.trace.Add("t=%s %s: controller %s, model %s (catching up)", s.at(), n.name, viewString(got), viewString(w))
+		} else if got != w {
 			diffs = append(diffs, fmt.Sprintf("%s: controller %s, model %s", n.name, viewString(got), viewString(w)))
 		}
 		diffs = append(diffs, lifecycleInvariant(n.name, obj, got, w)...)
@@ -1206,6 +1215,9 @@ func (s *simulation) compare(quiet bool) bool {
 			s.deletePods(n)
 			s.createPods(n, fmt.Sprintf("-%d", s.clk.Elapsed()/time.Second))
 		}
+	}
+	if lagging && !behind && s.outageUntil.IsZero() {
+		s.lagUntil = time.Time{} // caught up
 	}
 	sort.Strings(line)
 	state := strings.Join(line, " ")
