@@ -1,7 +1,12 @@
 package nodehealth
 
 import (
+	"errors"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/test/sim"
@@ -34,6 +39,13 @@ func (s *simulation) apiFaults(now time.Time) {
 		s.outageUntil = time.Time{}
 		s.trace.Add("t=%s the API server takes the controller's writes again", s.at())
 	}
+	// Pods whose eviction was answered 404 are gone by now.
+	for _, p := range s.podsGone {
+		if err := s.kube.CoreV1().Pods(p.Namespace).Delete(s.ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			s.t.Fatalf("deleting pod %s: %v", p.Name, err)
+		}
+	}
+	s.podsGone = nil
 	switch {
 	case r.Chance(0.004):
 		// etcd compacted past what the watches delivered, and they end (an
@@ -77,3 +89,32 @@ func (s *simulation) apiFaults(now time.Time) {
 		s.trace.Add("t=%s the controller's writes fail (%s) until %s", s.at(), kind, s.outageUntil.Sub(sim.Epoch))
 	}
 }
+
+// evictionError is how the API server answers the first eviction of a pod
+// without a budget, other than a budget's refusal, in one case in two: 500
+// (etcd's leader changed), 429 with a Retry-After of 1-10 s (the API
+// server's priority and fairness), or 404 (the pod's owner deleted it just
+// before; the driver deletes it at the start of the next second). Derived
+// from the pod's name, not drawn: when the controller evicts is its own
+// business and must not shift the seed's draws. Only the first attempt, so
+// that a pod's back-off after it (5 s, or the Retry-After) stays within the
+// drain invariant's gap.
+func (s *simulation) evictionError(pod *v1.Pod) error {
+	if pod.Labels["budget"] == "guarded" || s.evictErred.Has(pod.Name) {
+		return nil
+	}
+	s.evictErred.Insert(pod.Name)
+	h := hash("eviction-error/"+pod.Name, sim.Epoch)
+	switch h % 6 {
+	case 0:
+		return apierrors.NewInternalError(errors.New("sim: etcdserver: leader changed"))
+	case 1:
+		return apierrors.NewTooManyRequests("sim: too many requests, please try again later", 1+int(h/6%10))
+	case 2:
+		s.podsGone = append(s.podsGone, pod)
+		return apierrors.NewNotFound(podsGVR.GroupResource(), pod.Name)
+	}
+	return nil
+}
+
+var podsGVR = v1.SchemeGroupVersion.WithResource("pods")

@@ -279,6 +279,10 @@ type simulation struct {
 	// none), and until lagUntil the controller may lag behind the model.
 	frng                  *sim.Rand
 	outageUntil, lagUntil time.Time
+	// evictErred: the pods whose eviction got an error (evictionError);
+	// podsGone: those answered 404, to delete.
+	evictErred sets.Set[string]
+	podsGone   []*v1.Pod
 }
 
 func runSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
@@ -299,7 +303,8 @@ func newSimulation(t *testing.T, seed uint64) *simulation {
 	rng := sim.NewRand(seed)
 	s := &simulation{t: t, ctx: ctx, rng: rng, clk: sim.NewClock(time.Second), opts: simOptions(),
 		trace: &sim.Trace{}, revive: map[time.Time][]*simAgent{}, known: sets.New[string](),
-		lrng: sim.NewRand(seed ^ 0x6c656176696e67), frng: sim.NewRand(seed ^ apiFaultsStream)}
+		lrng: sim.NewRand(seed ^ 0x6c656176696e67), frng: sim.NewRand(seed ^ apiFaultsStream),
+		evictErred: sets.New[string]()}
 	s.api = sim.NewAPI(scheme.Scheme, rng.Fork())
 	s.api.Clock = s.clk
 	s.api.EvictionHook = func(pod *v1.Pod) error {
@@ -311,6 +316,9 @@ func newSimulation(t *testing.T, seed uint64) *simulation {
 			// Only the running instance evicts: the old one is stopped
 			// before the next starts (startController).
 			n.evicted, n.lastAttempt, n.attemptBy = true, now, s.gen
+			if err := s.evictionError(pod); err != nil {
+				return err
+			}
 			if pod.Labels["budget"] != "guarded" {
 				return nil
 			}
