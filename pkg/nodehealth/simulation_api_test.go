@@ -2,6 +2,7 @@ package nodehealth
 
 import (
 	"errors"
+	"flag"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -27,8 +28,9 @@ const apiFaultsStream = 0x6170692d6661756c // "api-faul"
 // (immediateRetry), but a gate it could not write is only pending, not in
 // force, so an own-view guard the canary's failed renewals fired meanwhile
 // holds it until renewals after the lift (seed 10708024348038392572: 4 s
-// after a 20 s outage). The first second in which both agree ends the
-// catching up.
+// after a 20 s outage). The first second in which both agree with the own
+// view fresh ends the catching up: agreeing while the view is stale, they
+// part again at its lift (seed 32385196713419906).
 const outageCatchUp = 20 * time.Second
 
 // apiFaults draws this second's API-server faults from their stream.
@@ -118,3 +120,33 @@ func (s *simulation) evictionError(pod *v1.Pod) error {
 }
 
 var podsGVR = v1.SchemeGroupVersion.WithResource("pods")
+
+var simConfig = flag.Bool("sim.config", true, "draw each seed's blast radius, cluster size and zone labels (false: 50/60 %, 6-9 nodes in two zones, as before issue 35; replays the open findings found then)")
+
+// configStream is xored into the seed for drawConfig's stream: a stream of
+// its own, so that the API-server faults of a seed do not depend on it.
+const configStream = 0x636f6e666967 // "config"
+
+// drawConfig draws, from a stream of its own (configStream), what differs between
+// clusters beyond the world's schedule: the blast radius's thresholds, in
+// whole percent from 1 to 100 (half the seeds keep 50 % and 60 %), and how
+// many nodes beyond the first 6-9 the cluster starts with (a quarter of the
+// seeds: up to 30 more), of which every zonelessEvery-th carries no zone
+// label (zero: all do). It runs before the model is made.
+func (s *simulation) drawConfig(seed uint64) (extra int) {
+	if !*simConfig {
+		return 0
+	}
+	r := sim.NewRand(seed ^ configStream)
+	if r.Chance(0.5) {
+		s.opts.BlastRadius.ClusterThreshold = float64(1+r.Intn(100)) / 100
+		s.opts.BlastRadius.ZoneThreshold = float64(1+r.Intn(100)) / 100
+	}
+	if r.Chance(0.25) {
+		extra = 1 + r.Intn(30)
+	}
+	if r.Chance(0.3) {
+		s.zonelessEvery = 2 + r.Intn(4)
+	}
+	return extra
+}

@@ -95,7 +95,9 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	{Seed: 17914233682316891547, Name: "with -sim.config=false: at t=1m50s n1 is tainted ExtensionsNotReady by the controller, ready in the model, after a Lease-watch stall (1m30s-1m50s) cut by a 410 relist at 1m41s that recovered the own view, a second own-view guard at 1m48s, n1's kube-proxy dead since 1m25s and its cni label added at 1m37s (make simulate SEEDS=100, 2026-11-28; undiagnosed: which of the two applies the recovery grace of the second guard as docs/controller.md says)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
@@ -283,6 +285,11 @@ type simulation struct {
 	// podsGone: those answered 404, to delete.
 	evictErred sets.Set[string]
 	podsGone   []*v1.Pod
+	// zonelessEvery: every zonelessEvery-th node carries no zone label
+	// (drawConfig; zero: all do).
+	zonelessEvery int
+	// viewStale: the controller's own view is stale (checkView).
+	viewStale bool
 }
 
 func runSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
@@ -337,6 +344,7 @@ func newSimulation(t *testing.T, seed uint64) *simulation {
 	}
 	s.kube = fake.NewClientset()
 	s.api.Install(&s.kube.Fake)
+	extra := s.drawConfig(seed)
 	s.model = model.New(modelConfig(s.opts))
 
 	// Half the seeds give cni a startup timeout, failing closed or open.
@@ -351,7 +359,7 @@ func newSimulation(t *testing.T, seed uint64) *simulation {
 
 	// The cluster: 6 to 9 nodes in two zones, all running kube-proxy, some
 	// cni, some the updater (self-registered, not gating).
-	count := 6 + rng.Intn(4)
+	count := 6 + rng.Intn(4) + extra
 	for range count {
 		n := s.newNode()
 		s.create(s.nodeObject(n))
@@ -373,6 +381,9 @@ func (s *simulation) newNode() *simNode {
 	s.named++
 	n := &simNode{name: fmt.Sprintf("n%d", i), zone: fmt.Sprintf("z%d", i%2), uid: types.UID(fmt.Sprintf("uid-n%d", i)),
 		boot: 1, cni: s.rng.Chance(0.5)}
+	if s.zonelessEvery > 0 && i%s.zonelessEvery == s.zonelessEvery-1 {
+		n.zone = ""
+	}
 	n.agents = []*simAgent{{ext: "kube-proxy", alive: true}, {ext: "cni", alive: true}}
 	if s.rng.Chance(0.5) {
 		n.agents = append(n.agents, &simAgent{ext: "bottlerocket-updater", registered: true, alive: true})
@@ -596,6 +607,9 @@ func (s *simulation) create(obj interface{ GetName() string }) {
 func (s *simulation) nodeObject(n *simNode) *v1.Node {
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, UID: n.uid, Labels: map[string]string{v1.LabelTopologyZone: n.zone}},
 		Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{BootID: n.bootID()}}}
+	if n.zone == "" {
+		delete(node.Labels, v1.LabelTopologyZone)
+	}
 	if n.cni {
 		node.Labels["cni"] = "true"
 	}
@@ -933,6 +947,7 @@ func (s *simulation) checkView() {
 	if stale, changed := s.c.canary.check(now); changed {
 		s.c.ownViewChanged(s.ctx, stale, now)
 		s.model.OwnView(now, stale)
+		s.viewStale = stale
 		s.trace.Add("t=%s own view stale=%v", s.at(), stale)
 	}
 }
@@ -1151,6 +1166,9 @@ func (s *simulation) updateNode(n *simNode) {
 	}
 	if n.cni != (node.Labels["cni"] == "true") {
 		if n.cni {
+			if node.Labels == nil { // a node without a zone label may have none
+				node.Labels = map[string]string{}
+			}
 			node.Labels["cni"] = "true"
 		} else {
 			delete(node.Labels, "cni")
@@ -1212,7 +1230,9 @@ func (s *simulation) compare(quiet bool) bool {
 			diffs = append(diffs, fmt.Sprintf("%s: controller %s, model %s", n.name, viewString(got), viewString(w)))
 		}
 		diffs = append(diffs, lifecycleInvariant(n.name, obj, got, w)...)
-		if held.Has(n.name) && got.Tainted {
+		// A taint the controller could not remove during an outage is
+		// not one it added while held.
+		if held.Has(n.name) && got.Tainted && !(lagging && got != w) {
 			diffs = append(diffs, fmt.Sprintf("%s: tainted while a guard holds it (invariant)", n.name))
 		}
 		line = append(line, n.name+"="+viewString(got))
@@ -1224,7 +1244,7 @@ func (s *simulation) compare(quiet bool) bool {
 			s.createPods(n, fmt.Sprintf("-%d", s.clk.Elapsed()/time.Second))
 		}
 	}
-	if lagging && !behind && s.outageUntil.IsZero() {
+	if lagging && !behind && s.outageUntil.IsZero() && !s.viewStale {
 		s.lagUntil = time.Time{} // caught up
 	}
 	sort.Strings(line)
