@@ -148,5 +148,7 @@ func (s *simulation) drawConfig(seed uint64) (extra int) {
 	if r.Chance(0.3) {
 		s.zonelessEvery = 2 + r.Intn(4)
 	}
+	s.trace.Add("config: blast radius cluster %v zone %v, %d more nodes, every %d-th without a zone (0: none)",
+		s.opts.BlastRadius.ClusterThreshold, s.opts.BlastRadius.ZoneThreshold, extra, s.zonelessEvery)
 	return extra
 }

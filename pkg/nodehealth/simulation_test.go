@@ -97,6 +97,7 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // them with -sim.open; until they are fixed they would keep CI red.
 var simOpenFindings = sim.Regressions{
 	{Seed: 17914233682316891547, Name: "with -sim.config=false: at t=1m50s n1 is tainted ExtensionsNotReady by the controller, ready in the model, after a Lease-watch stall (1m30s-1m50s) cut by a 410 relist at 1m41s that recovered the own view, a second own-view guard at 1m48s, n1's kube-proxy dead since 1m25s and its cni label added at 1m37s (make simulate SEEDS=100, 2026-11-28; undiagnosed: which of the two applies the recovery grace of the second guard as docs/controller.md says)"},
+	{Seed: 13756747834182287697, Name: "at controller 2's start (t=1m43s) n0 is held by the controller (GatingSuspended), tainted by the model: 35 nodes, thresholds 77 % cluster and 17 % zone, zone z0 at 4 of 18 failing, a foreign Drained=True on n21 a second before, a 410 relist of the Nodes at 1m34s (make simulate SEEDS=100, 2026-11-28; undiagnosed: the two count zone z0 differently at the start)"},
 }
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
@@ -899,7 +900,12 @@ func (s *simulation) drain() bool {
 
 func (s *simulation) settle() {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	// Minutes, not seconds: after a 410 or a failed list a reflector waits
+	// its back-off in wall-clock time, 0.8 s doubling to 30 s with as much
+	// jitter, reset only after 2 min without an error, and the 410s and
+	// failed lists of one long seed add up (seed 9372696895538741622
+	// waited more than the minute this once was).
+	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Minute)
 	defer cancel()
 	if err := s.api.Settle(ctx, func() bool { return !s.drain() }); err != nil {
 		var sent int64
