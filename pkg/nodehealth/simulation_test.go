@@ -282,6 +282,7 @@ type simulation struct {
 	// none), and until lagUntil the controller may lag behind the model.
 	frng                  *sim.Rand
 	outageUntil, lagUntil time.Time
+	lastRelist            time.Time // the last 410 apiFaults caused
 	// evictErred: the pods whose eviction got an error (evictionError);
 	// podsGone: those answered 404, to delete.
 	evictErred sets.Set[string]
