@@ -93,6 +93,7 @@ func (s *simulation) apiFaults(now time.Time) {
 		kind := []sim.FaultKind{sim.ServerError, sim.Timeout, sim.LostAnswer}[r.Intn(3)]
 		s.outageUntil = now.Add(time.Duration(1+r.Intn(20)) * time.Second)
 		s.lagUntil = s.outageUntil.Add(outageCatchUp)
+		s.retriesUntil = s.lagUntil
 		s.api.Inject(sim.Fault{Verb: "patch", Resource: nodesGVR.Resource, Kind: kind, Count: -1})
 		s.api.Inject(sim.Fault{Resource: leasesGVR.Resource, Name: nodev1alpha1.ControllerCanaryLease, Kind: kind, Count: -1})
 		s.trace.Add("t=%s the controller's writes fail (%s) until %s", s.at(), kind, s.outageUntil.Sub(sim.Epoch))

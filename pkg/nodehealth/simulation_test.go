@@ -86,6 +86,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 3179572420155271461, Name: "an ungate clears the DrainInProgress the escalation just set although the cache still shows the clear of the node's earlier escalation: the controller's last write counts over a lagging cache (fresh seeds of CI on df4e37a, 2026-11-28)"},
 	{Seed: 5177122390577962639, Name: "a planned release first seen by a restarted controller on a node held for another extension's failure taints it for maintenance: a release among the failures makes them planned (make simulate SEEDS=200, 2026-11-28)"},
 	{Seed: 16365078962249930749, Name: "an ungate refused because the Node changed under it (a label bringing cni) leaves a taint that a held failure removes (was \"a stopped controller observes nothing\" until the lifecycle writes of issue 37 moved its schedule)"},
+	{Seed: 3843517428554295788, Name: "a restart while the controller catches up after an outage of its writes starts a new instance from Nodes the model does not know: a taint the outage lost, which the model had started an eviction clock on at the restart (driver; no restart is drawn then; make simulate SEEDS=60 on the sim-faults driver, 2026-11-28)"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that
@@ -99,7 +100,6 @@ var simOpenFindings = sim.Regressions{
 	{Seed: 17914233682316891547, Name: "with -sim.config=false: at t=1m50s n1 is tainted ExtensionsNotReady by the controller, ready in the model, after a Lease-watch stall (1m30s-1m50s) cut by a 410 relist at 1m41s that recovered the own view, a second own-view guard at 1m48s, n1's kube-proxy dead since 1m25s and its cni label added at 1m37s (make simulate SEEDS=100, 2026-11-28; undiagnosed: which of the two applies the recovery grace of the second guard as docs/controller.md says)"},
 	{Seed: 13756747834182287697, Name: "at controller 2's start (t=1m43s) n0 is held by the controller (GatingSuspended), tainted by the model: 35 nodes, thresholds 77 % cluster and 17 % zone, zone z0 at 4 of 18 failing, a foreign Drained=True on n21 a second before, a 410 relist of the Nodes at 1m34s (make simulate SEEDS=100, 2026-11-28; undiagnosed: the two count zone z0 differently at the start)"},
 	{Seed: 15470672626539717290, Name: "t=2m37s n2, n4, n6, n8 (zone z0) evicted in the model, no eviction attempt by the controller, 30 s (the eviction timeout) after controller 2's start at 2m7s (make simulate SEEDS=60 on the final driver, 2026-11-28; passed on its first two replays, so timing the driver does not fix decides it; undiagnosed)"},
-	{Seed: 3843517428554295788, Name: "t=3m14s n3 evicted in the model, no eviction attempt by the controller, some 15 s after catching up from a write outage that left n3 untainted until about 2m59s (make simulate SEEDS=60 on the final driver, 2026-11-28; undiagnosed: the driver's catching up, or the eviction clock after an outage)"},
 }
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
@@ -284,7 +284,10 @@ type simulation struct {
 	// none), and until lagUntil the controller may lag behind the model.
 	frng                  *sim.Rand
 	outageUntil, lagUntil time.Time
-	lastRelist            time.Time // the last 410 apiFaults caused
+	// retriesUntil: until then a write may be the retry of one the outage
+	// refused, though the compared view caught up (compare).
+	retriesUntil time.Time
+	lastRelist   time.Time // the last 410 apiFaults caused
 	// evictErred: the pods whose eviction got an error (evictionError);
 	// podsGone: those answered 404, to delete.
 	evictErred sets.Set[string]
@@ -1125,6 +1128,18 @@ func (s *simulation) faults(now time.Time) {
 		}
 		s.trace.Add("t=%s kube-proxy dies everywhere", s.at())
 	case r.Chance(0.004):
+		if now.Before(s.lagUntil) {
+			// The model takes every decision of the old instance as
+			// written, and a new one starts from what is written: during
+			// an outage of the writes, or while catching up after it, the
+			// two would start from different Nodes (seed
+			// 3843517428554295788: a taint lost in an outage, which the
+			// model started its eviction clock on at the restart, and the
+			// new instance wrote after its start grace). The draw is made
+			// all the same, so that the stream does not depend on it.
+			s.trace.Add("t=%s no restart while the controller catches up after an outage", s.at())
+			break
+		}
 		s.startController()
 	case len(s.nodes) < 12 && r.Chance(0.002):
 		s.join(now, r.Chance(0.5))
@@ -1204,8 +1219,12 @@ func (s *simulation) compare(quiet bool) bool {
 	held := sets.New(s.model.Held()...)
 	var diffs, line, messages []string
 	lagging, behind := s.clk.Now().Before(s.lagUntil), false
-	// A write retried after an outage is no steady-state write.
-	quiet = quiet && !lagging
+	// A write retried after an outage is no steady-state write, also once
+	// the compared view caught up: a write it does not show (a lifecycle
+	// condition) waits out the queue's back-off (seed 2464017126761181261,
+	// a DrainInProgress=False whose answer was lost, written again 2 s
+	// after the outage; the controller cannot know the first was applied).
+	quiet = quiet && !s.clk.Now().Before(s.retriesUntil)
 	untainted := s.taintRemovals()
 	for _, n := range s.nodes {
 		if untainted.Has(n.name) && n.evicted {
