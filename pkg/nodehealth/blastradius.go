@@ -3,6 +3,7 @@ package nodehealth
 import (
 	"fmt"
 	"math"
+	"sort"
 	"sync"
 )
 
@@ -137,6 +138,43 @@ func (b *blastRadius) update(node, zone string, tracked, failing bool) []suspens
 		}
 		if old.zone == zone {
 			break
+		}
+	}
+	return changes
+}
+
+// recount replaces every node's count with members (by node name; those
+// listed only) and reevaluates each scope once, on the full count. Counting
+// the nodes one by one with update would judge each scope on a part of its
+// nodes, in the order they come: the hysteresis then keeps a suspension a
+// partial count began although the full count would not begin it (seed
+// 13756747834182287697).
+func (b *blastRadius) recount(members map[string]member) []suspensionChange {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.members = map[string]member{}
+	b.cluster.total, b.cluster.failing = 0, 0
+	for _, c := range b.zones {
+		c.total, c.failing = 0, 0
+	}
+	for node, m := range members {
+		b.members[node] = m
+		b.adjust(m, +1)
+	}
+	var changes []suspensionChange
+	if b.cluster.reevaluate(b.clusterBP) {
+		changes = append(changes, suspensionChange{scope: "cluster", suspended: b.cluster.suspended,
+			failing: b.cluster.failing, total: b.cluster.total, threshold: b.opts.ClusterThreshold})
+	}
+	zones := make([]string, 0, len(b.zones))
+	for z := range b.zones {
+		zones = append(zones, z)
+	}
+	sort.Strings(zones)
+	for _, z := range zones {
+		if c := b.zones[z]; z != "" && c.reevaluate(b.zoneBP) {
+			changes = append(changes, suspensionChange{scope: "zone " + z, suspended: c.suspended,
+				failing: c.failing, total: c.total, threshold: b.opts.ZoneThreshold})
 		}
 	}
 	return changes

@@ -87,6 +87,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 5177122390577962639, Name: "a planned release first seen by a restarted controller on a node held for another extension's failure taints it for maintenance: a release among the failures makes them planned (make simulate SEEDS=200, 2026-11-28)"},
 	{Seed: 16365078962249930749, Name: "an ungate refused because the Node changed under it (a label bringing cni) leaves a taint that a held failure removes (was \"a stopped controller observes nothing\" until the lifecycle writes of issue 37 moved its schedule)"},
 	{Seed: 3843517428554295788, Name: "a restart while the controller catches up after an outage of its writes starts a new instance from Nodes the model does not know: a taint the outage lost, which the model had started an eviction clock on at the restart (driver; no restart is drawn then; make simulate SEEDS=60 on the sim-faults driver, 2026-11-28)"},
+	{Seed: 13756747834182287697, Name: "a restarted controller judges the blast radius on all the nodes it lists: counted one by one, 3 failing nodes of zone z0 listed early suspended the zone at 17 % and the hysteresis kept it at 3 of 18 (make simulate SEEDS=100 on the sim-faults driver, 2026-11-28)"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that
@@ -98,7 +99,6 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // them with -sim.open; until they are fixed they would keep CI red.
 var simOpenFindings = sim.Regressions{
 	{Seed: 17914233682316891547, Name: "with -sim.config=false: at t=1m50s n1 is tainted ExtensionsNotReady by the controller, ready in the model, after a Lease-watch stall (1m30s-1m50s) cut by a 410 relist at 1m41s that recovered the own view, a second own-view guard at 1m48s, n1's kube-proxy dead since 1m25s and its cni label added at 1m37s (make simulate SEEDS=100, 2026-11-28; undiagnosed: which of the two applies the recovery grace of the second guard as docs/controller.md says)"},
-	{Seed: 13756747834182287697, Name: "at controller 2's start (t=1m43s) n0 is held by the controller (GatingSuspended), tainted by the model: 35 nodes, thresholds 77 % cluster and 17 % zone, zone z0 at 4 of 18 failing, a foreign Drained=True on n21 a second before, a 410 relist of the Nodes at 1m34s (make simulate SEEDS=100, 2026-11-28; undiagnosed: the two count zone z0 differently at the start)"},
 	{Seed: 15470672626539717290, Name: "t=2m37s n2, n4, n6, n8 (zone z0) evicted in the model, no eviction attempt by the controller, 30 s (the eviction timeout) after controller 2's start at 2m7s (make simulate SEEDS=60 on the final driver, 2026-11-28; passed on its first two replays, so timing the driver does not fix decides it; undiagnosed)"},
 }
 

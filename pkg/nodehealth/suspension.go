@@ -57,7 +57,7 @@ func (c *Controller) primeBlastRadius(ctx context.Context) {
 		return
 	}
 	now := c.clock.Now()
-	var changes []suspensionChange
+	members := map[string]member{}
 	for _, node := range nodes {
 		if node.Labels[nodev1alpha1.ExcludeLabel] == "true" {
 			continue
@@ -71,8 +71,11 @@ func (c *Controller) primeBlastRadius(ctx context.Context) {
 		c.mu.Unlock()
 		d := evaluate(evalInput{now: now, opts: &c.opts, node: facts, prev: newNodeState(now), exts: exts,
 			leases: c.tracker.lookupLeases(exts), live: live, blast: c.blast.view(node.Name, facts.zone)})
-		changes = append(changes, c.blast.update(node.Name, facts.zone, d.tracked, d.failing)...)
+		if d.tracked {
+			members[node.Name] = member{zone: facts.zone, failing: d.failing}
+		}
 	}
+	changes := c.blast.recount(members)
 	failing := len(c.blast.failingNodes())
 	klog.FromContext(ctx).Info("Counted the nodes for the blast radius before the first sync", "nodes", len(nodes), "failing", failing)
 	c.handleSuspensionChanges(ctx, changes, now)
