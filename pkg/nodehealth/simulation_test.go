@@ -88,6 +88,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 16365078962249930749, Name: "an ungate refused because the Node changed under it (a label bringing cni) leaves a taint that a held failure removes (was \"a stopped controller observes nothing\" until the lifecycle writes of issue 37 moved its schedule)"},
 	{Seed: 3843517428554295788, Name: "a restart while the controller catches up after an outage of its writes starts a new instance from Nodes the model does not know: a taint the outage lost, which the model had started an eviction clock on at the restart (driver; no restart is drawn then; make simulate SEEDS=60 on the sim-faults driver, 2026-11-28)"},
 	{Seed: 13756747834182287697, Name: "a restarted controller judges the blast radius on all the nodes it lists: counted one by one, 3 failing nodes of zone z0 listed early suspended the zone at 17 % and the hysteresis kept it at 3 of 18 (make simulate SEEDS=100 on the sim-faults driver, 2026-11-28)"},
+	{Seed: 15470672626539717290, Name: "the same at controller 2's start (t=2m7s): a zone suspended on a partial count paused the eviction clocks of n2, n4, n6 and n8, which the model evicted 30 s later; it failed only in the orders that suspend, which is why it passed on most replays (make simulate SEEDS=60 on the sim-faults driver, 2026-11-28)"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that
@@ -99,7 +100,6 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // them with -sim.open; until they are fixed they would keep CI red.
 var simOpenFindings = sim.Regressions{
 	{Seed: 17914233682316891547, Name: "with -sim.config=false: at t=1m50s n1 is tainted ExtensionsNotReady by the controller, ready in the model, after a Lease-watch stall (1m30s-1m50s) cut by a 410 relist at 1m41s that recovered the own view, a second own-view guard at 1m48s, n1's kube-proxy dead since 1m25s and its cni label added at 1m37s (make simulate SEEDS=100, 2026-11-28; undiagnosed: which of the two applies the recovery grace of the second guard as docs/controller.md says)"},
-	{Seed: 15470672626539717290, Name: "t=2m37s n2, n4, n6, n8 (zone z0) evicted in the model, no eviction attempt by the controller, 30 s (the eviction timeout) after controller 2's start at 2m7s (make simulate SEEDS=60 on the final driver, 2026-11-28; passed on its first two replays, so timing the driver does not fix decides it; undiagnosed)"},
 }
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
