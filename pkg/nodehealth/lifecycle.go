@@ -152,6 +152,15 @@ func (c *Controller) writeLifecycle(ctx context.Context, node *v1.Node, st *node
 			// between the read and the write is overwritten only if it
 			// came in that instant.
 			if err := c.patchConditions(ctx, node, conds, ""); err != nil {
+				// The write may have been applied (a timeout, a lost
+				// answer): the last write we know of no longer says what
+				// the node holds, and counted over the cache it would
+				// skip a condition this one set (seed
+				// 8412077615098173412). The cache decides until the next
+				// write succeeds.
+				c.mu.Lock()
+				st.lifecycleDone = nil
+				c.mu.Unlock()
 				return err
 			}
 			logger.Info("Set lifecycle conditions", "conditions", summary, "reason", nodev1alpha1.LifecycleReasonExtensionFailed)

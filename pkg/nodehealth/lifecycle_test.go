@@ -323,3 +323,46 @@ func TestAnEscalationSetsDrainInProgressTheCacheStillShowsFromBefore(t *testing.
 	}
 	f.expectLifecycle("n1", ours, "")
 }
+
+// A lifecycle write whose answer is lost (applied, then a timeout) leaves
+// the controller unsure of what it wrote. Its memory of the last write still
+// held the escalation's DrainInProgress, and over the cache's Drained=True
+// (ours, the write that was applied) it took Drained as False: the ungate
+// cleared DrainInProgress and left Drained=True on a node back in service
+// (simulation seed 8412077615098173412, an outage of lost answers).
+func TestAnUngateClearsADrainedWhoseWriteLostItsAnswer(t *testing.T) {
+	f := escalationDue(t, pod("web", "n1"))
+	refuse := true
+	refuseEvictionsWhile(f, &refuse)
+	f.escalateAndSync(t, "n1")
+	f.expectLifecycle("n1", ours, "")
+
+	lose := true
+	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
+		if !lose || action.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		lose = false
+		if _, _, err := core.ObjectReaction(f.client.Tracker())(action); err != nil {
+			return true, nil, err
+		}
+		return true, nil, apierrors.NewTimeoutError("the answer was lost", 0)
+	})
+	refuse = false
+	f.clock.Step(evictionInitialBackoff)
+	if after, err := f.c.escalateNode(f.ctx, "n1"); err != nil || after != 0 {
+		t.Fatalf("escalation: retry in %v, err %v; want done", after, err)
+	}
+	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+		t.Fatal("the sync whose lifecycle write lost its answer returned no error")
+	}
+	f.refresh("n1")
+	f.expectLifecycle("n1", oursCleared, ours)
+
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("still gated after the extension renewed")
+	}
+	f.expectLifecycle("n1", oursCleared, oursCleared)
+}
