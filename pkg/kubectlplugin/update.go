@@ -70,8 +70,13 @@ type UpdatePolicyRow struct {
 	Nodes    int32  `json:"nodes"`
 	UpToDate int32  `json:"upToDate"`
 	InFlight int32  `json:"inFlight"`
-	Failed   int32  `json:"failed"`
-	Waiting  int32  `json:"waiting"`
+	// Others are the nodes of other tools (leaving, someone else's
+	// maintenance) that count toward the policy's limits; OtherNodes names
+	// the first of them with why.
+	Others     int32                         `json:"others"`
+	OtherNodes []updatesv1alpha1.CountedNode `json:"otherNodes,omitempty"`
+	Failed     int32                         `json:"failed"`
+	Waiting    int32                         `json:"waiting"`
 	// Window is the WindowOpen condition: "open", "closed" or why unknown.
 	Window        string   `json:"window"`
 	WindowMessage string   `json:"windowMessage,omitempty"`
@@ -199,7 +204,7 @@ func updateStatus(ctx context.Context, client versioned.Interface, names []strin
 // policyRow summarizes a policy from its spec and the operator's status.
 func policyRow(p *updatesv1alpha1.UpdatePolicy) UpdatePolicyRow {
 	r := UpdatePolicyRow{Name: p.Name, Target: p.Spec.TargetVersion, Paused: p.Spec.Paused, Limit: p.Spec.MaxConcurrentUpdates.String(),
-		Nodes: p.Status.Nodes, UpToDate: p.Status.UpToDate, InFlight: p.Status.InFlight, Failed: p.Status.Failed, Waiting: p.Status.Waiting,
+		Nodes: p.Status.Nodes, UpToDate: p.Status.UpToDate, InFlight: p.Status.InFlight, Others: p.Status.Others, OtherNodes: p.Status.OtherNodes, Failed: p.Status.Failed, Waiting: p.Status.Waiting,
 		HaltedBy: p.Status.HaltedBy, Observed: p.Status.ObservedGeneration == p.Generation, Window: "unknown"}
 	if sel, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector); err == nil && p.Spec.NodeSelector != nil {
 		r.Selector = sel.String()
@@ -250,7 +255,7 @@ func printUpdateStatus(out io.Writer, r UpdateReport, all bool) error {
 	if len(r.Policies) == 0 {
 		fmt.Fprintln(out, "No UpdatePolicy: no node starts an update (docs/updater.md shows one to apply).")
 	} else {
-		header := []string{"POLICY", "TARGET", "PROGRESS", "IN-FLIGHT", "FAILED", "PAUSED", "WINDOW", "HALTED BY"}
+		header := []string{"POLICY", "TARGET", "PROGRESS", "IN-FLIGHT", "OTHERS", "FAILED", "PAUSED", "WINDOW", "HALTED BY"}
 		if all {
 			header = append(header, "LIMIT", "SELECTOR")
 		}
@@ -264,7 +269,7 @@ func printUpdateStatus(out io.Writer, r UpdateReport, all bool) error {
 			if target == "" {
 				target = "<offered>"
 			}
-			row := []string{p.Name, target, fmt.Sprintf("%d/%d", p.UpToDate, p.Nodes), fmt.Sprint(p.InFlight), fmt.Sprint(p.Failed),
+			row := []string{p.Name, target, fmt.Sprintf("%d/%d", p.UpToDate, p.Nodes), fmt.Sprint(p.InFlight), fmt.Sprint(p.Others), fmt.Sprint(p.Failed),
 				fmt.Sprint(p.Paused), p.Window, dash(halted)}
 			if all {
 				row = append(row, p.Limit, dash(p.Selector))
@@ -280,6 +285,17 @@ func printUpdateStatus(out io.Writer, r UpdateReport, all bool) error {
 			}
 			if !p.Observed {
 				fmt.Fprintf(out, "%s: the operator has not acted on its latest edit yet\n", p.Name)
+			}
+			if len(p.OtherNodes) > 0 {
+				var named []string
+				for _, o := range p.OtherNodes {
+					named = append(named, fmt.Sprintf("%s (%s)", o.Name, o.Reason))
+				}
+				more := ""
+				if extra := int(p.Others) - len(p.OtherNodes); extra > 0 {
+					more = fmt.Sprintf(" and %d more", extra)
+				}
+				fmt.Fprintf(out, "%s: the budget also counts %s%s\n", p.Name, strings.Join(named, ", "), more)
 			}
 		}
 		fmt.Fprintln(out)

@@ -53,6 +53,7 @@ func TestUpdateStatus(t *testing.T) {
 	failedAt := now.Add(-time.Hour)
 	client := shadowfake.NewSimpleClientset(
 		policyFixture("fleet", false, updatesv1alpha1.UpdatePolicyStatus{ObservedGeneration: 2, Nodes: 3, UpToDate: 1, InFlight: 1, Failed: 1,
+			Others: 1, OtherNodes: []updatesv1alpha1.CountedNode{{Name: "n9", Reason: "condition DrainInProgress=True, reason AdminRequested, node unschedulable"}},
 			HaltedBy: []string{"n2"}, Conditions: []metav1.Condition{
 				{Type: updatesv1alpha1.PolicyWindowOpen, Status: metav1.ConditionFalse, Reason: "OutsideWindow", Message: "The next update window opens at X"},
 				{Type: updatesv1alpha1.PolicyHalted, Status: metav1.ConditionTrue, Reason: "UpdateFailed"}}}),
@@ -68,10 +69,11 @@ func TestUpdateStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"POLICY   TARGET   PROGRESS   IN-FLIGHT   FAILED   PAUSED   WINDOW    HALTED BY\n",
-		"canary   1.20.0   0/0        0           0        true     unknown   -\n",
-		"fleet    1.20.0   1/3        1           1        false    closed    n2\n",
+		"POLICY   TARGET   PROGRESS   IN-FLIGHT   OTHERS   FAILED   PAUSED   WINDOW    HALTED BY\n",
+		"canary   1.20.0   0/0        0           0        0        true     unknown   -\n",
+		"fleet    1.20.0   1/3        1           1        1        false    closed    n2\n",
 		"canary: the operator has not acted on its latest edit yet",
+		"fleet: the budget also counts n9 (condition DrainInProgress=True, reason AdminRequested, node unschedulable)\n",
 		"Rollout HALTED by failed updates on: n2\n",
 		"n2 failed at " + rfc(failedAt) + ": DeadlineExceeded: too slow",
 		"kubectl nodehealth update resume NODE",

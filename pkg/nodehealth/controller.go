@@ -187,7 +187,7 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 // what it reads: a node that starts or stops leaving is evaluated at once.
 func nodeChanged(a, b *v1.Node, opts *Options) bool {
 	taintKey := opts.TaintKey
-	if !leavingFactsOf(a, opts).equal(leavingFactsOf(b, opts)) {
+	if !leavingFactsOf(a, opts).Equal(leavingFactsOf(b, opts)) {
 		return true
 	}
 	if a.UID != b.UID || a.Status.NodeInfo.BootID != b.Status.NodeInfo.BootID ||

@@ -223,7 +223,7 @@ func evaluate(in evalInput) decision {
 // "Leaving nodes") and keeps what it read in the node's state, where the
 // blast-radius recount and the escalation read it again at their own instant.
 func (e *evaluation) leavingSignal() {
-	why, changes := e.f.leaving.signal(e.now, e.in.opts.LifecycleConditionMaxAge)
+	why, changes := e.f.leaving.Signal(e.now, e.in.opts.LifecycleConditionMaxAge)
 	e.st.leaving = e.f.leaving
 	e.d.leaving = why
 	// A foreign lifecycle condition stops counting when it grows stale:

@@ -320,7 +320,7 @@ func (c *Controller) escalationDue(name string) (failing, held bool) {
 	// evaluation takes it out of the count.
 	zone := ""
 	if node, err := c.nodeLister.Get(name); err == nil {
-		if why, _ := leavingFactsOf(node, &c.opts).signal(c.clock.Now(), c.opts.LifecycleConditionMaxAge); why != "" {
+		if why, _ := leavingFactsOf(node, &c.opts).Signal(c.clock.Now(), c.opts.LifecycleConditionMaxAge); why != "" {
 			return false, false
 		}
 		zone = node.Labels[zoneLabel]

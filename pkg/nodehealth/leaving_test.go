@@ -174,6 +174,32 @@ func TestAStaleForeignDrainedConditionDoesNotExemptASchedulableNode(t *testing.T
 	}
 }
 
+// The update operator's lifecycle conditions are nodehealth's own
+// (docs/updater.md): a node it updates, or whose failed update halts a
+// rollout, is not leaving, and a failure on it is gated like any other.
+func TestTheUpdateOperatorsLifecycleConditionsDoNotMakeANodeLeaving(t *testing.T) {
+	opts := testOptions()
+	opts.BlastRadius = BlastRadiusOptions{}
+	f := newFixture(t, opts,
+		readyNode("updating",
+			withLifecycleCondition(nodev1alpha1.LifecycleConditionMaintenanceInProgress, nodev1alpha1.LifecycleReasonBottlerocketUpdate, t0),
+			withLifecycleCondition(nodev1alpha1.LifecycleConditionDrainInProgress, nodev1alpha1.LifecycleReasonBottlerocketUpdate, t0),
+			withLifecycleCondition(nodev1alpha1.LifecycleConditionDrained, nodev1alpha1.LifecycleReasonBottlerocketUpdate, t0)),
+		readyNode("halted", withLifecycleCondition(nodev1alpha1.LifecycleConditionMaintenanceInProgress, nodev1alpha1.LifecycleReasonUpdateFailed, t0)))
+	names := []string{"updating", "halted"}
+	for _, n := range names {
+		f.renew("kube-proxy", n)
+	}
+	f.syncAll(names...)
+	f.clock.Step(51 * time.Second)
+	f.syncAll(names...)
+	for _, n := range names {
+		if c := f.condition(n); !f.tainted(n) || c.Reason != nodev1alpha1.ReasonExtensionsNotReady || !f.c.blast.isFailing(n) {
+			t.Errorf("%s: tainted %v, condition %s, failing %v: want a failure like any other", n, f.tainted(n), c.Reason, f.c.blast.isFailing(n))
+		}
+	}
+}
+
 // The leaving condition stops counting when it grows stale: the evaluation
 // asks to be run again at that instant.
 func TestALeavingNodeIsEvaluatedAgainWhenItsLifecycleConditionGrowsStale(t *testing.T) {
@@ -185,7 +211,7 @@ func TestALeavingNodeIsEvaluatedAgainWhenItsLifecycleConditionGrowsStale(t *test
 	exts := []requiredExtension{{name: "a", lease: ref, affects: true}}
 	d := evaluatePurely(t, evalInput{now: t0, opts: &opts, prev: st, exts: exts, leases: []leaseLookup{{}},
 		node: nodeFacts{name: "n1", uid: "uid-n1", bootID: "boot-1", leaving: leavingFacts{
-			conditions: []lifecycleCondition{{kind: nodev1alpha1.LifecycleConditionDrained, reason: "AdminRequested", since: since}}}},
+			Conditions: []lifecycleCondition{{Kind: nodev1alpha1.LifecycleConditionDrained, Reason: "AdminRequested", Since: since}}}},
 		blast: testBlastView(false, false)})
 	if d.leaving == "" {
 		t.Fatal("a 1h50m old foreign Drained condition does not make the node leaving")
@@ -246,7 +272,7 @@ func TestANodeLeavingUntilItsLifecycleConditionGrowsStaleIsNotSteady(t *testing.
 	exts := []requiredExtension{{name: "a", lease: ref, affects: true}}
 	d := evaluatePurely(t, evalInput{now: t0, opts: &opts, prev: st, exts: exts, leases: tracker.lookupLeases(exts),
 		node: nodeFacts{name: "n1", uid: "uid-n1", bootID: "boot-1", leaving: leavingFacts{
-			conditions: []lifecycleCondition{{kind: nodev1alpha1.LifecycleConditionDrained, reason: "AdminRequested", since: t0.Add(-time.Hour)}}}},
+			Conditions: []lifecycleCondition{{Kind: nodev1alpha1.LifecycleConditionDrained, Reason: "AdminRequested", Since: t0.Add(-time.Hour)}}}},
 		blast: testBlastView(false, false)})
 	if d.leaving == "" || d.tracked {
 		t.Fatalf("leaving %q, tracked %v: want a leaving node not tracked", d.leaving, d.tracked)

@@ -227,22 +227,30 @@ func TestAnUngateClearsADrainInProgressTheCacheDoesNotShowYet(t *testing.T) {
 	f := escalationDue(t, pod("web", "n1"))
 	refuse := true
 	refuseEvictionsWhile(f, &refuse)
-	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
+	f.escalateThenUngateUndelivered(t, "n1")
+}
+
+// escalateThenUngateUndelivered escalates the node (its evictions refused,
+// so DrainInProgress says True) and ungates it with a renewal, syncing each
+// time without the informer delivering the result, and requires
+// DrainInProgress True after the first sync and cleared after the second.
+func (f *fixture) escalateThenUngateUndelivered(t *testing.T, node string) {
+	t.Helper()
+	if _, err := f.c.escalateNode(f.ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	// Synced without the informer delivering the result.
-	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+	if err := f.c.syncNode(f.ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	f.expectLifecycle("n1", ours, "")
-	f.renew("kube-proxy", "n1")
-	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+	f.expectLifecycle(node, ours, "")
+	f.renew("kube-proxy", node)
+	if err := f.c.syncNode(f.ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	if f.tainted("n1") {
+	if f.tainted(node) {
 		t.Fatal("still gated after the extension renewed")
 	}
-	f.expectLifecycle("n1", oursCleared, "")
+	f.expectLifecycle(node, oursCleared, "")
 }
 
 // The cache can show the clear of an earlier escalation when the next one has
@@ -264,23 +272,8 @@ func TestAnUngateClearsADrainInProgressTheCacheStillShowsClearedFromBefore(t *te
 	if !f.tainted("n1") {
 		t.Fatal("not gated again after the extension failed again")
 	}
-	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
-		t.Fatal(err)
-	}
-	// Synced without the informer delivering the result: the cache still
-	// shows the clear of the first escalation.
-	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
-		t.Fatal(err)
-	}
-	f.expectLifecycle("n1", ours, "")
-	f.renew("kube-proxy", "n1")
-	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
-		t.Fatal(err)
-	}
-	if f.tainted("n1") {
-		t.Fatal("still gated after the extension renewed")
-	}
-	f.expectLifecycle("n1", oursCleared, "")
+	// The cache still shows the clear of the first escalation.
+	f.escalateThenUngateUndelivered(t, "n1")
 }
 
 // The reverse: a clear the cache does not show yet, then a new escalation.

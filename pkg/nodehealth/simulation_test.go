@@ -84,7 +84,6 @@ var simRegressions = sim.Regressions{
 	{Seed: 5417920863538170449, Name: "a node re-created while Karpenter's finalizer holds it (being disrupted or deleted) is replaced once the finalizer lets go (driver; make simulate SEEDS=40, 2026-11-28)"},
 	{Seed: 6830237159890156263, Name: "an escalated node whose failure pauses while it stays gated (an own-view recovery's grace) and goes on keeps being drained (make simulate SEEDS=200, 2026-11-28)"},
 	{Seed: 3179572420155271461, Name: "an ungate clears the DrainInProgress the escalation just set although the cache still shows the clear of the node's earlier escalation: the controller's last write counts over a lagging cache (fresh seeds of CI on df4e37a, 2026-11-28)"},
-	{Seed: 5177122390577962639, Name: "a planned release first seen by a restarted controller on a node held for another extension's failure taints it for maintenance: a release among the failures makes them planned (make simulate SEEDS=200, 2026-11-28)"},
 	{Seed: 16365078962249930749, Name: "an ungate refused because the Node changed under it (a label bringing cni) leaves a taint that a held failure removes (was \"a stopped controller observes nothing\" until the lifecycle writes of issue 37 moved its schedule)"},
 	{Seed: 3843517428554295788, Name: "a restart while the controller catches up after an outage of its writes starts a new instance from Nodes the model does not know: a taint the outage lost, which the model had started an eviction clock on at the restart (driver; no restart is drawn then; make simulate SEEDS=60 on the sim-faults driver, 2026-11-28)"},
 	{Seed: 3166674346706394344, Name: "a gate an outage left pending waits for an own-view guard that outlasts the catching up (a Lease-watch stall begun in the outage): the catching up counts from the guard's lift (driver; make simulate SEEDS=60, 2026-11-28)"},
@@ -105,6 +104,16 @@ var simOpenFindings = sim.Regressions{
 	{Seed: 17914233682316891547, Name: "with -sim.config=false: at t=1m50s n1 is tainted ExtensionsNotReady by the controller, ready in the model, after a Lease-watch stall (1m30s-1m50s) cut by a 410 relist at 1m41s that recovered the own view, a second own-view guard at 1m48s, n1's kube-proxy dead since 1m25s and its cni label added at 1m37s (make simulate SEEDS=100, 2026-11-28; undiagnosed: which of the two applies the recovery grace of the second guard as docs/controller.md says)"},
 	{Seed: 3960348572464930654, Name: "at t=4m39s n4 is tainted ExtensionsNotReady by the controller, ready in the model, when its kube-proxy comes back: cni dead since 3m53s, a Lease-watch stall 3m56s-4m27s with the own view stale from 4m1s, n4 held from 4m5s, kube-proxy released (Crash) at 4m13s, both taint n4 at the recovery (make simulate SEEDS=60, 2026-11-28; undiagnosed, likely the question of 17914233682316891547: the model counts cni ready by the recovery's grace and ends the gate, the controller waits for a renewal observed after the recovery, as docs/controller.md says of gates it decided, while n4's gate was held, not written)"},
 	{Seed: 260058598380515894, Name: "at t=1m41s n0 is ungated by the controller when its cni comes back, kept tainted by the model: cni released (Crash) at 1m7s in an outage of the writes (54s-1m10s), so the model took n0's taint as written while the controller's was refused; a Lease-watch stall 1m10s-1m32s held it; kube-proxy died at 1m14s in the stall; at the recovery both tainted n0 and the catching up ended at 1m35s (make simulate SEEDS=60, 2026-11-28; undiagnosed, likely the driver's: the model restarts at the recovery a gate it took as written, which needs renewals from the lift, while the controller's gate was only held, and the compared view agreed before the two histories did)"},
+	// Registered as a regression seed the day its fix landed
+	// (TestAPlannedReleaseOnANodeHeldForAFailureTaintsItForMaintenance keeps
+	// that fix); CI's next run failed it at t=2m9s, later in the same run:
+	// n0's kube-proxy died at 1m57s, after watches closed at 1m54s and in
+	// a Lease-watch stall that ended at 1m59s, and the model taints n0 by
+	// 2m9s while the controller keeps it ready. It fails in about 1 of 7
+	// runs under -race (2 of 15 before the day's last commits too), so the
+	// seed's schedule is not deterministic after the watches close; not
+	// diagnosed.
+	{Seed: 5177122390577962639, Name: "t=2m9s n0: controller untainted/True:ExtensionsReady, model tainted/False:ExtensionsNotReady, kube-proxy dead since 1m57s after watches closed and a Lease-watch stall (fails in about 1 of 7 -race runs)"},
 }
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")

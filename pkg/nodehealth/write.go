@@ -2,11 +2,9 @@ package nodehealth
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -283,33 +281,12 @@ func (c *Controller) writeCondition(ctx context.Context, node *v1.Node, status v
 	}}, "")
 }
 
-// patchConditions sets conditions with one strategic merge patch of node
-// status: conditions merge by type, so the kubelet's and other writers'
-// conditions are never touched. Each keeps its lastTransitionTime when its
-// status does not change. A resourceVersion, when given, makes the patch
-// fail with a conflict if the node changed since that read.
+// patchConditions sets conditions with one status patch
+// (nodeutil.PatchConditions), counted in the condition-write metric.
 func (c *Controller) patchConditions(ctx context.Context, node *v1.Node, conds []v1.NodeCondition, resourceVersion string) error {
-	now := metav1.NewTime(c.clock.Now())
-	types := make([]string, 0, len(conds))
-	for i := range conds {
-		cond := &conds[i]
-		cond.LastHeartbeatTime, cond.LastTransitionTime = now, now
-		if cur := nodeutil.Condition(node, cond.Type); cur != nil && cur.Status == cond.Status {
-			cond.LastTransitionTime = cur.LastTransitionTime
-		}
-		types = append(types, string(cond.Type))
-	}
-	patch := map[string]interface{}{"status": map[string]interface{}{"conditions": conds}}
-	if resourceVersion != "" {
-		patch["metadata"] = map[string]interface{}{"resourceVersion": resourceVersion}
-	}
-	data, err := json.Marshal(patch)
-	if err != nil {
-		return err
-	}
-	if _, err := c.client.CoreV1().Nodes().PatchStatus(ctx, node.Name, data); err != nil {
+	if err := nodeutil.PatchConditions(ctx, c.client.CoreV1().Nodes(), node, conds, c.clock.Now(), resourceVersion); err != nil {
 		c.metrics.ConditionWrites.WithLabelValues("error").Inc()
-		return fmt.Errorf("writing condition %s of node %s: %w", strings.Join(types, ", "), node.Name, err)
+		return err
 	}
 	c.metrics.ConditionWrites.WithLabelValues("success").Inc()
 	return nil

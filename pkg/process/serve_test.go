@@ -16,7 +16,7 @@ import (
 // /debug/pprof is served only when enabled, and a build without profiling
 // (noprofiling tag) refuses to start with it enabled instead of silently
 // serving nothing. Run under both tags: `go test -tags noprofiling`.
-func TestServeProfiling(t *testing.T) {
+func TestProfilingIsServedOnlyWhenEnabled(t *testing.T) {
 	for _, enabled := range []bool{false, true} {
 		t.Run(fmt.Sprintf("enableProfiling=%v", enabled), func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())

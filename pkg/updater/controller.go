@@ -84,6 +84,10 @@ type Controller struct {
 	// lastPassTold is the last NotEvictedBeforeReboot message sent per
 	// node, so the repeated last passes announce each refusal once.
 	lastPassTold map[string]string
+	// lifecycleDone is the lifecycle conditions last brought onto each
+	// node (lifecycle.go): the informer's copy of the Node lags behind
+	// the operator's own writes.
+	lifecycleDone map[string]lifecycleRecord
 }
 
 // NewController wires the controller to its informers. recorder may be nil;
@@ -96,6 +100,9 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 	}
 	if opts.Drain.Client == nil {
 		return nil, errors.New("a drain client is required: the operator evicts the pods of every node it reboots")
+	}
+	if opts.Nodes == nil {
+		return nil, errors.New("a Node status client is required: the operator publishes the lifecycle conditions of every node it updates")
 	}
 	if opts.LeaseNamespace == "" {
 		opts.LeaseNamespace = nodev1alpha1.DefaultLeaseNamespace
@@ -128,6 +135,8 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 		drains:       map[string]*nodeDrain{},
 		lastPassTold: map[string]string{},
 		drainClock:   clk,
+
+		lifecycleDone: map[string]lifecycleRecord{},
 	}
 	c.after = c.queue.AddAfter
 	nodeHandler, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -135,8 +144,7 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			o, ok1 := oldObj.(*v1.Node)
 			n, ok2 := newObj.(*v1.Node)
-			if !ok1 || !ok2 || nodeChanged(o, n) ||
-				nodeutil.HasTaint(o, opts.Drain.ReadinessTaintKey, "") != nodeutil.HasTaint(n, opts.Drain.ReadinessTaintKey, "") {
+			if !ok1 || !ok2 || nodeUpdateMatters(o, n, &opts) {
 				c.enqueueNode(newObj)
 			}
 		},
@@ -175,6 +183,16 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 	c.shadowsSynced = shadowHandler.HasSynced
 	c.policiesSynced = policyHandler.HasSynced
 	return c, nil
+}
+
+// nodeUpdateMatters reports whether a Node's update must bring its sync and
+// the start pass back: nodeChanged, the readiness taint, or its leaving
+// signals — a node leaving or back in service takes or frees a slot of the
+// policies that select it.
+func nodeUpdateMatters(o, n *v1.Node, opts *Options) bool {
+	return nodeChanged(o, n) ||
+		nodeutil.HasTaint(o, opts.Drain.ReadinessTaintKey, "") != nodeutil.HasTaint(n, opts.Drain.ReadinessTaintKey, "") ||
+		!nodeutil.LeavingFactsOf(o, opts.LeavingNodeTaints).Equal(nodeutil.LeavingFactsOf(n, opts.LeavingNodeTaints))
 }
 
 // nodeChanged reports whether an update touches what the controller reads:
@@ -242,7 +260,10 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	if key == startKey {
 		err = c.syncStart(ctx)
 	} else {
-		err = c.syncShadow(ctx, key)
+		// The lifecycle conditions say what the sync is about to do; a
+		// failed write of them does not hold the update up.
+		lerr := c.syncLifecycle(ctx, key)
+		err = errors.Join(c.syncShadow(ctx, key), lerr)
 	}
 	if err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Syncing update state", "key", key)

@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "spec_transitions_total",
 			Help: "Spec state writes, by the state written."}, []string{"state"}),
 		DryRunActions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "dry_run_actions_total",
-			Help: "Spec writes a dry-run operator would have made, by the state it would have written."}, []string{"state"}),
+			Help: "Writes a dry-run operator would have made: of a spec, by the state it would have written; of a Node's lifecycle conditions, state \"lifecycle\"."}, []string{"state"}),
 		Starts: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "update_starts_total",
 			Help: "Nodes moved out of Idle to start an update."}),
 		Aborts: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "update_aborts_total",

@@ -5,8 +5,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"nodehealth.io/nodehealth/pkg/drain"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 // Options are the update controller's process settings, in plain values.
@@ -26,6 +28,14 @@ type Options struct {
 	DryRun bool
 	// Drain is how the operator drains a node before its reboot.
 	Drain DrainOptions
+	// LeavingNodeTaints and LifecycleConditionMaxAge say which nodes are
+	// leaving (nodeutil.Leaving), as the node-health controller's options
+	// of the same names: a policy's leaving nodes take its budget.
+	LeavingNodeTaints        sets.Set[string]
+	LifecycleConditionMaxAge time.Duration
+	// Nodes patches the status of Nodes: the KEP-5683 lifecycle conditions
+	// of their updates (lifecycle.go). NewController requires it.
+	Nodes nodeutil.NodeStatuses
 }
 
 // DefaultDrainTimeout bounds a node's drain when DrainOptions.Timeout is
@@ -74,6 +84,9 @@ func (o *Options) Validate() error {
 	if o.Deadlines.StagedAndPerformedUpdate <= 0 || o.Deadlines.RebootedIntoUpdate <= 0 || o.Deadlines.MonitoringUpdate <= 0 ||
 		o.Deadlines.ReturnToIdle <= 0 {
 		return fmt.Errorf("every state deadline must be positive")
+	}
+	if o.LifecycleConditionMaxAge < 0 {
+		return fmt.Errorf("the lifecycle condition max age must not be negative, got %s", o.LifecycleConditionMaxAge)
 	}
 	if o.Drain.Timeout < 0 {
 		return fmt.Errorf("the drain timeout must not be negative, got %s", o.Drain.Timeout)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
@@ -22,6 +23,9 @@ import (
 type snapshot struct {
 	now     time.Time
 	ownNode string
+	// lifecycleMaxAge is how long a foreign lifecycle condition counts a
+	// schedulable node as leaving.
+	lifecycleMaxAge time.Duration
 	// shadows by name.
 	shadows map[string]*updatesv1alpha1.BottlerocketShadow
 	// nodes are the Nodes the shadows describe (same name and UID), by
@@ -43,6 +47,15 @@ type nodeView struct {
 	// blocked says why the node must not start ("" when it may): not
 	// healthy, excluded, no updater extension.
 	blocked string
+	// inScope: the managedNodeSelector selects it, deleted or not; a
+	// node being deleted is no longer managed, but takes a slot of the
+	// policies that select it until it is gone.
+	inScope bool
+	// leaving are its leaving signals, judged at the snapshot's instant.
+	leaving nodeutil.LeavingFacts
+	// notReady says why it takes a slot of a policy with countNotReady
+	// ("" when it does not).
+	notReady string
 }
 
 // governor is the policy that governs a managed node ("" when none or
@@ -125,6 +138,11 @@ type plan struct {
 	wake time.Time
 	// notes are Events about the policy's nodes, by node.
 	notes map[string]note
+	// others are the nodes the policy selects that take its slots besides
+	// its own updates (leaving, under someone else's maintenance or, with
+	// countNotReady, not ready), in name order, with the signal that counts
+	// each.
+	others []updatesv1alpha1.CountedNode
 }
 
 type startDecision struct {
@@ -184,6 +202,39 @@ func planStarts(snap *snapshot, pol *policy) plan {
 			}
 		}
 	}
+	// One disruption budget across tools: the nodes the policy selects
+	// that another tool (or, with countNotReady, a failure) takes out of
+	// service count toward the same limits, each once, whatever its
+	// signals. A node with our update in flight is ours, never also
+	// another's: our own drain and reboot make it look leaving and not
+	// ready.
+	isOther := map[string]string{}
+	zoneOthers := map[string][]string{}
+	for _, sh := range sortedShadows(snap) {
+		n, ok := snap.nodes[sh.Name]
+		if !ok || !n.inScope || !slices.Contains(n.selectedBy, pol.name) || counts(sh) {
+			continue
+		}
+		why, changes := n.leaving.Signal(snap.now, snap.lifecycleMaxAge)
+		wake(&p.wake, changes)
+		if why == "" && pol.countNotReady {
+			why = n.notReady
+		}
+		if why == "" {
+			continue
+		}
+		p.others = append(p.others, updatesv1alpha1.CountedNode{Name: sh.Name, Reason: why})
+		isOther[sh.Name] = why
+		zoneOthers[n.zone] = append(zoneOthers[n.zone], sh.Name)
+		updating++
+		zoneUpdating[n.zone]++
+		// A percentage is of the selected nodes: a node being deleted is
+		// governed no longer, but is still one of them.
+		if snap.governor(sh.Name) != pol.name {
+			total++
+			zoneTotal[n.zone]++
+		}
+	}
 	if p.halt != "" {
 		return p
 	}
@@ -222,6 +273,11 @@ func planStarts(snap *snapshot, pol *policy) plan {
 			continue
 		}
 		n := snap.nodes[sh.Name]
+		if why, ok := isOther[sh.Name]; ok {
+			p.notes[sh.Name] = note{"UpdateBlocked", fmt.Sprintf("Not starting the update to %s: the node is out of service (%s) and takes a slot of UpdatePolicy %s",
+				target, why, pol.name)}
+			continue
+		}
 		if n.blocked != "" {
 			p.notes[sh.Name] = note{"UpdateBlocked", fmt.Sprintf("Not starting the update to %s: %s", target, n.blocked)}
 			continue
@@ -232,16 +288,30 @@ func planStarts(snap *snapshot, pol *policy) plan {
 	sort.SliceStable(cands, func(i, j int) bool { return !cands[i].own && cands[j].own })
 
 	limit, _ := scaledLimit(pol.maxConcurrent, total)
+	// waitTold: the first node that waits because others take slots is told
+	// why, one Event per policy (per zone for the zone's limit), not one per
+	// waiting node.
+	waitTold := map[string]bool{}
 	for i, cand := range cands {
 		if cand.own && (othersBusy || i < len(cands)-1) {
 			continue // the operator's own node waits until every other node is done
 		}
 		if updating >= limit {
+			if len(p.others) > 0 {
+				o := p.others[0]
+				p.notes[cand.name] = note{"UpdateWaiting", fmt.Sprintf("Waiting for a slot: %d of the %d of UpdatePolicy %s (maxConcurrentUpdates) are taken by nodes out of service, such as %s (%s)",
+					len(p.others), limit, pol.name, o.Name, o.Reason)}
+			}
 			break
 		}
 		if pol.maxConcurrentPerZone != nil {
 			zl, _ := scaledLimit(*pol.maxConcurrentPerZone, zoneTotal[cand.zone])
 			if zoneUpdating[cand.zone] >= zl {
+				if zo := zoneOthers[cand.zone]; len(zo) > 0 && !waitTold[cand.zone] {
+					waitTold[cand.zone] = true
+					p.notes[cand.name] = note{"UpdateWaiting", fmt.Sprintf("Waiting for a slot in zone %q: %d of the %d of UpdatePolicy %s (maxConcurrentUpdatesPerZone) are taken by nodes out of service, such as %s (%s)",
+						cand.zone, len(zo), zl, pol.name, zo[0], isOther[zo[0]])}
+				}
 				continue
 			}
 		}
@@ -291,7 +361,10 @@ func sortedShadows(snap *snapshot) []*updatesv1alpha1.BottlerocketShadow {
 // lastTransitionTime while their status holds, so a status computed again
 // from an unchanged cluster equals the stored one and is not written.
 func policyStatus(snap *snapshot, pol *policy, p plan, old *updatesv1alpha1.UpdatePolicyStatus) updatesv1alpha1.UpdatePolicyStatus {
-	st := updatesv1alpha1.UpdatePolicyStatus{ObservedGeneration: pol.generation, HaltedBy: p.haltedBy}
+	st := updatesv1alpha1.UpdatePolicyStatus{ObservedGeneration: pol.generation, HaltedBy: p.haltedBy, Others: int32(len(p.others))}
+	if len(p.others) > 0 {
+		st.OtherNodes = slices.Clone(p.others[:min(len(p.others), updatesv1alpha1.MaxOtherNodes)])
+	}
 	var conflicts []string
 	others := map[string]bool{} // the policies that select this one's nodes too
 	for _, sh := range sortedShadows(snap) {

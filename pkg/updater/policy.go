@@ -42,6 +42,9 @@ type policy struct {
 
 	// ignoreWaves: the pin is taken ahead of its wave (spec.ignoreWaves).
 	ignoreWaves bool
+	// countNotReady: selected nodes not ready take slots too
+	// (spec.countNotReady).
+	countNotReady bool
 }
 
 // parsePolicy validates an UpdatePolicy against what the controller relies
@@ -51,7 +54,7 @@ func parsePolicy(p *updatesv1alpha1.UpdatePolicy, d Deadlines) *policy {
 	out := &policy{name: p.Name, generation: p.Generation, targetVersion: p.Spec.TargetVersion, paused: p.Spec.Paused,
 		// Only a pin is taken ahead of its wave (CEL rejects ignoreWaves
 		// without one; an older CRD may not).
-		ignoreWaves:   p.Spec.IgnoreWaves && p.Spec.TargetVersion != "",
+		ignoreWaves: p.Spec.IgnoreWaves && p.Spec.TargetVersion != "", countNotReady: p.Spec.CountNotReady,
 		maxConcurrent: p.Spec.MaxConcurrentUpdates, maxConcurrentPerZone: p.Spec.MaxConcurrentUpdatesPerZone, soak: DefaultPostRebootSoak}
 	invalid := func(format string, args ...interface{}) *policy {
 		out.invalid = fmt.Sprintf(format, args...)

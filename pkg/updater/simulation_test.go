@@ -443,6 +443,7 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 		Selector:  labels.SelectorFromSet(labels.Set{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}),
 		Deadlines: Deadlines{StagedAndPerformedUpdate: simStagedDL, RebootedIntoUpdate: simRebootedDL, MonitoringUpdate: simMonitoringDL, ReturnToIdle: simReturnDL},
 		Drain:     DrainOptions{Client: operatorPods{s}, Timeout: simDrainTimeout, Overrides: drain.Overrides{DeleteEmptyDirData: true}},
+		Nodes:     s.opKube.CoreV1().Nodes(),
 	}
 	pol := &updatesv1alpha1.UpdatePolicy{ObjectMeta: metav1.ObjectMeta{Name: simPolicy}, Spec: updatesv1alpha1.UpdatePolicySpec{
 		NodeSelector:         &metav1.LabelSelector{},

@@ -140,8 +140,9 @@ func (c *Controller) syncStart(ctx context.Context) error {
 // snapshot reads the Nodes the shadows describe and which policies select
 // them.
 func (c *Controller) snapshot(shadows []*updatesv1alpha1.BottlerocketShadow, pols []*policy, now time.Time) (*snapshot, error) {
-	snap := &snapshot{now: now, ownNode: c.opts.OwnNode, shadows: make(map[string]*updatesv1alpha1.BottlerocketShadow, len(shadows)),
-		nodes: make(map[string]nodeView, len(shadows)), policies: make(map[string]*policy, len(pols))}
+	snap := &snapshot{now: now, ownNode: c.opts.OwnNode, lifecycleMaxAge: c.opts.LifecycleConditionMaxAge,
+		shadows: make(map[string]*updatesv1alpha1.BottlerocketShadow, len(shadows)),
+		nodes:   make(map[string]nodeView, len(shadows)), policies: make(map[string]*policy, len(pols))}
 	for _, p := range pols {
 		snap.policies[p.name] = p
 	}
@@ -155,7 +156,8 @@ func (c *Controller) snapshot(shadows []*updatesv1alpha1.BottlerocketShadow, pol
 			continue
 		}
 		set := labels.Set(node.Labels)
-		v := nodeView{zone: node.Labels[ZoneLabel], managed: node.DeletionTimestamp == nil && c.opts.Selector.Matches(set), blocked: c.notStartable(node)}
+		v := nodeView{zone: node.Labels[ZoneLabel], managed: node.DeletionTimestamp == nil && c.opts.Selector.Matches(set), blocked: c.notStartable(node),
+			inScope: c.opts.Selector.Matches(set), leaving: nodeutil.LeavingFactsOf(node, c.opts.LeavingNodeTaints), notReady: c.notReady(node)}
 		for _, p := range pols {
 			if p.selector.Matches(set) {
 				v.selectedBy = append(v.selectedBy, p.name)
@@ -352,6 +354,25 @@ func (c *Controller) notStartable(node *v1.Node) string {
 	}
 	return fmt.Sprintf("its %s annotation does not list %s (is the update agent running there?)",
 		nodev1alpha1.SystemExtensionsAnnotation, updatesv1alpha1.UpdaterExtension)
+}
+
+// notReady says why a node takes a slot of a policy with countNotReady
+// ("" when it does not): it is not Ready, or the node-health controller
+// gates it for a failure. A gate for planned maintenance (an extension,
+// ours included, released its Lease to update) is not a failure: a node
+// someone updates is counted by its own signals, ours by its shadow.
+func (c *Controller) notReady(node *v1.Node) string {
+	if r := nodeutil.Condition(node, v1.NodeReady); r == nil || r.Status != v1.ConditionTrue {
+		return "not Ready"
+	}
+	if !nodeutil.HasTaint(node, c.opts.Drain.ReadinessTaintKey, "") {
+		return ""
+	}
+	cond := nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition)
+	if cond == nil || cond.Status != v1.ConditionFalse || cond.Reason == nodev1alpha1.ReasonPlannedMaintenance {
+		return ""
+	}
+	return fmt.Sprintf("gated by the node-health controller (%s False, reason %s)", nodev1alpha1.SystemExtensionsReadyCondition, cond.Reason)
 }
 
 // tell sends an Event about a node once per distinct message.

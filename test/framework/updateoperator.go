@@ -37,15 +37,32 @@ func AsUpdateOperator(cfg *rest.Config) *rest.Config {
 // impersonation of AsUpdateOperator, for an update-operator process
 // (clientConnection.kubeconfig).
 func (e *Environment) WriteUpdateOperatorKubeconfig(path string) error {
+	return e.WriteServiceAccountKubeconfig(path, UpdateOperatorNamespace, UpdateOperatorServiceAccount)
+}
+
+// WriteServiceAccountKubeconfig writes to path the admin kubeconfig
+// impersonating ServiceAccount namespace/name with the groups the API server
+// gives its tokens: a process run with it meets that ServiceAccount's RBAC
+// and the admission policies as the deployed component does.
+func (e *Environment) WriteServiceAccountKubeconfig(path, namespace, name string) error {
 	cfg, err := clientcmd.LoadFromFile(e.Kubeconfig)
 	if err != nil {
 		return err
 	}
 	for _, ai := range cfg.AuthInfos {
-		ai.Impersonate = UpdateOperatorUser
-		ai.ImpersonateGroups = updateOperatorGroups
+		ai.Impersonate = "system:serviceaccount:" + namespace + ":" + name
+		ai.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
 	}
 	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// InstallControllerRBAC applies the node-health controller's ServiceAccount
+// and RBAC (deploy/controller/rbac.yaml, in its namespaces).
+func (e *Environment) InstallControllerRBAC(ctx context.Context) error {
+	if _, err := e.Kubectl(ctx, "apply", "--server-side", "-f", "deploy/controller/namespaces.yaml", "-f", "deploy/controller/rbac.yaml"); err != nil {
+		return fmt.Errorf("installing the controller's RBAC: %w", err)
+	}
+	return nil
 }
 
 // InstallUpdateOperatorRBAC applies the update operator's ServiceAccount and

@@ -58,8 +58,18 @@ func (c *controllerComponent) Start(ctx context.Context, env *Env) error {
 	metricsPort, healthzPort := ports[0], ports[1]
 	c.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	c.healthzURL = fmt.Sprintf("http://127.0.0.1:%d/healthz", healthzPort)
+	// The controller runs as its ServiceAccount, as deployed, not as the
+	// admin: the sandbox then shows what its RBAC (deploy/controller)
+	// allows, and a missing rule fails here as it would in a cluster.
+	if err := env.InstallControllerRBAC(ctx); err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(env.Dir, "nodehealth-controller.kubeconfig")
+	if err := env.WriteServiceAccountKubeconfig(kubeconfig, controllerNamespace, "nodehealth-controller"); err != nil {
+		return err
+	}
 	c.configPath = filepath.Join(env.Dir, "nodehealth-controller.yaml")
-	if err := os.WriteFile(c.configPath, []byte(controllerConfig(env.KubeconfigPath, metricsPort, healthzPort)), 0o644); err != nil {
+	if err := os.WriteFile(c.configPath, []byte(controllerConfig(kubeconfig, metricsPort, healthzPort)), 0o644); err != nil {
 		return err
 	}
 	bin, err := env.ProductBinary(ctx, "nodehealth-controller")

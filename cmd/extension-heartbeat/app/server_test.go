@@ -120,7 +120,7 @@ func TestNodeNameRequired(t *testing.T) {
 
 // SIGTERM releases the Lease; a restart for a changed configuration file
 // does not (docs/heartbeat.md), and neither does any other end of the run.
-func TestReleaseOnExit(t *testing.T) {
+func TestSIGTERMReleasesTheLeaseAndARestartForANewConfigurationDoesNot(t *testing.T) {
 	if release, reason, msg := ReleaseOnExit(process.ErrTerminated); !release || reason != "Terminating" || msg == "" {
 		t.Errorf("SIGTERM: release=%v reason=%q message=%q", release, reason, msg)
 	}
@@ -135,7 +135,7 @@ func TestReleaseOnExit(t *testing.T) {
 }
 
 // Every field of every probe kind reaches the probe package.
-func TestProbeSpec(t *testing.T) {
+func TestEveryFieldOfEveryProbeKindReachesTheProbePackage(t *testing.T) {
 	for name, tc := range map[string]struct {
 		in   config.ProbeConfiguration
 		want probe.Spec

@@ -16,7 +16,7 @@ func runCommand(t *testing.T, args ...string) (stdout, stderr string, code int) 
 
 // The example in deploy/ and the DaemonSet's copy are complete files the
 // binary accepts as they are.
-func TestExampleConfigsAccepted(t *testing.T) {
+func TestTheExampleConfigurationsAreAcceptedAsTheyAre(t *testing.T) {
 	for _, path := range []string{"../../../deploy/config/update-agent.yaml", "../../../deploy/update-agent/config.yaml"} {
 		out, stderr, code := runCommand(t, "--config", path, "--write-config-to", "-")
 		if code != 0 || stderr != "" {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/drain"
@@ -34,6 +35,8 @@ func updaterOptions(cfg *config.UpdateOperatorConfiguration, ownNode string) (up
 			Overrides:         drain.Overrides{Force: cfg.Drain.Force, DeleteEmptyDirData: cfg.Drain.DeleteEmptyDirData},
 			ReadinessTaintKey: cfg.ReadinessTaintKey,
 		},
+		LeavingNodeTaints:        sets.New(cfg.LeavingNodeTaints...),
+		LifecycleConditionMaxAge: cfg.LifecycleConditionMaxAge.Duration,
 	}
 	return opts, opts.Validate()
 }

@@ -35,7 +35,8 @@ type Clients struct {
 	// Config is Kube's configuration: leader election built from it shares
 	// Kube's connection.
 	Config *rest.Config
-	// Kube reads Nodes and writes Events.
+	// Kube reads Nodes, patches their lifecycle conditions and writes
+	// Events.
 	Kube kubernetes.Interface
 	// Updates reads and writes BottlerocketShadows and UpdatePolicies.
 	Updates versioned.Interface
@@ -102,6 +103,9 @@ func New(ctx context.Context, clients Clients, cfg Config) (*Operator, error) {
 		// The drain lists one node's pods at a time (a field selector) and
 		// evicts them: no cluster-wide pod cache.
 		opts.Drain.Client = drainclient.New(clients.Kube.CoreV1(), clients.Kube.PolicyV1())
+	}
+	if opts.Nodes == nil {
+		opts.Nodes = clients.Kube.CoreV1().Nodes()
 	}
 	nodes := o.nodes.Core().V1().Nodes()
 	shadows := o.updates.Updates().V1alpha1().BottlerocketShadows()

@@ -12,13 +12,14 @@ package config
 func NodeHealthControllerConfigurationPathRefs(c *NodeHealthControllerConfiguration) []*string {
 	return []*string{
 		&c.ClientConnection.Kubeconfig,
+		&c.Serving.TLSCertFile, &c.Serving.TLSPrivateKeyFile,
 	}
 }
 
 // ExtensionHeartbeatConfigurationPathRefs returns the path fields of c. The
 // optional probe kinds contribute only when they are set.
 func ExtensionHeartbeatConfigurationPathRefs(c *ExtensionHeartbeatConfiguration) []*string {
-	paths := []*string{&c.ClientConnection.Kubeconfig}
+	paths := []*string{&c.ClientConnection.Kubeconfig, &c.Serving.TLSCertFile, &c.Serving.TLSPrivateKeyFile}
 	if c.Probe.HTTP != nil {
 		paths = append(paths, &c.Probe.HTTP.CAFile)
 	}
@@ -32,6 +33,7 @@ func ExtensionHeartbeatConfigurationPathRefs(c *ExtensionHeartbeatConfiguration)
 func UpdateOperatorConfigurationPathRefs(c *UpdateOperatorConfiguration) []*string {
 	return []*string{
 		&c.ClientConnection.Kubeconfig,
+		&c.Serving.TLSCertFile, &c.Serving.TLSPrivateKeyFile,
 	}
 }
 
@@ -39,6 +41,7 @@ func UpdateOperatorConfigurationPathRefs(c *UpdateOperatorConfiguration) []*stri
 func UpdateAgentConfigurationPathRefs(c *UpdateAgentConfiguration) []*string {
 	return []*string{
 		&c.ClientConnection.Kubeconfig,
+		&c.Serving.TLSCertFile, &c.Serving.TLSPrivateKeyFile,
 		&c.APISocketPath,
 	}
 }

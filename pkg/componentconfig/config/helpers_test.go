@@ -43,10 +43,10 @@ func TestPathRefs(t *testing.T) {
 	operator := &UpdateOperatorConfiguration{}
 	agent := &UpdateAgentConfiguration{}
 	cases = append(cases,
-		pathRefsCase{controller, []string{"ClientConnection.Kubeconfig"}, func() []*string { return NodeHealthControllerConfigurationPathRefs(controller) }},
-		pathRefsCase{heartbeat, []string{"ClientConnection.Kubeconfig", "Probe.HTTP.CAFile", "Probe.File.Path"}, func() []*string { return ExtensionHeartbeatConfigurationPathRefs(heartbeat) }},
-		pathRefsCase{operator, []string{"ClientConnection.Kubeconfig"}, func() []*string { return UpdateOperatorConfigurationPathRefs(operator) }},
-		pathRefsCase{agent, []string{"ClientConnection.Kubeconfig", "APISocketPath"}, func() []*string { return UpdateAgentConfigurationPathRefs(agent) }},
+		pathRefsCase{controller, []string{"ClientConnection.Kubeconfig", "Serving.TLSCertFile", "Serving.TLSPrivateKeyFile"}, func() []*string { return NodeHealthControllerConfigurationPathRefs(controller) }},
+		pathRefsCase{heartbeat, []string{"ClientConnection.Kubeconfig", "Serving.TLSCertFile", "Serving.TLSPrivateKeyFile", "Probe.HTTP.CAFile", "Probe.File.Path"}, func() []*string { return ExtensionHeartbeatConfigurationPathRefs(heartbeat) }},
+		pathRefsCase{operator, []string{"ClientConnection.Kubeconfig", "Serving.TLSCertFile", "Serving.TLSPrivateKeyFile"}, func() []*string { return UpdateOperatorConfigurationPathRefs(operator) }},
+		pathRefsCase{agent, []string{"ClientConnection.Kubeconfig", "Serving.TLSCertFile", "Serving.TLSPrivateKeyFile", "APISocketPath"}, func() []*string { return UpdateAgentConfigurationPathRefs(agent) }},
 	)
 	for _, tc := range cases {
 		typeName := reflect.TypeOf(tc.obj).Elem().Name()

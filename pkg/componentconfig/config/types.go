@@ -15,6 +15,8 @@ type ServingConfiguration struct {
 	MetricsBindAddress    string
 	HealthzBindAddress    string
 	MetricsAuthentication MetricsAuthentication
+	TLSCertFile           string
+	TLSPrivateKeyFile     string
 }
 
 // MetricsAuthentication is None or Delegated.
@@ -207,6 +209,11 @@ type UpdateOperatorConfiguration struct {
 	StateDeadlines      StateDeadlines
 	ReadinessTaintKey   string
 	Drain               UpdateDrain
+	// LeavingNodeTaints and LifecycleConditionMaxAge say which nodes are
+	// leaving, as the controller's fields of the same names: they count
+	// toward the policies' budgets.
+	LeavingNodeTaints        []string
+	LifecycleConditionMaxAge metav1.Duration
 }
 
 // UpdateDrain configures the operator's drain before a reboot.

@@ -433,6 +433,12 @@ func (in *UpdateOperatorConfiguration) DeepCopyInto(out *UpdateOperatorConfigura
 	}
 	out.StateDeadlines = in.StateDeadlines
 	out.Drain = in.Drain
+	if in.LeavingNodeTaints != nil {
+		in, out := &in.LeavingNodeTaints, &out.LeavingNodeTaints
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	out.LifecycleConditionMaxAge = in.LifecycleConditionMaxAge
 	return
 }
 

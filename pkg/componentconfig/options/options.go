@@ -165,10 +165,10 @@ func (o *Options[T]) namedFlagSets(cfg T, noopOptions bool) cliflag.NamedFlagSet
 		"Path to a kubeconfig file. Empty means in-cluster configuration. Overrides clientConnection.kubeconfig.")
 
 	serving := fss.FlagSet(SectionServing)
-	serving.StringVar(&common.Serving.MetricsBindAddress, "metrics-bind-address", common.Serving.MetricsBindAddress,
-		"The host:port to serve /metrics on. Overrides serving.metricsBindAddress.")
-	serving.StringVar(&common.Serving.HealthzBindAddress, "healthz-bind-address", common.Serving.HealthzBindAddress,
-		"The host:port to serve /healthz on. Overrides serving.healthzBindAddress.")
+	serving.Var((*hostPort)(&common.Serving.MetricsBindAddress), "metrics-bind-address",
+		"The host:port to serve /metrics on; an IPv6 host may come without brackets (--metrics-bind-address=$(POD_IP):10370 in a DaemonSet). Overrides serving.metricsBindAddress.")
+	serving.Var((*hostPort)(&common.Serving.HealthzBindAddress), "healthz-bind-address",
+		"The host:port to serve /healthz on; an IPv6 host may come without brackets. Overrides serving.healthzBindAddress.")
 
 	if common.LeaderElection != nil {
 		componentbaseoptions.BindLeaderElectionFlags(common.LeaderElection, fss.FlagSet(SectionLeaderElection))
@@ -356,3 +356,21 @@ func WriteConfig(cfg runtime.Object) ([]byte, error) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// hostPort is a bind-address flag. A DaemonSet binds a per-node binary to
+// its pod's IP with $(POD_IP):port, and the kubelet substitutes an IPv6 pod
+// IP without brackets: the last colon is then the port's.
+type hostPort string
+
+func (h *hostPort) String() string { return string(*h) }
+
+func (h *hostPort) Set(v string) error {
+	if strings.Count(v, ":") > 1 && !strings.HasPrefix(v, "[") {
+		i := strings.LastIndex(v, ":")
+		v = "[" + v[:i] + "]" + v[i:]
+	}
+	*h = hostPort(v)
+	return nil
+}
+
+func (h *hostPort) Type() string { return "host:port" }

@@ -269,3 +269,30 @@ func parseAndValidate[T runtime.Object](c Component[T], path string) error {
 	}
 	return o.Validate(res.Config)
 }
+
+// A DaemonSet binds a per-node binary to its pod's IP with
+// --metrics-bind-address=$(POD_IP):port, and the kubelet substitutes the IP
+// as it is: an IPv6 pod IP arrives without brackets. The flag takes the
+// last colon as the port's.
+func TestABindAddressFlagTakesAPodIPOfEitherFamily(t *testing.T) {
+	for flag, want := range map[string]string{
+		"--metrics-bind-address=10.0.3.7:10370":         "10.0.3.7:10370",
+		"--metrics-bind-address=fd00:10:244::7:10370":   "[fd00:10:244::7]:10370",
+		"--metrics-bind-address=[fd00:10:244::7]:10370": "[fd00:10:244::7]:10370",
+		"--healthz-bind-address=2001:db8::1:10371":      "[2001:db8::1]:10371",
+		"--healthz-bind-address=localhost:10371":        "localhost:10371",
+		"--metrics-bind-address=:10370":                 ":10370",
+	} {
+		_, cfg, err := parseController(t, flag)
+		if err != nil {
+			t.Fatalf("%s: %v", flag, err)
+		}
+		got := cfg.Serving.MetricsBindAddress
+		if strings.HasPrefix(flag, "--healthz") {
+			got = cfg.Serving.HealthzBindAddress
+		}
+		if got != want {
+			t.Errorf("%s: %q, want %q", flag, got, want)
+		}
+	}
+}

@@ -28,8 +28,10 @@ type Result struct {
 
 // Uninstall removes from every node what the controller owns: the readiness
 // taint (both effects), the nodehealth.io/boot record, the
-// SystemExtensionsReady condition, the lifecycle conditions of its eviction
-// (reason ExtensionFailed), and the extension-list entries added by
+// SystemExtensionsReady condition, every KEP-5683 lifecycle condition whose
+// reason is nodehealth's (the eviction's ExtensionFailed, the update
+// operator's BottlerocketUpdate and UpdateFailed), and the extension-list
+// entries added by
 // rules and self-registration (the annotation goes entirely when no manual
 // entry is left). Manual entries stay. Run it after stopping the controller,
 // or the controller puts everything back. The canary Lease is deleted too.
@@ -107,21 +109,25 @@ func uninstallNode(ctx context.Context, client kubernetes.Interface, name, taint
 	return changed, nil
 }
 
-// lifecycleConditionTypes are the KEP-5683 conditions the controller writes.
-var lifecycleConditionTypes = []string{nodev1alpha1.LifecycleConditionDrainInProgress, nodev1alpha1.LifecycleConditionDrained}
+// lifecycleConditionTypes are the KEP-5683 conditions nodehealth writes: the
+// controller's eviction two of them, the update operator all four.
+var lifecycleConditionTypes = []string{
+	nodev1alpha1.LifecycleConditionMaintenancePlanned, nodev1alpha1.LifecycleConditionMaintenanceInProgress,
+	nodev1alpha1.LifecycleConditionDrainInProgress, nodev1alpha1.LifecycleConditionDrained,
+}
 
 // removeLifecycleConditions removes the KEP-5683 lifecycle conditions whose
-// reason is the controller's (ExtensionFailed), True or False: removing is
-// one of the KEP's two ways to clear them, and a False one left behind would
-// name a controller that is gone. Another writer's (an admin's, the update
-// operator's) stay. The patch carries the resourceVersion of the read, so
+// reason is nodehealth's (nodev1alpha1.OwnLifecycleReason), True or False:
+// removing is one of the KEP's two ways to clear them, and one left behind
+// would name a component that is gone (a True MaintenanceInProgress of a
+// halted update would say so forever). Another writer's (an admin's) stay. The patch carries the resourceVersion of the read, so
 // that a condition someone else took over meanwhile is never removed: a
 // conflict reads the node again.
 func removeLifecycleConditions(ctx context.Context, client kubernetes.Interface, node *v1.Node) (int, error) {
 	for range 5 {
 		var deletes []map[string]string
 		for _, kind := range lifecycleConditionTypes {
-			if c := nodeutil.Condition(node, v1.NodeConditionType(kind)); c != nil && c.Reason == nodev1alpha1.LifecycleReasonExtensionFailed {
+			if c := nodeutil.Condition(node, v1.NodeConditionType(kind)); c != nil && nodev1alpha1.OwnLifecycleReason(c.Reason) {
 				deletes = append(deletes, map[string]string{"type": kind, "$patch": "delete"})
 			}
 		}

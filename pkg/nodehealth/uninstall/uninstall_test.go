@@ -152,7 +152,7 @@ func lifecycle(kind, reason string, status v1.ConditionStatus) v1.NodeCondition 
 	return v1.NodeCondition{Type: v1.NodeConditionType(kind), Status: status, Reason: reason}
 }
 
-func TestUninstallRemovesTheControllersLifecycleConditionsAndOnlyThose(t *testing.T) {
+func TestUninstallRemovesEveryLifecycleConditionOfNodehealthsAndOnlyThose(t *testing.T) {
 	owned := ownedNode("owned", func(n *v1.Node) {
 		n.Status.Conditions = append(n.Status.Conditions,
 			lifecycle(nodev1alpha1.LifecycleConditionDrainInProgress, nodev1alpha1.LifecycleReasonExtensionFailed, v1.ConditionFalse),
@@ -164,17 +164,25 @@ func TestUninstallRemovesTheControllersLifecycleConditionsAndOnlyThose(t *testin
 			lifecycle(nodev1alpha1.LifecycleConditionDrainInProgress, "AdminRequested", v1.ConditionTrue),
 			lifecycle(nodev1alpha1.LifecycleConditionDrained, nodev1alpha1.LifecycleReasonBottlerocketUpdate, v1.ConditionTrue)}
 	})
-	client := fake.NewClientset(owned, foreign)
+	// The update operator's, as a halted update leaves them.
+	updated := ownedNode("updated", func(n *v1.Node) {
+		n.Status.Conditions = []v1.NodeCondition{
+			lifecycle(nodev1alpha1.LifecycleConditionMaintenancePlanned, nodev1alpha1.LifecycleReasonBottlerocketUpdate, v1.ConditionFalse),
+			lifecycle(nodev1alpha1.LifecycleConditionMaintenanceInProgress, nodev1alpha1.LifecycleReasonUpdateFailed, v1.ConditionTrue),
+			lifecycle(nodev1alpha1.LifecycleConditionDrainInProgress, "AdminRequested", v1.ConditionFalse)}
+	})
+	client := fake.NewClientset(owned, foreign, updated)
 	if _, err := Uninstall(context.Background(), client, testKey, testNS, t.Logf); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, name := range []string{"owned", "foreign"} {
+	for _, name := range []string{"owned", "foreign", "updated"} {
 		for _, c := range stored(t, client, name).Status.Conditions {
 			got = append(got, name+":"+string(c.Type)+"="+string(c.Status)+"/"+c.Reason)
 		}
 	}
-	want := []string{"owned:MaintenanceInProgress=True/AdminRequested", "foreign:DrainInProgress=True/AdminRequested", "foreign:Drained=True/BottlerocketUpdate"}
+	want := []string{"owned:MaintenanceInProgress=True/AdminRequested", "foreign:DrainInProgress=True/AdminRequested",
+		"updated:DrainInProgress=False/AdminRequested"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("conditions left %q, want %q", got, want)
 	}

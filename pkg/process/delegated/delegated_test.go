@@ -84,8 +84,8 @@ func TestMetricsRequestsNeedATokenTheAPIServerAuthenticatesAndAuthorizes(t *test
 	}
 }
 
-func TestTLSConfig(t *testing.T) {
-	c, err := TLSConfig()
+func TestWithoutFilesTheCertificateIsSelfSigned(t *testing.T) {
+	c, err := TLSConfig("", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,8 +108,9 @@ func TestOperatorManifestsShape(t *testing.T) {
 }
 
 // TestOperatorInstall applies the operator the documented way and checks that
-// its ServiceAccount has exactly the permissions the operator uses: no Node
-// writes, no shadow status writes, and of pods only what the drain needs.
+// its ServiceAccount has exactly the permissions the operator uses: of Nodes
+// only their status (the lifecycle conditions), no shadow status writes, and
+// of pods only what the drain needs.
 func TestOperatorInstall(t *testing.T) {
 	ctx := testenv.ContextWithTimeout(t, 5*time.Minute)
 	t.Cleanup(func() {
@@ -129,6 +130,8 @@ func TestOperatorInstall(t *testing.T) {
 		{shadowGroup, "updatepolicies", "get", ""}, {shadowGroup, "updatepolicies", "list", ""},
 		{shadowGroup, "updatepolicies", "watch", ""}, {shadowGroup, "updatepolicies/status", "update", ""},
 		{"", "nodes", "get", ""}, {"", "nodes", "list", ""}, {"", "nodes", "watch", ""},
+		// The lifecycle conditions of the updates (KEP-5683).
+		{"", "nodes/status", "patch", ""},
 		// The drain before each reboot: one node's pods (a field
 		// selector) and their evictions. No watch: no pod cache.
 		{"", "pods", "list", ""}, {"", "pods/eviction", "create", ""},
@@ -152,7 +155,7 @@ func TestOperatorInstall(t *testing.T) {
 		}
 	}
 	for _, denied := range [][]string{
-		{"patch", "nodes"}, {"update", "nodes"}, {"update", "bottlerocketshadows." + shadowGroup, "--subresource=status"},
+		{"patch", "nodes"}, {"update", "nodes"}, {"update", "nodes", "--subresource=status"}, {"update", "bottlerocketshadows." + shadowGroup, "--subresource=status"},
 		{"patch", "bottlerocketshadows." + shadowGroup, "--subresource=status"},
 		{"watch", "pods"}, {"delete", "pods"},
 		// A policy's spec is the users': the operator writes its status only.

@@ -1,6 +1,7 @@
 package extensions_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,8 +109,15 @@ func TestExamples(t *testing.T) {
 			if err := os.WriteFile(config, []byte(cm.Data["heartbeat.yaml"]), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			stdout, stderr, err := command(t, ctx, testenv.Binary(t, "extension-heartbeat"),
-				"--config", config, "--node-name", "n1", "--write-config-to", "-")
+			// With the sidecar's arguments as the kubelet substitutes
+			// them, for an IPv6 pod IP (the hard case: no brackets).
+			args := []string{"--config", config, "--node-name", "n1", "--write-config-to", "-"}
+			for _, a := range heartbeatContainer(t, ds).Args {
+				if strings.Contains(a, "$(POD_IP)") {
+					args = append(args, strings.ReplaceAll(a, "$(POD_IP)", "fd00:10:244::7"))
+				}
+			}
+			stdout, stderr, err := command(t, ctx, testenv.Binary(t, "extension-heartbeat"), args...)
 			if err != nil || strings.Contains(stderr, "note:") {
 				t.Fatalf("extension-heartbeat rejects the configuration: %v\nstderr:\n%s", err, stderr)
 			}
@@ -118,9 +126,18 @@ func TestExamples(t *testing.T) {
 				Lease         struct {
 					Namespace string `json:"namespace"`
 				} `json:"lease"`
+				Serving struct {
+					MetricsBindAddress string `json:"metricsBindAddress"`
+					HealthzBindAddress string `json:"healthzBindAddress"`
+				} `json:"serving"`
 			}
 			if err := yaml.Unmarshal([]byte(stdout), &effective); err != nil {
 				t.Fatal(err)
+			}
+			for _, addr := range []string{effective.Serving.MetricsBindAddress, effective.Serving.HealthzBindAddress} {
+				if !strings.HasPrefix(addr, "[fd00:10:244::7]:") {
+					t.Errorf("effective bind address %q, want the pod's IP", addr)
+				}
 			}
 			if effective.ExtensionName != ex.extension || effective.Lease.Namespace != leaseNamespace {
 				t.Errorf("effective configuration: extensionName %q, lease namespace %q; want %q, %q",
@@ -205,18 +222,22 @@ func checkStandalone(t *testing.T, ds *appsv1.DaemonSet, extension string) {
 func checkHeartbeatContainer(t *testing.T, ds *appsv1.DaemonSet, extension string, explicit bool) {
 	t.Helper()
 	spec := ds.Spec.Template.Spec
-	var sidecar *corev1.Container
-	for i := range spec.Containers {
-		if spec.Containers[i].Name == "extension-heartbeat" {
-			sidecar = &spec.Containers[i]
-		}
+	sidecar := heartbeatContainer(t, ds)
+	// /metrics and /healthz listen on the pod's IP, which in the host
+	// network is the node's, never on all of the node's interfaces; the
+	// ports are the container's and the probe's.
+	ports := map[string]int32{}
+	for _, p := range sidecar.Ports {
+		ports[p.Name] = p.ContainerPort
 	}
-	if sidecar == nil {
-		t.Fatalf("no extension-heartbeat container in %s", ds.Name)
-	}
-	wantArgs := []string{"--config=/etc/nodehealth/heartbeat.yaml", "--node-name=$(NODE_NAME)"}
+	wantArgs := []string{"--config=/etc/nodehealth/heartbeat.yaml", "--node-name=$(NODE_NAME)",
+		fmt.Sprintf("--metrics-bind-address=$(POD_IP):%d", ports["hb-metrics"]),
+		fmt.Sprintf("--healthz-bind-address=$(POD_IP):%d", ports["hb-healthz"])}
 	if strings.Join(sidecar.Args, " ") != strings.Join(wantArgs, " ") {
 		t.Errorf("sidecar args = %v, want %v", sidecar.Args, wantArgs)
+	}
+	if p := sidecar.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Port.IntVal != ports["hb-healthz"] || p.HTTPGet.Host != "" {
+		t.Errorf("the liveness probe %+v does not reach /healthz on the pod's IP, port %d", p, ports["hb-healthz"])
 	}
 	fieldRefs := map[string]string{}
 	for _, e := range sidecar.Env {
@@ -224,8 +245,8 @@ func checkHeartbeatContainer(t *testing.T, ds *appsv1.DaemonSet, extension strin
 			fieldRefs[e.Name] = e.ValueFrom.FieldRef.FieldPath
 		}
 	}
-	if fieldRefs["NODE_NAME"] != "spec.nodeName" || fieldRefs["POD_NAME"] != "metadata.name" {
-		t.Errorf("sidecar downward-API env = %v, want NODE_NAME=spec.nodeName and POD_NAME=metadata.name", fieldRefs)
+	if fieldRefs["NODE_NAME"] != "spec.nodeName" || fieldRefs["POD_NAME"] != "metadata.name" || fieldRefs["POD_IP"] != "status.podIP" {
+		t.Errorf("sidecar downward-API env = %v, want NODE_NAME=spec.nodeName, POD_NAME=metadata.name and POD_IP=status.podIP", fieldRefs)
 	}
 	configVolume := ""
 	for _, m := range sidecar.VolumeMounts {
@@ -304,4 +325,16 @@ func findObject[T interface {
 	var zero T
 	t.Fatalf("no %T named %s in the rendered manifests", zero, name)
 	return zero
+}
+
+// heartbeatContainer is ds's extension-heartbeat container.
+func heartbeatContainer(t *testing.T, ds *appsv1.DaemonSet) *corev1.Container {
+	t.Helper()
+	for i := range ds.Spec.Template.Spec.Containers {
+		if c := &ds.Spec.Template.Spec.Containers[i]; c.Name == "extension-heartbeat" {
+			return c
+		}
+	}
+	t.Fatalf("no extension-heartbeat container in %s", ds.Name)
+	return nil
 }

@@ -428,7 +428,7 @@ func count(s []int, v int) int {
 // it must stop trusting its view before any Lease expires: nothing is
 // tainted during the stall. One node's extension really dies during the
 // stall: it is tainted only after recovery and a full expiry.
-func TestLeaseWatchStalled(t *testing.T) {
+func TestAStalledLeaseWatchAloneTaintsNothing(t *testing.T) {
 	f := newFleet(t, "lwatch", 20)
 	proxy, err := f.env.StartAPIServerProxy()
 	if err != nil {

@@ -127,7 +127,7 @@ func roundAll(ds []time.Duration) []time.Duration {
 // tainted only after a full Lease duration of grace. With renewDeadline
 // 20 s (longer than the 16 s stall) the leader keeps its leadership, so the
 // leader-election guard cannot help; with the shipped 10 s it may lose it.
-func TestStalledConnection(t *testing.T) {
+func TestAStalledConnectionTaintsNothingFromTheStaleView(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		election leaderElection

@@ -44,7 +44,7 @@ rules:
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Suite{
-		Commands: []string{"./cmd/nodehealth-controller"},
+		Commands: []string{"./cmd/nodehealth-controller", "./cmd/extension-heartbeat"},
 		// No kube-controller-manager: its node-lifecycle controller would
 		// taint the test's kubelet-less nodes unreachable and its
 		// taint-eviction controller would delete their pods, mixing its

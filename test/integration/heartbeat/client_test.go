@@ -38,7 +38,7 @@ func (c *contentTypes) RoundTrip(req *http.Request) (*http.Response, error) {
 // in protobuf, with the API server's errors classified as the renewer needs
 // (NotFound creates, Conflict re-reads), and the Node's UID read as
 // metadata only.
-func TestLeanClient(t *testing.T) {
+func TestTheLeanClientMakesEveryCallOfTheRenewerAgainstTheRealAPIServer(t *testing.T) {
 	t.Parallel()
 	env := testenv.Env(t)
 	ctx := testenv.Context(t)

@@ -54,7 +54,7 @@ eviction:
 // once when the health endpoint fails, and ungated when it recovers; a
 // heartbeat with register: true puts its extension into its node's list, and
 // its SIGTERM gates that node.
-func TestWithController(t *testing.T) {
+func TestTheHeartbeatGatesAndUngatesANodeWithTheRealController(t *testing.T) {
 	t.Parallel()
 	env := testenv.Env(t)
 	leaseNS := testenv.NewNamespace(t, "joint-lease")

@@ -22,7 +22,7 @@ import (
 // of the endpoint failing, renews again when it recovers, keeps the Lease
 // held across a restart for a changed configuration file, and releases it on
 // SIGTERM.
-func TestSidecarProcess(t *testing.T) {
+func TestTheHeartbeatProcessReleasesWhenItsProbeFailsAndRenewsWhenItRecovers(t *testing.T) {
 	t.Parallel()
 	env := testenv.Env(t)
 	const node = "n-proc"

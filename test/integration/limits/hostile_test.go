@@ -32,7 +32,7 @@ import (
 // node, node annotations at the API's size limit. Meanwhile a witness node
 // must be gated and ungated as always, and every bad input must be reported
 // (Event, condition or log line) with what it cost bounded.
-func TestHostileInput(t *testing.T) {
+func TestHostileLeasesAndNodesDoNotKeepTheControllerFromServingTheRest(t *testing.T) {
 	const registrations = 10_000
 	w := newWorld(t, "abuse")
 	const (

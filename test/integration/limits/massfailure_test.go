@@ -22,7 +22,7 @@ import (
 // in the condition, an Event and the metrics, and recover when the extension
 // returns. The eviction clock is short (evictionTimeout), so an eviction
 // that was not held back would show within the test.
-func TestMassExtensionFailure(t *testing.T) {
+func TestAMassExtensionFailureSuspendsGatingInsteadOfTaintingEveryNode(t *testing.T) {
 	const (
 		zones           = 4
 		perZone         = 50

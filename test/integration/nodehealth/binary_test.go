@@ -104,7 +104,7 @@ func processOf(t testing.TB, identity string, procs ...*framework.Process) *fram
 // Two replicas of the binary with leader election: SIGKILL the leader, the
 // follower takes over, and no node loses or duplicates its taint across the
 // failover; the new leader then gates a node whose extension dies.
-func TestLeaderElectionFailover(t *testing.T) {
+func TestTheFollowerTakesOverFromAKilledLeaderWithoutLosingOrDuplicatingATaint(t *testing.T) {
 	h := newHarness(t, "leader")
 	leaderNS := testenv.NewNamespace(t, "nh-leader")
 	config := h.controllerConfig(leaderNS)
@@ -222,7 +222,7 @@ func TestSIGTERMReleasesLeadership(t *testing.T) {
 
 // uninstall removes every taint, annotation, condition and Lease the
 // controller owns, and keeps manual list entries and other taints.
-func TestUninstallCommand(t *testing.T) {
+func TestUninstallRemovesWhatTheControllerOwnsAndKeepsWhatOthersWrote(t *testing.T) {
 	h := newHarness(t, "uninstall")
 	run := h.startController(t, h.options(h.rule("agent", nil)))
 	const manual = `[{"name":"manual","affectsReadiness":false}]`

@@ -413,7 +413,7 @@ func TestBlastRadiusSuspendsAndRecovers(t *testing.T) {
 
 // kube-scheduler does not place a pod on a gated node, and does once the
 // node is ungated.
-func TestSchedulerRespectsGate(t *testing.T) {
+func TestTheSchedulerPlacesNoPodOnAGatedNodeAndDoesOnceItIsUngated(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "sched")
 	h.startController(t, h.options(h.rule("agent", nil)))

@@ -53,7 +53,7 @@ func TestBootstrapGateThenUngate(t *testing.T) {
 // An extension that stops renewing expires after leaseDurationSeconds +
 // renewalGrace of silence, measured by the controller's clock; the node is
 // tainted then, and ungated when the extension renews again.
-func TestExpiryTaintsNode(t *testing.T) {
+func TestAnExtensionThatStopsRenewingTaintsItsNodeAfterItsDurationAndTheGrace(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "expiry")
 	h.startController(t, h.options(h.rule("agent", nil)))
@@ -78,7 +78,7 @@ func TestExpiryTaintsNode(t *testing.T) {
 
 // Releasing a Lease (empty holderIdentity) taints at once: the Lease here is
 // valid for an hour, so only the release can explain the taint.
-func TestReleaseTaintsImmediately(t *testing.T) {
+func TestAReleasedLeaseTaintsItsNodeAtOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "release")
 	h.startController(t, h.options(h.rule("agent", nil)))
@@ -173,7 +173,7 @@ func TestClockSkewedRenewTime(t *testing.T) {
 // A node created with the taint (registerWithTaints, the admission policy)
 // that lists no required extension loses it after the registration grace; a
 // node whose rule requires an extension keeps it.
-func TestRegistrationGrace(t *testing.T) {
+func TestANodeRegisteredWithTheTaintThatRequiresNothingLosesItAfterTheGrace(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "reggrace")
 	h.startController(t, h.options(h.rule("agent", map[string]string{"it.nodehealth.io/needs": "agent"})))
@@ -202,7 +202,7 @@ func TestRegistrationGrace(t *testing.T) {
 
 // startupTimeout: KeepGated keeps the node gated and says so; Ungate lets the
 // node go without the extension, which gates again once it came up.
-func TestStartupTimeout(t *testing.T) {
+func TestAMissedStartupTimeoutKeepsTheNodeGatedOrLetsItGoByItsFailurePolicy(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "timeout")
 	keep := h.rule("keep", map[string]string{"it.nodehealth.io/policy": "keep"})
@@ -254,7 +254,7 @@ func TestStartupTimeout(t *testing.T) {
 
 // Nodes labelled nodehealth.io/exclude=true lose the taint and are left alone;
 // removing the label brings them back.
-func TestExclusionLabel(t *testing.T) {
+func TestAnExcludedNodeLosesTheTaintAndIsLeftAlone(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "exclude")
 	h.startController(t, h.options(h.rule("agent", nil)))
@@ -290,7 +290,7 @@ func TestExclusionLabel(t *testing.T) {
 // Leases labelled nodehealth.io/register=true add their extension to the
 // node's list (source lease) and remove it when deleted; a self-registered
 // extension gates like any other, and removing the last one ungates.
-func TestSelfRegistration(t *testing.T) {
+func TestASelfRegisteringLeaseListsItsExtensionWhichGatesLikeAnyOther(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "selfreg")
 	h.startController(t, h.options())
@@ -325,7 +325,7 @@ func TestSelfRegistration(t *testing.T) {
 // A node whose list cannot be parsed keeps its gate state and its annotation
 // (InvalidExtensionList event); every other node is served meanwhile, and
 // the node is served again once its annotation is fixed.
-func TestMalformedAnnotationIsolated(t *testing.T) {
+func TestANodeWithAMalformedListKeepsItsStateWhileEveryOtherNodeIsServed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "malformed")
 	run := h.startController(t, h.options(h.rule("agent", nil)))

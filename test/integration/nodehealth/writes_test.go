@@ -194,7 +194,7 @@ func TestRestartDoesNotFlap(t *testing.T) {
 
 // A concurrent writer toggling its own taint while the controller gates and
 // ungates the node never loses an update, and neither does the controller.
-func TestConcurrentTaintWriter(t *testing.T) {
+func TestAnotherWriterTogglingItsTaintLosesNoUpdateAndNeitherDoesTheController(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "writer")
 	run := h.startController(t, h.options(h.rule("agent", nil)))

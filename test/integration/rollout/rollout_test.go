@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -18,6 +19,7 @@ import (
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
 	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
@@ -137,6 +139,85 @@ type nodeObservation struct {
 type nodeLog struct {
 	mu    sync.Mutex
 	nodes map[string][]nodeObservation
+	// lifecycle is each node's KEP-5683 lifecycle conditions of nodehealth's
+	// reasons (lifecycleState), every change in order; foreign the
+	// conditions of any other reason, every change in order.
+	lifecycle map[string][]string
+	foreign   map[string][]string
+}
+
+// lifecycleTypes are the four KEP-5683 conditions, in lifecycleState's
+// order.
+var lifecycleTypes = []string{nodev1alpha1.LifecycleConditionMaintenancePlanned, nodev1alpha1.LifecycleConditionMaintenanceInProgress,
+	nodev1alpha1.LifecycleConditionDrainInProgress, nodev1alpha1.LifecycleConditionDrained}
+
+// lifecycleState renders the node's lifecycle conditions whose reason is
+// nodehealth's as four characters, MaintenancePlanned, MaintenanceInProgress,
+// DrainInProgress, Drained: T or F, or - when absent or another writer's;
+// ":REASON" follows for a reason other than BottlerocketUpdate. foreign
+// renders the others' as TYPE=STATUS/REASON@lastTransitionTime.
+func lifecycleState(n *corev1.Node) (own string, foreign []string) {
+	var b strings.Builder
+	for _, kind := range lifecycleTypes {
+		c := nodeutil.Condition(n, corev1.NodeConditionType(kind))
+		switch {
+		case c == nil:
+			b.WriteByte('-')
+		case !nodev1alpha1.OwnLifecycleReason(c.Reason):
+			b.WriteByte('-')
+			foreign = append(foreign, fmt.Sprintf("%s=%s/%s@%s", c.Type, c.Status, c.Reason, c.LastTransitionTime.UTC().Format(time.RFC3339)))
+		default:
+			b.WriteString(string(c.Status)[:1])
+			if c.Reason != nodev1alpha1.LifecycleReasonBottlerocketUpdate {
+				b.WriteString(":" + c.Reason)
+			}
+		}
+	}
+	return b.String(), foreign
+}
+
+// checkLifecycle checks the node's lifecycle conditions went through want
+// in order (docs/updater.md's table). optional states may be skipped: two
+// steps the operator can see in one sync are written in one patch.
+func (l *nodeLog) checkLifecycle(t *testing.T, node string, want []string, optional map[string]bool) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	got := l.lifecycle[node]
+	i := -1 // the last state matched
+	for _, g := range got {
+		j := i + 1
+		for j < len(want) && want[j] != g {
+			if !optional[want[j]] {
+				t.Errorf("node %s: lifecycle conditions %q skipped %s (MaintenancePlanned, MaintenanceInProgress, DrainInProgress, Drained), want %q",
+					node, got, want[j], want)
+				return
+			}
+			j++
+		}
+		if j == len(want) {
+			t.Errorf("node %s: lifecycle conditions %q: %s is out of order, want %q", node, got, g, want)
+			return
+		}
+		i = j
+	}
+	if i != len(want)-1 {
+		t.Errorf("node %s: lifecycle conditions %q end early, want %q", node, got, want)
+	}
+}
+
+// lifecycleDone reports whether every node's lifecycle conditions reached
+// want.
+func (l *nodeLog) lifecycleDone(want string, names ...string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, n := range names {
+		h := l.lifecycle[n]
+		if len(h) == 0 || h[len(h)-1] != want {
+			return false
+		}
+	}
+	return true
 }
 
 func watchNodes(t *testing.T, names ...string) *nodeLog {
@@ -147,7 +228,7 @@ func watchNodes(t *testing.T, names ...string) *nodeLog {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &nodeLog{nodes: map[string][]nodeObservation{}}
+	l := &nodeLog{nodes: map[string][]nodeObservation{}, lifecycle: map[string][]string{}, foreign: map[string][]string{}}
 	for _, n := range names {
 		l.nodes[n] = nil
 	}
@@ -183,6 +264,13 @@ func (l *nodeLog) observe(n *corev1.Node) {
 	o := nodeObservation{bootID: n.Status.NodeInfo.BootID, tainted: framework.HasReadinessTaint(n), noExecute: framework.ReadinessTaints(n, corev1.TaintEffectNoExecute) > 0}
 	if c := framework.ExtensionsCondition(n); c != nil {
 		o.status, o.reason = c.Status, c.Reason
+	}
+	own, foreign := lifecycleState(n)
+	if h := l.lifecycle[n.Name]; len(h) == 0 || h[len(h)-1] != own {
+		l.lifecycle[n.Name] = append(h, own)
+	}
+	if f, h := strings.Join(foreign, ","), l.foreign[n.Name]; len(h) == 0 || h[len(h)-1] != f {
+		l.foreign[n.Name] = append(h, f)
 	}
 	if len(obs) > 0 && obs[len(obs)-1] == o {
 		return
@@ -266,6 +354,14 @@ func TestRollingUpdate(t *testing.T) {
 		return s.Status.CurrentState == updatesv1alpha1.StateIdle && s.Status.CurrentVersion == oldVersion
 	}, names...)
 
+	// Another writer's lifecycle condition, False so that it does not
+	// make the node leaving: the operator never touches it.
+	admin := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"False","reason":"AdminRequested","message":"drained by hand last week","lastTransitionTime":%q}]}}`,
+		nodev1alpha1.LifecycleConditionDrainInProgress, time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
+	if _, err := testenv.Env(t).Client.CoreV1().Nodes().PatchStatus(testenv.Context(t), names[0], []byte(admin)); err != nil {
+		t.Fatal(err)
+	}
+
 	shadowLog := watchShadows(t)
 	nodeLog := watchNodes(t, names...)
 	begin := time.Now()
@@ -279,6 +375,32 @@ func TestRollingUpdate(t *testing.T) {
 	for _, n := range names {
 		waitServing(t, n)
 	}
+	// docs/updater.md's table: chosen; planned release; drain running; drain
+	// done; rebooted into the new boot; back in Idle. The planned release
+	// and the drain can be written in one patch when the readiness taint
+	// is on before the operator saw spec move.
+	want := []string{"----", "T---", "FT--", "FTT-", "FTFT", "FTFF", "FFFF"}
+	// names[0]'s DrainInProgress is the admin's: the operator leaves it.
+	wantAdmin := []string{"----", "T---", "FT--", "FT-T", "FT-F", "FF-F"}
+	if err := wait.PollUntilContextTimeout(testenv.Context(t), 100*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+		return nodeLog.lifecycleDone(want[len(want)-1], names[1:]...) && nodeLog.lifecycleDone(wantAdmin[len(wantAdmin)-1], names[0]), nil
+	}); err != nil {
+		t.Errorf("lifecycle conditions not cleared after the rollout: %v", err)
+	}
+	for _, n := range names[1:] {
+		nodeLog.checkLifecycle(t, n, want, map[string]bool{"FT--": true})
+	}
+	nodeLog.checkLifecycle(t, names[0], wantAdmin, nil)
+	nodeLog.mu.Lock()
+	if f := nodeLog.foreign[names[0]]; len(f) != 1 || !strings.HasPrefix(f[0], "DrainInProgress=False/AdminRequested@") {
+		t.Errorf("node %s: the admin's condition changed during the rollout: %q", names[0], f)
+	}
+	for _, n := range names[1:] {
+		if f := nodeLog.foreign[n]; len(f) != 1 || f[0] != "" {
+			t.Errorf("node %s: lifecycle conditions of another writer appeared: %q", n, f)
+		}
+	}
+	nodeLog.mu.Unlock()
 
 	max, maxAt, started, err := shadowLog.result()
 	if err != nil {
@@ -393,6 +515,26 @@ func TestNewVersionNeverComesUpHaltsRollout(t *testing.T) {
 		}
 		if st := nodes[n].Emulator.State(); st.RebootRequests != 0 || st.Running != oldVersion {
 			t.Errorf("node %s: %d reboot requests, running %s; want untouched", n, st.RebootRequests, st.Running)
+		}
+	}
+
+	// The halt is on the node too (docs/updater.md, "Lifecycle
+	// conditions"): MaintenanceInProgress stays True, reason UpdateFailed,
+	// until the failure is resumed (TestAHaltHoldsMaintenanceInProgressUntilResumed:
+	// a resume here would start the node's next attempt mid-cleanup).
+	env, ctx := testenv.Env(t), testenv.Context(t)
+	if _, err := env.WaitForNode(ctx, bad, func(n *corev1.Node) bool {
+		return nodeutil.HasCondition(n, nodev1alpha1.LifecycleConditionMaintenanceInProgress, corev1.ConditionTrue, nodev1alpha1.LifecycleReasonUpdateFailed)
+	}); err != nil {
+		t.Errorf("%s: no MaintenanceInProgress=True/UpdateFailed while it halts the rollout: %v", bad, err)
+	}
+	for _, n := range names[1:] {
+		node, err := env.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if own, _ := lifecycleState(node); own != "----" {
+			t.Errorf("node %s, never started, has lifecycle conditions %s", n, own)
 		}
 	}
 }

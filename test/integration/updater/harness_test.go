@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -55,6 +56,9 @@ func baseOptions(t *testing.T) updater.Options {
 		Selector: labels.SelectorFromSet(labels.Set{k: v}),
 		Deadlines: updater.Deadlines{StagedAndPerformedUpdate: 20 * time.Second, RebootedIntoUpdate: 20 * time.Second,
 			MonitoringUpdate: 20 * time.Second, ReturnToIdle: 20 * time.Second},
+		// The configuration's defaults.
+		LeavingNodeTaints:        sets.New(nodev1alpha1.DefaultLeavingNodeTaints()...),
+		LifecycleConditionMaxAge: nodev1alpha1.DefaultLifecycleConditionMaxAge,
 	}
 }
 

@@ -166,3 +166,66 @@ hook: the release's. Their RBAC and leader-election Leases follow it.
 {{- define "nodehealth.namespace" -}}
 {{ .Release.Namespace }}
 {{- end }}
+
+{{/*
+Metrics over HTTPS with a cert-manager certificate (monitoring.tls.certManager)
+for a component whose serving.metricsAuthentication is Delegated. Given ctx,
+component and config: "true" or "".
+*/}}
+{{- define "nodehealth.metricsCertManager" -}}
+{{- if and .ctx.Values.monitoring.tls.certManager.enabled (eq (dig "serving" "metricsAuthentication" "None" (.config | default dict)) "Delegated") }}true{{ end }}
+{{- end }}
+
+{{/*
+The component's configuration with the certificate files of
+monitoring.tls.certManager in serving, when it applies. Given ctx, component
+and config: a dict.
+*/}}
+{{- define "nodehealth.metricsConfig" -}}
+{{- $cfg := deepCopy (.config | default dict) }}
+{{- if include "nodehealth.metricsCertManager" . }}
+{{- $serving := $cfg.serving | default dict }}
+{{- $_ := set $serving "tlsCertFile" "/etc/nodehealth-tls/tls.crt" }}
+{{- $_ := set $serving "tlsPrivateKeyFile" "/etc/nodehealth-tls/tls.key" }}
+{{- $_ := set $cfg "serving" $serving }}
+{{- end }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/*
+The cert-manager Certificate of a component's metrics Service, when
+monitoring.tls.certManager applies. Given ctx, component and config.
+*/}}
+{{- define "nodehealth.metricsCertificate" -}}
+{{- if include "nodehealth.metricsCertManager" . }}
+{{- $ns := include "nodehealth.namespace" .ctx }}
+{{- $cm := .ctx.Values.monitoring.tls.certManager }}
+---
+# The certificate of /metrics (serving.tlsCertFile): cert-manager renews the
+# Secret, and the component serves the renewed pair without a restart.
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata:
+  name: {{ .component }}-metrics
+  namespace: {{ $ns }}
+  labels:
+    {{- include "nodehealth.labels" (dict "ctx" .ctx "component" .component) | nindent 4 }}
+spec:
+  secretName: {{ .component }}-metrics-tls
+  dnsNames:
+  - {{ .component }}-metrics.{{ $ns }}.svc
+  - {{ .component }}-metrics.{{ $ns }}.svc.cluster.local
+  usages: [server auth, digital signature, key encipherment]
+  privateKey:
+    algorithm: ECDSA
+    size: 256
+    rotationPolicy: Always
+  {{- with $cm.duration }}
+  duration: {{ . }}
+  {{- end }}
+  issuerRef:
+    name: {{ required "monitoring.tls.certManager.issuerRef.name: the cert-manager Issuer or ClusterIssuer that signs the metrics certificates" $cm.issuerRef.name }}
+    kind: {{ $cm.issuerRef.kind | default "Issuer" }}
+    group: {{ $cm.issuerRef.group | default "cert-manager.io" }}
+{{- end }}
+{{- end }}

@@ -212,6 +212,11 @@ func SetDefaults_UpdateOperatorConfiguration(obj *configv1alpha1.UpdateOperatorC
 	if obj.Drain.DeleteEmptyDirData == nil {
 		obj.Drain.DeleteEmptyDirData = ptr.To(true)
 	}
+	// The controller's defaults: both must call the same nodes leaving.
+	if len(obj.LeavingNodeTaints) == 0 {
+		obj.LeavingNodeTaints = nodev1alpha1.DefaultLeavingNodeTaints()
+	}
+	setDuration(&obj.LifecycleConditionMaxAge, nodev1alpha1.DefaultLifecycleConditionMaxAge)
 }
 
 // SetDefaults_UpdateAgentConfiguration sets the update agent's defaults.

@@ -935,6 +935,10 @@ func autoConvert_v1alpha1_UpdateOperatorConfiguration_To_config_UpdateOperatorCo
 	if err := Convert_v1alpha1_UpdateDrain_To_config_UpdateDrain(&in.Drain, &out.Drain, s); err != nil {
 		return err
 	}
+	out.LeavingNodeTaints = *(*[]string)(unsafe.Pointer(&in.LeavingNodeTaints))
+	if err := v1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.LifecycleConditionMaxAge, &out.LifecycleConditionMaxAge, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -965,6 +969,10 @@ func autoConvert_config_UpdateOperatorConfiguration_To_v1alpha1_UpdateOperatorCo
 	}
 	out.ReadinessTaintKey = in.ReadinessTaintKey
 	if err := Convert_config_UpdateDrain_To_v1alpha1_UpdateDrain(&in.Drain, &out.Drain, s); err != nil {
+		return err
+	}
+	out.LeavingNodeTaints = *(*[]string)(unsafe.Pointer(&in.LeavingNodeTaints))
+	if err := v1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.LifecycleConditionMaxAge, &out.LifecycleConditionMaxAge, s); err != nil {
 		return err
 	}
 	return nil

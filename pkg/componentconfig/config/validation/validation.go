@@ -315,6 +315,23 @@ func ValidateUpdateOperatorConfiguration(c *config.UpdateOperatorConfiguration) 
 		errs = append(errs, field.Invalid(timeoutPath, c.Drain.Timeout.Duration.String(),
 			fmt.Sprintf("must be shorter than stateDeadlines.rebootedIntoUpdate (%s), which also holds the reboot and the boot", c.StateDeadlines.RebootedIntoUpdate.Duration)))
 	}
+	taintsPath := field.NewPath("leavingNodeTaints")
+	leaving := sets.New[string]()
+	for i, key := range c.LeavingNodeTaints {
+		for _, msg := range utilvalidation.IsQualifiedName(key) {
+			errs = append(errs, field.Invalid(taintsPath.Index(i), key, msg))
+		}
+		switch {
+		case key == c.ReadinessTaintKey:
+			// Every node the operator drains carries it: each update in
+			// flight would also count as someone else's.
+			errs = append(errs, field.Invalid(taintsPath.Index(i), key, "must not be the readiness taint (readinessTaintKey)"))
+		case leaving.Has(key):
+			errs = append(errs, field.Duplicate(taintsPath.Index(i), key))
+		}
+		leaving.Insert(key)
+	}
+	errs = append(errs, validateNonNegativeDuration(c.LifecycleConditionMaxAge, field.NewPath("lifecycleConditionMaxAge"))...)
 	return errs
 }
 
@@ -438,6 +455,14 @@ func validateServing(s *config.ServingConfiguration, path *field.Path) field.Err
 	default:
 		errs = append(errs, field.NotSupported(path.Child("metricsAuthentication"), s.MetricsAuthentication,
 			[]string{string(config.MetricsAuthenticationNone), string(config.MetricsAuthenticationDelegated)}))
+	}
+	switch {
+	case (s.TLSCertFile == "") != (s.TLSPrivateKeyFile == ""):
+		errs = append(errs, field.Invalid(path.Child("tlsCertFile"), s.TLSCertFile,
+			"tlsCertFile and tlsPrivateKeyFile go together: give both or neither"))
+	case s.TLSCertFile != "" && s.MetricsAuthentication != config.MetricsAuthenticationDelegated:
+		errs = append(errs, field.Invalid(path.Child("tlsCertFile"), s.TLSCertFile,
+			"a certificate serves /metrics only when metricsAuthentication is Delegated (None serves plain HTTP)"))
 	}
 	return errs
 }

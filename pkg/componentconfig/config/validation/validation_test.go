@@ -78,6 +78,13 @@ func TestValidateNodeHealthControllerConfiguration(t *testing.T) {
 			c.Serving.MetricsAuthentication = config.MetricsAuthenticationDelegated
 			c.Serving.HealthzBindAddress = c.Serving.MetricsBindAddress
 		}, "serving.metricsAuthentication", "differ"},
+		{"a certificate without its key", func(c C) {
+			c.Serving.MetricsAuthentication = config.MetricsAuthenticationDelegated
+			c.Serving.TLSCertFile = "/etc/nodehealth/tls/tls.crt"
+		}, "serving.tlsCertFile", "both or neither"},
+		{"a certificate for plain metrics", func(c C) {
+			c.Serving.TLSCertFile, c.Serving.TLSPrivateKeyFile = "/etc/nodehealth/tls/tls.crt", "/etc/nodehealth/tls/tls.key"
+		}, "serving.tlsCertFile", "only when metricsAuthentication is Delegated"},
 		{"lease namespace", func(c C) { c.LeaseNamespace = "Not_A_Namespace" }, "leaseNamespace", "Invalid value"},
 		{"lease namespace empty", func(c C) { c.LeaseNamespace = "" }, "leaseNamespace", "Required"},
 		{"taint key", func(c C) { c.Taint.Key = "not a key" }, "taint.key", "Invalid value"},
@@ -212,6 +219,10 @@ func TestValidateUpdateOperatorConfiguration(t *testing.T) {
 		{"readiness taint key", func(c C) { c.ReadinessTaintKey = "not a key" }, "readinessTaintKey", "alphanumeric"},
 		{"drain timeout", func(c C) { c.Drain.Timeout = d("0s") }, "drain.timeout", "greater than zero"},
 		{"drain timeout past the deadline", func(c C) { c.Drain.Timeout = d("30m") }, "drain.timeout", "must be shorter than stateDeadlines.rebootedIntoUpdate (30m0s)"},
+		{"leaving taint not a qualified name", func(c C) { c.LeavingNodeTaints = []string{"to be deleted"} }, "leavingNodeTaints[0]", "name part must consist"},
+		{"leaving taint duplicate", func(c C) { c.LeavingNodeTaints = []string{"karpenter.sh/disrupted", "karpenter.sh/disrupted"} }, "leavingNodeTaints[1]", "Duplicate"},
+		{"leaving taint is the readiness taint", func(c C) { c.LeavingNodeTaints = []string{c.ReadinessTaintKey} }, "leavingNodeTaints[0]", "must not be the readiness taint"},
+		{"lifecycle condition max age", func(c C) { c.LifecycleConditionMaxAge = d("-1s") }, "lifecycleConditionMaxAge", "negative"},
 	})
 }
 

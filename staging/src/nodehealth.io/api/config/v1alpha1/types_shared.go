@@ -26,6 +26,18 @@ type ServingConfiguration struct {
 	// needs metricsBindAddress to differ from healthzBindAddress; only the
 	// node-health controller and the update operator support it.
 	MetricsAuthentication MetricsAuthentication `json:"metricsAuthentication,omitempty"`
+
+	// TLSCertFile is a PEM certificate (its chain after it) that serves
+	// /metrics when metricsAuthentication is Delegated, for instance from a
+	// cert-manager Certificate's Secret; TLSPrivateKeyFile is its key. Both or
+	// neither. The files are read again when they change, so a renewed
+	// certificate is served without a restart; a pair that cannot be read
+	// keeps the last good one. Empty: a self-signed certificate made at
+	// start, which scrapers cannot verify.
+	TLSCertFile string `json:"tlsCertFile,omitempty"`
+
+	// TLSPrivateKeyFile is the PEM private key of tlsCertFile.
+	TLSPrivateKeyFile string `json:"tlsPrivateKeyFile,omitempty"`
 }
 
 // MetricsAuthentication says who may read a binary's metrics.

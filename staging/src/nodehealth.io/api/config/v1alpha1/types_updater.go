@@ -62,6 +62,26 @@ type UpdateOperatorConfiguration struct {
 	// Drain configures the drain the operator runs before each reboot (the
 	// agents hold no pod permissions).
 	Drain UpdateDrain `json:"drain"`
+
+	// LeavingNodeTaints are the taint keys that say a node is being removed
+	// or replaced. A node an UpdatePolicy selects that carries one, has a
+	// deletionTimestamp, or is under someone else's KEP-5683 lifecycle
+	// condition counts toward the policy's maxConcurrentUpdates and
+	// maxConcurrentUpdatesPerZone, as a node of ours in flight does: one
+	// disruption budget across tools. Set it to the node-health
+	// controller's leavingNodeTaints, so both agree on which nodes are
+	// leaving. An empty list means the default:
+	// ToBeDeletedByClusterAutoscaler, karpenter.sh/disrupted and
+	// node.kubernetes.io/out-of-service.
+	LeavingNodeTaints []string `json:"leavingNodeTaints,omitempty"`
+
+	// LifecycleConditionMaxAge is how long after its lastTransitionTime a
+	// KEP-5683 lifecycle condition (DrainInProgress, Drained or
+	// MaintenanceInProgress True with a reason nodehealth does not write)
+	// counts a schedulable node toward a policy's budget; on an
+	// unschedulable node it counts as long as it is True. Set it to the
+	// node-health controller's lifecycleConditionMaxAge. Default 2h.
+	LifecycleConditionMaxAge *metav1.Duration `json:"lifecycleConditionMaxAge,omitempty"`
 }
 
 // UpdateDrain configures the operator's drain of a node before its reboot:

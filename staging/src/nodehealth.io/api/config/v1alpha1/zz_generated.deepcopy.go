@@ -569,6 +569,16 @@ func (in *UpdateOperatorConfiguration) DeepCopyInto(out *UpdateOperatorConfigura
 	}
 	in.StateDeadlines.DeepCopyInto(&out.StateDeadlines)
 	in.Drain.DeepCopyInto(&out.Drain)
+	if in.LeavingNodeTaints != nil {
+		in, out := &in.LeavingNodeTaints, &out.LeavingNodeTaints
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.LifecycleConditionMaxAge != nil {
+		in, out := &in.LifecycleConditionMaxAge, &out.LifecycleConditionMaxAge
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	return
 }
 

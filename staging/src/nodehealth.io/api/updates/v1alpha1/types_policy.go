@@ -16,6 +16,7 @@ import (
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes`,description="Nodes the policy governs"
 // +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.upToDate`,description="Governed nodes on the target version"
 // +kubebuilder:printcolumn:name="In-flight",type=integer,JSONPath=`.status.inFlight`,description="Governed nodes that count as updating"
+// +kubebuilder:printcolumn:name="Others",type=integer,JSONPath=`.status.others`,description="Selected nodes leaving or under another tool's maintenance (with countNotReady: also not ready), counted toward the limits"
 // +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failed`,description="Governed nodes whose failure halts the policy"
 // +kubebuilder:printcolumn:name="Halted",type=string,JSONPath=`.status.conditions[?(@.type=="Halted")].status`,description="True while a failure halts the policy"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -86,6 +87,16 @@ type UpdatePolicySpec struct {
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="must be a count of at least 1 or a percentage from 1% to 100%"
 	MaxConcurrentUpdatesPerZone *intstr.IntOrString `json:"maxConcurrentUpdatesPerZone,omitempty"`
 
+	// CountNotReady makes the limits also count the selected nodes that are
+	// not Ready, or that the node-health controller gates for a failure
+	// (its readiness taint with SystemExtensionsReady False for a reason
+	// other than PlannedMaintenance), and are not updating by this
+	// operator. The limits always count the selected nodes that are leaving
+	// or under someone else's maintenance (status.others): one disruption
+	// budget across tools. Default false.
+	// +optional
+	CountNotReady bool `json:"countNotReady,omitempty"`
+
 	// Windows are the times at which governed nodes may start an update;
 	// empty means always. Nodes already updating finish outside a window.
 	// +optional
@@ -149,9 +160,23 @@ type UpdatePolicyStatus struct {
 	// UpToDate is how many of them run the target version and are Idle.
 	// +optional
 	UpToDate int32 `json:"upToDate"`
-	// InFlight is how many of them count as updating.
+	// InFlight is how many of them count as updating: this operator's
+	// updates in flight.
 	// +optional
 	InFlight int32 `json:"inFlight"`
+	// Others is how many other nodes the policy selects count toward its
+	// limits besides InFlight: leaving or under someone else's maintenance
+	// (a deletionTimestamp, a leaving taint, a foreign KEP-5683 lifecycle
+	// condition) and, with spec.countNotReady, not ready. Each node counts
+	// once, whatever its signals.
+	// +optional
+	Others int32 `json:"others"`
+	// OtherNodes names the first of them (at most 10, in name order) with
+	// the signal that counts each.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	OtherNodes []CountedNode `json:"otherNodes,omitempty"`
 	// Failed is how many of them carry a failure that halts the policy.
 	// +optional
 	Failed int32 `json:"failed"`
@@ -172,6 +197,21 @@ type UpdatePolicyStatus struct {
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// CountedNode is a node another tool's disruption counts toward a policy's
+// limits, and why.
+type CountedNode struct {
+	// Name is the Node's name.
+	Name string `json:"name"`
+	// Reason is the signal that counts it, for example "condition
+	// DrainInProgress=True, reason AdminRequested, node unschedulable".
+	Reason string `json:"reason"`
+}
+
+// MaxOtherNodes bounds UpdatePolicyStatus.OtherNodes: the status stays small
+// in a cluster where a tool replaces hundreds of nodes at once; Others holds
+// the count.
+const MaxOtherNodes = 10
 
 // Condition types of UpdatePolicyStatus.Conditions.
 const (

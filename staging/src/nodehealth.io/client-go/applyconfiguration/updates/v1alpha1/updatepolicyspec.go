@@ -57,6 +57,14 @@ type UpdatePolicySpecApplyConfiguration struct {
 	// topology.kubernetes.io/zone: a count or a percentage of the zone's
 	// governed nodes. Unset means no per-zone limit.
 	MaxConcurrentUpdatesPerZone *intstr.IntOrString `json:"maxConcurrentUpdatesPerZone,omitempty"`
+	// CountNotReady makes the limits also count the selected nodes that are
+	// not Ready, or that the node-health controller gates for a failure
+	// (its readiness taint with SystemExtensionsReady False for a reason
+	// other than PlannedMaintenance), and are not updating by this
+	// operator. The limits always count the selected nodes that are leaving
+	// or under someone else's maintenance (status.others): one disruption
+	// budget across tools. Default false.
+	CountNotReady *bool `json:"countNotReady,omitempty"`
 	// Windows are the times at which governed nodes may start an update;
 	// empty means always. Nodes already updating finish outside a window.
 	Windows []UpdateWindowApplyConfiguration `json:"windows,omitempty"`
@@ -118,6 +126,14 @@ func (b *UpdatePolicySpecApplyConfiguration) WithMaxConcurrentUpdates(value ints
 // If called multiple times, the MaxConcurrentUpdatesPerZone field is set to the value of the last call.
 func (b *UpdatePolicySpecApplyConfiguration) WithMaxConcurrentUpdatesPerZone(value intstr.IntOrString) *UpdatePolicySpecApplyConfiguration {
 	b.MaxConcurrentUpdatesPerZone = &value
+	return b
+}
+
+// WithCountNotReady sets the CountNotReady field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CountNotReady field is set to the value of the last call.
+func (b *UpdatePolicySpecApplyConfiguration) WithCountNotReady(value bool) *UpdatePolicySpecApplyConfiguration {
+	b.CountNotReady = &value
 	return b
 }
 

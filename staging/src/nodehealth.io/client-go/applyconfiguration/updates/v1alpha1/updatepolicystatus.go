@@ -36,8 +36,18 @@ type UpdatePolicyStatusApplyConfiguration struct {
 	Nodes *int32 `json:"nodes,omitempty"`
 	// UpToDate is how many of them run the target version and are Idle.
 	UpToDate *int32 `json:"upToDate,omitempty"`
-	// InFlight is how many of them count as updating.
+	// InFlight is how many of them count as updating: this operator's
+	// updates in flight.
 	InFlight *int32 `json:"inFlight,omitempty"`
+	// Others is how many other nodes the policy selects count toward its
+	// limits besides InFlight: leaving or under someone else's maintenance
+	// (a deletionTimestamp, a leaving taint, a foreign KEP-5683 lifecycle
+	// condition) and, with spec.countNotReady, not ready. Each node counts
+	// once, whatever its signals.
+	Others *int32 `json:"others,omitempty"`
+	// OtherNodes names the first of them (at most 10, in name order) with
+	// the signal that counts each.
+	OtherNodes []CountedNodeApplyConfiguration `json:"otherNodes,omitempty"`
 	// Failed is how many of them carry a failure that halts the policy.
 	Failed *int32 `json:"failed,omitempty"`
 	// Waiting is how many of them still have to update: not up to date, not
@@ -85,6 +95,27 @@ func (b *UpdatePolicyStatusApplyConfiguration) WithUpToDate(value int32) *Update
 // If called multiple times, the InFlight field is set to the value of the last call.
 func (b *UpdatePolicyStatusApplyConfiguration) WithInFlight(value int32) *UpdatePolicyStatusApplyConfiguration {
 	b.InFlight = &value
+	return b
+}
+
+// WithOthers sets the Others field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Others field is set to the value of the last call.
+func (b *UpdatePolicyStatusApplyConfiguration) WithOthers(value int32) *UpdatePolicyStatusApplyConfiguration {
+	b.Others = &value
+	return b
+}
+
+// WithOtherNodes adds the given value to the OtherNodes field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the OtherNodes field.
+func (b *UpdatePolicyStatusApplyConfiguration) WithOtherNodes(values ...*CountedNodeApplyConfiguration) *UpdatePolicyStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithOtherNodes")
+		}
+		b.OtherNodes = append(b.OtherNodes, *values[i])
+	}
 	return b
 }
 

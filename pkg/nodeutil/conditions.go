@@ -1,0 +1,49 @@
+package nodeutil
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NodeStatuses is what PatchConditions needs: a clientset's CoreV1().Nodes()
+// has it.
+type NodeStatuses interface {
+	PatchStatus(ctx context.Context, nodeName string, data []byte) (*v1.Node, error)
+}
+
+// PatchConditions sets conds on node with one strategic merge patch of its
+// status: conditions merge by type, so the kubelet's and other writers'
+// conditions are never touched. Each keeps its lastTransitionTime (as node
+// shows it) when its status does not change; both times are now otherwise.
+// A resourceVersion, when given, makes the patch fail with a conflict if the
+// node changed since that read. conds is modified (its times).
+func PatchConditions(ctx context.Context, nodes NodeStatuses, node *v1.Node, conds []v1.NodeCondition, now time.Time, resourceVersion string) error {
+	stamp := metav1.NewTime(now)
+	types := make([]string, 0, len(conds))
+	for i := range conds {
+		cond := &conds[i]
+		cond.LastHeartbeatTime, cond.LastTransitionTime = stamp, stamp
+		if cur := Condition(node, cond.Type); cur != nil && cur.Status == cond.Status {
+			cond.LastTransitionTime = cur.LastTransitionTime
+		}
+		types = append(types, string(cond.Type))
+	}
+	patch := map[string]interface{}{"status": map[string]interface{}{"conditions": conds}}
+	if resourceVersion != "" {
+		patch["metadata"] = map[string]interface{}{"resourceVersion": resourceVersion}
+	}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	if _, err := nodes.PatchStatus(ctx, node.Name, data); err != nil {
+		return fmt.Errorf("writing condition %s of node %s: %w", strings.Join(types, ", "), node.Name, err)
+	}
+	return nil
+}
