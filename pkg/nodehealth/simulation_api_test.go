@@ -39,6 +39,7 @@ func (s *simulation) apiFaults(now time.Time) {
 	if !s.outageUntil.IsZero() && !now.Before(s.outageUntil) {
 		s.api.ClearEndlessFaults()
 		s.outageUntil = time.Time{}
+		s.model.Writes(now, false)
 		s.trace.Add("t=%s the API server takes the controller's writes again", s.at())
 	}
 	// Pods whose eviction was answered 404 are gone by now.
@@ -96,6 +97,8 @@ func (s *simulation) apiFaults(now time.Time) {
 		s.retriesUntil = s.lagUntil
 		s.api.Inject(sim.Fault{Verb: "patch", Resource: nodesGVR.Resource, Kind: kind, Count: -1})
 		s.api.Inject(sim.Fault{Resource: leasesGVR.Resource, Name: nodev1alpha1.ControllerCanaryLease, Kind: kind, Count: -1})
+		// Answers lost are writes applied: the model is told of refusals.
+		s.model.Writes(now, kind != sim.LostAnswer)
 		s.trace.Add("t=%s the controller's writes fail (%s) until %s", s.at(), kind, s.outageUntil.Sub(sim.Epoch))
 	}
 }
