@@ -683,6 +683,15 @@ func (e *evaluation) gateTransition() {
 
 	e.startupExpiryCause()
 	if st.gated && !st.gate.full {
+		if st.suppressed && !e.f.tainted {
+			// Held for a failure: judged afresh at every evaluation, so
+			// the gate the lift taints waits for what fails then (the
+			// model's openFailureGate). An extension that expired only
+			// in a stale view and is ready by the own-view recovery's
+			// grace owes no renewal (seeds 15089412335168732690 and
+			// 3960348572464930654).
+			st.gate.scope = nil
+		}
 		for _, s := range e.notReady {
 			insert(&st.gate.scope, s.name)
 		}

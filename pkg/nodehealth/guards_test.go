@@ -854,3 +854,44 @@ func TestAPlannedReleaseObservedBeforeTheNodeWasCreatedDoesNotGateIt(t *testing.
 		t.Errorf("after a release in this node's boot: tainted %v, reason %s; want %s", f.tainted("n1"), r, nodev1alpha1.ReasonPlannedMaintenance)
 	}
 }
+
+// A node held for a failure is judged afresh when the guard lifts (DESIGN:
+// failure taints are never owed): the failure gate it gets then waits for
+// what fails at that moment. cni expired in the stale view and was held; the
+// recovery gave its Lease, ready when the view went stale, a full duration
+// of grace; kube-proxy's release, delivered with the recovery, tainted the
+// node. kube-proxy's renewal ends that gate: cni, ready by the recovery,
+// owes no renewal for an expiry only the stale view saw (simulation seed
+// 3960348572464930654).
+func TestAHeldNodeTaintedAtTheRecoveryWaitsOnlyForWhatFailsThen(t *testing.T) {
+	f := newFixture(t, withCNI(guardOptions(), 0, FailurePolicyKeepGated), readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	f.renew("cni", "n1")
+	f.sync("n1")
+	f.pass(5*time.Second, true)
+	// The watch stalls: the view goes stale at +20s, both Leases expire
+	// in it at +50s, and the node is held.
+	f.pass(46*time.Second, false)
+	f.sync("n1")
+	if c := f.condition("n1"); c.Reason != nodev1alpha1.ReasonGatingSuspended || f.tainted("n1") {
+		t.Fatalf("during the stall: tainted %v, condition %s; want held", f.tainted("n1"), c.Reason)
+	}
+	// The catching-up watch delivers kube-proxy's release, then the
+	// canary's renewal: the view recovers.
+	f.release("kube-proxy", "n1", "Crash")
+	f.pass(5*time.Second, true)
+	if f.c.canary.stale() {
+		t.Fatal("the canary did not recover")
+	}
+	f.sync("n1")
+	if c := f.condition("n1"); !f.tainted("n1") || c.Reason != nodev1alpha1.ReasonExtensionsNotReady {
+		t.Fatalf("after the recovery: tainted %v, condition %s; want tainted for kube-proxy", f.tainted("n1"), c.Reason)
+	}
+	f.clock.Step(5 * time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatalf("kube-proxy renewed and cni is ready by the recovery's grace, yet the node stays gated: condition %s: %s",
+			f.condition("n1").Reason, f.condition("n1").Message)
+	}
+}

@@ -91,6 +91,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 8412077615098173412, Name: "an ungate clears a Drained=True whose write lost its answer in an outage: after a failed lifecycle write the cache, not the last write known, says what the node holds (make simulate SEEDS=60, 2026-11-28)"},
 	{Seed: 13756747834182287697, Name: "a restarted controller judges the blast radius on all the nodes it lists: counted one by one, 3 failing nodes of zone z0 listed early suspended the zone at 17 % and the hysteresis kept it at 3 of 18 (make simulate SEEDS=100 on the sim-faults driver, 2026-11-28)"},
 	{Seed: 15470672626539717290, Name: "the same at controller 2's start (t=2m7s): a zone suspended on a partial count paused the eviction clocks of n2, n4, n6 and n8, which the model evicted 30 s later; it failed only in the orders that suspend, which is why it passed on most replays (make simulate SEEDS=60 on the sim-faults driver, 2026-11-28)"},
+	{Seed: 15089412335168732690, Name: "a node held for cni's expiry in a stale view and tainted at the recovery for kube-proxy's release waits only for kube-proxy: cni, ready by the recovery's grace, owes no renewal (make simulate SEEDS=200, 2026-11-28)"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that
