@@ -577,7 +577,7 @@ func (m *Model) openFailureGate(n *node, f facts, t time.Time, wasHeld bool) {
 // then was never tainted: the node is held for its failure, as if the guard
 // had come first (judged afresh at the lift, heldSince = the gate's start).
 func (m *Model) placeTaint(n *node, f facts) {
-	if n.gate == nil || len(f.gating) == 0 || n.tainted || m.writesRefused {
+	if n.gate == nil || len(f.gating) == 0 || n.tainted {
 		return
 	}
 	failureHeld := !n.gate.full && !n.gate.pending &&
@@ -587,6 +587,8 @@ func (m *Model) placeTaint(n *node, f facts) {
 		n.held, n.heldSince, n.gate = true, n.gate.start, nil
 	case m.ownViewStale:
 		n.held, n.gate.pending = true, true
+	case m.writesRefused:
+		// Decided, not on the node: decided again when writes are taken.
 	default:
 		n.tainted, n.gate.pending = true, false
 	}
