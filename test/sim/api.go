@@ -208,6 +208,18 @@ func (a *API) list(gvr schema.GroupVersionResource, kind schema.GroupVersionKind
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	// Only a queued fault fails a list (an API server or etcd outage), not
+	// the random fault rate, which is of writes. Nothing is applied: a lost
+	// answer is a timeout.
+	switch kind := a.queuedFault("list", gvr, "", ""); kind {
+	case NoFault:
+	case Conflict:
+		return nil, apierrors.NewBadRequest("sim: a list cannot conflict")
+	case LostAnswer:
+		return nil, errTimeout()
+	default:
+		return nil, kind.refusal(gvr, "")
+	}
 	// The list is always the current state: right for "", "0" and
 	// NotOlderThan, the only semantics reflectors ask for. Exact needs
 	// past states, which the history could rebuild but nothing here uses.

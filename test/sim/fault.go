@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -31,7 +32,7 @@ func (k FaultKind) String() string {
 
 // Fault makes writes fail. Empty strings match anything.
 type Fault struct {
-	Verb        string // create, update, patch or delete (an eviction is a create)
+	Verb        string // create, update, patch, delete (an eviction is a create) or list
 	Resource    string // e.g. nodes
 	Subresource string // e.g. status, eviction
 	Name        string
@@ -58,6 +59,14 @@ func (a *API) ClearFaults() {
 	a.mu.Unlock()
 }
 
+// ClearEndlessFaults drops the queued faults injected with a negative Count
+// (an outage, ended by the caller), keeping those still counting down.
+func (a *API) ClearEndlessFaults() {
+	a.mu.Lock()
+	a.faults = slices.DeleteFunc(a.faults, func(f *Fault) bool { return f.Count < 0 })
+	a.mu.Unlock()
+}
+
 // SetFaultRate makes each write fail with probability p, of a kind drawn
 // evenly from the four. The draw hashes the seed with the write's verb,
 // resource, object and how many such writes came before, rather than
@@ -71,14 +80,8 @@ func (a *API) SetFaultRate(p float64) {
 
 // faultFor is the fault due to this write, counting it. a.mu is held.
 func (a *API) faultFor(verb string, gvr schema.GroupVersionResource, sub, ns, name string) FaultKind {
-	match := func(want, got string) bool { return want == "" || want == got }
-	for i, f := range a.faults {
-		if match(f.Verb, verb) && match(f.Resource, gvr.Resource) && match(f.Subresource, sub) && match(f.Name, name) {
-			if f.Count--; f.Count == 0 {
-				a.faults = append(a.faults[:i:i], a.faults[i+1:]...)
-			}
-			return f.Kind
-		}
+	if k := a.queuedFault(verb, gvr, sub, name); k != NoFault {
+		return k
 	}
 	if a.faultRate <= 0 {
 		return NoFault
@@ -88,6 +91,23 @@ func (a *API) faultFor(verb string, gvr schema.GroupVersionResource, sub, ns, na
 		return NoFault
 	}
 	return FaultKind(1 + h%4)
+}
+
+// queuedFault is the first queued fault the request matches, counting it.
+// a.mu is held.
+func (a *API) queuedFault(verb string, gvr schema.GroupVersionResource, sub, name string) FaultKind {
+	match := func(want, got string) bool { return want == "" || want == got }
+	for i, f := range a.faults {
+		if match(f.Verb, verb) && match(f.Resource, gvr.Resource) && match(f.Subresource, sub) && match(f.Name, name) {
+			if f.Count > 0 {
+				if f.Count--; f.Count == 0 {
+					a.faults = append(a.faults[:i:i], a.faults[i+1:]...)
+				}
+			}
+			return f.Kind
+		}
+	}
+	return NoFault
 }
 
 // refusal is the error a fault answers before the write, if any.

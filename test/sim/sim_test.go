@@ -505,6 +505,34 @@ func TestFaultsRefuseOrLoseWrites(t *testing.T) {
 	}
 }
 
+func TestAQueuedListFaultFailsTheListAndAnEndlessOneLastsUntilCleared(t *testing.T) {
+	e := newEnv(t, 11)
+	ctx := e.ctx
+	nodes := e.client.CoreV1().Nodes()
+	e.must(nodes.Create(ctx, node("a"), metav1.CreateOptions{}))
+	e.api.Inject(Fault{Verb: "list", Resource: "nodes", Kind: ServerError})
+	e.api.Inject(Fault{Verb: "patch", Resource: "nodes", Kind: Timeout, Count: -1})
+	e.api.Inject(Fault{Verb: "update", Resource: "nodes", Kind: Conflict, Count: 2})
+	if _, err := nodes.List(ctx, metav1.ListOptions{}); !apierrors.IsInternalError(err) {
+		t.Errorf("list with a fault queued: %v, want 500", err)
+	}
+	if l, err := nodes.List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 1 {
+		t.Errorf("the next list: %v, %v, want the one node", l, err)
+	}
+	for range 3 {
+		if _, err := nodes.Patch(ctx, "a", types.MergePatchType, mergePatch("", map[string]string{"x": "1"}), metav1.PatchOptions{}); !apierrors.IsTimeout(err) {
+			t.Errorf("patch during an endless fault: %v, want 504", err)
+		}
+	}
+	e.api.ClearEndlessFaults()
+	e.must(nodes.Patch(ctx, "a", types.MergePatchType, mergePatch("", map[string]string{"x": "1"}), metav1.PatchOptions{}))
+	a, err := nodes.Get(ctx, "a", metav1.GetOptions{})
+	e.must(nil, err)
+	if _, err := nodes.Update(ctx, a, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Errorf("update with a counted fault left after ClearEndlessFaults: %v, want 409", err)
+	}
+}
+
 func TestEvictionDeletesThePodUnlessTheHookRefuses(t *testing.T) {
 	e := newEnv(t, 9)
 	ctx := e.ctx

@@ -65,13 +65,14 @@ const (
 	boot2 = "boot2/uid-%s"
 )
 
-func (st *story) start(d time.Duration)          { st.m.Start(st.to(d)) }
-func (st *story) stop(d time.Duration)           { st.m.Stop(st.to(d)) }
-func (st *story) add(d time.Duration, n Node)    { st.m.NodeAdded(st.to(d), n) }
-func (st *story) update(d time.Duration, n Node) { st.m.NodeUpdated(st.to(d), n) }
-func (st *story) advance(d time.Duration)        { st.m.Advance(st.to(d)) }
-func (st *story) stale(d time.Duration)          { st.m.OwnView(st.to(d), true) }
-func (st *story) recover(d time.Duration)        { st.m.OwnView(st.to(d), false) }
+func (st *story) start(d time.Duration)                { st.m.Start(st.to(d)) }
+func (st *story) stop(d time.Duration)                 { st.m.Stop(st.to(d)) }
+func (st *story) add(d time.Duration, n Node)          { st.m.NodeAdded(st.to(d), n) }
+func (st *story) update(d time.Duration, n Node)       { st.m.NodeUpdated(st.to(d), n) }
+func (st *story) advance(d time.Duration)              { st.m.Advance(st.to(d)) }
+func (st *story) stale(d time.Duration)                { st.m.OwnView(st.to(d), true) }
+func (st *story) recover(d time.Duration)              { st.m.OwnView(st.to(d), false) }
+func (st *story) writes(d time.Duration, refused bool) { st.m.Writes(st.to(d), refused) }
 
 // renew observes a renewal of every "node/extension" Lease named, at d.
 func (st *story) renew(d time.Duration, leases ...string) {

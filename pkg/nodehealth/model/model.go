@@ -112,6 +112,7 @@ type Model struct {
 	leases map[leaseKey]*lease
 
 	ownViewStale     bool
+	writesRefused    bool // the API server refuses the controller's Node writes
 	clusterSuspended bool
 	zoneSuspended    map[string]bool
 }
@@ -452,6 +453,15 @@ func (m *Model) OwnView(at time.Time, stale bool) {
 		m.ownViewRecovers(at)
 	}
 	m.evaluate(at)
+}
+
+// Writes: from `at` the API server refuses (refused=true) or takes again
+// the controller's Node writes. A refused write is not applied; a write
+// applied with its answer lost is not refused.
+func (m *Model) Writes(at time.Time, refused bool) {
+	m.step(at)
+	m.writesRefused = refused
+	m.evaluateIfRunning(at)
 }
 
 // Advance: time passes; the controller evaluates every node at `to`.

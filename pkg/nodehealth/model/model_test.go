@@ -280,6 +280,25 @@ func TestOwnViewRecoveryGivesTaintedNodesANewGateStart(t *testing.T) {
 	st.expect("both renewed after the recovery", ready(boot1), "n1")
 }
 
+// A failure taint decided while the API server refuses the controller's
+// writes is not on the node; decided again when the writes are taken, under
+// the own-view guard that fired meanwhile, the node is held, never tainted,
+// and judged afresh at the lift.
+func TestAFailureTaintARefusedWriteLostIsHeldByAGuardThatFiredMeanwhile(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")), worker("n2", gating("a")), worker("n3", gating("a")))
+	st.writes(5*sec, true)
+	st.release(6*sec, "n1/a", "Crashed")
+	st.stale(8 * sec)
+	st.writes(9*sec, false)
+	st.expect("writes taken under the guard", held(boot1), "n1")
+	st.expectHeld("writes taken under the guard", "n1")
+	st.recover(20 * sec)
+	st.expect("guard lifted, still released", gated(notReady, boot1), "n1")
+	st.renew(25*sec, "n1/a")
+	st.expect("renewed", ready(boot1), "n1")
+}
+
 func TestUntaintsContinueWhileTheOwnViewIsStale(t *testing.T) {
 	st := newStory(t, defaultConfig())
 	st.start(0)

@@ -569,15 +569,29 @@ func (m *Model) openFailureGate(n *node, f facts, t time.Time, wasHeld bool) {
 // (a bootstrap seen while the guard holds is not forgotten: the pending gate
 // cannot end before the guard lifts, and gets gateStart = the lift).
 // Bootstrap gates are not suspended by the blast radius.
+//
+// Choice: a taint decided while the API server refuses the controller's
+// writes is not on the node; the controller decides it again once its writes
+// are taken, under the guards in force then ("a write decided before a
+// guard fired is re-decided, never replayed"). A failure gate a guard holds
+// then was never tainted: the node is held for its failure, as if the guard
+// had come first (judged afresh at the lift, heldSince = the gate's start).
 func (m *Model) placeTaint(n *node, f facts) {
 	if n.gate == nil || len(f.gating) == 0 || n.tainted {
 		return
 	}
-	if m.ownViewStale {
+	failureHeld := !n.gate.full && !n.gate.pending &&
+		(m.ownViewStale || (!f.planned && f.leaving == "" && m.blastSuspended(n)))
+	switch {
+	case failureHeld:
+		n.held, n.heldSince, n.gate = true, n.gate.start, nil
+	case m.ownViewStale:
 		n.held, n.gate.pending = true, true
-		return
+	case m.writesRefused:
+		// Decided, not on the node: decided again when writes are taken.
+	default:
+		n.tainted, n.gate.pending = true, false
 	}
-	n.tainted, n.gate.pending = true, false
 }
 
 // writeCondition sets SystemExtensionsReady.
