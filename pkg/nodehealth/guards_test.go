@@ -855,7 +855,7 @@ func TestAPlannedReleaseObservedBeforeTheNodeWasCreatedDoesNotGateIt(t *testing.
 	}
 }
 
-// A node held for a failure is judged afresh when the guard lifts (DESIGN:
+// A node held for a failure is judged afresh when the guard lifts (docs/controller.md,
 // failure taints are never owed): the failure gate it gets then waits for
 // what fails at that moment. cni expired in the stale view and was held; the
 // recovery gave its Lease, ready when the view went stale, a full duration
