@@ -164,6 +164,21 @@ const HaltInvalidSpec = "InvalidSpec"
 // only when no other node of the policy is updating or could start.
 func planStarts(snap *snapshot, pol *policy) plan {
 	p := plan{notes: map[string]note{}, active: map[string]bool{}}
+	p.decideHalt(snap, pol)
+	b := ownUpdates(snap, pol)
+	// The others are counted even when the policy is halted: its status
+	// lists them.
+	p.countOthers(snap, pol, &b)
+	if p.halt != "" {
+		return p
+	}
+	p.admit(pol, &b, p.candidates(snap, pol, b.isOther))
+	return p
+}
+
+// decideHalt fills in why the policy starts no node, and when its window
+// opens or closes.
+func (p *plan) decideHalt(snap *snapshot, pol *policy) {
 	for _, sh := range sortedShadows(snap) {
 		if updatesv1alpha1.Halting(sh.Annotations) && snap.owned(sh, pol.name) {
 			p.haltedBy = append(p.haltedBy, sh.Name)
@@ -184,33 +199,54 @@ func planStarts(snap *snapshot, pol *policy) plan {
 			break
 		}
 	}
+}
 
-	// The nodes the policy governs and what counts as updating.
-	total, zoneTotal := 0, map[string]int{}
-	updating, zoneUpdating := 0, map[string]int{}
-	othersBusy := false
+// budget is what the policy's limits are measured against: the nodes it
+// counts (a percentage is of them) and those that take its slots, overall
+// and by zone.
+type budget struct {
+	total, updating         int
+	zoneTotal, zoneUpdating map[string]int
+	// othersBusy: a node other than the operator's own takes a slot.
+	othersBusy bool
+	// isOther are the nodes out of service that are not the policy's
+	// updates, with the signal that counts each; zoneOthers the same by
+	// zone, in name order.
+	isOther    map[string]string
+	zoneOthers map[string][]string
+}
+
+// ownUpdates counts the nodes the policy governs and its updates in flight.
+func ownUpdates(snap *snapshot, pol *policy) budget {
+	b := budget{zoneTotal: map[string]int{}, zoneUpdating: map[string]int{}}
 	for _, sh := range sortedShadows(snap) {
 		n := snap.nodes[sh.Name]
 		if snap.governor(sh.Name) == pol.name {
-			total++
-			zoneTotal[n.zone]++
+			b.total++
+			b.zoneTotal[n.zone]++
 		}
 		if counts(sh) && !snap.scaledDown(sh) && snap.owned(sh, pol.name) {
-			updating++
-			zoneUpdating[n.zone]++
+			b.updating++
+			b.zoneUpdating[n.zone]++
 			if sh.Name != snap.ownNode {
-				othersBusy = true
+				b.othersBusy = true
 			}
 		}
 	}
+	return b
+}
+
+// countOthers adds to the budget the selected nodes other tools take out of
+// service, and lists them in the plan.
+func (p *plan) countOthers(snap *snapshot, pol *policy, b *budget) {
 	// One disruption budget across tools: the nodes the policy selects
 	// that another tool (or, with countNotReady, a failure) takes out of
 	// service count toward the same limits, each once, whatever its
 	// signals. A node with our update in flight is ours, never also
 	// another's: our own drain and reboot make it look leaving and not
 	// ready.
-	isOther := map[string]string{}
-	zoneOthers := map[string][]string{}
+	b.isOther = map[string]string{}
+	b.zoneOthers = map[string][]string{}
 	for _, sh := range sortedShadows(snap) {
 		n, ok := snap.nodes[sh.Name]
 		if !ok || !n.inScope || !slices.Contains(n.selectedBy, pol.name) || counts(sh) {
@@ -225,21 +261,23 @@ func planStarts(snap *snapshot, pol *policy) plan {
 			continue
 		}
 		p.others = append(p.others, updatesv1alpha1.CountedNode{Name: sh.Name, Reason: why})
-		isOther[sh.Name] = why
-		zoneOthers[n.zone] = append(zoneOthers[n.zone], sh.Name)
-		updating++
-		zoneUpdating[n.zone]++
+		b.isOther[sh.Name] = why
+		b.zoneOthers[n.zone] = append(b.zoneOthers[n.zone], sh.Name)
+		b.updating++
+		b.zoneUpdating[n.zone]++
 		// A percentage is of the selected nodes: a node being deleted is
 		// governed no longer, but is still one of them.
 		if snap.governor(sh.Name) != pol.name {
-			total++
-			zoneTotal[n.zone]++
+			b.total++
+			b.zoneTotal[n.zone]++
 		}
 	}
-	if p.halt != "" {
-		return p
-	}
+}
 
+// candidates are the Idle nodes the policy governs that would start but for
+// the limits, the operator's own node last; the plan notes why each other
+// one does not.
+func (p *plan) candidates(snap *snapshot, pol *policy, isOther map[string]string) []candidate {
 	var cands []candidate
 	for _, sh := range sortedShadows(snap) {
 		if snap.governor(sh.Name) != pol.name {
@@ -255,18 +293,7 @@ func planStarts(snap *snapshot, pol *policy) plan {
 		if target == "" || sh.Status.CurrentVersion == "" {
 			continue
 		}
-		cmp, err := brapi.CompareVersions(sh.Status.CurrentVersion, target)
-		if err != nil {
-			p.notes[sh.Name] = note{"InvalidVersion", fmt.Sprintf("Cannot compare versions %q and %q: %v", sh.Status.CurrentVersion, target, err)}
-			continue
-		}
-		if cmp == 0 {
-			p.notes[sh.Name] = note{}
-			continue
-		}
-		if cmp > 0 {
-			p.notes[sh.Name] = note{"DowngradeRefused", fmt.Sprintf("Node runs %s, newer than the target %s of UpdatePolicy %s; it is never downgraded",
-				sh.Status.CurrentVersion, target, pol.name)}
+		if !p.olderThan(sh, target, pol.name) {
 			continue
 		}
 		if until := backoffUntil(sh); until.After(snap.now) {
@@ -287,17 +314,42 @@ func planStarts(snap *snapshot, pol *policy) plan {
 		cands = append(cands, candidate{name: sh.Name, zone: n.zone, version: target, own: sh.Name == snap.ownNode})
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return !cands[i].own && cands[j].own })
+	return cands
+}
 
-	limit, _ := scaledLimit(pol.maxConcurrent, total)
+// olderThan reports whether the node runs a version older than target; when
+// it does not, the plan notes why it is not updated (or forgets an earlier
+// note once it runs the target).
+func (p *plan) olderThan(sh *updatesv1alpha1.BottlerocketShadow, target, policyName string) bool {
+	cmp, err := brapi.CompareVersions(sh.Status.CurrentVersion, target)
+	if err != nil {
+		p.notes[sh.Name] = note{"InvalidVersion", fmt.Sprintf("Cannot compare versions %q and %q: %v", sh.Status.CurrentVersion, target, err)}
+		return false
+	}
+	if cmp == 0 {
+		p.notes[sh.Name] = note{}
+		return false
+	}
+	if cmp > 0 {
+		p.notes[sh.Name] = note{"DowngradeRefused", fmt.Sprintf("Node runs %s, newer than the target %s of UpdatePolicy %s; it is never downgraded",
+			sh.Status.CurrentVersion, target, policyName)}
+		return false
+	}
+	return true
+}
+
+// admit starts the candidates, in order, while the budget has slots left.
+func (p *plan) admit(pol *policy, b *budget, cands []candidate) {
+	limit, _ := scaledLimit(pol.maxConcurrent, b.total)
 	// waitTold: the first node that waits because others take slots is told
 	// why, one Event per policy (per zone for the zone's limit), not one per
 	// waiting node.
 	waitTold := map[string]bool{}
 	for i, cand := range cands {
-		if cand.own && (othersBusy || i < len(cands)-1) {
+		if cand.own && (b.othersBusy || i < len(cands)-1) {
 			continue // the operator's own node waits until every other node is done
 		}
-		if updating >= limit {
+		if b.updating >= limit {
 			if len(p.others) > 0 {
 				o := p.others[0]
 				p.notes[cand.name] = note{"UpdateWaiting", fmt.Sprintf("Waiting for a slot: %d of the %d of UpdatePolicy %s (maxConcurrentUpdates) are taken by nodes out of service, such as %s (%s)",
@@ -305,25 +357,31 @@ func planStarts(snap *snapshot, pol *policy) plan {
 			}
 			break
 		}
-		if pol.maxConcurrentPerZone != nil {
-			zl, _ := scaledLimit(*pol.maxConcurrentPerZone, zoneTotal[cand.zone])
-			if zoneUpdating[cand.zone] >= zl {
-				if zo := zoneOthers[cand.zone]; len(zo) > 0 && !waitTold[cand.zone] {
-					waitTold[cand.zone] = true
-					p.notes[cand.name] = note{"UpdateWaiting", fmt.Sprintf("Waiting for a slot in zone %q: %d of the %d of UpdatePolicy %s (maxConcurrentUpdatesPerZone) are taken by nodes out of service, such as %s (%s)",
-						cand.zone, len(zo), zl, pol.name, zo[0], isOther[zo[0]])}
-				}
-				continue
-			}
+		if pol.maxConcurrentPerZone != nil && !p.zoneHasSlot(pol, b, cand.zone, cand.name, waitTold) {
+			continue
 		}
 		p.starts = append(p.starts, startDecision{node: cand.name, version: cand.version})
-		updating++
-		zoneUpdating[cand.zone]++
+		b.updating++
+		b.zoneUpdating[cand.zone]++
 		if !cand.own {
-			othersBusy = true
+			b.othersBusy = true
 		}
 	}
-	return p
+}
+
+// zoneHasSlot reports whether the zone's limit lets one more node start;
+// when it does not, the first node of the zone that waits is told why.
+func (p *plan) zoneHasSlot(pol *policy, b *budget, zone, name string, waitTold map[string]bool) bool {
+	zl, _ := scaledLimit(*pol.maxConcurrentPerZone, b.zoneTotal[zone])
+	if b.zoneUpdating[zone] < zl {
+		return true
+	}
+	if zo := b.zoneOthers[zone]; len(zo) > 0 && !waitTold[zone] {
+		waitTold[zone] = true
+		p.notes[name] = note{"UpdateWaiting", fmt.Sprintf("Waiting for a slot in zone %q: %d of the %d of UpdatePolicy %s (maxConcurrentUpdatesPerZone) are taken by nodes out of service, such as %s (%s)",
+			zone, len(zo), zl, pol.name, zo[0], b.isOther[zo[0]])}
+	}
+	return false
 }
 
 // conflictNotes are the Events about nodes that several policies select:

@@ -57,21 +57,9 @@ func (c *Controller) syncStart(ctx context.Context) error {
 
 	// Failures before starts: a failure that is due halts its policy even
 	// if its node's own sync has not run yet.
-	recorded := false
-	for _, s := range shadows {
-		if !counts(s) {
-			continue
-		}
-		node, err := c.nodeOf(s)
-		if err != nil {
-			return err
-		}
-		if f := c.dueFailure(s, node, c.now()); f != nil {
-			if err := c.recordFailure(ctx, s, f); err != nil {
-				return err
-			}
-			recorded = true
-		}
+	recorded, err := c.recordDueFailures(ctx, shadows)
+	if err != nil {
+		return err
 	}
 	if recorded {
 		return nil // the failures' events bring the start pass back
@@ -81,10 +69,52 @@ func (c *Controller) syncStart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	anyStart, err := c.planFromCache(ctx, shadows, policies, now)
+	if err != nil {
+		return err
+	}
+	if !anyStart {
+		return nil
+	}
+
+	// Confirm with consistent reads: resourceVersion "" is served from etcd.
+	fresh, freshPolicies, err := c.listConsistently(ctx)
+	if err != nil {
+		return err
+	}
+	return c.startConfirmed(ctx, fresh, freshPolicies, now)
+}
+
+// recordDueFailures records the failures that are due and says whether it
+// recorded any.
+func (c *Controller) recordDueFailures(ctx context.Context, shadows []*updatesv1alpha1.BottlerocketShadow) (bool, error) {
+	recorded := false
+	for _, s := range shadows {
+		if !counts(s) {
+			continue
+		}
+		node, err := c.nodeOf(s)
+		if err != nil {
+			return false, err
+		}
+		if f := c.dueFailure(s, node, c.now()); f != nil {
+			if err := c.recordFailure(ctx, s, f); err != nil {
+				return false, err
+			}
+			recorded = true
+		}
+	}
+	return recorded, nil
+}
+
+// planFromCache plans every policy on the cache and reports the plans
+// (Events, timers, metrics, the policies' status); it says whether some
+// policy would start a node.
+func (c *Controller) planFromCache(ctx context.Context, shadows []*updatesv1alpha1.BottlerocketShadow, policies []*updatesv1alpha1.UpdatePolicy, now time.Time) (bool, error) {
 	pols := parsePolicies(policies, c.opts.Deadlines)
 	snap, err := c.snapshot(shadows, pols, now)
 	if err != nil {
-		return err
+		return false, err
 	}
 	plans := make(map[string]plan, len(pols))
 	anyStart := false
@@ -95,16 +125,17 @@ func (c *Controller) syncStart(ctx context.Context) error {
 	}
 	c.report(ctx, snap, pols, plans)
 	if err := c.writeStatuses(ctx, snap, pols, plans, policies); err != nil {
-		return err
+		return false, err
 	}
-	if !anyStart {
-		return nil
-	}
+	return anyStart, nil
+}
 
-	// Confirm with consistent reads: resourceVersion "" is served from etcd.
+// listConsistently lists the shadows and the policies from etcd rather than
+// the cache, for the starts to be decided on.
+func (c *Controller) listConsistently(ctx context.Context) ([]*updatesv1alpha1.BottlerocketShadow, []*updatesv1alpha1.UpdatePolicy, error) {
 	list, err := c.client.UpdatesV1alpha1().BottlerocketShadows().List(ctx, metav1.ListOptions{ResourceVersion: ""})
 	if err != nil {
-		return fmt.Errorf("listing shadows to confirm the update count: %w", err)
+		return nil, nil, fmt.Errorf("listing shadows to confirm the update count: %w", err)
 	}
 	fresh := make([]*updatesv1alpha1.BottlerocketShadow, 0, len(list.Items))
 	for i := range list.Items {
@@ -112,14 +143,20 @@ func (c *Controller) syncStart(ctx context.Context) error {
 	}
 	plist, err := c.client.UpdatesV1alpha1().UpdatePolicies().List(ctx, metav1.ListOptions{ResourceVersion: ""})
 	if err != nil {
-		return fmt.Errorf("listing update policies to confirm them: %w", err)
+		return nil, nil, fmt.Errorf("listing update policies to confirm them: %w", err)
 	}
 	freshPolicies := make([]*updatesv1alpha1.UpdatePolicy, 0, len(plist.Items))
 	for i := range plist.Items {
 		freshPolicies = append(freshPolicies, &plist.Items[i])
 	}
-	pols = parsePolicies(freshPolicies, c.opts.Deadlines)
-	snap, err = c.snapshot(fresh, pols, now)
+	return fresh, freshPolicies, nil
+}
+
+// startConfirmed plans every policy again on the consistent lists and
+// starts what that plan decides.
+func (c *Controller) startConfirmed(ctx context.Context, fresh []*updatesv1alpha1.BottlerocketShadow, freshPolicies []*updatesv1alpha1.UpdatePolicy, now time.Time) error {
+	pols := parsePolicies(freshPolicies, c.opts.Deadlines)
+	snap, err := c.snapshot(fresh, pols, now)
 	if err != nil {
 		return err
 	}

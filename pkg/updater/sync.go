@@ -34,12 +34,7 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	logger := klog.FromContext(ctx).WithValues("node", name)
 	s, err := c.shadowLister.Get(name)
 	if apierrors.IsNotFound(err) {
-		c.mu.Lock()
-		delete(c.soakSince, name)
-		delete(c.told, name)
-		delete(c.drains, name)
-		delete(c.lastPassTold, name)
-		c.mu.Unlock()
+		c.forgetShadow(name)
 		return nil
 	}
 	if err != nil {
@@ -65,13 +60,7 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	}
 
 	if spec == updatesv1alpha1.StateIdle || spec == "" {
-		c.mu.Lock()
-		delete(c.soakSince, name)
-		c.mu.Unlock()
-		// The ReturnToIdle deadline (see dueFailure).
-		if returning(s) && !shadow.MarkedFailed(s) && s.Spec.StateTransitionTimestamp != nil {
-			c.after(name, s.Spec.StateTransitionTimestamp.Add(c.opts.Deadlines.ReturnToIdle).Sub(now))
-		}
+		c.syncIdleSpec(s, now)
 		return nil
 	}
 	if node == nil {
@@ -85,43 +74,19 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	// The agent failed before the reboot: it aborts once spec is Idle and
 	// retries after its back-off. No halt.
 	if s.Status.CurrentState == updatesv1alpha1.StateErrorReset {
-		if waitingForWave(s) {
-			// Not a failure: Bottlerocket releases in waves.
-			logger.Info("Version not offered to the node yet; returning it to Idle until its next refresh", "version", s.Spec.Version)
-			if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, s.Spec.Version, nil); err != nil {
-				return err
-			}
-			// The node is tried again after every refresh for as long as
-			// its wave takes: only the try that began the wait is news.
-			if waitBegan(s) {
-				c.event(s, v1.EventTypeNormal, "UpdateWaiting", "Version %s is not offered to this node yet (Bottlerocket releases in waves); trying again after each of its refreshes",
-					s.Spec.Version)
-			}
-			return nil
-		}
-		msg := "the agent reported a failure"
-		for _, cond := range s.Status.Conditions {
-			if cond.Type == updatesv1alpha1.ConditionUpdateFailed {
-				msg = fmt.Sprintf("%s: %s", cond.Reason, cond.Message)
-			}
-		}
-		logger.Info("Update failed before the reboot; returning the node to Idle", "state", spec, "crashCount", s.Status.CrashCount, "cause", msg)
-		// spec.version stays: the agent restores the version lock only
-		// while it still is the version it pinned.
-		if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, s.Spec.Version, nil); err != nil {
-			return err
-		}
-		c.event(s, v1.EventTypeWarning, "UpdateAborted", "Update to %s failed in %s (%s); the node retries after its back-off (crash count %d)",
-			s.Spec.Version, spec, msg, s.Status.CrashCount)
-		c.metrics.Aborts.Inc()
-		return nil
+		return c.syncErrorReset(ctx, logger, s)
 	}
 
 	// Re-armed on every sync, so a failover picks deadlines up from the
 	// stored transition time.
 	c.after(name, c.deadline(s).Sub(now))
+	return c.syncInFlight(ctx, logger, s, node, now)
+}
 
-	if spec == updatesv1alpha1.StateMonitoringUpdate {
+// syncInFlight does the operator's part of the state the update is in: the
+// health gate, the drain, the wait for the reboot, or moving spec on.
+func (c *Controller) syncInFlight(ctx context.Context, logger klog.Logger, s *updatesv1alpha1.BottlerocketShadow, node *v1.Node, now time.Time) error {
+	if s.Spec.State == updatesv1alpha1.StateMonitoringUpdate {
 		return c.healthGate(ctx, s, node, now)
 	}
 	if drainStep(s) {
@@ -131,7 +96,73 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 		c.syncAwaitingReboot(ctx, s)
 		return nil
 	}
-	c.forgetLastPass(name)
+	c.forgetLastPass(s.Name)
+	return c.advance(ctx, logger, s)
+}
+
+// forgetShadow drops what the operator keeps in memory about a node whose
+// shadow is gone.
+func (c *Controller) forgetShadow(name string) {
+	c.mu.Lock()
+	delete(c.soakSince, name)
+	delete(c.told, name)
+	delete(c.drains, name)
+	delete(c.lastPassTold, name)
+	c.mu.Unlock()
+}
+
+// syncIdleSpec ends the soak of a node whose spec is back at Idle and, while
+// its agent still completes or aborts, arms the ReturnToIdle deadline.
+func (c *Controller) syncIdleSpec(s *updatesv1alpha1.BottlerocketShadow, now time.Time) {
+	c.mu.Lock()
+	delete(c.soakSince, s.Name)
+	c.mu.Unlock()
+	// The ReturnToIdle deadline (see dueFailure).
+	if returning(s) && !shadow.MarkedFailed(s) && s.Spec.StateTransitionTimestamp != nil {
+		c.after(s.Name, s.Spec.StateTransitionTimestamp.Add(c.opts.Deadlines.ReturnToIdle).Sub(now))
+	}
+}
+
+// syncErrorReset returns a node whose agent reported a failure before the
+// reboot to Idle: a version not offered yet is waited for, anything else
+// is an abort.
+func (c *Controller) syncErrorReset(ctx context.Context, logger klog.Logger, s *updatesv1alpha1.BottlerocketShadow) error {
+	spec := s.Spec.State
+	if waitingForWave(s) {
+		// Not a failure: Bottlerocket releases in waves.
+		logger.Info("Version not offered to the node yet; returning it to Idle until its next refresh", "version", s.Spec.Version)
+		if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, s.Spec.Version, nil); err != nil {
+			return err
+		}
+		// The node is tried again after every refresh for as long as
+		// its wave takes: only the try that began the wait is news.
+		if waitBegan(s) {
+			c.event(s, v1.EventTypeNormal, "UpdateWaiting", "Version %s is not offered to this node yet (Bottlerocket releases in waves); trying again after each of its refreshes",
+				s.Spec.Version)
+		}
+		return nil
+	}
+	msg := "the agent reported a failure"
+	for _, cond := range s.Status.Conditions {
+		if cond.Type == updatesv1alpha1.ConditionUpdateFailed {
+			msg = fmt.Sprintf("%s: %s", cond.Reason, cond.Message)
+		}
+	}
+	logger.Info("Update failed before the reboot; returning the node to Idle", "state", spec, "crashCount", s.Status.CrashCount, "cause", msg)
+	// spec.version stays: the agent restores the version lock only
+	// while it still is the version it pinned.
+	if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, s.Spec.Version, nil); err != nil {
+		return err
+	}
+	c.event(s, v1.EventTypeWarning, "UpdateAborted", "Update to %s failed in %s (%s); the node retries after its back-off (crash count %d)",
+		s.Spec.Version, spec, msg, s.Status.CrashCount)
+	c.metrics.Aborts.Inc()
+	return nil
+}
+
+// advance moves spec to the state after the one the agent reached.
+func (c *Controller) advance(ctx context.Context, logger klog.Logger, s *updatesv1alpha1.BottlerocketShadow) error {
+	spec := s.Spec.State
 	if s.Status.CurrentState != spec {
 		return nil // the agent is working on it
 	}

@@ -391,6 +391,41 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 	}
 	logger := klog.FromContext(ctx).WithValues("version", version)
 
+	shadow, end := a.pinVersion(ctx, shadow, version)
+	if end != nil {
+		return end.after, end.err
+	}
+	if shadow, end = a.ignoreWavesOn(ctx, shadow); end != nil {
+		return end.after, end.err
+	}
+	activated, end := a.activateStaged(ctx, logger, shadow, version)
+	if end != nil {
+		return end.after, end.err
+	}
+	if !activated {
+		if end := a.prepareAndActivate(ctx, logger, shadow, version); end != nil {
+			return end.after, end.err
+		}
+	}
+	return a.finishStaging(ctx, logger, shadow)
+}
+
+// stageEnd is how a step of syncStage ends the sync early: with what the
+// sync then returns.
+type stageEnd struct {
+	after time.Duration
+	err   error
+}
+
+// endStage takes the two results of handle, fail and the like, so that a
+// step ends the sync with exactly what they return.
+func endStage(after time.Duration, err error) *stageEnd {
+	return &stageEnd{after: after, err: err}
+}
+
+// recordLock reads the host's version lock before staging pins it; on the
+// first attempt it records that lock and the pin in the shadow's status.
+func (a *Agent) recordLock(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, version string) (string, *updatesv1alpha1.BottlerocketShadow, *stageEnd) {
 	// Record the lock before changing it, so that a restart restores the
 	// user's value and never our pin, and record the pin with it, so that a
 	// restart knows which lock is ours.
@@ -399,13 +434,13 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 		var err error
 		lock, err = a.c.API.VersionLock(ctx)
 		if err != nil {
-			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the version lock: %w", err)))
+			return "", nil, endStage(a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the version lock: %w", err))))
 		}
 		out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) {
 			st.PreviousVersionLock, st.PinnedVersionLock = lock, version
 		})
 		if err != nil {
-			return a.opts.RetryInterval, err
+			return "", nil, endStage(a.opts.RetryInterval, err)
 		}
 		shadow = out
 	} else {
@@ -417,18 +452,27 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 		var err error
 		lock, err = a.c.API.VersionLock(ctx)
 		if err != nil {
-			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the version lock: %w", err)))
+			return "", nil, endStage(a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the version lock: %w", err))))
 		}
 		if !lockIsOurs(lock, shadow) {
-			return a.lockChanged(ctx, shadow, lock)
+			return "", nil, endStage(a.lockChanged(ctx, shadow, lock))
 		}
+	}
+	return lock, shadow, nil
+}
+
+// pinVersion pins the host's version lock to version and records the pin.
+func (a *Agent) pinVersion(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow, version string) (*updatesv1alpha1.BottlerocketShadow, *stageEnd) {
+	lock, shadow, end := a.recordLock(ctx, shadow, version)
+	if end != nil {
+		return nil, end
 	}
 	// A pin already committed is not committed again: each commit starts
 	// another asynchronous apply, and the agent may be back only to see
 	// whether the last one reached the updater.
 	if !pinOf(lock, version) {
 		if err := a.c.API.SetVersionLock(ctx, version); err != nil {
-			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("pinning the version lock to %s: %w", version, err)))
+			return nil, endStage(a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("pinning the version lock to %s: %w", version, err))))
 		}
 	}
 	if shadow.Status.PinnedVersionLock != version {
@@ -439,35 +483,48 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 		// still names, and from then on spec.version's (isPin).
 		out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) { st.PinnedVersionLock = version })
 		if err != nil {
-			return a.opts.RetryInterval, err
+			return nil, endStage(a.opts.RetryInterval, err)
 		}
 		shadow = out
 	}
-	if shadow.Spec.IgnoreWaves {
-		// The pin alone does not take a version before the node's wave
-		// reaches it: settings.updates.ignore-waves does. Turned on only
-		// when off, and recorded first, as the lock is, so that a restart
-		// turns it off again; one that was on is the user's.
-		on, err := a.c.API.IgnoreWaves(ctx)
-		if err != nil {
-			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading settings.updates.ignore-waves: %w", err)))
+	return shadow, nil
+}
+
+// ignoreWavesOn turns settings.updates.ignore-waves on when spec.ignoreWaves
+// asks for it.
+func (a *Agent) ignoreWavesOn(ctx context.Context, shadow *updatesv1alpha1.BottlerocketShadow) (*updatesv1alpha1.BottlerocketShadow, *stageEnd) {
+	if !shadow.Spec.IgnoreWaves {
+		return shadow, nil
+	}
+	// The pin alone does not take a version before the node's wave
+	// reaches it: settings.updates.ignore-waves does. Turned on only
+	// when off, and recorded first, as the lock is, so that a restart
+	// turns it off again; one that was on is the user's.
+	on, err := a.c.API.IgnoreWaves(ctx)
+	if err != nil {
+		return nil, endStage(a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading settings.updates.ignore-waves: %w", err))))
+	}
+	if !on {
+		if !shadow.Status.IgnoringWaves {
+			out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) { st.IgnoringWaves = true })
+			if err != nil {
+				return nil, endStage(a.opts.RetryInterval, err)
+			}
+			shadow = out
 		}
-		if !on {
-			if !shadow.Status.IgnoringWaves {
-				out, err := a.writeStatus(ctx, shadow, func(st *updatesv1alpha1.BottlerocketShadowStatus) { st.IgnoringWaves = true })
-				if err != nil {
-					return a.opts.RetryInterval, err
-				}
-				shadow = out
-			}
-			if err := a.c.API.SetIgnoreWaves(ctx, true); err != nil {
-				return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("turning settings.updates.ignore-waves on: %w", err)))
-			}
+		if err := a.c.API.SetIgnoreWaves(ctx, true); err != nil {
+			return nil, endStage(a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("turning settings.updates.ignore-waves on: %w", err))))
 		}
 	}
+	return shadow, nil
+}
+
+// activateStaged says whether version is activated on the host already,
+// activating it first when a prepare of this version staged it.
+func (a *Agent) activateStaged(ctx context.Context, logger klog.Logger, shadow *updatesv1alpha1.BottlerocketShadow, version string) (bool, *stageEnd) {
 	s, err := a.c.API.UpdateStatus(ctx)
 	if err != nil && !brapi.IsNotFound(err) {
-		return a.handle(ctx, shadow, stepFailed(ReasonPrepareFailed, err))
+		return false, endStage(a.handle(ctx, shadow, stepFailed(ReasonPrepareFailed, err)))
 	}
 	activated := false
 	switch {
@@ -490,66 +547,87 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 			// once: activating again would fail the same way.
 			logger.Info("Activating the staged update failed; preparing it again", "cause", err.Error())
 		default:
-			return a.handle(ctx, shadow, stepFailed(ReasonActivateFailed, err))
+			return false, endStage(a.handle(ctx, shadow, stepFailed(ReasonActivateFailed, err)))
 		}
 	}
-	if !activated {
-		s, err := a.c.API.RefreshUpdates(ctx)
-		if err != nil {
-			return a.handle(ctx, shadow, stepFailed(ReasonPrepareFailed, err))
+	return activated, nil
+}
+
+// choosePinned refreshes the updater's list and sees that it chose version:
+// a version not offered yet is waited for, a pin the updater does not have
+// yet is refreshed again, up to PinRefreshes times.
+func (a *Agent) choosePinned(ctx context.Context, logger klog.Logger, shadow *updatesv1alpha1.BottlerocketShadow, version string) *stageEnd {
+	s, err := a.c.API.RefreshUpdates(ctx)
+	if err != nil {
+		return endStage(a.handle(ctx, shadow, stepFailed(ReasonPrepareFailed, err)))
+	}
+	if chosen := s.ChosenVersion(); !brapi.SameVersion(chosen, version) {
+		if chosen == "" {
+			chosen = "none"
 		}
-		if chosen := s.ChosenVersion(); !brapi.SameVersion(chosen, version) {
-			if chosen == "" {
-				chosen = "none"
-			}
-			offered := slices.ContainsFunc(s.AvailableUpdates, func(v string) bool { return brapi.SameVersion(v, version) })
-			if !offered && shadow.Spec.IgnoreWaves && a.pinRefreshes+1 < a.opts.PinRefreshes {
-				// ignore-waves, committed like the lock, may not have
-				// reached the updater yet either.
-				a.pinRefreshes++
-				logger.Info("The pinned version is not listed yet; ignore-waves may not be applied yet, refreshing again", "refresh", a.pinRefreshes, "retryIn", a.opts.RetryInterval)
-				return a.opts.RetryInterval, nil
-			}
-			if !offered {
-				return a.notOffered(ctx, shadow, fmt.Errorf("%s (with the lock pinned to it the updater chose %s; offered: %s)",
-					notOfferedMessage(version), chosen, strings.Join(s.AvailableUpdates, ", ")))
-			}
-			// Offered, yet chosen under another lock: Bottlerocket applies
-			// a settings commit asynchronously (thar-be-settings --daemon),
-			// so the updater may not have the pin yet.
+		offered := slices.ContainsFunc(s.AvailableUpdates, func(v string) bool { return brapi.SameVersion(v, version) })
+		if !offered && shadow.Spec.IgnoreWaves && a.pinRefreshes+1 < a.opts.PinRefreshes {
+			// ignore-waves, committed like the lock, may not have
+			// reached the updater yet either.
 			a.pinRefreshes++
-			if a.pinRefreshes < a.opts.PinRefreshes {
-				logger.Info("The updater does not choose the pinned version yet; refreshing again", "chosen", chosen, "refresh", a.pinRefreshes, "retryIn", a.opts.RetryInterval)
-				return a.opts.RetryInterval, nil
-			}
-			return a.fail(ctx, shadow, ReasonVersionLockNotApplied, fmt.Errorf("the updater still chose %s after %d refreshes %v apart with the version lock committed as %s: the setting has not reached it",
-				chosen, a.pinRefreshes, a.opts.RetryInterval, version))
+			logger.Info("The pinned version is not listed yet; ignore-waves may not be applied yet, refreshing again", "refresh", a.pinRefreshes, "retryIn", a.opts.RetryInterval)
+			return endStage(a.opts.RetryInterval, nil)
 		}
-		a.pinRefreshes = 0
-		logger.Info("Preparing the update")
-		if s, err = a.c.API.PrepareUpdate(ctx); err != nil {
-			return a.handle(ctx, shadow, stepFailed(ReasonPrepareFailed, err))
+		if !offered {
+			return endStage(a.notOffered(ctx, shadow, fmt.Errorf("%s (with the lock pinned to it the updater chose %s; offered: %s)",
+				notOfferedMessage(version), chosen, strings.Join(s.AvailableUpdates, ", "))))
 		}
-		if !preparedIs(s, version) {
-			return a.fail(ctx, shadow, ReasonStagedVersionMismatch, fmt.Errorf("the status says %q staged, but the prepare wrote %s, not %s: updog chose again under the settings it read then",
-				s.StagedVersion(), describePrepared(s), version))
+		// Offered, yet chosen under another lock: Bottlerocket applies
+		// a settings commit asynchronously (thar-be-settings --daemon),
+		// so the updater may not have the pin yet.
+		a.pinRefreshes++
+		if a.pinRefreshes < a.opts.PinRefreshes {
+			logger.Info("The updater does not choose the pinned version yet; refreshing again", "chosen", chosen, "refresh", a.pinRefreshes, "retryIn", a.opts.RetryInterval)
+			return endStage(a.opts.RetryInterval, nil)
 		}
-		if !brapi.SameVersion(s.StagedVersion(), version) {
-			return a.fail(ctx, shadow, ReasonPrepareFailed, fmt.Errorf("prepare staged %q, not %s", s.StagedVersion(), version))
-		}
-		// Prepare downloads an image and may outlast the operator's
-		// deadline: activate only what is still asked for.
-		if fresh, err := a.c.Shadows.GetShadow(ctx, shadow.Name); err != nil {
-			return a.opts.RetryInterval, fmt.Errorf("reading shadow %s before activating: %w", shadow.Name, err)
-		} else if fresh.Spec.State != updatesv1alpha1.StateStagedAndPerformedUpdate || fresh.Spec.Version != version {
-			logger.Info("The update was called off while the host prepared it; not activating", "desired", fresh.Spec.State)
-			return 0, nil
-		}
-		logger.Info("Activating the update")
-		if _, err := a.c.API.ActivateUpdate(ctx); err != nil {
-			return a.handle(ctx, shadow, stepFailed(ReasonActivateFailed, err))
-		}
+		return endStage(a.fail(ctx, shadow, ReasonVersionLockNotApplied, fmt.Errorf("the updater still chose %s after %d refreshes %v apart with the version lock committed as %s: the setting has not reached it",
+			chosen, a.pinRefreshes, a.opts.RetryInterval, version)))
 	}
+	a.pinRefreshes = 0
+	return nil
+}
+
+// prepareAndActivate has the host download and stage version, then
+// activates it unless the update was called off meanwhile.
+func (a *Agent) prepareAndActivate(ctx context.Context, logger klog.Logger, shadow *updatesv1alpha1.BottlerocketShadow, version string) *stageEnd {
+	if end := a.choosePinned(ctx, logger, shadow, version); end != nil {
+		return end
+	}
+	logger.Info("Preparing the update")
+	s, err := a.c.API.PrepareUpdate(ctx)
+	if err != nil {
+		return endStage(a.handle(ctx, shadow, stepFailed(ReasonPrepareFailed, err)))
+	}
+	if !preparedIs(s, version) {
+		return endStage(a.fail(ctx, shadow, ReasonStagedVersionMismatch, fmt.Errorf("the status says %q staged, but the prepare wrote %s, not %s: updog chose again under the settings it read then",
+			s.StagedVersion(), describePrepared(s), version)))
+	}
+	if !brapi.SameVersion(s.StagedVersion(), version) {
+		return endStage(a.fail(ctx, shadow, ReasonPrepareFailed, fmt.Errorf("prepare staged %q, not %s", s.StagedVersion(), version)))
+	}
+	// Prepare downloads an image and may outlast the operator's
+	// deadline: activate only what is still asked for.
+	if fresh, err := a.c.Shadows.GetShadow(ctx, shadow.Name); err != nil {
+		return endStage(a.opts.RetryInterval, fmt.Errorf("reading shadow %s before activating: %w", shadow.Name, err))
+	} else if fresh.Spec.State != updatesv1alpha1.StateStagedAndPerformedUpdate || fresh.Spec.Version != version {
+		logger.Info("The update was called off while the host prepared it; not activating", "desired", fresh.Spec.State)
+		return endStage(0, nil)
+	}
+	logger.Info("Activating the update")
+	if _, err := a.c.API.ActivateUpdate(ctx); err != nil {
+		return endStage(a.handle(ctx, shadow, stepFailed(ReasonActivateFailed, err)))
+	}
+	return nil
+}
+
+// finishStaging puts back what staging changed on the host and reports
+// StagedAndPerformedUpdate.
+func (a *Agent) finishStaging(ctx context.Context, logger klog.Logger, shadow *updatesv1alpha1.BottlerocketShadow) (time.Duration, error) {
 	// The lock from before the update goes back only while the host's lock
 	// is still the agent's pin: a user may have changed it while the host
 	// prepared, and that lock is theirs (docs/updater.md). The update was
