@@ -74,7 +74,8 @@ func (c *Controller) lifecycleOf(name string, st *nodeState, d decision) lifecyc
 func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) []v1.NodeCondition {
 	var out []v1.NodeCondition
 	for _, kind := range lifecycleTypes {
-		cur := lastWritten(nodeutil.Condition(node, v1.NodeConditionType(kind)), kind, prev)
+		cur := nodeutil.OwnLastWrite(nodeutil.Condition(node, v1.NodeConditionType(kind)), v1.NodeConditionType(kind), ownLifecycleReason,
+			prev.wrote(kind), nodev1alpha1.LifecycleReasonExtensionFailed)
 		ours := cur != nil && cur.Reason == nodev1alpha1.LifecycleReasonExtensionFailed
 		want := v1.ConditionFalse
 		switch {
@@ -99,24 +100,22 @@ func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) []v1.
 	return out
 }
 
-// lastWritten is the condition of type kind as the controller's last write
-// (prev) left it, where cached is absent or ours: True where prev set it,
-// False where prev set or cleared the others and the copy has one. Another
-// writer's condition is returned as it is.
-func lastWritten(cached *v1.NodeCondition, kind string, prev *lifecycleWant) *v1.NodeCondition {
-	if prev == nil || !prev.set && !prev.clear || cached != nil && cached.Reason != nodev1alpha1.LifecycleReasonExtensionFailed {
-		return cached
+// wrote is the status the write of w gave condition kind: True where it set
+// it, False where it set or cleared the others, "" for no write (w nil or
+// asking nothing).
+func (w *lifecycleWant) wrote(kind string) v1.ConditionStatus {
+	switch {
+	case w == nil || !w.set && !w.clear:
+		return ""
+	case w.set && (kind == nodev1alpha1.LifecycleConditionDrainInProgress && w.drainInProgress ||
+		kind == nodev1alpha1.LifecycleConditionDrained && w.drained):
+		return v1.ConditionTrue
 	}
-	if prev.set && (kind == nodev1alpha1.LifecycleConditionDrainInProgress && prev.drainInProgress ||
-		kind == nodev1alpha1.LifecycleConditionDrained && prev.drained) {
-		return &v1.NodeCondition{Type: v1.NodeConditionType(kind), Status: v1.ConditionTrue, Reason: nodev1alpha1.LifecycleReasonExtensionFailed}
-	}
-	if cached == nil {
-		return nil
-	}
-	c := cached.DeepCopy()
-	c.Status = v1.ConditionFalse
-	return c
+	return v1.ConditionFalse
+}
+
+func ownLifecycleReason(reason string) bool {
+	return reason == nodev1alpha1.LifecycleReasonExtensionFailed
 }
 
 // writeLifecycle brings the node's lifecycle conditions to w with one status

@@ -47,3 +47,20 @@ func PatchConditions(ctx context.Context, nodes NodeStatuses, node *v1.Node, con
 	}
 	return nil
 }
+
+// OwnLastWrite is the condition of type kind as a writer's last write left
+// it, where the informer's copy (cached) shows it absent or as the writer's
+// own (ours): the copy can lag behind the write, showing nothing yet or
+// what an earlier write said. wrote is the status the last write gave kind,
+// with reason; "" when this process knows of no write. Another writer's
+// condition is returned as the copy shows it. A writer never writes False
+// on an absent condition, so a False write leaves an absent one absent.
+func OwnLastWrite(cached *v1.NodeCondition, kind v1.NodeConditionType, ours func(reason string) bool, wrote v1.ConditionStatus, reason string) *v1.NodeCondition {
+	switch {
+	case wrote == "" || cached != nil && !ours(cached.Reason):
+		return cached
+	case wrote == v1.ConditionFalse && cached == nil:
+		return nil
+	}
+	return &v1.NodeCondition{Type: kind, Status: wrote, Reason: reason}
+}

@@ -107,7 +107,8 @@ func (c *Controller) lifecycleOf(s *updatesv1alpha1.BottlerocketShadow, node *v1
 // leaves, the next call's prev.
 func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) (out []v1.NodeCondition, left lifecycleWant) {
 	for i, kind := range lifecycleTypes {
-		cur := lastWritten(nodeutil.Condition(node, v1.NodeConditionType(kind)), i, prev)
+		wrote, reason := prev.wrote(i)
+		cur := nodeutil.OwnLastWrite(nodeutil.Condition(node, v1.NodeConditionType(kind)), v1.NodeConditionType(kind), lifecycleOwn, wrote, reason)
 		want := w.status[i]
 		switch {
 		case cur == nil && want == v1.ConditionFalse:
@@ -125,18 +126,13 @@ func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) (out 
 	return out, left
 }
 
-// lastWritten is the condition of type lifecycleTypes[i] as the operator's
-// writes left it (prev), where cached is absent or ours. Another writer's
-// condition is returned as it is.
-func lastWritten(cached *v1.NodeCondition, i int, prev *lifecycleWant) *v1.NodeCondition {
-	if prev == nil || prev.status[i] == "" || cached != nil && !lifecycleOwn(cached.Reason) {
-		return cached
+// wrote is the status and reason the write of w gave lifecycleTypes[i]
+// (nothing for w nil).
+func (w *lifecycleWant) wrote(i int) (v1.ConditionStatus, string) {
+	if w == nil {
+		return "", ""
 	}
-	if prev.status[i] == v1.ConditionFalse && cached == nil {
-		// A False write is never made on an absent condition.
-		return nil
-	}
-	return &v1.NodeCondition{Type: v1.NodeConditionType(lifecycleTypes[i]), Status: prev.status[i], Reason: prev.reason[i]}
+	return w.status[i], w.reason[i]
 }
 
 // lifecycleMessage says why the operator wrote a condition, for `kubectl
