@@ -386,7 +386,7 @@ func TestAnImageIsNamedByRegistryComponentAndTag(t *testing.T) {
 	}
 }
 
-func TestBadInput(t *testing.T) {
+func TestBadPlatformsTarballsAndTagsAreRefused(t *testing.T) {
 	for _, s := range []string{"linux", "linux/", "/amd64", "linux/arm/v7"} {
 		if _, err := ParsePlatform(s); err == nil {
 			t.Errorf("ParsePlatform(%q) accepted", s)

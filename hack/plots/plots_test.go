@@ -39,7 +39,7 @@ func names(outs []Output) []string {
 // The fixture gives each kind of plot: lines against node count per unit,
 // bars of the footprint, and the rollout's progress over time; metrics
 // without a known unit (renewalsPerSecond) and one-size points are not drawn.
-func TestRenderFixture(t *testing.T) {
+func TestTheFixtureRendersEachKindOfPlotAndSaysWhyOthersAreNotDrawn(t *testing.T) {
 	outs, notes := render(t, fixture)
 	want := []string{"footprint-cpu.png", "footprint-memory.png", "rollout-progress.png", "scale-cpu.png", "scale-latency.png", "scale-memory.png"}
 	if got := names(outs); !reflect.DeepEqual(got, want) {

@@ -13,7 +13,7 @@ import (
 // The krew manifest lists every command the plugin has and the permissions
 // of each, and its only placeholders are those its header explains (which
 // hack/krew-manifest.sh replaces).
-func TestKrewManifest(t *testing.T) {
+func TestTheKrewManifestListsEveryCommandAndExplainsItsPlaceholders(t *testing.T) {
 	data, err := os.ReadFile("../../deploy/krew/nodehealth.yaml")
 	if err != nil {
 		t.Fatal(err)

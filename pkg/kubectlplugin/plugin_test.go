@@ -95,7 +95,7 @@ func run(t *testing.T, client kubernetes.Interface, args ...string) (string, err
 	return out.String(), err
 }
 
-func TestEvaluateLease(t *testing.T) {
+func TestEvaluateLeaseGivesEachLeaseItsStateReasonAndClockSkew(t *testing.T) {
 	s := evalSettings{leaseNamespace: ns, taintKey: nodev1alpha1.DefaultReadinessTaintKey, renewalGrace: 10 * time.Second, now: now}
 	noDuration := lease("x.n1", "pod", ago(45*time.Second), nil)
 	noDuration.Spec.LeaseDurationSeconds = nil
@@ -193,7 +193,7 @@ func TestStatusJSON(t *testing.T) {
 	}
 }
 
-func TestStatusTable(t *testing.T) {
+func TestStatusPrintsATableOfExtensionsPerNamedNode(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
@@ -247,7 +247,7 @@ func TestStatusTable(t *testing.T) {
 	}
 }
 
-func TestStatusErrors(t *testing.T) {
+func TestStatusRefusesAnUnknownNodeAndAnUnsupportedOutput(t *testing.T) {
 	if _, err := run(t, statusFixture(), "status", "nope"); !apierrors.IsNotFound(err) {
 		t.Errorf("unknown node: got %v, want NotFound", err)
 	}
@@ -256,7 +256,7 @@ func TestStatusErrors(t *testing.T) {
 	}
 }
 
-func TestExplain(t *testing.T) {
+func TestExplainSaysWhyANodeIsOrIsNotGated(t *testing.T) {
 	skewed := lease("kube-proxy.n5", "kube-proxy-s", ago(-time.Minute), nil)
 	tests := []struct {
 		name string
@@ -586,7 +586,7 @@ func TestRegisterGivesUpAfterBoundedConflicts(t *testing.T) {
 }
 
 // Many concurrent registers on one node: every entry survives.
-func TestConcurrentRegisters(t *testing.T) {
+func TestConcurrentRegistersOnOneNodeKeepEveryEntry(t *testing.T) {
 	s := newAPIServer(node("n1", ""))
 	const writers = 5
 	var wg sync.WaitGroup

@@ -49,7 +49,7 @@ func policyFixture(name string, paused bool, status updatesv1alpha1.UpdatePolicy
 	}
 }
 
-func TestUpdateStatus(t *testing.T) {
+func TestUpdateStatusShowsThePoliciesTheNodesInFlightAndWhatHaltsTheRollout(t *testing.T) {
 	failedAt := now.Add(-time.Hour)
 	client := shadowfake.NewSimpleClientset(
 		policyFixture("fleet", false, updatesv1alpha1.UpdatePolicyStatus{ObservedGeneration: 2, Nodes: 3, UpToDate: 1, InFlight: 1, Failed: 1,
@@ -158,7 +158,7 @@ func TestUpdatePauseAndUnpause(t *testing.T) {
 	}
 }
 
-func TestUpdateResume(t *testing.T) {
+func TestUpdateResumeCopiesTheFailureTimeAndComparesNoClock(t *testing.T) {
 	failedAt := now.Add(-time.Hour)
 	client := shadowfake.NewSimpleClientset(
 		shadowFixture("n1", updatesv1alpha1.StateIdle, updatesv1alpha1.StateIdle, map[string]string{
@@ -239,7 +239,7 @@ func TestUpdateStatusFormats(t *testing.T) {
 // Node names complete from the cluster: nodes for status and the first
 // argument of register, shadows for update status and resume; names
 // already given are not offered again.
-func TestCompletion(t *testing.T) {
+func TestNodeNamesCompleteFromTheClusterAndAreNotOfferedTwice(t *testing.T) {
 	nodes := kubefake.NewClientset(
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-b"}},
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-a"}},
@@ -277,7 +277,7 @@ func TestCompletion(t *testing.T) {
 	}
 }
 
-func TestVersion(t *testing.T) {
+func TestTheVersionFlagPrintsTheBuildVersion(t *testing.T) {
 	out, err := runUpdate(t, shadowfake.NewSimpleClientset(), "--version")
 	if err != nil {
 		t.Fatal(err)

@@ -304,7 +304,7 @@ func TestRestartWritesNothingForReadyNodes(t *testing.T) {
 	f.expectWrites()
 }
 
-func TestRegistrationGrace(t *testing.T) {
+func TestANodeWithoutExtensionsKeepsTheCreationTaintUntilTheRegistrationGraceEnds(t *testing.T) {
 	opts := testOptions()
 	opts.Rules = nil
 	f := newFixture(t, opts, newNode("n1", withTaint))
@@ -399,7 +399,7 @@ func TestRuleStopsMatchingUngatesOrphan(t *testing.T) {
 	}
 }
 
-func TestStartupTimeout(t *testing.T) {
+func TestAStartupTimeoutIsCountedOnceAndKeepsOrUngatesTheNodeByItsFailurePolicy(t *testing.T) {
 	for _, policy := range []FailurePolicy{FailurePolicyKeepGated, FailurePolicyUngate} {
 		t.Run(string(policy), func(t *testing.T) {
 			opts := testOptions()
@@ -725,7 +725,7 @@ func TestBlastRadiusNeedsMoreThanTwoFailingNodes(t *testing.T) {
 	}
 }
 
-func TestZoneSuspension(t *testing.T) {
+func TestAZoneWithMostNodesFailingIsSuspendedWhileAHealthyZoneStillGates(t *testing.T) {
 	var objs []runtime.Object
 	for _, n := range []string{"a1", "a2", "a3", "a4"} {
 		objs = append(objs, readyNode(n, withZone("a")), lease("kube-proxy", n, "holder", t0))

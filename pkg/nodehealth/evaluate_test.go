@@ -64,10 +64,11 @@ type leaseAt struct {
 	released string
 }
 
-// TestEvaluate is the decision table of the gate state machine (docs/controller.md):
-// state, facts and Leases in, decision and state out, with no API server and
-// no controller, in the manner of kwok's Test_tryAcquireOrRenew.
-func TestEvaluate(t *testing.T) {
+// TestEvaluateTurnsStateFactsAndLeasesIntoADecisionAndTheNextState is the
+// decision table of the gate state machine (docs/controller.md): state, facts
+// and Leases in, decision and state out, with no API server and no
+// controller, in the manner of kwok's Test_tryAcquireOrRenew.
+func TestEvaluateTurnsStateFactsAndLeasesIntoADecisionAndTheNextState(t *testing.T) {
 	const now = 60 * time.Second // every case evaluates at t0+60s
 	gatedAt := func(cause gateCause, at time.Duration, mutate ...func(*nodeState)) func() *nodeState {
 		return func() *nodeState {

@@ -99,9 +99,10 @@ func readinessTainted(n *v1.Node) {
 	n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: nodev1alpha1.DefaultReadinessTaintKey, Effect: v1.TaintEffectNoSchedule})
 }
 
-// TestLifecycleConditions lists the status patch of each step of an update,
-// from the node's conditions as the previous step left them.
-func TestLifecycleConditions(t *testing.T) {
+// TestEachStepOfAnUpdatePatchesTheNodesLifecycleConditions lists the status
+// patch of each step of an update, from the node's conditions as the
+// previous step left them.
+func TestEachStepOfAnUpdatePatchesTheNodesLifecycleConditions(t *testing.T) {
 	drainedIn := func(b string) shadowMod { return annotate(updatesv1alpha1.DrainedAnnotation, b) }
 	cases := []struct {
 		name   string

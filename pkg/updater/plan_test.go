@@ -37,10 +37,11 @@ func startedBy(p string) shadowMod {
 	return annotate(updatesv1alpha1.PolicyAnnotation, p)
 }
 
-// TestPlanStarts is the start decision as a table: each row is a cluster
-// (policies, nodes, shadows, the operator's clock) and the nodes each
-// policy starts, why the others start nothing, and the Events planned.
-func TestPlanStarts(t *testing.T) {
+// TestPlanStartsPicksTheNodesEachPolicyStartsOrSaysWhyItStartsNone is the
+// start decision as a table: each row is a cluster (policies, nodes, shadows,
+// the operator's clock) and the nodes each policy starts, why the others
+// start nothing, and the Events planned.
+func TestPlanStartsPicksTheNodesEachPolicyStartsOrSaysWhyItStartsNone(t *testing.T) {
 	type P = []*updatesv1alpha1.UpdatePolicy
 	type N = []*v1.Node
 	type S = []*updatesv1alpha1.BottlerocketShadow
@@ -198,9 +199,10 @@ func describePlan(p plan) string {
 	return "start " + strings.Join(s, " ")
 }
 
-// TestPolicyStatus: the counts are the policy's nodes by where they stand,
-// and the conditions say why it starts nothing.
-func TestPolicyStatus(t *testing.T) {
+// TestThePolicyStatusCountsItsNodesByWhereTheyStandAndSaysWhyItStartsNothing:
+// the canary has one node of each standing (up to date, in flight, failed,
+// waiting), and a node two policies select counts in neither.
+func TestThePolicyStatusCountsItsNodesByWhereTheyStandAndSaysWhyItStartsNothing(t *testing.T) {
 	pols := []*updatesv1alpha1.UpdatePolicy{canaryPolicy(paused), fleetPolicy(), mkPolicy("overlap", map[string]string{pool: "both"})}
 	nodes := []*v1.Node{mkNode("c1", canary), mkNode("c2", canary), mkNode("c3", canary), mkNode("c4", canary), mkNode("f1"),
 		mkNode("f2", label(pool, "both"))}

@@ -38,7 +38,7 @@ func all(mods ...policyMod) policyMod {
 	}
 }
 
-func TestSyncStart(t *testing.T) {
+func TestSyncStartStartsOnlyEligibleNodesWithinTheLimitsWindowsAndBackOff(t *testing.T) {
 	type S = []*updatesv1alpha1.BottlerocketShadow
 	type N = []*v1.Node
 	start := func(name, version string) string { return "update " + name + " StagedAndPerformedUpdate " + version }

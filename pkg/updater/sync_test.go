@@ -17,7 +17,7 @@ import (
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 )
 
-func TestSyncShadow(t *testing.T) {
+func TestSyncShadowMovesAnUpdateToItsNextStepOrFailsItAtItsDeadline(t *testing.T) {
 	cases := []struct {
 		name   string
 		node   *v1.Node // default mkNode("n1")

@@ -111,7 +111,7 @@ func (h *harness) update(version string, restart bool, max int) {
 	h.t.Fatalf("the update did not finish in %d syncs: %+v", max, h.shadows.get())
 }
 
-func TestFullUpdate(t *testing.T) {
+func TestAnUpdateDrainsOnlyATaintedNodeRebootsItOnceAndEndsIdle(t *testing.T) {
 	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, VersionLock: "latest"})
 	h.shadows.create()
 	a := h.newAgent()
@@ -256,7 +256,7 @@ func TestPrepareFailsThenAborts(t *testing.T) {
 	}
 }
 
-func TestActivateFails(t *testing.T) {
+func TestAFailedActivationResetsTheUpdateWithReasonActivateFailed(t *testing.T) {
 	h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, Faults: emulator.Faults{ActivateFails: true}})
 	h.shadows.create()
 	a := h.newAgent()

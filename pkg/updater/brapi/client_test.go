@@ -183,7 +183,7 @@ func TestUpdateThroughReboot(t *testing.T) {
 	}
 }
 
-func TestDeactivateAborts(t *testing.T) {
+func TestDeactivateUndoesAnActivationSoARebootStaysOnTheRunningVersion(t *testing.T) {
 	ctx := t.Context()
 	e := newEnv(t, emulator.Config{Offered: []string{"1.21.0"}})
 	c := e.client
@@ -262,7 +262,7 @@ func assertAPIError(t *testing.T, err error, call string, status int, bodyPart s
 	}
 }
 
-func TestCommandFaults(t *testing.T) {
+func TestAFailedCommandIsACommandErrorAndTheStepSucceedsOnceTheFaultClears(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		faults emulator.Faults
@@ -413,7 +413,7 @@ func rawPost(t *testing.T, socket, path string) int {
 	return resp.StatusCode
 }
 
-func TestRebootFaults(t *testing.T) {
+func TestTheClientSeesARebootThatHangsNeverComesUpOrDropsTheAPI(t *testing.T) {
 	ctx := t.Context()
 	t.Run("hangs", func(t *testing.T) {
 		e := newEnv(t, emulator.Config{Offered: []string{"1.21.0"}, Faults: emulator.Faults{RebootHangs: true}})
@@ -546,7 +546,7 @@ func TestRebootNeverSentTwice(t *testing.T) {
 	}
 }
 
-func TestMalformedAnswers(t *testing.T) {
+func TestAMalformedAnswerIsReportedWithWhatIsWrongAndNotRetried(t *testing.T) {
 	ctx := t.Context()
 	e := newEnv(t, emulator.Config{Offered: []string{"1.21.0"}, Faults: emulator.Faults{MalformedNext: 1}})
 	_, err := e.client.OS(ctx)
@@ -610,7 +610,7 @@ func serveHandler(t *testing.T, h http.Handler) string {
 	return sock
 }
 
-func TestCallTimeout(t *testing.T) {
+func TestACallThatTimesOutIsRetriedButATimedOutRebootIsNot(t *testing.T) {
 	block := make(chan struct{})
 	t.Cleanup(func() { close(block) })
 	sock := serveHandler(t, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
@@ -636,7 +636,7 @@ func TestCallTimeout(t *testing.T) {
 	}
 }
 
-func TestCanceledContext(t *testing.T) {
+func TestACanceledContextEndsTheRetriesWithAnErrorNamingTheCall(t *testing.T) {
 	e := newEnv(t, emulator.Config{Faults: emulator.Faults{DropNext: 100}})
 	ctx, cancel := context.WithCancel(t.Context())
 	e.clock.onSleep = func(int, time.Duration) { cancel() }
@@ -672,7 +672,7 @@ func loseFirstAnswer(t *testing.T, em *emulator.Emulator, path string) string {
 	}))
 }
 
-func TestLostAnswers(t *testing.T) {
+func TestALostAnswerIsRetriedWhereTheEffectCanBeCheckedButNotForAReboot(t *testing.T) {
 	ctx := t.Context()
 	t.Run("commit", func(t *testing.T) {
 		e := newEnv(t, emulator.Config{})
@@ -763,7 +763,7 @@ func rawPatchLock(t *testing.T, socket, lock string) int {
 	return resp.StatusCode
 }
 
-func TestDefaults(t *testing.T) {
+func TestTheClientUsesRunAPISockByDefault(t *testing.T) {
 	if got := brapi.New(brapi.Options{}).SocketPath(); got != "/run/api.sock" {
 		t.Errorf("default socket %q", got)
 	}

@@ -50,7 +50,7 @@ func ownedShadowOf(n *v1.Node, spec, status updatesv1alpha1.ShadowState) *update
 	return s
 }
 
-func TestSync(t *testing.T) {
+func TestSyncCreatesAShadowPerManagedNodeAndDeletesOnlyIdleStrayOnes(t *testing.T) {
 	idle, staged, errReset := updatesv1alpha1.StateIdle, updatesv1alpha1.StateStagedAndPerformedUpdate, updatesv1alpha1.StateErrorReset
 	recreated := shadowOf(node("n1", true), idle, idle)
 	recreated.Annotations[updatesv1alpha1.NodeUIDAnnotation] = "old-uid"

@@ -26,7 +26,7 @@ func at(s string) time.Time {
 	return t
 }
 
-func TestState(t *testing.T) {
+func TestStateSaysWhetherTheWindowsAreOpenAndWhenThatChanges(t *testing.T) {
 	nightly := "0 2 * * *" // 02:00 UTC for 2h
 	cases := []struct {
 		name     string
@@ -61,7 +61,7 @@ func TestState(t *testing.T) {
 	}
 }
 
-func TestOverlappingWindows(t *testing.T) {
+func TestOverlappingWindowsStayOpenUntilTheLastOneCloses(t *testing.T) {
 	s, err := Parse(Spec{Schedule: "0 2 * * *", Duration: 2 * time.Hour}, Spec{Schedule: "0 3 * * *", Duration: 2 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestOverlappingWindows(t *testing.T) {
 	}
 }
 
-func TestParseSchedule(t *testing.T) {
+func TestParseScheduleAcceptsCronAndItsMacrosButRefusesIntervalsTimeZonesAndBadFields(t *testing.T) {
 	for _, ok := range []string{"* * * * *", "0 2 * * *", "*/15 0-6 1,15 jan-mar sun", "@daily", "@weekly", "5 4 * * SAT"} {
 		if _, err := ParseSchedule(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)

@@ -84,7 +84,7 @@ func status(t *testing.T, e *Emulator) brapi.UpdateStatus {
 	return s
 }
 
-func TestWireShapes(t *testing.T) {
+func TestTheEmulatorAnswersWithTheFieldsAndCodesOfTheBottlerocketAPI(t *testing.T) {
 	e := start(t, Config{Offered: []string{"1.21.0"}, Variant: "aws-k8s-1.33", Arch: "aarch64"})
 	if got := expect(t, e, "GET", "/updates/status", "", 404); !strings.Contains(got, "uninitialized") {
 		t.Errorf("404 body %q", got)
@@ -160,7 +160,7 @@ func TestVersionLockChoosesUpdate(t *testing.T) {
 	}
 }
 
-func TestStateMachine(t *testing.T) {
+func TestTheEmulatorAllowsEachUpdateActionOnlyInTheStatesBottlerocketDoes(t *testing.T) {
 	e := start(t, Config{Offered: []string{"1.21.0"}})
 	// Nothing may happen before an update is chosen.
 	expect(t, e, "POST", "/actions/prepare-update", "", 409)
@@ -252,7 +252,7 @@ func TestAPrepareHoldsTheUpdateLockForItsDelayAsBottlerocketDoes(t *testing.T) {
 	}
 }
 
-func TestSettings(t *testing.T) {
+func TestTheEmulatorRefusesBadSettingsAndCommitsEachTransactionAlone(t *testing.T) {
 	e := start(t, Config{})
 	for _, body := range []string{
 		`not json`,
