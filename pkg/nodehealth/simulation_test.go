@@ -95,6 +95,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 3960348572464930654, Name: "the same with the API faults: n4 held for cni's expiry in a Lease-watch stall and tainted at the recovery for kube-proxy's release is ungated when kube-proxy comes back (make simulate SEEDS=60 on the sim-faults driver, 2026-11-28)"},
 	{Seed: 260058598380515894, Name: "a failure taint decided while the API server refuses the controller's writes is decided again when they are taken, under the own-view guard that fired in that second: held, not tainted, so the gate the recovery taints waits only for what fails then (model; make simulate SEEDS=60, 2026-11-28)"},
 	{Seed: 7263671860009865578, Name: "a reboot seen while writes are refused and the own view is stale stays pending until the guard lifts (model: the guard comes before the refused write; make simulate SEEDS=100, 2026-11-28)"},
+	{Seed: 10451841283598747068, Name: "a node escalated, then leaving (the autoscaler's taint) and failing again when it stops leaving starts its eviction clock afresh: the drain invariant waits for the new clock, not only for Evicted (driver; make simulate SEEDS=200, 2026-11-28)"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that
@@ -556,7 +557,10 @@ const drainGap = 25 * time.Second
 // drainGap, once the current controller instance began the drain.
 func (s *simulation) checkDrain(n *simNode, w model.NodeView) []string {
 	now := s.clk.Now()
-	if !w.Evicted || !s.model.Failing(n.name) || s.model.Suspended(n.zone) {
+	// Escalated, not only Evicted: a node that stops leaving while still
+	// failing starts its eviction clock afresh, and its drain waits for
+	// it (seed 10451841283598747068).
+	if !w.Evicted || !s.model.Escalated(n.name) || !s.model.Failing(n.name) || s.model.Suspended(n.zone) {
 		n.freeSince = time.Time{}
 		return nil
 	}

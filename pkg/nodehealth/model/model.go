@@ -495,6 +495,15 @@ func (m *Model) Failing(name string) bool {
 	return n != nil && isFailing(n, m.factsOf(n, m.now))
 }
 
+// Escalated reports whether the node's escalation is in force: its pods
+// were evicted for this failure and its eviction clock has not started
+// afresh since. A node that was leaving gets a new clock when it stops
+// leaving: its drain waits for the new one, though its Evicted stays true.
+func (m *Model) Escalated(name string) bool {
+	n := m.nodes[name]
+	return n != nil && n.evicted && n.clock.running && n.clock.counted >= m.cfg.EvictionTimeout
+}
+
 // Held lists (sorted) the nodes in the held state: a guard keeps them from
 // being tainted.
 func (m *Model) Held() []string {
