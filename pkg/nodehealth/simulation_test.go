@@ -116,6 +116,8 @@ var simOpenFindings = sim.Regressions{
 	// seed's schedule is not deterministic after the watches close; not
 	// diagnosed.
 	{Seed: 5177122390577962639, Name: "t=2m9s n0: controller untainted/True:ExtensionsReady, model tainted/False:ExtensionsNotReady, kube-proxy dead since 1m57s after watches closed and a Lease-watch stall (fails in about 1 of 7 -race runs)"},
+	{Seed: 15839658414113777250, Name: "t=2m53s n2: controller evicted, model not yet: cni dead since 1m53s (controller 2's start), kube-proxy since 2m7s, writes refused 2m10s-2m30s and the own view stale 2m15s-2m30s; passes with the model's refused-writes rule off, so likely the model's: where in the second the outage begins against the expiry that tainted n2 (make simulate SEEDS=100, 2026-11-28; undiagnosed)"},
+	{Seed: 2573494415411049320, Name: "t=4m48s n1: controller evicted, model not yet: cni dead since 4m1s after two restarts (3m47s, 3m59s), writes refused 4m13s-4m19s, the own view stale 4m19s-4m20s (make simulate SEEDS=100, 2026-11-28; undiagnosed; fails with the model's refused-writes rule off too)"},
 }
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
