@@ -823,18 +823,18 @@ func (s *simulation) feedModel(nodes, leases cache.SharedIndexInformer) {
 			s.observe("0/"+node.Name, func() {
 				if s.known.Has(node.Name) {
 					// Listed again by a new controller instance.
-					s.model.NodeUpdated(at, s.modelNode(node))
+					s.model.NodeUpdated(s.late(at), s.modelNode(node))
 					return
 				}
 				s.known.Insert(node.Name)
-				s.model.NodeAdded(at, s.modelNode(node))
+				s.model.NodeAdded(s.late(at), s.modelNode(node))
 			})
 		},
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			o, n, at := oldObj.(*v1.Node), newObj.(*v1.Node), s.clk.Now()
 			if o.UID != n.UID || o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID || !labels.Equals(o.Labels, n.Labels) ||
 				leavingKey(o) != leavingKey(n) {
-				s.observe("0/"+n.Name, func() { s.model.NodeUpdated(at, s.modelNode(n)) })
+				s.observe("0/"+n.Name, func() { s.model.NodeUpdated(s.late(at), s.modelNode(n)) })
 			}
 		},
 		DeleteFunc: func(obj interface{}) {
@@ -844,7 +844,7 @@ func (s *simulation) feedModel(nodes, leases cache.SharedIndexInformer) {
 			name, at := obj.(*v1.Node).Name, s.clk.Now()
 			s.observe("0/"+name, func() {
 				s.known.Delete(name)
-				s.model.NodeDeleted(at, name)
+				s.model.NodeDeleted(s.late(at), name)
 			})
 		},
 	}))
@@ -857,7 +857,7 @@ func (s *simulation) feedModel(nodes, leases cache.SharedIndexInformer) {
 		if holder == "" {
 			if old == nil || ptr.Deref(old.Spec.HolderIdentity, "") != "" {
 				reason := l.Annotations[nodev1alpha1.ReasonAnnotation]
-				s.observe(key, func() { s.model.LeaseReleased(at, node, ext, reason) })
+				s.observe(key, func() { s.model.LeaseReleased(s.late(at), node, ext, reason) })
 			}
 			return
 		}
@@ -867,7 +867,7 @@ func (s *simulation) feedModel(nodes, leases cache.SharedIndexInformer) {
 			if l.Spec.RenewTime != nil {
 				renewTime = l.Spec.RenewTime.Time
 			}
-			s.observe(key, func() { s.model.LeaseRenewedAt(at, node, ext, d, renewTime) })
+			s.observe(key, func() { s.model.LeaseRenewedAt(s.late(at), node, ext, d, renewTime) })
 		}
 	}
 	_, _ = leases.AddEventHandler(s.counted(cache.ResourceEventHandlerFuncs{
@@ -882,10 +882,22 @@ func (s *simulation) feedModel(nodes, leases cache.SharedIndexInformer) {
 			l := obj.(*coordinationv1.Lease)
 			if ext, node, err := nodev1alpha1.ParseLeaseName(l.Name); err == nil {
 				at := s.clk.Now()
-				s.observe("1/"+node+"/"+ext, func() { s.model.LeaseDeleted(at, node, ext) })
+				s.observe("1/"+node+"/"+ext, func() { s.model.LeaseDeleted(s.late(at), node, ext) })
 			}
 		},
 	}))
+}
+
+// late is when the model takes an observation stamped at: a notification
+// the informer handled after the driver's last delivery of a second (a relist
+// after a closed watch runs on the reflector's wall-clock back-off) is
+// flushed after the model moved on to the next second, and counts then, as
+// the driver cannot place it earlier.
+func (s *simulation) late(at time.Time) time.Time {
+	if now := s.model.Now(); at.Before(now) {
+		return now
+	}
+	return at
 }
 
 func (s *simulation) at() string { return s.clk.Elapsed().String() }

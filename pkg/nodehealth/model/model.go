@@ -257,6 +257,9 @@ func (m *Model) step(at time.Time) {
 	m.now = at
 }
 
+// Now is the instant of the last input.
+func (m *Model) Now() time.Time { return m.now }
+
 func (m *Model) newEpoch() int { m.epochs++; return m.epochs }
 
 // Start models the controller (re)starting or a new leader taking over: its
