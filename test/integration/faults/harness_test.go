@@ -515,6 +515,19 @@ func (f *fleet) waitEvicted(t testing.TB) {
 	}
 }
 
+// waitPodEvicted waits until the pod of node has an eviction the API server
+// granted (201); why says in the failure what made it due.
+func (f *fleet) waitPodEvicted(t testing.TB, node, why string) {
+	t.Helper()
+	pod := "pod-" + node
+	err := wait.PollUntilContextTimeout(testenv.Context(t), 250*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+		return slices.Contains(evictionRequests(t, f.podNS)[pod], 201), nil
+	})
+	if err != nil {
+		t.Fatalf("%s %s and its pod was never evicted: eviction requests %v", node, why, evictionRequests(t, f.podNS))
+	}
+}
+
 // evictions counts eviction requests per pod of namespace in the audit log.
 func evictions(t testing.TB, namespace string) map[string]int {
 	t.Helper()

@@ -205,13 +205,7 @@ func TestAScaleDownOfThirtyPercentOfTheNodesTripsNothing(t *testing.T) {
 		return status == v1.ConditionFalse && reason == nodev1alpha1.ReasonExtensionsNotReady
 	})
 	pod := "pod-" + other
-	deadline := time.Now().Add(waitTimeout)
-	for !slices.Contains(evictionRequests(t, f.podNS)[pod], 201) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s failed and its pod was never evicted: eviction requests %v", other, evictionRequests(t, f.podNS))
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	f.waitPodEvicted(t, other, "failed")
 	for p, codes := range evictionRequests(t, f.podNS) {
 		if p != pod {
 			t.Errorf("pod %s of a leaving node: eviction requests %v", p, codes)
@@ -262,14 +256,7 @@ func TestAStaleForeignDrainedConditionDoesNotExemptASchedulableNode(t *testing.T
 	f.waitAll(t, "tainted", []string{stale, recent}, f.tainted)
 	cs.waitMetric(t, 0, "nodehealth_leaving_nodes", nil, 1)
 
-	pod := "pod-" + stale
-	deadline := time.Now().Add(waitTimeout)
-	for !slices.Contains(evictionRequests(t, f.podNS)[pod], 201) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s failed under a stale Drained condition and its pod was never evicted: eviction requests %v", stale, evictionRequests(t, f.podNS))
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	f.waitPodEvicted(t, stale, "failed under a stale Drained condition")
 	if codes := evictionRequests(t, f.podNS)["pod-"+recent]; len(codes) > 0 {
 		t.Errorf("pod of the leaving node %s: eviction requests %v", recent, codes)
 	}
