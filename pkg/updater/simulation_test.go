@@ -933,6 +933,9 @@ func (s *updaterSimulation) judge(action clienttesting.Action) (bool, runtime.Ob
 			if why := s.configAsObserved(w).Allowed(w, prev, next); why != "" {
 				s.fail("model", "t=%s %s: the operator wrote spec %s→%s (%s→%s): %s", s.at(), name, prev.Spec, next.Spec, prev.Status, next.Status, why)
 			}
+			if why := model.DrainedAllowed(w, prev, next); why != "" {
+				s.fail("drain-hand-off", "t=%s %s: the operator wrote spec %s→%s, drained %q→%q: %s", s.at(), name, prev.Spec, next.Spec, prev.Drained, next.Drained, why)
+			}
 			s.trace.Add("t=%s op writes %s spec=%s version=%s failed=%q soak=%v", s.at(), name, next.Spec, next.SpecVersion, next.Failed, !next.HealthySince.IsZero())
 		case clienttesting.DeleteActionImpl:
 			if model.PastDrain(prev) && !model.MarkedFailed(prev) {
@@ -990,6 +993,22 @@ func (s *updaterSimulation) operatorWorld() model.World {
 	return s.worldOf(nodes)
 }
 
+// operatorView is everything the operator had observed, its shadows
+// included: an eviction, unlike a shadow write, is guarded by no
+// resourceVersion, so it is judged on what the operator decided on.
+func (s *updaterSimulation) operatorView() model.World {
+	w := s.operatorWorld()
+	if s.op == nil {
+		return w
+	}
+	w.Shadows = map[string]model.Shadow{}
+	for _, obj := range s.op.informers[1].GetStore().List() {
+		sh := obj.(*updatesv1alpha1.BottlerocketShadow)
+		w.Shadows[sh.Name] = modelShadow(sh)
+	}
+	return w
+}
+
 func (s *updaterSimulation) worldOf(nodes []v1.Node) model.World {
 	w := model.World{Now: s.clk.Now(), Shadows: map[string]model.Shadow{}, Nodes: map[string]model.Node{}}
 	governs, err := metav1.LabelSelectorAsSelector(s.policy().Spec.NodeSelector)
@@ -1011,7 +1030,9 @@ func (s *updaterSimulation) worldOf(nodes []v1.Node) model.World {
 			Excluded:        n.Labels[nodev1alpha1.ExcludeLabel] == "true",
 			ExtensionsReady: cond != nil && cond.Status == v1.ConditionTrue,
 			Healthy:         healthy(n),
-			ListsUpdater:    strings.Contains(n.Annotations[nodev1alpha1.SystemExtensionsAnnotation], `"bottlerocket-updater"`)}
+			ListsUpdater:    strings.Contains(n.Annotations[nodev1alpha1.SystemExtensionsAnnotation], `"bottlerocket-updater"`),
+			BootID:          n.Status.NodeInfo.BootID,
+			Tainted:         hasReadinessTaint(n)}
 	}
 	return w
 }
@@ -1022,7 +1043,7 @@ func modelShadow(o *updatesv1alpha1.BottlerocketShadow) model.Shadow {
 		Status: model.State(o.Status.CurrentState), CurrentVersion: o.Status.CurrentVersion, TargetVersion: o.Status.TargetVersion,
 		CrashCount: int(o.Status.CrashCount), RebootRequested: o.Status.RebootRequestedAt != nil,
 		Failed: o.Annotations[updatesv1alpha1.FailedAnnotation], Resume: o.Annotations[updatesv1alpha1.ResumeAnnotation],
-		Started: o.Annotations[startedAnnotation]}
+		Started: o.Annotations[startedAnnotation], Drained: o.Annotations[updatesv1alpha1.DrainedAnnotation]}
 	if o.Spec.StateTransitionTimestamp != nil {
 		s.SpecSince = o.Spec.StateTransitionTimestamp.Time
 	}
@@ -1104,6 +1125,10 @@ func (o operatorPods) ListPods(ctx context.Context, node string) ([]v1.Pod, erro
 }
 
 func (o operatorPods) Evict(ctx context.Context, pod *v1.Pod) error {
+	w := o.s.operatorView()
+	if why := model.EvictionAllowed(w, w.Shadows[pod.Spec.NodeName]); why != "" {
+		o.s.fail("drain-hand-off", "t=%s %s: the operator evicts %s: %s", o.s.at(), pod.Spec.NodeName, pod.Name, why)
+	}
 	err := o.s.opKube.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}})
@@ -1327,8 +1352,8 @@ func (s *updaterSimulation) hostReacts(n *simNode) {
 	// The agent reboots for its update only once the operator drained the
 	// node in the boot it leaves (the drained annotation with that bootID).
 	if sh, err := s.obsUp.UpdatesV1alpha1().BottlerocketShadows().Get(s.ctx, n.name, metav1.GetOptions{}); planned && err == nil && inFlight(sh.Spec.State) {
-		if got, want := sh.Annotations[updatesv1alpha1.DrainedAnnotation], fmt.Sprintf("boot-%d", n.boot); got != want {
-			s.fail("rebooted-only-when-drained", "t=%s %s: the agent rebooted from %s for its update, but the operator's drained annotation says %q", s.at(), n.name, want, got)
+		if why := model.RebootAllowed(modelShadow(sh), fmt.Sprintf("boot-%d", n.boot)); why != "" {
+			s.fail("rebooted-only-when-drained", "t=%s %s: the agent %s", s.at(), n.name, why)
 		}
 	}
 	n.opListed = time.Time{}

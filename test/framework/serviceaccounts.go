@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// tokenExpirationSeconds is an hour, the kubelet's default for projected tokens.
+// tokenExpirationSeconds is an hour: longer than any test that requests one.
 const tokenExpirationSeconds = 3600
 
 // ServiceAccountClient authenticates as a ServiceAccount with a token from the

@@ -6,18 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 
 	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
 )
@@ -55,12 +51,24 @@ type SimNodeOptions struct {
 	// Heartbeats are the node's other processes (extension heartbeats) that
 	// die with a reboot and start again after it.
 	Heartbeats []ProcessSpec
+	// HeartbeatIdentity, when set, is the DaemonSet whose pod on this node
+	// the heartbeats run as: its pod-bound kubeconfig is written to
+	// Kubeconfig (which their configuration names) before they start, and
+	// its name and namespace are added to their environment. Nil leaves
+	// their credentials to their configuration.
+	HeartbeatIdentity *HeartbeatIdentity
 
 	// RebootDelay is how long the node is down (default 2s).
 	RebootDelay time.Duration
 	// KillSignal is how a reboot ends the agent: SIGKILL (default) or
 	// SIGTERM (it may then release its Lease as on a real shutdown).
 	KillSignal syscall.Signal
+}
+
+// HeartbeatIdentity is SimNodeOptions.HeartbeatIdentity.
+type HeartbeatIdentity struct {
+	PodIdentity
+	Kubeconfig string
 }
 
 // SimNode is a kwok node with a Bottlerocket API emulator, an update agent and
@@ -158,6 +166,12 @@ func (e *Environment) StartSimNode(ctx context.Context, opts SimNodeOptions) (*S
 			return nil, err
 		}
 	}
+	if opts.HeartbeatIdentity != nil {
+		if err := s.prepareHeartbeats(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	if err := s.startProcesses(); err != nil {
 		s.Close()
 		return nil, err
@@ -200,61 +214,29 @@ func (s *SimNode) RebootError() error {
 // kubeconfig with a token bound to it, as the kubelet's projected volume
 // would hold.
 func (s *SimNode) prepareAgent(ctx context.Context) error {
-	sel, err := labels.Parse(s.opts.AgentPodSelector)
+	pod, err := s.env.DaemonSetPod(ctx, PodIdentity{Namespace: s.opts.AgentNamespace, Selector: s.opts.AgentPodSelector}, s.opts.Name)
 	if err != nil {
-		return err
-	}
-	var pod *corev1.Pod
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := s.env.Client.CoreV1().Pods(s.opts.AgentNamespace).List(ctx, metav1.ListOptions{
-			LabelSelector: sel.String(), FieldSelector: "spec.nodeName=" + s.opts.Name})
-		if err != nil {
-			return false, nil
-		}
-		for i := range pods.Items {
-			if p := &pods.Items[i]; p.DeletionTimestamp == nil && ownedByDaemonSet(p) {
-				pod = p
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		return fmt.Errorf("simnode %s: no DaemonSet pod %s in %s on the node: %w", s.opts.Name, s.opts.AgentPodSelector, s.opts.AgentNamespace, err)
-	}
-	tr, err := s.env.Client.CoreV1().ServiceAccounts(s.opts.AgentNamespace).CreateToken(ctx, pod.Spec.ServiceAccountName, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{
-			ExpirationSeconds: ptr.To[int64](tokenExpirationSeconds),
-			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("simnode %s: token for pod %s: %w", s.opts.Name, pod.Name, err)
-	}
-	ca := filepath.Join(s.dir, "ca.crt")
-	if err := os.WriteFile(ca, s.env.Config.CAData, 0o600); err != nil {
-		return err
+		return fmt.Errorf("simnode %s: the agent: %w", s.opts.Name, err)
 	}
 	s.agentPod = pod
 	s.kubeconfig = filepath.Join(s.dir, "kubeconfig")
-	kc := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: test
-  cluster:
-    server: %s
-    certificate-authority: %s
-users:
-- name: agent
-  user:
-    token: %s
-contexts:
-- name: test
-  context: {cluster: test, user: agent}
-current-context: test
-`, s.env.Config.Host, ca, tr.Status.Token)
-	if err := os.WriteFile(s.kubeconfig, []byte(kc), 0o600); err != nil {
+	return s.env.WritePodKubeconfig(ctx, pod, s.kubeconfig)
+}
+
+// prepareHeartbeats gives the heartbeats their DaemonSet pod's identity: its
+// kubeconfig at HeartbeatIdentity.Kubeconfig and its name and namespace in
+// their environment.
+func (s *SimNode) prepareHeartbeats(ctx context.Context) error {
+	id := s.opts.HeartbeatIdentity
+	pod, err := s.env.DaemonSetPod(ctx, id.PodIdentity, s.opts.Name)
+	if err != nil {
+		return fmt.Errorf("simnode %s: the heartbeats: %w", s.opts.Name, err)
+	}
+	if err := s.env.WritePodKubeconfig(ctx, pod, id.Kubeconfig); err != nil {
 		return err
+	}
+	for i := range s.opts.Heartbeats {
+		s.opts.Heartbeats[i].Env = append(slices.Clone(s.opts.Heartbeats[i].Env), PodEnv(pod)...)
 	}
 	return nil
 }
@@ -444,5 +426,5 @@ func (s *SimNode) agentEnv() []string {
 	if s.agentPod == nil {
 		return []string{"POD_NAME=update-agent-" + s.opts.Name}
 	}
-	return []string{"POD_NAME=" + s.agentPod.Name, "POD_NAMESPACE=" + s.agentPod.Namespace}
+	return PodEnv(s.agentPod)
 }

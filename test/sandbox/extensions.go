@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -93,7 +94,10 @@ type heartbeatProcess struct {
 	node       string
 	configPath string
 	servingURL string // /metrics and /healthz of the heartbeat itself
-	spec       framework.ProcessSpec
+	// pod is the extension's DaemonSet pod on the node, whose pod-bound
+	// token the heartbeat authenticates with (identities.go).
+	pod  *corev1.Pod
+	spec framework.ProcessSpec
 
 	// The fields below are guarded by extensionsComponent.mu.
 
@@ -110,8 +114,9 @@ type heartbeatProcess struct {
 // lease is the name of the heartbeat's Lease, and of its stop and crash files.
 func (h *heartbeatProcess) lease() string { return h.ext.name + "." + h.node }
 
-// podName is the POD_NAME the heartbeat runs with, its Lease's holderIdentity.
-func (h *heartbeatProcess) podName() string { return h.ext.name + "-" + h.node }
+// podName is the POD_NAME the heartbeat runs with, its Lease's holderIdentity:
+// the name of its extension's DaemonSet pod on the node, whose identity it has.
+func (h *heartbeatProcess) podName() string { return h.pod.Name }
 
 type bootState struct {
 	bootID     string
@@ -123,8 +128,17 @@ func (c *extensionsComponent) Name() string { return "extensions (extension-hear
 func (c *extensionsComponent) Start(ctx context.Context, env *Env) error {
 	c.nodes = env.Nodes
 	c.ctx, c.env = ctx, env
-	if err := createNamespace(ctx, env, nodev1alpha1.DefaultLeaseNamespace); err != nil {
+	if err := env.InstallExtensionSecurity(ctx); err != nil {
 		return err
+	}
+	for _, ext := range sandboxExtensions {
+		nodes := env.Nodes
+		if ext.name == bottlerocketExtension {
+			nodes = append(slices.Clone(nodes), bottlerocketNodeNames()...)
+		}
+		if _, err := env.InstallExtensionIdentity(ctx, extensionNamespace, ext.name, framework.NodeNames(nodes...)); err != nil {
+			return err
+		}
 	}
 	// kwok reports no bootID; a kubelet always does, and a reboot is a change between
 	// two non-empty values. Give every node its first boot.
@@ -176,7 +190,14 @@ func (c *extensionsComponent) Start(ctx context.Context, env *Env) error {
 			port := ports[len(c.heartbeats)]
 			h.servingURL = fmt.Sprintf("http://127.0.0.1:%d", port)
 			h.configPath = filepath.Join(c.configDir, h.lease()+".yaml")
-			cfg := heartbeatConfig(env.KubeconfigPath, ext.name, port, fmt.Sprintf("%s/%s/%s", c.healthBase, ext.name, node))
+			if h.pod, err = env.DaemonSetPod(ctx, extensionIdentity(ext.name), node); err != nil {
+				return err
+			}
+			kubeconfig := filepath.Join(c.configDir, h.lease()+".kubeconfig")
+			if err := env.WritePodKubeconfig(ctx, h.pod, kubeconfig); err != nil {
+				return err
+			}
+			cfg := heartbeatConfig(kubeconfig, ext.name, port, fmt.Sprintf("%s/%s/%s", c.healthBase, ext.name, node))
 			if err := os.WriteFile(h.configPath, []byte(cfg), 0o644); err != nil {
 				return err
 			}
@@ -184,7 +205,7 @@ func (c *extensionsComponent) Start(ctx context.Context, env *Env) error {
 				Name: "extension-heartbeat." + h.lease(),
 				Path: bin,
 				Args: []string{"--config", h.configPath, "--node-name", node},
-				Env:  []string{"POD_NAME=" + h.podName()},
+				Env:  framework.PodEnv(h.pod),
 			}
 			sup, err := c.supervise(h)
 			if err != nil {

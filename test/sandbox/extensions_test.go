@@ -4,11 +4,15 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
@@ -16,28 +20,24 @@ import (
 	"nodehealth.io/nodehealth/test/framework/testenv"
 )
 
-// The sandbox's extensions run against a bare control plane (etcd and
-// kube-apiserver; its nodes are plain objects whose bootID the test writes)
-// and the extension-heartbeat built from the working tree.
+// The sandbox's extensions run against a control plane with
+// kube-controller-manager, kube-scheduler and kwok: the heartbeats authenticate
+// as their extension's DaemonSet pod on the node, which those create and
+// "run". The extension-heartbeat is the one built from the working tree.
 func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Suite{
-		Commands:     []string{"./cmd/extension-heartbeat"},
-		ControlPlane: []framework.Option{framework.WithoutControllerManager(), framework.WithoutScheduler(), framework.WithoutKwok()},
+		Commands: []string{"./cmd/extension-heartbeat"},
 	})
 }
 
-// A reboot ends the node's heartbeat processes, as a real reboot does, and new
-// ones start once each extension is back (its rebootDelay): new PIDs, nothing
-// renewed in between, and the first renewal after the reboot comes from the new
-// process. Before, the sandbox paused the processes (SIGSTOP) and resumed them,
-// so the same processes renewed at the end of the delay. The other node's
-// heartbeats are left alone.
-func TestRebootRestartsTheNodesHeartbeats(t *testing.T) {
+// startExtensions starts the sandbox's extensions component on new kwok nodes
+// and stops it when the test ends.
+func startExtensions(t *testing.T, nodes ...string) (*extensionsComponent, *framework.Environment) {
+	t.Helper()
 	env := testenv.Env(t)
 	ctx := testenv.Context(t)
-	nodes := []string{"sb-reboot-1", "sb-reboot-2"}
 	for _, name := range nodes {
-		if _, err := env.Client.CoreV1().Nodes().Create(ctx, framework.NewUnmanagedNode(name, nil), metav1.CreateOptions{}); err != nil {
+		if _, err := env.CreateReadyNode(ctx, name, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -69,6 +69,19 @@ func TestRebootRestartsTheNodesHeartbeats(t *testing.T) {
 	if err := c.Start(runCtx, sandbox); err != nil {
 		t.Fatal(err)
 	}
+	return c, env
+}
+
+// A reboot ends the node's heartbeat processes, as a real reboot does, and new
+// ones start once each extension is back (its rebootDelay): new PIDs, nothing
+// renewed in between, and the first renewal after the reboot comes from the new
+// process. Before, the sandbox paused the processes (SIGSTOP) and resumed them,
+// so the same processes renewed at the end of the delay. The other node's
+// heartbeats are left alone.
+func TestRebootRestartsTheNodesHeartbeats(t *testing.T) {
+	nodes := []string{"sb-reboot-1", "sb-reboot-2"}
+	c, env := startExtensions(t, nodes...)
+	ctx := testenv.Context(t)
 
 	type proc struct {
 		pid  int
@@ -157,6 +170,47 @@ func TestRebootRestartsTheNodesHeartbeats(t *testing.T) {
 		}
 		if l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > time.Duration(sandboxLeaseSeconds)*time.Second {
 			t.Errorf("%s: not renewed for a Lease's duration: %v", h.lease(), l.Spec.RenewTime)
+		}
+	}
+}
+
+// Every heartbeat runs as its extension's DaemonSet pod on its node, with the
+// RBAC and the admission policy of deploy/extensions, as in a cluster: its
+// Lease is held by that pod, and its credentials cannot write the Lease of
+// another node, nor read Nodes. Before, the heartbeats ran as the sandbox's
+// admin, which passes every rule a cluster would enforce.
+func TestTheHeartbeatsRunAsTheirExtensionsPods(t *testing.T) {
+	nodes := []string{"sb-identity-1", "sb-identity-2"}
+	c, env := startExtensions(t, nodes...)
+	ctx := testenv.Context(t)
+	for _, h := range c.heartbeats {
+		if h.pod.Spec.NodeName != h.node || h.pod.Spec.ServiceAccountName != h.ext.name || h.pod.Namespace != extensionNamespace {
+			t.Fatalf("%s: runs as pod %s/%s (node %s, ServiceAccount %s), want %s's pod on %s", h.lease(), h.pod.Namespace, h.pod.Name, h.pod.Spec.NodeName, h.pod.Spec.ServiceAccountName, h.ext.name, h.node)
+		}
+		if _, err := env.WaitForLease(ctx, nodev1alpha1.DefaultLeaseNamespace, h.lease(), func(l *coordinationv1.Lease) bool {
+			return ptr.Deref(l.Spec.HolderIdentity, "") == h.pod.Name
+		}); err != nil {
+			t.Fatalf("%s: not held by pod %s: %v", h.lease(), h.pod.Name, err)
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(c.configDir, h.lease()+".kubeconfig"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := nodes[0]
+		if other == h.node {
+			other = nodes[1]
+		}
+		foreign := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: h.ext.name + "-fake." + other}}
+		_, err = client.CoordinationV1().Leases(nodev1alpha1.DefaultLeaseNamespace).Create(ctx, foreign, metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "may write only Leases named <extension>."+h.node) {
+			t.Errorf("%s: creating Lease %s of node %s with the heartbeat's credentials: %v, want refused by the own-node policy", h.lease(), foreign.Name, other, err)
+		}
+		if _, err := client.CoreV1().Nodes().Get(ctx, h.node, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("%s: reading its Node with the heartbeat's credentials: %v, want forbidden (no Node permission)", h.lease(), err)
 		}
 	}
 }

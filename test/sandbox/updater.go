@@ -23,7 +23,20 @@ const (
 	bottlerocketNodes = 3
 	sandboxOldVersion = "1.20.0"
 	sandboxNewVersion = "1.21.0"
+	// bottlerocketExtension is the extension the Bottlerocket nodes'
+	// heartbeats register for themselves; its ServiceAccount and DaemonSet
+	// (identities.go) cover them too.
+	bottlerocketExtension = "cni"
 )
+
+// bottlerocketNodeNames are the simulated Bottlerocket nodes' names.
+func bottlerocketNodeNames() []string {
+	names := make([]string, bottlerocketNodes)
+	for i := range names {
+		names[i] = fmt.Sprintf("sandbox-br-%d", i+1)
+	}
+	return names
+}
 
 // updaterComponent runs the update operator and, on simulated Bottlerocket
 // nodes of their own (test/framework SimNode: a Bottlerocket API emulator that
@@ -125,8 +138,7 @@ func (u *updaterComponent) Start(ctx context.Context, env *Env) error {
 
 	u.dirs = map[string]string{}
 	zones := []string{"sandbox-zone-a", "sandbox-zone-b", "sandbox-zone-c"}
-	for i := range bottlerocketNodes {
-		name := fmt.Sprintf("sandbox-br-%d", i+1)
+	for i, name := range bottlerocketNodeNames() {
 		dir := filepath.Join(env.Dir, "bottlerocket", name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
@@ -137,8 +149,11 @@ func (u *updaterComponent) Start(ctx context.Context, env *Env) error {
 		if err := os.WriteFile(filepath.Join(dir, "healthy"), nil, 0o644); err != nil {
 			return err
 		}
-		cfg := filepath.Join(dir, "cni.yaml")
-		if err := os.WriteFile(cfg, []byte(brHeartbeatConfig(env.KubeconfigPath, ports[1+i], filepath.Join(dir, "healthy"))), 0o644); err != nil {
+		// The heartbeat runs as the cni DaemonSet's pod on the node: the
+		// SimNode writes that pod's kubeconfig before it starts it.
+		cfg := filepath.Join(dir, bottlerocketExtension+".yaml")
+		kubeconfig := filepath.Join(dir, bottlerocketExtension+".kubeconfig")
+		if err := os.WriteFile(cfg, []byte(brHeartbeatConfig(kubeconfig, ports[1+i], filepath.Join(dir, "healthy"))), 0o644); err != nil {
 			return err
 		}
 		// The heartbeat starts with every boot; a fail-after-reboot file
@@ -156,7 +171,11 @@ func (u *updaterComponent) Start(ctx context.Context, env *Env) error {
 			Version:     sandboxOldVersion,
 			AgentBinary: agent,
 			RebootDelay: 5 * time.Second,
-			Heartbeats:  []framework.ProcessSpec{{Name: name + "-cni", Path: "/bin/sh", Args: []string{"-c", script}}},
+			Heartbeats:  []framework.ProcessSpec{{Name: name + "-" + bottlerocketExtension, Path: "/bin/sh", Args: []string{"-c", script}}},
+			HeartbeatIdentity: &framework.HeartbeatIdentity{
+				PodIdentity: extensionIdentity(bottlerocketExtension),
+				Kubeconfig:  kubeconfig,
+			},
 		})
 		if err != nil {
 			return fmt.Errorf("simulated Bottlerocket node %s: %w", name, err)
@@ -274,7 +293,7 @@ clientConnection:
 serving:
   metricsBindAddress: 127.0.0.1:%d
   healthzBindAddress: 127.0.0.1:%d
-extensionName: cni
+extensionName: %s
 register: true
 lease:
   duration: 10s
@@ -284,5 +303,5 @@ probe:
     path: %s
     maxAge: 8760h
   period: 1s
-`, kubeconfig, port, port, healthy)
+`, kubeconfig, port, port, bottlerocketExtension, healthy)
 }

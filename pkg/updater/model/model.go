@@ -105,6 +105,7 @@ type Shadow struct {
 	Failed, Resume string    // the failed and resume annotations
 	HealthySince   time.Time // the healthy-since annotation; zero when absent
 	Started        string    // the started annotation
+	Drained        string    // the drained annotation: the bootID drained
 }
 
 // Node is what the operator reads of one Node.
@@ -117,6 +118,8 @@ type Node struct {
 	// and the Node's Ready condition True.
 	ExtensionsReady, Healthy bool
 	ListsUpdater             bool // its system-extensions list names bottlerocket-updater
+	BootID                   string
+	Tainted                  bool // it carries the readiness taint
 }
 
 // World is everything the operator could see at Now.

@@ -32,8 +32,31 @@ var managedLabels = map[string]string{updatesv1alpha1.ManagedNodeLabel: updatesv
 
 // install applies what a user applies for the agents: the namespaces and
 // extension security, then deploy/update-agent/ as it is (kwok runs the
-// DaemonSet's pods, whose tokens the agent processes use).
-func install(t *testing.T) { testenv.InstallUpdateAgent(t) }
+// DaemonSet's pods, whose tokens the agent processes use); and the cni
+// extension every node runs, whose heartbeats run as its DaemonSet's pods.
+func install(t *testing.T) {
+	testenv.InstallUpdateAgent(t)
+	installCNIOnce.Do(func() {
+		// Not the test's context: the installation outlives the first test.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		onManaged := corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+			Key: updatesv1alpha1.ManagedNodeLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{updatesv1alpha1.ManagedNodeLabelValue},
+		}}}}}
+		cniIdentity, installCNIErr = testenv.Env(t).InstallExtensionIdentity(ctx, "kube-system", "cni", onManaged)
+	})
+	if installCNIErr != nil {
+		t.Fatal(installCNIErr)
+	}
+}
+
+// The cni extension's identity, installed once for the package: its
+// ServiceAccount, bindings and DaemonSet on every managed node.
+var (
+	installCNIOnce sync.Once
+	cniIdentity    framework.PodIdentity
+	installCNIErr  error
+)
 
 func shadowClient(t testing.TB) versioned.Interface { return testenv.NodehealthClient(t) }
 
@@ -143,7 +166,7 @@ func breakExtension(t *testing.T, node string) {
 // startNodesWith is startNodes with command delays for some emulators.
 func startNodesWith(t *testing.T, faults map[string]emulator.Faults, delays map[string]emulator.Delays, names ...string) map[string]*framework.SimNode {
 	t.Helper()
-	env := testenv.Env(t)
+	install(t) // the cni identity the heartbeats run as
 	nodes := map[string]*framework.SimNode{}
 	for _, name := range names {
 		dir := t.TempDir()
@@ -154,6 +177,10 @@ func startNodesWith(t *testing.T, faults map[string]emulator.Faults, delays map[
 		probes.Store(name, probe)
 		addr := testenv.FreeLoopbackAddresses(t, 1)[0]
 		hb := filepath.Join(dir, "cni.yaml")
+		// The heartbeat runs as the cni DaemonSet's pod on the node, with a
+		// token bound to it: deploy/extensions' RBAC and admission policy
+		// judge its writes, as in a cluster.
+		hbKubeconfig := filepath.Join(dir, "cni.kubeconfig")
 		if err := os.WriteFile(hb, []byte(fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
 kind: ExtensionHeartbeatConfiguration
 clientConnection:
@@ -171,7 +198,7 @@ probe:
     path: %s
     maxAge: 24h
   period: 1s
-`, env.Kubeconfig, addr, addr, probe)), 0o644); err != nil {
+`, hbKubeconfig, addr, addr, probe)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		s := testenv.StartSimNode(t, framework.SimNodeOptions{
@@ -196,6 +223,7 @@ updateCheckInterval: 2s
 				Path: testenv.Binary(t, "extension-heartbeat"),
 				Args: []string{"--config", hb, "--node-name", name, "-v=2"},
 			}},
+			HeartbeatIdentity: &framework.HeartbeatIdentity{PodIdentity: cniIdentity, Kubeconfig: hbKubeconfig},
 		})
 		nodes[name] = s
 		t.Cleanup(func() {
