@@ -10,7 +10,11 @@
 #      the product's (localhost/nodehealth/<binary>:e2e: a local name, never
 #      the project's ghcr.io/nodehealth; the e2e tests set the chart's
 #      image.registry to localhost) and the tests' own pause and workload
-#      images (nodehealth/e2e-<name>:e2e), linux/$(go env GOARCH) only.
+#      images (nodehealth/e2e-<name>:e2e), linux/$(go env GOARCH) only, as
+#      tarballs and OCI layouts;
+#   4. e2e-registry (hack/images/cmd/e2e-registry) into _output/bin: the
+#      loopback registry the e2e tests push the layouts into and install the
+#      chart from by digest.
 #
 # Each step is a no-op when its result is up to date. Set FORCE=1 to rebuild.
 set -euo pipefail
@@ -84,3 +88,7 @@ build_images() {
 build_images --registry=localhost --binaries=nodehealth-controller,extension-heartbeat,update-operator,update-agent
 build_images --registry= --cmd-dir=./test/e2e/images --binaries=e2e-pause,e2e-workload
 echo "e2e images built in $(( $(date +%s) - start ))s into $images"
+
+# 4. The e2e tests' registry: built in hack/images' module, whose
+# go-containerregistry stays out of the product's go.mod.
+(cd "$root/hack/images" && GOWORK=off go build -o "$bin/e2e-registry" ./cmd/e2e-registry)

@@ -40,6 +40,12 @@ type cluster struct {
 	t    *testing.T
 	env  *framework.Environment
 	node *realnode.Node
+	// registry, when set, serves the product images: the chart is installed
+	// from it by digest with the chart's registry (ghcr.io) and pull policy,
+	// and the node loads only the tests' own images. Otherwise the node
+	// loads every image and the chart runs realnode.ProductImage's names
+	// with pullPolicy Never.
+	registry *imageRegistry
 }
 
 // startCluster starts a control plane, kwokNodes kwok nodes and one real
@@ -58,6 +64,10 @@ func (c *cluster) startNode(ctx context.Context, tainted bool) {
 	opts := realnode.Options{
 		Labels:    map[string]string{realLabel: "true"},
 		KubeProxy: true,
+	}
+	if c.registry != nil {
+		opts.Images = realnode.TestImages()
+		opts.Mirrors = map[string]string{projectRegistry: c.registry.endpoint}
 	}
 	if tainted {
 		opts.Taints = []corev1.Taint{{Key: taintKey, Effect: corev1.TaintEffectNoSchedule}}
@@ -137,6 +147,16 @@ controller:
   replicas: 1
   nodeSelector: {%q: "true"}
 `, realnode.ProductRegistry, realLabel)
+	if c.registry != nil {
+		// The chart's image names, tag and pull policy; only the digest
+		// is set, as a user pins a release's images.
+		base = fmt.Sprintf(`controller:
+  replicas: 1
+  nodeSelector: {%q: "true"}
+  image:
+    digest: %s
+`, realLabel, c.registry.digests["nodehealth-controller"])
+	}
 	if err := os.WriteFile(file, []byte(base), 0o644); err != nil {
 		c.t.Fatal(err)
 	}
@@ -148,6 +168,16 @@ controller:
 	c.helm(ctx, append([]string{"install", release, "deploy/charts/nodehealth", "--namespace", namespace, "--create-namespace",
 		"--values", file, "--values", extra}, flags...)...)
 	c.t.Logf("helm install done in %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+// productImage is the image and pull policy of a product binary in the
+// tests' own objects (the extension's sidecar): the registry's, by digest,
+// when the cluster has one, else the loaded one.
+func (c *cluster) productImage(binary string) (string, corev1.PullPolicy) {
+	if c.registry != nil {
+		return c.registry.image(binary), corev1.PullIfNotPresent
+	}
+	return realnode.ProductImage(binary), corev1.PullNever
 }
 
 // tainted reports whether a node carries the readiness taint.

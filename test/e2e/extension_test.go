@@ -56,10 +56,18 @@ var extensionValues = fmt.Sprintf(`controller:
 // extension's pod is ready; killing the extension's container re-taints the
 // node within the Lease's expiry and its restart ungates it; helm uninstall
 // leaves no taint.
+//
+// The product's images are installed as a user installs a release: the
+// chart's names (ghcr.io/nodehealth/<binary>) and pull policy, pinned by
+// the digests a registry on loopback answered for the images pushed to it,
+// which the node's containerd reaches through a mirror entry for ghcr.io;
+// the node loads none of them beforehand.
 func TestExtensionGatesRealNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	c := startCluster(ctx, t, 2)
+	c := startControlPlane(ctx, t, 2)
+	c.registry = c.startRegistry(ctx, "nodehealth-controller", "extension-heartbeat")
+	c.startNode(ctx, true)
 	c.install(ctx, extensionValues)
 	c.testGating(ctx)
 }
@@ -125,6 +133,9 @@ func (c *cluster) testGating(ctx context.Context) {
 	if err != nil {
 		t.Fatalf("want one ready controller pod on %s, got %d: %+v", c.node.Name(), len(ctrl), ctrl)
 	}
+	if c.registry != nil {
+		c.registry.checkPulled(c, &ctrl[0], "controller", "nodehealth-controller")
+	}
 	c.waitNode(ctx, "gated before the extension runs", time.Minute, tainted)
 
 	// A user pod for that node stays Pending: the scheduler honours the taint.
@@ -158,6 +169,9 @@ func (c *cluster) testGating(ctx context.Context) {
 	}
 	t.Logf("node ungated %s after the extension's pod started", ungated.Round(100*time.Millisecond))
 	extPod = c.waitPod(ctx, extNS, extPod.Name, "ready", time.Minute, podReady)
+	if c.registry != nil {
+		c.registry.checkPulled(c, extPod, "extension-heartbeat", "extension-heartbeat")
+	}
 	lease, err := c.env.Client.CoordinationV1().Leases("node-extension-lease").Get(ctx, extName+"."+c.node.Name(), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the heartbeat's Lease: %v", err)
@@ -278,6 +292,7 @@ probe:
 `, extName)},
 	}, metav1.CreateOptions{}))
 
+	heartbeatImage, heartbeatPull := c.productImage("extension-heartbeat")
 	labels := map[string]string{"app": extName}
 	nonRoot := true
 	ds := &appsv1.DaemonSet{
@@ -295,7 +310,7 @@ probe:
 					Containers: []corev1.Container{
 						workloadContainer("server", "--start-delay="+extStartDelay.String()),
 						{
-							Name: "extension-heartbeat", Image: realnode.ProductImage("extension-heartbeat"), ImagePullPolicy: corev1.PullNever,
+							Name: "extension-heartbeat", Image: heartbeatImage, ImagePullPolicy: heartbeatPull,
 							Args: []string{"--config=/etc/nodehealth/heartbeat.yaml", "--node-name=$(NODE_NAME)"},
 							Env: []corev1.EnvVar{
 								{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},

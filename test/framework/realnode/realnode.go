@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -109,6 +110,33 @@ type Options struct {
 	// EndpointSlice (the node IP's forwarder) instead of the DNAT rule.
 	// Other Services need kube-controller-manager's endpointslice-controller.
 	KubeProxy bool
+	// Mirrors maps a registry host (ghcr.io) to the endpoint containerd
+	// pulls its images from instead (http://127.0.0.1:5000): a hosts.toml
+	// of the CRI plugin's config_path (HostsTOML), as a node of an
+	// air-gapped cluster reaches its own registry. A pull by digest through
+	// it is verified against the digest, whatever the mirror serves.
+	Mirrors map[string]string
+}
+
+// TestImages are the tarballs of ImagesDir that are the tests' own images
+// (PauseImage, WorkloadImage), not the product's: Options.Images of a node
+// whose product images are pulled from a registry.
+func TestImages() []string {
+	arch := runtime.GOARCH
+	return []string{"e2e-pause-linux-" + arch + ".tar", "e2e-workload-linux-" + arch + ".tar"}
+}
+
+// HostsTOML is containerd's hosts.toml (1.5 and later, the CRI plugin's
+// registry.config_path: <config_path>/<registry host>/hosts.toml) that sends
+// the pulls and resolutions of images of registry host to endpoint, a
+// registry URL; "http://" makes containerd speak plain HTTP to it. When the
+// mirror fails, containerd falls back to the registry itself (server).
+func HostsTOML(host, endpoint string) string {
+	return fmt.Sprintf(`server = "https://%s"
+
+[host.%q]
+  capabilities = ["pull", "resolve"]
+`, host, endpoint)
 }
 
 // Node is a running real node. Stop it before the Environment.
@@ -419,7 +447,7 @@ func (n *Node) setUpCgroups() error {
 func (n *Node) sock() string { return n.path("containerd", "containerd.sock") }
 
 func (n *Node) writeConfig() error {
-	for _, d := range []string{"containerd", "cni/net.d", "cni/ipam", "kubelet", "pod-logs"} {
+	for _, d := range []string{"containerd", "containerd/certs.d", "cni/net.d", "cni/ipam", "kubelet", "pod-logs"} {
 		if err := os.MkdirAll(n.path(d), 0o755); err != nil {
 			return err
 		}
@@ -450,10 +478,22 @@ state = %[2]q
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %[8]q
     conf_dir = %[9]q
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %[10]q
 `, n.path("containerd", "root"), n.path("containerd", "state"), n.sock(), n.path("containerd", "ttrpc.sock"),
-		n.path("containerd", "opt"), PauseImage, n.path("containerd", "runc"), cniBinDir, n.path("cni", "net.d"))
+		n.path("containerd", "opt"), PauseImage, n.path("containerd", "runc"), cniBinDir, n.path("cni", "net.d"),
+		n.path("containerd", "certs.d"))
 	if err := os.WriteFile(n.path("containerd", "config.toml"), []byte(containerdCfg), 0o644); err != nil {
 		return err
+	}
+	for host, endpoint := range n.opts.Mirrors {
+		dir := n.path("containerd", "certs.d", host)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(HostsTOML(host, endpoint)), 0o644); err != nil {
+			return err
+		}
 	}
 	cni := fmt.Sprintf(`{
   "cniVersion": "0.4.0",
