@@ -383,8 +383,8 @@ func (c *Controller) recoverView(at time.Time) {
 		// informer's cache: a gate decided just before the stall whose
 		// taint has not reached the cache restarts too, or the grace on
 		// the Leases of a previous boot would end a reboot's gate.
-		decidedTaint := !st.suppressed
-		pendingBootstrap := st.suppressed && st.gate.full
+		decidedTaint := !st.last.suppressed
+		pendingBootstrap := st.last.suppressed && st.gate.full
 		if decidedTaint || pendingBootstrap {
 			// The gate begins again, and so do its startup timeouts: one
 			// that passed during the stall was judged on a view that may

@@ -209,7 +209,7 @@ func evaluate(in evalInput) decision {
 		e.noGatingExtensions()
 		return e.d
 	}
-	e.st.hadGating = true
+	e.st.last.hadGating = true
 	e.gateTransition()
 	e.isFailing()
 	e.placeTaint()
@@ -614,7 +614,7 @@ func (e *evaluation) noGatingExtensions() {
 	e.d.failing, e.d.tracked = false, countAffecting(e.d.statuses) > 0 && e.d.leaving == ""
 	// Only a node that listed gating extensions before is "ungated"; a
 	// node that never did was never gated by this controller.
-	e.d.ended = wasGated && st.hadGating
+	e.d.ended = wasGated && st.last.hadGating
 	if e.d.ended {
 		e.recordStartup()
 		st.startup.cause, st.startup.firstReady = causeNone, nil
@@ -627,7 +627,7 @@ func (e *evaluation) noGatingExtensions() {
 		// a restarted controller so.
 		e.d.recordBoot = !f.hasRecord || !equalRecords(f.record, e.d.record)
 	}
-	if f.tainted && !st.hadGating && len(st.failedOpen) == 0 {
+	if f.tainted && !st.last.hadGating && len(st.failedOpen) == 0 {
 		graceEnd := st.firstSeen.Add(e.in.opts.RegistrationGrace)
 		if now.Before(graceEnd) {
 			e.d.taint = true
@@ -662,12 +662,12 @@ func (e *evaluation) gateTransition() {
 		// A node held for a failure was never tainted: judged afresh, it
 		// is ungated as soon as nothing it requires is failing (no failure
 		// taint is ever owed, and no renewal is owed either).
-		held := st.suppressed && !e.f.tainted && !st.gate.full
+		held := st.last.suppressed && !e.f.tainted && !st.gate.full
 		// A bootstrap, reboot or re-creation seen while the own-view guard
 		// holds is pending: it gates when the guard lifts (gateStart = the
 		// lift), and renewals observed before that, delivered by a watch
 		// that is catching up, may predate the cause (docs/controller.md).
-		pending := st.suppressed && !e.f.tainted && st.gate.full && e.in.ownViewStale
+		pending := st.last.suppressed && !e.f.tainted && st.gate.full && e.in.ownViewStale
 		if (fresh || held) && !pending {
 			e.recordStartup()
 			st.ungate()
@@ -683,7 +683,7 @@ func (e *evaluation) gateTransition() {
 
 	e.startupExpiryCause()
 	if st.gated && !st.gate.full {
-		if st.suppressed && !e.f.tainted {
+		if st.last.suppressed && !e.f.tainted {
 			// Held for a failure: judged afresh at every evaluation, so
 			// the gate the lift taints waits for what fails then (the
 			// model's openFailureGate). An extension that expired only
@@ -696,7 +696,7 @@ func (e *evaluation) gateTransition() {
 			insert(&st.gate.scope, s.name)
 		}
 		for _, s := range e.gating {
-			if _, known := st.extReady[s.name]; !known && len(st.extReady) > 0 {
+			if _, known := st.last.extReady[s.name]; !known && len(st.last.extReady) > 0 {
 				// Added to the list during the gate.
 				insert(&st.gate.scope, s.name)
 			}
@@ -784,11 +784,11 @@ func (e *evaluation) isFailing() {
 		// Still gated: its failures became planned, or it waits for
 		// renewals after the gate restarted. The eviction clock pauses,
 		// keeping what it counted; only an ungate or a recovery resets it.
-		st.eviction.advance(e.now, true)
+		st.escalation.clock.advance(e.now, true)
 		// An escalated node's drain pauses with it, as under a
 		// suspension, and goes on if the failure does: the escalation
 		// is not decided again (seed 6830237159890156263).
-		st.drainInterrupted = st.escalated
+		st.escalation.interrupted = st.escalation.marked
 	case e.in.blast.failing() && !failing:
 		st.resetEscalation()
 	}
@@ -857,10 +857,10 @@ func (e *evaluation) writeBootRecord() {
 // failing node if nothing held it, without moving its clock.
 func (e *evaluation) escalationComesDue() bool {
 	st, opts := e.st, e.in.opts
-	if opts.Eviction.Mode == EvictionModeNone || opts.Eviction.Timeout < 0 || (st.escalated && !st.drainInterrupted) {
+	if opts.Eviction.Mode == EvictionModeNone || opts.Eviction.Timeout < 0 || (st.escalation.marked && !st.escalation.interrupted) {
 		return false
 	}
-	return st.eviction.ranOut(e.now, opts.Eviction.Timeout)
+	return st.escalation.clock.ranOut(e.now, opts.Eviction.Timeout)
 }
 
 // runEvictionClock runs the eviction clock of an unplanned failure after the
@@ -870,9 +870,9 @@ func (e *evaluation) runEvictionClock() {
 	st, now, opts := e.st, e.now, e.in.opts
 	held := e.suspended || e.in.ownViewStale
 	if e.failing && opts.Eviction.Mode != EvictionModeNone && opts.Eviction.Timeout >= 0 {
-		elapsed := st.eviction.advance(now, held)
+		elapsed := st.escalation.clock.advance(now, held)
 		if elapsed >= opts.Eviction.Timeout {
-			e.d.escalate = !held && (!st.escalated || st.drainInterrupted)
+			e.d.escalate = !held && (!st.escalation.marked || st.escalation.interrupted)
 		} else if !held {
 			e.earliest(now.Add(opts.Eviction.Timeout - elapsed))
 		}
@@ -882,7 +882,7 @@ func (e *evaluation) runEvictionClock() {
 	// node, and never while a guard holds: an escalation decided before the
 	// guard fired waits for it to lift like any other.
 	// A leaving node loses it: it is never escalated.
-	e.d.noExecute = st.gated && e.d.leaving == "" && (e.f.noExecute || (st.escalated && opts.Eviction.Mode == EvictionModeNoExecute && !held))
+	e.d.noExecute = st.gated && e.d.leaving == "" && (e.f.noExecute || (st.escalation.marked && opts.Eviction.Mode == EvictionModeNoExecute && !held))
 }
 
 // missingSince is when the controller first saw the extension's Lease

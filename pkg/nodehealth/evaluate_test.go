@@ -74,10 +74,10 @@ func TestEvaluateTurnsStateFactsAndLeasesIntoADecisionAndTheNextState(t *testing
 		return func() *nodeState {
 			st := newNodeState(t0)
 			st.uid, st.bootID = "uid-n1", "boot-1"
-			st.hadGating = true
+			st.last.hadGating = true
 			st.beginGate(cause, t0.Add(at))
 			st.readyInBoot = !cause.bootstrap()
-			st.extReady = map[string]bool{"a": false, "b": true}
+			st.last.extReady = map[string]bool{"a": false, "b": true}
 			for _, m := range mutate {
 				m(st)
 			}
@@ -86,8 +86,8 @@ func TestEvaluateTurnsStateFactsAndLeasesIntoADecisionAndTheNextState(t *testing
 	}
 	inService := func() *nodeState {
 		st := newNodeState(t0)
-		st.uid, st.bootID, st.readyInBoot, st.hadGating = "uid-n1", "boot-1", true, true
-		st.extReady = map[string]bool{"a": true, "b": true}
+		st.uid, st.bootID, st.readyInBoot, st.last.hadGating = "uid-n1", "boot-1", true, true
+		st.last.extReady = map[string]bool{"a": true, "b": true}
 		return st
 	}
 	fresh, stale := &leaseAt{renewed: 50 * time.Second}, &leaseAt{renewed: 0}
@@ -227,7 +227,7 @@ func TestEvaluateTurnsStateFactsAndLeasesIntoADecisionAndTheNextState(t *testing
 				st = tc.state()
 			}
 			if tc.failedFor > 0 {
-				st.eviction.elapsed = tc.failedFor
+				st.escalation.clock.elapsed = tc.failedFor
 			}
 			bootID := tc.bootID
 			if bootID == "" {
@@ -244,7 +244,7 @@ func TestEvaluateTurnsStateFactsAndLeasesIntoADecisionAndTheNextState(t *testing
 			if tc.state != nil {
 				twin = tc.state()
 			}
-			twin.eviction.elapsed = st.eviction.elapsed
+			twin.escalation.clock.elapsed = st.escalation.clock.elapsed
 			if diff := cmp.Diff(twin, st, exportAll); diff != "" {
 				t.Errorf("the evaluation changed the state it was given (-before +after):\n%s", diff)
 			}
@@ -948,8 +948,8 @@ func TestEvaluateStartupTimeline(t *testing.T) {
 
 func inServiceState() *nodeState {
 	st := newNodeState(t0)
-	st.uid, st.bootID, st.readyInBoot, st.hadGating = "uid-n1", "boot-1", true, true
-	st.extReady = map[string]bool{"a": true, "b": true}
+	st.uid, st.bootID, st.readyInBoot, st.last.hadGating = "uid-n1", "boot-1", true, true
+	st.last.extReady = map[string]bool{"a": true, "b": true}
 	return st
 }
 

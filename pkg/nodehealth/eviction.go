@@ -161,7 +161,7 @@ func (d *drainers) end(name string) {
 // still runs there and which setting would move it; the signature changes
 // with them, so the condition is rewritten when they do. Called under c.mu.
 func (c *Controller) withPodsLeft(name string, st *nodeState, message, signature string) (string, string) {
-	if st == nil || !st.escalated || c.opts.Eviction.Mode != EvictionModeEvict {
+	if st == nil || !st.escalation.marked || c.opts.Eviction.Mode != EvictionModeEvict {
 		return message, signature
 	}
 	left := c.drains.leftOn(name)
@@ -252,10 +252,10 @@ func (c *Controller) holdOrResumeDrain(name string, held bool) (first bool) {
 	if st == nil {
 		return false
 	}
-	if !st.escalated {
+	if !st.escalation.marked {
 		return true
 	}
-	st.drainInterrupted = held
+	st.escalation.interrupted = held
 	return false
 }
 
@@ -278,7 +278,7 @@ func (c *Controller) startEscalation(ctx context.Context, name string) (bool, er
 	c.mu.Lock()
 	st := c.nodes[name]
 	if st != nil {
-		st.escalated = true
+		st.escalation.marked = true
 	}
 	c.mu.Unlock()
 	if st != nil && c.opts.Eviction.Mode == EvictionModeEvict {
@@ -310,7 +310,7 @@ func (c *Controller) askForNoExecute(ctx context.Context, node *v1.Node) {
 func (c *Controller) escalationDue(name string) (failing, held bool) {
 	c.mu.Lock()
 	st := c.nodes[name]
-	failing = st != nil && c.blast.isFailing(name) && st.gated && (st.escalated || st.eviction.ranOut(c.clock.Now(), c.opts.Eviction.Timeout))
+	failing = st != nil && c.blast.isFailing(name) && st.gated && (st.escalation.marked || st.escalation.clock.ranOut(c.clock.Now(), c.opts.Eviction.Timeout))
 	c.mu.Unlock()
 	if !failing {
 		return false, false
@@ -389,9 +389,9 @@ func (c *Controller) evictPods(ctx context.Context, node *v1.Node, first bool) (
 func (c *Controller) markDrained(name string) {
 	c.mu.Lock()
 	st := c.nodes[name]
-	changed := st != nil && st.escalated && !st.drained
+	changed := st != nil && st.escalation.marked && !st.escalation.drained
 	if changed {
-		st.drained = true
+		st.escalation.drained = true
 	}
 	c.mu.Unlock()
 	if changed {

@@ -77,8 +77,8 @@ func FuzzLeaseEvents(f *testing.F) {
 				t.Fatalf("sync %s: %v", n, err)
 			}
 			st := f.c.nodes[n]
-			if st != nil && len(st.extReady) > nodev1alpha1.MaxSystemExtensions+len(f.c.opts.Rules) {
-				t.Fatalf("node %s holds %d extensions", n, len(st.extReady))
+			if st != nil && len(st.last.extReady) > nodev1alpha1.MaxSystemExtensions+len(f.c.opts.Rules) {
+				t.Fatalf("node %s holds %d extensions", n, len(st.last.extReady))
 			}
 		}
 		for _, e := range f.events() {

@@ -90,8 +90,8 @@ func TestAScaleDownOfMostNodesSuspendsNothingAndTheNextFailureIsTainted(t *testi
 		t.Errorf("%d leaving nodes queued for eviction", n)
 	}
 	for _, n := range names[:4] {
-		if f.state(n).escalated || f.state(n).eviction.elapsed > 0 || !f.state(n).eviction.runningSince.IsZero() {
-			t.Errorf("%s: a leaving node runs an eviction clock: %+v", n, f.state(n).eviction)
+		if f.state(n).escalation.marked || f.state(n).escalation.clock.elapsed > 0 || !f.state(n).escalation.clock.runningSince.IsZero() {
+			t.Errorf("%s: a leaving node runs an eviction clock: %+v", n, f.state(n).escalation.clock)
 		}
 	}
 	// e stops renewing: a failure like any other.
@@ -129,7 +129,7 @@ func TestADrainStopsWhenTheNodeStartsLeaving(t *testing.T) {
 	}
 	f.sync("n1")
 	f.expectLeaving("n1", "taint "+nodev1alpha1.TaintKarpenterDisrupted)
-	if st := f.state("n1"); st.escalated {
+	if st := f.state("n1"); st.escalation.marked {
 		t.Error("the leaving node is still marked escalated")
 	}
 }
@@ -206,7 +206,7 @@ func TestALeavingNodeIsEvaluatedAgainWhenItsLifecycleConditionGrowsStale(t *test
 	opts := testOptions()
 	since := t0.Add(-2*time.Hour + 10*time.Minute)
 	st := newNodeState(t0)
-	st.uid, st.bootID, st.readyInBoot, st.hadGating = "uid-n1", "boot-1", true, true
+	st.uid, st.bootID, st.readyInBoot, st.last.hadGating = "uid-n1", "boot-1", true, true
 	ref := nodev1alpha1.LeaseReference{Namespace: testNS, Name: "a.n1"}
 	exts := []requiredExtension{{name: "a", lease: ref, affects: true}}
 	d := evaluatePurely(t, evalInput{now: t0, opts: &opts, prev: st, exts: exts, leases: []leaseLookup{{}},
@@ -268,7 +268,7 @@ func TestANodeLeavingUntilItsLifecycleConditionGrowsStaleIsNotSteady(t *testing.
 	ref := nodev1alpha1.LeaseReference{Namespace: testNS, Name: "a.n1"}
 	tracker.observe(lease("a", "n1", "holder", t0))
 	st := newNodeState(t0)
-	st.uid, st.bootID, st.readyInBoot, st.hadGating = "uid-n1", "boot-1", true, true
+	st.uid, st.bootID, st.readyInBoot, st.last.hadGating = "uid-n1", "boot-1", true, true
 	exts := []requiredExtension{{name: "a", lease: ref, affects: true}}
 	d := evaluatePurely(t, evalInput{now: t0, opts: &opts, prev: st, exts: exts, leases: tracker.lookupLeases(exts),
 		node: nodeFacts{name: "n1", uid: "uid-n1", bootID: "boot-1", leaving: leavingFacts{

@@ -42,13 +42,13 @@ func (c *Controller) lifecycleOf(name string, st *nodeState, d decision) lifecyc
 		failed = "required extension " + strings.Join(names, ", ")
 	}
 	switch {
-	case c.opts.Eviction.Mode == EvictionModeEvict && st.escalated && st.drained:
+	case c.opts.Eviction.Mode == EvictionModeEvict && st.escalation.marked && st.escalation.drained:
 		m := fmt.Sprintf("The controller evicted every pod it may evict from the node (%s failed longer than eviction.timeout %s).", failed, c.opts.Eviction.Timeout)
 		if left := c.drains.leftOn(name); left != "" {
 			m += " Pods left on the node, which kubectl drain would not remove without eviction.force or eviction.deleteEmptyDirData: " + left + "."
 		}
 		return lifecycleWant{set: true, drained: true, message: m}
-	case c.opts.Eviction.Mode == EvictionModeEvict && st.escalated:
+	case c.opts.Eviction.Mode == EvictionModeEvict && st.escalation.marked:
 		return lifecycleWant{set: true, drainInProgress: true,
 			message: fmt.Sprintf("The controller is evicting the node's pods: %s failed longer than eviction.timeout %s.", failed, c.opts.Eviction.Timeout)}
 	case c.opts.Eviction.Mode == EvictionModeNoExecute && d.noExecute:

@@ -158,8 +158,8 @@ func (c *Controller) reportInvalidList(ctx context.Context, node *v1.Node, err e
 	if errors.As(err, &build) {
 		key, what = build.kind+"|"+value, "Cannot build the extension list of annotation "+nodev1alpha1.SystemExtensionsAnnotation
 	}
-	first := st.invalidList != key
-	st.invalidList = key
+	first := st.last.invalidList != key
+	st.last.invalidList = key
 	// A list that cannot be judged is counted on neither side of the blast
 	// radius, rather than frozen as it was last judged.
 	st.exts = nil
@@ -190,7 +190,7 @@ func (c *Controller) reportInvalidList(ctx context.Context, node *v1.Node, err e
 	c.mu.Lock()
 	if st := c.nodes[node.Name]; st != nil {
 		// Whatever the list becomes, the condition must be rewritten.
-		st.conditionSig = "invalid"
+		st.last.conditionSig = "invalid"
 	}
 	c.mu.Unlock()
 }

@@ -150,17 +150,9 @@ type nodeState struct {
 	// missing holds when each extension's Lease was first seen missing, so
 	// that the failure is timed from then (detection_latency_seconds).
 	missing map[string]time.Time
-	// eviction is the failure's eviction clock; escalated says the
-	// rate-limited escalation marked the node, drainInterrupted that a
-	// suspension or a pause of the failure cut its drain, which goes on
-	// when the node fails again with nothing holding it.
-	eviction         evictionClock
-	escalated        bool
-	drainInterrupted bool
-	// drained says the escalation's drain found nothing left on the node
-	// that it may evict (its DrainInProgress becomes Drained); it goes
-	// with the escalation.
-	drained bool
+	// escalation is the failure's eviction clock and what the escalation
+	// did with it.
+	escalation escalationState
 	// lifecycleDone is the lifecycle want last brought to the node, written
 	// or, in a dry run, counted (nil: none yet): until the want changes the
 	// node is not written again, though the informer may not show the write
@@ -178,18 +170,38 @@ type nodeState struct {
 	// evaluation read them, for the blast-radius recount (failingAt).
 	recordedDead map[string]int64
 
-	// What was last reported, so Events and condition writes happen on
-	// transitions only.
-	extReady     map[string]bool
-	conditionSig string
-	invalidList  string
-	suppressed   bool
-	hadGating    bool
+	// last is what the node's last evaluation reported and decided.
+	last lastOutcome
 
 	// steadyLeases: the last full evaluation found the node steady
 	// (ungated, every extension ready, nothing due but the expiry of these
 	// Leases, the ones it read; Controller.recheckTimer). Nil otherwise.
 	steadyLeases []types.NamespacedName
+}
+
+// escalationState is a failure's way to eviction: its clock, whether the
+// rate-limited escalation marked the node, whether a suspension or a pause of
+// the failure interrupted its drain (which goes on when the node fails again
+// with nothing holding it), and whether the drain found nothing left on the
+// node that it may evict (its DrainInProgress becomes Drained).
+type escalationState struct {
+	clock       evictionClock
+	marked      bool
+	interrupted bool
+	drained     bool
+}
+
+// lastOutcome is what a node's last evaluation reported and decided, so that
+// Events and condition writes happen on transitions only: each extension's
+// readiness, the condition's signature, the invalid list reported (its
+// key), whether the node's taint was suppressed (held by a guard), and
+// whether the node had gating extensions.
+type lastOutcome struct {
+	extReady     map[string]bool
+	conditionSig string
+	invalidList  string
+	suppressed   bool
+	hadGating    bool
 }
 
 // handledChange names a boot of an incarnation of a node.
@@ -248,7 +260,7 @@ type evictionClock struct {
 }
 
 func newNodeState(now time.Time) *nodeState {
-	return &nodeState{firstSeen: now, extReady: map[string]bool{}}
+	return &nodeState{firstSeen: now, last: lastOutcome{extReady: map[string]bool{}}}
 }
 
 // A state keeps no empty set or map but the start-up's firstReady (where nil
@@ -395,8 +407,5 @@ func (s *nodeState) ungate() {
 }
 
 func (s *nodeState) resetEscalation() {
-	s.eviction = evictionClock{}
-	s.escalated = false
-	s.drainInterrupted = false
-	s.drained = false
+	s.escalation = escalationState{}
 }

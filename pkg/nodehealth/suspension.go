@@ -94,7 +94,7 @@ func (c *Controller) updateEscalationClocks(at time.Time) {
 			continue
 		}
 		suspended, _ := c.blast.suspended(m.zone)
-		st.eviction.advance(at, suspended || ownViewStale)
+		st.escalation.clock.advance(at, suspended || ownViewStale)
 	}
 }
 
@@ -145,7 +145,7 @@ func (c *Controller) handleSuspensionChanges(ctx context.Context, changes []susp
 func (c *Controller) recountFailing(current string, now time.Time) []suspensionChange {
 	var changes []suspensionChange
 	for name, st := range c.nodes {
-		if name == current || st.exts == nil || st.invalidList != "" {
+		if name == current || st.exts == nil || st.last.invalidList != "" {
 			continue
 		}
 		changes = append(changes, c.blast.refresh(name, c.failingAt(st, now))...)

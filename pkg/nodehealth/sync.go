@@ -121,8 +121,8 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 	r.live = c.live.Has(name)
 	c.live.Delete(name)
 	c.indexLeaseRefs(name, exts)
-	r.prevExtReady = st.extReady
-	r.wasGated, r.wasSuppressed = st.gated, st.suppressed
+	r.prevExtReady = st.last.extReady
+	r.wasGated, r.wasSuppressed = st.gated, st.last.suppressed
 	in := evalInput{
 		now:          r.now,
 		opts:         &c.opts,
@@ -153,7 +153,7 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 	}
 	c.conditionOf(node, st, &r)
 	r.lifecycle = c.lifecycleOf(name, st, d)
-	r.escalated = st.escalated
+	r.escalated = st.escalation.marked
 	c.updateContribution(name, contribution{reason: gateReason(st), notReady: notReadyNames(d.statuses), tracked: countGating(d.statuses) > 0,
 		leaving: d.leaving != "" && len(d.statuses) > 0})
 	return r
@@ -165,7 +165,7 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 // the node's state across its rate limiter's wait. Callers hold c.mu.
 func remember(st *nodeState, d decision, exts []requiredExtension) {
 	next := d.next
-	next.invalidList = ""
+	next.last.invalidList = ""
 	next.exts = exts
 	next.steadyLeases = nil
 	if d.steady {
@@ -174,10 +174,10 @@ func remember(st *nodeState, d decision, exts []requiredExtension) {
 			next.steadyLeases[i] = types.NamespacedName{Namespace: e.lease.Namespace, Name: e.lease.Name}
 		}
 	}
-	next.suppressed = d.suppressed
-	next.extReady = make(map[string]bool, len(d.statuses))
+	next.last.suppressed = d.suppressed
+	next.last.extReady = make(map[string]bool, len(d.statuses))
 	for _, s := range d.statuses {
-		next.extReady[s.name] = s.ready
+		next.last.extReady[s.name] = s.ready
 	}
 	*st = *next
 }
@@ -188,23 +188,23 @@ func (c *Controller) conditionOf(node *v1.Node, st *nodeState, r *nodeResult) {
 	name, d := node.Name, r.d
 	r.status, r.reason, r.message, r.sig = conditionFor(r.now, st, d, r.suspendedWhy)
 	r.message, r.sig = c.withPodsLeft(name, st, r.message, r.sig)
-	if st.conditionSig == "" && conditionMatches(node, r.status, r.reason) {
+	if st.last.conditionSig == "" && conditionMatches(node, r.status, r.reason) {
 		// After a start or a failover, a condition that already says the
 		// same is adopted rather than rewritten on every node.
-		st.conditionSig = r.sig
+		st.last.conditionSig = r.sig
 	}
 	// A condition someone else overwrote (a status writer working from a
 	// stale read) is put back: the signature alone only says what this
 	// controller last wrote, not what the node holds.
 	// In a dry run nothing is written, so the node never holds what this
 	// controller would write: that is not drift.
-	drifted := !c.opts.DryRun && st.conditionSig != "" && (len(d.statuses) > 0 || nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil) && !conditionMatches(node, r.status, r.reason)
-	r.conditionChanged = r.sig != st.conditionSig || drifted
+	drifted := !c.opts.DryRun && st.last.conditionSig != "" && (len(d.statuses) > 0 || nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil) && !conditionMatches(node, r.status, r.reason)
+	r.conditionChanged = r.sig != st.last.conditionSig || drifted
 	if r.conditionChanged && !c.opts.DryRun && conditionHolds(node, r.status, r.reason, r.message) {
 		// The node already says exactly this (after a start, every Lease
 		// counts as fresh until its grace runs out, and the condition comes
 		// back to what the previous instance wrote): nothing to write.
-		st.conditionSig, r.conditionChanged = r.sig, false
+		st.last.conditionSig, r.conditionChanged = r.sig, false
 	}
 }
 
@@ -299,7 +299,7 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 			return err
 		}
 		c.mu.Lock()
-		st.conditionSig = r.sig
+		st.last.conditionSig = r.sig
 		c.mu.Unlock()
 	}
 	if err := c.writeLifecycle(ctx, node, st, r.lifecycle); err != nil {
