@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -32,14 +33,83 @@ var exportAll = cmp.Exporter(func(reflect.Type) bool { return true })
 // read) would decide differently the second time, as a fail-open ended, a
 // planned release's boot or a startup timeout recorded in the given state
 // would show.
+//
+// It also requires, directly, that the snapshot is unchanged after the
+// evaluation: a deep copy taken before compares equal to it after, the
+// state's maps and sets and the Leases' observations included (the options
+// are configuration, compared by identity).
 func evaluatePurely(t *testing.T, in evalInput) decision {
 	t.Helper()
+	before := deepCopy(reflect.ValueOf(in)).Interface().(evalInput)
+	before.opts = in.opts
 	d := evaluate(in)
+	if !cmp.Equal(in, before, exportAll) {
+		t.Fatalf("the evaluation changed its snapshot (-before +after):\n%s", cmp.Diff(before, in, exportAll))
+	}
 	if again := evaluate(in); !cmp.Equal(d, again, exportAll) {
 		t.Fatalf("evaluating the same input twice decided differently: the evaluation changed its input (-first +second):\n%s",
 			cmp.Diff(d, again, exportAll))
 	}
 	return d
+}
+
+// deepCopy copies v and everything it reaches through pointers, maps and
+// slices, unexported fields included, so that a change through any of them
+// shows against the copy. Interfaces and functions are shared.
+func deepCopy(v reflect.Value) reflect.Value {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.New(v.Type().Elem())
+		out.Elem().Set(deepCopy(v.Elem()))
+		return out
+	case reflect.Struct:
+		if !v.CanAddr() {
+			addressable := reflect.New(v.Type()).Elem()
+			addressable.Set(v)
+			v = addressable
+		}
+		out := reflect.New(v.Type()).Elem()
+		for i := range v.NumField() {
+			src := v.Field(i)
+			if !src.CanInterface() {
+				src = reflect.NewAt(src.Type(), unsafe.Pointer(src.UnsafeAddr())).Elem()
+			}
+			dst := out.Field(i)
+			dst = reflect.NewAt(dst.Type(), unsafe.Pointer(dst.UnsafeAddr())).Elem()
+			dst.Set(deepCopy(src))
+		}
+		return out
+	case reflect.Map:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.MakeMapWithSize(v.Type(), v.Len())
+		for it := v.MapRange(); it.Next(); {
+			out.SetMapIndex(deepCopy(it.Key()), deepCopy(it.Value()))
+		}
+		return out
+	case reflect.Slice:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		for i := range v.Len() {
+			out.Index(i).Set(deepCopy(v.Index(i)))
+		}
+		return out
+	case reflect.Array:
+		out := reflect.New(v.Type()).Elem()
+		for i := range v.Len() {
+			out.Index(i).Set(deepCopy(v.Index(i)))
+		}
+		return out
+	}
+	out := reflect.New(v.Type()).Elem()
+	out.Set(v)
+	return out
 }
 
 // testBlastView is a blast radius that suspends failure taints or not,
