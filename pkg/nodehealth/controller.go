@@ -130,29 +130,20 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.MaintenanceReasons == nil {
-		opts.MaintenanceReasons = sets.New[string]()
-	}
+	opts = defaultOptions(opts)
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
-	rate := opts.Eviction.NodesPerSecond
-	if rate <= 0 {
-		rate = 0.1
-	}
 	c := &Controller{
-		logger:   klog.FromContext(ctx),
-		client:   client,
-		opts:     opts,
-		clock:    clk,
-		recorder: recorder,
-		metrics:  metrics,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodehealth", Clock: clk, MetricsProvider: metrics.queues}),
-		evictions: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodehealth_evictions", Clock: clk, MetricsProvider: metrics.queues}),
-		evictionLimiter: flowcontrol.NewTokenBucketRateLimiterWithClock(float32(rate), 1, clk),
+		logger:          klog.FromContext(ctx),
+		client:          client,
+		opts:            opts,
+		clock:           clk,
+		recorder:        recorder,
+		metrics:         metrics,
+		queue:           newNodeQueue(clk, metrics),
+		evictions:       newEvictionQueue(clk, metrics),
+		evictionLimiter: flowcontrol.NewTokenBucketRateLimiterWithClock(evictionRate(opts.Eviction), 1, clk),
 		deadMarks:       flowcontrol.NewTokenBucketRateLimiterWithClock(deadMarksPerSecond, deadMarksBurst, clk),
 		tracker:         newLeaseTracker(clk, opts.MinimumLeaseDuration),
 		blast:           newBlastRadius(opts.BlastRadius),
@@ -180,6 +171,38 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 		return nil, err
 	}
 	return c, nil
+}
+
+// defaultOptions fills what a caller may leave unset.
+func defaultOptions(opts Options) Options {
+	if opts.MaintenanceReasons == nil {
+		opts.MaintenanceReasons = sets.New[string]()
+	}
+	return opts
+}
+
+// evictionRate is the escalations per second, 0.1 when unset; the options
+// keep what the caller gave.
+func evictionRate(e EvictionOptions) float32 {
+	rate := e.NodesPerSecond
+	if rate <= 0 {
+		rate = 0.1
+	}
+	return float32(rate)
+}
+
+func newNodeQueue(clk clock.WithTicker, metrics *Metrics) workqueue.TypedRateLimitingInterface[string] {
+	return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodehealth", Clock: clk, MetricsProvider: metrics.queues})
+}
+
+// newEvictionQueue retries a node's escalation with its own back-off, 5 s up
+// to 5 min (docs/controller.md): a blocked eviction is retried on that
+// scale, not the node queue's.
+func newEvictionQueue(clk clock.WithTicker, metrics *Metrics) workqueue.TypedRateLimitingInterface[string] {
+	return workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodehealth_evictions", Clock: clk, MetricsProvider: metrics.queues})
 }
 
 // nodeChanged reports whether an update touches anything evaluation reads;

@@ -161,76 +161,23 @@ func lifecycleMessage(kind string, status v1.ConditionStatus, reason string) str
 // nothing differs, so a steady node costs no write. A shadow deleted (its
 // node left the managed set, or the shadow was removed) clears ours.
 func (c *Controller) syncLifecycle(ctx context.Context, name string) error {
-	s, err := c.shadowLister.Get(name)
-	switch {
-	case apierrors.IsNotFound(err):
-		s = nil
-	case err != nil:
-		return err
-	}
-	var node *v1.Node
-	if s != nil {
-		node, err = c.nodeOf(s)
-	} else {
-		node, err = c.nodeLister.Get(name)
-		if apierrors.IsNotFound(err) {
-			node, err = nil, nil
-		}
-	}
+	s, node, err := c.lifecycleSubjects(name)
 	if err != nil {
 		return err
 	}
 	if node == nil {
-		c.mu.Lock()
-		delete(c.lifecycleDone, name)
-		c.mu.Unlock()
+		c.forgetLifecycle(name)
 		return nil
 	}
 	w := c.lifecycleOf(s, node)
-	c.mu.Lock()
-	prev, ok := c.lifecycleDone[name]
-	c.mu.Unlock()
-	var prevp *lifecycleWant
-	if ok && prev.node == node.UID {
-		if prev.want == w {
-			return nil
-		}
-		prevp = &prev.left
+	prevp, unchanged := c.lifecycleLeft(name, node.UID, w)
+	if unchanged {
+		return nil
 	}
 	conds, left := lifecycleChanges(node, w, prevp)
 	if len(conds) > 0 {
-		parts := make([]string, 0, len(conds))
-		for _, cond := range conds {
-			parts = append(parts, string(cond.Type)+"="+string(cond.Status)+"/"+cond.Reason)
-		}
-		summary := strings.Join(parts, ", ")
-		logger := klog.FromContext(ctx).WithValues("node", name)
-		if c.opts.DryRun {
-			logger.Info("Dry run: would set lifecycle conditions", "conditions", summary)
-			c.metrics.DryRunActions.WithLabelValues("lifecycle").Inc()
-		} else {
-			// No resourceVersion: conditions merge by type, so no other
-			// writer's is lost, while the node-health controller's taint
-			// writes around the same transitions would make a guarded
-			// patch meet conflicts.
-			err := nodeutil.PatchConditions(ctx, c.opts.Nodes, node, conds, c.clock.Now(), "")
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			if err != nil {
-				// The write may have been applied (a timeout, a lost
-				// answer): the record no longer says what the node
-				// holds, and a want that returns to the recorded one
-				// would be skipped. The informer decides until a write
-				// succeeds.
-				c.mu.Lock()
-				delete(c.lifecycleDone, name)
-				c.mu.Unlock()
-				return err
-			}
-			logger.Info("Set lifecycle conditions", "conditions", summary)
-			ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: name, UID: node.UID}
-			c.recorder.Eventf(ref, v1.EventTypeNormal, ReasonLifecycleConditions, "Set lifecycle conditions %s", summary)
+		if gone, err := c.writeLifecycle(ctx, name, node, conds); gone || err != nil {
+			return err
 		}
 	}
 	if len(conds) == 0 && prevp == nil {
@@ -243,6 +190,94 @@ func (c *Controller) syncLifecycle(ctx context.Context, name string) error {
 	c.lifecycleDone[name] = lifecycleRecord{node: node.UID, want: w, left: left}
 	c.mu.Unlock()
 	return nil
+}
+
+// lifecycleSubjects are the shadow named name (nil once deleted) and its
+// node (nil once deleted or, with a shadow, no longer the shadow's).
+func (c *Controller) lifecycleSubjects(name string) (*updatesv1alpha1.BottlerocketShadow, *v1.Node, error) {
+	s, err := c.shadowLister.Get(name)
+	switch {
+	case apierrors.IsNotFound(err):
+		s = nil
+	case err != nil:
+		return nil, nil, err
+	}
+	var node *v1.Node
+	if s != nil {
+		node, err = c.nodeOf(s)
+	} else {
+		node, err = c.nodeLister.Get(name)
+		if apierrors.IsNotFound(err) {
+			node, err = nil, nil
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, node, nil
+}
+
+func (c *Controller) forgetLifecycle(name string) {
+	c.mu.Lock()
+	delete(c.lifecycleDone, name)
+	c.mu.Unlock()
+}
+
+// lifecycleLeft is what our last write left on the node of this UID, nil
+// when no write of ours is known; unchanged when that write already
+// brought want.
+func (c *Controller) lifecycleLeft(name string, uid types.UID, want lifecycleWant) (left *lifecycleWant, unchanged bool) {
+	c.mu.Lock()
+	prev, ok := c.lifecycleDone[name]
+	c.mu.Unlock()
+	if !ok || prev.node != uid {
+		return nil, false
+	}
+	if prev.want == want {
+		return nil, true
+	}
+	return &prev.left, false
+}
+
+// writeLifecycle patches conds onto the node (or, in a dry run, says it
+// would). gone: the node was deleted, and nothing is left to record.
+func (c *Controller) writeLifecycle(ctx context.Context, name string, node *v1.Node, conds []v1.NodeCondition) (gone bool, err error) {
+	summary := lifecycleSummary(conds)
+	logger := klog.FromContext(ctx).WithValues("node", name)
+	if c.opts.DryRun {
+		logger.Info("Dry run: would set lifecycle conditions", "conditions", summary)
+		c.metrics.DryRunActions.WithLabelValues("lifecycle").Inc()
+		return false, nil
+	}
+	// No resourceVersion: conditions merge by type, so no other
+	// writer's is lost, while the node-health controller's taint
+	// writes around the same transitions would make a guarded
+	// patch meet conflicts.
+	err = nodeutil.PatchConditions(ctx, c.opts.Nodes, node, conds, c.clock.Now(), "")
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		// The write may have been applied (a timeout, a lost
+		// answer): the record no longer says what the node
+		// holds, and a want that returns to the recorded one
+		// would be skipped. The informer decides until a write
+		// succeeds.
+		c.forgetLifecycle(name)
+		return false, err
+	}
+	logger.Info("Set lifecycle conditions", "conditions", summary)
+	ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: name, UID: node.UID}
+	c.recorder.Eventf(ref, v1.EventTypeNormal, ReasonLifecycleConditions, "Set lifecycle conditions %s", summary)
+	return false, nil
+}
+
+func lifecycleSummary(conds []v1.NodeCondition) string {
+	parts := make([]string, 0, len(conds))
+	for _, cond := range conds {
+		parts = append(parts, string(cond.Type)+"="+string(cond.Status)+"/"+cond.Reason)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // lifecycleRecord is the want last brought onto a node, and what that left

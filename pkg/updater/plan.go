@@ -427,8 +427,32 @@ func policyStatus(snap *snapshot, pol *policy, p plan, old *updatesv1alpha1.Upda
 	if len(p.others) > 0 {
 		st.OtherNodes = slices.Clone(p.others[:min(len(p.others), updatesv1alpha1.MaxOtherNodes)])
 	}
-	var conflicts []string
-	others := map[string]bool{} // the policies that select this one's nodes too
+	conflicts, others := countNodes(snap, pol, &st)
+	conds := []metav1.Condition{}
+	if old != nil {
+		conds = append(conds, old.Conditions...)
+	}
+	for _, c := range []metav1.Condition{
+		haltedCondition(pol.invalid, p.haltedBy, snap.shadows),
+		pausedCondition(pol.paused),
+		windowCondition(pol, p.windowOpen, p.windowChange),
+		completeCondition(&st),
+		selectorConflictCondition(conflicts, others),
+	} {
+		c.ObservedGeneration = pol.generation
+		setCondition(&conds, c, snap.now)
+	}
+	// An operator built from main before the rename wrote the same
+	// condition as Conflict: no policy shows both.
+	meta.RemoveStatusCondition(&conds, conflictBeforeRename)
+	st.Conditions = conds
+	return st
+}
+
+// countNodes fills st's node counts and returns the nodes other policies
+// select too, with those policies' names.
+func countNodes(snap *snapshot, pol *policy, st *updatesv1alpha1.UpdatePolicyStatus) (conflicts []string, others map[string]bool) {
+	others = map[string]bool{} // the policies that select this one's nodes too
 	for _, sh := range sortedShadows(snap) {
 		n, ok := snap.nodes[sh.Name]
 		if ok && n.managed && len(n.selectedBy) > 1 && slices.Contains(n.selectedBy, pol.name) {
@@ -456,72 +480,79 @@ func policyStatus(snap *snapshot, pol *policy, p plan, old *updatesv1alpha1.Upda
 			st.Waiting++
 		}
 	}
-	conds := []metav1.Condition{}
-	if old != nil {
-		conds = append(conds, old.Conditions...)
+	return conflicts, others
+}
+
+// condition is a True or False condition without its generation and time,
+// which policyStatus sets on every one.
+func condition(t string, status bool, reason, msg string) metav1.Condition {
+	s := metav1.ConditionFalse
+	if status {
+		s = metav1.ConditionTrue
 	}
-	set := func(t string, status bool, reason, msg string) {
-		s := metav1.ConditionFalse
-		if status {
-			s = metav1.ConditionTrue
-		}
-		setCondition(&conds, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: pol.generation}, snap.now)
-	}
+	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg}
+}
+
+func haltedCondition(invalid string, haltedBy []string, shadows map[string]*updatesv1alpha1.BottlerocketShadow) metav1.Condition {
 	switch {
-	case pol.invalid != "":
-		set(updatesv1alpha1.PolicyHalted, true, HaltInvalidSpec, pol.invalid)
-	case len(p.haltedBy) > 0:
+	case invalid != "":
+		return condition(updatesv1alpha1.PolicyHalted, true, HaltInvalidSpec, invalid)
+	case len(haltedBy) > 0:
 		var why []string
-		for _, n := range p.haltedBy {
-			why = append(why, fmt.Sprintf("%s (%s)", n, snap.shadows[n].Annotations[updatesv1alpha1.FailureReasonAnnotation]))
+		for _, n := range haltedBy {
+			why = append(why, fmt.Sprintf("%s (%s)", n, shadows[n].Annotations[updatesv1alpha1.FailureReasonAnnotation]))
 		}
-		set(updatesv1alpha1.PolicyHalted, true, HaltUpdateFailed, fmt.Sprintf("Failed updates halt the policy: %s; resume with `kubectl nodehealth update resume NODE`",
+		return condition(updatesv1alpha1.PolicyHalted, true, HaltUpdateFailed, fmt.Sprintf("Failed updates halt the policy: %s; resume with `kubectl nodehealth update resume NODE`",
 			strings.Join(why, "; ")))
 	default:
-		set(updatesv1alpha1.PolicyHalted, false, "NoFailure", "No failure halts the policy")
+		return condition(updatesv1alpha1.PolicyHalted, false, "NoFailure", "No failure halts the policy")
 	}
-	if pol.paused {
-		set(updatesv1alpha1.PolicyPaused, true, "Paused", "spec.paused is true: no node starts; nodes in flight finish")
-	} else {
-		set(updatesv1alpha1.PolicyPaused, false, "NotPaused", "spec.paused is false")
+}
+
+func pausedCondition(paused bool) metav1.Condition {
+	if paused {
+		return condition(updatesv1alpha1.PolicyPaused, true, "Paused", "spec.paused is true: no node starts; nodes in flight finish")
 	}
+	return condition(updatesv1alpha1.PolicyPaused, false, "NotPaused", "spec.paused is false")
+}
+
+// windowCondition is Unknown while the spec cannot say whether a window is
+// open, so neither value misleads.
+func windowCondition(pol *policy, open bool, change time.Time) metav1.Condition {
 	switch {
 	case pol.badTimeZone:
-		setCondition(&conds, metav1.Condition{Type: updatesv1alpha1.PolicyWindowOpen, Status: metav1.ConditionUnknown, Reason: "UnknownTimeZone",
-			Message: pol.invalid, ObservedGeneration: pol.generation}, snap.now)
+		return metav1.Condition{Type: updatesv1alpha1.PolicyWindowOpen, Status: metav1.ConditionUnknown, Reason: "UnknownTimeZone", Message: pol.invalid}
 	case pol.invalid != "":
-		setCondition(&conds, metav1.Condition{Type: updatesv1alpha1.PolicyWindowOpen, Status: metav1.ConditionUnknown, Reason: HaltInvalidSpec,
-			Message: pol.invalid, ObservedGeneration: pol.generation}, snap.now)
+		return metav1.Condition{Type: updatesv1alpha1.PolicyWindowOpen, Status: metav1.ConditionUnknown, Reason: HaltInvalidSpec, Message: pol.invalid}
 	case len(pol.windows) == 0:
-		set(updatesv1alpha1.PolicyWindowOpen, true, "NoWindows", "No update windows: always open")
-	case p.windowOpen:
-		set(updatesv1alpha1.PolicyWindowOpen, true, "InWindow", "An update window is open until "+p.windowChange.UTC().Format(time.RFC3339))
+		return condition(updatesv1alpha1.PolicyWindowOpen, true, "NoWindows", "No update windows: always open")
+	case open:
+		return condition(updatesv1alpha1.PolicyWindowOpen, true, "InWindow", "An update window is open until "+change.UTC().Format(time.RFC3339))
 	default:
-		set(updatesv1alpha1.PolicyWindowOpen, false, "OutsideWindow", "The next update window opens at "+p.windowChange.UTC().Format(time.RFC3339))
+		return condition(updatesv1alpha1.PolicyWindowOpen, false, "OutsideWindow", "The next update window opens at "+change.UTC().Format(time.RFC3339))
 	}
+}
+
+func completeCondition(st *updatesv1alpha1.UpdatePolicyStatus) metav1.Condition {
 	if st.Nodes > 0 && st.UpToDate == st.Nodes {
-		set(updatesv1alpha1.PolicyComplete, true, "AllUpToDate", fmt.Sprintf("All %d nodes run the target version", st.Nodes))
-	} else {
-		set(updatesv1alpha1.PolicyComplete, false, "Progressing",
-			fmt.Sprintf("%d of %d nodes run the target version (%d in flight, %d failed, %d waiting)", st.UpToDate, st.Nodes, st.InFlight, st.Failed, st.Waiting))
+		return condition(updatesv1alpha1.PolicyComplete, true, "AllUpToDate", fmt.Sprintf("All %d nodes run the target version", st.Nodes))
 	}
-	if len(conflicts) > 0 {
-		// Naming the other policies tells, from either side, what to edit.
-		names := slices.Sorted(maps.Keys(others))
-		what := "UpdatePolicy " + names[0] + " selects"
-		if len(names) > 1 {
-			what = "UpdatePolicies " + strings.Join(names, ", ") + " select"
-		}
-		set(updatesv1alpha1.PolicySelectorConflict, true, "NodesSelectedTwice", fmt.Sprintf("%s these nodes too; they are never started until exactly one policy selects each: %s",
-			what, strings.Join(conflicts, ", ")))
-	} else {
-		set(updatesv1alpha1.PolicySelectorConflict, false, "NoConflict", "No other policy selects this policy's nodes")
+	return condition(updatesv1alpha1.PolicyComplete, false, "Progressing",
+		fmt.Sprintf("%d of %d nodes run the target version (%d in flight, %d failed, %d waiting)", st.UpToDate, st.Nodes, st.InFlight, st.Failed, st.Waiting))
+}
+
+func selectorConflictCondition(conflicts []string, others map[string]bool) metav1.Condition {
+	if len(conflicts) == 0 {
+		return condition(updatesv1alpha1.PolicySelectorConflict, false, "NoConflict", "No other policy selects this policy's nodes")
 	}
-	// An operator built from main before the rename wrote the same
-	// condition as Conflict: no policy shows both.
-	meta.RemoveStatusCondition(&conds, conflictBeforeRename)
-	st.Conditions = conds
-	return st
+	// Naming the other policies tells, from either side, what to edit.
+	names := slices.Sorted(maps.Keys(others))
+	what := "UpdatePolicy " + names[0] + " selects"
+	if len(names) > 1 {
+		what = "UpdatePolicies " + strings.Join(names, ", ") + " select"
+	}
+	return condition(updatesv1alpha1.PolicySelectorConflict, true, "NodesSelectedTwice", fmt.Sprintf("%s these nodes too; they are never started until exactly one policy selects each: %s",
+		what, strings.Join(conflicts, ", ")))
 }
 
 // upToDate reports whether an Idle node runs the policy's target: the pin,

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	kubeinformers "k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -324,11 +325,14 @@ var _ clock.Clock = &agentClock{}
 
 // operatorInstance is one update-operator process (a leader).
 type operatorInstance struct {
-	gen       int
-	ctx       context.Context
-	cancel    context.CancelFunc
-	c         *Controller
-	sc        *shadow.Controller
+	gen    int
+	ctx    context.Context
+	cancel context.CancelFunc
+	c      *Controller
+	sc     *shadow.Controller
+	// scQueue is the shadow controller's queue, which the driver owns
+	// (shadow.Options.Queue) and works with sc.Sync.
+	scQueue   workqueue.TypedRateLimitingInterface[string]
 	informers []cache.SharedIndexInformer
 	// policyInf is the policy informer, which only the update controller
 	// handles (the shadow controller's handlers are on the others).
@@ -714,12 +718,13 @@ func (s *updaterSimulation) startOperator() {
 			op.timers[key] = at
 		}
 	}
-	sc, err := shadow.NewController(s.opUpdates, cn, cs, nil, shadow.Options{Selector: s.opts.Selector,
-		RateLimiter: &simSpinRetry{s: s, timers: op.scTimers, at: map[string]time.Time{}, n: map[string]int{}}})
+	scQueue := workqueue.NewTypedRateLimitingQueueWithConfig[string](&simSpinRetry{s: s, timers: op.scTimers, at: map[string]time.Time{}, n: map[string]int{}},
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "shadow"})
+	sc, err := shadow.NewController(s.opUpdates, cn, cs, nil, shadow.Options{Selector: s.opts.Selector, Queue: scQueue})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	op.c, op.sc = c, sc
+	op.c, op.sc, op.scQueue = c, sc, scQueue
 	op.informers, op.policyInf = []cache.SharedIndexInformer{nodeInf, shadowInf}, policyInf
 	s.op = op
 	startCtx, cancelStart := context.WithTimeout(s.ctx, time.Minute)
@@ -774,7 +779,7 @@ func (s *updaterSimulation) stopOperator() {
 	}
 	s.op.cancel()
 	s.op.c.queue.ShutDown()
-	s.op.sc.ShutDownQueue()
+	s.op.scQueue.ShutDown()
 	s.op = nil
 }
 
@@ -811,19 +816,37 @@ func (s *updaterSimulation) work() bool {
 		return true
 	}
 	worked := false
-	for s.op != nil && (s.op.c.queue.Len() > 0 || s.op.sc.Queued() > 0) {
+	for s.op != nil && (s.op.c.queue.Len() > 0 || s.op.scQueue.Len() > 0) {
 		worked = true
 		if s.rng.Chance(s.opKillP) {
 			s.killOperator()
 			return true
 		}
-		if s.op.sc.Queued() > 0 {
-			s.op.sc.ProcessNextItem(s.op.ctx)
+		if s.op.scQueue.Len() > 0 {
+			s.syncShadow()
 			continue
 		}
 		s.op.c.processNext(s.op.ctx)
 	}
 	return worked
+}
+
+// syncShadow syncs the shadow controller's next queued node as its workers
+// do (shadow.Controller.Run): an error is logged and the key retried
+// through the queue's rate limiter, a success forgets its retries.
+func (s *updaterSimulation) syncShadow() {
+	ctx, q := s.op.ctx, s.op.scQueue
+	key, quit := q.Get()
+	if quit {
+		return
+	}
+	defer q.Done(key)
+	if err := s.op.sc.Sync(ctx, key); err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Syncing shadow", "node", key)
+		q.AddRateLimited(key)
+		return
+	}
+	q.Forget(key)
 }
 
 func (s *updaterSimulation) killOperator() {
@@ -871,7 +894,7 @@ func (s *updaterSimulation) deliver() bool {
 // idleOperator: no operator runs, or its handlers have run for every
 // notification and its queues are empty.
 func (s *updaterSimulation) idleOperator() bool {
-	return s.op == nil || (s.handlersDone() && s.op.c.queue.Len() == 0 && s.op.sc.Queued() == 0)
+	return s.op == nil || (s.handlersDone() && s.op.c.queue.Len() == 0 && s.op.scQueue.Len() == 0)
 }
 
 // simSpinRetry retries a key at once a few times in one simulated instant, then
@@ -1565,7 +1588,7 @@ func (s *updaterSimulation) step() bool {
 		for _, key := range slices.Sorted(maps.Keys(s.op.scTimers)) {
 			if !now.Before(s.op.scTimers[key]) {
 				delete(s.op.scTimers, key)
-				s.op.sc.Requeue(key)
+				s.op.scQueue.Add(key)
 			}
 		}
 	}

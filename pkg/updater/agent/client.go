@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -75,26 +76,37 @@ func NewKubeClient(cfg *rest.Config, node, podNamespace, podName string) (*KubeC
 	if base.UserAgent == "" {
 		base.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
-	forGroup := func(apiPath string, gv schema.GroupVersion) (*rest.RESTClient, error) {
-		c := rest.CopyConfig(base)
-		if c.ContentType == "" {
-			c.ContentType = runtime.ContentTypeProtobuf
-		}
-		if c.AcceptContentTypes == "" {
-			c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-		}
-		c.NegotiatedSerializer = coreCodecs.WithoutConversion()
-		c.APIPath = apiPath
-		c.GroupVersion = &gv
-		return rest.RESTClientForConfigAndClient(c, httpClient)
-	}
 	k := &KubeClient{node: node}
 	if podNamespace != "" && podName != "" {
 		k.podNamespace, k.podName = podNamespace, podName
 	}
-	if k.core, err = forGroup("/api", v1.SchemeGroupVersion); err != nil {
+	if k.core, err = newCoreClient(base, httpClient); err != nil {
 		return nil, err
 	}
+	if k.updates, err = newUpdatesClient(base, httpClient); err != nil {
+		return nil, err
+	}
+	k.nodeInformer = newOneObjectInformer(k.core, "nodes", node, &v1.Node{}, func() runtime.Object { return &v1.NodeList{} })
+	k.shadowInformer = newOneObjectInformer(k.updates, shadows, node, &updatesv1alpha1.BottlerocketShadow{},
+		func() runtime.Object { return &updatesv1alpha1.BottlerocketShadowList{} })
+	return k, nil
+}
+
+func newCoreClient(base *rest.Config, httpClient *http.Client) (*rest.RESTClient, error) {
+	c := rest.CopyConfig(base)
+	if c.ContentType == "" {
+		c.ContentType = runtime.ContentTypeProtobuf
+	}
+	if c.AcceptContentTypes == "" {
+		c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	}
+	c.NegotiatedSerializer = coreCodecs.WithoutConversion()
+	c.APIPath = "/api"
+	c.GroupVersion = &v1.SchemeGroupVersion
+	return rest.RESTClientForConfigAndClient(c, httpClient)
+}
+
+func newUpdatesClient(base *rest.Config, httpClient *http.Client) (*rest.RESTClient, error) {
 	// The generated typed client would link apply configurations, and
 	// through them client-go's discovery and every API group's types.
 	crd := rest.CopyConfig(base)
@@ -102,38 +114,26 @@ func NewKubeClient(cfg *rest.Config, node, podNamespace, podName string) (*KubeC
 	crd.NegotiatedSerializer = updatesCodecs.WithoutConversion()
 	crd.APIPath = "/apis"
 	crd.GroupVersion = &updatesv1alpha1.SchemeGroupVersion
-	if k.updates, err = rest.RESTClientForConfigAndClient(crd, httpClient); err != nil {
-		return nil, err
-	}
+	return rest.RESTClientForConfigAndClient(crd, httpClient)
+}
 
-	byName := fields.OneTermEqualSelector("metadata.name", node).String()
-	k.nodeInformer = cache.NewSharedIndexInformer(&cache.ListWatch{
+// newOneObjectInformer watches the one object of resource named name (the
+// agent's own Node or shadow), so that the agent caches nothing else.
+func newOneObjectInformer(client *rest.RESTClient, resource, name string, obj runtime.Object, newList func() runtime.Object) cache.SharedIndexInformer {
+	byName := fields.OneTermEqualSelector("metadata.name", name).String()
+	return cache.NewSharedIndexInformer(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = byName
-			out := &v1.NodeList{}
-			err := k.core.Get().Resource("nodes").VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
+			out := newList()
+			err := client.Get().Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
 			return out, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.FieldSelector = byName
 			opts.Watch = true
-			return k.core.Get().Resource("nodes").VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
+			return client.Get().Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
 		},
-	}, &v1.Node{}, 0, cache.Indexers{})
-	k.shadowInformer = cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = byName
-			out := &updatesv1alpha1.BottlerocketShadowList{}
-			err := k.updates.Get().Resource(shadows).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
-			return out, err
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = byName
-			opts.Watch = true
-			return k.updates.Get().Resource(shadows).VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
-		},
-	}, &updatesv1alpha1.BottlerocketShadow{}, 0, cache.Indexers{})
-	return k, nil
+	}, obj, 0, cache.Indexers{})
 }
 
 // Start watches the node's Node and shadow and calls wake when either

@@ -410,7 +410,7 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 	return a.finishStaging(ctx, logger, shadow)
 }
 
-// stageEnd is how a step of syncStage ends the sync early: with what the
+// stageEnd is how a step of syncStage or syncReboot ends the sync early: with what the
 // sync then returns.
 type stageEnd struct {
 	after time.Duration
@@ -711,38 +711,70 @@ func (a *Agent) syncReboot(ctx context.Context, shadow *updatesv1alpha1.Bottlero
 	// mid-drain may have booted the activated update already. Then it
 	// reports that instead of rebooting again; otherwise it drains (again).
 	if !a.hostChecked {
-		os, err := a.c.API.OS(ctx)
-		if err != nil {
-			return a.opts.RetryInterval, fmt.Errorf("before draining: %w", err)
+		if end := a.checkHostBeforeDrain(ctx, logger, shadow, node); end != nil {
+			return end.after, end.err
 		}
-		if brapi.SameVersion(os.VersionID, shadow.Spec.Version) {
-			// Checked again at the next sync should the report fail: a
-			// host that runs the update is never drained or rebooted.
-			logger.Info("The host already runs the update (it rebooted for another reason); not draining or rebooting again", "running", os.VersionID)
-			return a.afterReboot(ctx, shadow, node)
-		}
-		a.hostChecked = true
 	}
-
-	// No cordon: the node-health controller's taint, asked for by the
-	// release, is the one mechanism that keeps new pods off the node.
-	now := a.opts.Clock.Now()
-	if !nodeutil.HasTaint(node, a.opts.ReadinessTaintKey, "") {
-		if a.taintWaitStart.IsZero() {
-			a.taintWaitStart = now
-			logger.Info("Lease released; waiting for the readiness taint", "taint", a.opts.ReadinessTaintKey, "timeout", a.opts.TaintTimeout)
-		}
-		if waited := now.Sub(a.taintWaitStart); waited >= a.opts.TaintTimeout {
-			return a.fail(ctx, shadow, ReasonTaintNotApplied, fmt.Errorf("the readiness taint %s did not appear on node %s within %s of releasing the %s Lease: is the node-health controller running?",
-				a.opts.ReadinessTaintKey, a.opts.NodeName, a.opts.TaintTimeout, updatesv1alpha1.UpdaterExtension))
-		}
-		return min(a.opts.RetryInterval, a.opts.TaintTimeout-now.Sub(a.taintWaitStart)), nil
+	if end := a.waitForTaint(ctx, logger, shadow, node); end != nil {
+		return end.after, end.err
 	}
 
 	bootID := node.Status.NodeInfo.BootID
 	if bootID == "" {
 		return a.fail(ctx, shadow, ReasonNoBootID, fmt.Errorf("node %s reports no bootID: the reboot could not be told from a restart", a.opts.NodeName))
 	}
+	if a.drainPending(logger, shadow, bootID) {
+		return a.opts.RetryInterval, nil
+	}
+	// The marker first: from here on the Node's bootID, not the API's
+	// answer, tells whether the node rebooted.
+	shadow, err := a.writeRebootMarker(ctx, shadow, bootID)
+	if err != nil {
+		return a.opts.RetryInterval, err
+	}
+	return a.postReboot(ctx, shadow)
+}
+
+// checkHostBeforeDrain asks the host which version it runs; one that runs
+// the update already is reported as rebooted into it, and the sync ends.
+func (a *Agent) checkHostBeforeDrain(ctx context.Context, logger klog.Logger, shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) *stageEnd {
+	os, err := a.c.API.OS(ctx)
+	if err != nil {
+		return endStage(a.opts.RetryInterval, fmt.Errorf("before draining: %w", err))
+	}
+	if brapi.SameVersion(os.VersionID, shadow.Spec.Version) {
+		// Checked again at the next sync should the report fail: a
+		// host that runs the update is never drained or rebooted.
+		logger.Info("The host already runs the update (it rebooted for another reason); not draining or rebooting again", "running", os.VersionID)
+		return endStage(a.afterReboot(ctx, shadow, node))
+	}
+	a.hostChecked = true
+	return nil
+}
+
+// waitForTaint ends the sync until the readiness taint the release asks for
+// is on the node, and fails the update when it is not there in time.
+func (a *Agent) waitForTaint(ctx context.Context, logger klog.Logger, shadow *updatesv1alpha1.BottlerocketShadow, node *v1.Node) *stageEnd {
+	// No cordon: the node-health controller's taint, asked for by the
+	// release, is the one mechanism that keeps new pods off the node.
+	now := a.opts.Clock.Now()
+	if nodeutil.HasTaint(node, a.opts.ReadinessTaintKey, "") {
+		return nil
+	}
+	if a.taintWaitStart.IsZero() {
+		a.taintWaitStart = now
+		logger.Info("Lease released; waiting for the readiness taint", "taint", a.opts.ReadinessTaintKey, "timeout", a.opts.TaintTimeout)
+	}
+	if waited := now.Sub(a.taintWaitStart); waited >= a.opts.TaintTimeout {
+		return endStage(a.fail(ctx, shadow, ReasonTaintNotApplied, fmt.Errorf("the readiness taint %s did not appear on node %s within %s of releasing the %s Lease: is the node-health controller running?",
+			a.opts.ReadinessTaintKey, a.opts.NodeName, a.opts.TaintTimeout, updatesv1alpha1.UpdaterExtension)))
+	}
+	return endStage(min(a.opts.RetryInterval, a.opts.TaintTimeout-now.Sub(a.taintWaitStart)), nil)
+}
+
+// drainPending reports whether the agent still waits for the operator's
+// drain of this boot, saying so in the log once.
+func (a *Agent) drainPending(logger klog.Logger, shadow *updatesv1alpha1.BottlerocketShadow, bootID string) bool {
 	// The operator drains the node (the agent holds no pod permissions)
 	// and says so with the drained annotation, carrying the bootID it
 	// drained in: a drain of an earlier boot or attempt is not this one's.
@@ -753,15 +785,9 @@ func (a *Agent) syncReboot(ctx context.Context, shadow *updatesv1alpha1.Bottlero
 			a.drainWaitLogged = true
 			logger.Info("Tainted; waiting for the operator to drain the node", "bootID", bootID, "drained", got)
 		}
-		return a.opts.RetryInterval, nil
+		return true
 	}
-	// The marker first: from here on the Node's bootID, not the API's
-	// answer, tells whether the node rebooted.
-	shadow, err := a.writeRebootMarker(ctx, shadow, bootID)
-	if err != nil {
-		return a.opts.RetryInterval, err
-	}
-	return a.postReboot(ctx, shadow)
+	return false
 }
 
 // writeRebootMarker records rebootFromBootID and rebootRequestedAt. When the

@@ -432,92 +432,124 @@ func (c Config) Starts(w World) []string {
 func (c Config) Allowed(w World, prev, next Shadow) string {
 	if prev.Spec == next.Spec && prev.SpecVersion == next.SpecVersion && prev.Failed == next.Failed &&
 		prev.SpecSince.Equal(next.SpecSince) {
-		// Only the soak's record may change without a transition.
-		switch {
-		case prev.HealthySince.Equal(next.HealthySince):
-			return ""
-		case next.Spec != Monitoring:
-			return "healthy-since written outside MonitoringUpdate"
-		}
-		node, ok := w.NodeOf(prev)
-		if next.HealthySince.IsZero() {
-			if ok && node.Healthy {
-				return "the soak ended while the node is healthy"
-			}
-			return ""
-		}
-		if !ok || !node.Healthy {
-			return "the soak started while the node is not healthy"
-		}
-		return ""
+		return soakRecordViolation(w, prev, next)
 	}
 	if next.Failed != prev.Failed {
-		f := c.FailureDue(w, prev)
-		switch {
-		case f == "":
-			return "marked failed, but no failure is due"
-		case next.Spec != Idle:
-			return "marked failed without returning spec to Idle"
-		case next.SpecVersion != prev.SpecVersion:
-			return "a failure changed spec.version"
-		}
-		return ""
+		return c.failureViolation(w, prev, next)
 	}
 	if f := c.FailureDue(w, prev); f != "" {
 		return fmt.Sprintf("a failure (%s) is due, but spec went %s → %s without it", f, prev.Spec, next.Spec)
 	}
 	switch {
 	case prev.Spec == Idle && next.Spec == Staged:
-		if why := c.Candidate(w, prev); why != "" {
-			return "started a node that may not start: " + why
-		}
-		if h := c.Halted(w); h != "" {
-			return "started a node while the rollout is halted: " + h
-		}
-		n, zones := w.InFlight()
-		zone := w.Nodes[prev.Name].Zone
-		if n >= c.MaxConcurrent {
-			return fmt.Sprintf("started a node with %d in flight, limit %d", n, c.MaxConcurrent)
-		}
-		if c.MaxConcurrentPerZone > 0 && zones[zone] >= c.MaxConcurrentPerZone {
-			return fmt.Sprintf("started a node with %d in flight in zone %q, limit %d", zones[zone], zone, c.MaxConcurrentPerZone)
-		}
-		if !SameVersion(next.SpecVersion, c.target(prev)) {
-			return fmt.Sprintf("started towards %q, the target is %q", next.SpecVersion, c.target(prev))
-		}
-		return ""
+		return c.startViolation(w, prev, next)
 	case prev.Spec == Staged && next.Spec == Rebooted, prev.Spec == Rebooted && next.Spec == Monitoring:
-		if prev.Status != prev.Spec {
-			return fmt.Sprintf("moved on from %s before the agent reported it (it reports %q)", prev.Spec, prev.Status)
-		}
-		if next.SpecVersion != prev.SpecVersion {
-			return "spec.version changed mid-update"
-		}
-		return ""
+		return stepViolation(prev, next)
 	case prev.Spec == Monitoring && next.Spec == Idle:
-		node, ok := w.NodeOf(prev)
-		switch {
-		case prev.Status != Monitoring:
-			return "passed the health gate before the agent reported MonitoringUpdate"
-		case !ok || !node.Healthy:
-			return "passed the health gate while the node is not healthy"
-		case prev.HealthySince.IsZero() || w.Now.Before(prev.HealthySince.Add(c.Soak)):
-			return "passed the health gate before the soak ended"
-		}
-		return ""
+		return c.healthGateViolation(w, prev)
 	case (prev.Spec == Staged || prev.Spec == Rebooted) && next.Spec == Idle:
-		if prev.Status != ErrorReset {
-			return fmt.Sprintf("called the update off in %s without a failure (the agent reports %q)", prev.Spec, prev.Status)
-		}
-		if PastDrain(prev) {
-			return "a failure after the drain was called off without halting the rollout"
-		}
-		if next.SpecVersion != prev.SpecVersion {
-			return "an abort changed spec.version (the agent compares its pin with it)"
+		return abortViolation(prev, next)
+	}
+	return fmt.Sprintf("spec went %s → %s: no such transition", prev.Spec, next.Spec)
+}
+
+// soakRecordViolation judges a write that is no transition: only the soak's
+// record may change then.
+func soakRecordViolation(w World, prev, next Shadow) string {
+	switch {
+	case prev.HealthySince.Equal(next.HealthySince):
+		return ""
+	case next.Spec != Monitoring:
+		return "healthy-since written outside MonitoringUpdate"
+	}
+	node, ok := w.NodeOf(prev)
+	if next.HealthySince.IsZero() {
+		if ok && node.Healthy {
+			return "the soak ended while the node is healthy"
 		}
 		return ""
 	}
-	return fmt.Sprintf("spec went %s → %s: no such transition", prev.Spec, next.Spec)
+	if !ok || !node.Healthy {
+		return "the soak started while the node is not healthy"
+	}
+	return ""
+}
+
+func (c Config) failureViolation(w World, prev, next Shadow) string {
+	f := c.FailureDue(w, prev)
+	switch {
+	case f == "":
+		return "marked failed, but no failure is due"
+	case next.Spec != Idle:
+		return "marked failed without returning spec to Idle"
+	case next.SpecVersion != prev.SpecVersion:
+		return "a failure changed spec.version"
+	}
+	return ""
+}
+
+// startViolation judges Idle → StagedAndPerformedUpdate against the limits
+// as they stood before this start.
+func (c Config) startViolation(w World, prev, next Shadow) string {
+	if why := c.Candidate(w, prev); why != "" {
+		return "started a node that may not start: " + why
+	}
+	if h := c.Halted(w); h != "" {
+		return "started a node while the rollout is halted: " + h
+	}
+	n, zones := w.InFlight()
+	zone := w.Nodes[prev.Name].Zone
+	if n >= c.MaxConcurrent {
+		return fmt.Sprintf("started a node with %d in flight, limit %d", n, c.MaxConcurrent)
+	}
+	if c.MaxConcurrentPerZone > 0 && zones[zone] >= c.MaxConcurrentPerZone {
+		return fmt.Sprintf("started a node with %d in flight in zone %q, limit %d", zones[zone], zone, c.MaxConcurrentPerZone)
+	}
+	if !SameVersion(next.SpecVersion, c.target(prev)) {
+		return fmt.Sprintf("started towards %q, the target is %q", next.SpecVersion, c.target(prev))
+	}
+	return ""
+}
+
+// stepViolation judges a step forward mid-update (to RebootedIntoUpdate or
+// MonitoringUpdate).
+func stepViolation(prev, next Shadow) string {
+	if prev.Status != prev.Spec {
+		return fmt.Sprintf("moved on from %s before the agent reported it (it reports %q)", prev.Spec, prev.Status)
+	}
+	if next.SpecVersion != prev.SpecVersion {
+		return "spec.version changed mid-update"
+	}
+	return ""
+}
+
+// healthGateViolation judges MonitoringUpdate → Idle: the update counted as
+// done.
+func (c Config) healthGateViolation(w World, prev Shadow) string {
+	node, ok := w.NodeOf(prev)
+	switch {
+	case prev.Status != Monitoring:
+		return "passed the health gate before the agent reported MonitoringUpdate"
+	case !ok || !node.Healthy:
+		return "passed the health gate while the node is not healthy"
+	case prev.HealthySince.IsZero() || w.Now.Before(prev.HealthySince.Add(c.Soak)):
+		return "passed the health gate before the soak ended"
+	}
+	return ""
+}
+
+// abortViolation judges an update called off before MonitoringUpdate.
+func abortViolation(prev, next Shadow) string {
+	if prev.Status != ErrorReset {
+		return fmt.Sprintf("called the update off in %s without a failure (the agent reports %q)", prev.Spec, prev.Status)
+	}
+	if PastDrain(prev) {
+		return "a failure after the drain was called off without halting the rollout"
+	}
+	if next.SpecVersion != prev.SpecVersion {
+		return "an abort changed spec.version (the agent compares its pin with it)"
+	}
+	return ""
 }
 
 func names(m map[string]Shadow) []string {

@@ -46,11 +46,14 @@ type Options struct {
 	Selector labels.Selector
 	// DryRun logs the writes it would make instead of making them.
 	DryRun bool
-	// RateLimiter spaces the retries of a failed sync; nil is client-go's
-	// default controller rate limiter. A deterministic driver passes one
-	// that retries at once, so that no retry lands at a wall-clock instant
-	// it cannot see.
-	RateLimiter workqueue.TypedRateLimiter[string]
+	// Queue holds the names of the nodes to sync; nil makes one with
+	// client-go's default controller rate limiter. A deterministic driver
+	// (the update simulation in pkg/updater) passes its own: it works the
+	// queue itself, one item at a time with Sync, so that every run of a
+	// seed interleaves the shadow and update controllers alike, and its
+	// rate limiter retries at once, so that no retry lands at a wall-clock
+	// instant the driver cannot see.
+	Queue workqueue.TypedRateLimitingInterface[string]
 }
 
 // NewController wires the controller to its informers. recorder may be nil.
@@ -59,17 +62,16 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 	if opts.Selector == nil {
 		opts.Selector = labels.Nothing()
 	}
-	limiter := opts.RateLimiter
-	if limiter == nil {
-		limiter = workqueue.DefaultTypedControllerRateLimiter[string]()
+	if opts.Queue == nil {
+		opts.Queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "shadow"})
 	}
 	c := &Controller{
-		client:   client,
-		selector: opts.Selector,
-		recorder: recorder,
-		dryRun:   opts.DryRun,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "shadow"}),
+		client:       client,
+		selector:     opts.Selector,
+		recorder:     recorder,
+		dryRun:       opts.DryRun,
+		queue:        opts.Queue,
 		nodeLister:   nodeInformer.Lister(),
 		shadowLister: shadowInformer.Lister(),
 	}
@@ -136,7 +138,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
+	if err := c.Sync(ctx, key); err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Syncing shadow", "node", key)
 		c.queue.AddRateLimited(key)
 		return true
@@ -144,22 +146,6 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	c.queue.Forget(key)
 	return true
 }
-
-// ProcessNextItem syncs one queued node, waiting for one when none is queued,
-// and reports false once the queue is shut down. Run's workers loop on it; a
-// deterministic driver (the update simulation in pkg/updater) calls it
-// itself, one item at a time, so that every run of a seed interleaves the
-// shadow and update controllers alike.
-func (c *Controller) ProcessNextItem(ctx context.Context) bool { return c.processNext(ctx) }
-
-// Queued is how many nodes wait to be synced, for such a driver.
-func (c *Controller) Queued() int { return c.queue.Len() }
-
-// Requeue queues a node to be synced again, for such a driver's timers.
-func (c *Controller) Requeue(key string) { c.queue.Add(key) }
-
-// ShutDownQueue stops the queue of a controller whose Run was never called.
-func (c *Controller) ShutDownQueue() { c.queue.ShutDown() }
 
 // Managed reports whether a node is one whose OS the updater manages.
 func Managed(selector labels.Selector, node *v1.Node) bool {
@@ -173,7 +159,12 @@ func Idle(s *updatesv1alpha1.BottlerocketShadow) bool {
 	return s.Spec.State == updatesv1alpha1.StateIdle && (st == "" || st == updatesv1alpha1.StateIdle)
 }
 
-func (c *Controller) sync(ctx context.Context, name string) error {
+// Sync brings the shadow of the node named name to what the node asks:
+// created for a managed node, deleted (once idle) for one no longer managed,
+// kept as the record of a failed update for a node deleted past its drain.
+// It is the queue's sync handler: Run's workers call it, and so does a
+// driver that passed its own Options.Queue, retrying a key on an error.
+func (c *Controller) Sync(ctx context.Context, name string) error {
 	logger := klog.FromContext(ctx).WithValues("node", name)
 	node, err := c.nodeLister.Get(name)
 	if err != nil && !apierrors.IsNotFound(err) {

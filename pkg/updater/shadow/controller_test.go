@@ -105,7 +105,7 @@ func TestSyncCreatesAShadowPerManagedNodeAndDeletesOnlyIdleStrayOnes(t *testing.
 				_ = sf.Updates().V1alpha1().BottlerocketShadows().Informer().GetIndexer().Add(tc.shadow)
 			}
 			client.ClearActions()
-			if err := c.sync(ctx, "n1"); err != nil {
+			if err := c.Sync(ctx, "n1"); err != nil {
 				t.Fatal(err)
 			}
 			got := actionNames(client.Actions())
@@ -191,7 +191,7 @@ func syncOnce(t *testing.T, n *v1.Node, s *updatesv1alpha1.BottlerocketShadow) (
 		_ = sf.Updates().V1alpha1().BottlerocketShadows().Informer().GetIndexer().Add(s)
 	}
 	client.ClearActions()
-	if err := c.sync(ctx, "n1"); err != nil {
+	if err := c.Sync(ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
 	var writes []clienttesting.Action
