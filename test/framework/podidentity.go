@@ -75,11 +75,14 @@ func (e *Environment) WritePodKubeconfig(ctx context.Context, pod *corev1.Pod, p
 	if err != nil {
 		return fmt.Errorf("token for pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	ca := path + ".ca.crt"
+	return e.WriteTokenKubeconfig(path, pod.Spec.ServiceAccountName, tr.Status.Token)
+}
+
+// WriteTokenKubeconfig writes to path a kubeconfig that authenticates with
+// token alone (as user), no client certificate: what a pod's projected
+// service-account token gives its containers.
+func (e *Environment) WriteTokenKubeconfig(path, user, token string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(ca, e.Config.CAData, 0o600); err != nil {
 		return err
 	}
 	kc := fmt.Sprintf(`apiVersion: v1
@@ -94,10 +97,10 @@ users:
   user:
     token: %s
 contexts:
-- name: pod
+- name: token
   context: {cluster: cluster, user: %s}
-current-context: pod
-`, e.Config.Host, ca, pod.Spec.ServiceAccountName, tr.Status.Token, pod.Spec.ServiceAccountName)
+current-context: token
+`, e.APIServerURL, e.CAFile, user, token, user)
 	return os.WriteFile(path, []byte(kc), 0o600)
 }
 

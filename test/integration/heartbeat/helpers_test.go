@@ -106,23 +106,7 @@ func (e *extension) writeKubeconfig(t *testing.T) string {
 	t.Helper()
 	env := testenv.Env(t)
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	data := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: local
-  cluster:
-    server: %s
-    certificate-authority: %s
-users:
-- name: %s
-  user:
-    token: %s
-contexts:
-- name: local
-  context: {cluster: local, user: %s}
-current-context: local
-`, env.APIServerURL, env.CAFile, e.name, e.sa.Token, e.name)
-	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+	if err := env.WriteTokenKubeconfig(path, e.name, e.sa.Token); err != nil {
 		t.Fatal(err)
 	}
 	return path
