@@ -10,14 +10,16 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 
 	"nodehealth.io/nodehealth/test/framework/realnode"
 )
@@ -47,15 +49,40 @@ var extensionValues = fmt.Sprintf(`controller:
     blastRadius:
       clusterThresholdPercent: 100
       zoneThresholdPercent: 100
-`, extName, realLabel)
+# The extension's heartbeat ConfigMap and Lease bindings come from the chart,
+# as a user gets them: the csiNode example's shape (an HTTP probe of a
+# neighbour container in the pod), renamed and sped up for the test.
+exampleSidecars:
+  csiNode:
+    enabled: true
+    namespace: %s
+    serviceAccount: %s
+    config:
+      extensionName: %s
+      serving:
+        metricsBindAddress: 0.0.0.0:10380
+        healthzBindAddress: 0.0.0.0:10381
+      lease:
+        duration: 10s
+        renewInterval: 2s
+      probe:
+        http:
+          url: http://127.0.0.1:8080/healthz
+        period: 1s
+        timeout: 1s
+        failureThreshold: 2
+`, extName, realLabel, extNS, extName, extName)
 
 // TestExtensionGatesRealNode installs the chart (the controller's image as a
 // pod on the real node) and a DaemonSet extension whose extension-heartbeat
 // sidecar probes its neighbour container over HTTP: the node stays gated,
 // and a user pod is not scheduled there by the real scheduler, until the
 // extension's pod is ready; killing the extension's container re-taints the
-// node within the Lease's expiry and its restart ungates it; helm uninstall
-// leaves no taint.
+// node within the Lease's expiry and its restart ungates it; helm
+// uninstall, with the extension's DaemonSet kept, leaves no taint,
+// annotation nor condition of the controller's and keeps the heartbeat
+// ConfigMap the chart rendered (exampleSidecars): the extension's pod,
+// deleted afterwards, is replaced by one that becomes ready.
 //
 // The product's images are installed as a user installs a release: the
 // chart's names (ghcr.io/nodehealth/<binary>) and pull policy, pinned by
@@ -68,6 +95,7 @@ func TestExtensionGatesRealNode(t *testing.T) {
 	c := startControlPlane(ctx, t, 2)
 	c.registry = c.startRegistry(ctx, "nodehealth-controller", "extension-heartbeat")
 	c.startNode(ctx, true)
+	c.createExtensionAccount(ctx)
 	c.install(ctx, extensionValues)
 	c.testGating(ctx)
 }
@@ -82,6 +110,7 @@ func TestAdmissionPolicyTaintsRealNode(t *testing.T) {
 	defer cancel()
 	c := startControlPlane(ctx, t, 2)
 	// The chart first (its controller pod waits for the node), then the node.
+	c.createExtensionAccount(ctx)
 	c.installChart(ctx, extensionValues+"mutatingAdmissionPolicy:\n  enabled: true\n")
 	// Watch from before the kubelet registers: the Node's first version,
 	// as the kubelet created it, must carry the taint.
@@ -217,20 +246,126 @@ func (c *cluster) testGating(ctx context.Context) {
 	}
 	t.Logf("node ungated again %s after the kill", time.Since(killed).Round(100*time.Millisecond))
 
-	// helm uninstall leaves no taint (the chart's pre-delete hook runs as a
-	// pod on the real node): gate the node first by removing the extension.
-	if err := c.env.Client.AppsV1().DaemonSets(extNS).Delete(ctx, extName, metav1.DeleteOptions{}); err != nil {
+	c.testUninstall(ctx)
+}
+
+// testUninstall runs helm uninstall (its pre-delete Job runs on the real
+// node) on a gated node whose extension's DaemonSet stays, as a user's does:
+// the node is left with nothing of the controller's, and the extension's
+// pod still starts afterwards, with the heartbeat ConfigMap the chart kept.
+func (c *cluster) testUninstall(ctx context.Context) {
+	t := c.t
+	dss := c.env.Client.AppsV1().DaemonSets(extNS)
+
+	// Gate the node with the DaemonSet kept: a nodeSelector no node matches
+	// takes its pod off the node (the sidecar releases the Lease), so that
+	// the uninstall has a taint to remove.
+	patch := func(value string) {
+		t.Helper()
+		data := fmt.Sprintf(`{"spec":{"template":{"spec":{"nodeSelector":{%q:%q}}}}}`, realLabel, value)
+		if _, err := dss.Patch(ctx, extName, types.StrategicMergePatchType, []byte(data), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch("none")
+	c.waitNode(ctx, "re-tainted once the extension's pod is off the node", time.Minute, tainted)
+	node, err := c.env.Client.CoreV1().Nodes().Get(ctx, c.node.Name(), metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	c.waitNode(ctx, "re-tainted once the extension is gone", time.Minute, tainted)
+	// What the uninstall must remove is there, so that its absence after
+	// it is the uninstall's doing.
+	if len(ownAnnotations(node)) == 0 || len(ownConditions(node)) == 0 {
+		t.Fatalf("before the uninstall, node %s carries annotations %v and conditions %v: want some of the controller's of both",
+			node.Name, ownAnnotations(node), ownConditions(node))
+	}
+	t.Logf("before the uninstall: annotations %v, conditions %v", ownAnnotations(node), ownConditions(node))
+
+	start := time.Now()
 	c.helm(ctx, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "3m")
-	node, err := c.env.Client.CoreV1().Nodes().Get(ctx, c.node.Name(), metav1.GetOptions{})
+	t.Logf("helm uninstall done in %s", time.Since(start).Round(100*time.Millisecond))
+	node, err = c.env.Client.CoreV1().Nodes().Get(ctx, c.node.Name(), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tainted(node) {
 		t.Errorf("helm uninstall left the readiness taint on %s: %+v", node.Name, node.Spec.Taints)
 	}
+	if a := ownAnnotations(node); len(a) > 0 {
+		t.Errorf("helm uninstall left the controller's annotations on %s: %v", node.Name, a)
+	}
+	if cs := ownConditions(node); len(cs) > 0 {
+		t.Errorf("helm uninstall left the controller's conditions on %s: %v", node.Name, cs)
+	}
+	// Not fatal: the pod's start below says what its absence costs.
+	if _, err := c.env.Client.CoreV1().ConfigMaps(extNS).Get(ctx, extName+"-heartbeat", metav1.GetOptions{}); err != nil {
+		t.Errorf("helm uninstall did not keep the extension's heartbeat ConfigMap: %v", err)
+	}
+
+	// The DaemonSet's pod comes back to the node, and once deleted, its
+	// replacement starts and becomes ready: the kubelet mounts the kept
+	// ConfigMap and the sidecar reads it.
+	restart := time.Now()
+	patch("true")
+	first := c.waitExtensionPod(ctx)
+	if err := c.env.Client.CoreV1().Pods(extNS).Delete(ctx, first.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var replacement *corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, p := range c.podsOf(ctx, extNS, "app="+extName) {
+			if p.Name != first.Name && p.Spec.NodeName == c.node.Name() {
+				replacement = p.DeepCopy()
+			}
+		}
+		return replacement != nil && replacement.Status.Phase == corev1.PodRunning && podReady(replacement) && !restartedContainer(replacement), nil
+	})
+	if err != nil {
+		t.Fatalf("the extension's pod replacing %s after the uninstall never became ready: %v; %s", first.Name, err, c.describeExtensionPods(ctx))
+	}
+	t.Logf("after the uninstall, the extension's pod %s replaced %s and is ready in %s",
+		replacement.Name, first.Name, time.Since(restart).Round(100*time.Millisecond))
+	node, err = c.env.Client.CoreV1().Nodes().Get(ctx, c.node.Name(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tainted(node) {
+		t.Errorf("node %s tainted again after the uninstall: %+v", node.Name, node.Spec.Taints)
+	}
+}
+
+// restartedContainer reports whether a container of the pod has restarted.
+func restartedContainer(p *corev1.Pod) bool {
+	for _, s := range p.Status.ContainerStatuses {
+		if s.RestartCount > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// ownAnnotations are the node's annotations of the controller's
+// (nodehealth.io/...).
+func ownAnnotations(n *corev1.Node) []string {
+	var out []string
+	for k := range n.Annotations {
+		if strings.HasPrefix(k, "nodehealth.io/") {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// ownConditions are the node's conditions of the controller's: its
+// SystemExtensionsReady, and lifecycle conditions with its reasons.
+func ownConditions(n *corev1.Node) []string {
+	var out []string
+	for _, c := range n.Status.Conditions {
+		if c.Type == nodev1alpha1.SystemExtensionsReadyCondition || nodev1alpha1.OwnLifecycleReason(c.Reason) {
+			out = append(out, string(c.Type)+"/"+c.Reason)
+		}
+	}
+	return out
 }
 
 // workloadContainer is a container of the e2e workload image, ready when it
@@ -246,55 +381,27 @@ func workloadContainer(name string, args ...string) corev1.Container {
 	}
 }
 
-// createExtension creates the extension's namespace, ServiceAccount, RBAC
-// (what the chart's exampleSidecars create for a known extension),
-// heartbeat configuration and DaemonSet.
-func (c *cluster) createExtension(ctx context.Context) {
+// createExtensionAccount creates the extension's namespace and
+// ServiceAccount, before the chart renders its heartbeat ConfigMap there and
+// binds the account (exampleSidecars in extensionValues).
+func (c *cluster) createExtensionAccount(ctx context.Context) {
 	c.t.Helper()
 	cs := c.env.Client
-	must := func(_ any, err error) {
-		c.t.Helper()
-		if err != nil {
-			c.t.Fatal(err)
-		}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: extNS}}, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
 	}
-	must(cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: extNS}}, metav1.CreateOptions{}))
-	must(cs.CoreV1().ServiceAccounts(extNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: extName}}, metav1.CreateOptions{}))
-	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: extName, Namespace: extNS}}
-	must(cs.RbacV1().RoleBindings("node-extension-lease").Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: extName + "-heartbeat"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "nodehealth-extension-lease"},
-		Subjects:   subject,
-	}, metav1.CreateOptions{}))
-	must(cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: extName + "-heartbeat"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "nodehealth-extension-identity"},
-		Subjects:   subject,
-	}, metav1.CreateOptions{}))
-	must(cs.CoreV1().ConfigMaps(extNS).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: extName + "-heartbeat"},
-		Data: map[string]string{"heartbeat.yaml": fmt.Sprintf(`apiVersion: config.nodehealth.io/v1alpha1
-kind: ExtensionHeartbeatConfiguration
-extensionName: %s
-serving:
-  metricsBindAddress: 0.0.0.0:10380
-  healthzBindAddress: 0.0.0.0:10381
-lease:
-  namespace: node-extension-lease
-  duration: 10s
-  renewInterval: 2s
-probe:
-  http:
-    url: http://127.0.0.1:8080/healthz
-  period: 1s
-  timeout: 1s
-  failureThreshold: 2
-`, extName)},
-	}, metav1.CreateOptions{}))
+	if _, err := cs.CoreV1().ServiceAccounts(extNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: extName}}, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
 
+// createExtension creates the extension's DaemonSet, whose sidecar mounts
+// the heartbeat ConfigMap the chart rendered.
+func (c *cluster) createExtension(ctx context.Context) {
+	c.t.Helper()
 	heartbeatImage, heartbeatPull := c.productImage("extension-heartbeat")
 	labels := map[string]string{"app": extName}
-	nonRoot := true
+	nonRoot, optional := true, true
 	ds := &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: extName},
 		Spec: appsv1.DaemonSetSpec{
@@ -317,16 +424,32 @@ probe:
 								{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 							},
 							VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/nodehealth", ReadOnly: true}},
+							// Ready once it serves, which it does only with its
+							// configuration read: without a probe, a sidecar
+							// that exits at once for want of its file counts as
+							// ready in the moments it runs between restarts.
+							ReadinessProbe: &corev1.Probe{
+								ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(10381)}},
+								PeriodSeconds: 1,
+							},
 						},
 					},
 					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
-						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: extName + "-heartbeat"}},
+						// Optional, as deploy/examples/*/sidecar.yaml mount it: a
+						// ConfigMap gone must not keep the extension's own
+						// containers from starting.
+						ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: extName + "-heartbeat"},
+							Optional:             &optional,
+						},
 					}}},
 				},
 			},
 		},
 	}
-	must(cs.AppsV1().DaemonSets(extNS).Create(ctx, ds, metav1.CreateOptions{}))
+	if _, err := c.env.Client.AppsV1().DaemonSets(extNS).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 // waitExtensionPod waits for the extension's pod on the real node to run.
@@ -345,8 +468,30 @@ func (c *cluster) waitExtensionPod(ctx context.Context) *corev1.Pod {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	c.t.Fatalf("no running extension pod on %s", c.node.Name())
+	c.t.Fatalf("no running extension pod on %s: %s", c.node.Name(), c.describeExtensionPods(ctx))
 	return nil
+}
+
+// describeExtensionPods says, for a failure, where the extension's pods
+// stand: phase and why a container waits (ContainerCreating while the
+// kubelet cannot mount a volume, CrashLoopBackOff).
+func (c *cluster) describeExtensionPods(ctx context.Context) string {
+	var out []string
+	for _, p := range c.podsOf(ctx, extNS, "app="+extName) {
+		desc := fmt.Sprintf("%s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase)
+		for _, s := range p.Status.ContainerStatuses {
+			if w := s.State.Waiting; w != nil {
+				desc += fmt.Sprintf(", %s waiting (%s)", s.Name, w.Reason)
+			} else if !s.Ready {
+				desc += fmt.Sprintf(", %s not ready (%d restarts)", s.Name, s.RestartCount)
+			}
+		}
+		out = append(out, desc)
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "; ")
 }
 
 // checkOwnNodePolicy uses the extension pod's kubelet-issued token to renew
