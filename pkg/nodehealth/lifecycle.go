@@ -23,6 +23,9 @@ type lifecycleWant struct {
 	// clear sets every lifecycle condition of ours False.
 	clear   bool
 	message string
+	// unsure: the write of this want failed, and may have been applied all
+	// the same (a timeout, a lost answer).
+	unsure bool
 }
 
 // lifecycleTypes are the conditions the escalation writes, in patch order.
@@ -70,12 +73,20 @@ func (c *Controller) lifecycleOf(name string, st *nodeState, d decision) lifecyc
 // behind it, showing nothing yet or what an earlier write of ours said (a
 // clear before the escalation just written, or the escalation before the
 // clear): where the copy shows no condition or one of ours, the status is
-// what prev wrote.
+// what prev wrote. After a write that failed (prev unsure) neither the copy
+// nor prev says what the node holds: the write may have been applied or not,
+// and the copy may not show it yet. Then every condition w decides is
+// written as w wants it, another writer's excepted as always.
 func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) []v1.NodeCondition {
 	var out []v1.NodeCondition
+	unsure := prev != nil && prev.unsure
 	for _, kind := range lifecycleTypes {
+		wrote := prev.wrote(kind)
+		if unsure {
+			wrote = ""
+		}
 		cur := nodeutil.OwnLastWrite(nodeutil.Condition(node, v1.NodeConditionType(kind)), v1.NodeConditionType(kind), ownLifecycleReason,
-			prev.wrote(kind), nodev1alpha1.LifecycleReasonExtensionFailed)
+			wrote, nodev1alpha1.LifecycleReasonExtensionFailed)
 		ours := cur != nil && cur.Reason == nodev1alpha1.LifecycleReasonExtensionFailed
 		want := v1.ConditionFalse
 		switch {
@@ -87,9 +98,10 @@ func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) []v1.
 			continue
 		}
 		switch {
-		case cur == nil && want == v1.ConditionFalse:
-			continue
 		case cur != nil && !ours && (cur.Status == v1.ConditionTrue || want == v1.ConditionFalse):
+			continue
+		case unsure:
+		case cur == nil && want == v1.ConditionFalse:
 			continue
 		case ours && cur.Status == want:
 			continue
@@ -130,7 +142,7 @@ func (c *Controller) writeLifecycle(ctx context.Context, node *v1.Node, st *node
 	c.mu.Lock()
 	prev := st.lifecycleDone
 	c.mu.Unlock()
-	if prev != nil && prev.key() == w.key() {
+	if prev != nil && !prev.unsure && prev.key() == w.key() {
 		return nil
 	}
 	conds := lifecycleChanges(node, w, prev)
@@ -153,12 +165,14 @@ func (c *Controller) writeLifecycle(ctx context.Context, node *v1.Node, st *node
 			if err := c.patchConditions(ctx, node, conds, ""); err != nil {
 				// The write may have been applied (a timeout, a lost
 				// answer): the last write we know of no longer says what
-				// the node holds, and counted over the cache it would
-				// skip a condition this one set (seed
-				// 8412077615098173412). The cache decides until the next
-				// write succeeds.
+				// the node holds (seed 8412077615098173412), nor does the
+				// cache, which may not show this write yet (seed
+				// 7076218198261422834): the next write says every
+				// condition it decides (lifecycleChanges).
+				failed := w
+				failed.unsure = true
 				c.mu.Lock()
-				st.lifecycleDone = nil
+				st.lifecycleDone = &failed
 				c.mu.Unlock()
 				return err
 			}

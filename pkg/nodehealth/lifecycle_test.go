@@ -1,6 +1,7 @@
 package nodehealth
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -324,6 +325,24 @@ func TestAnEscalationSetsDrainInProgressTheCacheStillShowsFromBefore(t *testing.
 // cleared DrainInProgress and left Drained=True on a node back in service
 // (simulation seed 8412077615098173412, an outage of lost answers).
 func TestAnUngateClearsADrainedWhoseWriteLostItsAnswer(t *testing.T) {
+	ungateAfterALostDrainedWrite(t, true)
+}
+
+// The same lost answer, but the ungate comes before the informer delivers
+// the applied write: the cache shows no Drained at all. Forgetting the last
+// write then left the cache to decide, and it said there was nothing to
+// clear: Drained=True stayed on a node back in service (simulation seed
+// 7076218198261422834). A write that may have been applied counts as
+// possibly applied until one succeeds.
+func TestAnUngateBeforeTheCacheShowsADrainedWhoseWriteLostItsAnswerClearsIt(t *testing.T) {
+	ungateAfterALostDrainedWrite(t, false)
+}
+
+// ungateAfterALostDrainedWrite escalates n1, loses the answer to the write
+// of Drained=True (applied), delivers it to the informer if delivered, then
+// ungates n1 and requires both conditions of ours cleared.
+func ungateAfterALostDrainedWrite(t *testing.T, delivered bool) {
+	t.Helper()
 	f := escalationDue(t, pod("web", "n1"))
 	refuse := true
 	refuseEvictionsWhile(f, &refuse)
@@ -349,8 +368,10 @@ func TestAnUngateClearsADrainedWhoseWriteLostItsAnswer(t *testing.T) {
 	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
 		t.Fatal("the sync whose lifecycle write lost its answer returned no error")
 	}
-	f.refresh("n1")
 	f.expectLifecycle("n1", oursCleared, ours)
+	if delivered {
+		f.refresh("n1")
+	}
 
 	f.renew("kube-proxy", "n1")
 	f.sync("n1")
@@ -358,4 +379,35 @@ func TestAnUngateClearsADrainedWhoseWriteLostItsAnswer(t *testing.T) {
 		t.Fatal("still gated after the extension renewed")
 	}
 	f.expectLifecycle("n1", oursCleared, oursCleared)
+}
+
+// The other side of an unsure write: refused, not applied. The retry with
+// the same want must still write it, though the controller's last want is
+// the same and a write may have set it.
+func TestARefusedDrainedWriteIsWrittenAgainByTheRetry(t *testing.T) {
+	f := escalationDue(t, pod("web", "n1"))
+	refuse := true
+	refuseEvictionsWhile(f, &refuse)
+	f.escalateAndSync(t, "n1")
+	f.expectLifecycle("n1", ours, "")
+
+	fail := true
+	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
+		if !fail || action.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		fail = false
+		return true, nil, apierrors.NewInternalError(errors.New("etcd is down"))
+	})
+	refuse = false
+	f.clock.Step(evictionInitialBackoff)
+	if after, err := f.c.escalateNode(f.ctx, "n1"); err != nil || after != 0 {
+		t.Fatalf("escalation: retry in %v, err %v; want done", after, err)
+	}
+	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+		t.Fatal("the sync whose lifecycle write was refused returned no error")
+	}
+	f.expectLifecycle("n1", ours, "")
+	f.sync("n1")
+	f.expectLifecycle("n1", oursCleared, ours)
 }

@@ -96,6 +96,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 260058598380515894, Name: "a failure taint decided while the API server refuses the controller's writes is decided again when they are taken, under the own-view guard that fired in that second: held, not tainted, so the gate the recovery taints waits only for what fails then (model; make simulate SEEDS=60, 2026-11-28)"},
 	{Seed: 7263671860009865578, Name: "a reboot seen while writes are refused and the own view is stale stays pending until the guard lifts (model: the guard comes before the refused write; make simulate SEEDS=100, 2026-11-28)"},
 	{Seed: 10451841283598747068, Name: "a node escalated, then leaving (the autoscaler's taint) and failing again when it stops leaving starts its eviction clock afresh: the drain invariant waits for the new clock, not only for Evicted (driver; make simulate SEEDS=200, 2026-11-28)"},
+	{Seed: 7076218198261422834, Name: "an ungate before the informer shows a Drained=True whose write lost its answer clears it: after a failed lifecycle write the next says every condition it decides (make simulate SEEDS=200, 2026-11-28)"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that
