@@ -75,15 +75,16 @@ func (c *Controller) lifecycleOf(name string, st *nodeState, d decision) lifecyc
 // clear): where the copy shows no condition or one of ours, the status is
 // what prev wrote. After a write that failed (prev unsure) neither the copy
 // nor prev says what the node holds: the write may have been applied or not,
-// and the copy may not show it yet. Then every condition w decides is
-// written as w wants it, another writer's excepted as always.
+// and the copy may not show it yet. Then the copy decides, but a condition
+// the failed write would have changed away from w is written whatever the
+// copy shows, another writer's excepted as always.
 func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) []v1.NodeCondition {
 	var out []v1.NodeCondition
 	unsure := prev != nil && prev.unsure
 	for _, kind := range lifecycleTypes {
-		wrote := prev.wrote(kind)
+		wrote, attempted := prev.wrote(kind), v1.ConditionStatus("")
 		if unsure {
-			wrote = ""
+			wrote, attempted = "", wrote
 		}
 		cur := nodeutil.OwnLastWrite(nodeutil.Condition(node, v1.NodeConditionType(kind)), v1.NodeConditionType(kind), ownLifecycleReason,
 			wrote, nodev1alpha1.LifecycleReasonExtensionFailed)
@@ -100,7 +101,7 @@ func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) []v1.
 		switch {
 		case cur != nil && !ours && (cur.Status == v1.ConditionTrue || want == v1.ConditionFalse):
 			continue
-		case unsure:
+		case attempted != "" && attempted != want:
 		case cur == nil && want == v1.ConditionFalse:
 			continue
 		case ours && cur.Status == want:
@@ -167,8 +168,8 @@ func (c *Controller) writeLifecycle(ctx context.Context, node *v1.Node, st *node
 				// answer): the last write we know of no longer says what
 				// the node holds (seed 8412077615098173412), nor does the
 				// cache, which may not show this write yet (seed
-				// 7076218198261422834): the next write says every
-				// condition it decides (lifecycleChanges).
+				// 7076218198261422834): the next write says what this
+				// one may have changed (lifecycleChanges).
 				failed := w
 				failed.unsure = true
 				c.mu.Lock()

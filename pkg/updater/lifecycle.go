@@ -103,18 +103,25 @@ func (c *Controller) lifecycleOf(s *updatesv1alpha1.BottlerocketShadow, node *v1
 // prev is what the operator's writes left on the node, as far as it knows
 // (nil: nothing in this process; an empty status: nothing of ours). The
 // informer's copy can lag behind it: where the copy shows no condition or
-// one of ours, the condition is what prev says. left is what this write
+// one of ours, the condition is what prev says. failed is the want of the
+// last write when it failed (nil otherwise): it may have been applied, and
+// the informer may not show it yet, so a condition it would have changed
+// away from w is written whatever the copy shows. left is what this write
 // leaves, the next call's prev.
-func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant) (out []v1.NodeCondition, left lifecycleWant) {
+func lifecycleChanges(node *v1.Node, w lifecycleWant, prev *lifecycleWant, failed *lifecycleWant) (out []v1.NodeCondition, left lifecycleWant) {
 	for i, kind := range lifecycleTypes {
 		wrote, reason := prev.wrote(i)
 		cur := nodeutil.OwnLastWrite(nodeutil.Condition(node, v1.NodeConditionType(kind)), v1.NodeConditionType(kind), lifecycleOwn, wrote, reason)
 		want := w.status[i]
+		attempted, attemptedReason := failed.wrote(i)
 		switch {
-		case cur == nil && want == v1.ConditionFalse:
-			continue
 		case cur != nil && !lifecycleOwn(cur.Reason) && (cur.Status == v1.ConditionTrue || want == v1.ConditionFalse ||
 			!nodev1alpha1.OwnLifecycleReason(cur.Reason)):
+			continue
+		case attempted != "" && (attempted != want || attemptedReason != w.reason[i]):
+			out = append(out, v1.NodeCondition{Type: v1.NodeConditionType(kind), Status: want, Reason: w.reason[i],
+				Message: lifecycleMessage(kind, want, w.reason[i])})
+		case cur == nil && want == v1.ConditionFalse:
 			continue
 		case cur != nil && lifecycleOwn(cur.Reason) && cur.Status == want && cur.Reason == w.reason[i]:
 		default:
@@ -170,13 +177,24 @@ func (c *Controller) syncLifecycle(ctx context.Context, name string) error {
 		return nil
 	}
 	w := c.lifecycleOf(s, node)
-	prevp, unchanged := c.lifecycleLeft(name, node.UID, w)
+	prevp, unchanged, failed := c.lifecycleLeft(name, node.UID, w)
 	if unchanged {
 		return nil
 	}
-	conds, left := lifecycleChanges(node, w, prevp)
+	conds, left := lifecycleChanges(node, w, prevp, failed)
 	if len(conds) > 0 {
 		if gone, err := c.writeLifecycle(ctx, name, node, conds); gone || err != nil {
+			if err != nil {
+				// The write may have been applied (a timeout, a lost
+				// answer): neither a record nor the informer, which
+				// may not show it yet, says what the node holds, and
+				// an update of our own conditions brings no sync back
+				// (nodeUpdateMatters). The next write says what this
+				// one may have changed (lifecycleChanges, failed).
+				c.mu.Lock()
+				c.lifecycleDone[name] = lifecycleRecord{node: node.UID, failed: &w}
+				c.mu.Unlock()
+			}
 			return err
 		}
 	}
@@ -225,18 +243,20 @@ func (c *Controller) forgetLifecycle(name string) {
 
 // lifecycleLeft is what our last write left on the node of this UID, nil
 // when no write of ours is known; unchanged when that write already
-// brought want.
-func (c *Controller) lifecycleLeft(name string, uid types.UID, want lifecycleWant) (left *lifecycleWant, unchanged bool) {
+// brought want; failed the want of the last write when it failed.
+func (c *Controller) lifecycleLeft(name string, uid types.UID, want lifecycleWant) (left *lifecycleWant, unchanged bool, failed *lifecycleWant) {
 	c.mu.Lock()
 	prev, ok := c.lifecycleDone[name]
 	c.mu.Unlock()
-	if !ok || prev.node != uid {
-		return nil, false
+	switch {
+	case !ok || prev.node != uid:
+		return nil, false, nil
+	case prev.failed != nil:
+		return nil, false, prev.failed
+	case prev.want == want:
+		return nil, true, nil
 	}
-	if prev.want == want {
-		return nil, true
-	}
-	return &prev.left, false
+	return &prev.left, false, nil
 }
 
 // writeLifecycle patches conds onto the node (or, in a dry run, says it
@@ -258,12 +278,6 @@ func (c *Controller) writeLifecycle(ctx context.Context, name string, node *v1.N
 		return true, nil
 	}
 	if err != nil {
-		// The write may have been applied (a timeout, a lost
-		// answer): the record no longer says what the node
-		// holds, and a want that returns to the recorded one
-		// would be skipped. The informer decides until a write
-		// succeeds.
-		c.forgetLifecycle(name)
 		return false, err
 	}
 	logger.Info("Set lifecycle conditions", "conditions", summary)
@@ -286,4 +300,8 @@ func lifecycleSummary(conds []v1.NodeCondition) string {
 type lifecycleRecord struct {
 	node       types.UID
 	want, left lifecycleWant
+	// failed is the want of the last write when it failed: it may have
+	// been applied all the same (a timeout, a lost answer), so left does
+	// not say what the node holds.
+	failed *lifecycleWant
 }
