@@ -343,31 +343,7 @@ func TestAnUngateBeforeTheCacheShowsADrainedWhoseWriteLostItsAnswerClearsIt(t *t
 // ungates n1 and requires both conditions of ours cleared.
 func ungateAfterALostDrainedWrite(t *testing.T, delivered bool) {
 	t.Helper()
-	f := escalationDue(t, pod("web", "n1"))
-	refuse := true
-	refuseEvictionsWhile(f, &refuse)
-	f.escalateAndSync(t, "n1")
-	f.expectLifecycle("n1", ours, "")
-
-	lose := true
-	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
-		if !lose || action.GetSubresource() != "status" {
-			return false, nil, nil
-		}
-		lose = false
-		if _, _, err := core.ObjectReaction(f.client.Tracker())(action); err != nil {
-			return true, nil, err
-		}
-		return true, nil, apierrors.NewTimeoutError("the answer was lost", 0)
-	})
-	refuse = false
-	f.clock.Step(evictionInitialBackoff)
-	if after, err := f.c.escalateNode(f.ctx, "n1"); err != nil || after != 0 {
-		t.Fatalf("escalation: retry in %v, err %v; want done", after, err)
-	}
-	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
-		t.Fatal("the sync whose lifecycle write lost its answer returned no error")
-	}
+	f := failTheDrainedWrite(t, true)
 	f.expectLifecycle("n1", oursCleared, ours)
 	if delivered {
 		f.refresh("n1")
@@ -385,6 +361,18 @@ func ungateAfterALostDrainedWrite(t *testing.T, delivered bool) {
 // the same want must still write it, though the controller's last want is
 // the same and a write may have set it.
 func TestARefusedDrainedWriteIsWrittenAgainByTheRetry(t *testing.T) {
+	f := failTheDrainedWrite(t, false)
+	f.expectLifecycle("n1", ours, "")
+	f.sync("n1")
+	f.expectLifecycle("n1", oursCleared, ours)
+}
+
+// failTheDrainedWrite escalates n1 (DrainInProgress=True), then lets its
+// drain finish with the status patch that says Drained=True failing: applied
+// with its answer lost (a timeout) when applied, refused (a 500) otherwise.
+// The sync that made it returned the error.
+func failTheDrainedWrite(t *testing.T, applied bool) *fixture {
+	t.Helper()
 	f := escalationDue(t, pod("web", "n1"))
 	refuse := true
 	refuseEvictionsWhile(f, &refuse)
@@ -397,7 +385,13 @@ func TestARefusedDrainedWriteIsWrittenAgainByTheRetry(t *testing.T) {
 			return false, nil, nil
 		}
 		fail = false
-		return true, nil, apierrors.NewInternalError(errors.New("etcd is down"))
+		if !applied {
+			return true, nil, apierrors.NewInternalError(errors.New("etcd is down"))
+		}
+		if _, _, err := core.ObjectReaction(f.client.Tracker())(action); err != nil {
+			return true, nil, err
+		}
+		return true, nil, apierrors.NewTimeoutError("the answer was lost", 0)
 	})
 	refuse = false
 	f.clock.Step(evictionInitialBackoff)
@@ -405,9 +399,7 @@ func TestARefusedDrainedWriteIsWrittenAgainByTheRetry(t *testing.T) {
 		t.Fatalf("escalation: retry in %v, err %v; want done", after, err)
 	}
 	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
-		t.Fatal("the sync whose lifecycle write was refused returned no error")
+		t.Fatal("the sync whose lifecycle write failed returned no error")
 	}
-	f.expectLifecycle("n1", ours, "")
-	f.sync("n1")
-	f.expectLifecycle("n1", oursCleared, ours)
+	return f
 }
