@@ -74,32 +74,61 @@ func run(ctx context.Context, rt *process.Runtime[*config.ExtensionHeartbeatConf
 		return err
 	}
 	logger := klog.FromContext(ctx)
-	holder := process.PodHolderIdentity("extension-heartbeat")
 	probeSpec := ProbeSpec(cfg.Probe)
 	if what := fullBuildNeeded(probeSpec.GRPC != nil, cfg.Debugging.EnableProfiling); what != "" {
 		return execFullBuild(logger, what)
 	}
-	probeFunc, err := probe.New(probeSpec)
+	holder := process.PodHolderIdentity("extension-heartbeat")
+	renewer, err := newRenewer(rt, instance.NodeName, holder, probeSpec)
 	if err != nil {
 		return err
 	}
-	restConfig, err := options.RESTConfig(cfg.ClientConnection, "extension-heartbeat")
+	logEffectiveConfiguration(logger, rt, instance.NodeName, holder, probeSpec, renewer)
+	serveErrs, err := process.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
 	if err != nil {
 		return err
+	}
+
+	// No OnConfigChange hook: a restart for a changed configuration file
+	// leaves the Lease held (docs/heartbeat.md). The new process renews it well
+	// within its duration, whereas releasing would gate every node at once
+	// when one ConfigMap edit reaches them all.
+	workers := process.NewWorkers(ctx)
+	workers.Go(func(ctx context.Context) { _ = renewer.Run(ctx) })
+	if serveErr := workers.RunUntilStopped(ctx, serveErrs); serveErr != nil {
+		// Failing to serve is a crash, not a shutdown: the pod restarts and
+		// renews the Lease before it expires.
+		return serveErr
+	}
+	releaseOnExit(ctx, renewer)
+	return nil
+}
+
+// newRenewer builds the Lease renewer the configuration describes: its probe,
+// its lean client and its metrics.
+func newRenewer(rt *process.Runtime[*config.ExtensionHeartbeatConfiguration], nodeName, holder string, probeSpec probe.Spec) (*heartbeat.Renewer, error) {
+	cfg := rt.Config
+	probeFunc, err := probe.New(probeSpec)
+	if err != nil {
+		return nil, err
+	}
+	restConfig, err := options.RESTConfig(cfg.ClientConnection, "extension-heartbeat")
+	if err != nil {
+		return nil, err
 	}
 	// The lean client: only the Lease and SelfSubjectReview types are
 	// linked, not client-go's clientset of every API group (issue 12).
 	client, err := heartbeat.NewClient(restConfig)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	metrics, err := prommetrics.New(rt.Registry, cfg.ExtensionName)
 	if err != nil {
-		return fmt.Errorf("registering the heartbeat metrics: %w", err)
+		return nil, fmt.Errorf("registering the heartbeat metrics: %w", err)
 	}
-	renewer, err := heartbeat.New(client, heartbeat.Options{
+	return heartbeat.New(client, heartbeat.Options{
 		Namespace:        cfg.Lease.Namespace,
-		NodeName:         instance.NodeName,
+		NodeName:         nodeName,
 		Extension:        cfg.ExtensionName,
 		Holder:           holder,
 		LeaseDuration:    cfg.Lease.Duration.Duration,
@@ -113,13 +142,14 @@ func run(ctx context.Context, rt *process.Runtime[*config.ExtensionHeartbeatConf
 		AffectsReadiness: &cfg.AffectsReadiness,
 		Metrics:          metrics,
 	})
-	if err != nil {
-		return err
-	}
+}
+
+func logEffectiveConfiguration(logger klog.Logger, rt *process.Runtime[*config.ExtensionHeartbeatConfiguration], nodeName, holder string, probeSpec probe.Spec, renewer *heartbeat.Renewer) {
+	cfg := rt.Config
 	namespace, lease := renewer.LeaseName()
 	logger.Info("Starting with effective configuration",
 		"configFile", rt.ConfigFile,
-		"node", instance.NodeName,
+		"node", nodeName,
 		"holder", holder,
 		"lease", namespace+"/"+lease,
 		"leaseDuration", cfg.Lease.Duration.Duration,
@@ -132,40 +162,27 @@ func run(ctx context.Context, rt *process.Runtime[*config.ExtensionHeartbeatConf
 		"register", cfg.Register,
 		"affectsReadiness", cfg.AffectsReadiness,
 	)
-	serveErrs, err := process.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
-	if err != nil {
-		return err
-	}
+}
 
-	// No OnConfigChange hook: a restart for a changed configuration file
-	// leaves the Lease held (docs/heartbeat.md). The new process renews it well
-	// within its duration, whereas releasing would gate every node at once
-	// when one ConfigMap edit reaches them all.
-	workers := process.NewWorkers(ctx)
-	workers.Go(func(ctx context.Context) { _ = renewer.Run(ctx) })
-	serveErr := workers.RunUntilStopped(ctx, serveErrs)
-
+// releaseOnExit releases the Lease when the run ended for a reason that
+// should gate the node at once (ReleaseOnExit), bounded by ReleaseTimeout.
+// A failed release still exits 0: the shutdown itself was requested, and the
+// Lease expires after its duration instead.
+func releaseOnExit(ctx context.Context, renewer *heartbeat.Renewer) {
+	logger := klog.FromContext(ctx)
 	cause := context.Cause(ctx)
-	if serveErr != nil {
-		// Failing to serve is a crash, not a shutdown: the pod restarts and
-		// renews the Lease before it expires.
-		return serveErr
-	}
 	release, reason, message := ReleaseOnExit(cause)
 	if !release {
 		logger.Info("Leaving the Lease held for the next process", "cause", cause)
-		return nil
+		return
 	}
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeout)
 	defer cancel()
 	if err := renewer.Release(releaseCtx, reason, message); err != nil {
-		// The Lease then expires after its duration instead; still exit 0,
-		// since the shutdown itself was requested.
 		logger.Error(err, "Releasing the Lease on shutdown failed; it will expire instead")
-		return nil
+		return
 	}
 	logger.Info("Released the Lease", "reason", reason)
-	return nil
 }
 
 // ProbeSpec converts the configuration's probe into the probe package's plain
