@@ -187,9 +187,7 @@ func causeEvent(cause string) string {
 func explainStartup(n NodeStatus) []string {
 	var out []string
 	say := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
-	startingUp := n.Gated && n.Condition != nil && (n.Condition.Reason == nodev1alpha1.ReasonNodeRegistered ||
-		n.Condition.Reason == nodev1alpha1.ReasonNodeRebooted || n.Condition.Reason == nodev1alpha1.ReasonNodeRecreated ||
-		n.Condition.Reason == nodev1alpha1.ReasonControllerStarted || n.Condition.Reason == nodev1alpha1.ReasonStartupTimeout)
+	startingUp := isStartingUp(n)
 	s := n.Startup
 	if s == nil {
 		if startingUp {
@@ -209,40 +207,78 @@ func explainStartup(n NodeStatus) []string {
 		say("%s; the start-up before was:", what)
 	}
 	say("Start-up timeline (the controller's clock, from when it observed the cause at %s):", tl.Start.UTC().Format(time.RFC3339))
-	var lines [][2]string
-	lines = append(lines, [2]string{"+0s", causeEvent(tl.Cause)})
-	ready := make([]nodev1alpha1.StartupExtension, 0, len(tl.Extensions))
-	var never []nodev1alpha1.StartupExtension
-	for _, e := range tl.Extensions {
+	ready, never := splitByReadiness(tl.Extensions)
+	out = append(out, alignTimeline(timelineRows(tl, ready, never))...)
+	return append(out, timelineSummary(tl, ready)...)
+}
+
+// isStartingUp reports whether the node is gated for one of the causes a
+// start-up timeline is recorded for.
+func isStartingUp(n NodeStatus) bool {
+	if !n.Gated || n.Condition == nil {
+		return false
+	}
+	switch n.Condition.Reason {
+	case nodev1alpha1.ReasonNodeRegistered, nodev1alpha1.ReasonNodeRebooted, nodev1alpha1.ReasonNodeRecreated,
+		nodev1alpha1.ReasonControllerStarted, nodev1alpha1.ReasonStartupTimeout:
+		return true
+	}
+	return false
+}
+
+// splitByReadiness returns the extensions that became ready, earliest first
+// (the timeline reads top to bottom), and those that never did.
+func splitByReadiness(exts []nodev1alpha1.StartupExtension) (ready, never []nodev1alpha1.StartupExtension) {
+	ready = make([]nodev1alpha1.StartupExtension, 0, len(exts))
+	for _, e := range exts {
 		if e.Ready == nil {
 			never = append(never, e)
 		} else {
 			ready = append(ready, e)
 		}
 	}
-	// Earliest first: the timeline reads top to bottom.
 	sort.SliceStable(ready, func(i, j int) bool { return nodev1alpha1.Slower(ready[j], ready[i]) })
+	return ready, never
+}
+
+// timelineRows are the timeline's rows: when (from the cause) and what.
+func timelineRows(tl nodev1alpha1.StartupTimeline, ready, never []nodev1alpha1.StartupExtension) [][2]string {
+	rows := [][2]string{{"+0s", causeEvent(tl.Cause)}}
 	if tl.Omitted > 0 {
-		lines = append(lines, [2]string{"", fmt.Sprintf("(%s not recorded, each ready no later than the ones below)", plural(int(tl.Omitted), "faster extension"))})
+		rows = append(rows, [2]string{"", fmt.Sprintf("(%s not recorded, each ready no later than the ones below)", plural(int(tl.Omitted), "faster extension"))})
 	}
 	for i, e := range ready {
 		what := e.Name + ": first ready renewal"
 		if i == len(ready)-1 && i > 0 {
 			what += fmt.Sprintf(" (the last, %s after %s)", nodev1alpha1.ShortDuration(e.Ready.Duration-ready[i-1].Ready.Duration), ready[i-1].Name)
 		}
-		lines = append(lines, [2]string{"+" + nodev1alpha1.ShortDuration(e.Ready.Duration), what})
+		rows = append(rows, [2]string{"+" + nodev1alpha1.ShortDuration(e.Ready.Duration), what})
 	}
-	lines = append(lines, [2]string{"+" + nodev1alpha1.ShortDuration(tl.Ready.Duration), "ungated"})
+	rows = append(rows, [2]string{"+" + nodev1alpha1.ShortDuration(tl.Ready.Duration), "ungated"})
 	for _, e := range never {
-		lines = append(lines, [2]string{"never", e.Name + ": not ready at the ungate (failed open after its startup timeout)"})
+		rows = append(rows, [2]string{"never", e.Name + ": not ready at the ungate (failed open after its startup timeout)"})
 	}
+	return rows
+}
+
+// alignTimeline indents the rows and pads their first column to one width.
+func alignTimeline(rows [][2]string) []string {
 	width := 0
-	for _, l := range lines {
-		width = max(width, len(l[0]))
+	for _, r := range rows {
+		width = max(width, len(r[0]))
 	}
-	for _, l := range lines {
-		say("  %-*s  %s", width, l[0], l[1])
+	out := make([]string, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, fmt.Sprintf("  %-*s  %s", width, r[0], r[1]))
 	}
+	return out
+}
+
+// timelineSummary says which extension the start-up waited for last and what
+// the times count from.
+func timelineSummary(tl nodev1alpha1.StartupTimeline, ready []nodev1alpha1.StartupExtension) []string {
+	var out []string
+	say := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	switch {
 	case len(ready) == 1:
 		say("%s was the only extension to wait for; the node was ungated %s after the start.", ready[0].Name, nodev1alpha1.ShortDuration(tl.Ready.Duration))
