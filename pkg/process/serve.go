@@ -54,6 +54,31 @@ func Serve(ctx context.Context, serving config.ServingConfiguration, enableProfi
 	if serving.MetricsAuthentication == config.MetricsAuthenticationDelegated && o.metricsTLS == nil {
 		return nil, errors.New("serving.metricsAuthentication is Delegated, which this binary does not support")
 	}
+	servers := handlers(serving, enableProfiling, registry, healthz, o)
+	errs := make(chan error, len(servers))
+	var listeners []net.Listener
+	for addr, handler := range servers {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range listeners {
+				_ = l.Close()
+			}
+			return nil, fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		listeners = append(listeners, l)
+		var tlsConfig *tls.Config
+		if addr == serving.MetricsBindAddress {
+			tlsConfig = o.metricsTLS
+		}
+		serve(ctx, l, handler, tlsConfig, errs)
+	}
+	return errs, nil
+}
+
+// handlers are the handlers Serve serves, by address: the metrics (and
+// profiling) on one, the health checks on the other, or all on one address
+// when both are the same.
+func handlers(serving config.ServingConfiguration, enableProfiling bool, registry *prometheus.Registry, healthz HealthCheck, o options) map[string]http.Handler {
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
 	if enableProfiling {
@@ -75,7 +100,6 @@ func Serve(ctx context.Context, serving config.ServingConfiguration, enableProfi
 	for _, path := range []string{"/healthz", "/livez", "/readyz"} {
 		healthMux.HandleFunc(path, health)
 	}
-
 	var metricsHandler http.Handler = metricsMux
 	if o.metricsTLS != nil {
 		metricsHandler = o.wrapMetrics(metricsMux)
@@ -84,34 +108,27 @@ func Serve(ctx context.Context, serving config.ServingConfiguration, enableProfi
 	if serving.HealthzBindAddress != serving.MetricsBindAddress {
 		servers[serving.HealthzBindAddress] = healthMux
 	}
-	errs := make(chan error, len(servers))
-	var listeners []net.Listener
-	for addr, handler := range servers {
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			for _, l := range listeners {
-				_ = l.Close()
-			}
-			return nil, fmt.Errorf("listen on %s: %w", addr, err)
-		}
-		listeners = append(listeners, l)
-		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-		if addr == serving.MetricsBindAddress && o.metricsTLS != nil {
-			srv.TLSConfig = o.metricsTLS
-			l = tls.NewListener(l, o.metricsTLS)
-		}
-		go func() {
-			<-ctx.Done()
-			shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(shutdownCtx)
-		}()
-		go func() {
-			klog.FromContext(ctx).Info("Serving", "address", l.Addr().String())
-			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errs <- fmt.Errorf("serve on %s: %w", l.Addr(), err)
-			}
-		}()
+	return servers
+}
+
+// serve serves handler on l (over TLS when tlsConfig is set) until ctx is
+// done, then shuts the server down; a failure to serve is sent on errs.
+func serve(ctx context.Context, l net.Listener, handler http.Handler, tlsConfig *tls.Config, errs chan<- error) {
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	if tlsConfig != nil {
+		srv.TLSConfig = tlsConfig
+		l = tls.NewListener(l, tlsConfig)
 	}
-	return errs, nil
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	go func() {
+		klog.FromContext(ctx).Info("Serving", "address", l.Addr().String())
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs <- fmt.Errorf("serve on %s: %w", l.Addr(), err)
+		}
+	}()
 }

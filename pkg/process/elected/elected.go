@@ -56,31 +56,14 @@ type Process struct {
 // has returned: a sync cut off mid-write by the process exiting is what
 // graceful shutdown is for.
 func (p Process) Run(ctx context.Context) error {
-	logger := klog.FromContext(ctx)
 	leading := leaderelection.NewLeadingGauge(p.Registry, p.Name)
-	var elector *leaderelection.Elector
+	elector, err := p.newElector(ctx, leading)
+	if err != nil {
+		return err
+	}
 	health := func() error { return nil }
-	if le := p.Election; le.LeaderElect {
-		var err error
-		elector, err = leaderelection.New(p.RESTConfig, leaderelection.Config{
-			Name:          p.Name,
-			Identity:      p.Identity,
-			ResourceLock:  le.ResourceLock,
-			Namespace:     le.ResourceNamespace,
-			LockName:      le.ResourceName,
-			LeaseDuration: le.LeaseDuration.Duration,
-			RenewDeadline: le.RenewDeadline.Duration,
-			RetryPeriod:   le.RetryPeriod.Duration,
-			Leading:       leading,
-		})
-		if err != nil {
-			return err
-		}
+	if elector != nil {
 		health = elector.Check
-		p.OnConfigChange(func(hookCtx context.Context) {
-			logger.Info("Configuration changed: releasing leadership before restarting")
-			elector.Release(hookCtx)
-		})
 	}
 	serveOpts, err := delegated.ServeOptions(p.Serving, p.Client)
 	if err != nil {
@@ -90,28 +73,9 @@ func (p Process) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-
-	work := func(ctx context.Context) {
-		if err := p.Work(ctx); err != nil {
-			logger.Error(err, p.WorkFailed)
-		}
-	}
 	workCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	done := make(chan error, 1)
-	if elector == nil {
-		// The only replica: it runs the work as long as it runs.
-		go func() {
-			leading.Set(1)
-			work(workCtx)
-			leading.Set(0)
-			done <- nil
-		}()
-	} else {
-		// The end of workCtx makes the elector stop the work, wait for
-		// it, then release the lease.
-		go func() { done <- elector.Run(workCtx, work) }()
-	}
+	done := p.startWork(workCtx, elector, leading)
 	select {
 	case err := <-done:
 		return err
@@ -120,4 +84,59 @@ func (p Process) Run(ctx context.Context) error {
 		<-done
 		return err
 	}
+}
+
+// newElector builds the elector when the election is enabled (nil when it is
+// not), and has a changed configuration release the leadership first.
+func (p Process) newElector(ctx context.Context, leading prometheus.Gauge) (*leaderelection.Elector, error) {
+	le := p.Election
+	if !le.LeaderElect {
+		return nil, nil
+	}
+	elector, err := leaderelection.New(p.RESTConfig, leaderelection.Config{
+		Name:          p.Name,
+		Identity:      p.Identity,
+		ResourceLock:  le.ResourceLock,
+		Namespace:     le.ResourceNamespace,
+		LockName:      le.ResourceName,
+		LeaseDuration: le.LeaseDuration.Duration,
+		RenewDeadline: le.RenewDeadline.Duration,
+		RetryPeriod:   le.RetryPeriod.Duration,
+		Leading:       leading,
+	})
+	if err != nil {
+		return nil, err
+	}
+	logger := klog.FromContext(ctx)
+	p.OnConfigChange(func(hookCtx context.Context) {
+		logger.Info("Configuration changed: releasing leadership before restarting")
+		elector.Release(hookCtx)
+	})
+	return elector, nil
+}
+
+// startWork runs the work in the background, behind the elector if there is
+// one, and returns the channel its end is sent on.
+func (p Process) startWork(ctx context.Context, elector *leaderelection.Elector, leading prometheus.Gauge) <-chan error {
+	logger := klog.FromContext(ctx)
+	work := func(ctx context.Context) {
+		if err := p.Work(ctx); err != nil {
+			logger.Error(err, p.WorkFailed)
+		}
+	}
+	done := make(chan error, 1)
+	if elector == nil {
+		// The only replica: it runs the work as long as it runs.
+		go func() {
+			leading.Set(1)
+			work(ctx)
+			leading.Set(0)
+			done <- nil
+		}()
+		return done
+	}
+	// The end of ctx makes the elector stop the work, wait for it, then
+	// release the lease.
+	go func() { done <- elector.Run(ctx, work) }()
+	return done
 }
