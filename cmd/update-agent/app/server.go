@@ -85,36 +85,11 @@ func run(ctx context.Context, rt *process.Runtime[*config.UpdateAgentConfigurati
 	}
 	logger := klog.FromContext(ctx).WithValues("node", instance.NodeName)
 	ctx = klog.NewContext(ctx, logger)
-	restConfig, err := options.RESTConfig(cfg.ClientConnection, "update-agent")
+	w, err := wire(rt, instance.NodeName)
 	if err != nil {
 		return err
 	}
-	leaseClient, err := heartbeat.NewClient(restConfig)
-	if err != nil {
-		return err
-	}
-	// Its Events are about its own Pod, in its own namespace: the only
-	// one its Role lets it create Events in.
-	kube, err := agent.NewKubeClient(restConfig, instance.NodeName, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
-	if err != nil {
-		return err
-	}
-	heartbeatMetrics, err := prommetrics.New(rt.Registry, updatesv1alpha1.UpdaterExtension)
-	if err != nil {
-		return fmt.Errorf("registering the heartbeat metrics: %w", err)
-	}
-	renewer, err := heartbeat.New(leaseClient, heartbeatOptions(cfg, instance.NodeName, heartbeatMetrics))
-	if err != nil {
-		return err
-	}
-	api := brapi.New(brapi.Options{SocketPath: cfg.APISocketPath})
-	a, err := agent.New(agent.Clients{
-		Shadows: kube, Nodes: kube, API: api, Lease: renewer, Events: kube,
-	}, agentOptions(cfg, instance.NodeName))
-	if err != nil {
-		return err
-	}
-	namespace, lease := renewer.LeaseName()
+	namespace, lease := w.renewer.LeaseName()
 	logger.Info("Starting with effective configuration",
 		"configFile", rt.ConfigFile,
 		"apiSocket", cfg.APISocketPath,
@@ -123,7 +98,7 @@ func run(ctx context.Context, rt *process.Runtime[*config.UpdateAgentConfigurati
 		"rebootGrace", cfg.RebootGrace.Duration,
 		"readinessTaintKey", cfg.ReadinessTaintKey,
 	)
-	serveErrs, err := process.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, renewer.Healthz)
+	serveErrs, err := process.Serve(ctx, cfg.Serving, cfg.Debugging.EnableProfiling, rt.Registry, w.renewer.Healthz)
 	if err != nil {
 		return err
 	}
@@ -132,20 +107,63 @@ func run(ctx context.Context, rt *process.Runtime[*config.UpdateAgentConfigurati
 	defer workers.Stop()
 	// Before the renewer runs: a process restarted between the release and
 	// the reboot must not renew the Lease.
-	if err := retry(workers.Context(), func() error { return a.InitLease(workers.Context()) }); err != nil {
-		return shutdown(ctx, a, err)
+	if err := retry(workers.Context(), func() error { return w.agent.InitLease(workers.Context()) }); err != nil {
+		return shutdown(ctx, w.agent, err)
 	}
-	workers.Go(func(ctx context.Context) { _ = renewer.Run(ctx) })
-	if err := kube.Start(workers.Context(), a.Wake); err != nil {
+	workers.Go(func(ctx context.Context) { _ = w.renewer.Run(ctx) })
+	if err := w.kube.Start(workers.Context(), w.agent.Wake); err != nil {
 		workers.Stop()
-		return shutdown(ctx, a, err)
+		return shutdown(ctx, w.agent, err)
 	}
-	workers.Go(a.Run)
-	serveErr := workers.RunUntilStopped(ctx, serveErrs)
-	if serveErr != nil {
+	workers.Go(w.agent.Run)
+	if serveErr := workers.RunUntilStopped(ctx, serveErrs); serveErr != nil {
 		return serveErr
 	}
-	return shutdown(ctx, a, nil)
+	return shutdown(ctx, w.agent, nil)
+}
+
+// wiring is the agent with the connections and the Lease renewer it runs on.
+type wiring struct {
+	agent   *agent.Agent
+	kube    *agent.KubeClient
+	renewer *heartbeat.Renewer
+}
+
+// wire builds the agent from its configuration: its lean Lease client and
+// renewer, its client for its shadow, its Node and its Events, and the
+// Bottlerocket API on the host's socket.
+func wire(rt *process.Runtime[*config.UpdateAgentConfiguration], nodeName string) (wiring, error) {
+	cfg := rt.Config
+	restConfig, err := options.RESTConfig(cfg.ClientConnection, "update-agent")
+	if err != nil {
+		return wiring{}, err
+	}
+	leaseClient, err := heartbeat.NewClient(restConfig)
+	if err != nil {
+		return wiring{}, err
+	}
+	// Its Events are about its own Pod, in its own namespace: the only
+	// one its Role lets it create Events in.
+	kube, err := agent.NewKubeClient(restConfig, nodeName, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
+	if err != nil {
+		return wiring{}, err
+	}
+	heartbeatMetrics, err := prommetrics.New(rt.Registry, updatesv1alpha1.UpdaterExtension)
+	if err != nil {
+		return wiring{}, fmt.Errorf("registering the heartbeat metrics: %w", err)
+	}
+	renewer, err := heartbeat.New(leaseClient, heartbeatOptions(cfg, nodeName, heartbeatMetrics))
+	if err != nil {
+		return wiring{}, err
+	}
+	api := brapi.New(brapi.Options{SocketPath: cfg.APISocketPath})
+	a, err := agent.New(agent.Clients{
+		Shadows: kube, Nodes: kube, API: api, Lease: renewer, Events: kube,
+	}, agentOptions(cfg, nodeName))
+	if err != nil {
+		return wiring{}, err
+	}
+	return wiring{agent: a, kube: kube, renewer: renewer}, nil
 }
 
 // agentOptions are the agent's settings from its configuration.
