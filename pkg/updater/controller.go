@@ -95,23 +95,9 @@ type Controller struct {
 func NewController(client versioned.Interface, nodeInformer coreinformers.NodeInformer,
 	shadowInformer updatesinformers.BottlerocketShadowInformer, policyInformer updatesinformers.UpdatePolicyInformer,
 	recorder record.EventRecorder, clk clock.WithTicker, opts Options, metrics *Metrics) (*Controller, error) {
-	if err := opts.Validate(); err != nil {
+	opts, err := defaulted(opts)
+	if err != nil {
 		return nil, err
-	}
-	if opts.Drain.Client == nil {
-		return nil, errors.New("a drain client is required: the operator evicts the pods of every node it reboots")
-	}
-	if opts.Nodes == nil {
-		return nil, errors.New("a Node status client is required: the operator publishes the lifecycle conditions of every node it updates")
-	}
-	if opts.LeaseNamespace == "" {
-		opts.LeaseNamespace = nodev1alpha1.DefaultLeaseNamespace
-	}
-	if opts.Drain.Timeout == 0 {
-		opts.Drain.Timeout = DefaultDrainTimeout
-	}
-	if opts.Drain.ReadinessTaintKey == "" {
-		opts.Drain.ReadinessTaintKey = nodev1alpha1.DefaultReadinessTaintKey
 	}
 	if metrics == nil {
 		metrics = NewMetrics(nil)
@@ -139,19 +125,47 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 		lifecycleDone: map[string]lifecycleRecord{},
 	}
 	c.after = c.queue.AddAfter
+	if err := c.addHandlers(nodeInformer, shadowInformer, policyInformer); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// defaulted validates opts and fills in the defaults of what a caller may
+// leave unset.
+func defaulted(opts Options) (Options, error) {
+	if err := opts.Validate(); err != nil {
+		return opts, err
+	}
+	if opts.Drain.Client == nil {
+		return opts, errors.New("a drain client is required: the operator evicts the pods of every node it reboots")
+	}
+	if opts.Nodes == nil {
+		return opts, errors.New("a Node status client is required: the operator publishes the lifecycle conditions of every node it updates")
+	}
+	if opts.LeaseNamespace == "" {
+		opts.LeaseNamespace = nodev1alpha1.DefaultLeaseNamespace
+	}
+	if opts.Drain.Timeout == 0 {
+		opts.Drain.Timeout = DefaultDrainTimeout
+	}
+	if opts.Drain.ReadinessTaintKey == "" {
+		opts.Drain.ReadinessTaintKey = nodev1alpha1.DefaultReadinessTaintKey
+	}
+	return opts, nil
+}
+
+// addHandlers registers the controller's event handlers and keeps what says
+// they have seen each informer's first list.
+func (c *Controller) addHandlers(nodeInformer coreinformers.NodeInformer,
+	shadowInformer updatesinformers.BottlerocketShadowInformer, policyInformer updatesinformers.UpdatePolicyInformer) error {
 	nodeHandler, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueueNode,
-		UpdateFunc: func(oldObj, newObj interface{}) {
-			o, ok1 := oldObj.(*v1.Node)
-			n, ok2 := newObj.(*v1.Node)
-			if !ok1 || !ok2 || nodeUpdateMatters(o, n, &opts) {
-				c.enqueueNode(newObj)
-			}
-		},
+		AddFunc:    c.enqueueNode,
+		UpdateFunc: c.onNodeUpdate,
 		DeleteFunc: c.enqueueNode,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	shadowHandler, err := shadowInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueShadow,
@@ -159,30 +173,42 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 		DeleteFunc: c.enqueueShadow,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	// A policy's spec change (its generation) takes effect at once: no
-	// restart, no re-election. The operator's own status writes do not
-	// bring the pass back.
 	policyHandler, err := policyInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(interface{}) { c.queue.Add(startKey) },
-		UpdateFunc: func(oldObj, newObj interface{}) {
-			o, ok1 := oldObj.(*updatesv1alpha1.UpdatePolicy)
-			n, ok2 := newObj.(*updatesv1alpha1.UpdatePolicy)
-			if !ok1 || !ok2 || o.Generation != n.Generation || o.ResourceVersion == n.ResourceVersion ||
-				n.Status.ObservedGeneration != n.Generation {
-				c.queue.Add(startKey)
-			}
-		},
+		AddFunc:    func(interface{}) { c.queue.Add(startKey) },
+		UpdateFunc: c.onPolicyUpdate,
 		DeleteFunc: func(interface{}) { c.queue.Add(startKey) },
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.nodesSynced = nodeHandler.HasSynced
 	c.shadowsSynced = shadowHandler.HasSynced
 	c.policiesSynced = policyHandler.HasSynced
-	return c, nil
+	return nil
+}
+
+// onNodeUpdate syncs a Node's shadow and the start pass only for the updates
+// that matter to them (nodeUpdateMatters): not for kubelet heartbeats.
+func (c *Controller) onNodeUpdate(oldObj, newObj interface{}) {
+	o, ok1 := oldObj.(*v1.Node)
+	n, ok2 := newObj.(*v1.Node)
+	if !ok1 || !ok2 || nodeUpdateMatters(o, n, &c.opts) {
+		c.enqueueNode(newObj)
+	}
+}
+
+// onPolicyUpdate brings the start pass back for a change of a policy's spec
+// (its generation), which takes effect at once: no restart, no re-election.
+// The operator's own status writes do not bring the pass back.
+func (c *Controller) onPolicyUpdate(oldObj, newObj interface{}) {
+	o, ok1 := oldObj.(*updatesv1alpha1.UpdatePolicy)
+	n, ok2 := newObj.(*updatesv1alpha1.UpdatePolicy)
+	if !ok1 || !ok2 || o.Generation != n.Generation || o.ResourceVersion == n.ResourceVersion ||
+		n.Status.ObservedGeneration != n.Generation {
+		c.queue.Add(startKey)
+	}
 }
 
 // nodeUpdateMatters reports whether a Node's update must bring its sync and
