@@ -34,40 +34,60 @@ func ValidateNodeHealthControllerConfiguration(c *config.NodeHealthControllerCon
 	errs = append(errs, validateClientConnection(&c.ClientConnection, field.NewPath("clientConnection"))...)
 	errs = append(errs, validateServing(&c.Serving, field.NewPath("serving"))...)
 	errs = append(errs, validateNamespace(c.LeaseNamespace, field.NewPath("leaseNamespace"))...)
-
-	taintPath := field.NewPath("taint")
-	for _, msg := range utilvalidation.IsQualifiedName(c.Taint.Key) {
-		errs = append(errs, field.Invalid(taintPath.Child("key"), c.Taint.Key, msg))
+	errs = append(errs, validateReadinessTaint(c.Taint, field.NewPath("taint"))...)
+	errs = append(errs, validateExtensionRules(c.ExtensionRules, field.NewPath("extensionRules"))...)
+	errs = append(errs, validateNonNegativeDuration(c.RenewalGrace, field.NewPath("renewalGrace"))...)
+	errs = append(errs, validateNonNegativeDuration(c.RegistrationGrace, field.NewPath("registrationGrace"))...)
+	errs = append(errs, validateCanary(c)...)
+	errs = append(errs, validateMaintenanceReasons(c.MaintenanceReasons, field.NewPath("maintenanceReasons"))...)
+	errs = append(errs, validateLeavingNodeTaints(c.LeavingNodeTaints, c.Taint.Key, field.NewPath("leavingNodeTaints"))...)
+	errs = append(errs, validateNonNegativeDuration(c.LifecycleConditionMaxAge, field.NewPath("lifecycleConditionMaxAge"))...)
+	errs = append(errs, validateEviction(c.Eviction, field.NewPath("eviction"))...)
+	blastPath := field.NewPath("blastRadius")
+	errs = append(errs, validatePercent(c.BlastRadius.ClusterThresholdPercent, blastPath.Child("clusterThresholdPercent"))...)
+	errs = append(errs, validatePercent(c.BlastRadius.ZoneThresholdPercent, blastPath.Child("zoneThresholdPercent"))...)
+	if c.Workers < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("workers"), c.Workers, "must be at least 1"))
 	}
-	switch c.Taint.Effect {
+	return errs
+}
+
+func validateReadinessTaint(t config.TaintConfiguration, taintPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range utilvalidation.IsQualifiedName(t.Key) {
+		errs = append(errs, field.Invalid(taintPath.Child("key"), t.Key, msg))
+	}
+	switch t.Effect {
 	case config.TaintEffectNoSchedule, config.TaintEffectPreferNoSchedule:
 	case "NoExecute":
-		errs = append(errs, field.Invalid(taintPath.Child("effect"), c.Taint.Effect,
+		errs = append(errs, field.Invalid(taintPath.Child("effect"), t.Effect,
 			"not supported for the readiness taint; use eviction.mode NoExecute to evict the pods of failed nodes"))
 	default:
-		errs = append(errs, field.NotSupported(taintPath.Child("effect"), c.Taint.Effect,
+		errs = append(errs, field.NotSupported(taintPath.Child("effect"), t.Effect,
 			[]string{string(config.TaintEffectNoSchedule), string(config.TaintEffectPreferNoSchedule)}))
 	}
+	return errs
+}
 
-	rulesPath := field.NewPath("extensionRules")
+func validateExtensionRules(rules []config.ExtensionRule, rulesPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	names := sets.New[string]()
-	for i := range c.ExtensionRules {
+	for i := range rules {
 		rulePath := rulesPath.Index(i)
-		errs = append(errs, validateExtensionRule(&c.ExtensionRules[i], rulePath)...)
-		name := c.ExtensionRules[i].Name
+		errs = append(errs, validateExtensionRule(&rules[i], rulePath)...)
+		name := rules[i].Name
 		if names.Has(name) {
 			errs = append(errs, field.Duplicate(rulePath.Child("name"), name))
 		}
 		names.Insert(name)
 	}
+	return errs
+}
 
-	errs = append(errs, validateNonNegativeDuration(c.RenewalGrace, field.NewPath("renewalGrace"))...)
-	errs = append(errs, validateNonNegativeDuration(c.RegistrationGrace, field.NewPath("registrationGrace"))...)
-	errs = append(errs, validateCanary(c)...)
-
-	reasonsPath := field.NewPath("maintenanceReasons")
+func validateMaintenanceReasons(rs []string, reasonsPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	reasons := sets.New[string]()
-	for i, r := range c.MaintenanceReasons {
+	for i, r := range rs {
 		switch {
 		case r == "":
 			errs = append(errs, field.Required(reasonsPath.Index(i), "a reason must not be empty"))
@@ -78,15 +98,18 @@ func ValidateNodeHealthControllerConfiguration(c *config.NodeHealthControllerCon
 		}
 		reasons.Insert(r)
 	}
+	return errs
+}
 
-	taintsPath := field.NewPath("leavingNodeTaints")
+func validateLeavingNodeTaints(keys []string, readinessTaintKey string, taintsPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	leaving := sets.New[string]()
-	for i, key := range c.LeavingNodeTaints {
+	for i, key := range keys {
 		for _, msg := range utilvalidation.IsQualifiedName(key) {
 			errs = append(errs, field.Invalid(taintsPath.Index(i), key, msg))
 		}
 		switch {
-		case key == c.Taint.Key:
+		case key == readinessTaintKey:
 			// Every gated node would be leaving: nothing would ever count
 			// as failing.
 			errs = append(errs, field.Invalid(taintsPath.Index(i), key, "must not be the readiness taint (taint.key)"))
@@ -95,37 +118,31 @@ func ValidateNodeHealthControllerConfiguration(c *config.NodeHealthControllerCon
 		}
 		leaving.Insert(key)
 	}
-	errs = append(errs, validateNonNegativeDuration(c.LifecycleConditionMaxAge, field.NewPath("lifecycleConditionMaxAge"))...)
+	return errs
+}
 
-	evictionPath := field.NewPath("eviction")
-	switch c.Eviction.Mode {
+func validateEviction(e config.EvictionConfiguration, evictionPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch e.Mode {
 	case config.EvictionModeEvict, config.EvictionModeNoExecute, config.EvictionModeNone:
 	default:
-		errs = append(errs, field.NotSupported(evictionPath.Child("mode"), c.Eviction.Mode,
+		errs = append(errs, field.NotSupported(evictionPath.Child("mode"), e.Mode,
 			[]string{string(config.EvictionModeEvict), string(config.EvictionModeNoExecute), string(config.EvictionModeNone)}))
 	}
-	errs = append(errs, validateNonNegativeDuration(c.Eviction.Timeout, evictionPath.Child("timeout"))...)
-	if r := c.Eviction.NodesPerSecond; !(r > 0) || math.IsInf(r, 0) {
+	errs = append(errs, validateNonNegativeDuration(e.Timeout, evictionPath.Child("timeout"))...)
+	if r := e.NodesPerSecond; !(r > 0) || math.IsInf(r, 0) {
 		errs = append(errs, field.Invalid(evictionPath.Child("nodesPerSecond"), r, "must be greater than zero; use mode None to never evict"))
 	}
 	// Asking for more evictions with a mode that never evicts through the
 	// Eviction API is a mistake, most likely a configuration written when
 	// Evict was the default: say so instead of quietly never evicting.
-	if c.Eviction.Mode != config.EvictionModeEvict {
-		if c.Eviction.Force {
+	if e.Mode != config.EvictionModeEvict {
+		if e.Force {
 			errs = append(errs, field.Invalid(evictionPath.Child("force"), true, "only applies to mode Evict; set mode: Evict (escalation is opt-in)"))
 		}
-		if c.Eviction.DeleteEmptyDirData {
+		if e.DeleteEmptyDirData {
 			errs = append(errs, field.Invalid(evictionPath.Child("deleteEmptyDirData"), true, "only applies to mode Evict; set mode: Evict (escalation is opt-in)"))
 		}
-	}
-
-	blastPath := field.NewPath("blastRadius")
-	errs = append(errs, validatePercent(c.BlastRadius.ClusterThresholdPercent, blastPath.Child("clusterThresholdPercent"))...)
-	errs = append(errs, validatePercent(c.BlastRadius.ZoneThresholdPercent, blastPath.Child("zoneThresholdPercent"))...)
-
-	if c.Workers < 1 {
-		errs = append(errs, field.Invalid(field.NewPath("workers"), c.Workers, "must be at least 1"))
 	}
 	return errs
 }
