@@ -105,51 +105,12 @@ func New(cfg Config) (*Emulator, error) {
 	if cfg.Logger != nil {
 		logger = *cfg.Logger
 	}
-	for _, v := range cfg.Offered {
-		if _, err := brapi.ParseVersion(v); err != nil {
-			return nil, fmt.Errorf("emulator: offered %w", err)
-		}
+	if err := validateVersions(cfg); err != nil {
+		return nil, err
 	}
-	for _, v := range cfg.BeforeWave {
-		if _, err := brapi.ParseVersion(v); err != nil {
-			return nil, fmt.Errorf("emulator: published %w", err)
-		}
-	}
-	if cfg.MaxVersion != "" {
-		if _, err := brapi.ParseVersion(cfg.MaxVersion); err != nil {
-			return nil, fmt.Errorf("emulator: max_version %w", err)
-		}
-	}
-	var st *State
-	if cfg.StateFile != "" {
-		loaded, err := loadState(cfg.StateFile)
-		switch {
-		case err == nil:
-			st = loaded
-			logger.Info("Emulator state loaded", "file", cfg.StateFile, "running", st.Running, "reboots", st.Reboots)
-		case errors.Is(err, os.ErrNotExist):
-		default:
-			return nil, fmt.Errorf("emulator: %w", err)
-		}
-	}
-	if st == nil {
-		if _, err := brapi.ParseVersion(cfg.Version); err != nil {
-			return nil, fmt.Errorf("emulator: running %w", err)
-		}
-		lock := cfg.VersionLock
-		if lock == "" {
-			lock = brapi.VersionLockLatest
-		}
-		if err := brapi.ValidateVersionLock(lock); err != nil {
-			return nil, fmt.Errorf("emulator: %w", err)
-		}
-		st = &State{Running: cfg.Version, Variant: cfg.Variant, Arch: cfg.Arch, VersionLock: lock, Applied: Applied{VersionLock: lock}}
-		if st.Variant == "" {
-			st.Variant = "aws-k8s-1.33"
-		}
-		if st.Arch == "" {
-			st.Arch = "x86_64"
-		}
+	st, err := loadOrCreateState(cfg, logger)
+	if err != nil {
+		return nil, err
 	}
 	for _, v := range cfg.Offered {
 		if !slices.ContainsFunc(st.Offered, func(o string) bool { return brapi.SameVersion(o, v) }) {
@@ -170,6 +131,62 @@ func New(cfg Config) (*Emulator, error) {
 	e := &Emulator{cfg: cfg, clock: cfg.Clock, logger: logger, state: st, ctx: ctx, cancel: cancel, booted: make(chan struct{})}
 	e.saveLocked()
 	return e, nil
+}
+
+// validateVersions checks every version the configuration names, so that a
+// typo fails the start instead of an update.
+func validateVersions(cfg Config) error {
+	for _, v := range cfg.Offered {
+		if _, err := brapi.ParseVersion(v); err != nil {
+			return fmt.Errorf("emulator: offered %w", err)
+		}
+	}
+	for _, v := range cfg.BeforeWave {
+		if _, err := brapi.ParseVersion(v); err != nil {
+			return fmt.Errorf("emulator: published %w", err)
+		}
+	}
+	if cfg.MaxVersion != "" {
+		if _, err := brapi.ParseVersion(cfg.MaxVersion); err != nil {
+			return fmt.Errorf("emulator: max_version %w", err)
+		}
+	}
+	return nil
+}
+
+// loadOrCreateState loads the host's state from the state file, as a host
+// keeps it across reboots, or creates a host running cfg.Version when there
+// is none.
+func loadOrCreateState(cfg Config, logger klog.Logger) (*State, error) {
+	if cfg.StateFile != "" {
+		loaded, err := loadState(cfg.StateFile)
+		switch {
+		case err == nil:
+			logger.Info("Emulator state loaded", "file", cfg.StateFile, "running", loaded.Running, "reboots", loaded.Reboots)
+			return loaded, nil
+		case errors.Is(err, os.ErrNotExist):
+		default:
+			return nil, fmt.Errorf("emulator: %w", err)
+		}
+	}
+	if _, err := brapi.ParseVersion(cfg.Version); err != nil {
+		return nil, fmt.Errorf("emulator: running %w", err)
+	}
+	lock := cfg.VersionLock
+	if lock == "" {
+		lock = brapi.VersionLockLatest
+	}
+	if err := brapi.ValidateVersionLock(lock); err != nil {
+		return nil, fmt.Errorf("emulator: %w", err)
+	}
+	st := &State{Running: cfg.Version, Variant: cfg.Variant, Arch: cfg.Arch, VersionLock: lock, Applied: Applied{VersionLock: lock}}
+	if st.Variant == "" {
+		st.Variant = "aws-k8s-1.33"
+	}
+	if st.Arch == "" {
+		st.Arch = "x86_64"
+	}
+	return st, nil
 }
 
 // Start serves the API on the socket, replacing a stale socket file.
@@ -451,16 +468,27 @@ func (e *Emulator) completeLocked(cmd brapi.CommandType) {
 	s.MostRecentCommand = &result
 	e.logger.Info("Update command finished", "cmd", cmd, "status", result.CmdStatus)
 	if failed || invalid {
-		if cmd == brapi.CommandRefresh && (s.UpdateState == brapi.StateIdle || s.UpdateState == brapi.StateAvailable) {
-			s.UpdateState = brapi.StateIdle
-		}
-		if cmd == brapi.CommandPrepare && target != "" {
-			// update_image cleared the inactive set before the download
-			// failed; the status still names what it held.
-			st.Inactive = ""
-		}
+		failedLocked(cmd, s, st, target)
 		return
 	}
+	succeededLocked(cmd, s, st, target)
+}
+
+// failedLocked is what a failed command leaves in the host's state.
+func failedLocked(cmd brapi.CommandType, s *brapi.UpdateStatus, st *State, target string) {
+	if cmd == brapi.CommandRefresh && (s.UpdateState == brapi.StateIdle || s.UpdateState == brapi.StateAvailable) {
+		s.UpdateState = brapi.StateIdle
+	}
+	if cmd == brapi.CommandPrepare && target != "" {
+		// update_image cleared the inactive set before the download
+		// failed; the status still names what it held.
+		st.Inactive = ""
+	}
+}
+
+// succeededLocked moves the host's update state as a command that succeeded
+// does; a prepare writes target to the inactive partition set.
+func succeededLocked(cmd brapi.CommandType, s *brapi.UpdateStatus, st *State, target string) {
 	switch cmd {
 	case brapi.CommandRefresh:
 		s.AvailableUpdates = st.applicable(st.Applied.IgnoreWaves)
