@@ -115,6 +115,16 @@ type Options struct {
 
 // complete fills in defaults and validates; it returns the Lease name.
 func (o *Options) complete() (string, error) {
+	o.setDefaults()
+	if err := o.validate(); err != nil {
+		return "", err
+	}
+	// The shared contract refuses names over 253 characters with an error
+	// naming the limit: a truncated name could be another node's Lease.
+	return nodev1alpha1.LeaseName(o.Extension, o.NodeName)
+}
+
+func (o *Options) setDefaults() {
 	if o.Namespace == "" {
 		o.Namespace = nodev1alpha1.DefaultLeaseNamespace
 	}
@@ -142,7 +152,10 @@ func (o *Options) complete() (string, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+}
 
+// validate returns every problem of the defaulted options at once.
+func (o *Options) validate() error {
 	var errs []error
 	if o.NodeName == "" {
 		errs = append(errs, errors.New("NodeName is required"))
@@ -178,14 +191,5 @@ func (o *Options) complete() (string, error) {
 	if o.FailureThreshold < 1 || o.SuccessThreshold < 1 {
 		errs = append(errs, fmt.Errorf("failure threshold %d and success threshold %d must be at least 1", o.FailureThreshold, o.SuccessThreshold))
 	}
-	if len(errs) > 0 {
-		return "", errors.Join(errs...)
-	}
-	// The shared contract refuses names over 253 characters with an error
-	// naming the limit: a truncated name could be another node's Lease.
-	name, err := nodev1alpha1.LeaseName(o.Extension, o.NodeName)
-	if err != nil {
-		return "", err
-	}
-	return name, nil
+	return errors.Join(errs...)
 }
