@@ -181,7 +181,7 @@ func TestStopDuringAcquireReleasesAStoredLease(t *testing.T) {
 
 // The leading gauge is 1 exactly while the work runs as leader: 0 before
 // the lease is won and again once the work has returned.
-func TestLeadingGauge(t *testing.T) {
+func TestTheLeadingGaugeIsOneExactlyWhileTheWorkRunsAsLeader(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

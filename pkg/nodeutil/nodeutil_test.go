@@ -281,7 +281,7 @@ func TestPatchNodeMutateErrorAborts(t *testing.T) {
 	}
 }
 
-func TestMergePatch(t *testing.T) {
+func TestTheMergePatchCarriesOnlyMetadataAndSpecChangesAndTaintsWhole(t *testing.T) {
 	old := testNode()
 	tests := []struct {
 		name   string

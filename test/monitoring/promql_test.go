@@ -154,7 +154,7 @@ func readJSON(t *testing.T, path string, into any) {
 
 // The checker itself: a made-up metric, a histogram without its suffix and
 // a Grafana variable it does not know are rejected.
-func TestCheckerRejects(t *testing.T) {
+func TestTheCheckerRejectsUnknownMetricsHistogramsWithoutSuffixAndUnknownVariables(t *testing.T) {
 	known := registeredSeries(t, filepath.Join(dir, "metrics.txt"))
 	for _, expr := range []string{
 		`sum(nodehealth_no_such_metric)`,

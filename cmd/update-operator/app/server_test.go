@@ -64,7 +64,7 @@ func TestHelpListsTheOperatorsFlagsAndHidesKlogsLegacyOnes(t *testing.T) {
 	}
 }
 
-func TestUpdaterOptions(t *testing.T) {
+func TestTheOperatorsOptionsComeFromItsDefaultConfiguration(t *testing.T) {
 	cfg, err := latest.UpdateOperatorConfiguration()
 	if err != nil {
 		t.Fatal(err)

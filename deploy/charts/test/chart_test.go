@@ -417,7 +417,7 @@ func docOf(stream, s string) string {
 
 // NOTES.txt says what the install does: with the default values, nothing to
 // any node; with rules, which ones gate.
-func TestNotes(t *testing.T) {
+func TestTheChartsNotesSayWhatTheInstallDoes(t *testing.T) {
 	for _, tc := range []struct {
 		name, values string
 		want         []string
@@ -448,7 +448,7 @@ func TestNotes(t *testing.T) {
 // controller, the operator and the hook follows the release, and so do
 // their RBAC subjects and leader-election Leases; nothing is left in the
 // kustomize bases' nodehealth-system.
-func TestReleaseNamespace(t *testing.T) {
+func TestEveryNamespacedObjectFollowsTheReleaseNamespace(t *testing.T) {
 	ch, err := loader.Load(chartDir)
 	if err != nil {
 		t.Fatal(err)

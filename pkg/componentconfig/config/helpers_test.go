@@ -36,7 +36,7 @@ type pathRefsCase struct {
 	refs  func() []*string
 }
 
-func TestPathRefs(t *testing.T) {
+func TestPathRefsPointAtExactlyTheFieldsThatHoldPaths(t *testing.T) {
 	var cases []pathRefsCase
 	controller := &NodeHealthControllerConfiguration{}
 	heartbeat := &ExtensionHeartbeatConfiguration{Probe: ProbeConfiguration{HTTP: &HTTPProbe{}, TCP: &TCPProbe{}, GRPC: &GRPCProbe{}, File: &FileProbe{}}}

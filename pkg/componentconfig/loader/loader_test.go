@@ -130,7 +130,7 @@ func TestLoadFileYAMLAndJSON(t *testing.T) {
 	}
 }
 
-func TestResolvePaths(t *testing.T) {
+func TestRelativePathsResolveAgainstTheConfigurationFilesFolder(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "heartbeat.yaml")
 	content := `apiVersion: config.nodehealth.io/v1alpha1

@@ -38,10 +38,10 @@ func parseController(t *testing.T, args ...string) (*Options[*config.NodeHealthC
 	return o, res.Config, nil
 }
 
-// TestFlagPrecedence checks, for each flag that mirrors a field, the three
+// TestAnExplicitFlagWinsOverTheFileAndAnUnsetFlagLeavesTheFilesValue checks, for each flag that mirrors a field, the three
 // cases: value only in the file, flag set explicitly (wins), flag not set
 // (the file's value, not the flag's default, stays).
-func TestFlagPrecedence(t *testing.T) {
+func TestAnExplicitFlagWinsOverTheFileAndAnUnsetFlagLeavesTheFilesValue(t *testing.T) {
 	file := controllerHeader + `clientConnection:
   kubeconfig: /from/file
 leaderElection:
@@ -201,7 +201,7 @@ func TestValidateNamesFieldPath(t *testing.T) {
 	}
 }
 
-func TestReload(t *testing.T) {
+func TestAReloadSaysWhetherTheFileChangedAndNeverTouchesTheRunningConfiguration(t *testing.T) {
 	path := writeConfig(t, controllerHeader+"workers: 3\n")
 	args := []string{"--config", path, "--dry-run"}
 	o, cfg, err := parseController(t, args...)

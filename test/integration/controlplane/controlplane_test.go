@@ -477,7 +477,7 @@ func TestAdmissionPoliciesAreEnforced(t *testing.T) {
 // ServesResource, which compat tests skip on, answers from discovery for the
 // core group, a named group, a resource a served group lacks and a group the
 // server does not serve at all.
-func TestServesResource(t *testing.T) {
+func TestServesResourceAnswersFromDiscovery(t *testing.T) {
 	t.Parallel()
 	env := testenv.Env(t)
 	ctx := testenv.Context(t)

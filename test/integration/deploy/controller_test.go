@@ -266,18 +266,18 @@ func TestControllerConfigIsAccepted(t *testing.T) {
 		t.Errorf("taint %+v, want %s:NoSchedule as the tolerations and the admission policy expect", effective.Taint, taintKey)
 	}
 	// A first install changes nothing on any node: no rule, so no node
-	// requires an extension (TestControllerInstall checks no Node is written).
+	// requires an extension (TestDeployInstallsTheControllerWithExactlyItsPermissionsAndUninstallsAsDocumented checks no Node is written).
 	if len(effective.ExtensionRules) != 0 {
 		t.Errorf("%d extension rules, want none: a rule gates every node it selects until its extension renews", len(effective.ExtensionRules))
 	}
 }
 
-// TestControllerInstall applies deploy/ the documented way and checks what
+// TestDeployInstallsTheControllerWithExactlyItsPermissionsAndUninstallsAsDocumented applies deploy/ the documented way and checks what
 // only a real API server can tell: the objects are accepted (strict
 // server-side field validation, Pod Security "restricted", priority admission),
 // the ServiceAccount has exactly the permissions the controller uses, the
 // pods schedule onto gated nodes, and the documented uninstall steps work.
-func TestControllerInstall(t *testing.T) {
+func TestDeployInstallsTheControllerWithExactlyItsPermissionsAndUninstallsAsDocumented(t *testing.T) {
 	env := testenv.Env(t)
 	ctx := testenv.ContextWithTimeout(t, 8*time.Minute)
 

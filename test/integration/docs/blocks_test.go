@@ -68,7 +68,7 @@ func shellBlocks(file, text string) ([]block, error) {
 	return blocks, nil
 }
 
-func TestShellBlocks(t *testing.T) {
+func TestShellBlocksAreTheShellBlocksWithTheirSectionAndSkipReason(t *testing.T) {
 	doc := "# A\n\n```sh\necho one\n```\n\n## B\n<!-- doc-test: skip: no registry here -->\n```sh\ncrane push x\n```\n\n```yaml\nkey: value\n```\n```sh\necho two\necho three\n```\n"
 	got, err := shellBlocks("x.md", doc)
 	if err != nil {

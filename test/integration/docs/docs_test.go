@@ -25,16 +25,16 @@ const taintKey = "nodehealth.io/not-ready"
 // sections must clear its readiness taint.
 const docsNode = "docs-node"
 
-// TestInstallDoc runs docs/install.md: both install methods, upgrade and
+// TestTheInstallDocsCommandsInstallUpgradeAndUninstall runs docs/install.md: both install methods, upgrade and
 // uninstall. Before each "Uninstall" section the node carries the
 // readiness taint, as a gated node would; after it, the taint must be gone.
-func TestInstallDoc(t *testing.T) {
+func TestTheInstallDocsCommandsInstallUpgradeAndUninstall(t *testing.T) {
 	runDoc(t, "docs/install.md", 9)
 }
 
-// TestReadme runs the README's commands (its quick start on a cluster), then
+// TestTheReadmesQuickStartRunsOnACluster runs the README's commands (its quick start on a cluster), then
 // removes what they installed.
-func TestReadme(t *testing.T) {
+func TestTheReadmesQuickStartRunsOnACluster(t *testing.T) {
 	runDoc(t, "README.md", 1)
 	ctx := testenv.ContextWithTimeout(t, 3*time.Minute)
 	if out, err := testenv.Env(t).Kubectl(ctx, "delete", "-k", "deploy/", "--ignore-not-found"); err != nil {

@@ -69,7 +69,7 @@ func fileBlocks(file, text string) (map[string]string, error) {
 	return out, nil
 }
 
-func TestFileBlocks(t *testing.T) {
+func TestFileBlocksAreTheBlocksMarkedWithAFileNameUnindented(t *testing.T) {
 	doc := "1. Values:\n   <!-- doc-test: file: v.yaml -->\n   ```yaml\n   a:\n     b: 1\n   ```\n```yaml\nnot: marked\n```\n"
 	got, err := fileBlocks("x.md", doc)
 	if err != nil {

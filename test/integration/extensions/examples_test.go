@@ -48,7 +48,7 @@ var examples = []struct {
 // accepts the result (server-side dry run: schema, defaulting, admission),
 // and the embedded heartbeat configuration is accepted as is by
 // extension-heartbeat.
-func TestExamples(t *testing.T) {
+func TestEveryExampleRendersIsAcceptedByTheAPIServerAndCarriesAValidHeartbeatConfiguration(t *testing.T) {
 	installSecurity(t) // the Roles the examples bind to
 	entries, err := os.ReadDir(repoPath(t, "deploy", "examples"))
 	if err != nil {

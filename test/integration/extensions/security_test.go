@@ -165,7 +165,7 @@ func TestTokenWithoutNodeNameDenied(t *testing.T) {
 // The controller's identity renews its canary Lease with its real RBAC
 // (deploy/controller/rbac.yaml), even with a token that carries no node name,
 // and can write nothing else: not even with RBAC's unrestricted create.
-func TestControllerIdentity(t *testing.T) {
+func TestTheControllersIdentityRenewsItsCanaryAndCanWriteNothingElse(t *testing.T) {
 	installSecurity(t)
 	ctx := testenv.Context(t)
 	env := testenv.Env(t)
@@ -183,7 +183,7 @@ func TestControllerIdentity(t *testing.T) {
 }
 
 // People (here the admin, group system:masters) are left to RBAC.
-func TestAdminUnaffected(t *testing.T) {
+func TestTheOwnNodePolicyLeavesPeopleToRBAC(t *testing.T) {
 	installSecurity(t)
 	ctx := testenv.Context(t)
 	admin := testenv.Env(t).Client.CoordinationV1().Leases(leaseNamespace)

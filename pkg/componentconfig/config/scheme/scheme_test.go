@@ -15,19 +15,19 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/loader"
 )
 
-// TestRoundTrip fuzzes every Kind, converts it to every external version and
+// TestEveryKindRoundTripsThroughEveryExternalVersionWithoutLoss fuzzes every Kind, converts it to every external version and
 // back, and fails on any loss: a field missing from conversion shows up here
 // with a diff.
-func TestRoundTrip(t *testing.T) {
+func TestEveryKindRoundTripsThroughEveryExternalVersionWithoutLoss(t *testing.T) {
 	roundtrip.RoundTripTestForAPIGroup(t, scheme.AddToScheme, fuzzer.Funcs)
 }
 
-// TestDefaults compares the defaults of every Kind (an empty file, written
+// TestTheDefaultsOfEveryKindMatchTheGoldenFiles compares the defaults of every Kind (an empty file, written
 // back as v1alpha1) with the committed golden files. Run with
 // UPDATE_GOLDEN=true to accept a deliberate change, and review the diff: a
 // changed default changes the behaviour of every deployment that relies on
 // it.
-func TestDefaults(t *testing.T) {
+func TestTheDefaultsOfEveryKindMatchTheGoldenFiles(t *testing.T) {
 	for kind, defaults := range map[string]func() (runtime.Object, error){
 		"NodeHealthControllerConfiguration": func() (runtime.Object, error) { return latest.NodeHealthControllerConfiguration() },
 		"ExtensionHeartbeatConfiguration":   func() (runtime.Object, error) { return latest.ExtensionHeartbeatConfiguration() },

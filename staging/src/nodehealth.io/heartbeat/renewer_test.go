@@ -662,7 +662,7 @@ func TestLeaseNameOver253CharactersRefused(t *testing.T) {
 	}
 }
 
-func TestInvalidOptions(t *testing.T) {
+func TestTheRenewerRefusesOptionsItCannotHonour(t *testing.T) {
 	for name, opts := range map[string]Options{
 		"no node":            {Extension: testExt, Holder: "p"},
 		"no holder":          {NodeName: testNode, Extension: testExt},

@@ -11,7 +11,7 @@ import (
 
 // The names, labels and help texts are the sidecar's contract with its
 // dashboards and alerts: they must not change.
-func TestExposition(t *testing.T) {
+func TestTheHeartbeatMetricsKeepTheirNamesLabelsAndHelpTexts(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := New(reg, "kube-proxy")
 	if err != nil {

@@ -205,7 +205,7 @@ func TestSystemExtensionDefaults(t *testing.T) {
 	}
 }
 
-func TestRuleSource(t *testing.T) {
+func TestARulesEventSourceNamesTheRuleAndOnlyThat(t *testing.T) {
 	if got := RuleSource("kube-proxy"); got != "rule/kube-proxy" {
 		t.Errorf("RuleSource: got %q", got)
 	}

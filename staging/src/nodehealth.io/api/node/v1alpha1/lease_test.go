@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestLeaseName(t *testing.T) {
+func TestALeaseIsNamedExtensionDotNodeWithinTheNameLimit(t *testing.T) {
 	tests := []struct {
 		extension, node string
 		want            string
@@ -90,7 +90,7 @@ func TestParseLeaseName(t *testing.T) {
 	}
 }
 
-func TestLeaseLabels(t *testing.T) {
+func TestLeaseLabelsNameTheExtensionAndANodeNameThatFitsALabel(t *testing.T) {
 	if got, want := LeaseLabels("kube-proxy", "n1"), map[string]string{ExtensionLabel: "kube-proxy", NodeLabel: "n1"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("short node: got %v, want %v", got, want)
 	}
