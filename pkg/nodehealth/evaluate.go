@@ -836,7 +836,13 @@ func (e *evaluation) writeBootRecord() {
 	switch {
 	case !st.gated:
 		e.d.recordBoot = !f.hasRecord || !equalRecords(f.record, e.d.record)
-	case st.readyInBoot && e.d.deadMarksChanged:
+	case st.readyInBoot && (e.d.deadMarksChanged || !f.hasRecord || !f.record.sameBoot(f.uid, f.bootID) || f.record.Pending):
+		// In service in this boot, but the record does not say so: the
+		// ungate that should have written it was refused, and a failure
+		// gated the node again before it could be written. A restarted
+		// controller would take the old record for a reboot while it
+		// was down (seeds 4052673543596324612, 13502343339044881667).
+		//
 		// A node in service whose extension died or came back: the
 		// record of its boot says which Leases are dead, so that a
 		// restart does not revive them (written at that transition only).
