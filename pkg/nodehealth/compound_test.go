@@ -466,3 +466,60 @@ func TestAFailureAfterAnUngateThatWasNotWrittenRecordsTheBootSoARestartDoesNotSe
 		t.Errorf("after a restart n1's condition is %s, want %s (it did not reboot while the controller was down)", r, nodev1alpha1.ReasonExtensionsNotReady)
 	}
 }
+
+// A reboot's ungate whose write the API server refused leaves its taint on
+// the node. The node reboots again while the own view is stale: the taint
+// on it is not the new reboot's (its addition is held like any other), so
+// the reboot is pending, and only renewals observed after the lift end it.
+// The controller took the leftover taint for the new gate's and ended that
+// gate before the lift on a renewal the catching-up watch delivered
+// (simulation seed 5144553269545614998: ungated 5 s after the reboot,
+// then tainted ExtensionsNotReady when kube-proxy, dead since, expired).
+func TestARebootWhileTheViewIsStaleAfterAnUngateThatWasNotWrittenIsPendingUntilTheLift(t *testing.T) {
+	f := newFixture(t, guardOptions(), readyNodes("n1")...)
+	f.sync("n1")
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.sync("n1")
+	if !f.tainted("n1") || f.condition("n1").Reason != nodev1alpha1.ReasonNodeRebooted {
+		t.Fatalf("n1 not gated for its reboot: tainted %v, %s", f.tainted("n1"), f.condition("n1").Reason)
+	}
+
+	refusing := true
+	f.refuseNodePatches("n1", &refusing)
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+		t.Fatal("the ungate was written although the API server refused it")
+	}
+	f.pass(20*time.Second, false)
+	if !f.c.canary.stale() {
+		t.Fatal("not stale")
+	}
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-3" })
+	_ = f.c.syncNode(f.ctx, "n1") // refused
+	f.refresh("n1")
+
+	// The writes are taken again, and the watch catches up: a renewal is
+	// delivered before the canary's check has noticed that the view is
+	// current again.
+	refusing = false
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.canaryRenewed()
+	f.sync("n1")
+	f.checkView()
+	if f.c.canary.stale() {
+		t.Fatal("the view did not recover")
+	}
+	f.sync("n1")
+	if !f.tainted("n1") || f.condition("n1").Reason != nodev1alpha1.ReasonNodeRebooted {
+		t.Fatalf("after the lift: tainted %v, %s; want tainted, %s (the reboot seen while the view was stale ended before the guard lifted)",
+			f.tainted("n1"), f.condition("n1").Reason, nodev1alpha1.ReasonNodeRebooted)
+	}
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("not ungated by a renewal after the guard lifted")
+	}
+}
