@@ -413,3 +413,113 @@ func TestAHeldFailureAfterAnUngateThatWasNotWrittenRemovesTheLeftoverTaint(t *te
 		t.Errorf("n1's condition: %s, want %s", r, nodev1alpha1.ReasonGatingSuspended)
 	}
 }
+
+// refuseNodePatches makes the API server refuse every patch of the node
+// (its object and its status) while *refusing holds, as in an outage of the
+// controller's writes.
+func (f *fixture) refuseNodePatches(name string, refusing *bool) {
+	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
+		if !*refusing || action.(core.PatchAction).GetName() != name {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewInternalError(errors.New("injected server error"))
+	})
+}
+
+// A reboot's ungate whose write the API server refused leaves the boot
+// record of the previous boot on the node. The node, in service in its new
+// boot, fails before the write is taken again: it stays tainted, now for the
+// failure, and nothing ungates it to write the record. A restarted
+// controller took that record for a reboot while it was down and reported
+// the failure as NodeRebooted, a start-up that never escalates (simulation
+// seeds 4052673543596324612 and 13502343339044881667).
+func TestAFailureAfterAnUngateThatWasNotWrittenRecordsTheBootSoARestartDoesNotSeeAReboot(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNodes("n1")...)
+	f.sync("n1")
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.sync("n1")
+	if !f.tainted("n1") || f.condition("n1").Reason != nodev1alpha1.ReasonNodeRebooted {
+		t.Fatalf("n1 not gated for its reboot: tainted %v, %s", f.tainted("n1"), f.condition("n1").Reason)
+	}
+
+	refusing := true
+	f.refuseNodePatches("n1", &refusing)
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+		t.Fatal("the ungate was written although the API server refused it")
+	}
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n1", "Crash")
+	refusing = false
+	f.sync("n1")
+	if !f.tainted("n1") || f.condition("n1").Reason != nodev1alpha1.ReasonExtensionsNotReady {
+		t.Fatalf("n1 failed: tainted %v, %s; want tainted, %s", f.tainted("n1"), f.condition("n1").Reason, nodev1alpha1.ReasonExtensionsNotReady)
+	}
+	if rec, _ := parseBootRecord(f.node("n1").Annotations[nodev1alpha1.BootAnnotation]); rec.BootID != "boot-2" || rec.Pending {
+		t.Errorf("n1 was in service in boot-2, but its boot record is %s", rec)
+	}
+
+	g := f.restart(testOptions())
+	g.sync("n1")
+	if r := g.condition("n1").Reason; r != nodev1alpha1.ReasonExtensionsNotReady {
+		t.Errorf("after a restart n1's condition is %s, want %s (it did not reboot while the controller was down)", r, nodev1alpha1.ReasonExtensionsNotReady)
+	}
+}
+
+// A reboot's ungate whose write the API server refused leaves its taint on
+// the node. The node reboots again while the own view is stale: the taint
+// on it is not the new reboot's (its addition is held like any other), so
+// the reboot is pending, and only renewals observed after the lift end it.
+// The controller took the leftover taint for the new gate's and ended that
+// gate before the lift on a renewal the catching-up watch delivered
+// (simulation seed 5144553269545614998: ungated 5 s after the reboot,
+// then tainted ExtensionsNotReady when kube-proxy, dead since, expired).
+func TestARebootWhileTheViewIsStaleAfterAnUngateThatWasNotWrittenIsPendingUntilTheLift(t *testing.T) {
+	f := newFixture(t, guardOptions(), readyNodes("n1")...)
+	f.sync("n1")
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.sync("n1")
+	if !f.tainted("n1") || f.condition("n1").Reason != nodev1alpha1.ReasonNodeRebooted {
+		t.Fatalf("n1 not gated for its reboot: tainted %v, %s", f.tainted("n1"), f.condition("n1").Reason)
+	}
+
+	refusing := true
+	f.refuseNodePatches("n1", &refusing)
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+		t.Fatal("the ungate was written although the API server refused it")
+	}
+	f.pass(20*time.Second, false)
+	if !f.c.canary.stale() {
+		t.Fatal("not stale")
+	}
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-3" })
+	_ = f.c.syncNode(f.ctx, "n1") // refused
+	f.refresh("n1")
+
+	// The writes are taken again, and the watch catches up: a renewal is
+	// delivered before the canary's check has noticed that the view is
+	// current again.
+	refusing = false
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.canaryRenewed()
+	f.sync("n1")
+	f.checkView()
+	if f.c.canary.stale() {
+		t.Fatal("the view did not recover")
+	}
+	f.sync("n1")
+	if !f.tainted("n1") || f.condition("n1").Reason != nodev1alpha1.ReasonNodeRebooted {
+		t.Fatalf("after the lift: tainted %v, %s; want tainted, %s (the reboot seen while the view was stale ended before the guard lifted)",
+			f.tainted("n1"), f.condition("n1").Reason, nodev1alpha1.ReasonNodeRebooted)
+	}
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("not ungated by a renewal after the guard lifted")
+	}
+}

@@ -283,6 +283,9 @@ type evaluation struct {
 	// node first seen with a boot record that reveals a reboot, a release
 	// found was made before that reboot (plannedInThisBoot).
 	releasesBoot string
+	// bootOnLeftover: a reboot or re-creation began in this evaluation
+	// on a node that still carries the taint of a gate that had ended.
+	bootOnLeftover bool
 }
 
 // earliest lowers the decision's nextCheck to t if t is a future instant.
@@ -297,6 +300,7 @@ func (e *evaluation) earliest(t time.Time) {
 func (e *evaluation) bootChange() {
 	st, f, now := e.st, e.f, e.now
 	firstSight := st.uid == ""
+	wasGated := st.gated
 	switch {
 	case !firstSight && f.uid != st.uid:
 		st.beginGate(causeRecreated, now)
@@ -338,6 +342,10 @@ func (e *evaluation) bootChange() {
 		// node at once.
 		st.readyInBoot = true
 	}
+	// A reboot or re-creation of a node this controller had ungated (an
+	// ungate whose write was refused) finds the ended gate's taint on it:
+	// not the new gate's (placeTaint).
+	e.bootOnLeftover = !firstSight && !wasGated && st.gated && st.gate.cause.bootstrap() && f.tainted
 	st.uid, st.bootID = f.uid, f.bootID
 }
 
@@ -667,7 +675,9 @@ func (e *evaluation) gateTransition() {
 		// holds is pending: it gates when the guard lifts (gateStart = the
 		// lift), and renewals observed before that, delivered by a watch
 		// that is catching up, may predate the cause (docs/controller.md).
-		pending := st.last.suppressed && !e.f.tainted && st.gate.full && e.in.ownViewStale
+		// A taint still on the node is one the held gate owes its
+		// removal (placeTaint), not the gate's.
+		pending := st.last.suppressed && st.gate.full && e.in.ownViewStale
 		if (fresh || held) && !pending {
 			e.recordStartup()
 			st.ungate()
@@ -811,11 +821,15 @@ func (e *evaluation) isFailing() {
 // in this evaluation on a node still tainted found the taint of a gate that
 // ended (an ungate whose write the Node's change refused: seed
 // 16365078962249930749); that taint is owed its removal, and is held off
-// like an addition.
+// like an addition. So is the taint a reboot or re-creation finds in the
+// same way (seed 5144553269545614998): its gate is pending while the own view
+// is stale, and a held full gate keeps owing that removal until the lift,
+// also while the API server refuses it.
 func (e *evaluation) placeTaint() {
 	st, f := e.st, e.f
 	e.d.taint = st.gated
-	leftover := f.tainted && e.d.started && e.failing
+	bootLeftover := e.bootOnLeftover || st.last.suppressed && st.gate.full
+	leftover := f.tainted && (e.d.started && e.failing || bootLeftover)
 	if st.gated && (!f.tainted || leftover) && (e.in.ownViewStale || (e.failing && e.suspended)) {
 		e.d.taint = false
 		e.d.suppressed = true
@@ -836,7 +850,13 @@ func (e *evaluation) writeBootRecord() {
 	switch {
 	case !st.gated:
 		e.d.recordBoot = !f.hasRecord || !equalRecords(f.record, e.d.record)
-	case st.readyInBoot && e.d.deadMarksChanged:
+	case st.readyInBoot && (e.d.deadMarksChanged || !f.hasRecord || !f.record.sameBoot(f.uid, f.bootID) || f.record.Pending):
+		// In service in this boot, but the record does not say so: the
+		// ungate that should have written it was refused, and a failure
+		// gated the node again before it could be written. A restarted
+		// controller would take the old record for a reboot while it
+		// was down (seeds 4052673543596324612, 13502343339044881667).
+		//
 		// A node in service whose extension died or came back: the
 		// record of its boot says which Leases are dead, so that a
 		// restart does not revive them (written at that transition only).
