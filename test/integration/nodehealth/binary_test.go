@@ -231,7 +231,7 @@ func TestUninstallRemovesWhatTheControllerOwnsAndKeepsWhatOthersWrote(t *testing
 		withTaint(otherTaint, v1.TaintEffectPreferNoSchedule))
 	gatedNode := h.createNode(t, "uninstall-gated")
 	h.startRenewer(t, "agent", keep)
-	h.startRenewer(t, "self", keep, leaseLabels(map[string]string{nodev1alpha1.RegisterLabel: "true"}))
+	h.startRenewer(t, "self", keep, registered(true))
 	h.nodes.wait(t, keep, "ready with rule, lease and manual entries",
 		framework.AllOf(readyNode, listHas("agent", "rule/agent"), listHas("self", "lease"), listHas("manual", "")))
 	h.nodes.wait(t, gatedNode, "gated", framework.AllOf(gated, framework.ExtensionsConditionIs(v1.ConditionFalse, "", "agent (")))

@@ -296,9 +296,8 @@ func TestASelfRegisteringLeaseListsItsExtensionWhichGatesLikeAnyOther(t *testing
 	h.startController(t, h.options())
 	node := h.createNode(t, "selfreg-n1")
 
-	reg := map[string]string{nodev1alpha1.RegisterLabel: "true"}
-	self := h.startRenewer(t, "self", node, leaseLabels(reg))
-	h.startRenewer(t, "observer", node, leaseLabels(reg), leaseLabels(map[string]string{nodev1alpha1.AffectsReadinessLabel: "false"}))
+	self := h.startRenewer(t, "self", node, registered(true))
+	h.startRenewer(t, "observer", node, registered(false))
 	n := h.nodes.wait(t, node, "both registered", framework.AllOf(listHas("self", "lease"), listHas("observer", "lease")))
 	for _, e := range extensionList(t, n, h.leaseNS) {
 		if want := e.Name == "self"; e.ReadinessAffected() != want {

@@ -12,13 +12,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -468,128 +465,64 @@ func noDuplicateTaint(n *v1.Node) bool {
 // ---------------------------------------------------------------------------
 // Leases
 
-// renewer renews one extension's Lease through the API, like an extension's
-// heartbeat would.
+// renewer keeps one extension's Lease renewed with nodehealth.io/heartbeat's
+// Renewer, as the extension's heartbeat does (framework.ExtensionRenewer).
 type renewer struct {
-	h        *harness
-	t        testing.TB
-	ext      string
-	node     string
-	name     string
-	holder   string
-	duration int32
-	skew     time.Duration
-	labels   map[string]string
-
-	stopCh   chan struct{}
-	done     chan struct{}
-	once     sync.Once
-	renewals atomic.Int64
-	// lastStart is when the latest successful renewal was sent (UnixNano):
-	// the controller cannot have observed it earlier.
-	lastStart atomic.Int64
+	*framework.ExtensionRenewer
+	name string
 }
 
-type renewOption func(*renewer)
+type renewOption func(*framework.RenewerOptions)
 
 // leaseDuration sets leaseDurationSeconds (default leaseSeconds).
-func leaseDuration(seconds int32) renewOption { return func(r *renewer) { r.duration = seconds } }
+func leaseDuration(seconds int32) renewOption {
+	return func(o *framework.RenewerOptions) { o.Duration = time.Duration(seconds) * time.Second }
+}
 
 // skewed writes renewTime off by d, like a node whose clock is wrong.
-func skewed(d time.Duration) renewOption { return func(r *renewer) { r.skew = d } }
+func skewed(d time.Duration) renewOption { return func(o *framework.RenewerOptions) { o.Skew = d } }
 
-// leaseLabels adds labels to the Lease when it is created.
-func leaseLabels(l map[string]string) renewOption { return func(r *renewer) { maps.Copy(r.labels, l) } }
+// registered makes the Lease put its extension on the node's list itself;
+// affectsReadiness false only tracks it.
+func registered(affectsReadiness bool) renewOption {
+	return func(o *framework.RenewerOptions) {
+		o.Register = true
+		if !affectsReadiness {
+			o.AffectsReadiness = ptr.To(false)
+		}
+	}
+}
 
 // startRenewer renews the Lease of ext on node once (creating it if needed)
 // before returning, then every renewPeriod until stopped.
 func (h *harness) startRenewer(t testing.TB, ext, node string, opts ...renewOption) *renewer {
 	t.Helper()
-	name, err := nodev1alpha1.LeaseName(ext, node)
+	o := framework.RenewerOptions{Namespace: h.leaseNS, Extension: ext, Node: node, Holder: node + "/" + ext,
+		Duration: leaseSeconds * time.Second, Interval: renewPeriod}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	ctx, cancel := context.WithTimeout(testenv.Context(t), waitTimeout)
+	defer cancel()
+	r, err := framework.StartExtensionRenewer(ctx, h.env.Client, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &renewer{h: h, t: t, ext: ext, node: node, name: name, holder: node + "/" + ext, duration: leaseSeconds,
-		labels: nodev1alpha1.LeaseLabels(ext, node), stopCh: make(chan struct{}), done: make(chan struct{})}
-	for _, o := range opts {
-		o(r)
-	}
-	if err := r.renew(testenv.Context(t)); err != nil {
-		t.Fatalf("renewing lease %s: %v", name, err)
-	}
-	go r.loop()
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *renewer) loop() {
-	defer close(r.done)
-	ticker := time.NewTicker(renewPeriod)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-r.stopCh:
-			return
-		case <-ticker.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := r.renew(ctx)
-		cancel()
-		select {
-		case <-r.stopCh:
-			return
-		default:
-		}
-		if err != nil {
-			r.t.Logf("renewing lease %s: %v", r.name, err)
-		}
-	}
-}
-
-func (r *renewer) renew(ctx context.Context) error {
-	start := time.Now()
-	renewTime := metav1.NewMicroTime(start.Add(r.skew))
-	leases := r.h.env.Client.CoordinationV1().Leases(r.h.leaseNS)
-	patch, _ := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{
-			nodev1alpha1.ReasonAnnotation: nil, nodev1alpha1.MessageAnnotation: nil}},
-		"spec": map[string]any{"holderIdentity": r.holder, "leaseDurationSeconds": r.duration, "renewTime": renewTime},
-	})
-	_, err := leases.Patch(ctx, r.name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = leases.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: r.name, Labels: r.labels},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(r.holder), LeaseDurationSeconds: ptr.To(r.duration),
-				RenewTime: &renewTime, AcquireTime: &renewTime},
-		}, metav1.CreateOptions{})
-	}
-	if err == nil {
-		r.renewals.Add(1)
-		r.lastStart.Store(start.UnixNano())
-	}
-	return err
+	t.Cleanup(r.Stop)
+	return &renewer{ExtensionRenewer: r, name: r.Name()}
 }
 
 // stop ends the renewals; the Lease stays as it is and expires.
-func (r *renewer) stop() {
-	r.once.Do(func() { close(r.stopCh) })
-	<-r.done
-}
+func (r *renewer) stop() { r.Stop() }
 
 // lastRenewal is when the latest renewal was sent.
-func (r *renewer) lastRenewal() time.Time { return time.Unix(0, r.lastStart.Load()) }
+func (r *renewer) lastRenewal() time.Time { return r.LastRenewal() }
 
 // release stops renewing and releases the Lease (empty holderIdentity) with
 // a reason, which is how an extension asks for the taint.
 func (r *renewer) release(t testing.TB, reason, message string) {
 	t.Helper()
-	r.stop()
-	patch, _ := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{
-			nodev1alpha1.ReasonAnnotation: reason, nodev1alpha1.MessageAnnotation: message}},
-		"spec": map[string]any{"holderIdentity": "", "renewTime": metav1.NewMicroTime(time.Now())},
-	})
-	if _, err := r.h.env.Client.CoordinationV1().Leases(r.h.leaseNS).Patch(testenv.Context(t), r.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if err := r.Release(testenv.Context(t), reason, message); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -95,10 +95,10 @@ func TestSteadyStateNoNodeWrites(t *testing.T) {
 	renewals := 2 * leaseSeconds * int64(time.Second/renewPeriod)
 	want := map[*renewer]int64{}
 	for _, r := range renewers {
-		want[r] = r.renewals.Load() + renewals
+		want[r] = r.Renewals() + renewals
 	}
 	for _, r := range renewers {
-		waitCounter(t, "renewals of "+r.name, float64(want[r]), func() float64 { return float64(r.renewals.Load()) })
+		waitCounter(t, "renewals of "+r.name, float64(want[r]), func() float64 { return float64(r.Renewals()) })
 	}
 	waitCounter(t, "evaluations and timer rechecks", looksBefore+float64(len(names)), looks)
 	t.Logf("steady-state window: %s, %v evaluations and timer rechecks", time.Since(start).Round(time.Millisecond),
@@ -404,8 +404,7 @@ func TestConcurrentListWritersLoseNothing(t *testing.T) {
 	for round := 0; !done; round++ {
 		h.labelNode(t, node, needs, &agent)
 		h.nodes.wait(t, node, "rule entry added", listHas("agent", nodev1alpha1.RuleSource("agent")))
-		r := h.startRenewer(t, "selfreg", node, leaseLabels(map[string]string{
-			nodev1alpha1.RegisterLabel: "true", nodev1alpha1.AffectsReadinessLabel: "false"}))
+		r := h.startRenewer(t, "selfreg", node, registered(false))
 		h.nodes.wait(t, node, "self-registered entry added", listHas("selfreg", nodev1alpha1.SourceLease))
 		h.labelNode(t, node, needs, nil)
 		r.stop()
