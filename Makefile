@@ -222,7 +222,7 @@ test-monitoring: $(PROMTOOL) ## Alert rule tests (promtool) and the dashboards' 
 # The deterministic simulations beside their reference models
 # (docs/reliability.md): SIM=controller (the default) is the node-health
 # controller's (pkg/nodehealth/simulation_test.go), SIM=updater the update
-# operator's and agents' (pkg/updater/simulation_test.go). make test runs
+# operator's and agents' (pkg/updater/operator/simulation_test.go). make test runs
 # their regression seeds and a few fixed ones; this runs SEEDS random seeds,
 # SIM_PARALLEL at a time (a run mostly waits for goroutines).
 SEEDS ?= 100
@@ -230,7 +230,7 @@ SIM_PARALLEL ?= 4
 SIM ?= controller
 SIM_PKG_controller := ./pkg/nodehealth/
 SIM_TEST_controller := TestSimulation
-SIM_PKG_updater := ./pkg/updater/
+SIM_PKG_updater := ./pkg/updater/operator/
 SIM_TEST_updater := TestUpdaterSimulation
 
 .PHONY: simulate

@@ -27,7 +27,7 @@ import (
 	"nodehealth.io/nodehealth/pkg/componentconfig/options"
 	"nodehealth.io/nodehealth/pkg/leaderelection"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
-	"nodehealth.io/nodehealth/pkg/updater"
+	"nodehealth.io/nodehealth/pkg/updater/operator"
 )
 
 // binaries register their metrics on reg exactly as their servers do.
@@ -40,7 +40,7 @@ var binaries = map[string]func(reg prometheus.Registerer) error{
 	},
 	"update-operator": func(reg prometheus.Registerer) error {
 		options.RegisterCommonMetrics(reg)
-		updater.NewMetrics(reg)
+		operator.NewMetrics(reg)
 		leaderelection.NewLeadingGauge(reg, "update-operator")
 		return nil
 	},

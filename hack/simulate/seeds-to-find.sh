@@ -8,7 +8,7 @@
 #   hack/simulate/seeds-to-find.sh [MAX_SEEDS [MUTANT_GLOB]]   (defaults 40, *)
 #
 # SIM=updater does the same for the update operator's simulation
-# (pkg/updater, TestUpdaterSimulation) with the mutants in
+# (pkg/updater/operator, TestUpdaterSimulation) with the mutants in
 # hack/simulate/mutants/updater, each reverting one fix of issue 21.
 #
 # Prints a Markdown table (docs/reliability.md keeps the last one) and the
@@ -22,7 +22,7 @@ only=${2:-*}
 root=$PWD
 case "${SIM:-controller}" in
 controller) pkg=pkg/nodehealth test=TestSimulation mutants=$root/hack/simulate/mutants ticks=300 ;;
-updater) pkg=pkg/updater test=TestUpdaterSimulation mutants=$root/hack/simulate/mutants/updater ticks=900 ;;
+updater) pkg=pkg/updater/operator test=TestUpdaterSimulation mutants=$root/hack/simulate/mutants/updater ticks=900 ;;
 *) echo "SIM=$SIM: want controller or updater" >&2; exit 2 ;;
 esac
 scratch=$(mktemp -d)

@@ -8,20 +8,20 @@ import (
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/drain"
-	"nodehealth.io/nodehealth/pkg/updater"
+	"nodehealth.io/nodehealth/pkg/updater/operator"
 )
 
 // updaterOptions translates the validated configuration into the plain
 // values the controllers take; they never see the config API. The rollout
 // itself is in UpdatePolicy objects, which the update controller reads.
-func updaterOptions(cfg *config.UpdateOperatorConfiguration, ownNode string) (updater.Options, error) {
+func updaterOptions(cfg *config.UpdateOperatorConfiguration, ownNode string) (operator.Options, error) {
 	selector, err := metav1.LabelSelectorAsSelector(cfg.ManagedNodeSelector)
 	if err != nil {
-		return updater.Options{}, fmt.Errorf("managedNodeSelector: %w", err)
+		return operator.Options{}, fmt.Errorf("managedNodeSelector: %w", err)
 	}
-	opts := updater.Options{
+	opts := operator.Options{
 		Selector: selector,
-		Deadlines: updater.Deadlines{
+		Deadlines: operator.Deadlines{
 			StagedAndPerformedUpdate: cfg.StateDeadlines.StagedAndPerformedUpdate.Duration,
 			RebootedIntoUpdate:       cfg.StateDeadlines.RebootedIntoUpdate.Duration,
 			MonitoringUpdate:         cfg.StateDeadlines.MonitoringUpdate.Duration,
@@ -30,7 +30,7 @@ func updaterOptions(cfg *config.UpdateOperatorConfiguration, ownNode string) (up
 		OwnNode: ownNode,
 		DryRun:  cfg.DryRun,
 		// The client is the caller's (startControllers).
-		Drain: updater.DrainOptions{
+		Drain: operator.DrainOptions{
 			Timeout:           cfg.Drain.Timeout.Duration,
 			Overrides:         drain.Overrides{Force: cfg.Drain.Force, DeleteEmptyDirData: cfg.Drain.DeleteEmptyDirData},
 			ReadinessTaintKey: cfg.ReadinessTaintKey,

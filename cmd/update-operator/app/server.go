@@ -18,7 +18,7 @@ import (
 	"nodehealth.io/nodehealth/pkg/leaderelection"
 	"nodehealth.io/nodehealth/pkg/process"
 	"nodehealth.io/nodehealth/pkg/process/elected"
-	"nodehealth.io/nodehealth/pkg/updater"
+	"nodehealth.io/nodehealth/pkg/updater/operator"
 )
 
 // NodeNameEnv is the environment variable --node-name falls back to; the
@@ -80,7 +80,7 @@ func run(ctx context.Context, rt *process.Runtime[*config.UpdateOperatorConfigur
 	if err != nil {
 		return err
 	}
-	metrics := updater.NewMetrics(rt.Registry)
+	metrics := operator.NewMetrics(rt.Registry)
 	return elected.Process{
 		Name: "update-operator", Identity: identity, Election: cfg.LeaderElection,
 		RESTConfig: clients.Config, Client: clients.Kube,

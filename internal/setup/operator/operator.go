@@ -23,7 +23,7 @@ import (
 	"nodehealth.io/client-go/informers/externalversions"
 	drainclient "nodehealth.io/nodehealth/pkg/drain/clientset"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
-	"nodehealth.io/nodehealth/pkg/updater"
+	"nodehealth.io/nodehealth/pkg/updater/operator"
 	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
 
@@ -62,9 +62,9 @@ func NewClients(config *rest.Config) (Clients, error) {
 
 // Config is what a caller chooses; everything else is wired one way.
 type Config struct {
-	Options updater.Options
+	Options operator.Options
 	// Metrics are registered by the caller; nil keeps them unregistered.
-	Metrics *updater.Metrics
+	Metrics *operator.Metrics
 	// Clock is the update controller's clock; nil is the real one.
 	Clock clock.WithTicker
 	// Recorder receives the Events; nil records them to the API server.
@@ -77,7 +77,7 @@ type Operator struct {
 	updates     externalversions.SharedInformerFactory
 	broadcaster record.EventBroadcaster
 	shadows     *shadow.Controller
-	controller  *updater.Controller
+	controller  *operator.Controller
 }
 
 // New wires the operator. Nothing runs until Run: informers start only then
@@ -113,7 +113,7 @@ func New(ctx context.Context, clients Clients, cfg Config) (*Operator, error) {
 	o.shadows, err = shadow.NewController(clients.Updates, nodes, shadows, recorder,
 		shadow.Options{Selector: cfg.Options.Selector, DryRun: cfg.Options.DryRun})
 	if err == nil {
-		o.controller, err = updater.NewController(clients.Updates, nodes, shadows, o.updates.Updates().V1alpha1().UpdatePolicies(),
+		o.controller, err = operator.NewController(clients.Updates, nodes, shadows, o.updates.Updates().V1alpha1().UpdatePolicies(),
 			recorder, clk, opts, cfg.Metrics)
 	}
 	if err != nil {

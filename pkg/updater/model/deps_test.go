@@ -8,7 +8,7 @@ import (
 )
 
 // The model is valuable only while it is independent of the operator it
-// checks: it may link the standard library only — neither pkg/updater (nor
+// checks: it may link the standard library only — neither pkg/updater/operator (nor
 // its agent, shadow controller or Bottlerocket client) nor a Kubernetes
 // client or API type.
 func TestTheModelLinksNothingOfTheOperatorNorAKubernetesClient(t *testing.T) {

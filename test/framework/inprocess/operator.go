@@ -11,7 +11,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	operatorsetup "nodehealth.io/nodehealth/internal/setup/operator"
-	"nodehealth.io/nodehealth/pkg/updater"
+	"nodehealth.io/nodehealth/pkg/updater/operator"
 )
 
 // Operator is an update operator running in the test binary.
@@ -29,7 +29,7 @@ type Operator struct {
 // (internal/setup/operator), with clients' identity and workers per
 // controller, except that its Events are kept for Events instead of being
 // sent to the API server. It stops the operator when the test ends.
-func StartOperator(t testing.TB, clients operatorsetup.Clients, opts updater.Options, workers int) *Operator {
+func StartOperator(t testing.TB, clients operatorsetup.Clients, opts operator.Options, workers int) *Operator {
 	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))

@@ -14,7 +14,7 @@ import (
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/client-go/clientset/versioned"
 	operatorsetup "nodehealth.io/nodehealth/internal/setup/operator"
-	"nodehealth.io/nodehealth/pkg/updater"
+	"nodehealth.io/nodehealth/pkg/updater/operator"
 	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/inprocess"
 	"nodehealth.io/nodehealth/test/framework/testenv"
@@ -26,9 +26,9 @@ import (
 func startOperatorAs(t *testing.T, cfg func() (kubernetes.Interface, versioned.Interface), selector labels.Selector) {
 	t.Helper()
 	kube, client := cfg()
-	inprocess.StartOperator(t, operatorsetup.Clients{Kube: kube, Updates: client}, updater.Options{
+	inprocess.StartOperator(t, operatorsetup.Clients{Kube: kube, Updates: client}, operator.Options{
 		Selector: selector,
-		Deadlines: updater.Deadlines{StagedAndPerformedUpdate: time.Minute, RebootedIntoUpdate: time.Minute,
+		Deadlines: operator.Deadlines{StagedAndPerformedUpdate: time.Minute, RebootedIntoUpdate: time.Minute,
 			MonitoringUpdate: time.Minute, ReturnToIdle: time.Minute},
 	}, 1)
 }

@@ -168,7 +168,7 @@ func updateNode(t *testing.T, node, version string) *updatesv1alpha1.Bottlerocke
 	return waitShadow(t, node, "RebootedIntoUpdate", stateIs(updatesv1alpha1.StateRebootedIntoUpdate))
 }
 
-// operatorDrains plays the operator's drain (pkg/updater, docs/updater.md):
+// operatorDrains plays the operator's drain (pkg/updater/operator, docs/updater.md):
 // once the node carries the readiness taint it evicts, through the real
 // Eviction API, every pod but DaemonSet and mirror pods and those that
 // tolerate the taint, then records the drained annotation with the node's

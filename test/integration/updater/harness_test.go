@@ -27,7 +27,7 @@ import (
 	"nodehealth.io/client-go/clientset/versioned"
 	"nodehealth.io/client-go/informers/externalversions"
 	operatorsetup "nodehealth.io/nodehealth/internal/setup/operator"
-	"nodehealth.io/nodehealth/pkg/updater"
+	updater "nodehealth.io/nodehealth/pkg/updater/operator"
 	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/inprocess"
 	"nodehealth.io/nodehealth/test/framework/testenv"
@@ -380,7 +380,7 @@ func (h *history) observe(s *updatesv1alpha1.BottlerocketShadow, ours map[string
 	h.lastSpec[s.Name] = s.Spec.State
 }
 
-// counts is docs/updater.md's definition, written out independently of pkg/updater.
+// counts is docs/updater.md's definition, written out independently of pkg/updater/operator.
 func counts(s *updatesv1alpha1.BottlerocketShadow) bool {
 	if s.Spec.State != updatesv1alpha1.StateIdle {
 		return true

@@ -1,5 +1,5 @@
 // Package updater_test runs the update operator's controllers (pkg/updater/shadow and
-// pkg/updater) against the real control plane. The agent's side is played by
+// pkg/updater/operator) against the real control plane. The agent's side is played by
 // the test writing shadow status, and the node-health controller's side by the
 // test writing the nodes' SystemExtensionsReady condition — the same API
 // writes the real components make. Each test selects its own nodes by a label

@@ -1,4 +1,4 @@
-// Package updater is the update controller of the Bottlerocket update
+// Package operator is the update controller of the Bottlerocket update
 // operator (docs/updater.md). It owns the spec of every BottlerocketShadow and
 // the status of every UpdatePolicy: it starts a node's update when the one
 // policy that governs the node allows it (planStarts, a pure function of a
@@ -11,6 +11,9 @@
 // shadows, Nodes and UpdatePolicies, and workqueue timers for deadlines,
 // soaks, back-offs and update windows — there is no polling loop.
 //
-// The subpackage brapi is the agent's Bottlerocket API client; window parses
-// and evaluates update windows.
-package updater
+// Its neighbours under pkg/updater are the other parts of the one feature:
+// agent (the per-node update agent), brapi (the agent's Bottlerocket API
+// client and the emulator of that API), shadow (the controller that keeps one
+// BottlerocketShadow per managed node), model (the reference model the
+// simulation judges this package by) and window (update windows).
+package operator
