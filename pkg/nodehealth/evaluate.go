@@ -661,8 +661,10 @@ func (e *evaluation) gateTransition() {
 		}
 		// A node held for a failure was never tainted: judged afresh, it
 		// is ungated as soon as nothing it requires is failing (no failure
-		// taint is ever owed, and no renewal is owed either).
-		held := st.last.suppressed && !e.f.tainted && !st.gate.full
+		// taint is ever owed, and no renewal is owed either). A taint the
+		// cache still shows on it is the leftover of an ungate whose write
+		// failed, held off since (placeTaint), not a gate in force.
+		held := st.last.suppressed && !st.gate.full
 		// A bootstrap, reboot or re-creation seen while the own-view guard
 		// holds is pending: it gates when the guard lifts (gateStart = the
 		// lift), and renewals observed before that, delivered by a watch
@@ -811,11 +813,14 @@ func (e *evaluation) isFailing() {
 // in this evaluation on a node still tainted found the taint of a gate that
 // ended (an ungate whose write the Node's change refused: seed
 // 16365078962249930749); that taint is owed its removal, and is held off
-// like an addition.
+// like an addition. It stays owed until the removal is written: the
+// evaluation that began the gate may have failed to write it too (an
+// outage of the controller's writes: seed 5546801762588968901), and its
+// retries find the gate begun and the node held.
 func (e *evaluation) placeTaint() {
 	st, f := e.st, e.f
 	e.d.taint = st.gated
-	leftover := f.tainted && e.d.started && e.failing
+	leftover := f.tainted && (e.d.started || st.last.suppressed) && e.failing
 	if st.gated && (!f.tainted || leftover) && (e.in.ownViewStale || (e.failing && e.suspended)) {
 		e.d.taint = false
 		e.d.suppressed = true
