@@ -782,7 +782,7 @@ func (e *evaluation) isFailing() {
 		// drain under way stops (escalationDue). Should it stop leaving
 		// while still failing, its clock starts afresh.
 		st.resetEscalation()
-	case e.in.blast.failing() && !failing && st.gated:
+	case (e.in.blast.failing() || st.escalation.clock.started()) && !failing && st.gated:
 		// Still gated: its failures became planned, or it waits for
 		// renewals after the gate restarted. The eviction clock pauses,
 		// keeping what it counted; only an ungate or a recovery resets it.
@@ -791,7 +791,7 @@ func (e *evaluation) isFailing() {
 		// suspension, and goes on if the failure does: the escalation
 		// is not decided again (seed 6830237159890156263).
 		st.escalation.interrupted = st.escalation.marked
-	case e.in.blast.failing() && !failing:
+	case (e.in.blast.failing() || st.escalation.clock.started()) && !failing:
 		st.resetEscalation()
 	}
 	e.failing = failing
