@@ -492,3 +492,61 @@ func TestALeftoverTaintWhoseRemovalAnOutageRefusedStaysOwedAcrossRetriesAndTheRe
 		})
 	}
 }
+
+// A node held with the leftover taint of an ungate an outage refused, still
+// failing when the own view recovers and the outage goes on, is tainted for
+// what fails then: its gate waits only for that. kube-proxy, whose expiry
+// only the stale view saw and which the recovery's grace made ready, owes
+// no renewal, as for a held node whose taint was removed (seed
+// 15089412335168732690's rule, with the taint still on).
+func TestAHeldNodeWithALeftoverTaintTaintedAtTheRecoveryWaitsOnlyForWhatFailsThen(t *testing.T) {
+	f := newFixture(t, withCNI(guardOptions(), 0, FailurePolicyKeepGated), readyNodes("n1")...)
+	f.canaryRenewed()
+	f.renew("cni", "n1")
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n1", "Crash")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("n1 not tainted for its failure")
+	}
+
+	outage := true
+	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
+		if !outage || action.(core.PatchAction).GetName() != "n1" {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewTimeoutError("the API server does not take the controller's writes", 0)
+	})
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.renew("cni", "n1")
+	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+		t.Fatal("the ungate was written in the outage")
+	}
+	// The view goes stale; cni fails, then kube-proxy's Lease expires in
+	// the stale view.
+	f.pass(20*time.Second, false)
+	f.release("cni", "n1", "Crash")
+	_ = f.c.syncNode(f.ctx, "n1")
+	f.pass(35*time.Second, false)
+	_ = f.c.syncNode(f.ctx, "n1")
+	// The view recovers while the outage goes on: kube-proxy is ready by
+	// the recovery's grace, cni still fails, and the node is tainted for it.
+	f.pass(6*time.Second, true)
+	if f.c.canary.stale() {
+		t.Fatal("the own view did not recover")
+	}
+	_ = f.c.syncNode(f.ctx, "n1")
+	outage = false
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatalf("n1 not tainted for cni after the recovery (condition %s)", f.condition("n1").Reason)
+	}
+	f.clock.Step(time.Second)
+	f.renew("cni", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Errorf("n1 still tainted once cni came back (condition %s): its gate waited for a renewal of kube-proxy, ready by the recovery's grace", f.condition("n1").Reason)
+	}
+}

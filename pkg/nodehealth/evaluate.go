@@ -685,13 +685,14 @@ func (e *evaluation) gateTransition() {
 
 	e.startupExpiryCause()
 	if st.gated && !st.gate.full {
-		if st.last.suppressed && !e.f.tainted {
+		if st.last.suppressed {
 			// Held for a failure: judged afresh at every evaluation, so
 			// the gate the lift taints waits for what fails then (the
 			// model's openFailureGate). An extension that expired only
 			// in a stale view and is ready by the own-view recovery's
 			// grace owes no renewal (seeds 15089412335168732690 and
-			// 3960348572464930654).
+			// 3960348572464930654). A leftover taint still on the node
+			// changes nothing: it was held off (placeTaint).
 			st.gate.scope = nil
 		}
 		for _, s := range e.notReady {
