@@ -523,3 +523,140 @@ func TestARebootWhileTheViewIsStaleAfterAnUngateThatWasNotWrittenIsPendingUntilT
 		t.Fatal("not ungated by a renewal after the guard lifted")
 	}
 }
+
+// The ungate's write failed again and again in an outage of the
+// controller's writes, so the taint of the ended gate stayed on the node;
+// the own view went stale and the Lease then expired, a failure the guard
+// holds. The failure gate began in an evaluation whose write failed too, so
+// the taint is still a leftover in the retries after it, and when the view
+// recovers the Lease, ready when the guard fired, is ready by the
+// recovery's grace: the held node is ungated without waiting for a renewal,
+// as it would have been had the ungate been written, whether the outage
+// ends before the recovery or after it (simulation seed
+// 5546801762588968901: the controller kept the node tainted for a failure
+// the blast radius held).
+func TestALeftoverTaintWhoseRemovalAnOutageRefusedStaysOwedAcrossRetriesAndTheRecovery(t *testing.T) {
+	for _, outageEndsFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("outage-ends-before-the-recovery=%v", outageEndsFirst), func(t *testing.T) {
+			f := newFixture(t, guardOptions(), readyNodes("n1")...)
+			f.canaryRenewed()
+			f.sync("n1")
+			f.clock.Step(time.Second)
+			f.release("kube-proxy", "n1", "Crash")
+			f.sync("n1")
+			if !f.tainted("n1") {
+				t.Fatal("n1 not tainted for its failure")
+			}
+
+			outage := true
+			f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
+				if !outage || action.(core.PatchAction).GetName() != "n1" {
+					return false, nil, nil
+				}
+				return true, nil, apierrors.NewTimeoutError("the API server does not take the controller's writes", 0)
+			})
+			f.clock.Step(time.Second)
+			f.renew("kube-proxy", "n1")
+			if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+				t.Fatal("the ungate was written in the outage")
+			}
+			// The view goes stale, then kube-proxy's Lease expires in it:
+			// the failure is held, and each retry's write fails too.
+			f.pass(20*time.Second, false)
+			if !f.c.canary.stale() {
+				t.Fatal("the own view is not stale")
+			}
+			f.pass(35*time.Second, false)
+			for i := 0; i < 2; i++ {
+				if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+					t.Fatalf("retry %d: nothing written in the outage", i)
+				}
+			}
+			if c := f.condition("n1"); !f.tainted("n1") || c.Reason != nodev1alpha1.ReasonExtensionsNotReady {
+				t.Fatalf("the outage wrote n1: tainted %v, condition %s", f.tainted("n1"), c.Reason)
+			}
+
+			if outageEndsFirst {
+				outage = false
+				f.sync("n1")
+				if f.tainted("n1") {
+					t.Errorf("n1 tainted for a failure the own-view guard holds (condition %s)", f.condition("n1").Reason)
+				}
+			}
+			// The view recovers: the Lease ready when the guard fired is
+			// ready again, and the held node owes no renewal.
+			f.pass(6*time.Second, true)
+			if f.c.canary.stale() {
+				t.Fatal("the own view did not recover")
+			}
+			if !outageEndsFirst {
+				if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+					t.Fatal("nothing written in the outage")
+				}
+				outage = false
+			}
+			f.sync("n1")
+			if c := f.condition("n1"); f.tainted("n1") || c.Status != v1.ConditionTrue {
+				t.Errorf("after the recovery n1 is tainted %v with condition %s/%s, want untainted and True: the leftover taint became a gate waiting for a renewal", f.tainted("n1"), c.Status, c.Reason)
+			}
+		})
+	}
+}
+
+// A node held with the leftover taint of an ungate an outage refused, still
+// failing when the own view recovers and the outage goes on, is tainted for
+// what fails then: its gate waits only for that. kube-proxy, whose expiry
+// only the stale view saw and which the recovery's grace made ready, owes
+// no renewal, as for a held node whose taint was removed (seed
+// 15089412335168732690's rule, with the taint still on).
+func TestAHeldNodeWithALeftoverTaintTaintedAtTheRecoveryWaitsOnlyForWhatFailsThen(t *testing.T) {
+	f := newFixture(t, withCNI(guardOptions(), 0, FailurePolicyKeepGated), readyNodes("n1")...)
+	f.canaryRenewed()
+	f.renew("cni", "n1")
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n1", "Crash")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("n1 not tainted for its failure")
+	}
+
+	outage := true
+	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
+		if !outage || action.(core.PatchAction).GetName() != "n1" {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewTimeoutError("the API server does not take the controller's writes", 0)
+	})
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.renew("cni", "n1")
+	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+		t.Fatal("the ungate was written in the outage")
+	}
+	// The view goes stale; cni fails, then kube-proxy's Lease expires in
+	// the stale view.
+	f.pass(20*time.Second, false)
+	f.release("cni", "n1", "Crash")
+	_ = f.c.syncNode(f.ctx, "n1")
+	f.pass(35*time.Second, false)
+	_ = f.c.syncNode(f.ctx, "n1")
+	// The view recovers while the outage goes on: kube-proxy is ready by
+	// the recovery's grace, cni still fails, and the node is tainted for it.
+	f.pass(6*time.Second, true)
+	if f.c.canary.stale() {
+		t.Fatal("the own view did not recover")
+	}
+	_ = f.c.syncNode(f.ctx, "n1")
+	outage = false
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatalf("n1 not tainted for cni after the recovery (condition %s)", f.condition("n1").Reason)
+	}
+	f.clock.Step(time.Second)
+	f.renew("cni", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Errorf("n1 still tainted once cni came back (condition %s): its gate waited for a renewal of kube-proxy, ready by the recovery's grace", f.condition("n1").Reason)
+	}
+}

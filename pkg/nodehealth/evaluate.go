@@ -669,8 +669,10 @@ func (e *evaluation) gateTransition() {
 		}
 		// A node held for a failure was never tainted: judged afresh, it
 		// is ungated as soon as nothing it requires is failing (no failure
-		// taint is ever owed, and no renewal is owed either).
-		held := st.last.suppressed && !e.f.tainted && !st.gate.full
+		// taint is ever owed, and no renewal is owed either). A taint the
+		// cache still shows on it is the leftover of an ungate whose write
+		// failed, held off since (placeTaint), not a gate in force.
+		held := st.last.suppressed && !st.gate.full
 		// A bootstrap, reboot or re-creation seen while the own-view guard
 		// holds is pending: it gates when the guard lifts (gateStart = the
 		// lift), and renewals observed before that, delivered by a watch
@@ -693,13 +695,14 @@ func (e *evaluation) gateTransition() {
 
 	e.startupExpiryCause()
 	if st.gated && !st.gate.full {
-		if st.last.suppressed && !e.f.tainted {
+		if st.last.suppressed {
 			// Held for a failure: judged afresh at every evaluation, so
 			// the gate the lift taints waits for what fails then (the
 			// model's openFailureGate). An extension that expired only
 			// in a stale view and is ready by the own-view recovery's
 			// grace owes no renewal (seeds 15089412335168732690 and
-			// 3960348572464930654).
+			// 3960348572464930654). A leftover taint still on the node
+			// changes nothing: it was held off (placeTaint).
 			st.gate.scope = nil
 		}
 		for _, s := range e.notReady {
@@ -790,7 +793,7 @@ func (e *evaluation) isFailing() {
 		// drain under way stops (escalationDue). Should it stop leaving
 		// while still failing, its clock starts afresh.
 		st.resetEscalation()
-	case e.in.blast.failing() && !failing && st.gated:
+	case (e.in.blast.failing() || st.escalation.clock.started()) && !failing && st.gated:
 		// Still gated: its failures became planned, or it waits for
 		// renewals after the gate restarted. The eviction clock pauses,
 		// keeping what it counted; only an ungate or a recovery resets it.
@@ -799,7 +802,7 @@ func (e *evaluation) isFailing() {
 		// suspension, and goes on if the failure does: the escalation
 		// is not decided again (seed 6830237159890156263).
 		st.escalation.interrupted = st.escalation.marked
-	case e.in.blast.failing() && !failing:
+	case (e.in.blast.failing() || st.escalation.clock.started()) && !failing:
 		st.resetEscalation()
 	}
 	e.failing = failing
@@ -821,15 +824,18 @@ func (e *evaluation) isFailing() {
 // in this evaluation on a node still tainted found the taint of a gate that
 // ended (an ungate whose write the Node's change refused: seed
 // 16365078962249930749); that taint is owed its removal, and is held off
-// like an addition. So is the taint a reboot or re-creation finds in the
-// same way (seed 5144553269545614998): its gate is pending while the own view
-// is stale, and a held full gate keeps owing that removal until the lift,
-// also while the API server refuses it.
+// like an addition. It stays owed until the removal is written: the
+// evaluation that began the gate may have failed to write it too (an
+// outage of the controller's writes: seed 5546801762588968901), and its
+// retries find the gate begun and the node held. So is the taint a reboot or
+// re-creation finds in the same way (seed 5144553269545614998): its gate is
+// pending while the own view is stale, and a held full gate keeps owing that
+// removal until the lift, also while the API server refuses it.
 func (e *evaluation) placeTaint() {
 	st, f := e.st, e.f
 	e.d.taint = st.gated
 	bootLeftover := e.bootOnLeftover || st.last.suppressed && st.gate.full
-	leftover := f.tainted && (e.d.started && e.failing || bootLeftover)
+	leftover := f.tainted && ((e.d.started || st.last.suppressed) && e.failing || bootLeftover)
 	if st.gated && (!f.tainted || leftover) && (e.in.ownViewStale || (e.failing && e.suspended)) {
 		e.d.taint = false
 		e.d.suppressed = true

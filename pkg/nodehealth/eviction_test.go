@@ -545,3 +545,52 @@ func TestEvictNamesPodsLeftWhenNothingIsEvicted(t *testing.T) {
 		t.Errorf("condition message %q does not name the pod left", c.Message)
 	}
 }
+
+// A failing node whose failures become planned (a planned release among
+// them) stays gated and pauses its eviction clock. Another node's failure
+// decided first in that instant brings the blast-radius count up to date,
+// which already counts the node as not failing; the node's own evaluation
+// must pause its clock all the same, or the planned time is counted as
+// failure time and the node is evicted early (simulation seeds
+// 15839658414113777250 and 2573494415411049320, where the gate restarted at
+// an own-view recovery and waited for renewals instead).
+func TestAFailingNodeWhoseCountAnotherNodesRecountClearedStillPausesItsEvictionClock(t *testing.T) {
+	opts := withCNI(testOptions(), 0, FailurePolicyKeepGated)
+	opts.Eviction.Timeout = 30 * time.Second
+	names := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	f := newFixture(t, opts, readyNodes(names...)...)
+	for _, n := range names {
+		f.renew("cni", n)
+	}
+	f.syncAll(names...)
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n2", "Crash")
+	f.sync("n2")
+	if !f.tainted("n2") || !f.c.blast.isFailing("n2") {
+		t.Fatalf("n2 not tainted for its failure (condition %s)", f.condition("n2").Reason)
+	}
+
+	// 10 s into n2's failure its cni releases for maintenance: the failure
+	// is planned now. n3 fails in the same instant and is decided first.
+	f.clock.Step(10 * time.Second)
+	f.release("cni", "n2", nodev1alpha1.ReasonUpdating)
+	f.release("kube-proxy", "n3", "Crash")
+	f.sync("n3")
+	f.sync("n2")
+	if r := f.condition("n2").Reason; !f.tainted("n2") || r != nodev1alpha1.ReasonPlannedMaintenance {
+		t.Fatalf("n2: tainted %v, condition %s, want tainted for %s", f.tainted("n2"), r, nodev1alpha1.ReasonPlannedMaintenance)
+	}
+
+	// 20 s later cni is back and kube-proxy still fails: n2 has failed for
+	// 10 s of its 30 s.
+	f.clock.Step(20 * time.Second)
+	f.renew("cni", "n2")
+	f.renew("cni", "n3")
+	f.sync("n2")
+	if !f.c.blast.isFailing("n2") {
+		t.Fatalf("n2 does not fail again once its planned release ended (condition %s)", f.condition("n2").Reason)
+	}
+	if n := f.c.evictions.Len(); n != 0 {
+		t.Errorf("n2 escalated after 10 s of unplanned failure: its eviction clock counted the planned maintenance")
+	}
+}

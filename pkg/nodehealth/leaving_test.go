@@ -281,3 +281,51 @@ func TestANodeLeavingUntilItsLifecycleConditionGrowsStaleIsNotSteady(t *testing.
 		t.Error("a node whose leaving ends with the clock is steady: its renewals would only move its expiry timer")
 	}
 }
+
+// A foreign lifecycle condition grows stale at an instant, without an
+// event: the node stops leaving then, and its failure counts from then on.
+// A failure of another node that comes due in the same instant and is
+// decided first must be counted with it (simulation seed
+// 13131537040437977849: n1's kube-proxy expired in the second n4's
+// Drained=True grew stale, the controller tainted n1 on a count without n4,
+// and n4's evaluation right after suspended gating at 3 of 5).
+func TestANodeThatStopsLeavingInTheInstantAnotherFailsIsCountedBeforeTheFailureTaint(t *testing.T) {
+	opts := testOptions()
+	opts.LifecycleConditionMaxAge = 90 * time.Second
+	names := []string{"n1", "n2", "n3", "n4", "n5"}
+	objs := append(readyNodes("n1", "n2", "n3", "n5"),
+		readyNode("n4", withLifecycleCondition(nodev1alpha1.LifecycleConditionDrained, "AdminRequested", t0)), lease("kube-proxy", "n4", "holder", t0))
+	f := newFixture(t, opts, objs...)
+	f.syncAll(names...)
+	f.clock.Step(time.Second)
+	for _, n := range []string{"n4", "n5"} {
+		f.release("kube-proxy", n, "Crash")
+		f.sync(n)
+	}
+	f.expectLeaving("n4", "condition Drained=True, reason AdminRequested")
+	if !f.tainted("n5") || !f.c.blast.isFailing("n5") {
+		t.Fatalf("n5 not tainted for its failure (condition %s)", f.condition("n5").Reason)
+	}
+
+	for _, at := range []time.Duration{40 * time.Second, 80 * time.Second} {
+		f.clock.SetTime(t0.Add(at))
+		for _, n := range []string{"n1", "n2", "n3"} {
+			f.renew("kube-proxy", n)
+		}
+	}
+	// n4's Drained=True is 90 s old in the instant n1 fails; n1 is decided
+	// first.
+	f.clock.SetTime(t0.Add(opts.LifecycleConditionMaxAge))
+	f.release("kube-proxy", "n1", "Crash")
+	f.sync("n1")
+	f.sync("n4")
+	if !f.c.blast.isFailing("n4") {
+		t.Fatalf("n4 does not fail once its Drained=True is stale (condition %s)", f.condition("n4").Reason)
+	}
+	if f.tainted("n1") {
+		t.Errorf("n1 tainted although 3 of 5 nodes fail in this instant (n4 no longer leaving): condition %s", f.condition("n1").Reason)
+	}
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonGatingSuspended {
+		t.Errorf("n1's condition: %s, want %s", r, nodev1alpha1.ReasonGatingSuspended)
+	}
+}

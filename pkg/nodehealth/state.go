@@ -378,6 +378,14 @@ func (c evictionClock) ranOut(now time.Time, timeout time.Duration) bool {
 	return elapsed >= timeout
 }
 
+// started reports whether the clock counted anything since its last reset.
+// A node's own clock, not its blast-radius count, says whether it was
+// failing: another node's recount may already count it as not failing
+// before its own evaluation (seed 15839658414113777250).
+func (c evictionClock) started() bool {
+	return c.elapsed > 0 || !c.runningSince.IsZero()
+}
+
 // advance moves the clock to now, paused or running, and reports how long
 // the node has been failing, not counting time while escalation was
 // suspended.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -137,8 +138,9 @@ func (c *Controller) handleSuspensionChanges(ctx context.Context, changes []susp
 // recountFailing brings the blast-radius count up to date before a failure
 // taint is decided: every other node is counted from its last-evaluated facts
 // (its list, whether it was ready in its boot, planned releases, fail-open)
-// combined with the current expiry of its Leases, so that a Lease past its
-// expiry counts whether or not its node was evaluated since. Callers hold
+// combined with the current expiry of its Leases and whether it is leaving
+// now, so that a Lease past its expiry, or a node that stopped leaving,
+// counts whether or not its node was evaluated since. Callers hold
 // c.mu. It costs one Lease lookup per extension of every node, and runs only
 // when a node is about to be tainted for a failure while nothing is
 // suspended.
@@ -148,7 +150,20 @@ func (c *Controller) recountFailing(current string, now time.Time) []suspensionC
 		if name == current || st.exts == nil || st.last.invalidList != "" {
 			continue
 		}
-		changes = append(changes, c.blast.refresh(name, c.failingAt(st, now))...)
+		failing := c.failingAt(st, now)
+		if _, counted := c.blast.memberOf(name); !counted && slices.ContainsFunc(st.exts, func(e requiredExtension) bool { return e.affects }) &&
+			st.leavingSignal(now, &c.opts) == "" {
+			// Its last evaluation found the node leaving, and it is not
+			// any more: a foreign lifecycle condition grows stale at an
+			// instant, with no event, and a failure of another node that
+			// comes due in that instant is not decided on a count without
+			// it (seed 13131537040437977849).
+			if node, err := c.nodeLister.Get(name); err == nil {
+				changes = append(changes, c.blast.update(name, node.Labels[zoneLabel], true, failing)...)
+			}
+			continue
+		}
+		changes = append(changes, c.blast.refresh(name, failing)...)
 	}
 	return changes
 }
