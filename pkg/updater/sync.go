@@ -307,7 +307,7 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 		c.after(s.Name, left)
 		return nil
 	}
-	if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", nil); err != nil {
+	if err := c.succeed(ctx, s, now); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -321,6 +321,48 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 		}
 	}
 	logger.Info("Update passed its health gate", "node", s.Name, "version", s.Status.CurrentVersion)
+	return nil
+}
+
+// succeed ends an update that passed its health gate. The policy that
+// started it records the success first, in its status (delayBetweenNodes
+// is measured from it, by this leader and the next): a success whose
+// shadow write then fails is recorded too early rather than not at all,
+// which only delays the next start. Serialized with the start pass, so no
+// start decided before the success follows it.
+func (c *Controller) succeed(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, now time.Time) error {
+	c.countMu.Lock()
+	defer c.countMu.Unlock()
+	if err := c.recordSuccess(ctx, s.Annotations[updatesv1alpha1.PolicyAnnotation], now); err != nil {
+		return err
+	}
+	return c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", nil)
+}
+
+// recordSuccess sets the policy's status.lastUpdateSucceeded to now. The
+// policy is read from the API, not the cache: a status written from a
+// stale copy would be refused as a conflict.
+func (c *Controller) recordSuccess(ctx context.Context, name string, now time.Time) error {
+	if name == "" || c.opts.DryRun {
+		return nil
+	}
+	if _, err := c.policyLister.Get(name); apierrors.IsNotFound(err) {
+		return nil // a policy the cache does not know started nothing since
+	}
+	p, err := c.client.UpdatesV1alpha1().UpdatePolicies().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // no policy left to pace
+	}
+	if err != nil {
+		return fmt.Errorf("reading UpdatePolicy %s to record a success: %w", name, err)
+	}
+	if t := p.Status.LastUpdateSucceeded; t != nil && !t.Time.Before(now) {
+		return nil
+	}
+	p.Status.LastUpdateSucceeded = &metav1.Time{Time: now}
+	if _, err := c.client.UpdatesV1alpha1().UpdatePolicies().UpdateStatus(ctx, p, metav1.UpdateOptions{FieldManager: "update-operator"}); err != nil {
+		return fmt.Errorf("recording a success in the status of UpdatePolicy %s: %w", name, err)
+	}
 	return nil
 }
 
