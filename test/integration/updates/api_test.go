@@ -361,6 +361,22 @@ func TestUpdatePolicyValidation(t *testing.T) {
 			s.PostRebootSoak = &metav1.Duration{Duration: -time.Second}
 		}, "negative"},
 		{"ignore-waves-unpinned", func(s *updatesv1alpha1.UpdatePolicySpec) { s.IgnoreWaves = true }, "ignoreWaves needs targetVersion"},
+		{"negative-release-age", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.MinReleaseAge = &metav1.Duration{Duration: -time.Second}
+		}, "must not be negative"},
+		{"release-age-31-days", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.MinReleaseAge = &metav1.Duration{Duration: 31 * 24 * time.Hour}
+		}, "at most 30 days"},
+		{"negative-delay", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.DelayBetweenNodes = &metav1.Duration{Duration: -time.Second}
+		}, "must not be negative"},
+		{"delay-25-hours", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.DelayBetweenNodes = &metav1.Duration{Duration: 25 * time.Hour}
+		}, "at most 24 hours"},
+		{"release-age-ignoring-waves", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.TargetVersion, s.IgnoreWaves = "1.21.0", true
+			s.MinReleaseAge = &metav1.Duration{Duration: time.Hour}
+		}, "set one of them"},
 	} {
 		p := valid("validation-" + tc.name)
 		tc.mod(&p.Spec)
@@ -384,6 +400,14 @@ func TestUpdatePolicyValidation(t *testing.T) {
 		"version-empty": func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "" },
 		"seven-day-window": func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.Windows[0].Duration = metav1.Duration{Duration: 7 * 24 * time.Hour}
+		},
+		"pacing-limits": func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.MinReleaseAge = &metav1.Duration{Duration: 30 * 24 * time.Hour}
+			s.DelayBetweenNodes = &metav1.Duration{Duration: 24 * time.Hour}
+		},
+		"pacing-zero-ignoring-waves": func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.TargetVersion, s.IgnoreWaves = "1.21.0", true
+			s.MinReleaseAge, s.DelayBetweenNodes = &metav1.Duration{}, &metav1.Duration{}
 		},
 	} {
 		p := valid("validation-ok-" + name)
