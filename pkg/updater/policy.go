@@ -55,7 +55,24 @@ type policy struct {
 	// over.
 	firstOffered  map[string]time.Time
 	lastSucceeded time.Time
+
+	// drain is spec.drain; its unset fields take the configuration's.
+	drain policyDrain
 }
+
+// policyDrain is a policy's spec.drain in plain values: nil (0 for the
+// timeout) where the policy leaves it to the operator's configuration.
+type policyDrain struct {
+	timeout               time.Duration
+	gracePeriodSeconds    *int64
+	force, deleteEmptyDir *bool
+	// skip selects the pods the drain leaves alone (nil: none).
+	skip labels.Selector
+}
+
+// MaxGracePeriodSeconds bounds spec.drain.gracePeriodSeconds, as the CRD's
+// rules do.
+const MaxGracePeriodSeconds = 86400
 
 // Upper bounds of the pacing fields, as the CRD's rules have them.
 const (
@@ -111,6 +128,9 @@ func parsePolicy(p *updatesv1alpha1.UpdatePolicy, d Deadlines) *policy {
 	if out.delayBetweenNodes < 0 || out.delayBetweenNodes > MaxDelayBetweenNodes {
 		return invalid("spec.delayBetweenNodes (%s) must be between 0 and %s", out.delayBetweenNodes, MaxDelayBetweenNodes)
 	}
+	if err := parseDrain(p.Spec.Drain, d, &out.drain); err != nil {
+		return invalid("spec.drain: %v", err)
+	}
 	if out.ignoreWaves && out.minReleaseAge > 0 {
 		return invalid("spec.ignoreWaves takes the pin before it is offered, and spec.minReleaseAge waits until it has been offered for %s: set one of them",
 			out.minReleaseAge)
@@ -150,6 +170,41 @@ func parsePolicy(p *updatesv1alpha1.UpdatePolicy, d Deadlines) *policy {
 	}
 	out.windows = ws
 	return out
+}
+
+// parseDrain checks spec.drain against what the operator relies on: a
+// timeout its RebootedIntoUpdate deadline, which includes the drain, can
+// hold, and a selector it can match.
+func parseDrain(in *updatesv1alpha1.PolicyDrain, d Deadlines, out *policyDrain) error {
+	if in == nil {
+		return nil
+	}
+	// Nothing of an invalid spec.drain applies: the drains of the
+	// policy's nodes in flight take the configuration's.
+	var pd policyDrain
+	if in.Timeout != nil {
+		pd.timeout = in.Timeout.Duration
+		if pd.timeout <= 0 {
+			return fmt.Errorf("timeout must be positive, got %s", pd.timeout)
+		}
+		if d.RebootedIntoUpdate > 0 && pd.timeout >= d.RebootedIntoUpdate {
+			return fmt.Errorf("timeout (%s) must be shorter than the operator's RebootedIntoUpdate deadline (%s), which includes the drain and the reboot",
+				pd.timeout, d.RebootedIntoUpdate)
+		}
+	}
+	if g := in.GracePeriodSeconds; g != nil && (*g < 0 || *g > MaxGracePeriodSeconds) {
+		return fmt.Errorf("gracePeriodSeconds must be between 0 and %d, got %d", MaxGracePeriodSeconds, *g)
+	}
+	pd.gracePeriodSeconds, pd.force, pd.deleteEmptyDir = in.GracePeriodSeconds, in.Force, in.DeleteEmptyDirData
+	if in.SkipPodSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(in.SkipPodSelector)
+		if err != nil {
+			return fmt.Errorf("skipPodSelector: %w", err)
+		}
+		pd.skip = sel
+	}
+	*out = pd
+	return nil
 }
 
 // versionKey is a version as the pacing records compare it: "v1.21.0" and

@@ -1192,14 +1192,14 @@ func (o operatorPods) ListPods(ctx context.Context, node string) ([]v1.Pod, erro
 	return list.Items, nil
 }
 
-func (o operatorPods) Evict(ctx context.Context, pod *v1.Pod) error {
+func (o operatorPods) Evict(ctx context.Context, pod *v1.Pod, gracePeriodSeconds *int64) error {
 	w := o.s.operatorView()
 	if why := model.EvictionAllowed(w, w.Shadows[pod.Spec.NodeName]); why != "" {
 		o.s.fail("drain-hand-off", "t=%s %s: the operator evicts %s: %s", o.s.at(), pod.Spec.NodeName, pod.Name, why)
 	}
 	err := o.s.opKube.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
-		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}})
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}, GracePeriodSeconds: gracePeriodSeconds}})
 	if err == nil {
 		o.s.trace.Add("t=%s op evicts %s from %s", o.s.at(), pod.Name, pod.Spec.NodeName)
 	}

@@ -93,7 +93,7 @@ func (c *Controller) syncInFlight(ctx context.Context, logger klog.Logger, s *up
 		return c.syncDrain(ctx, s, node, now)
 	}
 	if awaitingReboot(s, node) {
-		c.syncAwaitingReboot(ctx, s)
+		c.syncAwaitingReboot(ctx, s, node)
 		return nil
 	}
 	c.forgetLastPass(s.Name)
@@ -366,13 +366,22 @@ func (c *Controller) recordSuccess(ctx context.Context, name string, now time.Ti
 	return nil
 }
 
-// soakOf is the postRebootSoak of the policy the node's update belongs to:
-// the one that started it while it exists, else the one that governs the
-// node now, else DefaultPostRebootSoak.
+// soakOf is the postRebootSoak of the policy the node's update belongs to
+// (policyOf), else DefaultPostRebootSoak.
 func (c *Controller) soakOf(s *updatesv1alpha1.BottlerocketShadow, node *v1.Node) time.Duration {
+	if p := c.policyOf(s, node); p != nil {
+		return p.soak
+	}
+	return DefaultPostRebootSoak
+}
+
+// policyOf is the policy the node's update belongs to: the one that started
+// it while it exists, else the one that alone governs the node now; nil
+// when none.
+func (c *Controller) policyOf(s *updatesv1alpha1.BottlerocketShadow, node *v1.Node) *policy {
 	if name := s.Annotations[updatesv1alpha1.PolicyAnnotation]; name != "" {
 		if p, err := c.policyLister.Get(name); err == nil {
-			return parsePolicy(p, c.opts.Deadlines).soak
+			return parsePolicy(p, c.opts.Deadlines)
 		}
 	}
 	if node != nil {
@@ -387,12 +396,10 @@ func (c *Controller) soakOf(s *updatesv1alpha1.BottlerocketShadow, node *v1.Node
 					found = pol
 				}
 			}
-			if found != nil {
-				return found.soak
-			}
+			return found
 		}
 	}
-	return DefaultPostRebootSoak
+	return nil
 }
 
 // soakStart is when the node's soak started: the healthy-since annotation,

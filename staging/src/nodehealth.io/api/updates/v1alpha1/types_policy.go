@@ -134,6 +134,51 @@ type UpdatePolicySpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative"
 	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('24h')",message="must be at most 24 hours (24h)"
 	DelayBetweenNodes *metav1.Duration `json:"delayBetweenNodes,omitempty"`
+
+	// Drain tunes the drain before each reboot of the policy's nodes; an
+	// unset field takes the operator configuration's drain.
+	// +optional
+	Drain *PolicyDrain `json:"drain,omitempty"`
+}
+
+// PolicyDrain tunes the operator's drain for one policy's nodes. Every
+// field is optional; unset, the operator configuration's drain applies
+// (its defaults: timeout 10m, deleteEmptyDirData true, force false, each
+// pod's own grace period).
+type PolicyDrain struct {
+	// Timeout bounds a node's drain; past it the update fails
+	// (DrainBlocked) and halts the policy. It must be shorter than the
+	// operator's RebootedIntoUpdate deadline, which includes it (the
+	// operator refuses the policy otherwise). At most 24 hours.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be positive"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('24h')",message="must be at most 24 hours (24h)"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// GracePeriodSeconds is passed in each eviction's DeleteOptions: how
+	// long the evicted pods get to terminate (0: at once). Unset: each
+	// pod's own terminationGracePeriodSeconds.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
+
+	// DeleteEmptyDirData evicts pods with emptyDir volumes (kubectl drain
+	// --delete-emptydir-data; the reboot loses the data anyway); false:
+	// such a pod blocks the drain and is named.
+	// +optional
+	DeleteEmptyDirData *bool `json:"deleteEmptyDirData,omitempty"`
+
+	// Force evicts pods that declare no controller (kubectl drain
+	// --force); false: such a pod blocks the drain and is named.
+	// +optional
+	Force *bool `json:"force,omitempty"`
+
+	// SkipPodSelector selects pods the drain leaves alone: they are
+	// neither evicted nor waited for, and stop with the reboot like
+	// DaemonSet pods.
+	// +optional
+	SkipPodSelector *metav1.LabelSelector `json:"skipPodSelector,omitempty"`
 }
 
 // UpdateWindow opens at every time Schedule fires and stays open for

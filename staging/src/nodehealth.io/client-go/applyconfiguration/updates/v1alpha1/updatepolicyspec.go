@@ -87,6 +87,9 @@ type UpdatePolicySpecApplyConfiguration struct {
 	// Nodes already in flight are not held. Unset or 0: no wait. At most
 	// 24 hours.
 	DelayBetweenNodes *metav1.Duration `json:"delayBetweenNodes,omitempty"`
+	// Drain tunes the drain before each reboot of the policy's nodes; an
+	// unset field takes the operator configuration's drain.
+	Drain *PolicyDrainApplyConfiguration `json:"drain,omitempty"`
 }
 
 // UpdatePolicySpecApplyConfiguration constructs a declarative configuration of the UpdatePolicySpec type for use with
@@ -185,5 +188,13 @@ func (b *UpdatePolicySpecApplyConfiguration) WithMinReleaseAge(value metav1.Dura
 // If called multiple times, the DelayBetweenNodes field is set to the value of the last call.
 func (b *UpdatePolicySpecApplyConfiguration) WithDelayBetweenNodes(value metav1.Duration) *UpdatePolicySpecApplyConfiguration {
 	b.DelayBetweenNodes = &value
+	return b
+}
+
+// WithDrain sets the Drain field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Drain field is set to the value of the last call.
+func (b *UpdatePolicySpecApplyConfiguration) WithDrain(value *PolicyDrainApplyConfiguration) *UpdatePolicySpecApplyConfiguration {
+	b.Drain = value
 	return b
 }
