@@ -373,6 +373,12 @@ func TestUpdatePolicyValidation(t *testing.T) {
 		{"delay-25-hours", func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.DelayBetweenNodes = &metav1.Duration{Duration: 25 * time.Hour}
 		}, "at most 24 hours"},
+		{"drain-zero-timeout", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Drain = &updatesv1alpha1.PolicyDrain{Timeout: &metav1.Duration{}}
+		}, "must be positive"},
+		{"drain-negative-grace", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Drain = &updatesv1alpha1.PolicyDrain{GracePeriodSeconds: ptr.To[int64](-1)}
+		}, "gracePeriodSeconds"},
 		{"release-age-ignoring-waves", func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.TargetVersion, s.IgnoreWaves = "1.21.0", true
 			s.MinReleaseAge = &metav1.Duration{Duration: time.Hour}
@@ -404,6 +410,11 @@ func TestUpdatePolicyValidation(t *testing.T) {
 		"pacing-limits": func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.MinReleaseAge = &metav1.Duration{Duration: 30 * 24 * time.Hour}
 			s.DelayBetweenNodes = &metav1.Duration{Duration: 24 * time.Hour}
+		},
+		"drain-every-field": func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Drain = &updatesv1alpha1.PolicyDrain{Timeout: &metav1.Duration{Duration: 5 * time.Minute}, GracePeriodSeconds: ptr.To[int64](0),
+				DeleteEmptyDirData: ptr.To(false), Force: ptr.To(true),
+				SkipPodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "keep"}}}
 		},
 		"pacing-zero-ignoring-waves": func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.TargetVersion, s.IgnoreWaves = "1.21.0", true
