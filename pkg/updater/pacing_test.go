@@ -145,8 +145,8 @@ func TestTheNextStartWaitsDelayBetweenNodesAfterAnUpdatePassedItsHealthGate(t *t
 
 // TestThePacingRecordsLiveInThePolicysStatus: the start pass records the
 // first offer of each version once and keeps it (a new leader reads the
-// same clock), drops a version no node is offered any more, and keeps the
-// last success.
+// same clock), also for a version no node is offered any more (a pin moved
+// back to it keeps its age), and keeps the last success.
 func TestThePacingRecordsLiveInThePolicysStatus(t *testing.T) {
 	pol := fleet(minReleaseAge(time.Hour), firstOfferedAt(newV, 30*time.Minute), firstOfferedAt("1.19.9", 48*time.Hour), lastSucceededAt(time.Hour))
 	shadows := []*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, idle), mkShadow("b", idle, idle, offered("1.21.0"))}
@@ -163,7 +163,7 @@ func TestThePacingRecordsLiveInThePolicysStatus(t *testing.T) {
 	for _, o := range got.Status.OfferedVersions {
 		offers = append(offers, o.Version+"@"+o.FirstOffered.UTC().Format(time.RFC3339))
 	}
-	if want := "1.20.0@2026-03-02T09:30:00Z 1.21.0@2026-03-02T10:00:00Z"; strings.Join(offers, " ") != want {
+	if want := "1.19.9@2026-02-28T10:00:00Z 1.20.0@2026-03-02T09:30:00Z 1.21.0@2026-03-02T10:00:00Z"; strings.Join(offers, " ") != want {
 		t.Errorf("offeredVersions %s, want %s", strings.Join(offers, " "), want)
 	}
 	if l := got.Status.LastUpdateSucceeded; l == nil || !l.Time.Equal(t0.Add(-time.Hour)) {
@@ -229,4 +229,16 @@ func TestPacingOutOfRangeIsRefused(t *testing.T) {
 			t.Errorf("%s: refused: %s", name, pol.invalid)
 		}
 	}
+}
+
+// TestAPinMovedBackToAVersionNoNodeIsOfferedAnyMoreKeepsItsAge: the nodes
+// were offered 1.20.0 long ago and now report 1.21.0; a pin back to 1.20.0
+// goes at once, on the age the policy recorded.
+func TestAPinMovedBackToAVersionNoNodeIsOfferedAnyMoreKeepsItsAge(t *testing.T) {
+	runPacingCases(t, []pacingCase{
+		{name: "the pin's record is kept although no node reports it",
+			policy:  fleet(minReleaseAge(time.Hour), pin(newV), firstOfferedAt(newV, 48*time.Hour), firstOfferedAt("1.21.0", time.Minute)),
+			shadows: []*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, idle, offered("1.21.0"))},
+			want:    "start a@1.20.0", paced: "False/NotPaced"},
+	})
 }

@@ -196,10 +196,15 @@ func planStarts(snap *snapshot, pol *policy) plan {
 	return p
 }
 
-// recordOffers collects the versions the policy's nodes report offered,
-// with the policy's record of when each was first seen offered.
+// recordOffers collects the versions the policy has recorded and those its
+// nodes report offered now, each with when it was first seen offered. A
+// recorded version no node reports any longer is kept: a pin moved back to
+// it keeps its age.
 func (p *plan) recordOffers(snap *snapshot, pol *policy) {
-	p.offered = map[string]offer{}
+	p.offered = maps.Clone(pol.firstOffered)
+	if p.offered == nil {
+		p.offered = map[string]offer{}
+	}
 	for _, sh := range sortedShadows(snap) {
 		v := sh.Status.TargetVersion
 		if v == "" || snap.governor(sh.Name) != pol.name {
@@ -211,11 +216,7 @@ func (p *plan) recordOffers(snap *snapshot, pol *policy) {
 		}
 		// Seconds, as the API stores the record: the clock a new leader
 		// reads back is the one this pass decided on.
-		since, ok := pol.firstOffered[k]
-		if !ok {
-			since = snap.now.Truncate(time.Second)
-		}
-		p.offered[k] = offer{version: v, since: since}
+		p.offered[k] = offer{version: v, since: snap.now.Truncate(time.Second)}
 	}
 }
 

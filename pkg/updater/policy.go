@@ -53,7 +53,7 @@ type policy struct {
 	// policy's own records from its status: what the pacing is measured
 	// from, kept in the API so that a new leader does not start the clocks
 	// over.
-	firstOffered  map[string]time.Time
+	firstOffered  map[string]offer
 	lastSucceeded time.Time
 
 	// drain is spec.drain; its unset fields take the configuration's.
@@ -90,9 +90,9 @@ func parsePolicy(p *updatesv1alpha1.UpdatePolicy, d Deadlines) *policy {
 		ignoreWaves: p.Spec.IgnoreWaves && p.Spec.TargetVersion != "", countNotReady: p.Spec.CountNotReady,
 		maxConcurrent: p.Spec.MaxConcurrentUpdates, maxConcurrentPerZone: p.Spec.MaxConcurrentUpdatesPerZone, soak: DefaultPostRebootSoak}
 	// The records come first: an invalid policy keeps them in its status.
-	out.firstOffered = map[string]time.Time{}
+	out.firstOffered = map[string]offer{}
 	for _, v := range p.Status.OfferedVersions {
-		out.firstOffered[versionKey(v.Version)] = v.FirstOffered.Time
+		out.firstOffered[versionKey(v.Version)] = offer{version: v.Version, since: v.FirstOffered.Time}
 	}
 	if t := p.Status.LastUpdateSucceeded; t != nil {
 		out.lastSucceeded = t.Time

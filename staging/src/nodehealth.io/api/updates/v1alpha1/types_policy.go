@@ -261,7 +261,9 @@ type UpdatePolicyStatus struct {
 
 	// OfferedVersions are the versions the policy's nodes report offered,
 	// each with when the operator first saw it offered: spec.minReleaseAge
-	// is measured from it. A version no node reports any longer is dropped.
+	// is measured from it. A version no node reports any longer is kept
+	// (a pin moved back to it keeps its age); past MaxOfferedVersions the
+	// versions first offered longest ago are dropped.
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map

@@ -59,7 +59,9 @@ type UpdatePolicyStatusApplyConfiguration struct {
 	HaltedBy []string `json:"haltedBy,omitempty"`
 	// OfferedVersions are the versions the policy's nodes report offered,
 	// each with when the operator first saw it offered: spec.minReleaseAge
-	// is measured from it. A version no node reports any longer is dropped.
+	// is measured from it. A version no node reports any longer is kept
+	// (a pin moved back to it keeps its age); past MaxOfferedVersions the
+	// versions first offered longest ago are dropped.
 	OfferedVersions []OfferedVersionApplyConfiguration `json:"offeredVersions,omitempty"`
 	// LastUpdateSucceeded is when an update this policy started last
 	// passed its health gate: spec.delayBetweenNodes is measured from it.
