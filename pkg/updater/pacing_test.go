@@ -242,3 +242,29 @@ func TestAPinMovedBackToAVersionNoNodeIsOfferedAnyMoreKeepsItsAge(t *testing.T) 
 			want:    "start a@1.20.0", paced: "False/NotPaced"},
 	})
 }
+
+// TestAPolicyWithoutPacingWritesNoPacingRecords: no minReleaseAge, no new
+// offer recorded; no delayBetweenNodes, no success recorded (no write for
+// a clock nobody reads). A record made while the field was set is kept.
+func TestAPolicyWithoutPacingWritesNoPacingRecords(t *testing.T) {
+	f := newPolicyFixture(t, defaultOptions(), []*updatesv1alpha1.UpdatePolicy{fleet(firstOfferedAt("1.19.9", time.Hour))}, []*v1.Node{mkNode("a")},
+		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, idle)})
+	if err := f.c.syncStart(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.client.UpdatesV1alpha1().UpdatePolicies().Get(f.ctx, "fleet", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := got.Status.OfferedVersions; len(o) != 1 || o[0].Version != "1.19.9" {
+		t.Errorf("offeredVersions %+v, want only the record made before", o)
+	}
+	s := mkShadow("n1", monitor, monitor, running(newV), since(7*time.Minute),
+		annotate(updatesv1alpha1.HealthySinceAnnotation, t0.Add(-6*time.Minute).Format(time.RFC3339)), startedBy("fleet"))
+	f = newPolicyFixture(t, defaultOptions(), []*updatesv1alpha1.UpdatePolicy{fleet()}, []*v1.Node{mkNode("n1")},
+		[]*updatesv1alpha1.BottlerocketShadow{s})
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"update n1 Idle"})
+}

@@ -196,14 +196,18 @@ func planStarts(snap *snapshot, pol *policy) plan {
 	return p
 }
 
-// recordOffers collects the versions the policy has recorded and those its
-// nodes report offered now, each with when it was first seen offered. A
-// recorded version no node reports any longer is kept: a pin moved back to
-// it keeps its age.
+// recordOffers collects the versions the policy has recorded and, while it
+// sets minReleaseAge, those its nodes report offered now, each with when it
+// was first seen offered. A policy without minReleaseAge records nothing
+// new: it pays no status write for a clock nobody reads. A recorded version
+// no node reports any longer is kept: a pin moved back to it keeps its age.
 func (p *plan) recordOffers(snap *snapshot, pol *policy) {
 	p.offered = maps.Clone(pol.firstOffered)
 	if p.offered == nil {
 		p.offered = map[string]offer{}
+	}
+	if pol.minReleaseAge <= 0 {
+		return
 	}
 	for _, sh := range sortedShadows(snap) {
 		v := sh.Status.TargetVersion

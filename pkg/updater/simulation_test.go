@@ -356,6 +356,8 @@ type updaterSimulation struct {
 	// paceRng draws the policy's pacing (minReleaseAge, delayBetweenNodes)
 	// and a user's edits of it.
 	paceRng *sim.Rand
+	// paced: the seed drew pacing, and its users edit it.
+	paced bool
 	// firstOffered (by version without a leading "v") and lastSucceeded
 	// are what the pacing is judged against: when an agent's report of a
 	// version offered first reached the API, and when the operator's last
@@ -473,7 +475,7 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	}
 	pol.Spec.Paused = rng.Chance(0.1)
 	// Pacing on about half the seeds, from its own stream.
-	if s.paceRng.Chance(0.5) {
+	if s.paced = s.paceRng.Chance(0.5); s.paced {
 		pol.Spec.MinReleaseAge, pol.Spec.DelayBetweenNodes = simPacing(s.paceRng)
 		s.trace.Add("pacing minReleaseAge %v delayBetweenNodes %v", pol.Spec.MinReleaseAge, pol.Spec.DelayBetweenNodes)
 	}
@@ -1796,8 +1798,9 @@ func (s *updaterSimulation) faults(now time.Time) {
 		s.commandFaults(n)
 		s.restartFaults(n)
 	}
-	// A user edits the policy's pacing, from its own stream.
-	if s.paceRng.Chance(0.002) {
+	// A user edits the policy's pacing, from its own stream, on the seeds
+	// that drew some: the others run as they did before pacing.
+	if s.paced && s.paceRng.Chance(0.002) {
 		p := s.policy()
 		p.Spec.MinReleaseAge, p.Spec.DelayBetweenNodes = simPacing(s.paceRng)
 		if _, err := s.updates.UpdatesV1alpha1().UpdatePolicies().Update(s.ctx, p, metav1.UpdateOptions{}); err != nil {

@@ -259,9 +259,9 @@ type UpdatePolicyStatus struct {
 	// +listType=atomic
 	HaltedBy []string `json:"haltedBy,omitempty"`
 
-	// OfferedVersions are the versions the policy's nodes report offered,
-	// each with when the operator first saw it offered: spec.minReleaseAge
-	// is measured from it. A version no node reports any longer is kept
+	// OfferedVersions are, while spec.minReleaseAge is set, the versions the
+	// policy's nodes report offered, each with when the operator first saw
+	// it offered: spec.minReleaseAge is measured from it. A version no node reports any longer is kept
 	// (a pin moved back to it keeps its age); past MaxOfferedVersions the
 	// versions first offered longest ago are dropped.
 	// +optional
@@ -270,8 +270,9 @@ type UpdatePolicyStatus struct {
 	// +listMapKey=version
 	OfferedVersions []OfferedVersion `json:"offeredVersions,omitempty"`
 
-	// LastUpdateSucceeded is when an update this policy started last
-	// passed its health gate: spec.delayBetweenNodes is measured from it.
+	// LastUpdateSucceeded is, while spec.delayBetweenNodes is set, when an
+	// update this policy started last passed its health gate:
+	// spec.delayBetweenNodes is measured from it.
 	// +optional
 	LastUpdateSucceeded *metav1.Time `json:"lastUpdateSucceeded,omitempty"`
 

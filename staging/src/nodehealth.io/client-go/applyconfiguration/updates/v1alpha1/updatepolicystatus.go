@@ -57,14 +57,15 @@ type UpdatePolicyStatusApplyConfiguration struct {
 	// HaltedBy are the nodes whose failure halts the policy, in name order;
 	// `kubectl nodehealth update resume NODE` resumes one.
 	HaltedBy []string `json:"haltedBy,omitempty"`
-	// OfferedVersions are the versions the policy's nodes report offered,
-	// each with when the operator first saw it offered: spec.minReleaseAge
-	// is measured from it. A version no node reports any longer is kept
+	// OfferedVersions are, while spec.minReleaseAge is set, the versions the
+	// policy's nodes report offered, each with when the operator first saw
+	// it offered: spec.minReleaseAge is measured from it. A version no node reports any longer is kept
 	// (a pin moved back to it keeps its age); past MaxOfferedVersions the
 	// versions first offered longest ago are dropped.
 	OfferedVersions []OfferedVersionApplyConfiguration `json:"offeredVersions,omitempty"`
-	// LastUpdateSucceeded is when an update this policy started last
-	// passed its health gate: spec.delayBetweenNodes is measured from it.
+	// LastUpdateSucceeded is, while spec.delayBetweenNodes is set, when an
+	// update this policy started last passed its health gate:
+	// spec.delayBetweenNodes is measured from it.
 	LastUpdateSucceeded *v1.Time `json:"lastUpdateSucceeded,omitempty"`
 	// Conditions are Halted, Paused, WindowOpen, Paced, Complete and
 	// SelectorConflict.
