@@ -14,6 +14,8 @@ type Client interface {
 	// ListPods returns the pods bound to a node.
 	ListPods(ctx context.Context, node string) ([]v1.Pod, error)
 	// Evict asks the Eviction API to evict the pod, which must still be the
-	// same object (UID) the caller decided about.
-	Evict(ctx context.Context, pod *v1.Pod) error
+	// same object (UID) the caller decided about. gracePeriodSeconds, when
+	// set, goes into the eviction's DeleteOptions instead of the pod's own
+	// terminationGracePeriodSeconds (kubectl drain --grace-period).
+	Evict(ctx context.Context, pod *v1.Pod, gracePeriodSeconds *int64) error
 }

@@ -106,6 +106,9 @@ type Options struct {
 	PollInterval time.Duration
 	// Report, when set, is called after every eviction attempt.
 	Report func(Result)
+	// GracePeriodSeconds, when set, is every eviction's grace period
+	// instead of each pod's own.
+	GracePeriodSeconds *int64
 }
 
 // Drainer drains one node. It remembers per-pod back-off between passes, so
@@ -258,7 +261,7 @@ func (d *Drainer) Pass(ctx context.Context) (Status, error) {
 }
 
 func (d *Drainer) evict(ctx context.Context, pod *v1.Pod) Result {
-	err := d.client.Evict(ctx, pod)
+	err := d.client.Evict(ctx, pod, d.opts.GracePeriodSeconds)
 	r := Result{Pod: pod, Err: err}
 	switch {
 	case err == nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -547,5 +548,28 @@ func TestFilters(t *testing.T) {
 		p.Spec.Tolerations = []v1.Toleration{{Key: readinessTaint.Key, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute}}
 	})) {
 		t.Error("a pod tolerating the NoExecute taint of the list was admitted")
+	}
+}
+
+// GracePeriodSeconds reaches every eviction's DeleteOptions beside the UID
+// precondition; unset, the eviction carries none, so each pod keeps its own.
+func TestTheGracePeriodReachesTheEvictionsDeleteOptions(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	for _, grace := range []*int64{nil, ptr.To[int64](0), ptr.To[int64](45)} {
+		api := newFakeAPI(t, newPod("a"))
+		var got []*int64
+		api.client.PrependReactor("create", "pods", func(action core.Action) (bool, runtime.Object, error) {
+			if action.GetSubresource() == "eviction" {
+				got = append(got, action.(core.CreateAction).GetObject().(*policyv1.Eviction).DeleteOptions.GracePeriodSeconds)
+			}
+			return false, nil, nil
+		})
+		d := New(clientset.New(api.client.CoreV1(), api.client.PolicyV1()), node, testingclock.NewFakeClock(t0), Options{GracePeriodSeconds: grace})
+		if _, err := d.Pass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || !reflect.DeepEqual(got[0], grace) {
+			t.Errorf("grace period %v: the evictions carried %v", ptr.Deref(grace, -1), got)
+		}
 	}
 }

@@ -84,6 +84,9 @@ type UpdatePolicyRow struct {
 	// Halted is the Halted condition's reason when it is True.
 	Halted   string `json:"halted,omitempty"`
 	Conflict string `json:"conflict,omitempty"`
+	// Paced says what minReleaseAge or delayBetweenNodes holds back, with
+	// ages relative to the report's time (the Paced condition).
+	Paced string `json:"paced,omitempty"`
 	// Observed is false while the operator has not yet acted on the
 	// policy's latest generation.
 	Observed bool `json:"observed"`
@@ -168,7 +171,7 @@ func updateStatus(ctx context.Context, client versioned.Interface, names []strin
 	}
 	report.Policies = []UpdatePolicyRow{}
 	for _, p := range policies.Items {
-		report.Policies = append(report.Policies, policyRow(&p))
+		report.Policies = append(report.Policies, policyRow(&p, now))
 	}
 	sort.Slice(report.Policies, func(i, j int) bool { return report.Policies[i].Name < report.Policies[j].Name })
 	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
@@ -202,7 +205,7 @@ func updateStatus(ctx context.Context, client versioned.Interface, names []strin
 }
 
 // policyRow summarizes a policy from its spec and the operator's status.
-func policyRow(p *updatesv1alpha1.UpdatePolicy) UpdatePolicyRow {
+func policyRow(p *updatesv1alpha1.UpdatePolicy, now time.Time) UpdatePolicyRow {
 	r := UpdatePolicyRow{Name: p.Name, Target: p.Spec.TargetVersion, Paused: p.Spec.Paused, Limit: p.Spec.MaxConcurrentUpdates.String(),
 		Nodes: p.Status.Nodes, UpToDate: p.Status.UpToDate, InFlight: p.Status.InFlight, Others: p.Status.Others, OtherNodes: p.Status.OtherNodes, Failed: p.Status.Failed, Waiting: p.Status.Waiting,
 		HaltedBy: p.Status.HaltedBy, Observed: p.Status.ObservedGeneration == p.Generation, Window: "unknown"}
@@ -229,7 +232,34 @@ func policyRow(p *updatesv1alpha1.UpdatePolicy) UpdatePolicyRow {
 	if c := meta.FindStatusCondition(p.Status.Conditions, updatesv1alpha1.PolicySelectorConflict); c != nil && c.Status == metav1.ConditionTrue {
 		r.Conflict = c.Message
 	}
+	if c := meta.FindStatusCondition(p.Status.Conditions, updatesv1alpha1.PolicyPaced); c != nil && c.Status == metav1.ConditionTrue {
+		r.Paced = paced(p, c, now)
+	}
 	return r
+}
+
+// paced renders the Paced condition with ages from now, falling back to the
+// operator's message when the records do not say more.
+func paced(p *updatesv1alpha1.UpdatePolicy, c *metav1.Condition, now time.Time) string {
+	ago := func(t time.Time) string { return now.Sub(t).Round(time.Second).String() }
+	switch {
+	case c.Reason == "DelayBetweenNodes" && p.Spec.DelayBetweenNodes != nil && p.Status.LastUpdateSucceeded != nil:
+		next := p.Status.LastUpdateSucceeded.Add(p.Spec.DelayBetweenNodes.Duration)
+		return fmt.Sprintf("waiting between nodes: the last update passed its health gate %s ago, next start at %s (delayBetweenNodes %s)",
+			ago(p.Status.LastUpdateSucceeded.Time), next.UTC().Format(time.RFC3339), p.Spec.DelayBetweenNodes.Duration)
+	case c.Reason == "ReleaseAge" && p.Spec.MinReleaseAge != nil:
+		var young []string
+		for _, o := range p.Status.OfferedVersions {
+			// The operator's message names exactly the versions it holds.
+			if strings.Contains(c.Message, o.Version+" first offered") && now.Sub(o.FirstOffered.Time) < p.Spec.MinReleaseAge.Duration {
+				young = append(young, fmt.Sprintf("%s offered %s ago, needs %s", o.Version, ago(o.FirstOffered.Time), p.Spec.MinReleaseAge.Duration))
+			}
+		}
+		if len(young) > 0 && !strings.Contains(c.Message, "not offered") {
+			return "waiting for release age: " + strings.Join(young, "; ")
+		}
+	}
+	return c.Message
 }
 
 // inFlight is docs/updater.md's counting table: spec not Idle, or the agent
@@ -282,6 +312,9 @@ func printUpdateStatus(out io.Writer, r UpdateReport, all bool) error {
 		for _, p := range r.Policies {
 			if p.Conflict != "" {
 				fmt.Fprintf(out, "%s: %s\n", p.Name, p.Conflict)
+			}
+			if p.Paced != "" {
+				fmt.Fprintf(out, "%s: %s\n", p.Name, p.Paced)
 			}
 			if !p.Observed {
 				fmt.Fprintf(out, "%s: the operator has not acted on its latest edit yet\n", p.Name)

@@ -286,3 +286,29 @@ func TestTheVersionFlagPrintsTheBuildVersion(t *testing.T) {
 		t.Errorf("--version printed %q, want %q", out, want)
 	}
 }
+
+// TestUpdateStatusSaysWhatPacingHoldsBack: the Paced condition, with the
+// release's age and the next start relative to now.
+func TestUpdateStatusSaysWhatPacingHoldsBack(t *testing.T) {
+	young := policyFixture("fleet", false, updatesv1alpha1.UpdatePolicyStatus{ObservedGeneration: 2,
+		OfferedVersions: []updatesv1alpha1.OfferedVersion{{Version: "1.20.0", FirstOffered: metav1.NewTime(now.Add(-2 * time.Hour))}},
+		Conditions: []metav1.Condition{{Type: updatesv1alpha1.PolicyPaced, Status: metav1.ConditionTrue, Reason: "ReleaseAge",
+			Message: "Waiting for release age (minReleaseAge 24h0m0s): 1.20.0 first offered at " + rfc(now.Add(-2*time.Hour)) + ", rolls out from X"}}})
+	young.Spec.MinReleaseAge = &metav1.Duration{Duration: 24 * time.Hour}
+	between := policyFixture("canary", false, updatesv1alpha1.UpdatePolicyStatus{ObservedGeneration: 2,
+		LastUpdateSucceeded: &metav1.Time{Time: now.Add(-4 * time.Minute)},
+		Conditions:          []metav1.Condition{{Type: updatesv1alpha1.PolicyPaced, Status: metav1.ConditionTrue, Reason: "DelayBetweenNodes", Message: "Waiting between nodes"}}})
+	between.Spec.DelayBetweenNodes = &metav1.Duration{Duration: 10 * time.Minute}
+	out, err := runUpdate(t, shadowfake.NewSimpleClientset(young, between), "update", "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"fleet: waiting for release age: 1.20.0 offered 2h0m0s ago, needs 24h0m0s\n",
+		"canary: waiting between nodes: the last update passed its health gate 4m0s ago, next start at " + rfc(now.Add(6*time.Minute)) + " (delayBetweenNodes 10m0s)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

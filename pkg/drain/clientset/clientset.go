@@ -37,12 +37,15 @@ func (c *Client) ListPods(ctx context.Context, node string) ([]v1.Pod, error) {
 	return list.Items, nil
 }
 
-func (c *Client) Evict(ctx context.Context, pod *v1.Pod) error {
+func (c *Client) Evict(ctx context.Context, pod *v1.Pod, gracePeriodSeconds *int64) error {
 	eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
+	if pod.UID != "" || gracePeriodSeconds != nil {
+		eviction.DeleteOptions = &metav1.DeleteOptions{GracePeriodSeconds: gracePeriodSeconds}
+	}
 	if pod.UID != "" {
 		// A pod re-created under the same name (a StatefulSet's) is a new
 		// decision for the filter, not this one.
-		eviction.DeleteOptions = &metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(pod.UID))}
+		eviction.DeleteOptions.Preconditions = metav1.NewUIDPreconditions(string(pod.UID))
 	}
 	return c.evictions.Evictions(pod.Namespace).Evict(ctx, eviction)
 }

@@ -260,7 +260,7 @@ func (f *fakePods) ListPods(_ context.Context, node string) ([]v1.Pod, error) {
 	return out, nil
 }
 
-func (f *fakePods) Evict(_ context.Context, pod *v1.Pod) error {
+func (f *fakePods) Evict(_ context.Context, pod *v1.Pod, _ *int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if b := f.budget[pod.Name]; b != "" {
@@ -297,7 +297,7 @@ func (f *fakePods) drain() bool {
 		if !drain.SkipDaemonSetAndMirrorPods(&pods[i]) {
 			continue
 		}
-		if err := f.Evict(context.Background(), &pods[i]); err != nil {
+		if err := f.Evict(context.Background(), &pods[i], nil); err != nil {
 			done = false
 		}
 	}

@@ -57,6 +57,10 @@ type Config struct {
 	// NotOfferedRetry is how long after its agent found a pin not offered a
 	// node waits (its agent's next refresh).
 	NotOfferedRetry time.Duration
+	// MinReleaseAge: a version starts only once it has been offered this
+	// long (0: at once). DelayBetweenNodes: after an update passed its
+	// health gate, the next start waits this long (0: none).
+	MinReleaseAge, DelayBetweenNodes time.Duration
 }
 
 // Window is an update window of the simple form the simulation draws: it
@@ -127,6 +131,29 @@ type World struct {
 	Now     time.Time
 	Shadows map[string]Shadow
 	Nodes   map[string]Node // existing Nodes only
+
+	// FirstOffered is, by version (without a leading "v"), when a node
+	// first reported it offered; LastSucceeded is when an update last
+	// passed its health gate (zero: never). The pacing rules are measured
+	// from them.
+	FirstOffered  map[string]time.Time
+	LastSucceeded time.Time
+}
+
+// ReleaseTooYoung says whether MinReleaseAge holds version back at Now.
+// Choice: a version no node has reported offered (a pin ahead of every
+// wave) has no age yet, so it waits.
+func (c Config) ReleaseTooYoung(w World, version string) bool {
+	if c.MinReleaseAge <= 0 {
+		return false
+	}
+	first, ok := w.FirstOffered[strings.TrimPrefix(version, "v")]
+	return !ok || w.Now.Before(first.Add(c.MinReleaseAge))
+}
+
+// BetweenNodes says whether DelayBetweenNodes holds every start back at Now.
+func (c Config) BetweenNodes(w World) bool {
+	return c.DelayBetweenNodes > 0 && !w.LastSucceeded.IsZero() && w.Now.Before(w.LastSucceeded.Add(c.DelayBetweenNodes))
 }
 
 // NodeOf is the Node the shadow describes, if it exists: a Node of the same
@@ -373,6 +400,8 @@ func (c Config) Candidate(w World, s Shadow) string {
 		return "up to date (or newer: never downgraded)"
 	case w.Now.Before(c.BackoffUntil(s)):
 		return "in back-off"
+	case c.ReleaseTooYoung(w, target):
+		return "its version has not been offered for minReleaseAge"
 	case node.Excluded:
 		return "excluded"
 	case !node.ExtensionsReady:
@@ -402,7 +431,7 @@ func (w World) InFlight() (int, map[string]int) {
 // the simulation has no operator node): every candidate the limits allow,
 // each start counted before the next.
 func (c Config) Starts(w World) []string {
-	if c.Halted(w) != "" {
+	if c.Halted(w) != "" || c.BetweenNodes(w) {
 		return nil
 	}
 	n, zones := w.InFlight()
@@ -496,6 +525,10 @@ func (c Config) startViolation(w World, prev, next Shadow) string {
 	}
 	if h := c.Halted(w); h != "" {
 		return "started a node while the rollout is halted: " + h
+	}
+	if c.BetweenNodes(w) {
+		return fmt.Sprintf("started a node %s after an update passed its health gate, delayBetweenNodes %s",
+			w.Now.Sub(w.LastSucceeded), c.DelayBetweenNodes)
 	}
 	n, zones := w.InFlight()
 	zone := w.Nodes[prev.Name].Zone

@@ -161,3 +161,58 @@ func TestNothingStartsOutsideAWindowNorWhilePaused(t *testing.T) {
 		t.Errorf("a start while paused: Allowed = %q", why)
 	}
 }
+
+// A version starts only once it has been offered for MinReleaseAge, and a
+// version nobody was offered has no age; the model owes no start before.
+func TestAStartOfAVersionYoungerThanMinReleaseAgeIsNotAllowed(t *testing.T) {
+	c := cfg
+	c.MinReleaseAge = time.Hour
+	a := idleShadow("a")
+	next := a
+	next.Spec, next.SpecVersion, next.SpecSince = Staged, "1.1.0", t0
+	for _, tc := range []struct {
+		name    string
+		offered map[string]time.Time
+		allowed bool
+	}{
+		{"offered 59m ago", map[string]time.Time{"1.1.0": t0.Add(-59 * time.Minute)}, false},
+		{"offered 1h ago", map[string]time.Time{"1.1.0": t0.Add(-time.Hour)}, true},
+		{"never offered", nil, false},
+	} {
+		w := world(a)
+		w.FirstOffered = tc.offered
+		why := c.Allowed(w, a, next)
+		if (why == "") != tc.allowed {
+			t.Errorf("%s: Allowed says %q, want allowed %v", tc.name, why, tc.allowed)
+		}
+		if due := c.Due(w); (len(due) > 0) != tc.allowed {
+			t.Errorf("%s: Due = %v, want a start owed %v", tc.name, due, tc.allowed)
+		}
+	}
+	c.MinReleaseAge = 0
+	if why := c.Allowed(world(a), a, next); why != "" {
+		t.Errorf("without minReleaseAge a version never seen offered is refused: %s", why)
+	}
+}
+
+// After an update passed its health gate, no start for DelayBetweenNodes.
+func TestAStartWithinDelayBetweenNodesOfASuccessIsNotAllowed(t *testing.T) {
+	c := cfg
+	c.DelayBetweenNodes = 10 * time.Minute
+	a := idleShadow("a")
+	next := a
+	next.Spec, next.SpecVersion, next.SpecSince = Staged, "1.1.0", t0
+	for ago, allowed := range map[time.Duration]bool{time.Second: false, 9*time.Minute + 59*time.Second: false, 10 * time.Minute: true} {
+		w := world(a)
+		w.LastSucceeded = t0.Add(-ago)
+		if why := c.Allowed(w, a, next); (why == "") != allowed {
+			t.Errorf("success %s ago: Allowed says %q, want allowed %v", ago, why, allowed)
+		}
+		if due := c.Due(w); (len(due) > 0) != allowed {
+			t.Errorf("success %s ago: Due = %v, want a start owed %v", ago, due, allowed)
+		}
+	}
+	if why := c.Allowed(world(a), a, next); why != "" {
+		t.Errorf("with no success yet the first start is refused: %s", why)
+	}
+}

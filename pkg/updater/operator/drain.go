@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
@@ -36,6 +37,8 @@ type nodeDrain struct {
 	bootID  string
 	drainer *drain.Drainer
 	started time.Time
+	// settings are those of the node's policy when the drain began.
+	settings drainSettings
 	// left holds the pods the last pass's filter left for the overrides,
 	// named; they block the drain.
 	left []string
@@ -67,11 +70,11 @@ func awaitingReboot(s *updatesv1alpha1.BottlerocketShadow, node *v1.Node) bool {
 // node waits for its reboot: a pod that tolerates the taint may land on it
 // between a refused request and the agent's next, and nothing but the
 // reboot would stop it otherwise.
-func (c *Controller) syncAwaitingReboot(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow) {
+func (c *Controller) syncAwaitingReboot(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, node *v1.Node) {
 	if c.opts.DryRun {
 		return
 	}
-	c.lastPodPass(ctx, s)
+	c.lastPodPass(ctx, s, node)
 	poll := c.opts.Drain.Tuning.PollInterval
 	if poll <= 0 {
 		poll = drain.DefaultPollInterval
@@ -97,7 +100,7 @@ func (c *Controller) syncDrain(ctx context.Context, s *updatesv1alpha1.Bottleroc
 		logger.Info("Dry run: would drain the node")
 		return nil
 	}
-	d := c.drainOf(s.Name, bootID, node, now)
+	d := c.drainOf(s, bootID, node, now)
 	d.left = d.left[:0]
 	st, err := d.drainer.Pass(ctx)
 	if err != nil {
@@ -105,7 +108,7 @@ func (c *Controller) syncDrain(ctx context.Context, s *updatesv1alpha1.Bottleroc
 	}
 	if st.Done() && len(d.left) == 0 {
 		logger.Info("Node drained", "took", now.Sub(d.started))
-		c.lastPodPass(ctx, s)
+		c.lastPodPass(ctx, s, node)
 		if err := c.markDrained(ctx, s, bootID); err != nil {
 			return err
 		}
@@ -122,7 +125,7 @@ func (c *Controller) syncDrain(ctx context.Context, s *updatesv1alpha1.Bottleroc
 		d.told = message
 		c.event(s, v1.EventTypeWarning, ReasonDrainBlocked, "Drain of node %s blocked: %s", s.Name, message)
 	}
-	if now.Sub(d.started) >= c.opts.Drain.Timeout {
+	if now.Sub(d.started) >= d.settings.timeout {
 		left := message
 		if n := len(st.Terminating); n > 0 {
 			left = strings.TrimPrefix(left+fmt.Sprintf("; %d pods still terminating", n), "; ")
@@ -132,7 +135,7 @@ func (c *Controller) syncDrain(ctx context.Context, s *updatesv1alpha1.Bottleroc
 		c.countMu.Lock()
 		defer c.countMu.Unlock()
 		return c.fail(ctx, s, ReasonDrainBlocked, fmt.Sprintf("%s: the drain of node %s did not finish within %s: %s",
-			ReasonDrainBlocked, s.Name, c.opts.Drain.Timeout, left))
+			ReasonDrainBlocked, s.Name, d.settings.timeout, left))
 	}
 	c.after(s.Name, c.drainWait(d, st, now))
 	return nil
@@ -153,25 +156,73 @@ func (c *Controller) drainWait(d *nodeDrain, st drain.Status, now time.Time) tim
 			wait = until
 		}
 	}
-	return min(max(wait, time.Millisecond), d.started.Add(c.opts.Drain.Timeout).Sub(now))
+	return min(max(wait, time.Millisecond), d.started.Add(d.settings.timeout).Sub(now))
 }
 
 // drainOf is the node's drain, begun now unless this process is already
 // draining it in this boot.
-func (c *Controller) drainOf(name, bootID string, node *v1.Node, now time.Time) *nodeDrain {
+func (c *Controller) drainOf(s *updatesv1alpha1.BottlerocketShadow, bootID string, node *v1.Node, now time.Time) *nodeDrain {
+	name := s.Name
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if d := c.drains[name]; d != nil && d.bootID == bootID {
+	d := c.drains[name]
+	c.mu.Unlock()
+	if d != nil && d.bootID == bootID {
 		return d
 	}
-	d := &nodeDrain{bootID: bootID, started: now}
+	// Read outside c.mu: the policy comes from the lister.
+	d = &nodeDrain{bootID: bootID, started: now, settings: c.drainSettingsOf(s, node)}
 	opts := c.opts.Drain.Tuning
 	opts.Report = nil
 	opts.Filter = c.drainFilter(node, d)
+	opts.GracePeriodSeconds = d.settings.gracePeriodSeconds
 	d.drainer = drain.New(c.opts.Drain.Client, name, c.drainClock, opts)
+	c.mu.Lock()
 	c.drains[name] = d
-	klog.Background().Info("Draining the node", "node", name, "timeout", c.opts.Drain.Timeout)
+	c.mu.Unlock()
+	klog.Background().Info("Draining the node", "node", name, "timeout", d.settings.timeout, "policy", d.settings.policy)
 	return d
+}
+
+// drainSettings are a drain's options: the node's policy's spec.drain over
+// the operator's configuration.
+type drainSettings struct {
+	policy             string
+	timeout            time.Duration
+	overrides          drain.Overrides
+	gracePeriodSeconds *int64
+	// skip selects the pods the drain leaves alone (nil: none).
+	skip labels.Selector
+}
+
+// drainSettingsOf resolves the drain of the policy the node's update
+// belongs to (policyOf); without one, the configuration's.
+func (c *Controller) drainSettingsOf(s *updatesv1alpha1.BottlerocketShadow, node *v1.Node) drainSettings {
+	out := drainSettings{timeout: c.opts.Drain.Timeout, overrides: c.opts.Drain.Overrides}
+	if out.timeout <= 0 {
+		out.timeout = DefaultDrainTimeout
+	}
+	pol := c.policyOf(s, node)
+	if pol == nil {
+		return out
+	}
+	out.policy = pol.name
+	pd := pol.drain
+	if pd.timeout > 0 {
+		out.timeout = pd.timeout
+	}
+	if pd.force != nil {
+		out.overrides.Force = *pd.force
+	}
+	if pd.deleteEmptyDir != nil {
+		out.overrides.DeleteEmptyDirData = *pd.deleteEmptyDir
+	}
+	out.gracePeriodSeconds, out.skip = pd.gracePeriodSeconds, pd.skip
+	return out
+}
+
+// skipped reports whether the policy's skipPodSelector leaves the pod alone.
+func (ds drainSettings) skipped(pod *v1.Pod) bool {
+	return ds.skip != nil && ds.skip.Matches(labels.Set(pod.Labels))
 }
 
 func (c *Controller) forgetDrain(name string) {
@@ -206,10 +257,12 @@ func (c *Controller) drainFilter(node *v1.Node, d *nodeDrain) drain.Filter {
 	}
 	skip := drain.All(drain.SkipDaemonSetAndMirrorPods, drain.SkipTolerating(gate...))
 	return func(pod *v1.Pod) bool {
-		if !skip(pod) {
+		// Neither evicted nor waited for, nor named: the policy chose to
+		// let these stop with the reboot.
+		if !skip(pod) || d.settings.skipped(pod) {
 			return false
 		}
-		if why := c.opts.Drain.Overrides.LeftBy(pod); why != "" {
+		if why := d.settings.overrides.LeftBy(pod); why != "" {
 			d.left = append(d.left, fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, why))
 			return false
 		}
@@ -229,10 +282,13 @@ func (c *Controller) drainFilter(node *v1.Node, d *nodeDrain) drain.Filter {
 // help, as the replacement of an evicted pod that tolerates the taint may
 // be scheduled back onto this node. The refusal is named in a Warning
 // Event, so that the budget the reboot overrode is on record.
-func (c *Controller) lastPodPass(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow) {
+func (c *Controller) lastPodPass(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, node *v1.Node) {
 	logger := klog.FromContext(ctx).WithValues("node", s.Name)
+	ds := c.drainSettingsOf(s, node)
 	opts := c.opts.Drain.Tuning
-	opts.Filter = drain.All(drain.SkipDaemonSetAndMirrorPods, drain.SkipUnmanagedAndLocalData(c.opts.Drain.Overrides))
+	opts.GracePeriodSeconds = ds.gracePeriodSeconds
+	opts.Filter = drain.All(drain.SkipDaemonSetAndMirrorPods, drain.SkipUnmanagedAndLocalData(ds.overrides),
+		func(pod *v1.Pod) bool { return !ds.skipped(pod) })
 	opts.Report = func(r drain.Result) {
 		if r.Outcome == drain.Evicted {
 			logger.Info("Evicted a pod before the reboot", "pod", klog.KObj(r.Pod))

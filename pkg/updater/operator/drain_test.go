@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
@@ -28,7 +29,10 @@ type fakePods struct {
 	pods    []v1.Pod
 	budget  map[string]string // pod name → PodDisruptionBudget that refuses it
 	evicted []string
-	lists   []string // the nodes listed, in order
+	// graces are the grace periods the evictions passed, in order (-1:
+	// none, the pod's own).
+	graces []int64
+	lists  []string // the nodes listed, in order
 	// onEvict runs after an accepted eviction (a replacement arriving).
 	onEvict func(name string)
 }
@@ -46,8 +50,9 @@ func (f *fakePods) ListPods(_ context.Context, node string) ([]v1.Pod, error) {
 	return out, nil
 }
 
-func (f *fakePods) Evict(_ context.Context, pod *v1.Pod) error {
+func (f *fakePods) Evict(_ context.Context, pod *v1.Pod, grace *int64) error {
 	f.mu.Lock()
+	f.graces = append(f.graces, ptr.Deref(grace, -1))
 	if b := f.budget[pod.Name]; b != "" {
 		f.mu.Unlock()
 		err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
@@ -372,4 +377,104 @@ func TestAPodThatLandsWhileTheHostRefusesTheRebootIsEvictedByTheNextPass(t *test
 		t.Errorf("timers %v, want the next pass in the poll interval (5s)", d)
 	}
 	f.expect(nil) // no shadow write
+}
+
+func withLabel(k, v string) podMod {
+	return func(p *v1.Pod) {
+		if p.Labels == nil {
+			p.Labels = map[string]string{}
+		}
+		p.Labels[k] = v
+	}
+}
+
+func policyDrainOf(pd updatesv1alpha1.PolicyDrain) policyMod {
+	return func(p *updatesv1alpha1.UpdatePolicy) { p.Spec.Drain = &pd }
+}
+
+// policyDrainFixture is drainFixture with the node's update started by
+// fleet, a policy with the given spec.drain.
+func policyDrainFixture(t *testing.T, pods *fakePods, pd *updatesv1alpha1.PolicyDrain) *fixture {
+	t.Helper()
+	opts := defaultOptions()
+	opts.Drain.Client = pods
+	opts.Drain.Overrides = drain.Overrides{DeleteEmptyDirData: true} // the configuration's defaults
+	opts.Drain.Tuning = drain.Options{InitialBackoff: 5 * time.Second, MaxBackoff: time.Minute, PollInterval: 5 * time.Second}
+	pol := fleet()
+	pol.Spec.Drain = pd
+	return newPolicyFixture(t, opts, []*updatesv1alpha1.UpdatePolicy{pol}, []*v1.Node{mkNode("n1", tainted)},
+		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("n1", rebooted, staged, since(time.Minute), startedBy("fleet"))})
+}
+
+// TestAPolicysDrainOptionsTakeOverTheConfigurations: the policy's force,
+// deleteEmptyDirData, gracePeriodSeconds and timeout replace the
+// configuration's, and the pods its skipPodSelector selects are neither
+// evicted nor waited for nor named.
+func TestAPolicysDrainOptionsTakeOverTheConfigurations(t *testing.T) {
+	pods := &fakePods{pods: []v1.Pod{mkPod("web-1"), mkPod("keep", withLabel("example.com/drain", "skip")), mkPod("lonely", unowned),
+		mkPod("scratch", withEmptyDir)}}
+	f := policyDrainFixture(t, pods, &updatesv1alpha1.PolicyDrain{
+		Timeout: &metav1.Duration{Duration: 2 * time.Minute}, GracePeriodSeconds: ptr.To[int64](30),
+		Force: ptr.To(true), DeleteEmptyDirData: ptr.To(false),
+		SkipPodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"example.com/drain": "skip"}}})
+
+	f.sync("n1")
+	if got := pods.evictions(); !slices.Equal(got, []string{"web-1", "lonely"}) {
+		t.Fatalf("evicted %v, want web-1 and, forced, lonely (keep skipped, scratch left for its emptyDir)", got)
+	}
+	if !slices.Equal(pods.graces, []int64{30, 30}) {
+		t.Errorf("grace periods %v, want the policy's 30 s on each eviction", pods.graces)
+	}
+	blocked := strings.Join(eventsWith(f.fullEvents(), ReasonDrainBlocked), "\n")
+	if !strings.Contains(blocked, "scratch") || strings.Contains(blocked, "keep") {
+		t.Errorf("DrainBlocked %q: want scratch named and keep not", blocked)
+	}
+	f.clock.Step(2 * time.Minute) // the policy's timeout, not the configuration's 10m
+	f.sync("n1")
+	reason := f.stored("n1").Annotations[updatesv1alpha1.FailureReasonAnnotation]
+	if !strings.Contains(reason, "within 2m0s") || !strings.Contains(reason, "scratch") || strings.Contains(reason, "keep") {
+		t.Errorf("failure %q: want the policy's 2m timeout naming scratch, not keep", reason)
+	}
+}
+
+// TestAPodThePolicySkipsStaysThroughTheDrainAndTheLastPass: the drain ends
+// with the skipped pod still running, the last pass leaves it too, and the
+// policy's unset fields take the configuration's (emptyDir data evicted).
+func TestAPodThePolicySkipsStaysThroughTheDrainAndTheLastPass(t *testing.T) {
+	pods := &fakePods{pods: []v1.Pod{mkPod("web-1", withEmptyDir), mkPod("keep", withLabel("example.com/drain", "skip"), toleratesReadiness)}}
+	f := policyDrainFixture(t, pods, &updatesv1alpha1.PolicyDrain{
+		SkipPodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"example.com/drain": "skip"}}})
+	f.sync("n1")
+	f.sync("n1")
+	if got := f.stored("n1").Annotations[updatesv1alpha1.DrainedAnnotation]; got != "boot-0" {
+		t.Fatalf("drained annotation %q, want boot-0", got)
+	}
+	if got := pods.evictions(); !slices.Equal(got, []string{"web-1"}) {
+		t.Errorf("evicted %v, want only web-1: keep is skipped, by the last pass too", got)
+	}
+	if !slices.Equal(pods.graces, []int64{-1}) {
+		t.Errorf("grace periods %v, want none set: the pod's own", pods.graces)
+	}
+}
+
+// TestAPolicysDrainThatTheDeadlinesCannotHoldIsRefused: a timeout not
+// shorter than the RebootedIntoUpdate deadline, a grace period out of
+// range or a selector that does not parse make the policy invalid.
+func TestAPolicysDrainThatTheDeadlinesCannotHoldIsRefused(t *testing.T) {
+	for name, pd := range map[string]updatesv1alpha1.PolicyDrain{
+		"timeout as long as the deadline": {Timeout: &metav1.Duration{Duration: rebootDL}},
+		"zero timeout":                    {Timeout: &metav1.Duration{}},
+		"negative grace":                  {GracePeriodSeconds: ptr.To[int64](-1)},
+		"grace over a day":                {GracePeriodSeconds: ptr.To[int64](MaxGracePeriodSeconds + 1)},
+		"bad selector": {SkipPodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "a", Operator: "Near"}}}},
+	} {
+		if pol := parsePolicy(fleet(policyDrainOf(pd)), defaultOptions().Deadlines); !strings.HasPrefix(pol.invalid, "spec.drain") {
+			t.Errorf("%s: invalid = %q, want spec.drain refused", name, pol.invalid)
+		}
+	}
+	if pol := parsePolicy(fleet(policyDrainOf(updatesv1alpha1.PolicyDrain{Timeout: &metav1.Duration{Duration: rebootDL - time.Second},
+		GracePeriodSeconds: ptr.To[int64](0)})), defaultOptions().Deadlines); pol.invalid != "" {
+		t.Errorf("a timeout just under the deadline and a grace period of 0 refused: %s", pol.invalid)
+	}
 }

@@ -144,6 +144,23 @@ type plan struct {
 	// countNotReady, not ready), in name order, with the signal that counts
 	// each.
 	others []updatesv1alpha1.CountedNode
+
+	// offered are the versions the policy's nodes report offered, by
+	// versionKey, with when each was first seen offered: the policy's
+	// record, or now for a version it has not recorded yet.
+	offered map[string]offer
+	// releaseWait are the versions minReleaseAge holds back, by
+	// versionKey; delayUntil is when delayBetweenNodes lets the next start
+	// go (zero when it holds nothing back).
+	releaseWait map[string]offer
+	delayUntil  time.Time
+}
+
+// offer is a version as offered, and since when (zero: not offered to any
+// node of the policy).
+type offer struct {
+	version string
+	since   time.Time
 }
 
 type startDecision struct {
@@ -163,7 +180,10 @@ const HaltInvalidSpec = "InvalidSpec"
 // updating. Candidates go in name order; the operator's own node goes last:
 // only when no other node of the policy is updating or could start.
 func planStarts(snap *snapshot, pol *policy) plan {
-	p := plan{notes: map[string]note{}, active: map[string]bool{}}
+	p := plan{notes: map[string]note{}, active: map[string]bool{}, releaseWait: map[string]offer{}}
+	// Offers are recorded even while the policy starts nothing: the
+	// release's age does not wait for a pause to end.
+	p.recordOffers(snap, pol)
 	p.decideHalt(snap, pol)
 	b := ownUpdates(snap, pol)
 	// The others are counted even when the policy is halted: its status
@@ -172,8 +192,59 @@ func planStarts(snap *snapshot, pol *policy) plan {
 	if p.halt != "" {
 		return p
 	}
-	p.admit(pol, &b, p.candidates(snap, pol, b.isOther))
+	p.admit(snap.now, pol, &b, p.candidates(snap, pol, b.isOther))
 	return p
+}
+
+// recordOffers collects the versions the policy has recorded and, while it
+// sets minReleaseAge, those its nodes report offered now, each with when it
+// was first seen offered. A policy without minReleaseAge records nothing
+// new: it pays no status write for a clock nobody reads. A recorded version
+// no node reports any longer is kept: a pin moved back to it keeps its age.
+func (p *plan) recordOffers(snap *snapshot, pol *policy) {
+	p.offered = maps.Clone(pol.firstOffered)
+	if p.offered == nil {
+		p.offered = map[string]offer{}
+	}
+	if pol.minReleaseAge <= 0 {
+		return
+	}
+	for _, sh := range sortedShadows(snap) {
+		v := sh.Status.TargetVersion
+		if v == "" || snap.governor(sh.Name) != pol.name {
+			continue
+		}
+		k := versionKey(v)
+		if _, ok := p.offered[k]; ok {
+			continue
+		}
+		// Seconds, as the API stores the record: the clock a new leader
+		// reads back is the one this pass decided on.
+		p.offered[k] = offer{version: v, since: snap.now.Truncate(time.Second)}
+	}
+}
+
+// releaseHeld reports whether minReleaseAge holds the version back; it
+// notes why, and wakes the pass when the wait ends.
+func (p *plan) releaseHeld(now time.Time, pol *policy, version string) bool {
+	if pol.minReleaseAge <= 0 {
+		return false
+	}
+	k := versionKey(version)
+	o, ok := p.offered[k]
+	if !ok {
+		// A pin no node of the policy is offered yet: its clock has not
+		// started. The offer's report brings the pass back.
+		p.releaseWait[k] = offer{version: version}
+		return true
+	}
+	ready := o.since.Add(pol.minReleaseAge)
+	if !now.Before(ready) {
+		return false
+	}
+	p.releaseWait[k] = o
+	wake(&p.wake, ready)
+	return true
 }
 
 // decideHalt fills in why the policy starts no node, and when its window
@@ -300,6 +371,9 @@ func (p *plan) candidates(snap *snapshot, pol *policy, isOther map[string]string
 			wake(&p.wake, until)
 			continue
 		}
+		if p.releaseHeld(snap.now, pol, target) {
+			continue
+		}
 		n := snap.nodes[sh.Name]
 		if why, ok := isOther[sh.Name]; ok {
 			p.notes[sh.Name] = note{"UpdateBlocked", fmt.Sprintf("Not starting the update to %s: the node is out of service (%s) and takes a slot of UpdatePolicy %s",
@@ -338,8 +412,16 @@ func (p *plan) olderThan(sh *updatesv1alpha1.BottlerocketShadow, target, policyN
 	return true
 }
 
-// admit starts the candidates, in order, while the budget has slots left.
-func (p *plan) admit(pol *policy, b *budget, cands []candidate) {
+// admit starts the candidates, in order, while the budget has slots left
+// and delayBetweenNodes has passed since the policy's last update passed
+// its health gate.
+func (p *plan) admit(now time.Time, pol *policy, b *budget, cands []candidate) {
+	if until := pol.lastSucceeded.Add(pol.delayBetweenNodes); len(cands) > 0 && pol.delayBetweenNodes > 0 &&
+		!pol.lastSucceeded.IsZero() && now.Before(until) {
+		p.delayUntil = until
+		wake(&p.wake, until)
+		return
+	}
 	limit, _ := scaledLimit(pol.maxConcurrent, b.total)
 	// waitTold: the first node that waits because others take slots is told
 	// why, one Event per policy (per zone for the zone's limit), not one per
@@ -427,6 +509,10 @@ func policyStatus(snap *snapshot, pol *policy, p plan, old *updatesv1alpha1.Upda
 	if len(p.others) > 0 {
 		st.OtherNodes = slices.Clone(p.others[:min(len(p.others), updatesv1alpha1.MaxOtherNodes)])
 	}
+	st.OfferedVersions = offeredVersions(p.offered)
+	if !pol.lastSucceeded.IsZero() {
+		st.LastUpdateSucceeded = &metav1.Time{Time: pol.lastSucceeded}
+	}
 	conflicts, others := countNodes(snap, pol, &st)
 	conds := []metav1.Condition{}
 	if old != nil {
@@ -436,6 +522,7 @@ func policyStatus(snap *snapshot, pol *policy, p plan, old *updatesv1alpha1.Upda
 		haltedCondition(pol.invalid, p.haltedBy, snap.shadows),
 		pausedCondition(pol.paused),
 		windowCondition(pol, p.windowOpen, p.windowChange),
+		pacedCondition(pol, p),
 		completeCondition(&st),
 		selectorConflictCondition(conflicts, others),
 	} {
@@ -531,6 +618,49 @@ func windowCondition(pol *policy, open bool, change time.Time) metav1.Condition 
 	default:
 		return condition(updatesv1alpha1.PolicyWindowOpen, false, "OutsideWindow", "The next update window opens at "+change.UTC().Format(time.RFC3339))
 	}
+}
+
+// offeredVersions is the status's record of the offers, in version order;
+// past MaxOfferedVersions the ones first offered longest ago are dropped.
+func offeredVersions(offered map[string]offer) []updatesv1alpha1.OfferedVersion {
+	if len(offered) == 0 {
+		return nil
+	}
+	out := make([]updatesv1alpha1.OfferedVersion, 0, len(offered))
+	for _, o := range offered {
+		out = append(out, updatesv1alpha1.OfferedVersion{Version: o.version, FirstOffered: metav1.NewTime(o.since)})
+	}
+	if len(out) > updatesv1alpha1.MaxOfferedVersions {
+		sort.Slice(out, func(i, j int) bool { return out[i].FirstOffered.After(out[j].FirstOffered.Time) })
+		out = out[:updatesv1alpha1.MaxOfferedVersions]
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out
+}
+
+// pacedCondition says what pacing holds back, in absolute times: the
+// message changes only when a record does, so a waiting policy's status is
+// not written again every pass.
+func pacedCondition(pol *policy, p plan) metav1.Condition {
+	if !p.delayUntil.IsZero() {
+		return condition(updatesv1alpha1.PolicyPaced, true, "DelayBetweenNodes", fmt.Sprintf("Waiting between nodes: the last update of this policy passed its health gate at %s; the next start waits until %s (delayBetweenNodes %s)",
+			pol.lastSucceeded.UTC().Format(time.RFC3339), p.delayUntil.UTC().Format(time.RFC3339), pol.delayBetweenNodes))
+	}
+	if len(p.releaseWait) == 0 {
+		return condition(updatesv1alpha1.PolicyPaced, false, "NotPaced", "Neither minReleaseAge nor delayBetweenNodes holds back a start")
+	}
+	var why []string
+	for _, k := range slices.Sorted(maps.Keys(p.releaseWait)) {
+		o := p.releaseWait[k]
+		if o.since.IsZero() {
+			why = append(why, fmt.Sprintf("%s is not offered to any node of this policy yet", o.version))
+			continue
+		}
+		why = append(why, fmt.Sprintf("%s first offered at %s, rolls out from %s", o.version,
+			o.since.UTC().Format(time.RFC3339), o.since.Add(pol.minReleaseAge).UTC().Format(time.RFC3339)))
+	}
+	return condition(updatesv1alpha1.PolicyPaced, true, "ReleaseAge", fmt.Sprintf("Waiting for release age (minReleaseAge %s): %s",
+		pol.minReleaseAge, strings.Join(why, "; ")))
 }
 
 func completeCondition(st *updatesv1alpha1.UpdatePolicyStatus) metav1.Condition {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,7 +46,39 @@ type policy struct {
 	// countNotReady: selected nodes not ready take slots too
 	// (spec.countNotReady).
 	countNotReady bool
+
+	// minReleaseAge and delayBetweenNodes pace the rollout (0: no wait).
+	minReleaseAge, delayBetweenNodes time.Duration
+	// firstOffered (by normalized version) and lastSucceeded are the
+	// policy's own records from its status: what the pacing is measured
+	// from, kept in the API so that a new leader does not start the clocks
+	// over.
+	firstOffered  map[string]offer
+	lastSucceeded time.Time
+
+	// drain is spec.drain; its unset fields take the configuration's.
+	drain policyDrain
 }
+
+// policyDrain is a policy's spec.drain in plain values: nil (0 for the
+// timeout) where the policy leaves it to the operator's configuration.
+type policyDrain struct {
+	timeout               time.Duration
+	gracePeriodSeconds    *int64
+	force, deleteEmptyDir *bool
+	// skip selects the pods the drain leaves alone (nil: none).
+	skip labels.Selector
+}
+
+// MaxGracePeriodSeconds bounds spec.drain.gracePeriodSeconds, as the CRD's
+// rules do.
+const MaxGracePeriodSeconds = 86400
+
+// Upper bounds of the pacing fields, as the CRD's rules have them.
+const (
+	MaxMinReleaseAge     = 30 * 24 * time.Hour
+	MaxDelayBetweenNodes = 24 * time.Hour
+)
 
 // parsePolicy validates an UpdatePolicy against what the controller relies
 // on. An invalid policy is kept (it still governs its nodes, so they do not
@@ -56,6 +89,14 @@ func parsePolicy(p *updatesv1alpha1.UpdatePolicy, d Deadlines) *policy {
 		// without one; an older CRD may not).
 		ignoreWaves: p.Spec.IgnoreWaves && p.Spec.TargetVersion != "", countNotReady: p.Spec.CountNotReady,
 		maxConcurrent: p.Spec.MaxConcurrentUpdates, maxConcurrentPerZone: p.Spec.MaxConcurrentUpdatesPerZone, soak: DefaultPostRebootSoak}
+	// The records come first: an invalid policy keeps them in its status.
+	out.firstOffered = map[string]offer{}
+	for _, v := range p.Status.OfferedVersions {
+		out.firstOffered[versionKey(v.Version)] = offer{version: v.Version, since: v.FirstOffered.Time}
+	}
+	if t := p.Status.LastUpdateSucceeded; t != nil {
+		out.lastSucceeded = t.Time
+	}
 	invalid := func(format string, args ...interface{}) *policy {
 		out.invalid = fmt.Sprintf(format, args...)
 		return out
@@ -73,6 +114,26 @@ func parsePolicy(p *updatesv1alpha1.UpdatePolicy, d Deadlines) *policy {
 	out.selector = sel
 	if p.Spec.PostRebootSoak != nil {
 		out.soak = p.Spec.PostRebootSoak.Duration
+	}
+	if d := p.Spec.MinReleaseAge; d != nil {
+		out.minReleaseAge = d.Duration
+	}
+	if d := p.Spec.DelayBetweenNodes; d != nil {
+		out.delayBetweenNodes = d.Duration
+	}
+	// An older CRD, without the rules, may let these through.
+	if out.minReleaseAge < 0 || out.minReleaseAge > MaxMinReleaseAge {
+		return invalid("spec.minReleaseAge (%s) must be between 0 and %s", out.minReleaseAge, MaxMinReleaseAge)
+	}
+	if out.delayBetweenNodes < 0 || out.delayBetweenNodes > MaxDelayBetweenNodes {
+		return invalid("spec.delayBetweenNodes (%s) must be between 0 and %s", out.delayBetweenNodes, MaxDelayBetweenNodes)
+	}
+	if err := parseDrain(p.Spec.Drain, d, &out.drain); err != nil {
+		return invalid("spec.drain: %v", err)
+	}
+	if out.ignoreWaves && out.minReleaseAge > 0 {
+		return invalid("spec.ignoreWaves takes the pin before it is offered, and spec.minReleaseAge waits until it has been offered for %s: set one of them",
+			out.minReleaseAge)
 	}
 	if _, err := scaledLimit(p.Spec.MaxConcurrentUpdates, 1); err != nil {
 		return invalid("spec.maxConcurrentUpdates: %v", err)
@@ -110,6 +171,45 @@ func parsePolicy(p *updatesv1alpha1.UpdatePolicy, d Deadlines) *policy {
 	out.windows = ws
 	return out
 }
+
+// parseDrain checks spec.drain against what the operator relies on: a
+// timeout its RebootedIntoUpdate deadline, which includes the drain, can
+// hold, and a selector it can match.
+func parseDrain(in *updatesv1alpha1.PolicyDrain, d Deadlines, out *policyDrain) error {
+	if in == nil {
+		return nil
+	}
+	// Nothing of an invalid spec.drain applies: the drains of the
+	// policy's nodes in flight take the configuration's.
+	var pd policyDrain
+	if in.Timeout != nil {
+		pd.timeout = in.Timeout.Duration
+		if pd.timeout <= 0 {
+			return fmt.Errorf("timeout must be positive, got %s", pd.timeout)
+		}
+		if d.RebootedIntoUpdate > 0 && pd.timeout >= d.RebootedIntoUpdate {
+			return fmt.Errorf("timeout (%s) must be shorter than the operator's RebootedIntoUpdate deadline (%s), which includes the drain and the reboot",
+				pd.timeout, d.RebootedIntoUpdate)
+		}
+	}
+	if g := in.GracePeriodSeconds; g != nil && (*g < 0 || *g > MaxGracePeriodSeconds) {
+		return fmt.Errorf("gracePeriodSeconds must be between 0 and %d, got %d", MaxGracePeriodSeconds, *g)
+	}
+	pd.gracePeriodSeconds, pd.force, pd.deleteEmptyDir = in.GracePeriodSeconds, in.Force, in.DeleteEmptyDirData
+	if in.SkipPodSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(in.SkipPodSelector)
+		if err != nil {
+			return fmt.Errorf("skipPodSelector: %w", err)
+		}
+		pd.skip = sel
+	}
+	*out = pd
+	return nil
+}
+
+// versionKey is a version as the pacing records compare it: "v1.21.0" and
+// "1.21.0" are one version.
+func versionKey(v string) string { return strings.TrimPrefix(v, "v") }
 
 // parsePolicies parses every policy, sorted by name.
 func parsePolicies(list []*updatesv1alpha1.UpdatePolicy, d Deadlines) []*policy {

@@ -90,13 +90,14 @@ var simRegressions = sim.Regressions{
 	// there). Seed 1 took over from 17, which no longer found the first,
 	// and 220 from 67, moved by the faults at a command in progress; 39
 	// from 18 and 402 from 220, moved by the users' newer pin while an
-	// agent is down.
+	// agent is down; 5 from 39, which draws pacing since issue 39 (a seed
+	// that draws none runs as it did before).
 	{Seed: 1, Name: "a soak start whose healthy-since write conflicted is written again (the model requires SoakStart)"},
 	{Seed: 15, Name: "an agent whose report of the update its host booted mid-drain failed does not reboot it again (never-two-boots)"},
 	{Seed: 402, Name: "an update that ended clears rebootRequestedAt, so the next attempt is not past its drain before it drained (model)"},
 	{Seed: 4, Name: "a version lock a user changed between two staging attempts is not pinned over (user-lock-kept)"},
 	{Seed: 14, Name: "a version lock a user set while the host prepared is kept when staging succeeds (user-lock-kept)"},
-	{Seed: 39, Name: "an agent restarted while its host prepares waits for the command in progress instead of failing the update (command-in-progress-not-failure)"},
+	{Seed: 5, Name: "an agent restarted while its host prepares waits for the command in progress instead of failing the update (command-in-progress-not-failure)"},
 	{Seed: 10, Name: "an abort converges the host whenever spec is Idle: no update stays activated (nothing-armed-when-idle)"},
 	{Seed: 2, Name: "a restarted agent tells a newer version a user pinned while it was down from its own pin, recorded in the shadow's status (user-lock-kept)"},
 	{Seed: 11319276540199915920, Name: "a user who deletes a shadow marked failed removes the record of the failure with it; a bad release keeps the node tainted (driver)"},
@@ -353,10 +354,21 @@ type updaterSimulation struct {
 	// pinRng draws a user's lock change while the agent is down with its
 	// pin on the host (restartFaults).
 	pinRng *sim.Rand
-	api    *sim.API
-	clk    *sim.Clock
-	trace  *sim.Trace
-	dir    string
+	// paceRng draws the policy's pacing (minReleaseAge, delayBetweenNodes)
+	// and a user's edits of it.
+	paceRng *sim.Rand
+	// paced: the seed drew pacing, and its users edit it.
+	paced bool
+	// firstOffered (by version without a leading "v") and lastSucceeded
+	// are what the pacing is judged against: when an agent's report of a
+	// version offered first reached the API, and when the operator's last
+	// write that passed a health gate did.
+	firstOffered  map[string]time.Time
+	lastSucceeded time.Time
+	api           *sim.API
+	clk           *sim.Clock
+	trace         *sim.Trace
+	dir           string
 
 	// Clients: the operator's (its writes are judged), the agents', the
 	// world's (kubelet, node-health controller, users), and an observer
@@ -425,6 +437,8 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	// Not a fork of rng: a fork would draw from it and move every seed.
 	s.cmdRng = sim.NewRand(seed ^ 0x3636363636363636)
 	s.pinRng = sim.NewRand(seed ^ 0x3333333333333333)
+	s.paceRng = sim.NewRand(seed ^ 0x3939393939393939)
+	s.firstOffered = map[string]time.Time{}
 	s.api = sim.NewAPI(simScheme(), rng.Fork())
 	s.api.Clock = s.clk
 	// One quiet poll is enough: the driver counts every notification each
@@ -461,6 +475,11 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 		pol.Spec.Windows = simWindows(rng)
 	}
 	pol.Spec.Paused = rng.Chance(0.1)
+	// Pacing on about half the seeds, from its own stream.
+	if s.paced = s.paceRng.Chance(0.5); s.paced {
+		pol.Spec.MinReleaseAge, pol.Spec.DelayBetweenNodes = simPacing(s.paceRng)
+		s.trace.Add("pacing minReleaseAge %v delayBetweenNodes %v", pol.Spec.MinReleaseAge, pol.Spec.DelayBetweenNodes)
+	}
 	s.badVersions = map[string]bool{"1.21.0": rng.Chance(0.4), "1.20.1": rng.Chance(0.1)}
 	s.opKillP = 0.002
 	count := 4 + rng.Intn(3)
@@ -492,6 +511,20 @@ func simWindows(rng *sim.Rand) []updatesv1alpha1.UpdateWindow {
 		ws = append(ws, updatesv1alpha1.UpdateWindow{Schedule: fmt.Sprintf("*/%d * * * *", every), Duration: metav1.Duration{Duration: open}})
 	}
 	return ws
+}
+
+// simPacing draws minReleaseAge and delayBetweenNodes: unset, zero, the
+// smallest step, or a wait a 900 s schedule sees end (or not).
+func simPacing(r *sim.Rand) (age, delay *metav1.Duration) {
+	pick := func(ds []time.Duration) *metav1.Duration {
+		i := r.Intn(len(ds) + 1)
+		if i == len(ds) {
+			return nil
+		}
+		return &metav1.Duration{Duration: ds[i]}
+	}
+	return pick([]time.Duration{0, time.Second, 20 * time.Second, 90 * time.Second, 4 * time.Minute}),
+		pick([]time.Duration{0, time.Second, 15 * time.Second, time.Minute, 2 * time.Minute})
 }
 
 // policy is the UpdatePolicy as it is now in the API.
@@ -544,6 +577,12 @@ func (s *updaterSimulation) configGoverning(governed int) model.Config {
 	c := model.Config{MaxConcurrent: limit, TargetVersion: p.Spec.TargetVersion, Paused: p.Spec.Paused,
 		Staged: simStagedDL, Rebooted: simRebootedDL, Monitoring: simMonitoringDL, ReturnToIdle: simReturnDL, Soak: soak,
 		NotOfferedRetry: notOfferedRetry}
+	if d := p.Spec.MinReleaseAge; d != nil {
+		c.MinReleaseAge = d.Duration
+	}
+	if d := p.Spec.DelayBetweenNodes; d != nil {
+		c.DelayBetweenNodes = d.Duration
+	}
 	for _, w := range p.Spec.Windows {
 		// The driver writes only "*/N * * * *" in UTC (simWindows): a
 		// window opens every N minutes from the hour.
@@ -956,6 +995,9 @@ func (s *updaterSimulation) judge(action clienttesting.Action) (bool, runtime.Ob
 			if why := s.configAsObserved(w).Allowed(w, prev, next); why != "" {
 				s.fail("model", "t=%s %s: the operator wrote spec %s→%s (%s→%s): %s", s.at(), name, prev.Spec, next.Spec, prev.Status, next.Status, why)
 			}
+			if prev.Spec == model.Monitoring && next.Spec == model.Idle && next.Failed == prev.Failed {
+				s.lastSucceeded = s.clk.Now()
+			}
 			if why := model.DrainedAllowed(w, prev, next); why != "" {
 				s.fail("drain-hand-off", "t=%s %s: the operator wrote spec %s→%s, drained %q→%q: %s", s.at(), name, prev.Spec, next.Spec, prev.Drained, next.Drained, why)
 			}
@@ -1033,7 +1075,8 @@ func (s *updaterSimulation) operatorView() model.World {
 }
 
 func (s *updaterSimulation) worldOf(nodes []v1.Node) model.World {
-	w := model.World{Now: s.clk.Now(), Shadows: map[string]model.Shadow{}, Nodes: map[string]model.Node{}}
+	w := model.World{Now: s.clk.Now(), Shadows: map[string]model.Shadow{}, Nodes: map[string]model.Node{},
+		FirstOffered: maps.Clone(s.firstOffered), LastSucceeded: s.lastSucceeded}
 	governs, err := metav1.LabelSelectorAsSelector(s.policy().Spec.NodeSelector)
 	if err != nil {
 		s.t.Fatal(err)
@@ -1107,6 +1150,11 @@ func (c *agentClients) UpdateShadowStatus(ctx context.Context, sh *updatesv1alph
 		return nil, errKilled
 	}
 	out, err := c.s.agUpdates.UpdatesV1alpha1().BottlerocketShadows().UpdateStatus(ctx, sh, metav1.UpdateOptions{})
+	if v := strings.TrimPrefix(sh.Status.TargetVersion, "v"); v != "" && (err == nil || isLostAnswer(err)) {
+		if _, ok := c.s.firstOffered[v]; !ok {
+			c.s.firstOffered[v] = c.s.clk.Now()
+		}
+	}
 	if c.inc.maybeKill() {
 		return nil, errKilled
 	}
@@ -1147,14 +1195,14 @@ func (o operatorPods) ListPods(ctx context.Context, node string) ([]v1.Pod, erro
 	return list.Items, nil
 }
 
-func (o operatorPods) Evict(ctx context.Context, pod *v1.Pod) error {
+func (o operatorPods) Evict(ctx context.Context, pod *v1.Pod, gracePeriodSeconds *int64) error {
 	w := o.s.operatorView()
 	if why := model.EvictionAllowed(w, w.Shadows[pod.Spec.NodeName]); why != "" {
 		o.s.fail("drain-hand-off", "t=%s %s: the operator evicts %s: %s", o.s.at(), pod.Spec.NodeName, pod.Name, why)
 	}
 	err := o.s.opKube.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
-		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}})
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}, GracePeriodSeconds: gracePeriodSeconds}})
 	if err == nil {
 		o.s.trace.Add("t=%s op evicts %s from %s", o.s.at(), pod.Name, pod.Spec.NodeName)
 	}
@@ -1751,6 +1799,16 @@ func (s *updaterSimulation) faults(now time.Time) {
 		s.commandFaults(n)
 		s.restartFaults(n)
 	}
+	// A user edits the policy's pacing, from its own stream, on the seeds
+	// that drew some: the others run as they did before pacing.
+	if s.paced && s.paceRng.Chance(0.002) {
+		p := s.policy()
+		p.Spec.MinReleaseAge, p.Spec.DelayBetweenNodes = simPacing(s.paceRng)
+		if _, err := s.updates.UpdatesV1alpha1().UpdatePolicies().Update(s.ctx, p, metav1.UpdateOptions{}); err != nil {
+			s.t.Fatalf("pacing: %v", err)
+		}
+		s.trace.Add("t=%s pacing minReleaseAge %v delayBetweenNodes %v", s.at(), p.Spec.MinReleaseAge, p.Spec.DelayBetweenNodes)
+	}
 	// Users resume halts after a while.
 	if sh, err := s.updates.UpdatesV1alpha1().BottlerocketShadows().List(s.ctx, metav1.ListOptions{}); err == nil {
 		for i := range sh.Items {
@@ -1912,9 +1970,10 @@ func (s *updaterSimulation) check() {
 	// when the driver's timer for its key fires (a back-off the driver
 	// holds, simSpinRetry): until then the node's action is owed, not
 	// missed.
+	s.checkPacingRecords()
 	if s.op != nil {
 		var d []string
-		for _, a := range cfg.Due(w) {
+		for _, a := range cfg.Due(s.asRecorded(w)) {
 			if _, retrying := s.op.timers[a.Node]; retrying {
 				continue
 			}
@@ -1974,6 +2033,41 @@ func (s *updaterSimulation) check() {
 	}
 	sort.Strings(line)
 	s.trace.Add("t=%s %s", s.at(), strings.Join(line, " "))
+}
+
+// asRecorded is w with the pacing measured from the operator's records in
+// the policy's status, which is what a settled operator acts on: a version
+// offered while it was down, or before its pass saw it, is recorded later
+// than it reached the API, and only a recorded offer is owed a start. The
+// records are never earlier than the facts (checkPacingRecords), so each
+// start is still judged against the facts.
+func (s *updaterSimulation) asRecorded(w model.World) model.World {
+	st := s.policy().Status
+	w.FirstOffered = map[string]time.Time{}
+	for _, o := range st.OfferedVersions {
+		w.FirstOffered[strings.TrimPrefix(o.Version, "v")] = o.FirstOffered.Time
+	}
+	if t := st.LastUpdateSucceeded; t != nil && t.Time.After(w.LastSucceeded) {
+		w.LastSucceeded = t.Time
+	}
+	return w
+}
+
+// checkPacingRecords: the policy never records a version's first offer
+// before an agent reported it, nor a success before the last one.
+func (s *updaterSimulation) checkPacingRecords() {
+	st := s.policy().Status
+	for _, o := range st.OfferedVersions {
+		first, ok := s.firstOffered[strings.TrimPrefix(o.Version, "v")]
+		if !ok || o.FirstOffered.Time.Before(first.Truncate(time.Second)) {
+			s.fail("release-age-record", "t=%s the policy records %s first offered at %s, before any agent reported it (%v)", s.at(),
+				o.Version, o.FirstOffered.Sub(sim.Epoch), first.Sub(sim.Epoch))
+		}
+	}
+	if t := st.LastUpdateSucceeded; t != nil && t.Time.Before(s.lastSucceeded.Truncate(time.Second)) {
+		s.fail("success-record", "t=%s the policy records its last success at %s, the last one was at %s", s.at(),
+			t.Sub(sim.Epoch), s.lastSucceeded.Sub(sim.Epoch))
+	}
 }
 
 // userMayDeleteShadow is the rule of the admission policy

@@ -93,7 +93,7 @@ func (c *Controller) syncInFlight(ctx context.Context, logger klog.Logger, s *up
 		return c.syncDrain(ctx, s, node, now)
 	}
 	if awaitingReboot(s, node) {
-		c.syncAwaitingReboot(ctx, s)
+		c.syncAwaitingReboot(ctx, s, node)
 		return nil
 	}
 	c.forgetLastPass(s.Name)
@@ -307,7 +307,7 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 		c.after(s.Name, left)
 		return nil
 	}
-	if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", nil); err != nil {
+	if err := c.succeed(ctx, s, now); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -324,13 +324,70 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 	return nil
 }
 
-// soakOf is the postRebootSoak of the policy the node's update belongs to:
-// the one that started it while it exists, else the one that governs the
-// node now, else DefaultPostRebootSoak.
+// succeed ends an update that passed its health gate. The policy that
+// started it records the success first, in its status (delayBetweenNodes
+// is measured from it, by this leader and the next): a success whose
+// shadow write then fails is recorded too early rather than not at all,
+// which only delays the next start. Serialized with the start pass, so no
+// start decided before the success follows it.
+func (c *Controller) succeed(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, now time.Time) error {
+	c.countMu.Lock()
+	defer c.countMu.Unlock()
+	if err := c.recordSuccess(ctx, s.Annotations[updatesv1alpha1.PolicyAnnotation], now); err != nil {
+		return err
+	}
+	return c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", nil)
+}
+
+// recordSuccess sets the policy's status.lastUpdateSucceeded to now. The
+// policy is read from the API, not the cache: a status written from a
+// stale copy would be refused as a conflict.
+func (c *Controller) recordSuccess(ctx context.Context, name string, now time.Time) error {
+	if name == "" || c.opts.DryRun {
+		return nil
+	}
+	cached, err := c.policyLister.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil // a policy the cache does not know started nothing since
+	}
+	// A policy without delayBetweenNodes pays no write for a clock nobody
+	// reads. One that sets it later waits from the next success on.
+	if err == nil && (cached.Spec.DelayBetweenNodes == nil || cached.Spec.DelayBetweenNodes.Duration <= 0) {
+		return nil
+	}
+	p, err := c.client.UpdatesV1alpha1().UpdatePolicies().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // no policy left to pace
+	}
+	if err != nil {
+		return fmt.Errorf("reading UpdatePolicy %s to record a success: %w", name, err)
+	}
+	if t := p.Status.LastUpdateSucceeded; t != nil && !t.Time.Before(now) {
+		return nil
+	}
+	p.Status.LastUpdateSucceeded = &metav1.Time{Time: now}
+	if _, err := c.client.UpdatesV1alpha1().UpdatePolicies().UpdateStatus(ctx, p, metav1.UpdateOptions{FieldManager: "update-operator"}); err != nil {
+		return fmt.Errorf("recording a success in the status of UpdatePolicy %s: %w", name, err)
+	}
+	return nil
+}
+
+// soakOf is the postRebootSoak of the policy the node's update belongs to
+// (policyOf), else DefaultPostRebootSoak.
 func (c *Controller) soakOf(s *updatesv1alpha1.BottlerocketShadow, node *v1.Node) time.Duration {
+	if p := c.policyOf(s, node); p != nil {
+		return p.soak
+	}
+	return DefaultPostRebootSoak
+}
+
+// policyOf is the policy the node's update belongs to: the one that started
+// it while it exists, else the one that alone governs the node now; nil
+// when none.
+func (c *Controller) policyOf(s *updatesv1alpha1.BottlerocketShadow, node *v1.Node) *policy {
 	if name := s.Annotations[updatesv1alpha1.PolicyAnnotation]; name != "" {
 		if p, err := c.policyLister.Get(name); err == nil {
-			return parsePolicy(p, c.opts.Deadlines).soak
+			return parsePolicy(p, c.opts.Deadlines)
 		}
 	}
 	if node != nil {
@@ -345,12 +402,10 @@ func (c *Controller) soakOf(s *updatesv1alpha1.BottlerocketShadow, node *v1.Node
 					found = pol
 				}
 			}
-			if found != nil {
-				return found.soak
-			}
+			return found
 		}
 	}
-	return DefaultPostRebootSoak
+	return nil
 }
 
 // soakStart is when the node's soak started: the healthy-since annotation,

@@ -178,3 +178,91 @@ func patchNodeStatus(t *testing.T, ctx context.Context, node string, status map[
 		t.Fatal(err)
 	}
 }
+
+// A policy's drain options reach the real Eviction API (docs/updater.md,
+// "UpdatePolicy"): the pod its skipPodSelector selects is neither evicted
+// nor waited for — the node is marked drained with it still running — and
+// the other pod's eviction carries the policy's gracePeriodSeconds, which
+// the API server records on the terminating pod instead of the pod's own.
+func TestAPolicysDrainSkipsItsSelectedPodAndEvictsWithItsGracePeriod(t *testing.T) {
+	ctx := ctxFor(t, 3*time.Minute)
+	env := testenv.Env(t)
+	const node = "drain-policy-1"
+	createNodes(t, node)
+	ns := "drain-policy"
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	for _, name := range []string{"web", "keep"} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
+			Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: ptr.To[int64](30),
+				Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
+		if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patchNodeStatus(t, ctx, node, map[string]any{"nodeInfo": map[string]any{"bootID": "boot-0"}})
+	pol := createPolicy(t, func(s *updatesv1alpha1.UpdatePolicySpec) {
+		s.Drain = &updatesv1alpha1.PolicyDrain{GracePeriodSeconds: ptr.To[int64](7),
+			SkipPodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "keep"}}}
+	})
+
+	opts := baseOptions(t)
+	opts.Deadlines.RebootedIntoUpdate = 2 * time.Minute
+	opts.Drain.Timeout = time.Minute
+	// Bare pods (no controller): the configuration forces, as kubectl drain --force.
+	opts.Drain.Overrides = drain.Overrides{Force: true, DeleteEmptyDirData: true}
+	opts.Drain.Tuning = drain.Options{InitialBackoff: 200 * time.Millisecond, MaxBackoff: time.Second, PollInterval: 200 * time.Millisecond}
+	startOperator(t, opts)
+	waitShadow(t, ctx, node, "created", func(*updatesv1alpha1.BottlerocketShadow) bool { return true })
+	// Where the policy's start and the agent leave it: spec
+	// RebootedIntoUpdate, started by the policy, the agent waiting.
+	c := shadows(t).UpdatesV1alpha1().BottlerocketShadows()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := c.Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Annotations[updatesv1alpha1.PolicyAnnotation] = pol.Name
+		s.Spec = updatesv1alpha1.BottlerocketShadowSpec{State: updatesv1alpha1.StateRebootedIntoUpdate, Version: newVersion,
+			StateTransitionTimestamp: &metav1.Time{Time: time.Now()}}
+		if s, err = c.Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		s.Status = updatesv1alpha1.BottlerocketShadowStatus{CurrentState: updatesv1alpha1.StateStagedAndPerformedUpdate,
+			CurrentVersion: oldVersion, TargetVersion: newVersion}
+		_, err = c.UpdateStatus(ctx, s, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	taintNode(t, ctx, node)
+
+	pods := env.Client.CoreV1().Pods(ns)
+	var web *corev1.Pod
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		p, err := pods.Get(ctx, "web", metav1.GetOptions{})
+		web = p
+		return err == nil && p.DeletionTimestamp != nil, nil
+	}); err != nil {
+		t.Fatalf("web was never evicted: %+v", web)
+	}
+	if g := web.DeletionGracePeriodSeconds; g == nil || *g != 7 {
+		t.Errorf("web terminates with a grace period of %v s, want the policy's 7 (its own is 30)", ptr.Deref(g, -1))
+	}
+	// No kubelet runs here: the test ends web's termination as one would.
+	if err := pods.Delete(ctx, "web", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	s := waitShadow(t, ctx, node, "drained", func(s *updatesv1alpha1.BottlerocketShadow) bool {
+		return s.Annotations[updatesv1alpha1.DrainedAnnotation] != ""
+	})
+	if got := s.Annotations[updatesv1alpha1.DrainedAnnotation]; got != "boot-0" {
+		t.Errorf("drained = %q, want the node's bootID boot-0", got)
+	}
+	keep, err := pods.Get(ctx, "keep", metav1.GetOptions{})
+	if err != nil || keep.DeletionTimestamp != nil {
+		t.Errorf("keep after the drain and its last pass: %v, deleted at %v; want it running", err, keep.GetDeletionTimestamp())
+	}
+}

@@ -361,6 +361,28 @@ func TestUpdatePolicyValidation(t *testing.T) {
 			s.PostRebootSoak = &metav1.Duration{Duration: -time.Second}
 		}, "negative"},
 		{"ignore-waves-unpinned", func(s *updatesv1alpha1.UpdatePolicySpec) { s.IgnoreWaves = true }, "ignoreWaves needs targetVersion"},
+		{"negative-release-age", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.MinReleaseAge = &metav1.Duration{Duration: -time.Second}
+		}, "must not be negative"},
+		{"release-age-31-days", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.MinReleaseAge = &metav1.Duration{Duration: 31 * 24 * time.Hour}
+		}, "at most 30 days"},
+		{"negative-delay", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.DelayBetweenNodes = &metav1.Duration{Duration: -time.Second}
+		}, "must not be negative"},
+		{"delay-25-hours", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.DelayBetweenNodes = &metav1.Duration{Duration: 25 * time.Hour}
+		}, "at most 24 hours"},
+		{"drain-zero-timeout", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Drain = &updatesv1alpha1.PolicyDrain{Timeout: &metav1.Duration{}}
+		}, "must be positive"},
+		{"drain-negative-grace", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Drain = &updatesv1alpha1.PolicyDrain{GracePeriodSeconds: ptr.To[int64](-1)}
+		}, "gracePeriodSeconds"},
+		{"release-age-ignoring-waves", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.TargetVersion, s.IgnoreWaves = "1.21.0", true
+			s.MinReleaseAge = &metav1.Duration{Duration: time.Hour}
+		}, "set one of them"},
 	} {
 		p := valid("validation-" + tc.name)
 		tc.mod(&p.Spec)
@@ -384,6 +406,19 @@ func TestUpdatePolicyValidation(t *testing.T) {
 		"version-empty": func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "" },
 		"seven-day-window": func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.Windows[0].Duration = metav1.Duration{Duration: 7 * 24 * time.Hour}
+		},
+		"pacing-limits": func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.MinReleaseAge = &metav1.Duration{Duration: 30 * 24 * time.Hour}
+			s.DelayBetweenNodes = &metav1.Duration{Duration: 24 * time.Hour}
+		},
+		"drain-every-field": func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Drain = &updatesv1alpha1.PolicyDrain{Timeout: &metav1.Duration{Duration: 5 * time.Minute}, GracePeriodSeconds: ptr.To[int64](0),
+				DeleteEmptyDirData: ptr.To(false), Force: ptr.To(true),
+				SkipPodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "keep"}}}
+		},
+		"pacing-zero-ignoring-waves": func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.TargetVersion, s.IgnoreWaves = "1.21.0", true
+			s.MinReleaseAge, s.DelayBetweenNodes = &metav1.Duration{}, &metav1.Duration{}
 		},
 	} {
 		p := valid("validation-ok-" + name)

@@ -41,6 +41,7 @@ type UpdatePolicy struct {
 
 // UpdatePolicySpec is written by users.
 // +kubebuilder:validation:XValidation:rule="!has(self.ignoreWaves) || !self.ignoreWaves || (has(self.targetVersion) && size(self.targetVersion) > 0)",message="ignoreWaves needs targetVersion: only a pinned version is taken ahead of its wave"
+// +kubebuilder:validation:XValidation:rule="!has(self.ignoreWaves) || !self.ignoreWaves || !has(self.minReleaseAge) || duration(self.minReleaseAge) == duration('0s')",message="ignoreWaves takes the pin before its wave offers it, and minReleaseAge waits until it has been offered for that long: set one of them"
 type UpdatePolicySpec struct {
 	// NodeSelector selects, among the update operator's managed nodes, the
 	// nodes this policy governs; {} selects every managed node.
@@ -111,6 +112,73 @@ type UpdatePolicySpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative"
 	PostRebootSoak *metav1.Duration `json:"postRebootSoak,omitempty"`
+
+	// MinReleaseAge holds a version back until it has been offered for this
+	// long: its clock starts when the operator first sees one of the
+	// policy's nodes report the version offered (status.offeredVersions
+	// records when), so a release pulled within that time never reaches the
+	// policy's nodes. It applies to a pinned targetVersion too, which
+	// therefore must be offered to some node of the policy first. Unset or
+	// 0: no wait. At most 30 days.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('720h')",message="must be at most 30 days (720h)"
+	MinReleaseAge *metav1.Duration `json:"minReleaseAge,omitempty"`
+
+	// DelayBetweenNodes is how long, after an update this policy started
+	// passed its health gate, the policy waits before it starts the next
+	// one (status.lastUpdateSucceeded records when the last one passed).
+	// Nodes already in flight are not held. Unset or 0: no wait. At most
+	// 24 hours.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('24h')",message="must be at most 24 hours (24h)"
+	DelayBetweenNodes *metav1.Duration `json:"delayBetweenNodes,omitempty"`
+
+	// Drain tunes the drain before each reboot of the policy's nodes; an
+	// unset field takes the operator configuration's drain.
+	// +optional
+	Drain *PolicyDrain `json:"drain,omitempty"`
+}
+
+// PolicyDrain tunes the operator's drain for one policy's nodes. Every
+// field is optional; unset, the operator configuration's drain applies
+// (its defaults: timeout 10m, deleteEmptyDirData true, force false, each
+// pod's own grace period).
+type PolicyDrain struct {
+	// Timeout bounds a node's drain; past it the update fails
+	// (DrainBlocked) and halts the policy. It must be shorter than the
+	// operator's RebootedIntoUpdate deadline, which includes it (the
+	// operator refuses the policy otherwise). At most 24 hours.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be positive"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('24h')",message="must be at most 24 hours (24h)"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// GracePeriodSeconds is passed in each eviction's DeleteOptions: how
+	// long the evicted pods get to terminate (0: at once). Unset: each
+	// pod's own terminationGracePeriodSeconds.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
+
+	// DeleteEmptyDirData evicts pods with emptyDir volumes (kubectl drain
+	// --delete-emptydir-data; the reboot loses the data anyway); false:
+	// such a pod blocks the drain and is named.
+	// +optional
+	DeleteEmptyDirData *bool `json:"deleteEmptyDirData,omitempty"`
+
+	// Force evicts pods that declare no controller (kubectl drain
+	// --force); false: such a pod blocks the drain and is named.
+	// +optional
+	Force *bool `json:"force,omitempty"`
+
+	// SkipPodSelector selects pods the drain leaves alone: they are
+	// neither evicted nor waited for, and stop with the reboot like
+	// DaemonSet pods.
+	// +optional
+	SkipPodSelector *metav1.LabelSelector `json:"skipPodSelector,omitempty"`
 }
 
 // UpdateWindow opens at every time Schedule fires and stays open for
@@ -191,12 +259,46 @@ type UpdatePolicyStatus struct {
 	// +listType=atomic
 	HaltedBy []string `json:"haltedBy,omitempty"`
 
-	// Conditions are Halted, Paused, WindowOpen, Complete and SelectorConflict.
+	// OfferedVersions are, while spec.minReleaseAge is set, the versions the
+	// policy's nodes report offered, each with when the operator first saw
+	// it offered: spec.minReleaseAge is measured from it. A version no node reports any longer is kept
+	// (a pin moved back to it keeps its age); past MaxOfferedVersions the
+	// versions first offered longest ago are dropped.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=version
+	OfferedVersions []OfferedVersion `json:"offeredVersions,omitempty"`
+
+	// LastUpdateSucceeded is, while spec.delayBetweenNodes is set, when an
+	// update this policy started last passed its health gate:
+	// spec.delayBetweenNodes is measured from it.
+	// +optional
+	LastUpdateSucceeded *metav1.Time `json:"lastUpdateSucceeded,omitempty"`
+
+	// Conditions are Halted, Paused, WindowOpen, Paced, Complete and
+	// SelectorConflict.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// OfferedVersion is a version the policy's nodes are offered and since
+// when.
+type OfferedVersion struct {
+	// Version as the nodes report it (status.targetVersion of their shadows).
+	// +kubebuilder:validation:MaxLength=64
+	Version string `json:"version"`
+	// FirstOffered is when the operator first saw a node of the policy
+	// report it offered.
+	FirstOffered metav1.Time `json:"firstOffered"`
+}
+
+// MaxOfferedVersions bounds UpdatePolicyStatus.OfferedVersions; past it the
+// versions first offered longest ago are dropped (and their clock starts
+// again should they be seen once more).
+const MaxOfferedVersions = 32
 
 // CountedNode is a node another tool's disruption counts toward a policy's
 // limits, and why.
@@ -227,6 +329,10 @@ const (
 	// PolicyComplete is True when every governed node runs the target
 	// version and none is in flight.
 	PolicyComplete = "Complete"
+	// PolicyPaced is True while spec.minReleaseAge or
+	// spec.delayBetweenNodes holds back a start, reason ReleaseAge or
+	// DelayBetweenNodes, the message naming when it may start.
+	PolicyPaced = "Paced"
 	// PolicySelectorConflict is True while nodes this policy selects are
 	// also selected by another policy; they are never started.
 	PolicySelectorConflict = "SelectorConflict"

@@ -73,6 +73,23 @@ type UpdatePolicySpecApplyConfiguration struct {
 	// as healthy and its slot frees. It must be shorter than the operator's
 	// MonitoringUpdate deadline. Default 5m.
 	PostRebootSoak *metav1.Duration `json:"postRebootSoak,omitempty"`
+	// MinReleaseAge holds a version back until it has been offered for this
+	// long: its clock starts when the operator first sees one of the
+	// policy's nodes report the version offered (status.offeredVersions
+	// records when), so a release pulled within that time never reaches the
+	// policy's nodes. It applies to a pinned targetVersion too, which
+	// therefore must be offered to some node of the policy first. Unset or
+	// 0: no wait. At most 30 days.
+	MinReleaseAge *metav1.Duration `json:"minReleaseAge,omitempty"`
+	// DelayBetweenNodes is how long, after an update this policy started
+	// passed its health gate, the policy waits before it starts the next
+	// one (status.lastUpdateSucceeded records when the last one passed).
+	// Nodes already in flight are not held. Unset or 0: no wait. At most
+	// 24 hours.
+	DelayBetweenNodes *metav1.Duration `json:"delayBetweenNodes,omitempty"`
+	// Drain tunes the drain before each reboot of the policy's nodes; an
+	// unset field takes the operator configuration's drain.
+	Drain *PolicyDrainApplyConfiguration `json:"drain,omitempty"`
 }
 
 // UpdatePolicySpecApplyConfiguration constructs a declarative configuration of the UpdatePolicySpec type for use with
@@ -155,5 +172,29 @@ func (b *UpdatePolicySpecApplyConfiguration) WithWindows(values ...*UpdateWindow
 // If called multiple times, the PostRebootSoak field is set to the value of the last call.
 func (b *UpdatePolicySpecApplyConfiguration) WithPostRebootSoak(value metav1.Duration) *UpdatePolicySpecApplyConfiguration {
 	b.PostRebootSoak = &value
+	return b
+}
+
+// WithMinReleaseAge sets the MinReleaseAge field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MinReleaseAge field is set to the value of the last call.
+func (b *UpdatePolicySpecApplyConfiguration) WithMinReleaseAge(value metav1.Duration) *UpdatePolicySpecApplyConfiguration {
+	b.MinReleaseAge = &value
+	return b
+}
+
+// WithDelayBetweenNodes sets the DelayBetweenNodes field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DelayBetweenNodes field is set to the value of the last call.
+func (b *UpdatePolicySpecApplyConfiguration) WithDelayBetweenNodes(value metav1.Duration) *UpdatePolicySpecApplyConfiguration {
+	b.DelayBetweenNodes = &value
+	return b
+}
+
+// WithDrain sets the Drain field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Drain field is set to the value of the last call.
+func (b *UpdatePolicySpecApplyConfiguration) WithDrain(value *PolicyDrainApplyConfiguration) *UpdatePolicySpecApplyConfiguration {
+	b.Drain = value
 	return b
 }

@@ -19,7 +19,8 @@ limitations under the License.
 package v1alpha1
 
 import (
-	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
 // UpdatePolicyStatusApplyConfiguration represents a declarative configuration of the UpdatePolicyStatus type for use
@@ -56,8 +57,19 @@ type UpdatePolicyStatusApplyConfiguration struct {
 	// HaltedBy are the nodes whose failure halts the policy, in name order;
 	// `kubectl nodehealth update resume NODE` resumes one.
 	HaltedBy []string `json:"haltedBy,omitempty"`
-	// Conditions are Halted, Paused, WindowOpen, Complete and SelectorConflict.
-	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// OfferedVersions are, while spec.minReleaseAge is set, the versions the
+	// policy's nodes report offered, each with when the operator first saw
+	// it offered: spec.minReleaseAge is measured from it. A version no node reports any longer is kept
+	// (a pin moved back to it keeps its age); past MaxOfferedVersions the
+	// versions first offered longest ago are dropped.
+	OfferedVersions []OfferedVersionApplyConfiguration `json:"offeredVersions,omitempty"`
+	// LastUpdateSucceeded is, while spec.delayBetweenNodes is set, when an
+	// update this policy started last passed its health gate:
+	// spec.delayBetweenNodes is measured from it.
+	LastUpdateSucceeded *v1.Time `json:"lastUpdateSucceeded,omitempty"`
+	// Conditions are Halted, Paused, WindowOpen, Paced, Complete and
+	// SelectorConflict.
+	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
 // UpdatePolicyStatusApplyConfiguration constructs a declarative configuration of the UpdatePolicyStatus type for use with
@@ -145,10 +157,31 @@ func (b *UpdatePolicyStatusApplyConfiguration) WithHaltedBy(values ...string) *U
 	return b
 }
 
+// WithOfferedVersions adds the given value to the OfferedVersions field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the OfferedVersions field.
+func (b *UpdatePolicyStatusApplyConfiguration) WithOfferedVersions(values ...*OfferedVersionApplyConfiguration) *UpdatePolicyStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithOfferedVersions")
+		}
+		b.OfferedVersions = append(b.OfferedVersions, *values[i])
+	}
+	return b
+}
+
+// WithLastUpdateSucceeded sets the LastUpdateSucceeded field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LastUpdateSucceeded field is set to the value of the last call.
+func (b *UpdatePolicyStatusApplyConfiguration) WithLastUpdateSucceeded(value v1.Time) *UpdatePolicyStatusApplyConfiguration {
+	b.LastUpdateSucceeded = &value
+	return b
+}
+
 // WithConditions adds the given value to the Conditions field in the declarative configuration
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, values provided by each call will be appended to the Conditions field.
-func (b *UpdatePolicyStatusApplyConfiguration) WithConditions(values ...*v1.ConditionApplyConfiguration) *UpdatePolicyStatusApplyConfiguration {
+func (b *UpdatePolicyStatusApplyConfiguration) WithConditions(values ...*metav1.ConditionApplyConfiguration) *UpdatePolicyStatusApplyConfiguration {
 	for i := range values {
 		if values[i] == nil {
 			panic("nil value passed to WithConditions")
