@@ -285,54 +285,80 @@ func printUpdateStatus(out io.Writer, r UpdateReport, all bool) error {
 	if len(r.Policies) == 0 {
 		fmt.Fprintln(out, "No UpdatePolicy: no node starts an update (docs/updater.md shows one to apply).")
 	} else {
-		header := []string{"POLICY", "TARGET", "PROGRESS", "IN-FLIGHT", "OTHERS", "FAILED", "PAUSED", "WINDOW", "HALTED BY"}
-		if all {
-			header = append(header, "LIMIT", "SELECTOR")
-		}
-		w := newTable(out, header...)
-		for _, p := range r.Policies {
-			halted := strings.Join(p.HaltedBy, ",")
-			if p.Halted != "" && halted == "" {
-				halted = p.Halted
-			}
-			target := p.Target
-			if target == "" {
-				target = "<offered>"
-			}
-			row := []string{p.Name, target, fmt.Sprintf("%d/%d", p.UpToDate, p.Nodes), fmt.Sprint(p.InFlight), fmt.Sprint(p.Others), fmt.Sprint(p.Failed),
-				fmt.Sprint(p.Paused), p.Window, dash(halted)}
-			if all {
-				row = append(row, p.Limit, dash(p.Selector))
-			}
-			w.row(row...)
-		}
-		if err := w.flush(); err != nil {
+		if err := printPolicies(out, r.Policies, all); err != nil {
 			return err
-		}
-		for _, p := range r.Policies {
-			if p.Conflict != "" {
-				fmt.Fprintf(out, "%s: %s\n", p.Name, p.Conflict)
-			}
-			if p.Paced != "" {
-				fmt.Fprintf(out, "%s: %s\n", p.Name, p.Paced)
-			}
-			if !p.Observed {
-				fmt.Fprintf(out, "%s: the operator has not acted on its latest edit yet\n", p.Name)
-			}
-			if len(p.OtherNodes) > 0 {
-				var named []string
-				for _, o := range p.OtherNodes {
-					named = append(named, fmt.Sprintf("%s (%s)", o.Name, o.Reason))
-				}
-				more := ""
-				if extra := int(p.Others) - len(p.OtherNodes); extra > 0 {
-					more = fmt.Sprintf(" and %d more", extra)
-				}
-				fmt.Fprintf(out, "%s: the budget also counts %s%s\n", p.Name, strings.Join(named, ", "), more)
-			}
 		}
 		fmt.Fprintln(out)
 	}
+	printHalt(out, r)
+	if len(r.Nodes) == 0 {
+		fmt.Fprintln(out, "No BottlerocketShadows: the update operator manages no node.")
+		return nil
+	}
+	return printUpdateNodes(out, r.Nodes, all)
+}
+
+// printPolicies prints the policies' table, then what each says beyond it:
+// a conflict, what pacing holds back, an edit not acted on yet, and the
+// nodes of others its budget counts.
+func printPolicies(out io.Writer, policies []UpdatePolicyRow, all bool) error {
+	header := []string{"POLICY", "TARGET", "PROGRESS", "IN-FLIGHT", "OTHERS", "FAILED", "PAUSED", "WINDOW", "HALTED BY"}
+	if all {
+		header = append(header, "LIMIT", "SELECTOR")
+	}
+	w := newTable(out, header...)
+	for _, p := range policies {
+		halted := strings.Join(p.HaltedBy, ",")
+		if p.Halted != "" && halted == "" {
+			halted = p.Halted
+		}
+		target := p.Target
+		if target == "" {
+			target = "<offered>"
+		}
+		row := []string{p.Name, target, fmt.Sprintf("%d/%d", p.UpToDate, p.Nodes), fmt.Sprint(p.InFlight), fmt.Sprint(p.Others), fmt.Sprint(p.Failed),
+			fmt.Sprint(p.Paused), p.Window, dash(halted)}
+		if all {
+			row = append(row, p.Limit, dash(p.Selector))
+		}
+		w.row(row...)
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	for _, p := range policies {
+		if p.Conflict != "" {
+			fmt.Fprintf(out, "%s: %s\n", p.Name, p.Conflict)
+		}
+		if p.Paced != "" {
+			fmt.Fprintf(out, "%s: %s\n", p.Name, p.Paced)
+		}
+		if !p.Observed {
+			fmt.Fprintf(out, "%s: the operator has not acted on its latest edit yet\n", p.Name)
+		}
+		if len(p.OtherNodes) > 0 {
+			fmt.Fprintf(out, "%s: the budget also counts %s\n", p.Name, otherNodes(p))
+		}
+	}
+	return nil
+}
+
+// otherNodes names the nodes of others a policy's budget counts, and how many
+// more it counts than the status names.
+func otherNodes(p UpdatePolicyRow) string {
+	var named []string
+	for _, o := range p.OtherNodes {
+		named = append(named, fmt.Sprintf("%s (%s)", o.Name, o.Reason))
+	}
+	more := ""
+	if extra := int(p.Others) - len(p.OtherNodes); extra > 0 {
+		more = fmt.Sprintf(" and %d more", extra)
+	}
+	return strings.Join(named, ", ") + more
+}
+
+// printHalt says which failed updates halt the rollout and how to resume it.
+func printHalt(out io.Writer, r UpdateReport) {
 	if len(r.HaltedBy) > 0 {
 		fmt.Fprintf(out, "Rollout HALTED by failed updates on: %s\n", strings.Join(r.HaltedBy, ", "))
 		for _, n := range r.Nodes {
@@ -344,18 +370,19 @@ func printUpdateStatus(out io.Writer, r UpdateReport, all bool) error {
 	} else if len(r.Nodes) > 0 {
 		fmt.Fprintf(out, "No failure halts the rollout.\n\n")
 	}
-	if len(r.Nodes) == 0 {
-		fmt.Fprintln(out, "No BottlerocketShadows: the update operator manages no node.")
-		return nil
-	}
+}
+
+// printUpdateNodes prints the nodes in flight or halting (every node with
+// all).
+func printUpdateNodes(out io.Writer, nodes []UpdateNode, all bool) error {
 	var rows []UpdateNode
-	for _, n := range r.Nodes {
+	for _, n := range nodes {
 		if all || n.InFlight || n.Halting {
 			rows = append(rows, n)
 		}
 	}
 	if len(rows) == 0 {
-		fmt.Fprintf(out, "No node in flight (%d nodes; -o wide lists them).\n", len(r.Nodes))
+		fmt.Fprintf(out, "No node in flight (%d nodes; -o wide lists them).\n", len(nodes))
 		return nil
 	}
 	header := []string{"NODE", "POLICY", "DESIRED", "STATE", "SINCE", "CURRENT", "TARGET", "VERSION", "CRASH", "NOTE"}
