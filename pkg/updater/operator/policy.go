@@ -84,12 +84,38 @@ const (
 // on. An invalid policy is kept (it still governs its nodes, so they do not
 // fall to another policy or start by accident) but starts nothing.
 func parsePolicy(p *updatesv1alpha1.UpdatePolicy, d Deadlines) *policy {
+	out := newPolicy(p)
+	for _, parse := range []func() error{
+		func() error { return out.parseSelector(p.Spec.NodeSelector) },
+		func() error {
+			// Before the checks that may fail: the nodes in flight of a
+			// policy made invalid by another field keep its soak.
+			if soak := p.Spec.PostRebootSoak; soak != nil {
+				out.soak = soak.Duration
+			}
+			return nil
+		},
+		func() error { return out.parsePacingAndDrain(p.Spec, d) },
+		func() error { return parseLimitsAndTarget(p.Spec) },
+		func() error { return out.parseSoak(d) },
+		func() error { return out.parseWindows(p.Spec.Windows) },
+	} {
+		if err := parse(); err != nil {
+			out.invalid = err.Error()
+			return out
+		}
+	}
+	return out
+}
+
+// newPolicy is the policy's plain settings and its records; the records come
+// first, since an invalid policy keeps them in its status.
+func newPolicy(p *updatesv1alpha1.UpdatePolicy) *policy {
 	out := &policy{name: p.Name, generation: p.Generation, targetVersion: p.Spec.TargetVersion, paused: p.Spec.Paused,
 		// Only a pin is taken ahead of its wave (CEL rejects ignoreWaves
 		// without one; an older CRD may not).
 		ignoreWaves: p.Spec.IgnoreWaves && p.Spec.TargetVersion != "", countNotReady: p.Spec.CountNotReady,
 		maxConcurrent: p.Spec.MaxConcurrentUpdates, maxConcurrentPerZone: p.Spec.MaxConcurrentUpdatesPerZone, soak: DefaultPostRebootSoak}
-	// The records come first: an invalid policy keeps them in its status.
 	out.firstOffered = map[string]offer{}
 	for _, v := range p.Status.OfferedVersions {
 		out.firstOffered[versionKey(v.Version)] = offer{version: v.Version, since: v.FirstOffered.Time}
@@ -97,79 +123,92 @@ func parsePolicy(p *updatesv1alpha1.UpdatePolicy, d Deadlines) *policy {
 	if t := p.Status.LastUpdateSucceeded; t != nil {
 		out.lastSucceeded = t.Time
 	}
-	invalid := func(format string, args ...interface{}) *policy {
-		out.invalid = fmt.Sprintf(format, args...)
-		return out
+	return out
+}
+
+func (out *policy) parseSelector(s *metav1.LabelSelector) error {
+	// A policy whose selector is invalid selects nothing, so it cannot be
+	// the reason a node starts.
+	out.selector = labels.Nothing()
+	if s == nil {
+		return errors.New("spec.nodeSelector is required (use {} for every managed node)")
 	}
-	if p.Spec.NodeSelector == nil {
-		// It selects nothing, so it cannot be the reason a node starts.
-		out.selector = labels.Nothing()
-		return invalid("spec.nodeSelector is required (use {} for every managed node)")
-	}
-	sel, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
+	sel, err := metav1.LabelSelectorAsSelector(s)
 	if err != nil {
-		out.selector = labels.Nothing()
-		return invalid("spec.nodeSelector: %v", err)
+		return fmt.Errorf("spec.nodeSelector: %v", err)
 	}
 	out.selector = sel
-	if p.Spec.PostRebootSoak != nil {
-		out.soak = p.Spec.PostRebootSoak.Duration
+	return nil
+}
+
+func (out *policy) parsePacingAndDrain(spec updatesv1alpha1.UpdatePolicySpec, d Deadlines) error {
+	if v := spec.MinReleaseAge; v != nil {
+		out.minReleaseAge = v.Duration
 	}
-	if d := p.Spec.MinReleaseAge; d != nil {
-		out.minReleaseAge = d.Duration
-	}
-	if d := p.Spec.DelayBetweenNodes; d != nil {
-		out.delayBetweenNodes = d.Duration
+	if v := spec.DelayBetweenNodes; v != nil {
+		out.delayBetweenNodes = v.Duration
 	}
 	// An older CRD, without the rules, may let these through.
 	if out.minReleaseAge < 0 || out.minReleaseAge > MaxMinReleaseAge {
-		return invalid("spec.minReleaseAge (%s) must be between 0 and %s", out.minReleaseAge, MaxMinReleaseAge)
+		return fmt.Errorf("spec.minReleaseAge (%s) must be between 0 and %s", out.minReleaseAge, MaxMinReleaseAge)
 	}
 	if out.delayBetweenNodes < 0 || out.delayBetweenNodes > MaxDelayBetweenNodes {
-		return invalid("spec.delayBetweenNodes (%s) must be between 0 and %s", out.delayBetweenNodes, MaxDelayBetweenNodes)
+		return fmt.Errorf("spec.delayBetweenNodes (%s) must be between 0 and %s", out.delayBetweenNodes, MaxDelayBetweenNodes)
 	}
-	if err := parseDrain(p.Spec.Drain, d, &out.drain); err != nil {
-		return invalid("spec.drain: %v", err)
+	if err := parseDrain(spec.Drain, d, &out.drain); err != nil {
+		return fmt.Errorf("spec.drain: %v", err)
 	}
 	if out.ignoreWaves && out.minReleaseAge > 0 {
-		return invalid("spec.ignoreWaves takes the pin before it is offered, and spec.minReleaseAge waits until it has been offered for %s: set one of them",
+		return fmt.Errorf("spec.ignoreWaves takes the pin before it is offered, and spec.minReleaseAge waits until it has been offered for %s: set one of them",
 			out.minReleaseAge)
 	}
-	if _, err := scaledLimit(p.Spec.MaxConcurrentUpdates, 1); err != nil {
-		return invalid("spec.maxConcurrentUpdates: %v", err)
+	return nil
+}
+
+func parseLimitsAndTarget(spec updatesv1alpha1.UpdatePolicySpec) error {
+	if _, err := scaledLimit(spec.MaxConcurrentUpdates, 1); err != nil {
+		return fmt.Errorf("spec.maxConcurrentUpdates: %v", err)
 	}
-	if z := p.Spec.MaxConcurrentUpdatesPerZone; z != nil {
+	if z := spec.MaxConcurrentUpdatesPerZone; z != nil {
 		if _, err := scaledLimit(*z, 1); err != nil {
-			return invalid("spec.maxConcurrentUpdatesPerZone: %v", err)
+			return fmt.Errorf("spec.maxConcurrentUpdatesPerZone: %v", err)
 		}
 	}
-	if v := p.Spec.TargetVersion; v != "" {
+	if v := spec.TargetVersion; v != "" {
 		if _, err := brapi.ParseVersion(v); err != nil {
-			return invalid("spec.targetVersion: %v", err)
+			return fmt.Errorf("spec.targetVersion: %v", err)
 		}
 	}
+	return nil
+}
+
+func (out *policy) parseSoak(d Deadlines) error {
 	if out.soak < 0 {
 		out.soak = DefaultPostRebootSoak
-		return invalid("spec.postRebootSoak must not be negative")
+		return errors.New("spec.postRebootSoak must not be negative")
 	}
 	if d.MonitoringUpdate > 0 && out.soak >= d.MonitoringUpdate {
 		// Nodes of the policy in flight keep a soak that can pass.
 		soak := out.soak
 		out.soak = min(DefaultPostRebootSoak, d.MonitoringUpdate/2)
-		return invalid("spec.postRebootSoak (%s) must be shorter than the operator's MonitoringUpdate deadline (%s), which includes it",
+		return fmt.Errorf("spec.postRebootSoak (%s) must be shorter than the operator's MonitoringUpdate deadline (%s), which includes it",
 			soak, d.MonitoringUpdate)
 	}
-	specs := make([]window.Spec, 0, len(p.Spec.Windows))
-	for _, w := range p.Spec.Windows {
+	return nil
+}
+
+func (out *policy) parseWindows(windows []updatesv1alpha1.UpdateWindow) error {
+	specs := make([]window.Spec, 0, len(windows))
+	for _, w := range windows {
 		specs = append(specs, window.Spec{Schedule: w.Schedule, Duration: w.Duration.Duration, TimeZone: w.TimeZone})
 	}
 	ws, err := window.Parse(specs...)
 	if err != nil {
 		out.badTimeZone = errors.Is(err, window.ErrUnknownTimeZone)
-		return invalid("spec.windows: %v", err)
+		return fmt.Errorf("spec.windows: %v", err)
 	}
 	out.windows = ws
-	return out
+	return nil
 }
 
 // parseDrain checks spec.drain against what the operator relies on: a
