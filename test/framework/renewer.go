@@ -77,7 +77,7 @@ func StartExtensionRenewer(ctx context.Context, client kubernetes.Interface, o R
 		return nil, fmt.Errorf("renewing Lease %s stopped before its first write: %w", name, err)
 	case <-ctx.Done():
 		e.Stop()
-		return nil, fmt.Errorf("Lease %s was not written (%d failed writes): %w", name, counts.failed.Load(), context.Cause(ctx))
+		return nil, fmt.Errorf("the Lease %s was not written (%d failed writes): %w", name, counts.failed.Load(), context.Cause(ctx))
 	}
 }
 
