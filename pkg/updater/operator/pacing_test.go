@@ -243,10 +243,13 @@ func TestAPinMovedBackToAVersionNoNodeIsOfferedAnyMoreKeepsItsAge(t *testing.T) 
 	})
 }
 
-// TestAPolicyWithoutPacingWritesNoPacingRecords: no minReleaseAge, no new
-// offer recorded; no delayBetweenNodes, no success recorded (no write for
-// a clock nobody reads). A record made while the field was set is kept.
-func TestAPolicyWithoutPacingWritesNoPacingRecords(t *testing.T) {
+// TestAPolicyWithoutMinReleaseAgeRecordsNoOfferButEverySuccess: no
+// minReleaseAge, no new offer recorded (a record made while it was set is
+// kept); a success is recorded without delayBetweenNodes too, so that a
+// delay set later counts from the last success (simulation seeds
+// 11545879933131344284 and 4477944499289776246 started a node within a delay
+// set after a success that was not recorded).
+func TestAPolicyWithoutMinReleaseAgeRecordsNoOfferButEverySuccess(t *testing.T) {
 	f := newPolicyFixture(t, defaultOptions(), []*updatesv1alpha1.UpdatePolicy{fleet(firstOfferedAt("1.19.9", time.Hour))}, []*v1.Node{mkNode("a")},
 		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, idle)})
 	if err := f.c.syncStart(f.ctx); err != nil {
@@ -266,5 +269,5 @@ func TestAPolicyWithoutPacingWritesNoPacingRecords(t *testing.T) {
 	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	f.expect([]string{"update n1 Idle"})
+	f.expect([]string{"get updatepolicies", "status fleet", "update n1 Idle"})
 }

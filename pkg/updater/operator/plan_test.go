@@ -405,7 +405,7 @@ func TestTheSoakIsThatOfThePolicyThatStartedTheUpdate(t *testing.T) {
 		{"the starting policy's 10m soak holds the node after 6m", []*updatesv1alpha1.UpdatePolicy{canaryPolicy(long), fleetPolicy()},
 			mkNode("n1"), "canary", nil},
 		{"the governing policy's 5m soak lets it pass", []*updatesv1alpha1.UpdatePolicy{canaryPolicy(long), fleetPolicy()},
-			mkNode("n1"), "fleet", []string{"update n1 Idle"}},
+			mkNode("n1"), "fleet", []string{"get updatepolicies", "status fleet", "update n1 Idle"}},
 		{"the starting policy is gone: the governing one's 10m", []*updatesv1alpha1.UpdatePolicy{canaryPolicy(long)},
 			mkNode("n1", canary), "deleted", nil},
 		{"no policy at all: the default 5m", nil, mkNode("n1"), "deleted", []string{"update n1 Idle"}},

@@ -104,6 +104,10 @@ var simRegressions = sim.Regressions{
 	{Seed: 10031326798709030282, Name: "a write is judged on the Nodes the operator had observed: a taint added between two of its writes in one second had not reached it yet, and it ended the soak when it did (driver)"},
 	{Seed: 7724554932071327341, Name: "an abort whose write met a lost answer and four conflicts in the last second is owed, not missed, while the driver holds its retry for the next second (driver)"},
 	{Seed: 6690441109993457636, Name: "a start is judged by the limit of the Nodes the operator had observed: at 50 % of four, a Node deleted in the second of the pass still counts (driver)"},
+	{Seed: 7, Name: "a refused or lost reboot is asked again while the update is armed (reboot-asked-again; takes over from the regressions that found mutant 3-reboot-never-asked-again before successes were recorded always)"},
+	{Seed: 21, Name: "the bootID is checked before the drain: never a second reboot for one update (takes over for mutant 7-no-host-check-before-drain, as seed 7 does for 3-reboot-never-asked-again)"},
+	{Seed: 11545879933131344284, Name: "a success while delayBetweenNodes is 0 is recorded too: the policy's lastUpdateSucceeded is never older than the last success (make simulate SIM=updater SEEDS=200, 2026-11-29)"},
+	{Seed: 4477944499289776246, Name: "a delayBetweenNodes set after a success counts from that success: no start 3 s after it under a 2m delay (make simulate SIM=updater SEEDS=200, 2026-11-29)"},
 }
 
 // simOpenFindings are seeds that fail and are not diagnosed yet

@@ -346,15 +346,12 @@ func (c *Controller) recordSuccess(ctx context.Context, name string, now time.Ti
 	if name == "" || c.opts.DryRun {
 		return nil
 	}
-	cached, err := c.policyLister.Get(name)
-	if apierrors.IsNotFound(err) {
+	if _, err := c.policyLister.Get(name); apierrors.IsNotFound(err) {
 		return nil // a policy the cache does not know started nothing since
 	}
-	// A policy without delayBetweenNodes pays no write for a clock nobody
-	// reads. One that sets it later waits from the next success on.
-	if err == nil && (cached.Spec.DelayBetweenNodes == nil || cached.Spec.DelayBetweenNodes.Duration <= 0) {
-		return nil
-	}
+	// Recorded whether or not the policy sets delayBetweenNodes now: a delay
+	// set later counts from the last success, which only a record made
+	// every time can tell (one status write per update).
 	p, err := c.client.UpdatesV1alpha1().UpdatePolicies().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil // no policy left to pace
