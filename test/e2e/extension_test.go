@@ -191,13 +191,18 @@ func (c *cluster) testGating(ctx context.Context) {
 	// node stays gated meanwhile.
 	c.createExtension(ctx)
 	extPod := c.waitExtensionPod(ctx)
-	created := time.Now()
 	ungated := c.waitNode(ctx, "ungated once the extension is ready", 3*time.Minute, func(n *corev1.Node) bool { return !tainted(n) })
-	if since := time.Since(created); since < extStartDelay-2*time.Second {
-		t.Fatalf("node ungated %s after the extension's pod was created, before its server could serve (%s)", since, extStartDelay)
-	}
+	ungatedAt := time.Now()
 	t.Logf("node ungated %s after the extension's pod started", ungated.Round(100*time.Millisecond))
 	extPod = c.waitPod(ctx, extNS, extPod.Name, "ready", time.Minute, podReady)
+	// Measured from the server container's start (the kubelet's record, on
+	// this machine's clock), not from when the test saw the pod running: the
+	// heartbeat's container can start seconds after the server's.
+	if started := containerStarted(extPod, "server"); started.IsZero() {
+		t.Fatalf("the extension's server container has no start time: %+v", extPod.Status.ContainerStatuses)
+	} else if since := ungatedAt.Sub(started); since < extStartDelay-2*time.Second {
+		t.Fatalf("node ungated %s after the extension's server started, before it could serve (%s)", since, extStartDelay)
+	}
 	if c.registry != nil {
 		c.registry.checkPulled(c, extPod, "extension-heartbeat", "extension-heartbeat")
 	}
@@ -523,4 +528,15 @@ func (c *cluster) checkOwnNodePolicy(ctx context.Context, pod *corev1.Pod) {
 		c.t.Fatalf("creating another node's Lease with the pod's token: want denied, got %v", err)
 	}
 	c.t.Logf("kubelet-issued token: own Lease renewed, another node's denied (%v)", err)
+}
+
+// containerStarted is when the pod's container name last started running
+// (whole seconds, as the kubelet records it); zero if it is not running.
+func containerStarted(p *corev1.Pod, name string) time.Time {
+	for _, st := range p.Status.ContainerStatuses {
+		if st.Name == name && st.State.Running != nil {
+			return st.State.Running.StartedAt.Time
+		}
+	}
+	return time.Time{}
 }
