@@ -107,6 +107,9 @@ func New(ctx context.Context, clients Clients, cfg Config) (*Operator, error) {
 	if opts.Nodes == nil {
 		opts.Nodes = clients.Kube.CoreV1().Nodes()
 	}
+	if opts.Pods == nil {
+		opts.Pods = clients.Kube.CoreV1()
+	}
 	nodes := o.nodes.Core().V1().Nodes()
 	shadows := o.updates.Updates().V1alpha1().BottlerocketShadows()
 	var err error

@@ -143,6 +143,9 @@ func defaulted(opts Options) (Options, error) {
 	if opts.Nodes == nil {
 		return opts, errors.New("a Node status client is required: the operator publishes the lifecycle conditions of every node it updates")
 	}
+	if opts.Pods == nil {
+		return opts, errors.New("a pod client is required: the operator lists the pods of the policies' blockingPods gates")
+	}
 	if opts.LeaseNamespace == "" {
 		opts.LeaseNamespace = nodev1alpha1.DefaultLeaseNamespace
 	}

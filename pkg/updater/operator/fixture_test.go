@@ -171,6 +171,8 @@ type fixture struct {
 	ctx    context.Context
 	c      *Controller
 	client *fake.Clientset
+	// kube serves the pods the gates list.
+	kube   *kubefake.Clientset
 	clock  *testingclock.FakeClock
 	rec    *record.FakeRecorder
 	timers map[string][]time.Duration
@@ -201,6 +203,10 @@ func newPolicyFixture(t *testing.T, opts Options, policies []*updatesv1alpha1.Up
 	}
 	f := &fixture{t: t, ctx: ctx, client: fake.NewSimpleClientset(objs...), clock: testingclock.NewFakeClock(t0),
 		rec: record.NewFakeRecorder(100), timers: map[string][]time.Duration{}}
+	f.kube = kubefake.NewClientset()
+	if opts.Pods == nil {
+		opts.Pods = f.kube.CoreV1()
+	}
 	kf := kubeinformers.NewSharedInformerFactory(kubefake.NewClientset(), 0)
 	sf := externalversions.NewSharedInformerFactory(f.client, 0)
 	c, err := NewController(f.client, kf.Core().V1().Nodes(), sf.Updates().V1alpha1().BottlerocketShadows(), sf.Updates().V1alpha1().UpdatePolicies(),

@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
 	"nodehealth.io/nodehealth/pkg/drain"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
@@ -36,6 +38,10 @@ type Options struct {
 	// Nodes patches the status of Nodes: the KEP-5683 lifecycle conditions
 	// of their updates (lifecycle.go). NewController requires it.
 	Nodes nodeutil.NodeStatuses
+	// Pods lists the pods of the policies' spec.gates.blockingPods: a
+	// label selector across namespaces, only before a start, no cache.
+	// NewController requires it.
+	Pods typedcorev1.PodsGetter
 }
 
 // DefaultDrainTimeout bounds a node's drain when DrainOptions.Timeout is

@@ -34,6 +34,9 @@ type snapshot struct {
 	nodes map[string]nodeView
 	// policies by name.
 	policies map[string]*policy
+	// gates are the policies' gates as this pass read them, by policy; a
+	// gated policy without an entry has not been read yet.
+	gates map[string]*podGate
 }
 
 // nodeView is what the start decision needs of a Node.
@@ -154,6 +157,12 @@ type plan struct {
 	// go (zero when it holds nothing back).
 	releaseWait map[string]offer
 	delayUntil  time.Time
+
+	// blocked is what the policy's gates hold back (nil: nothing);
+	// gatesUnread: a start was planned without reading the gates, which
+	// must be read, and the policy planned again, before it is made.
+	blocked     *blocked
+	gatesUnread bool
 }
 
 // offer is a version as offered, and since when (zero: not offered to any
@@ -192,7 +201,7 @@ func planStarts(snap *snapshot, pol *policy) plan {
 	if p.halt != "" {
 		return p
 	}
-	p.admit(snap.now, pol, &b, p.candidates(snap, pol, b.isOther))
+	p.admit(snap, pol, &b, p.candidates(snap, pol, b.isOther))
 	return p
 }
 
@@ -414,8 +423,9 @@ func (p *plan) olderThan(sh *updatesv1alpha1.BottlerocketShadow, target, policyN
 
 // admit starts the candidates, in order, while the budget has slots left
 // and delayBetweenNodes has passed since the policy's last update passed
-// its health gate.
-func (p *plan) admit(now time.Time, pol *policy, b *budget, cands []candidate) {
+// its health gate, and the policy's gates let each start go.
+func (p *plan) admit(snap *snapshot, pol *policy, b *budget, cands []candidate) {
+	now := snap.now
 	if until := pol.lastSucceeded.Add(pol.delayBetweenNodes); len(cands) > 0 && pol.delayBetweenNodes > 0 &&
 		!pol.lastSucceeded.IsZero() && now.Before(until) {
 		p.delayUntil = until
@@ -441,6 +451,13 @@ func (p *plan) admit(now time.Time, pol *policy, b *budget, cands []candidate) {
 		}
 		if pol.maxConcurrentPerZone != nil && !p.zoneHasSlot(pol, b, cand.zone, cand.name, waitTold) {
 			continue
+		}
+		// Last: a gate is read only for a start that would be made.
+		if p.gateHolds(snap, pol, cand.name, cand.version) {
+			if p.blocked.message != "" {
+				break // every start waits
+			}
+			continue // this node waits; the next may take the slot
 		}
 		p.starts = append(p.starts, startDecision{node: cand.name, version: cand.version})
 		b.updating++
@@ -523,6 +540,7 @@ func policyStatus(snap *snapshot, pol *policy, p plan, old *updatesv1alpha1.Upda
 		pausedCondition(pol.paused),
 		windowCondition(pol, p.windowOpen, p.windowChange),
 		pacedCondition(pol, p),
+		blockedCondition(pol, snap, p),
 		completeCondition(&st),
 		selectorConflictCondition(conflicts, others),
 	} {

@@ -232,11 +232,11 @@ func TestThePolicyStatusCountsItsNodesByWhereTheyStandAndSaysWhyItStartsNothing(
 			st.Nodes, st.UpToDate, st.InFlight, st.Failed, st.Waiting, st.HaltedBy, strings.Join(conds, " "))
 	}
 	want := map[string]string{
-		"canary": "gen=1 nodes=4 upToDate=1 inFlight=1 failed=1 waiting=1 haltedBy=[c3] Complete=False/Progressing " +
+		"canary": "gen=1 nodes=4 upToDate=1 inFlight=1 failed=1 waiting=1 haltedBy=[c3] Blocked=False/NotBlocked Complete=False/Progressing " +
 			"Halted=True/UpdateFailed Paced=False/NotPaced Paused=True/Paused SelectorConflict=False/NoConflict WindowOpen=True/NoWindows",
-		"fleet": "gen=1 nodes=1 upToDate=0 inFlight=0 failed=0 waiting=1 haltedBy=[] Complete=False/Progressing " +
+		"fleet": "gen=1 nodes=1 upToDate=0 inFlight=0 failed=0 waiting=1 haltedBy=[] Blocked=False/NotBlocked Complete=False/Progressing " +
 			"Halted=False/NoFailure Paced=False/NotPaced Paused=False/NotPaused SelectorConflict=True/NodesSelectedTwice WindowOpen=True/NoWindows",
-		"overlap": "gen=1 nodes=0 upToDate=0 inFlight=0 failed=0 waiting=0 haltedBy=[] Complete=False/Progressing " +
+		"overlap": "gen=1 nodes=0 upToDate=0 inFlight=0 failed=0 waiting=0 haltedBy=[] Blocked=False/NotBlocked Complete=False/Progressing " +
 			"Halted=False/NoFailure Paced=False/NotPaced Paused=False/NotPaused SelectorConflict=True/NodesSelectedTwice WindowOpen=True/NoWindows",
 	}
 	for k := range want {

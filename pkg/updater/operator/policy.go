@@ -58,6 +58,10 @@ type policy struct {
 
 	// drain is spec.drain; its unset fields take the configuration's.
 	drain policyDrain
+
+	// blockingAnywhere and blockingOnNode are spec.gates.blockingPods's
+	// selectors (nil: unset).
+	blockingAnywhere, blockingOnNode labels.Selector
 }
 
 // policyDrain is a policy's spec.drain in plain values: nil (0 for the
@@ -99,6 +103,7 @@ func parsePolicy(p *updatesv1alpha1.UpdatePolicy, d Deadlines) *policy {
 		func() error { return parseLimitsAndTarget(p.Spec) },
 		func() error { return out.parseSoak(d) },
 		func() error { return out.parseWindows(p.Spec.Windows) },
+		func() error { return out.parseGates(p.Spec.Gates) },
 	} {
 		if err := parse(); err != nil {
 			out.invalid = err.Error()

@@ -466,6 +466,7 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 		Deadlines: Deadlines{StagedAndPerformedUpdate: simStagedDL, RebootedIntoUpdate: simRebootedDL, MonitoringUpdate: simMonitoringDL, ReturnToIdle: simReturnDL},
 		Drain:     DrainOptions{Client: operatorPods{s}, Timeout: simDrainTimeout, Overrides: drain.Overrides{DeleteEmptyDirData: true}},
 		Nodes:     s.opKube.CoreV1().Nodes(),
+		Pods:      s.opKube.CoreV1(),
 	}
 	pol := &updatesv1alpha1.UpdatePolicy{ObjectMeta: metav1.ObjectMeta{Name: simPolicy}, Spec: updatesv1alpha1.UpdatePolicySpec{
 		NodeSelector:         &metav1.LabelSelector{},

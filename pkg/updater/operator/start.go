@@ -69,7 +69,8 @@ func (c *Controller) syncStart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	anyStart, err := c.planFromCache(ctx, shadows, policies, now)
+	reads := gateReads{}
+	anyStart, err := c.planFromCache(ctx, shadows, policies, now, reads)
 	if err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func (c *Controller) syncStart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.startConfirmed(ctx, fresh, freshPolicies, now)
+	return c.startConfirmed(ctx, fresh, freshPolicies, now, reads)
 }
 
 // recordDueFailures records the failures that are due and says whether it
@@ -110,7 +111,7 @@ func (c *Controller) recordDueFailures(ctx context.Context, shadows []*updatesv1
 // planFromCache plans every policy on the cache and reports the plans
 // (Events, timers, metrics, the policies' status); it says whether some
 // policy would start a node.
-func (c *Controller) planFromCache(ctx context.Context, shadows []*updatesv1alpha1.BottlerocketShadow, policies []*updatesv1alpha1.UpdatePolicy, now time.Time) (bool, error) {
+func (c *Controller) planFromCache(ctx context.Context, shadows []*updatesv1alpha1.BottlerocketShadow, policies []*updatesv1alpha1.UpdatePolicy, now time.Time, reads gateReads) (bool, error) {
 	pols := parsePolicies(policies, c.opts.Deadlines)
 	snap, err := c.snapshot(shadows, pols, now)
 	if err != nil {
@@ -119,7 +120,7 @@ func (c *Controller) planFromCache(ctx context.Context, shadows []*updatesv1alph
 	plans := make(map[string]plan, len(pols))
 	anyStart := false
 	for _, pol := range pols {
-		p := planStarts(snap, pol)
+		p := c.planGated(ctx, snap, pol, reads)
 		plans[pol.name] = p
 		anyStart = anyStart || len(p.starts) > 0
 	}
@@ -154,7 +155,7 @@ func (c *Controller) listConsistently(ctx context.Context) ([]*updatesv1alpha1.B
 
 // startConfirmed plans every policy again on the consistent lists and
 // starts what that plan decides.
-func (c *Controller) startConfirmed(ctx context.Context, fresh []*updatesv1alpha1.BottlerocketShadow, freshPolicies []*updatesv1alpha1.UpdatePolicy, now time.Time) error {
+func (c *Controller) startConfirmed(ctx context.Context, fresh []*updatesv1alpha1.BottlerocketShadow, freshPolicies []*updatesv1alpha1.UpdatePolicy, now time.Time, reads gateReads) error {
 	pols := parsePolicies(freshPolicies, c.opts.Deadlines)
 	snap, err := c.snapshot(fresh, pols, now)
 	if err != nil {
@@ -162,7 +163,10 @@ func (c *Controller) startConfirmed(ctx context.Context, fresh []*updatesv1alpha
 	}
 	logger := klog.FromContext(ctx)
 	for _, pol := range pols {
-		p := planStarts(snap, pol)
+		p := c.planGated(ctx, snap, pol, reads)
+		if p.gatesUnread {
+			return fmt.Errorf("UpdatePolicy %s: a start was planned without its gates", pol.name)
+		}
 		for _, st := range p.starts {
 			logger.V(2).Info("Starting node", "policy", pol.name, "generation", pol.generation, "node", st.node)
 			// The started version is the pin when the policy has one.
@@ -179,7 +183,7 @@ func (c *Controller) startConfirmed(ctx context.Context, fresh []*updatesv1alpha
 func (c *Controller) snapshot(shadows []*updatesv1alpha1.BottlerocketShadow, pols []*policy, now time.Time) (*snapshot, error) {
 	snap := &snapshot{now: now, ownNode: c.opts.OwnNode, lifecycleMaxAge: c.opts.LifecycleConditionMaxAge,
 		shadows: make(map[string]*updatesv1alpha1.BottlerocketShadow, len(shadows)),
-		nodes:   make(map[string]nodeView, len(shadows)), policies: make(map[string]*policy, len(pols))}
+		nodes:   make(map[string]nodeView, len(shadows)), policies: make(map[string]*policy, len(pols)), gates: map[string]*podGate{}}
 	for _, p := range pols {
 		snap.policies[p.name] = p
 	}
@@ -278,8 +282,17 @@ func (c *Controller) writeStatuses(ctx context.Context, snap *snapshot, pols []*
 		if cond := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.PolicySelectorConflict); cond != nil && cond.Status == metav1.ConditionTrue && !wasConflict {
 			c.recorder.Event(o, v1.EventTypeWarning, updatesv1alpha1.PolicySelectorConflict, cond.Message)
 		}
+		// Once per change of what blocks: the message names the pods.
+		if cond := meta.FindStatusCondition(st.Conditions, updatesv1alpha1.PolicyBlocked); cond != nil && cond.Status == metav1.ConditionTrue &&
+			!sameCondition(meta.FindStatusCondition(o.Status.Conditions, updatesv1alpha1.PolicyBlocked), cond) {
+			c.recorder.Event(o, v1.EventTypeNormal, "StartBlocked", cond.Message)
+		}
 	}
 	return nil
+}
+
+func sameCondition(a, b *metav1.Condition) bool {
+	return a != nil && b != nil && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
 }
 
 func (c *Controller) start(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, version, policy string, ignoreWaves bool) error {

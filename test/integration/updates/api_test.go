@@ -379,6 +379,16 @@ func TestUpdatePolicyValidation(t *testing.T) {
 		{"drain-negative-grace", func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.Drain = &updatesv1alpha1.PolicyDrain{GracePeriodSeconds: ptr.To[int64](-1)}
 		}, "gracePeriodSeconds"},
+		{"gates-empty", func(s *updatesv1alpha1.UpdatePolicySpec) { s.Gates = &updatesv1alpha1.PolicyGates{} }, "spec.gates"},
+		{"blocking-pods-empty", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Gates = &updatesv1alpha1.PolicyGates{BlockingPods: &updatesv1alpha1.BlockingPods{}}
+		}, "set anywhere, onNode or both"},
+		{"blocking-pods-every-pod", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Gates = &updatesv1alpha1.PolicyGates{BlockingPods: &updatesv1alpha1.BlockingPods{Anywhere: &metav1.LabelSelector{}}}
+		}, "an empty selector matches every pod"},
+		{"blocking-pods-on-node-every-pod", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Gates = &updatesv1alpha1.PolicyGates{BlockingPods: &updatesv1alpha1.BlockingPods{OnNode: &metav1.LabelSelector{MatchLabels: map[string]string{}}}}
+		}, "an empty selector matches every pod"},
 		{"release-age-ignoring-waves", func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.TargetVersion, s.IgnoreWaves = "1.21.0", true
 			s.MinReleaseAge = &metav1.Duration{Duration: time.Hour}
@@ -415,6 +425,12 @@ func TestUpdatePolicyValidation(t *testing.T) {
 			s.Drain = &updatesv1alpha1.PolicyDrain{Timeout: &metav1.Duration{Duration: 5 * time.Minute}, GracePeriodSeconds: ptr.To[int64](0),
 				DeleteEmptyDirData: ptr.To(false), Force: ptr.To(true),
 				SkipPodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "keep"}}}
+		},
+		"blocking-pods": func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Gates = &updatesv1alpha1.PolicyGates{BlockingPods: &updatesv1alpha1.BlockingPods{
+				Anywhere: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db-migration"}},
+				OnNode: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+					{Key: "backup", Operator: metav1.LabelSelectorOpExists}}}}}
 		},
 		"pacing-zero-ignoring-waves": func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.TargetVersion, s.IgnoreWaves = "1.21.0", true

@@ -32,6 +32,8 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=updates.nodehealth.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithKind("BlockingPods"):
+		return &updatesv1alpha1.BlockingPodsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BottlerocketShadow"):
 		return &updatesv1alpha1.BottlerocketShadowApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BottlerocketShadowSpec"):
@@ -44,6 +46,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &updatesv1alpha1.OfferedVersionApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("PolicyDrain"):
 		return &updatesv1alpha1.PolicyDrainApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("PolicyGates"):
+		return &updatesv1alpha1.PolicyGatesApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("UpdatePolicy"):
 		return &updatesv1alpha1.UpdatePolicyApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("UpdatePolicySpec"):

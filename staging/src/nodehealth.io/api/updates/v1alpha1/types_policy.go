@@ -139,6 +139,44 @@ type UpdatePolicySpec struct {
 	// unset field takes the operator configuration's drain.
 	// +optional
 	Drain *PolicyDrain `json:"drain,omitempty"`
+
+	// Gates are external conditions a start waits for, checked before
+	// each start only: they never stop or fail a node in flight.
+	// +optional
+	Gates *PolicyGates `json:"gates,omitempty"`
+}
+
+// PolicyGates are the external gates of a policy's starts. Each is checked
+// only when the policy would start a node; a gate whose source cannot be
+// read blocks the start (fail closed) and the policy's Blocked condition
+// says so.
+// +kubebuilder:validation:MinProperties=1
+type PolicyGates struct {
+	// BlockingPods holds starts back while pods that match its selectors
+	// are unfinished (phase neither Succeeded nor Failed).
+	// +optional
+	BlockingPods *BlockingPods `json:"blockingPods,omitempty"`
+}
+
+// BlockingPods selects the pods, in any namespace, whose presence holds
+// back the policy's starts: a backup job, a migration, a batch run that an
+// update must not interrupt. The operator lists them with these selectors
+// before each start (no cache), so the selectors should be specific.
+// +kubebuilder:validation:XValidation:rule="has(self.anywhere) || has(self.onNode)",message="set anywhere, onNode or both"
+type BlockingPods struct {
+	// Anywhere: an unfinished pod that matches it, on any node or none,
+	// blocks every start of the policy. An empty selector ({}) would match
+	// every pod and is rejected.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="must not be empty: an empty selector matches every pod"
+	Anywhere *metav1.LabelSelector `json:"anywhere,omitempty"`
+
+	// OnNode: an unfinished pod that matches it blocks the start of the
+	// node it is bound to only; the policy's other nodes may start. An
+	// empty selector ({}) is rejected.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="must not be empty: an empty selector matches every pod"
+	OnNode *metav1.LabelSelector `json:"onNode,omitempty"`
 }
 
 // PolicyDrain tunes the operator's drain for one policy's nodes. Every
@@ -276,8 +314,8 @@ type UpdatePolicyStatus struct {
 	// +optional
 	LastUpdateSucceeded *metav1.Time `json:"lastUpdateSucceeded,omitempty"`
 
-	// Conditions are Halted, Paused, WindowOpen, Paced, Complete and
-	// SelectorConflict.
+	// Conditions are Halted, Paused, WindowOpen, Paced, Blocked, Complete
+	// and SelectorConflict.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -333,6 +371,11 @@ const (
 	// spec.delayBetweenNodes holds back a start, reason ReleaseAge or
 	// DelayBetweenNodes, the message naming when it may start.
 	PolicyPaced = "Paced"
+	// PolicyBlocked is True while spec.gates hold back a start that would
+	// otherwise be made: reason BlockingPods (the message names the pods)
+	// or GateUnavailable (a gate's source could not be read, so nothing
+	// starts); False, reason NotBlocked, otherwise.
+	PolicyBlocked = "Blocked"
 	// PolicySelectorConflict is True while nodes this policy selects are
 	// also selected by another policy; they are never started.
 	PolicySelectorConflict = "SelectorConflict"

@@ -90,6 +90,9 @@ type UpdatePolicySpecApplyConfiguration struct {
 	// Drain tunes the drain before each reboot of the policy's nodes; an
 	// unset field takes the operator configuration's drain.
 	Drain *PolicyDrainApplyConfiguration `json:"drain,omitempty"`
+	// Gates are external conditions a start waits for, checked before
+	// each start only: they never stop or fail a node in flight.
+	Gates *PolicyGatesApplyConfiguration `json:"gates,omitempty"`
 }
 
 // UpdatePolicySpecApplyConfiguration constructs a declarative configuration of the UpdatePolicySpec type for use with
@@ -196,5 +199,13 @@ func (b *UpdatePolicySpecApplyConfiguration) WithDelayBetweenNodes(value metav1.
 // If called multiple times, the Drain field is set to the value of the last call.
 func (b *UpdatePolicySpecApplyConfiguration) WithDrain(value *PolicyDrainApplyConfiguration) *UpdatePolicySpecApplyConfiguration {
 	b.Drain = value
+	return b
+}
+
+// WithGates sets the Gates field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Gates field is set to the value of the last call.
+func (b *UpdatePolicySpecApplyConfiguration) WithGates(value *PolicyGatesApplyConfiguration) *UpdatePolicySpecApplyConfiguration {
+	b.Gates = value
 	return b
 }

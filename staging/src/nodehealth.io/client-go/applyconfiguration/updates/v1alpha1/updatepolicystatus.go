@@ -67,8 +67,8 @@ type UpdatePolicyStatusApplyConfiguration struct {
 	// update this policy started last passed its health gate:
 	// spec.delayBetweenNodes is measured from it.
 	LastUpdateSucceeded *v1.Time `json:"lastUpdateSucceeded,omitempty"`
-	// Conditions are Halted, Paused, WindowOpen, Paced, Complete and
-	// SelectorConflict.
+	// Conditions are Halted, Paused, WindowOpen, Paced, Blocked, Complete
+	// and SelectorConflict.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
