@@ -87,6 +87,9 @@ type UpdatePolicyRow struct {
 	// Paced says what minReleaseAge or delayBetweenNodes holds back, with
 	// ages relative to the report's time (the Paced condition).
 	Paced string `json:"paced,omitempty"`
+	// Blocked says what spec.gates hold back (the Blocked condition's
+	// message while it is True).
+	Blocked string `json:"blocked,omitempty"`
 	// Observed is false while the operator has not yet acted on the
 	// policy's latest generation.
 	Observed bool `json:"observed"`
@@ -235,6 +238,9 @@ func policyRow(p *updatesv1alpha1.UpdatePolicy, now time.Time) UpdatePolicyRow {
 	if c := meta.FindStatusCondition(p.Status.Conditions, updatesv1alpha1.PolicyPaced); c != nil && c.Status == metav1.ConditionTrue {
 		r.Paced = paced(p, c, now)
 	}
+	if c := meta.FindStatusCondition(p.Status.Conditions, updatesv1alpha1.PolicyBlocked); c != nil && c.Status == metav1.ConditionTrue {
+		r.Blocked = c.Message
+	}
 	return r
 }
 
@@ -299,7 +305,7 @@ func printUpdateStatus(out io.Writer, r UpdateReport, all bool) error {
 }
 
 // printPolicies prints the policies' table, then what each says beyond it:
-// a conflict, what pacing holds back, an edit not acted on yet, and the
+// a conflict, what pacing holds back, what its gates block, an edit not acted on yet, and the
 // nodes of others its budget counts.
 func printPolicies(out io.Writer, policies []UpdatePolicyRow, all bool) error {
 	header := []string{"POLICY", "TARGET", "PROGRESS", "IN-FLIGHT", "OTHERS", "FAILED", "PAUSED", "WINDOW", "HALTED BY"}
@@ -332,6 +338,9 @@ func printPolicies(out io.Writer, policies []UpdatePolicyRow, all bool) error {
 		}
 		if p.Paced != "" {
 			fmt.Fprintf(out, "%s: %s\n", p.Name, p.Paced)
+		}
+		if p.Blocked != "" {
+			fmt.Fprintf(out, "%s: BLOCKED: %s\n", p.Name, p.Blocked)
 		}
 		if !p.Observed {
 			fmt.Fprintf(out, "%s: the operator has not acted on its latest edit yet\n", p.Name)

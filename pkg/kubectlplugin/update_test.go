@@ -312,3 +312,23 @@ func TestUpdateStatusSaysWhatPacingHoldsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdateStatusSaysWhatTheGatesBlock: the Blocked condition's message,
+// on a line of the policy's own, while it is True; nothing while False.
+func TestUpdateStatusSaysWhatTheGatesBlock(t *testing.T) {
+	blocked := policyFixture("fleet", false, updatesv1alpha1.UpdatePolicyStatus{ObservedGeneration: 2,
+		Conditions: []metav1.Condition{{Type: updatesv1alpha1.PolicyBlocked, Status: metav1.ConditionTrue, Reason: "BlockingPods",
+			Message: "Pods of spec.gates.blockingPods.anywhere hold back every start: batch/backup-1"}}})
+	free := policyFixture("canary", false, updatesv1alpha1.UpdatePolicyStatus{ObservedGeneration: 2,
+		Conditions: []metav1.Condition{{Type: updatesv1alpha1.PolicyBlocked, Status: metav1.ConditionFalse, Reason: "NotBlocked", Message: "No gate holds back a start"}}})
+	out, err := runUpdate(t, shadowfake.NewSimpleClientset(blocked, free), "update", "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "fleet: BLOCKED: Pods of spec.gates.blockingPods.anywhere hold back every start: batch/backup-1\n"; !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+	if strings.Contains(out, "canary: BLOCKED") || strings.Contains(out, "No gate holds back") {
+		t.Errorf("a policy nothing blocks is said to be blocked:\n%s", out)
+	}
+}
