@@ -61,6 +61,9 @@ type Config struct {
 	// long (0: at once). DelayBetweenNodes: after an update passed its
 	// health gate, the next start waits this long (0: none).
 	MinReleaseAge, DelayBetweenNodes time.Duration
+	// GateAnywhere and GateOnNode: spec.gates.blockingPods sets its
+	// anywhere and its onNode selector.
+	GateAnywhere, GateOnNode bool
 }
 
 // Window is an update window of the simple form the simulation draws: it
@@ -138,6 +141,27 @@ type World struct {
 	// from them.
 	FirstOffered  map[string]time.Time
 	LastSucceeded time.Time
+
+	// AnywherePods are the unfinished pods (phase neither Succeeded nor
+	// Failed) the anywhere selector of spec.gates.blockingPods matches;
+	// OnNodePods those its onNode selector matches, by the node they are
+	// bound to.
+	AnywherePods []string
+	OnNodePods   map[string][]string
+}
+
+// GateHolds says why spec.gates hold back the node's start at Now ("" when
+// they do not): an unfinished anywhere pod holds every start, an onNode pod
+// the start of its node only. Choice: the gates are read before a start, so
+// they never stop an update in flight.
+func (c Config) GateHolds(w World, node string) string {
+	if c.GateAnywhere && len(w.AnywherePods) > 0 {
+		return "a blockingPods anywhere pod exists: " + strings.Join(w.AnywherePods, ", ")
+	}
+	if c.GateOnNode && len(w.OnNodePods[node]) > 0 {
+		return "a blockingPods onNode pod runs on the node: " + strings.Join(w.OnNodePods[node], ", ")
+	}
+	return ""
 }
 
 // ReleaseTooYoung says whether MinReleaseAge holds version back at Now.
@@ -438,7 +462,7 @@ func (c Config) Starts(w World) []string {
 	var out []string
 	for _, name := range names(w.Shadows) {
 		s := w.Shadows[name]
-		if c.Candidate(w, s) != "" {
+		if c.Candidate(w, s) != "" || c.GateHolds(w, name) != "" {
 			continue
 		}
 		if n >= c.MaxConcurrent {
@@ -529,6 +553,9 @@ func (c Config) startViolation(w World, prev, next Shadow) string {
 	if c.BetweenNodes(w) {
 		return fmt.Sprintf("started a node %s after an update passed its health gate, delayBetweenNodes %s",
 			w.Now.Sub(w.LastSucceeded), c.DelayBetweenNodes)
+	}
+	if why := c.GateHolds(w, prev.Name); why != "" {
+		return "started a node the gates hold back: " + why
 	}
 	n, zones := w.InFlight()
 	zone := w.Nodes[prev.Name].Zone

@@ -216,3 +216,44 @@ func TestAStartWithinDelayBetweenNodesOfASuccessIsNotAllowed(t *testing.T) {
 		t.Errorf("with no success yet the first start is refused: %s", why)
 	}
 }
+
+// An unfinished anywhere pod holds every start; an onNode pod holds its
+// node's start only, and another node takes the slot.
+func TestABlockingPodHoldsTheStartsItsGateSays(t *testing.T) {
+	c := cfg
+	c.GateAnywhere, c.GateOnNode = true, true
+	a, b := idleShadow("a"), idleShadow("b")
+	next := a
+	next.Spec, next.SpecVersion, next.SpecSince = Staged, "1.1.0", t0
+	for _, tc := range []struct {
+		name     string
+		anywhere []string
+		onNode   map[string][]string
+		gateOff  bool
+		allowed  bool
+		due      string
+	}{
+		{name: "no pod", allowed: true, due: "a: Start 1.1.0"},
+		{name: "a pod anywhere", anywhere: []string{"batch/backup"}},
+		{name: "a pod anywhere, the gate unset", anywhere: []string{"batch/backup"}, gateOff: true, allowed: true, due: "a: Start 1.1.0"},
+		{name: "a pod on a", onNode: map[string][]string{"a": {"db/migrate"}}, due: "b: Start 1.1.0"},
+		{name: "a pod on b", onNode: map[string][]string{"b": {"db/migrate"}}, allowed: true, due: "a: Start 1.1.0"},
+	} {
+		c := c
+		if tc.gateOff {
+			c.GateAnywhere = false
+		}
+		w := world(a, b)
+		w.AnywherePods, w.OnNodePods = tc.anywhere, tc.onNode
+		if why := c.Allowed(w, a, next); (why == "") != tc.allowed {
+			t.Errorf("%s: Allowed says %q, want allowed %v", tc.name, why, tc.allowed)
+		}
+		var due []string
+		for _, d := range c.Due(w) {
+			due = append(due, d.String())
+		}
+		if strings.Join(due, "; ") != tc.due {
+			t.Errorf("%s: Due = %q, want %q", tc.name, due, tc.due)
+		}
+	}
+}

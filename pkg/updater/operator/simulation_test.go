@@ -363,6 +363,17 @@ type updaterSimulation struct {
 	paceRng *sim.Rand
 	// paced: the seed drew pacing, and its users edit it.
 	paced bool
+	// gateRng draws the policy's blockingPods gate and the pods it
+	// selects; gated: the seed drew the gate. gateSeq names the pods;
+	// gateSeen are the blocking pods at the last check and gateClearedAt
+	// when one last went: the operator, which does not watch pods, looks
+	// again GateRecheck after a pass the gate held, so until then a start
+	// is not yet owed.
+	gateRng       *sim.Rand
+	gated         bool
+	gateSeq       int
+	gateSeen      map[string]bool
+	gateClearedAt time.Time
 	// firstOffered (by version without a leading "v") and lastSucceeded
 	// are what the pacing is judged against: when an agent's report of a
 	// version offered first reached the API, and when the operator's last
@@ -442,6 +453,7 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	s.cmdRng = sim.NewRand(seed ^ 0x3636363636363636)
 	s.pinRng = sim.NewRand(seed ^ 0x3333333333333333)
 	s.paceRng = sim.NewRand(seed ^ 0x3939393939393939)
+	s.gateRng = sim.NewRand(seed ^ 0x3a3a3a3a3a3a3a3a)
 	s.firstOffered = map[string]time.Time{}
 	s.api = sim.NewAPI(simScheme(), rng.Fork())
 	s.api.Clock = s.clk
@@ -484,6 +496,22 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	if s.paced = s.paceRng.Chance(0.5); s.paced {
 		pol.Spec.MinReleaseAge, pol.Spec.DelayBetweenNodes = simPacing(s.paceRng)
 		s.trace.Add("pacing minReleaseAge %v delayBetweenNodes %v", pol.Spec.MinReleaseAge, pol.Spec.DelayBetweenNodes)
+	}
+	// The blockingPods gate on about 40 % of the seeds, from its own
+	// stream: the others run as they did before it.
+	if s.gated = s.gateRng.Chance(0.4); s.gated {
+		b := &updatesv1alpha1.BlockingPods{}
+		switch s.gateRng.Intn(3) {
+		case 0:
+			b.Anywhere = &metav1.LabelSelector{MatchLabels: map[string]string{simGateLabel: "anywhere"}}
+		case 1:
+			b.OnNode = &metav1.LabelSelector{MatchLabels: map[string]string{simGateLabel: "on-node"}}
+		default:
+			b.Anywhere = &metav1.LabelSelector{MatchLabels: map[string]string{simGateLabel: "anywhere"}}
+			b.OnNode = &metav1.LabelSelector{MatchLabels: map[string]string{simGateLabel: "on-node"}}
+		}
+		pol.Spec.Gates = &updatesv1alpha1.PolicyGates{BlockingPods: b}
+		s.trace.Add("gates anywhere %v onNode %v", b.Anywhere != nil, b.OnNode != nil)
 	}
 	s.badVersions = map[string]bool{"1.21.0": rng.Chance(0.4), "1.20.1": rng.Chance(0.1)}
 	s.opKillP = 0.002
@@ -587,6 +615,9 @@ func (s *updaterSimulation) configGoverning(governed int) model.Config {
 	}
 	if d := p.Spec.DelayBetweenNodes; d != nil {
 		c.DelayBetweenNodes = d.Duration
+	}
+	if g := p.Spec.Gates; g != nil && g.BlockingPods != nil {
+		c.GateAnywhere, c.GateOnNode = g.BlockingPods.Anywhere != nil, g.BlockingPods.OnNode != nil
 	}
 	for _, w := range p.Spec.Windows {
 		// The driver writes only "*/N * * * *" in UTC (simWindows): a
@@ -1093,6 +1124,7 @@ func (s *updaterSimulation) worldOf(nodes []v1.Node) model.World {
 	for i := range shadows.Items {
 		w.Shadows[shadows.Items[i].Name] = modelShadow(&shadows.Items[i])
 	}
+	w.AnywherePods, w.OnNodePods = s.gatePods()
 	for i := range nodes {
 		n := &nodes[i]
 		cond := nodeutil.Condition(n, nodev1alpha1.SystemExtensionsReadyCondition)
@@ -1416,6 +1448,9 @@ func (s *updaterSimulation) hostReacts(n *simNode) {
 	// with the reboot, as docs/updater.md says.
 	if pods, _ := s.obsKube.CoreV1().Pods("").List(s.ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.name}); planned && pods != nil {
 		for _, p := range pods.Items {
+			if p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+				continue // a finished pod holds nothing: the drain leaves it (the gate's pods finish)
+			}
 			if at, ok := n.podArrived[p.Name]; ok && !n.opListed.IsZero() && !at.Before(n.opListed) {
 				s.trace.Add("t=%s %s: pod %s landed after the operator's last pass; it stops with the reboot", s.at(), n.name, p.Name)
 				continue
@@ -1804,6 +1839,11 @@ func (s *updaterSimulation) faults(now time.Time) {
 		s.commandFaults(n)
 		s.restartFaults(n)
 	}
+	// The gate's pods come and go, from their own stream, on the seeds
+	// that drew the gate.
+	if s.gated {
+		s.gateFaults()
+	}
 	// A user edits the policy's pacing, from its own stream, on the seeds
 	// that drew some: the others run as they did before pacing.
 	if s.paced && s.paceRng.Chance(0.002) {
@@ -1879,6 +1919,129 @@ func (s *updaterSimulation) faults(now time.Time) {
 		s.api.Inject(sim.Fault{Verb: "update", Resource: "bottlerocketshadows", Subresource: "", Kind: sim.LostAnswer})
 		s.trace.Add("t=%s the next spec write's answer is lost", s.at())
 	}
+}
+
+// simGateLabel is the label of the pods the policy's blockingPods gate
+// selects in the simulation: "anywhere" or "on-node".
+const simGateLabel = "sim/gate"
+
+// gatePods are the unfinished pods of the gate's two selectors, as they are
+// in the API: the anywhere ones, and the onNode ones by node.
+func (s *updaterSimulation) gatePods() ([]string, map[string][]string) {
+	if !s.gated {
+		return nil, nil
+	}
+	list, err := s.obsKube.CoreV1().Pods("").List(s.ctx, metav1.ListOptions{LabelSelector: simGateLabel})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var anywhere []string
+	onNode := map[string][]string{}
+	for _, p := range list.Items {
+		if p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+			continue
+		}
+		switch p.Labels[simGateLabel] {
+		case "anywhere":
+			anywhere = append(anywhere, p.Namespace+"/"+p.Name)
+		case "on-node":
+			if p.Spec.NodeName != "" {
+				onNode[p.Spec.NodeName] = append(onNode[p.Spec.NodeName], p.Namespace+"/"+p.Name)
+			}
+		}
+	}
+	sort.Strings(anywhere)
+	return anywhere, onNode
+}
+
+// gateFaults: a Job's pod the gate selects starts (anywhere, or on a node
+// that is not drained: the scheduler places no pod on a tainted node), and
+// each finishes, fails or is deleted after a while.
+func (s *updaterSimulation) gateFaults() {
+	r := s.gateRng
+	g := s.policy().Spec.Gates.BlockingPods
+	mk := func(kind string, n *simNode) {
+		s.gateSeq++
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "batch", Name: fmt.Sprintf("gate-%s-%d", kind, s.gateSeq),
+			Labels:          map[string]string{simGateLabel: kind},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: "j", Controller: ptr.To(true)}}},
+			Status: v1.PodStatus{Phase: v1.PodRunning}}
+		where := ""
+		if n != nil {
+			p.Spec.NodeName = n.name
+			where = " on " + n.name
+			// A pod that lands after the operator's drain listed the
+			// node stops with the reboot, as the workload's do.
+			if n.podArrived == nil {
+				n.podArrived = map[string]time.Time{}
+			}
+			n.podArrived[p.Name] = s.clk.Now()
+		}
+		s.create(p)
+		s.trace.Add("t=%s gate pod batch/%s starts%s", s.at(), p.Name, where)
+	}
+	if g.Anywhere != nil && r.Chance(0.008) {
+		mk("anywhere", nil)
+	}
+	if g.OnNode != nil && r.Chance(0.015) {
+		var up []*simNode
+		for _, n := range s.nodes {
+			if !n.gone && n.taintedSince.IsZero() {
+				up = append(up, n)
+			}
+		}
+		if len(up) > 0 {
+			mk("on-node", sim.Pick(r, up))
+		}
+	}
+	list, err := s.kube.CoreV1().Pods("batch").List(s.ctx, metav1.ListOptions{LabelSelector: simGateLabel})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.Status.Phase != v1.PodRunning || !r.Chance(0.03) {
+			continue
+		}
+		switch r.Intn(3) {
+		case 0:
+			p.Status.Phase = v1.PodSucceeded
+		case 1:
+			p.Status.Phase = v1.PodFailed
+		}
+		if p.Status.Phase == v1.PodRunning {
+			err = s.kube.CoreV1().Pods(p.Namespace).Delete(s.ctx, p.Name, metav1.DeleteOptions{})
+		} else {
+			_, err = s.kube.CoreV1().Pods(p.Namespace).UpdateStatus(s.ctx, p, metav1.UpdateOptions{})
+		}
+		if err == nil {
+			s.trace.Add("t=%s gate pod %s/%s ends (%s)", s.at(), p.Namespace, p.Name, p.Status.Phase)
+		}
+	}
+}
+
+// gateLag says whether a start may still wait for the operator's next look
+// at the gate: a blocking pod went less than GateRecheck ago.
+func (s *updaterSimulation) gateLag(w model.World) bool {
+	if !s.gated {
+		return false
+	}
+	now := map[string]bool{}
+	for _, p := range w.AnywherePods {
+		now[p] = true
+	}
+	for _, ps := range w.OnNodePods {
+		for _, p := range ps {
+			now[p] = true
+		}
+	}
+	for p := range s.gateSeen {
+		if !now[p] {
+			s.gateClearedAt = s.clk.Now()
+		}
+	}
+	s.gateSeen = now
+	return !s.gateClearedAt.IsZero() && s.clk.Now().Before(s.gateClearedAt.Add(GateRecheck+time.Second))
 }
 
 // commandFaults are the faults at a Bottlerocket command in progress
@@ -1976,9 +2139,13 @@ func (s *updaterSimulation) check() {
 	// holds, simSpinRetry): until then the node's action is owed, not
 	// missed.
 	s.checkPacingRecords()
+	lag := s.gateLag(w)
 	if s.op != nil {
 		var d []string
 		for _, a := range cfg.Due(s.asRecorded(w)) {
+			if lag && strings.HasPrefix(a.What, "Start ") {
+				continue
+			}
 			if _, retrying := s.op.timers[a.Node]; retrying {
 				continue
 			}
