@@ -108,6 +108,8 @@ var simRegressions = sim.Regressions{
 	{Seed: 21, Name: "the bootID is checked before the drain: never a second reboot for one update (takes over for mutant 7-no-host-check-before-drain, as seed 7 does for 3-reboot-never-asked-again)"},
 	{Seed: 11545879933131344284, Name: "a success while delayBetweenNodes is 0 is recorded too: the policy's lastUpdateSucceeded is never older than the last success (make simulate SIM=updater SEEDS=200, 2026-11-29)"},
 	{Seed: 4477944499289776246, Name: "a delayBetweenNodes set after a success counts from that success: no start 3 s after it under a 2m delay (make simulate SIM=updater SEEDS=200, 2026-11-29)"},
+	{Seed: 17, Name: "no start while a pod of the blockingPods anywhere selector is unfinished (finds mutant gate-1-anywhere-ignored)"},
+	{Seed: 20, Name: "no start of a node a pod of the blockingPods onNode selector runs on (finds mutant gate-2-on-node-ignored)"},
 }
 
 // simOpenFindings are seeds that fail and are not diagnosed yet
