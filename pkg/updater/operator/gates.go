@@ -134,11 +134,11 @@ func (c *Controller) planGated(ctx context.Context, snap *snapshot, pol *policy,
 // and notes why; it wakes the pass to look again. Without a read of the
 // gates it holds nothing but marks the plan as needing one: the caller
 // reads them and plans again before anything starts.
-func (p *plan) gateHolds(snap *snapshot, pol *policy, node, target string) bool {
+func (p *plan) gateHolds(now time.Time, pol *policy, node, target string) bool {
 	if !pol.gated() {
 		return false
 	}
-	g := snap.gates[pol.name]
+	g := p.gate
 	if g == nil {
 		p.gatesUnread = true
 		return false
@@ -156,12 +156,12 @@ func (p *plan) gateHolds(snap *snapshot, pol *policy, node, target string) bool 
 		p.blocked.nodes = append(p.blocked.nodes, node)
 		p.notes[node] = note{"UpdateBlocked", fmt.Sprintf("Not starting the update to %s: pods of spec.gates.blockingPods.onNode of UpdatePolicy %s run on the node: %s",
 			target, pol.name, namedSome(g.onNodePods[node]))}
-		wake(&p.wake, snap.now.Add(GateRecheck))
+		wake(&p.wake, now.Add(GateRecheck))
 		return true
 	default:
 		return false
 	}
-	wake(&p.wake, snap.now.Add(GateRecheck))
+	wake(&p.wake, now.Add(GateRecheck))
 	return true
 }
 
@@ -183,7 +183,7 @@ func namedSome(pods []string) string {
 
 // blockedCondition says what the gates hold back. The message names pods,
 // not times, so that it changes only when they do.
-func blockedCondition(pol *policy, snap *snapshot, p plan) metav1.Condition {
+func blockedCondition(p plan) metav1.Condition {
 	b := p.blocked
 	if b == nil {
 		return condition(updatesv1alpha1.PolicyBlocked, false, NotBlocked, "No gate holds back a start")
@@ -191,10 +191,9 @@ func blockedCondition(pol *policy, snap *snapshot, p plan) metav1.Condition {
 	if b.message != "" {
 		return condition(updatesv1alpha1.PolicyBlocked, true, b.reason, b.message)
 	}
-	g := snap.gates[pol.name]
 	var why []string
 	for _, n := range b.nodes {
-		why = append(why, fmt.Sprintf("%s (%s)", n, namedSome(g.onNodePods[n])))
+		why = append(why, fmt.Sprintf("%s (%s)", n, namedSome(p.gate.onNodePods[n])))
 	}
 	return condition(updatesv1alpha1.PolicyBlocked, true, b.reason, fmt.Sprintf("Pods of spec.gates.blockingPods.onNode hold back the start of their nodes; other nodes may start: %s",
 		strings.Join(why, "; ")))

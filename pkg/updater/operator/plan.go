@@ -158,9 +158,11 @@ type plan struct {
 	releaseWait map[string]offer
 	delayUntil  time.Time
 
-	// blocked is what the policy's gates hold back (nil: nothing);
-	// gatesUnread: a start was planned without reading the gates, which
-	// must be read, and the policy planned again, before it is made.
+	// gate is the policy's gates as this pass read them (nil: not read);
+	// blocked is what they hold back (nil: nothing); gatesUnread: a start
+	// was planned without reading them, which must be read, and the
+	// policy planned again, before it is made.
+	gate        *podGate
 	blocked     *blocked
 	gatesUnread bool
 }
@@ -201,7 +203,8 @@ func planStarts(snap *snapshot, pol *policy) plan {
 	if p.halt != "" {
 		return p
 	}
-	p.admit(snap, pol, &b, p.candidates(snap, pol, b.isOther))
+	p.gate = snap.gates[pol.name]
+	p.admit(snap.now, pol, &b, p.candidates(snap, pol, b.isOther))
 	return p
 }
 
@@ -423,9 +426,8 @@ func (p *plan) olderThan(sh *updatesv1alpha1.BottlerocketShadow, target, policyN
 
 // admit starts the candidates, in order, while the budget has slots left
 // and delayBetweenNodes has passed since the policy's last update passed
-// its health gate, and the policy's gates let each start go.
-func (p *plan) admit(snap *snapshot, pol *policy, b *budget, cands []candidate) {
-	now := snap.now
+// its health gate.
+func (p *plan) admit(now time.Time, pol *policy, b *budget, cands []candidate) {
 	if until := pol.lastSucceeded.Add(pol.delayBetweenNodes); len(cands) > 0 && pol.delayBetweenNodes > 0 &&
 		!pol.lastSucceeded.IsZero() && now.Before(until) {
 		p.delayUntil = until
@@ -453,7 +455,7 @@ func (p *plan) admit(snap *snapshot, pol *policy, b *budget, cands []candidate) 
 			continue
 		}
 		// Last: a gate is read only for a start that would be made.
-		if p.gateHolds(snap, pol, cand.name, cand.version) {
+		if p.gateHolds(now, pol, cand.name, cand.version) {
 			if p.blocked.message != "" {
 				break // every start waits
 			}
@@ -540,7 +542,7 @@ func policyStatus(snap *snapshot, pol *policy, p plan, old *updatesv1alpha1.Upda
 		pausedCondition(pol.paused),
 		windowCondition(pol, p.windowOpen, p.windowChange),
 		pacedCondition(pol, p),
-		blockedCondition(pol, snap, p),
+		blockedCondition(p),
 		completeCondition(&st),
 		selectorConflictCondition(conflicts, others),
 	} {
