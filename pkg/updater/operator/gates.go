@@ -191,12 +191,17 @@ func blockedCondition(p plan) metav1.Condition {
 	if b.message != "" {
 		return condition(updatesv1alpha1.PolicyBlocked, true, b.reason, b.message)
 	}
+	// A pod on every node (a DaemonSet's) would otherwise name them all.
 	var why []string
-	for _, n := range b.nodes {
+	for _, n := range b.nodes[:min(len(b.nodes), maxNamedBlockers)] {
 		why = append(why, fmt.Sprintf("%s (%s)", n, namedSome(p.gate.onNodePods[n])))
 	}
-	return condition(updatesv1alpha1.PolicyBlocked, true, b.reason, fmt.Sprintf("Pods of spec.gates.blockingPods.onNode hold back the start of their nodes; other nodes may start: %s",
-		strings.Join(why, "; ")))
+	more := ""
+	if len(b.nodes) > maxNamedBlockers {
+		more = fmt.Sprintf(" and %d more nodes", len(b.nodes)-maxNamedBlockers)
+	}
+	return condition(updatesv1alpha1.PolicyBlocked, true, b.reason, fmt.Sprintf("Pods of spec.gates.blockingPods.onNode hold back the start of their nodes; other nodes may start: %s%s",
+		strings.Join(why, "; "), more))
 }
 
 // parseGates reads spec.gates. An empty selector would match every pod and

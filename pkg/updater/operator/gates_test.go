@@ -79,6 +79,8 @@ func TestTheBlockingPodsGateHoldsBackTheStartsItsPodsSelect(t *testing.T) {
 		name   string
 		policy *updatesv1alpha1.UpdatePolicy
 		pods   []*v1.Pod
+		// shadows are the Idle nodes (default a and b).
+		shadows []string
 		// listErr makes every pod LIST fail.
 		listErr error
 		// want are the client's actions, podLists the pod client's.
@@ -126,6 +128,15 @@ func TestTheBlockingPodsGateHoldsBackTheStartsItsPodsSelect(t *testing.T) {
 			podLists: []string{listMigration}, want: []string{"status fleet"},
 			blocked: "True/BlockingPods: Pods of spec.gates.blockingPods.onNode hold back the start of their nodes; other nodes may start: a (db/migrate-a); b (db/migrate-b)",
 			wake:    GateRecheck, events: []string{"Normal StartBlocked", "Normal UpdateBlocked"}},
+		{name: "the condition names three held nodes and counts the others",
+			policy:  fleet(blockingPods(nil, migration)),
+			shadows: []string{"a", "b", "c", "d", "e"},
+			pods: []*v1.Pod{gatePod("db", "m-a", "a", migration, v1.PodRunning), gatePod("db", "m-b", "b", migration, v1.PodRunning),
+				gatePod("db", "m-c", "c", migration, v1.PodRunning), gatePod("db", "m-d", "d", migration, v1.PodRunning)},
+			podLists: []string{listMigration},
+			want:     []string{"status fleet", "list", "list policies", "update e StagedAndPerformedUpdate 1.20.0"},
+			blocked:  "True/BlockingPods: Pods of spec.gates.blockingPods.onNode hold back the start of their nodes; other nodes may start: a (db/m-a); b (db/m-b); c (db/m-c) and 1 more nodes",
+			wake:     GateRecheck, events: []string{"Normal StartBlocked", "Normal UpdateBlocked", "Normal UpdateStarted"}},
 		{name: "a LIST that fails holds every start (fail closed)",
 			policy: fleet(blockingPods(backup, nil)), listErr: errors.New("etcdserver: request timed out"),
 			podLists: []string{listBackup}, want: []string{"status fleet"},
@@ -136,8 +147,17 @@ func TestTheBlockingPodsGateHoldsBackTheStartsItsPodsSelect(t *testing.T) {
 			want: []string{"status fleet"}, blocked: "False/NotBlocked: No gate holds back a start"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			shadows := []*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, idle), mkShadow("b", idle, idle)}
-			f := newPolicyFixture(t, defaultOptions(), []*updatesv1alpha1.UpdatePolicy{tc.policy}, []*v1.Node{mkNode("a"), mkNode("b")}, shadows)
+			names := tc.shadows
+			if names == nil {
+				names = []string{"a", "b"}
+			}
+			var shadows []*updatesv1alpha1.BottlerocketShadow
+			var nodes []*v1.Node
+			for _, n := range names {
+				shadows = append(shadows, mkShadow(n, idle, idle))
+				nodes = append(nodes, mkNode(n))
+			}
+			f := newPolicyFixture(t, defaultOptions(), []*updatesv1alpha1.UpdatePolicy{tc.policy}, nodes, shadows)
 			for _, p := range tc.pods {
 				if err := f.kube.Tracker().Add(p); err != nil {
 					t.Fatal(err)
