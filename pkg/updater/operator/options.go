@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"nodehealth.io/client-go/clientset/versioned"
 	"nodehealth.io/nodehealth/pkg/drain"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
@@ -36,6 +37,12 @@ type Options struct {
 	// Nodes patches the status of Nodes: the KEP-5683 lifecycle conditions
 	// of their updates (lifecycle.go). NewController requires it.
 	Nodes nodeutil.NodeStatuses
+	// StartClient carries what decides and records a start — the start
+	// pass's consistent LISTs, its policy status writes and its starts, and
+	// a success's record — on a connection with a rate limit of its own,
+	// so that no backlog of per-node writes delays the next start (a
+	// hand-off). Nil: the controller's client.
+	StartClient versioned.Interface
 }
 
 // DefaultDrainTimeout bounds a node's drain when DrainOptions.Timeout is
