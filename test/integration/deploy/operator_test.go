@@ -129,6 +129,8 @@ func TestOperatorInstall(t *testing.T) {
 		{shadowGroup, "bottlerocketshadows", "update", ""}, {shadowGroup, "bottlerocketshadows", "delete", ""},
 		{shadowGroup, "updatepolicies", "get", ""}, {shadowGroup, "updatepolicies", "list", ""},
 		{shadowGroup, "updatepolicies", "watch", ""}, {shadowGroup, "updatepolicies/status", "update", ""},
+		// A success is recorded with a merge patch of lastUpdateSucceeded.
+		{shadowGroup, "updatepolicies/status", "patch", ""},
 		{"", "nodes", "get", ""}, {"", "nodes", "list", ""}, {"", "nodes", "watch", ""},
 		// The lifecycle conditions of the updates (KEP-5683).
 		{"", "nodes/status", "patch", ""},
