@@ -331,6 +331,12 @@ func (c *Controller) enqueueLeaseNodes(lease *coordinationv1.Lease) {
 	}
 }
 
+// HandledEvents is how many informer notifications (Node and Lease adds,
+// updates and deletes) the controller's handlers have finished. A driver that
+// feeds events faster than a fake clientset's watch buffers them paces itself
+// by it (test/bench).
+func (c *Controller) HandledEvents() int64 { return c.handled.Load() }
+
 // Run waits for the caches, then syncs nodes with workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
