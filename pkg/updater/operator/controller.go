@@ -25,6 +25,7 @@ import (
 	updatesinformers "nodehealth.io/client-go/informers/externalversions/updates/v1alpha1"
 	updateslisters "nodehealth.io/client-go/listers/updates/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
+	"nodehealth.io/nodehealth/pkg/queue"
 	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
 
@@ -310,27 +311,18 @@ func (c *Controller) processNext(ctx context.Context) bool {
 // processNextIn processes the next key of q, whichever it is: a test may
 // hold every key in one queue.
 func (c *Controller) processNextIn(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) bool {
-	key, quit := q.Get()
-	if quit {
-		return false
-	}
-	defer q.Done(key)
-	var err error
+	return queue.ProcessNext(ctx, q, c.sync, "Syncing update state", "key")
+}
+
+// sync runs the start pass for startKey and a node's update otherwise.
+func (c *Controller) sync(ctx context.Context, key string) error {
 	if key == startKey {
-		err = c.syncStart(ctx)
-	} else {
-		// The lifecycle conditions say what the sync is about to do; a
-		// failed write of them does not hold the update up.
-		lerr := c.syncLifecycle(ctx, key)
-		err = errors.Join(c.syncShadow(ctx, key), lerr)
+		return c.syncStart(ctx)
 	}
-	if err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Syncing update state", "key", key)
-		q.AddRateLimited(key)
-		return true
-	}
-	q.Forget(key)
-	return true
+	// The lifecycle conditions say what the sync is about to do; a failed
+	// write of them does not hold the update up.
+	lerr := c.syncLifecycle(ctx, key)
+	return errors.Join(c.syncShadow(ctx, key), lerr)
 }
 
 // event records an Event on the shadow and on its Node, so `kubectl describe

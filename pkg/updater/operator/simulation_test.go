@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	kubeinformers "k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -46,6 +45,7 @@ import (
 	updatesinformers "nodehealth.io/client-go/informers/externalversions/updates/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/drain"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
+	"nodehealth.io/nodehealth/pkg/queue"
 	"nodehealth.io/nodehealth/pkg/updater/agent"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
@@ -881,22 +881,10 @@ func (s *updaterSimulation) work() bool {
 	return worked
 }
 
-// syncShadow syncs the shadow controller's next queued node as its workers
-// do (shadow.Controller.Run): an error is logged and the key retried
-// through the queue's rate limiter, a success forgets its retries.
+// syncShadow syncs the shadow controller's next queued node through the
+// queue step its workers run (queue.ProcessNext, as shadow.Controller.Run).
 func (s *updaterSimulation) syncShadow() {
-	ctx, q := s.op.ctx, s.op.scQueue
-	key, quit := q.Get()
-	if quit {
-		return
-	}
-	defer q.Done(key)
-	if err := s.op.sc.Sync(ctx, key); err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Syncing shadow", "node", key)
-		q.AddRateLimited(key)
-		return
-	}
-	q.Forget(key)
+	queue.ProcessNext(s.op.ctx, s.op.scQueue, s.op.sc.Sync, "Syncing shadow", "node")
 }
 
 func (s *updaterSimulation) killOperator() {
