@@ -345,7 +345,7 @@ test-chart: ## Chart tests with the Helm SDK: golden renders, values schema, RBA
 
 .PHONY: update-chart-golden
 update-chart-golden: ## Rewrite the chart's golden renders (deploy/charts/test/testdata) after an intended change.
-	cd deploy/charts/test && GOWORK=off $(GO) test -vet=off -count=1 -run TestGolden . -update
+	cd deploy/charts/test && GOWORK=off $(GO) test -vet=off -count=1 -run TestTheChartRendersWhatItsGoldenFilesSay . -update
 
 # The controller's environment in bench-replay and bench-soak: what
 # deploy/controller sets for its 256Mi memory limit (Go's defaults: set it empty).

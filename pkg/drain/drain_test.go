@@ -161,7 +161,7 @@ func names(pods []*v1.Pod) []string {
 
 const listNode = "list pods spec.nodeName=" + node
 
-func TestPass(t *testing.T) {
+func TestAPassEvictsWhatItsFilterAdmitsAndNamesWhatBlocksOrFails(t *testing.T) {
 	updateFilter := Filter(SkipDaemonSetAndMirrorPods)
 	escalationFilter := All(SkipDaemonSetAndMirrorPods, SkipTolerating(readinessTaint))
 	tests := []struct {
@@ -477,7 +477,7 @@ func TestDrainRetriesFailedLists(t *testing.T) {
 	}
 }
 
-func TestBlockingBudget(t *testing.T) {
+func TestBlockingBudgetNamesTheBudgetThatRefusedAnEvictionAndWhy(t *testing.T) {
 	stale := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
 	stale.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause,
 		Message: "The disruption budget db-pdb is still being processed by the server."}}
@@ -503,7 +503,7 @@ func TestBlockingBudget(t *testing.T) {
 	}
 }
 
-func TestFilters(t *testing.T) {
+func TestTheUpdateFilterSkipsDaemonSetAndMirrorPodsAndTheEscalationsAlsoPodsTolerantOfTheTaint(t *testing.T) {
 	noExecute := v1.Taint{Key: readinessTaint.Key, Effect: v1.TaintEffectNoExecute}
 	tests := []struct {
 		name string

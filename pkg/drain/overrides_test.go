@@ -23,7 +23,7 @@ func withEmptyDir(p *v1.Pod) {
 	p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
 }
 
-func TestLeftBy(t *testing.T) {
+func TestLeftByNamesThePodsKubectlDrainWouldLeaveUnlessForcedOrAllowedToDeleteEmptyDirData(t *testing.T) {
 	tests := []struct {
 		name string
 		pod  *v1.Pod

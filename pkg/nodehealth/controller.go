@@ -26,6 +26,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
+	"nodehealth.io/nodehealth/pkg/queue"
 )
 
 // leaseNodeIndex indexes extension Leases by the node their name belongs to.
@@ -331,6 +332,12 @@ func (c *Controller) enqueueLeaseNodes(lease *coordinationv1.Lease) {
 	}
 }
 
+// HandledEvents is how many informer notifications (Node and Lease adds,
+// updates and deletes) the controller's handlers have finished. A driver that
+// feeds events faster than a fake clientset's watch buffers them paces itself
+// by it (test/bench).
+func (c *Controller) HandledEvents() int64 { return c.handled.Load() }
+
 // Run waits for the caches, then syncs nodes with workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
@@ -504,25 +511,22 @@ func (c *Controller) worker(ctx context.Context) {
 }
 
 func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
+	return queue.ProcessNext(ctx, c.queue, c.syncOrRecheck, "Syncing node failed, will retry", "node")
+}
+
+// syncOrRecheck syncs the node named key unless only its timer came due with
+// nothing to recheck. A node whose sync failed is marked dirty before the
+// queue retries it: its retry must be a full evaluation.
+func (c *Controller) syncOrRecheck(ctx context.Context, key string) error {
 	if c.recheckTimer(key) {
-		c.queue.Forget(key)
-		return true
+		return nil
 	}
 	start := c.clock.Now()
 	err := c.syncNode(ctx, key)
 	c.metrics.EvaluationsTotal.Inc()
 	c.metrics.EvaluationDurations.Observe(c.clock.Since(start).Seconds())
-	if err == nil {
-		c.queue.Forget(key)
-		return true
+	if err != nil {
+		c.markDirty(key)
 	}
-	utilruntime.HandleErrorWithContext(ctx, err, "Syncing node failed, will retry", "node", key)
-	c.markDirty(key)
-	c.queue.AddRateLimited(key)
-	return true
+	return err
 }

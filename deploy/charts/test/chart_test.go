@@ -29,7 +29,7 @@ const (
 // prints for the default values and for values that switch everything on
 // and set every kind of value. make verify fails when they are stale; the
 // chart integration test applies full.yaml to a real control plane.
-func TestGolden(t *testing.T) {
+func TestTheChartRendersWhatItsGoldenFilesSay(t *testing.T) {
 	for _, tc := range []struct{ name, values string }{
 		{"default", ""},
 		{"full", "testdata/full-values.yaml"},
@@ -50,11 +50,11 @@ func TestGolden(t *testing.T) {
 			}
 			want, err := os.ReadFile(golden)
 			if err != nil {
-				t.Fatalf("%v (run: cd deploy/charts/test && GOWORK=off go test . -run TestGolden -update)", err)
+				t.Fatalf("%v (run: cd deploy/charts/test && GOWORK=off go test . -run TestTheChartRendersWhatItsGoldenFilesSay -update)", err)
 			}
 			if got != string(want) {
 				t.Errorf("the render of %s differs from %s; if the change is intended, run\n"+
-					"  cd deploy/charts/test && GOWORK=off go test . -run TestGolden -update\n%s",
+					"  cd deploy/charts/test && GOWORK=off go test . -run TestTheChartRendersWhatItsGoldenFilesSay -update\n%s",
 					tc.name, golden, firstDifference(string(want), got))
 			}
 		})

@@ -1,8 +1,12 @@
 // Package controller owns how the node-health controller is wired: its two
 // connections to the API server, its informers, its event recorder and the
 // controller itself. cmd/nodehealth-controller and the in-process test
-// starter both build the controller here, so that what the tests run is what
-// users run.
+// starter both build the controller here, and so does the per-event benchmark
+// (test/bench), so that what the tests run and measure is what users run. The
+// only other construction is pkg/nodehealth's own simulations: they are that
+// package's internal tests, which cannot import this package (it imports
+// theirs), and they drive the controller step by step with a fake API server
+// and clock.
 package controller
 
 import (
@@ -139,6 +143,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer func() { <-leasesDone }()
 	c.controller.Run(ctx, workers)
 }
+
+// HandledEvents is how many Node and Lease notifications the controller has
+// handled (nodehealth.Controller.HandledEvents).
+func (c *Controller) HandledEvents() int64 { return c.controller.HandledEvents() }
 
 // HasSynced reports whether both informers have listed everything.
 func (c *Controller) HasSynced() bool { return c.nodesSynced() && c.leases.HasSynced() }

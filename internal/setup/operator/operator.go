@@ -40,6 +40,10 @@ type Clients struct {
 	Kube kubernetes.Interface
 	// Updates reads and writes BottlerocketShadows and UpdatePolicies.
 	Updates versioned.Interface
+	// Starts is Updates with a rate limit of its own, for the start pass
+	// and the successes that free its slots (operator.Options.StartClient);
+	// nil: Updates.
+	Starts versioned.Interface
 }
 
 // NewClients opens the operator's clients from config, which it does not
@@ -57,7 +61,15 @@ func NewClients(config *rest.Config) (Clients, error) {
 	if err != nil {
 		return Clients{}, err
 	}
-	return Clients{Config: config, Kube: kube, Updates: updates}, nil
+	// A second client from the same configuration shares the connection
+	// (client-go caches transports by configuration) but gets its own
+	// token bucket: at most clientConnection.qps more requests a second,
+	// and in practice a few per node handed off (docs/updater.md).
+	starts, err := versioned.NewForConfig(updatesConfig)
+	if err != nil {
+		return Clients{}, err
+	}
+	return Clients{Config: config, Kube: kube, Updates: updates, Starts: starts}, nil
 }
 
 // Config is what a caller chooses; everything else is wired one way.
@@ -109,6 +121,9 @@ func New(ctx context.Context, clients Clients, cfg Config) (*Operator, error) {
 	}
 	if opts.Pods == nil {
 		opts.Pods = clients.Kube.CoreV1()
+	}
+	if opts.StartClient == nil {
+		opts.StartClient = clients.Starts
 	}
 	nodes := o.nodes.Core().V1().Nodes()
 	shadows := o.updates.Updates().V1alpha1().BottlerocketShadows()

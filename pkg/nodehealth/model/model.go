@@ -345,6 +345,18 @@ func (m *Model) NodeUpdated(at time.Time, in Node) {
 	}
 	old := n.Node
 	n.Node = copyNode(in)
+	if old.UID != "" && in.UID != old.UID {
+		// Choice: another UID is another Node object, created afresh by
+		// whoever replaced the machine: nothing the controller wrote on the
+		// old object (taint, condition, boot record) is on it, so a
+		// controller that starts later finds it as it was created (seed
+		// 2542155146350896882: the model took the old object's record for
+		// the new one's and expected NodeRecreated from a new instance).
+		n.record = nil
+		n.tainted = in.TaintedAtCreation
+		// The pods of the old Node object are not this node's.
+		n.evicted = false
+	}
 	if !m.running {
 		return
 	}
@@ -357,8 +369,6 @@ func (m *Model) NodeUpdated(at time.Time, in Node) {
 		m.findNode(n, at)
 	case recreated(old.UID, in.UID, n.record):
 		m.beginBootstrapGate(n, at, nodev1alpha1.ReasonNodeRecreated)
-		// The pods of the old Node object are not this node's.
-		n.evicted = false
 	case rebooted(old.BootID, in.BootID, n.record):
 		m.beginBootstrapGate(n, at, nodev1alpha1.ReasonNodeRebooted)
 	default:

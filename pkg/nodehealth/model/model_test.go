@@ -89,7 +89,8 @@ func TestAReCreatedNodeIsGatedWithFullScope(t *testing.T) {
 	again := worker("n1", gating("a"))
 	again.UID = "uid-n1-again"
 	st.update(10*sec, again)
-	st.expect("new UID", gated(recreatedReason, boot1), "n1")
+	// The new object carries no boot record: it was created afresh.
+	st.expect("new UID", gated(recreatedReason, ""), "n1")
 	st.renew(11*sec, "n1/a")
 	st.expect("renewed", ready("boot1/uid-n1-again"), "n1")
 }
@@ -460,23 +461,30 @@ func TestANodeTaintedAtCreationFoundAtTheFirstStartWaitsForFreshRenewals(t *test
 	st.expect("renewed after the start", ready(boot1), "n1")
 }
 
-func TestTheBootRecordCatchesARebootAndAReCreationWhileTheControllerWasDown(t *testing.T) {
+func TestTheBootRecordCatchesARebootWhileTheControllerWasDownAndAReCreatedObjectIsFoundAsCreated(t *testing.T) {
 	st := newStory(t, defaultConfig())
-	st.inService(worker("n1", gating("a")), worker("n2", gating("a")))
+	st.inService(worker("n1", gating("a")), worker("n2", gating("a")), worker("n3", gating("a")))
 	st.stop(10 * sec)
 	rebooted := worker("n1", gating("a"))
 	rebooted.BootID = "boot2"
 	st.update(12*sec, rebooted)
+	// Re-created while no controller ran: a new object, which carries
+	// nothing the controller wrote on the old one (seed
+	// 2542155146350896882), untainted or tainted at creation.
 	again := worker("n2", gating("a"))
 	again.UID = "uid-n2-again"
 	st.update(13*sec, again)
-	st.renew(14*sec, "n1/a", "n2/a") // not observed: the controller is down
+	tainted := worker("n3", gating("a"))
+	tainted.UID, tainted.TaintedAtCreation = "uid-n3-again", true
+	st.update(13*sec, tainted)
+	st.renew(14*sec, "n1/a", "n2/a", "n3/a") // not observed: the controller is down
 	st.start(20 * sec)
 	st.expect("reboot while down", gated(rebootedReason, boot1), "n1")
-	st.expect("re-creation while down", gated(recreatedReason, boot1), "n2")
-	st.renew(25*sec, "n1/a", "n2/a")
+	st.expect("re-created untainted while down: found in service", ready("boot1/uid-n2-again"), "n2")
+	st.expect("re-created tainted while down: found gated", gated(nodev1alpha1.ReasonControllerStarted, ""), "n3")
+	st.renew(25*sec, "n1/a", "n2/a", "n3/a")
 	st.expect("renewed after the start", ready(boot2), "n1")
-	st.expect("renewed after the start", ready("boot1/uid-n2-again"), "n2")
+	st.expect("renewed after the start", ready("boot1/uid-n3-again"), "n3")
 }
 
 // --- Startup timeouts and fail-open --------------------------------------

@@ -25,6 +25,7 @@ import (
 	updatesinformers "nodehealth.io/client-go/informers/externalversions/updates/v1alpha1"
 	updateslisters "nodehealth.io/client-go/listers/updates/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
+	"nodehealth.io/nodehealth/pkg/queue"
 	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
 
@@ -39,11 +40,13 @@ const ZoneLabel = v1.LabelTopologyZone
 
 // Controller is the update controller.
 type Controller struct {
-	client   versioned.Interface
-	opts     Options
-	clock    clock.PassiveClock
-	recorder record.EventRecorder
-	metrics  *Metrics
+	client versioned.Interface
+	// startClient is Options.StartClient, else client.
+	startClient versioned.Interface
+	opts        Options
+	clock       clock.PassiveClock
+	recorder    record.EventRecorder
+	metrics     *Metrics
 
 	nodeLister     corelisters.NodeLister
 	shadowLister   updateslisters.BottlerocketShadowLister
@@ -53,6 +56,10 @@ type Controller struct {
 	policiesSynced cache.InformerSynced
 
 	queue workqueue.TypedRateLimitingInterface[string]
+	// startQueue holds startKey alone, with a worker of its own: behind the
+	// node keys of a rollout at its limit (each waiting for the client's
+	// rate limit) a start would wait for all of them.
+	startQueue workqueue.TypedRateLimitingInterface[string]
 	// after schedules a key; tests replace it to see every timer.
 	after func(key string, d time.Duration)
 
@@ -113,6 +120,8 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 		metrics:  metrics,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "updater", Clock: clk}),
+		startQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "updater-start", Clock: clk}),
 		nodeLister:   nodeInformer.Lister(),
 		shadowLister: shadowInformer.Lister(),
 		policyLister: policyInformer.Lister(),
@@ -124,7 +133,11 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 
 		lifecycleDone: map[string]lifecycleRecord{},
 	}
-	c.after = c.queue.AddAfter
+	c.startClient = opts.StartClient
+	if c.startClient == nil {
+		c.startClient = client
+	}
+	c.after = func(key string, d time.Duration) { c.queueOf(key).AddAfter(key, d) }
 	if err := c.addHandlers(nodeInformer, shadowInformer, policyInformer); err != nil {
 		return nil, err
 	}
@@ -179,9 +192,9 @@ func (c *Controller) addHandlers(nodeInformer coreinformers.NodeInformer,
 		return err
 	}
 	policyHandler, err := policyInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(interface{}) { c.queue.Add(startKey) },
+		AddFunc:    func(interface{}) { c.startQueue.Add(startKey) },
 		UpdateFunc: c.onPolicyUpdate,
-		DeleteFunc: func(interface{}) { c.queue.Add(startKey) },
+		DeleteFunc: func(interface{}) { c.startQueue.Add(startKey) },
 	})
 	if err != nil {
 		return err
@@ -210,7 +223,7 @@ func (c *Controller) onPolicyUpdate(oldObj, newObj interface{}) {
 	n, ok2 := newObj.(*updatesv1alpha1.UpdatePolicy)
 	if !ok1 || !ok2 || o.Generation != n.Generation || o.ResourceVersion == n.ResourceVersion ||
 		n.Status.ObservedGeneration != n.Generation {
-		c.queue.Add(startKey)
+		c.startQueue.Add(startKey)
 	}
 }
 
@@ -244,7 +257,7 @@ func (c *Controller) enqueueNode(obj interface{}) {
 	}
 	if n, ok := obj.(*v1.Node); ok {
 		c.queue.Add(n.Name)
-		c.queue.Add(startKey)
+		c.startQueue.Add(startKey)
 	}
 }
 
@@ -254,53 +267,65 @@ func (c *Controller) enqueueShadow(obj interface{}) {
 	}
 	if s, ok := obj.(*updatesv1alpha1.BottlerocketShadow); ok {
 		c.queue.Add(s.Name)
-		c.queue.Add(startKey)
+		c.startQueue.Add(startKey)
 	}
 }
 
-// Run processes the queue until ctx ends. Call it only while leading: the
-// first start pass confirms the counts with a consistent LIST.
+// Run processes the queues until ctx ends: workers for the nodes, one for
+// the start pass. Call it only while leading: the first start pass confirms
+// the counts with a consistent LIST.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
+	defer c.startQueue.ShutDown()
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting update controller", "dryRun", c.opts.DryRun)
 	defer logger.Info("Shutting down update controller")
 	if !cache.WaitForNamedCacheSync("updater", ctx.Done(), c.nodesSynced, c.shadowsSynced, c.policiesSynced) {
 		return
 	}
-	c.queue.Add(startKey)
+	c.startQueue.Add(startKey)
 	for i := 0; i < workers; i++ {
 		go wait.UntilWithContext(ctx, func(ctx context.Context) {
 			for c.processNext(ctx) {
 			}
 		}, time.Second)
 	}
+	go wait.UntilWithContext(ctx, func(ctx context.Context) {
+		for c.processNextIn(ctx, c.startQueue) {
+		}
+	}, time.Second)
 	<-ctx.Done()
 }
 
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	var err error
+// queueOf is the queue a key belongs in.
+func (c *Controller) queueOf(key string) workqueue.TypedRateLimitingInterface[string] {
 	if key == startKey {
-		err = c.syncStart(ctx)
-	} else {
-		// The lifecycle conditions say what the sync is about to do; a
-		// failed write of them does not hold the update up.
-		lerr := c.syncLifecycle(ctx, key)
-		err = errors.Join(c.syncShadow(ctx, key), lerr)
+		return c.startQueue
 	}
-	if err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Syncing update state", "key", key)
-		c.queue.AddRateLimited(key)
-		return true
+	return c.queue
+}
+
+// processNext processes the next node key.
+func (c *Controller) processNext(ctx context.Context) bool {
+	return c.processNextIn(ctx, c.queue)
+}
+
+// processNextIn processes the next key of q, whichever it is: a test may
+// hold every key in one queue.
+func (c *Controller) processNextIn(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) bool {
+	return queue.ProcessNext(ctx, q, c.sync, "Syncing update state", "key")
+}
+
+// sync runs the start pass for startKey and a node's update otherwise.
+func (c *Controller) sync(ctx context.Context, key string) error {
+	if key == startKey {
+		return c.syncStart(ctx)
 	}
-	c.queue.Forget(key)
-	return true
+	// The lifecycle conditions say what the sync is about to do; a failed
+	// write of them does not hold the update up.
+	lerr := c.syncLifecycle(ctx, key)
+	return errors.Join(c.syncShadow(ctx, key), lerr)
 }
 
 // event records an Event on the shadow and on its Node, so `kubectl describe

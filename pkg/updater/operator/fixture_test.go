@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	kubeinformers "k8s.io/client-go/informers"
@@ -259,12 +261,18 @@ func newPolicyFixture(t *testing.T, opts Options, policies []*updatesv1alpha1.Up
 }
 
 // actions renders the client's calls: "list" (shadows), "list policies",
-// "status POLICY" (a policy's status written), or "update NAME STATE
+// "status POLICY" (a policy's status written), "record-success POLICY
+// TIME" (a merge patch of its lastUpdateSucceeded), or "update NAME STATE
 // VERSION" plus " ignoreWaves" when spec asks for it and " failed=REASON"
 // when the update records a failure.
 func (f *fixture) actions() []string {
+	return f.render(f.client.Actions())
+}
+
+// render renders actions as actions does.
+func (f *fixture) render(actions []clienttesting.Action) []string {
 	var out []string
-	for _, a := range f.client.Actions() {
+	for _, a := range actions {
 		switch a := a.(type) {
 		case clienttesting.ListAction:
 			if a.GetResource().Resource == "updatepolicies" {
@@ -272,6 +280,19 @@ func (f *fixture) actions() []string {
 				continue
 			}
 			out = append(out, "list")
+		case clienttesting.PatchAction:
+			if a.GetResource().Resource == "updatepolicies" && a.GetSubresource() == "status" {
+				var patch struct {
+					Status struct {
+						LastUpdateSucceeded string `json:"lastUpdateSucceeded"`
+					} `json:"status"`
+				}
+				if err := json.Unmarshal(a.GetPatch(), &patch); err == nil && a.GetPatchType() == types.MergePatchType {
+					out = append(out, "record-success "+a.GetName()+" "+patch.Status.LastUpdateSucceeded)
+					continue
+				}
+			}
+			out = append(out, a.GetVerb()+" "+a.GetResource().Resource+" "+string(a.GetPatch()))
 		case clienttesting.UpdateAction:
 			if p, ok := a.GetObject().(*updatesv1alpha1.UpdatePolicy); ok {
 				out = append(out, "status "+p.Name)

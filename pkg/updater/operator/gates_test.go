@@ -234,7 +234,8 @@ func TestARolloutHeldByAPodGoesOnWhenThePodIsGone(t *testing.T) {
 	if err := f.c.syncStart(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.expect([]string{"status fleet", "list", "list policies", "update a StagedAndPerformedUpdate 1.20.0"})
+	// The generation was observed already: the status follows the start.
+	f.expect([]string{"list", "list policies", "update a StagedAndPerformedUpdate 1.20.0", "status fleet"})
 	got, err := f.client.UpdatesV1alpha1().UpdatePolicies().Get(f.ctx, "fleet", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

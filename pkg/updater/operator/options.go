@@ -9,6 +9,7 @@ import (
 
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
+	"nodehealth.io/client-go/clientset/versioned"
 	"nodehealth.io/nodehealth/pkg/drain"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
@@ -42,6 +43,12 @@ type Options struct {
 	// label selector across namespaces, only before a start, no cache.
 	// NewController requires it.
 	Pods typedcorev1.PodsGetter
+	// StartClient carries what decides and records a start — the start
+	// pass's consistent LISTs, its policy status writes and its starts, and
+	// a success's record — on a connection with a rate limit of its own,
+	// so that no backlog of per-node writes delays the next start (a
+	// hand-off). Nil: the controller's client.
+	StartClient versioned.Interface
 }
 
 // DefaultDrainTimeout bounds a node's drain when DrainOptions.Timeout is

@@ -193,7 +193,7 @@ func TestAnUpdatePassingItsHealthGateIsRecordedInItsPolicysStatusFirst(t *testin
 	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	f.expect([]string{"get updatepolicies", "status fleet", "update n1 Idle"})
+	f.expect([]string{"record-success fleet " + t0.UTC().Format(time.RFC3339), "update n1 Idle"})
 	got, err := f.client.UpdatesV1alpha1().UpdatePolicies().Get(f.ctx, "fleet", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -269,5 +269,5 @@ func TestAPolicyWithoutMinReleaseAgeRecordsNoOfferButEverySuccess(t *testing.T) 
 	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	f.expect([]string{"get updatepolicies", "status fleet", "update n1 Idle"})
+	f.expect([]string{"record-success fleet " + t0.UTC().Format(time.RFC3339), "update n1 Idle"})
 }

@@ -377,10 +377,10 @@ func TestAStatusWriteConflictBringsThePassBack(t *testing.T) {
 	f.clock.Step(time.Second)
 	// The delaying queue moves the key over in its own goroutine.
 	deadline := time.Now().Add(5 * time.Second)
-	for f.c.queue.Len() == 0 && time.Now().Before(deadline) {
+	for f.c.startQueue.Len() == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := f.c.queue.Len(); got != 1 {
+	if got := f.c.startQueue.Len(); got != 1 {
 		t.Errorf("queue length %d after a conflicting status write, want the start pass queued again", got)
 	}
 }
@@ -405,7 +405,7 @@ func TestTheSoakIsThatOfThePolicyThatStartedTheUpdate(t *testing.T) {
 		{"the starting policy's 10m soak holds the node after 6m", []*updatesv1alpha1.UpdatePolicy{canaryPolicy(long), fleetPolicy()},
 			mkNode("n1"), "canary", nil},
 		{"the governing policy's 5m soak lets it pass", []*updatesv1alpha1.UpdatePolicy{canaryPolicy(long), fleetPolicy()},
-			mkNode("n1"), "fleet", []string{"get updatepolicies", "status fleet", "update n1 Idle"}},
+			mkNode("n1"), "fleet", []string{"record-success fleet " + t0.UTC().Format(time.RFC3339), "update n1 Idle"}},
 		{"the starting policy is gone: the governing one's 10m", []*updatesv1alpha1.UpdatePolicy{canaryPolicy(long)},
 			mkNode("n1", canary), "deleted", nil},
 		{"no policy at all: the default 5m", nil, mkNode("n1"), "deleted", []string{"update n1 Idle"}},

@@ -44,7 +44,9 @@ type candidate struct {
 //
 // Passes are serialized (one queue key, countMu), and a pass writes a
 // policy's observedGeneration before it lists and starts: once the status
-// shows a generation, no start decided on an older one follows.
+// shows a generation, no start decided on an older one follows. A status
+// that only counts differently is written after the starts, and the pass's
+// requests go through startClient: a hand-off waits for neither.
 func (c *Controller) syncStart(ctx context.Context) error {
 	c.countMu.Lock()
 	defer c.countMu.Unlock()
@@ -70,12 +72,18 @@ func (c *Controller) syncStart(ctx context.Context) error {
 		return err
 	}
 	reads := gateReads{}
-	anyStart, err := c.planFromCache(ctx, shadows, policies, now, reads)
+	anyStart, statuses, err := c.planFromCache(ctx, shadows, policies, now, reads)
 	if err != nil {
 		return err
 	}
-	if !anyStart {
-		return nil
+	// A new generation is observed before any start decided on it; other
+	// changes of the status (counts, offers) wait until after the starts,
+	// which they would only delay.
+	if !anyStart || statuses.observeGeneration {
+		if err := c.writeStatuses(ctx, statuses); err != nil || !anyStart {
+			return err
+		}
+		statuses = pendingStatuses{}
 	}
 
 	// Confirm with consistent reads: resourceVersion "" is served from etcd.
@@ -83,7 +91,10 @@ func (c *Controller) syncStart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.startConfirmed(ctx, fresh, freshPolicies, now, reads)
+	if err := c.startConfirmed(ctx, fresh, freshPolicies, now, reads); err != nil {
+		return err
+	}
+	return c.writeStatuses(ctx, statuses)
 }
 
 // recordDueFailures records the failures that are due and says whether it
@@ -109,13 +120,13 @@ func (c *Controller) recordDueFailures(ctx context.Context, shadows []*updatesv1
 }
 
 // planFromCache plans every policy on the cache and reports the plans
-// (Events, timers, metrics, the policies' status); it says whether some
-// policy would start a node.
-func (c *Controller) planFromCache(ctx context.Context, shadows []*updatesv1alpha1.BottlerocketShadow, policies []*updatesv1alpha1.UpdatePolicy, now time.Time, reads gateReads) (bool, error) {
+// (Events, timers, metrics); it says whether some policy would start a node
+// and returns the policies' statuses that changed.
+func (c *Controller) planFromCache(ctx context.Context, shadows []*updatesv1alpha1.BottlerocketShadow, policies []*updatesv1alpha1.UpdatePolicy, now time.Time, reads gateReads) (bool, pendingStatuses, error) {
 	pols := parsePolicies(policies, c.opts.Deadlines)
 	snap, err := c.snapshot(shadows, pols, now)
 	if err != nil {
-		return false, err
+		return false, pendingStatuses{}, err
 	}
 	plans := make(map[string]plan, len(pols))
 	anyStart := false
@@ -125,16 +136,13 @@ func (c *Controller) planFromCache(ctx context.Context, shadows []*updatesv1alph
 		anyStart = anyStart || len(p.starts) > 0
 	}
 	c.report(ctx, snap, pols, plans)
-	if err := c.writeStatuses(ctx, snap, pols, plans, policies); err != nil {
-		return false, err
-	}
-	return anyStart, nil
+	return anyStart, changedStatuses(snap, pols, plans, policies), nil
 }
 
 // listConsistently lists the shadows and the policies from etcd rather than
 // the cache, for the starts to be decided on.
 func (c *Controller) listConsistently(ctx context.Context) ([]*updatesv1alpha1.BottlerocketShadow, []*updatesv1alpha1.UpdatePolicy, error) {
-	list, err := c.client.UpdatesV1alpha1().BottlerocketShadows().List(ctx, metav1.ListOptions{ResourceVersion: ""})
+	list, err := c.startClient.UpdatesV1alpha1().BottlerocketShadows().List(ctx, metav1.ListOptions{ResourceVersion: ""})
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing shadows to confirm the update count: %w", err)
 	}
@@ -142,7 +150,7 @@ func (c *Controller) listConsistently(ctx context.Context) ([]*updatesv1alpha1.B
 	for i := range list.Items {
 		fresh = append(fresh, &list.Items[i])
 	}
-	plist, err := c.client.UpdatesV1alpha1().UpdatePolicies().List(ctx, metav1.ListOptions{ResourceVersion: ""})
+	plist, err := c.startClient.UpdatesV1alpha1().UpdatePolicies().List(ctx, metav1.ListOptions{ResourceVersion: ""})
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing update policies to confirm them: %w", err)
 	}
@@ -244,24 +252,49 @@ func sortedNames[V any](m map[string]V) []string {
 	return out
 }
 
-// writeStatuses writes each policy's status when it changed: zero writes
-// while nothing changes. Only the leader runs the controller, so only the
-// leader writes.
-func (c *Controller) writeStatuses(ctx context.Context, snap *snapshot, pols []*policy, plans map[string]plan, objs []*updatesv1alpha1.UpdatePolicy) error {
+// pendingStatuses are the policies whose status a pass changes, with their
+// new status.
+type pendingStatuses struct {
+	writes []statusWrite
+	// observeGeneration: some write records a new observedGeneration.
+	observeGeneration bool
+}
+
+type statusWrite struct {
+	policy *updatesv1alpha1.UpdatePolicy // the policy as the pass read it
+	status updatesv1alpha1.UpdatePolicyStatus
+	pol    *policy
+}
+
+// changedStatuses is each policy's status where it changed: zero writes
+// while nothing changes.
+func changedStatuses(snap *snapshot, pols []*policy, plans map[string]plan, objs []*updatesv1alpha1.UpdatePolicy) pendingStatuses {
 	byName := make(map[string]*updatesv1alpha1.UpdatePolicy, len(objs))
 	for _, o := range objs {
 		byName[o.Name] = o
 	}
+	var out pendingStatuses
 	for _, pol := range pols {
 		o := byName[pol.name]
 		st := policyStatus(snap, pol, plans[pol.name], &o.Status)
 		if apiequality.Semantic.DeepEqual(st, o.Status) {
 			continue
 		}
+		out.writes = append(out.writes, statusWrite{policy: o, status: st, pol: pol})
+		out.observeGeneration = out.observeGeneration || st.ObservedGeneration != o.Status.ObservedGeneration
+	}
+	return out
+}
+
+// writeStatuses writes the changed statuses. Only the leader runs the
+// controller, so only the leader writes.
+func (c *Controller) writeStatuses(ctx context.Context, pending pendingStatuses) error {
+	for _, w := range pending.writes {
+		o, st, pol := w.policy, w.status, w.pol
 		wasConflict := meta.IsStatusConditionTrue(o.Status.Conditions, updatesv1alpha1.PolicySelectorConflict)
 		n := o.DeepCopy()
 		n.Status = st
-		if _, err := c.client.UpdatesV1alpha1().UpdatePolicies().UpdateStatus(ctx, n, metav1.UpdateOptions{FieldManager: "update-operator"}); err != nil {
+		if _, err := c.startClient.UpdatesV1alpha1().UpdatePolicies().UpdateStatus(ctx, n, metav1.UpdateOptions{FieldManager: "update-operator"}); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue // deleted: its event brings the pass back
 			}
@@ -270,7 +303,7 @@ func (c *Controller) writeStatuses(ctx context.Context, snap *snapshot, pols []*
 				// pass's own last status write, whose event does not
 				// bring the pass back (see the policy handler): try
 				// again shortly rather than wait for another event.
-				c.queue.AddRateLimited(startKey)
+				c.startQueue.AddRateLimited(startKey)
 				continue
 			}
 			return fmt.Errorf("writing the status of UpdatePolicy %s: %w", pol.name, err)
@@ -304,10 +337,10 @@ func (c *Controller) start(ctx context.Context, s *updatesv1alpha1.BottlerocketS
 	// writeSpec carries spec.ignoreWaves through the update's states.
 	s = s.DeepCopy()
 	s.Spec.IgnoreWaves = ignoreWaves
-	if err := c.writeSpec(ctx, s, updatesv1alpha1.StateStagedAndPerformedUpdate, version,
+	if err := c.writeSpecWith(ctx, c.startClient, s, updatesv1alpha1.StateStagedAndPerformedUpdate, version,
 		map[string]string{startedAnnotation: now.UTC().Format(time.RFC3339), updatesv1alpha1.PolicyAnnotation: policy}); err != nil {
 		if apierrors.IsConflict(err) {
-			c.queue.Add(startKey)
+			c.startQueue.Add(startKey)
 			return nil
 		}
 		return err

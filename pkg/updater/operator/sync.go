@@ -9,9 +9,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/client-go/clientset/versioned"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
@@ -336,34 +338,39 @@ func (c *Controller) succeed(ctx context.Context, s *updatesv1alpha1.Bottlerocke
 	if err := c.recordSuccess(ctx, s.Annotations[updatesv1alpha1.PolicyAnnotation], now); err != nil {
 		return err
 	}
-	return c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", nil)
+	return c.writeSpecWith(ctx, c.startClient, s, updatesv1alpha1.StateIdle, "", nil)
 }
 
-// recordSuccess sets the policy's status.lastUpdateSucceeded to now. The
-// policy is read from the API, not the cache: a status written from a
-// stale copy would be refused as a conflict.
+// recordSuccess sets the policy's status.lastUpdateSucceeded to now, before
+// the success frees the node's slot: a start pass that sees the slot free
+// also sees the record a delayBetweenNodes counts from. A merge patch of
+// that one field needs no read of the policy and cannot conflict with the
+// start pass's status writes, which carry the field over. Successes are
+// serialized (countMu) and only the leader records them, so the record
+// only moves forward.
 func (c *Controller) recordSuccess(ctx context.Context, name string, now time.Time) error {
 	if name == "" || c.opts.DryRun {
 		return nil
 	}
-	if _, err := c.policyLister.Get(name); apierrors.IsNotFound(err) {
+	cached, err := c.policyLister.Get(name)
+	if apierrors.IsNotFound(err) {
 		return nil // a policy the cache does not know started nothing since
+	}
+	if err == nil {
+		if t := cached.Status.LastUpdateSucceeded; t != nil && !t.Time.Before(now) {
+			return nil
+		}
 	}
 	// Recorded whether or not the policy sets delayBetweenNodes now: a delay
 	// set later counts from the last success, which only a record made
 	// every time can tell (one status write per update).
-	p, err := c.client.UpdatesV1alpha1().UpdatePolicies().Get(ctx, name, metav1.GetOptions{})
+	patch := fmt.Sprintf(`{"status":{"lastUpdateSucceeded":%q}}`, now.UTC().Format(time.RFC3339))
+	_, err = c.startClient.UpdatesV1alpha1().UpdatePolicies().Patch(ctx, name, types.MergePatchType, []byte(patch),
+		metav1.PatchOptions{FieldManager: "update-operator"}, "status")
 	if apierrors.IsNotFound(err) {
 		return nil // no policy left to pace
 	}
 	if err != nil {
-		return fmt.Errorf("reading UpdatePolicy %s to record a success: %w", name, err)
-	}
-	if t := p.Status.LastUpdateSucceeded; t != nil && !t.Time.Before(now) {
-		return nil
-	}
-	p.Status.LastUpdateSucceeded = &metav1.Time{Time: now}
-	if _, err := c.client.UpdatesV1alpha1().UpdatePolicies().UpdateStatus(ctx, p, metav1.UpdateOptions{FieldManager: "update-operator"}); err != nil {
 		return fmt.Errorf("recording a success in the status of UpdatePolicy %s: %w", name, err)
 	}
 	return nil
@@ -468,6 +475,13 @@ const startedAnnotation = "updates.nodehealth.io/started"
 // the shadow meanwhile, the write fails and the shadow is judged again.
 func (c *Controller) writeSpec(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, state updatesv1alpha1.ShadowState,
 	version string, annotations map[string]string) error {
+	return c.writeSpecWith(ctx, c.client, s, state, version, annotations)
+}
+
+// writeSpecWith is writeSpec through client: the start and the success,
+// which hand a slot from one node to the next, go through startClient.
+func (c *Controller) writeSpecWith(ctx context.Context, client versioned.Interface, s *updatesv1alpha1.BottlerocketShadow,
+	state updatesv1alpha1.ShadowState, version string, annotations map[string]string) error {
 	n := s.DeepCopy()
 	n.Spec = updatesv1alpha1.BottlerocketShadowSpec{State: state, Version: version, StateTransitionTimestamp: &metav1.Time{Time: c.now()}}
 	if state != updatesv1alpha1.StateIdle {
@@ -492,7 +506,7 @@ func (c *Controller) writeSpec(ctx context.Context, s *updatesv1alpha1.Bottleroc
 		klog.FromContext(ctx).Info("Dry run: would set the shadow's state", "node", s.Name, "from", s.Spec.State, "to", state, "version", version, "annotations", annotations)
 		return nil
 	}
-	_, err := c.client.UpdatesV1alpha1().BottlerocketShadows().Update(ctx, n, metav1.UpdateOptions{FieldManager: "update-operator"})
+	_, err := client.UpdatesV1alpha1().BottlerocketShadows().Update(ctx, n, metav1.UpdateOptions{FieldManager: "update-operator"})
 	if err != nil {
 		return fmt.Errorf("setting shadow %s to %s: %w", s.Name, state, err)
 	}

@@ -23,6 +23,7 @@ import (
 	versioned "nodehealth.io/client-go/clientset/versioned"
 	updatesinformers "nodehealth.io/client-go/informers/externalversions/updates/v1alpha1"
 	updateslisters "nodehealth.io/client-go/listers/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/queue"
 )
 
 // Controller keeps one BottlerocketShadow per managed node.
@@ -133,18 +134,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 }
 
 func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.Sync(ctx, key); err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Syncing shadow", "node", key)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	return queue.ProcessNext(ctx, c.queue, c.Sync, "Syncing shadow", "node")
 }
 
 // Managed reports whether a node is one whose OS the updater manages.

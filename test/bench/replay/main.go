@@ -56,6 +56,8 @@ type config struct {
 	leaseDuration     time.Duration
 	settle, window    time.Duration
 	qps               int
+	silence           int
+	renewalGrace      time.Duration
 	controllerEnv     []string
 	results           string
 	keep              bool
@@ -71,6 +73,8 @@ func main() {
 	flag.DurationVar(&c.leaseDuration, "lease-duration", 40*time.Second, "spec.leaseDurationSeconds of every Lease")
 	flag.DurationVar(&c.settle, "settle", 60*time.Second, "time after the controller's writes stopped before the window (a full Lease duration: every node's expiry timer has fired once)")
 	flag.DurationVar(&c.window, "window", 2*time.Minute, "measurement window")
+	flag.IntVar(&c.silence, "silence", 20, "after the window, stop renewing one extension's Lease on this many nodes (spread over the fleet) and measure when each is tainted")
+	flag.DurationVar(&c.renewalGrace, "renewal-grace", 10*time.Second, "the controller's renewalGrace (its default), for the expiry instant")
 	flag.IntVar(&c.qps, "controller-qps", 0, "clientConnection.qps of the controller (0: its default); start-up writes one condition per node")
 	env := flag.String("controller-env", "", "comma-separated NAME=VALUE environment of the controller, e.g. GOMEMLIMIT=200MiB")
 	flag.StringVar(&c.results, "results", "docs/benchmarks/data/replay.json", "write machine-readable results here; empty: none")
@@ -235,7 +239,16 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	load := measure.LoadAverage()
+	det, err := measureDetection(ctx, s, keys, c, exited)
+	if err != nil {
+		return err
+	}
 	r := map[string]float64{
+		"detected":                     float64(det.detected),
+		"silenced":                     float64(det.silenced),
+		"detectionP50Ms":               float64(det.p50.Milliseconds()),
+		"detectionP99Ms":               float64(det.p99.Milliseconds()),
+		"detectionMaxMs":               float64(det.max.Milliseconds()),
 		"eventsPerSecond":              float64(s.eventsSent.Load()-ev0) / elapsed.Seconds(),
 		"targetEventsPerSecond":        float64(len(keys)) / c.renewInterval.Seconds(),
 		"controllerCPUPercent":         100 * (p1.CPU - p0.CPU).Seconds() / elapsed.Seconds(),
@@ -283,6 +296,10 @@ func markdown(c config, r map[string]float64, load string) string {
 	row("Controller goroutines", fmt.Sprintf("%.0f", r["goroutines"]))
 	row("Controller evaluations/s", fmt.Sprintf("%.0f", r["evaluationsPerSecond"]))
 	row("Node writes in the window", fmt.Sprintf("%.0f", r["nodeWritesInWindow"]))
+	if r["silenced"] > 0 {
+		row("Detection beyond the expiry instant, p50 / p99 (max), after the window", fmt.Sprintf("%.0f ms / %.0f ms (%.0f ms), %.0f of %.0f tainted",
+			r["detectionP50Ms"], r["detectionP99Ms"], r["detectionMaxMs"], r["detected"], r["silenced"]))
+	}
 	row("Replay server + renewer CPU (this process)", fmt.Sprintf("%.0f%%", r["replayServerCPUPercent"]))
 	row("Watches closed for falling behind (in the window) / requests not served", fmt.Sprintf("%.0f (%.0f) / %.0f", r["watchesDropped"], r["watchesDroppedInWindow"], r["requestsNotServed"]))
 	row("Load average at the end of the window", load)
@@ -291,6 +308,73 @@ func markdown(c config, r map[string]float64, load string) string {
 		fmt.Fprintf(&b, "Controller environment: %s.\n", strings.Join(c.controllerEnv, " "))
 	}
 	return b.String()
+}
+
+type detection struct {
+	silenced, detected int
+	p50, p99, max      time.Duration
+}
+
+// measureDetection stops renewing one extension's Lease on c.silence nodes
+// spread over the fleet (extension s % extensions on the s-th), as a crash
+// would, while every other Lease keeps renewing, and measures when the
+// server received each node's readiness taint against its expiry instant:
+// the last renewTime + leaseDuration + renewalGrace.
+func measureDetection(ctx context.Context, s *server, keys []string, c config, exited <-chan error) (detection, error) {
+	if c.silence <= 0 {
+		return detection{}, nil
+	}
+	n := min(c.silence, c.nodes)
+	victims := map[string]string{} // Lease key -> node
+	var silenced []string
+	for i := range n {
+		ni := i * c.nodes / n
+		key := keys[(i%c.extensions)*c.nodes+ni]
+		victims[key] = fmt.Sprintf("replay-node-%05d", ni)
+		silenced = append(silenced, key)
+	}
+	last := s.silence(silenced)
+	expiry := map[string]time.Time{}
+	var lastExpiry time.Time
+	for key, node := range victims {
+		expiry[node] = last[key].Add(c.leaseDuration + c.renewalGrace)
+		if expiry[node].After(lastExpiry) {
+			lastExpiry = expiry[node]
+		}
+	}
+	logf("stopped one extension on %d nodes; the last expires in %s", n, time.Until(lastExpiry).Round(time.Second))
+	deadline := time.After(time.Until(lastExpiry) + time.Minute)
+	for done := false; !done; {
+		done = true
+		for _, node := range victims {
+			if s.taintedAt(node).IsZero() {
+				done = false
+				break
+			}
+		}
+		if done {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return detection{}, ctx.Err()
+		case err := <-exited:
+			return detection{}, fmt.Errorf("the controller exited: %v", err)
+		case <-deadline:
+			done = true
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	var delays []time.Duration
+	for _, node := range victims {
+		if at := s.taintedAt(node); !at.IsZero() {
+			delays = append(delays, at.Sub(expiry[node]))
+		}
+	}
+	d := detection{silenced: n, detected: len(delays), p50: measure.Percentile(delays, 50),
+		p99: measure.Percentile(delays, 99), max: measure.Percentile(delays, 100)}
+	logf("detected %d/%d: p50 %s, p99 %s beyond expiry", d.detected, n, d.p50, d.p99)
+	return d, nil
 }
 
 // populate fills the server with Nodes as kwok registers them — already carrying the

@@ -27,6 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	restclientwatch "k8s.io/client-go/rest/watch"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 )
 
 // server speaks the part of the Kubernetes API the controller uses: LIST and WATCH
@@ -54,6 +56,13 @@ type server struct {
 	unknownMu   sync.Mutex
 	unknownSeen map[string]bool
 	dropped     atomic.Int64 // watches closed because the client fell behind
+
+	// silenced Leases are no longer renewed (an extension that crashed);
+	// lastRenew is the renewTime each kept, and tainted when each Node
+	// first received the readiness taint after silence began (under mu).
+	silenced  map[string]bool
+	lastRenew map[string]time.Time
+	tainted   map[string]time.Time
 }
 
 type event struct {
@@ -80,7 +89,8 @@ const watcherBuffer = 100_000
 
 func newServer(leaseNamespace string) *server {
 	return &server{leaseNamespace: leaseNamespace, nodes: map[string]*corev1.Node{},
-		leases: map[string]*coordinationv1.Lease{}, watches: map[*watcher]struct{}{}, unknownSeen: map[string]bool{}}
+		leases: map[string]*coordinationv1.Lease{}, watches: map[*watcher]struct{}{}, unknownSeen: map[string]bool{},
+		silenced: map[string]bool{}, lastRenew: map[string]time.Time{}, tainted: map[string]time.Time{}}
 }
 
 // put stores obj with the next resourceVersion and sends the event to the watches.
@@ -122,7 +132,7 @@ func (s *server) renew(key string, now metav1.MicroTime) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.leases[key]
-	if old == nil {
+	if old == nil || s.silenced[key] {
 		return
 	}
 	l := old.DeepCopy()
@@ -511,6 +521,43 @@ func (s *server) patchNode(w http.ResponseWriter, req *http.Request, r route) {
 		s.writeStatus(w, req, apierrors.NewBadRequest(err.Error()))
 		return
 	}
+	if len(s.silenced) > 0 && hasReadinessTaint(&n) && !hasReadinessTaint(old) {
+		if _, seen := s.tainted[n.Name]; !seen {
+			s.tainted[n.Name] = time.Now()
+		}
+	}
 	s.put("nodes", watch.Modified, &n)
 	s.writeObject(w, req, http.StatusOK, "nodes", &n)
+}
+
+// silence stops renewing the Leases of keys and returns the renewTime each
+// last had.
+func (s *server) silence(keys []string) map[string]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]time.Time, len(keys))
+	for _, k := range keys {
+		s.silenced[k] = true
+		if l := s.leases[k]; l != nil && l.Spec.RenewTime != nil {
+			out[k] = l.Spec.RenewTime.Time
+		}
+	}
+	return out
+}
+
+// taintedAt is when node received the readiness taint after silence began;
+// zero when it has not.
+func (s *server) taintedAt(node string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tainted[node]
+}
+
+func hasReadinessTaint(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == nodev1alpha1.DefaultReadinessTaintKey {
+			return true
+		}
+	}
+	return false
 }

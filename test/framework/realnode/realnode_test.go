@@ -18,11 +18,11 @@ import (
 	"nodehealth.io/nodehealth/test/framework/realnode"
 )
 
-// TestRealNode starts a real node, runs a pod of the e2e workload image on
-// it (a real container with a bridge IP), and reboots the node: the pod's
-// container is killed, the boot ID changes, and the kubelet starts the
+// A real node runs a pod of the e2e workload image (a real container with a
+// bridge IP) behind a Service that kube-proxy routes, and is rebooted: the
+// pod's container is killed, the boot ID changes, and the kubelet starts the
 // container again.
-func TestRealNode(t *testing.T) {
+func TestARealNodeRoutesAServiceToItsPodAndRestartsThePodAfterAReboot(t *testing.T) {
 	realnode.SkipUnlessEnabled(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

@@ -107,11 +107,11 @@ func TestOperatorManifestsShape(t *testing.T) {
 	}
 }
 
-// TestOperatorInstall applies the operator the documented way and checks that
-// its ServiceAccount has exactly the permissions the operator uses: of Nodes
-// only their status (the lifecycle conditions), no shadow status writes, and
-// of pods only what the drain needs.
-func TestOperatorInstall(t *testing.T) {
+// The operator applied the documented way: its ServiceAccount has exactly
+// the permissions the operator uses: of Nodes only their status (the
+// lifecycle conditions), no shadow status writes, and of pods only what the
+// drain needs.
+func TestTheDocumentedOperatorInstallGrantsExactlyThePermissionsTheOperatorUses(t *testing.T) {
 	ctx := testenv.ContextWithTimeout(t, 5*time.Minute)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -129,6 +129,8 @@ func TestOperatorInstall(t *testing.T) {
 		{shadowGroup, "bottlerocketshadows", "update", ""}, {shadowGroup, "bottlerocketshadows", "delete", ""},
 		{shadowGroup, "updatepolicies", "get", ""}, {shadowGroup, "updatepolicies", "list", ""},
 		{shadowGroup, "updatepolicies", "watch", ""}, {shadowGroup, "updatepolicies/status", "update", ""},
+		// A success is recorded with a merge patch of lastUpdateSucceeded.
+		{shadowGroup, "updatepolicies/status", "patch", ""},
 		{"", "nodes", "get", ""}, {"", "nodes", "list", ""}, {"", "nodes", "watch", ""},
 		// The lifecycle conditions of the updates (KEP-5683).
 		{"", "nodes/status", "patch", ""},

@@ -344,7 +344,7 @@ func offer(t *testing.T, nodes map[string]*framework.SimNode, names ...string) {
 // once, each node is gated for the planned update, re-gated by its reboot and
 // ungated only once its extensions renewed in the new boot, and the planned
 // releases neither start an eviction clock nor count toward the blast radius.
-func TestRollingUpdate(t *testing.T) {
+func TestARollingUpdateRebootsEachNodeOnceWithinTheLimitAndGatesItUntilItsExtensionsRenew(t *testing.T) {
 	install(t)
 	controller := startController(t)
 	names := nodeNames("roll", 5)

@@ -16,7 +16,7 @@ import (
 // SIGKILLed mid-rollout (no release), the other takes over from the shadows
 // once the Lease expires, no node is started twice, and the limit holds over
 // the whole run.
-func TestLeaderFailover(t *testing.T) {
+func TestANewLeaderTakesOverMidRolloutAndStartsNoNodeTwice(t *testing.T) {
 	env := testenv.Env(t)
 	ctx := ctxFor(t, 4*time.Minute)
 	nodes := []string{"failover-1", "failover-2", "failover-3", "failover-4"}

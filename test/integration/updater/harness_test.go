@@ -47,7 +47,8 @@ func shadows(t *testing.T) versioned.Interface {
 	return c
 }
 
-// testLabel selects one test's nodes.
+// testLabel selects one test's nodes. Its value is the test's name, so a
+// test's name must fit in a label value (63 characters).
 func testLabel(t *testing.T) (string, string) { return "updater-it/test", t.Name() }
 
 func baseOptions(t *testing.T) updater.Options {

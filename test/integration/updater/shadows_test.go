@@ -17,7 +17,7 @@ import (
 // annotation, no ownerReference, spec Idle, no status) for matching nodes,
 // deleted when the label goes — but only once the node is Idle — and deleted
 // by the operator when an Idle node is deleted.
-func TestShadowLifecycle(t *testing.T) {
+func TestShadowsFollowTheSelectorAndGoOnlyOnceTheirNodeIsIdle(t *testing.T) {
 	ctx := ctxFor(t, 3*time.Minute)
 	env := testenv.Env(t)
 	createNodes(t, "life-a", "life-b")
