@@ -77,6 +77,19 @@ func rollbackDue(s *updatesv1alpha1.BottlerocketShadow) string {
 	return from
 }
 
+// rollbackWait is how long a due rollback waits so that its transition time
+// (whole seconds, as the API stores it) is after the failure's: written in
+// the failure's second, the attempt would still be marked failed
+// (shadow.MarkedFailed) and the rollback would count neither toward the
+// limits nor as in flight.
+func rollbackWait(s *updatesv1alpha1.BottlerocketShadow, now time.Time) time.Duration {
+	failed, err := time.Parse(time.RFC3339, s.Annotations[updatesv1alpha1.FailedAnnotation])
+	if err != nil {
+		return 0
+	}
+	return failed.Add(time.Second).Sub(now)
+}
+
 // startRollback moves the node into the usual states towards the version it
 // ran before. It takes the slot its failed update had (the policy is halted,
 // so nothing took it meanwhile); the failure record stays, so the policy

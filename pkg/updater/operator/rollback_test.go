@@ -217,3 +217,32 @@ func TestANodeIsNeverStartedAgainIntoTheVersionItRolledBackFrom(t *testing.T) {
 		})
 	}
 }
+
+// TestARollbackStartsOnlyInASecondAfterTheFailure: the API stores times in
+// seconds, and a failure not older than spec's transition marks the
+// attempt failed (it frees its slot); a rollback written in the second of
+// the failure would not count toward the limits nor as in flight. It waits
+// for the next second.
+func TestARollbackStartsOnlyInASecondAfterTheFailure(t *testing.T) {
+	s := mkShadow("n1", idle, idle, running(newV), specVersion(newV), transitionAt(t0), failedAt(t0), fromVersion(oldV), rolledBack(newV), startedBy("fleet"),
+		annotate(updatesv1alpha1.FailureReasonAnnotation, "DeadlineExceeded: …"))
+	f := newPolicyFixture(t, defaultOptions(), []*updatesv1alpha1.UpdatePolicy{fleet(rollbackPolicy)}, []*v1.Node{mkNode("n1")},
+		[]*updatesv1alpha1.BottlerocketShadow{s})
+	f.clock.SetTime(t0.Add(300 * time.Millisecond))
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(nil)
+	if got := f.timers["n1"]; len(got) != 1 || got[0] != 700*time.Millisecond {
+		t.Errorf("timers %v, want one of 700ms", got)
+	}
+	f.clock.SetTime(t0.Add(time.Second))
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"update n1 StagedAndPerformedUpdate 1.19.0"})
+	out, _ := f.client.UpdatesV1alpha1().BottlerocketShadows().Get(f.ctx, "n1", metav1.GetOptions{})
+	if !counts(out) {
+		t.Errorf("the rollback does not count toward the limits: %+v %v", out.Spec, out.Annotations)
+	}
+}

@@ -61,6 +61,10 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 
 	if spec == updatesv1alpha1.StateIdle || spec == "" {
 		if to := rollbackDue(s); to != "" && node != nil {
+			if wait := rollbackWait(s, c.clock.Now()); wait > 0 {
+				c.after(name, wait)
+				return nil
+			}
 			return c.startRollback(ctx, s, to)
 		}
 		c.syncIdleSpec(s, now)

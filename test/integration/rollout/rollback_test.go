@@ -48,6 +48,17 @@ func TestARollbackAfterAFailedHealthGateEndsIdleOnTheOldVersionWithTheRolloutHal
 	waitShadows(t, bad+" failed its health gate and is rolled back", func(s *updatesv1alpha1.BottlerocketShadow) bool {
 		return s.Annotations[updatesv1alpha1.RollbackAnnotation] == newVersion && s.Spec.Version == oldVersion && s.Spec.State != updatesv1alpha1.StateIdle
 	}, bad)
+	// The rollback takes the slot: its spec transition is after the failure
+	// (whole seconds), or the attempt would still be marked failed and count
+	// toward no limit (docs/updater.md's counting table).
+	rb, err := shadowClient(t).UpdatesV1alpha1().BottlerocketShadows().Get(ctx, bad, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failedAt, err := time.Parse(time.RFC3339, rb.Annotations[updatesv1alpha1.FailedAnnotation])
+	if err != nil || rb.Spec.StateTransitionTimestamp == nil || !failedAt.Before(rb.Spec.StateTransitionTimestamp.Time) {
+		t.Errorf("the rollback's transition %v is not after the failure %q: it does not count as in flight", rb.Spec.StateTransitionTimestamp, rb.Annotations[updatesv1alpha1.FailedAnnotation])
+	}
 	// The old version's extension is healthy again.
 	p, _ := probes.Load(bad)
 	if err := os.WriteFile(p.(string), nil, 0o644); err != nil {
