@@ -251,6 +251,8 @@ const (
 	DeadlineExceeded = "DeadlineExceeded"
 	WrongVersion     = "WrongVersion"
 	NodeDeleted      = "NodeDeleted"
+	// RollbackFailed: the agent failed a rollback before its reboot.
+	RollbackFailed = "RollbackFailed"
 )
 
 // FailureDue is the halting failure the operator must record for s now, ""
@@ -272,6 +274,9 @@ func (c Config) FailureDue(w World, s Shadow) string {
 		return "" // a scale-down: no deadline either
 	}
 	if s.Status == ErrorReset {
+		if IsRollback(s) {
+			return RollbackFailed // a failed rollback halts, whatever failed
+		}
 		return "" // the agent failed before the reboot: an abort, no halt
 	}
 	if !w.Now.Before(c.Deadline(s)) {

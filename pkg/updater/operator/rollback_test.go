@@ -246,3 +246,32 @@ func TestARollbackStartsOnlyInASecondAfterTheFailure(t *testing.T) {
 		t.Errorf("the rollback does not count toward the limits: %+v %v", out.Spec, out.Annotations)
 	}
 }
+
+// TestARollbackThatFailsBeforeItsRebootHaltsAgain: a failed rollback halts,
+// whatever failed: an ErrorReset of the rollback (its prepare failed, or
+// the old version is not offered) is recorded as a failure, not aborted
+// with a back-off, so a resume written meanwhile does not let the rollout
+// go on past it.
+func TestARollbackThatFailsBeforeItsRebootHaltsAgain(t *testing.T) {
+	for _, notOffered := range []bool{false, true} {
+		s := mkShadow("n1", staged, errReset, running(newV), specVersion(oldV), since(time.Minute), failedAt(t0.Add(-time.Hour)), resumedAt(t0.Add(-time.Hour)),
+			fromVersion(newV), rolledBack(newV), startedBy("fleet"), crashed(1, t0))
+		if notOffered {
+			s.Status.Conditions = []metav1.Condition{{Type: updatesv1alpha1.ConditionUpdateFailed, Status: metav1.ConditionTrue, Reason: updatesv1alpha1.ReasonVersionNotOffered,
+				LastTransitionTime: metav1.Time{Time: t0}}}
+		}
+		f := newPolicyFixture(t, defaultOptions(), []*updatesv1alpha1.UpdatePolicy{fleet(rollbackPolicy)}, []*v1.Node{mkNode("n1")},
+			[]*updatesv1alpha1.BottlerocketShadow{s})
+		if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+			t.Fatal(err)
+		}
+		f.expect([]string{"update n1 Idle 1.19.0 failed=RollbackFailed:"})
+		out, _ := f.client.UpdatesV1alpha1().BottlerocketShadows().Get(f.ctx, "n1", metav1.GetOptions{})
+		if !updatesv1alpha1.Halting(out.Annotations) || out.Annotations[updatesv1alpha1.RollbackAnnotation] != newV {
+			t.Errorf("notOffered %v: annotations %v, want a new failure that halts and the rollback annotation kept", notOffered, out.Annotations)
+		}
+		if got := distinct(f.events()); strings.Join(got, ",") != "Warning RollbackFailed,Warning UpdateFailed" {
+			t.Errorf("notOffered %v: events = %v", notOffered, got)
+		}
+	}
+}

@@ -22,6 +22,9 @@ const (
 	ReasonDeadlineExceeded = "DeadlineExceeded"
 	ReasonWrongVersion     = "WrongVersion"
 	ReasonNodeDeleted      = "NodeDeleted"
+	// ReasonRollbackFailed: the agent reported a failure before the reboot
+	// of a rollback (ErrorReset), which halts like any failed rollback.
+	ReasonRollbackFailed = "RollbackFailed"
 )
 
 // now is the operator's clock at the resolution the API stores times in, so
@@ -149,12 +152,7 @@ func (c *Controller) syncErrorReset(ctx context.Context, logger klog.Logger, s *
 		}
 		return nil
 	}
-	msg := "the agent reported a failure"
-	for _, cond := range s.Status.Conditions {
-		if cond.Type == updatesv1alpha1.ConditionUpdateFailed {
-			msg = fmt.Sprintf("%s: %s", cond.Reason, cond.Message)
-		}
-	}
+	msg := updateFailedMessage(s)
 	logger.Info("Update failed before the reboot; returning the node to Idle", "state", spec, "crashCount", s.Status.CrashCount, "cause", msg)
 	// spec.version stays: the agent restores the version lock only
 	// while it still is the version it pinned.
@@ -165,6 +163,17 @@ func (c *Controller) syncErrorReset(ctx context.Context, logger klog.Logger, s *
 		s.Spec.Version, spec, msg, s.Status.CrashCount)
 	c.metrics.Aborts.Inc()
 	return nil
+}
+
+// updateFailedMessage is what the agent's UpdateFailed condition says.
+func updateFailedMessage(s *updatesv1alpha1.BottlerocketShadow) string {
+	msg := "the agent reported a failure"
+	for _, cond := range s.Status.Conditions {
+		if cond.Type == updatesv1alpha1.ConditionUpdateFailed {
+			msg = fmt.Sprintf("%s: %s", cond.Reason, cond.Message)
+		}
+	}
+	return msg
 }
 
 // advance moves spec to the state after the one the agent reached.
@@ -252,6 +261,12 @@ func (c *Controller) dueFailure(s *updatesv1alpha1.BottlerocketShadow, node *v1.
 			ReasonNodeDeleted, s.Name, shadow.NodeUID(s), spec, s.Status.CurrentState), "", false}
 	}
 	if s.Status.CurrentState == updatesv1alpha1.StateErrorReset {
+		if rollingBack(s) {
+			// A failed rollback halts, whatever failed; no back-off and
+			// no second try.
+			return &failure{ReasonRollbackFailed, fmt.Sprintf("%s: the agent reported a failure of the rollback to %s in %s: %s",
+				ReasonRollbackFailed, s.Spec.Version, spec, updateFailedMessage(s)), "", false}
+		}
 		return nil
 	}
 	if !now.Before(c.deadline(s)) {
