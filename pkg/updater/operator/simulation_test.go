@@ -109,6 +109,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 11545879933131344284, Name: "a success while delayBetweenNodes is 0 is recorded too: the policy's lastUpdateSucceeded is never older than the last success (make simulate SIM=updater SEEDS=200, 2026-11-29)"},
 	{Seed: 4477944499289776246, Name: "a delayBetweenNodes set after a success counts from that success: no start 3 s after it under a 2m delay (make simulate SIM=updater SEEDS=200, 2026-11-29)"},
 	{Seed: 8, Name: "a rollback starts only in a second after its failure, so the attempt is no longer marked failed (mutant rb-1-rollback-in-the-failures-second, model)"},
+	{Seed: 37, Name: "the bootID is checked before the drain: never a second reboot for one update (takes over from 21 for mutant 7-no-host-check-before-drain since the agent checks the running version before it pins, issue 39)"},
 	{Seed: 49, Name: "a rollback that fails before its reboot halts again, so a node a bad release left tainted is marked failed although a user resumed the first failure (mutant rb-4-failed-rollback-aborted, drained-past-deadline)"},
 	{Seed: 28, Name: "only a policy with onHealthGateFailure Rollback names a version to roll back (mutant rb-3-halt-policy-rolls-back, model)"},
 }
