@@ -86,6 +86,10 @@ const (
 	ReasonAborted               = "UpdateAborted"
 	ReasonVersionLockChanged    = "VersionLockChanged"
 	ReasonUpdated               = "Updated"
+	// ReasonDowngradeRefused: spec.version is older than the running
+	// version and the rollback annotation does not name the running
+	// version: only a rollback downgrades.
+	ReasonDowngradeRefused = "DowngradeRefused"
 )
 
 // Defaults of Options.

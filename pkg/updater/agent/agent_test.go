@@ -934,7 +934,7 @@ func TestAnAgentKilledBetweenPinningAndRestoringTheLockRestoresItOnceSpecIsIdle(
 	mustSync(t, h, h.newAgent())
 	h.operator("1.21.0")
 	// The first process recorded the lock, pinned it, and died.
-	k := &killer{n: 4} // VersionLock, status write, PATCH+commit of the pin
+	k := &killer{n: 5} // OS (the downgrade check), VersionLock, status write, PATCH+commit of the pin
 	c := h.clients()
 	c.API = killAPI{k, c.API}
 	c.Shadows = killShadows{k, c.Shadows}
@@ -1695,5 +1695,59 @@ func TestAnAbortTurnsIgnoreWavesOffButLeavesAUsersOn(t *testing.T) {
 	u.expectState(staged)
 	if !u.em.State().IgnoreWaves || u.status().IgnoringWaves {
 		t.Errorf("a user's ignore-waves: %v, status.ignoringWaves %v; want left on, not recorded as the agent's", u.em.State().IgnoreWaves, u.status().IgnoringWaves)
+	}
+}
+
+// TestTheAgentLocksAnOlderVersionOnlyForTheRollbackOfTheVersionItRuns: a
+// spec.version older than the running version is a downgrade, which the
+// agent takes only while the rollback annotation names the version it
+// leaves; otherwise it fails before touching the lock. The rollback then
+// boots the older version as updog does with an older lock (the emulator
+// keeps the version a host left in its repository).
+func TestTheAgentLocksAnOlderVersionOnlyForTheRollbackOfTheVersionItRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		rollback string // the annotation; "" none
+		ok       bool
+	}{
+		{name: "no rollback annotation: refused"},
+		{name: "the annotation names another version: refused", rollback: "1.22.0"},
+		{name: "the annotation names the running version: rolled back", rollback: "1.21.0", ok: true},
+		{name: "v-prefixed alike", rollback: "v1.21.0", ok: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, emulator.Config{Offered: []string{"1.21.0"}, VersionLock: "latest"})
+			h.shadows.create()
+			h.update("1.21.0", false, 30)
+			if tc.rollback != "" {
+				h.shadows.annotate(updatesv1alpha1.RollbackAnnotation, tc.rollback)
+			}
+			h.shadows.setSpec(staged, "1.20.0")
+			a := h.newAgent()
+			if !tc.ok {
+				mustSync(t, h, a)
+				h.expectState(updatesv1alpha1.StateErrorReset)
+				if c := h.events.find(ReasonDowngradeRefused); c == nil {
+					t.Errorf("events %+v lack %s", h.events.events, ReasonDowngradeRefused)
+				}
+				if em := h.em.State(); em.VersionLock != "latest" || em.Status.ActivatedVersion() != "" {
+					t.Errorf("lock %q, activated %q: want the lock untouched and nothing activated", em.VersionLock, em.Status.ActivatedVersion())
+				}
+				return
+			}
+			for i := 0; i < 30 && !(h.status().CurrentState == idle && h.shadows.get().Spec.State == idle); i++ {
+				if _, err := h.sync(a); err != nil {
+					t.Logf("sync %d: %v", i, err)
+				}
+				h.operator("")
+			}
+			em := h.em.State()
+			if em.Running != "1.20.0" || em.Reboots != 2 || em.VersionLock != "latest" {
+				t.Errorf("running %s after %d reboots, lock %q; want 1.20.0 after 2, latest restored", em.Running, em.Reboots, em.VersionLock)
+			}
+			if st := h.status(); st.CurrentState != idle || st.CurrentVersion != "1.20.0" {
+				t.Errorf("status %+v, want Idle on 1.20.0", st)
+			}
+		})
 	}
 }

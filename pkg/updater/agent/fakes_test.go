@@ -117,6 +117,22 @@ func (f *fakeShadows) setDrained(bootID string) {
 	f.shadow.ResourceVersion = strconv.Itoa(f.rv)
 }
 
+// annotate plays the operator writing an annotation (value "": removed).
+func (f *fakeShadows) annotate(key, value string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rv++
+	if f.shadow.Annotations == nil {
+		f.shadow.Annotations = map[string]string{}
+	}
+	if value == "" {
+		delete(f.shadow.Annotations, key)
+	} else {
+		f.shadow.Annotations[key] = value
+	}
+	f.shadow.ResourceVersion = strconv.Itoa(f.rv)
+}
+
 // setIgnoreWaves sets spec.ignoreWaves, as the operator does from a pinned
 // policy when it starts the node.
 func (f *fakeShadows) setIgnoreWaves(on bool) {

@@ -391,6 +391,9 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 	}
 	logger := klog.FromContext(ctx).WithValues("version", version)
 
+	if end := a.refuseDowngrade(ctx, logger, shadow, version); end != nil {
+		return end.after, end.err
+	}
 	shadow, end := a.pinVersion(ctx, shadow, version)
 	if end != nil {
 		return end.after, end.err
@@ -408,6 +411,33 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 		}
 	}
 	return a.finishStaging(ctx, logger, shadow)
+}
+
+// refuseDowngrade fails an update to a version older than the running one
+// before the lock is touched, unless it is the rollback of the running
+// version: the operator downgrades only to roll back a version that failed
+// its health gate, and says so with the rollback annotation naming it
+// (docs/updater.md). Anything else older is a mistake, and updog would take
+// it (a locked version is chosen whether newer or older).
+func (a *Agent) refuseDowngrade(ctx context.Context, logger klog.Logger, shadow *updatesv1alpha1.BottlerocketShadow, version string) *stageEnd {
+	os, err := a.c.API.OS(ctx)
+	if err != nil {
+		return endStage(a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the running version: %w", err))))
+	}
+	running := os.VersionID
+	c, err := brapi.CompareVersions(version, running)
+	if err != nil {
+		return endStage(a.fail(ctx, shadow, ReasonDowngradeRefused, fmt.Errorf("cannot compare spec.version %q with the running version %q: %w", version, running, err)))
+	}
+	if c >= 0 {
+		return nil
+	}
+	if rb := shadow.Annotations[updatesv1alpha1.RollbackAnnotation]; rb != "" && brapi.SameVersion(rb, running) {
+		logger.Info("Rolling back: the running version failed its health gate", "running", running)
+		return nil
+	}
+	return endStage(a.fail(ctx, shadow, ReasonDowngradeRefused, fmt.Errorf("spec.version %s is older than the running version %s and annotation %s does not name %s: only a rollback of the running version downgrades",
+		version, running, updatesv1alpha1.RollbackAnnotation, running)))
 }
 
 // stageEnd is how a step of syncStage or syncReboot ends the sync early: with what the

@@ -64,6 +64,8 @@ type Config struct {
 	// GateAnywhere and GateOnNode: spec.gates.blockingPods sets its
 	// anywhere and its onNode selector.
 	GateAnywhere, GateOnNode bool
+	// Rollback: onHealthGateFailure Rollback (false: Halt).
+	Rollback bool
 }
 
 // Window is an update window of the simple form the simulation draws: it
@@ -113,6 +115,10 @@ type Shadow struct {
 	HealthySince   time.Time // the healthy-since annotation; zero when absent
 	Started        string    // the started annotation
 	Drained        string    // the drained annotation: the bootID drained
+	// FromVersion is the from-version annotation (the version the update
+	// leaves); Rollback the rollback annotation (a version that failed its
+	// health gate on this node).
+	FromVersion, Rollback string
 }
 
 // Node is what the operator reads of one Node.
@@ -269,6 +275,8 @@ const (
 	DeadlineExceeded = "DeadlineExceeded"
 	WrongVersion     = "WrongVersion"
 	NodeDeleted      = "NodeDeleted"
+	// RollbackFailed: the agent failed a rollback before its reboot.
+	RollbackFailed = "RollbackFailed"
 )
 
 // FailureDue is the halting failure the operator must record for s now, ""
@@ -290,6 +298,9 @@ func (c Config) FailureDue(w World, s Shadow) string {
 		return "" // a scale-down: no deadline either
 	}
 	if s.Status == ErrorReset {
+		if IsRollback(s) {
+			return RollbackFailed // a failed rollback halts, whatever failed
+		}
 		return "" // the agent failed before the reboot: an abort, no halt
 	}
 	if !w.Now.Before(c.Deadline(s)) {
@@ -299,6 +310,56 @@ func (c Config) FailureDue(w World, s Shadow) string {
 		return WrongVersion
 	}
 	return ""
+}
+
+// IsRollback: the update goes to an older version than the one it leaves —
+// only a rollback does.
+func IsRollback(s Shadow) bool {
+	if s.SpecVersion == "" || s.FromVersion == "" {
+		return false
+	}
+	c, err := CompareVersions(s.SpecVersion, s.FromVersion)
+	return err == nil && c < 0
+}
+
+// RollbackNamed is the rollback annotation a failure of s records: the
+// failed version for the health gate's failure (the MonitoringUpdate
+// deadline) of an update that is no rollback, left an older version, and
+// whose policy asks for it; otherwise the annotation as it was.
+func (c Config) RollbackNamed(s Shadow, failure string) string {
+	if !c.Rollback || failure != DeadlineExceeded || s.Spec != Monitoring || IsRollback(s) {
+		return s.Rollback
+	}
+	if cmp, err := CompareVersions(s.FromVersion, s.SpecVersion); err != nil || cmp >= 0 {
+		return s.Rollback
+	}
+	return s.SpecVersion
+}
+
+// RollbackDue is the version the operator must roll s back to now, "" when
+// none: the failure named the version that failed, spec is back at Idle
+// keeping it, the agent reports Idle on it, the attempt is still the
+// failed one (at most one rollback per failure) and a second has passed
+// since the failure. Choice: the second, because the API stores seconds and
+// a transition in the failure's second would leave the attempt marked failed.
+func RollbackDue(w World, s Shadow) string {
+	if s.Rollback == "" || s.Spec != Idle || s.Status != Idle || !MarkedFailed(s) {
+		return ""
+	}
+	if !SameVersion(s.SpecVersion, s.Rollback) || !SameVersion(s.CurrentVersion, s.Rollback) {
+		return ""
+	}
+	if _, ok := w.NodeOf(s); !ok {
+		return ""
+	}
+	if cmp, err := CompareVersions(s.FromVersion, s.Rollback); err != nil || cmp >= 0 {
+		return ""
+	}
+	failed, _ := time.Parse(time.RFC3339, s.Failed)
+	if w.Now.Before(failed.Add(time.Second)) {
+		return ""
+	}
+	return s.FromVersion
 }
 
 // Action is a write the operator owes.
@@ -332,6 +393,9 @@ func (c Config) due(w World, s Shadow) string {
 		return "Fail " + f
 	}
 	if s.Spec == Idle || s.Spec == "" {
+		if to := RollbackDue(w, s); to != "" {
+			return "Rollback " + to
+		}
 		return ""
 	}
 	node, ok := w.NodeOf(s)
@@ -422,6 +486,8 @@ func (c Config) Candidate(w World, s Shadow) string {
 		return "versions not comparable"
 	case cmp >= 0:
 		return "up to date (or newer: never downgraded)"
+	case SameVersion(s.Rollback, target):
+		return "its target failed its health gate here and was rolled back"
 	case w.Now.Before(c.BackoffUntil(s)):
 		return "in back-off"
 	case c.ReleaseTooYoung(w, target):
@@ -494,6 +560,8 @@ func (c Config) Allowed(w World, prev, next Shadow) string {
 		return fmt.Sprintf("a failure (%s) is due, but spec went %s → %s without it", f, prev.Spec, next.Spec)
 	}
 	switch {
+	case prev.Spec == Idle && next.Spec == Staged && RollbackDue(w, prev) != "":
+		return rollbackViolation(w, prev, next)
 	case prev.Spec == Idle && next.Spec == Staged:
 		return c.startViolation(w, prev, next)
 	case prev.Spec == Staged && next.Spec == Rebooted, prev.Spec == Rebooted && next.Spec == Monitoring:
@@ -537,6 +605,22 @@ func (c Config) failureViolation(w World, prev, next Shadow) string {
 		return "marked failed without returning spec to Idle"
 	case next.SpecVersion != prev.SpecVersion:
 		return "a failure changed spec.version"
+	case next.Rollback != c.RollbackNamed(prev, f):
+		return fmt.Sprintf("the failure wrote the rollback annotation %q, want %q", next.Rollback, c.RollbackNamed(prev, f))
+	}
+	return ""
+}
+
+// rollbackViolation judges the start of a rollback: towards the version the
+// failed update left, recording the failed version as the one it leaves.
+func rollbackViolation(w World, prev, next Shadow) string {
+	switch to := RollbackDue(w, prev); {
+	case !SameVersion(next.SpecVersion, to):
+		return fmt.Sprintf("rolled back towards %q, the version left was %q", next.SpecVersion, to)
+	case !SameVersion(next.FromVersion, prev.SpecVersion):
+		return fmt.Sprintf("a rollback records from-version %q, it leaves %q", next.FromVersion, prev.SpecVersion)
+	case next.Rollback != prev.Rollback:
+		return "a rollback changed the rollback annotation"
 	}
 	return ""
 }

@@ -379,6 +379,14 @@ func (p *plan) candidates(snap *snapshot, pol *policy, isOther map[string]string
 		if !p.olderThan(sh, target, pol.name) {
 			continue
 		}
+		if rb := sh.Annotations[updatesv1alpha1.RollbackAnnotation]; rb != "" && brapi.SameVersion(rb, target) {
+			// Never a second reboot into a version that failed its
+			// health gate here: a resume does not lift this, a person
+			// removing the annotation does.
+			p.notes[sh.Name] = note{"UpdateBlocked", fmt.Sprintf("Not starting the update to %s: it failed its health gate on this node and was rolled back; `kubectl annotate brs %s %s-` allows it again",
+				target, sh.Name, updatesv1alpha1.RollbackAnnotation)}
+			continue
+		}
 		if until := backoffUntil(sh); until.After(snap.now) {
 			wake(&p.wake, until)
 			continue

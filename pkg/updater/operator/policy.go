@@ -62,6 +62,10 @@ type policy struct {
 	// blockingAnywhere and blockingOnNode are spec.gates.blockingPods's
 	// selectors (nil: unset).
 	blockingAnywhere, blockingOnNode labels.Selector
+
+	// rollback: a node that fails its health gate is updated back to the
+	// version it ran before (spec.onHealthGateFailure Rollback).
+	rollback bool
 }
 
 // policyDrain is a policy's spec.drain in plain values: nil (0 for the
@@ -99,6 +103,9 @@ func parsePolicy(p *updatesv1alpha1.UpdatePolicy, d Deadlines) *policy {
 			}
 			return nil
 		},
+		// Before the checks that may fail too: a node in flight of a policy
+		// made invalid by another field is still rolled back as asked.
+		func() error { return out.parseOnHealthGateFailure(p.Spec.OnHealthGateFailure) },
 		func() error { return out.parsePacingAndDrain(p.Spec, d) },
 		func() error { return parseLimitsAndTarget(p.Spec) },
 		func() error { return out.parseSoak(d) },
@@ -143,6 +150,18 @@ func (out *policy) parseSelector(s *metav1.LabelSelector) error {
 		return fmt.Errorf("spec.nodeSelector: %v", err)
 	}
 	out.selector = sel
+	return nil
+}
+
+func (out *policy) parseOnHealthGateFailure(a updatesv1alpha1.HealthGateFailureAction) error {
+	switch a {
+	case "", updatesv1alpha1.HealthGateFailureHalt:
+	case updatesv1alpha1.HealthGateFailureRollback:
+		out.rollback = true
+	default:
+		// An older CRD, without the enum, may let it through.
+		return fmt.Errorf("spec.onHealthGateFailure %q must be %s or %s", a, updatesv1alpha1.HealthGateFailureHalt, updatesv1alpha1.HealthGateFailureRollback)
+	}
 	return nil
 }
 

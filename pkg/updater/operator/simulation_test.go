@@ -113,6 +113,10 @@ var simRegressions = sim.Regressions{
 	{Seed: 4477944499289776246, Name: "a delayBetweenNodes set after a success counts from that success: no start 3 s after it under a 2m delay (make simulate SIM=updater SEEDS=200, 2026-11-29)"},
 	{Seed: 17, Name: "no start while a pod of the blockingPods anywhere selector is unfinished (finds mutant gate-1-anywhere-ignored)"},
 	{Seed: 20, Name: "no start of a node a pod of the blockingPods onNode selector runs on (finds mutant gate-2-on-node-ignored)"},
+	{Seed: 8, Name: "a rollback starts only in a second after its failure, so the attempt is no longer marked failed (mutant rb-1-rollback-in-the-failures-second, model)"},
+	{Seed: 37, Name: "the bootID is checked before the drain: never a second reboot for one update (takes over from 21 for mutant 7-no-host-check-before-drain since the agent checks the running version before it pins, issue 39)"},
+	{Seed: 49, Name: "a rollback that fails before its reboot halts again, so a node a bad release left tainted is marked failed although a user resumed the first failure (mutant rb-4-failed-rollback-aborted, drained-past-deadline)"},
+	{Seed: 28, Name: "only a policy with onHealthGateFailure Rollback names a version to roll back (mutant rb-3-halt-policy-rolls-back, model)"},
 }
 
 // simOpenFindings are seeds that fail and are not diagnosed yet
@@ -248,7 +252,11 @@ type simNode struct {
 	userLock     string
 	taintedSince time.Time
 	attemptBoots map[string]int // reboots into an update, per attempt (started annotation)
-	podSeq       int
+	// rollbacks counts the rollbacks started, per failure (failed annotation);
+	// rollbackTo is the version the last one went to.
+	rollbacks  map[string]int
+	rollbackTo string
+	podSeq     int
 }
 
 // incarnation is one agent process.
@@ -379,6 +387,8 @@ type updaterSimulation struct {
 	gateSeq       int
 	gateSeen      map[string]bool
 	gateClearedAt time.Time
+	// rollbackRng draws onHealthGateFailure: Rollback.
+	rollbackRng *sim.Rand
 	// firstOffered (by version without a leading "v") and lastSucceeded
 	// are what the pacing is judged against: when an agent's report of a
 	// version offered first reached the API, and when the operator's last
@@ -459,6 +469,7 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	s.pinRng = sim.NewRand(seed ^ 0x3333333333333333)
 	s.paceRng = sim.NewRand(seed ^ 0x3939393939393939)
 	s.gateRng = sim.NewRand(seed ^ 0x3a3a3a3a3a3a3a3a)
+	s.rollbackRng = sim.NewRand(seed ^ 0x3c3c3c3c3c3c3c3c)
 	s.firstOffered = map[string]time.Time{}
 	s.api = sim.NewAPI(simScheme(), rng.Fork())
 	s.api.Clock = s.clk
@@ -518,12 +529,18 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 		pol.Spec.Gates = &updatesv1alpha1.PolicyGates{BlockingPods: b}
 		s.trace.Add("gates anywhere %v onNode %v", b.Anywhere != nil, b.OnNode != nil)
 	}
+	// Rollback after a failed health gate on about half the seeds, from its
+	// own stream: the other seeds run as they did before it.
+	if s.rollbackRng.Chance(0.5) {
+		pol.Spec.OnHealthGateFailure = updatesv1alpha1.HealthGateFailureRollback
+		s.trace.Add("onHealthGateFailure Rollback")
+	}
 	s.badVersions = map[string]bool{"1.21.0": rng.Chance(0.4), "1.20.1": rng.Chance(0.1)}
 	s.opKillP = 0.002
 	count := 4 + rng.Intn(3)
 	for i := range count {
 		n := &simNode{name: fmt.Sprintf("n%d", i), zone: fmt.Sprintf("z%d", i%2), uid: types.UID(fmt.Sprintf("uid-n%d", i)), boot: 1,
-			userLock: simUserLock, attemptBoots: map[string]int{}, leaseHeld: true}
+			userLock: simUserLock, attemptBoots: map[string]int{}, rollbacks: map[string]int{}, leaseHeld: true}
 		s.nodes = append(s.nodes, n)
 		s.startHost(n, rng)
 		s.create(s.nodeObject(n))
@@ -614,7 +631,7 @@ func (s *updaterSimulation) configGoverning(governed int) model.Config {
 	}
 	c := model.Config{MaxConcurrent: limit, TargetVersion: p.Spec.TargetVersion, Paused: p.Spec.Paused,
 		Staged: simStagedDL, Rebooted: simRebootedDL, Monitoring: simMonitoringDL, ReturnToIdle: simReturnDL, Soak: soak,
-		NotOfferedRetry: notOfferedRetry}
+		NotOfferedRetry: notOfferedRetry, Rollback: p.Spec.OnHealthGateFailure == updatesv1alpha1.HealthGateFailureRollback}
 	if d := p.Spec.MinReleaseAge; d != nil {
 		c.MinReleaseAge = d.Duration
 	}
@@ -1005,6 +1022,17 @@ func (r *simSpinRetry) NumRequeues(string) int { return 0 }
 
 // ---- The judge: every write of the operator's, checked by the model ----
 
+// node is the simulated node named name.
+func (s *updaterSimulation) node(name string) *simNode {
+	for _, n := range s.nodes {
+		if n.name == name {
+			return n
+		}
+	}
+	s.t.Fatalf("no simulated node %s", name)
+	return nil
+}
+
 func (s *updaterSimulation) judge(action clienttesting.Action) (bool, runtime.Object, error) {
 	if action.GetSubresource() != "" {
 		return false, nil, nil
@@ -1031,8 +1059,18 @@ func (s *updaterSimulation) judge(action clienttesting.Action) (bool, runtime.Ob
 			if why := s.configAsObserved(w).Allowed(w, prev, next); why != "" {
 				s.fail("model", "t=%s %s: the operator wrote spec %s→%s (%s→%s): %s", s.at(), name, prev.Spec, next.Spec, prev.Status, next.Status, why)
 			}
-			if prev.Spec == model.Monitoring && next.Spec == model.Idle && next.Failed == prev.Failed {
+			// A rollback that passed is no success the pacing counts from.
+			if prev.Spec == model.Monitoring && next.Spec == model.Idle && next.Failed == prev.Failed && !model.IsRollback(prev) {
 				s.lastSucceeded = s.clk.Now()
+			}
+			// At most one rollback per failure.
+			if prev.Spec == model.Idle && next.Spec == model.Staged && model.IsRollback(next) {
+				n := s.node(name)
+				n.rollbacks[next.Failed]++
+				n.rollbackTo = next.SpecVersion
+				if n.rollbacks[next.Failed] > 1 {
+					s.fail("one-rollback-per-failure", "t=%s %s: a second rollback for the failure at %s", s.at(), name, next.Failed)
+				}
 			}
 			if why := model.DrainedAllowed(w, prev, next); why != "" {
 				s.fail("drain-hand-off", "t=%s %s: the operator wrote spec %s→%s, drained %q→%q: %s", s.at(), name, prev.Spec, next.Spec, prev.Drained, next.Drained, why)
@@ -1146,7 +1184,8 @@ func modelShadow(o *updatesv1alpha1.BottlerocketShadow) model.Shadow {
 		Status: model.State(o.Status.CurrentState), CurrentVersion: o.Status.CurrentVersion, TargetVersion: o.Status.TargetVersion,
 		CrashCount: int(o.Status.CrashCount), RebootRequested: o.Status.RebootRequestedAt != nil,
 		Failed: o.Annotations[updatesv1alpha1.FailedAnnotation], Resume: o.Annotations[updatesv1alpha1.ResumeAnnotation],
-		Started: o.Annotations[startedAnnotation], Drained: o.Annotations[updatesv1alpha1.DrainedAnnotation]}
+		Started: o.Annotations[startedAnnotation], Drained: o.Annotations[updatesv1alpha1.DrainedAnnotation],
+		FromVersion: o.Annotations[updatesv1alpha1.FromVersionAnnotation], Rollback: o.Annotations[updatesv1alpha1.RollbackAnnotation]}
 	if o.Spec.StateTransitionTimestamp != nil {
 		s.SpecSince = o.Spec.StateTransitionTimestamp.Time
 	}
@@ -1468,6 +1507,14 @@ func (s *updaterSimulation) hostReacts(n *simNode) {
 		}
 	}
 	n.opListed = time.Time{}
+	// Never a second boot into a version that failed its health gate and
+	// was rolled back on this node (a host falling back to the set it ran,
+	// From already that version, is Bottlerocket's doing, not a boot into it).
+	if sh, err := s.obsUp.UpdatesV1alpha1().BottlerocketShadows().Get(s.ctx, n.name, metav1.GetOptions{}); err == nil {
+		if v := sh.Annotations[updatesv1alpha1.RollbackAnnotation]; v != "" && brapi.SameVersion(ev.To, v) && !brapi.SameVersion(ev.From, v) {
+			s.fail("never-boots-the-rolled-back-version", "t=%s %s: a boot into %s, which failed its health gate here and was rolled back", s.at(), n.name, v)
+		}
+	}
 	// Never two boots into one update: a boot into the update (planned or
 	// not: a host that crashed with the update activated boots it) and then
 	// an agent's reboot of a host that already runs it.
@@ -2165,6 +2212,12 @@ func (s *updaterSimulation) check() {
 		line = append(line, fmt.Sprintf("%s=%s/%s/%s%s", nd.name, sh.Spec, sh.Status, st.Running, map[bool]string{true: "!", false: ""}[model.Halting(sh)]))
 		if nd.gone {
 			continue
+		}
+		// A rollback that passed its health gate ends Idle on the version
+		// it went back to.
+		if ok && sh.Spec == model.Idle && sh.Status == model.Idle && sh.SpecVersion == "" && sh.Rollback != "" &&
+			model.SameVersion(sh.FromVersion, sh.Rollback) && !model.SameVersion(st.Running, nd.rollbackTo) && nd.downAt.IsZero() {
+			s.fail("rollback-ends-on-the-old-version", "t=%s %s: the rollback from %s passed, the host runs %s, not %s", s.at(), nd.name, sh.Rollback, st.Running, nd.rollbackTo)
 		}
 		// Nothing armed, nothing pinned, on a node at rest with spec Idle:
 		// its agent's last sync read the current shadow and ended without

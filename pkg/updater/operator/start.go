@@ -338,7 +338,9 @@ func (c *Controller) start(ctx context.Context, s *updatesv1alpha1.BottlerocketS
 	s = s.DeepCopy()
 	s.Spec.IgnoreWaves = ignoreWaves
 	if err := c.writeSpecWith(ctx, c.startClient, s, updatesv1alpha1.StateStagedAndPerformedUpdate, version,
-		map[string]string{startedAnnotation: now.UTC().Format(time.RFC3339), updatesv1alpha1.PolicyAnnotation: policy}); err != nil {
+		map[string]string{startedAnnotation: now.UTC().Format(time.RFC3339), updatesv1alpha1.PolicyAnnotation: policy,
+			// The version a rollback returns to.
+			updatesv1alpha1.FromVersionAnnotation: s.Status.CurrentVersion}); err != nil {
 		if apierrors.IsConflict(err) {
 			c.startQueue.Add(startKey)
 			return nil

@@ -24,6 +24,9 @@ const (
 	ReasonDeadlineExceeded = "DeadlineExceeded"
 	ReasonWrongVersion     = "WrongVersion"
 	ReasonNodeDeleted      = "NodeDeleted"
+	// ReasonRollbackFailed: the agent reported a failure before the reboot
+	// of a rollback (ErrorReset), which halts like any failed rollback.
+	ReasonRollbackFailed = "RollbackFailed"
 )
 
 // now is the operator's clock at the resolution the API stores times in, so
@@ -62,6 +65,13 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	}
 
 	if spec == updatesv1alpha1.StateIdle || spec == "" {
+		if to := rollbackDue(s); to != "" && node != nil {
+			if wait := rollbackWait(s, c.clock.Now()); wait > 0 {
+				c.after(name, wait)
+				return nil
+			}
+			return c.startRollback(ctx, s, to)
+		}
 		c.syncIdleSpec(s, now)
 		return nil
 	}
@@ -144,12 +154,7 @@ func (c *Controller) syncErrorReset(ctx context.Context, logger klog.Logger, s *
 		}
 		return nil
 	}
-	msg := "the agent reported a failure"
-	for _, cond := range s.Status.Conditions {
-		if cond.Type == updatesv1alpha1.ConditionUpdateFailed {
-			msg = fmt.Sprintf("%s: %s", cond.Reason, cond.Message)
-		}
-	}
+	msg := updateFailedMessage(s)
 	logger.Info("Update failed before the reboot; returning the node to Idle", "state", spec, "crashCount", s.Status.CrashCount, "cause", msg)
 	// spec.version stays: the agent restores the version lock only
 	// while it still is the version it pinned.
@@ -160,6 +165,17 @@ func (c *Controller) syncErrorReset(ctx context.Context, logger klog.Logger, s *
 		s.Spec.Version, spec, msg, s.Status.CrashCount)
 	c.metrics.Aborts.Inc()
 	return nil
+}
+
+// updateFailedMessage is what the agent's UpdateFailed condition says.
+func updateFailedMessage(s *updatesv1alpha1.BottlerocketShadow) string {
+	msg := "the agent reported a failure"
+	for _, cond := range s.Status.Conditions {
+		if cond.Type == updatesv1alpha1.ConditionUpdateFailed {
+			msg = fmt.Sprintf("%s: %s", cond.Reason, cond.Message)
+		}
+	}
+	return msg
 }
 
 // advance moves spec to the state after the one the agent reached.
@@ -207,9 +223,12 @@ func (c *Controller) deadline(s *updatesv1alpha1.BottlerocketShadow) time.Time {
 }
 
 // failure is an update failure that halts the rollout; state labels a missed
-// deadline in the metrics ("" for other failures).
+// deadline in the metrics ("" for other failures); healthGate: the node did
+// not pass its health gate (the MonitoringUpdate deadline), the one failure
+// a policy may roll back.
 type failure struct {
 	reason, message, state string
+	healthGate             bool
 }
 
 // dueFailure says whether the node's update has failed in a way the
@@ -234,32 +253,38 @@ func (c *Controller) dueFailure(s *updatesv1alpha1.BottlerocketShadow, node *v1.
 			return nil
 		}
 		return &failure{ReasonDeadlineExceeded, fmt.Sprintf("%s: the node's agent still reports %s %s after spec returned to Idle (ReturnToIdle): it could neither complete nor abort",
-			ReasonDeadlineExceeded, s.Status.CurrentState, c.opts.Deadlines.ReturnToIdle), StateReturnToIdle}
+			ReasonDeadlineExceeded, s.Status.CurrentState, c.opts.Deadlines.ReturnToIdle), StateReturnToIdle, false}
 	}
 	if node == nil {
 		if !shadow.PastDrain(s) {
 			return nil
 		}
 		return &failure{ReasonNodeDeleted, fmt.Sprintf("%s: node %s (UID %s) was deleted in %s, after its reboot was requested (agent reports %q)",
-			ReasonNodeDeleted, s.Name, shadow.NodeUID(s), spec, s.Status.CurrentState), ""}
+			ReasonNodeDeleted, s.Name, shadow.NodeUID(s), spec, s.Status.CurrentState), "", false}
 	}
 	if s.Status.CurrentState == updatesv1alpha1.StateErrorReset {
+		if rollingBack(s) {
+			// A failed rollback halts, whatever failed; no back-off and
+			// no second try.
+			return &failure{ReasonRollbackFailed, fmt.Sprintf("%s: the agent reported a failure of the rollback to %s in %s: %s",
+				ReasonRollbackFailed, s.Spec.Version, spec, updateFailedMessage(s)), "", false}
+		}
 		return nil
 	}
 	if !now.Before(c.deadline(s)) {
 		return &failure{ReasonDeadlineExceeded, fmt.Sprintf("%s: the node was in %s for longer than %s (agent reports %q)",
-			ReasonDeadlineExceeded, spec, c.opts.Deadlines.of(spec), s.Status.CurrentState), string(spec)}
+			ReasonDeadlineExceeded, spec, c.opts.Deadlines.of(spec), s.Status.CurrentState), string(spec), spec == updatesv1alpha1.StateMonitoringUpdate}
 	}
 	if spec == updatesv1alpha1.StateRebootedIntoUpdate && s.Status.CurrentState == spec && !brapi.SameVersion(s.Status.CurrentVersion, s.Spec.Version) {
 		return &failure{ReasonWrongVersion, fmt.Sprintf("%s: the node rebooted into %q, not %q",
-			ReasonWrongVersion, s.Status.CurrentVersion, s.Spec.Version), ""}
+			ReasonWrongVersion, s.Status.CurrentVersion, s.Spec.Version), "", false}
 	}
 	return nil
 }
 
 // recordFailure marks the shadow failed. The caller holds countMu.
 func (c *Controller) recordFailure(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, f *failure) error {
-	if err := c.fail(ctx, s, f.reason, f.message); err != nil {
+	if err := c.failWith(ctx, s, f.reason, f.message, c.rollbackAnnotations(ctx, s, f)); err != nil {
 		return err
 	}
 	if f.state != "" {
@@ -316,6 +341,12 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 	delete(c.soakSince, s.Name)
 	c.lastHealthyEnd = c.clock.Now()
 	c.mu.Unlock()
+	if rollingBack(s) {
+		c.event(s, v1.EventTypeNormal, "RollbackSucceeded", "Node runs %s again and stayed fully ready for %s; the failure of %s still halts the rollout",
+			s.Status.CurrentVersion, soak, s.Annotations[updatesv1alpha1.FromVersionAnnotation])
+		logger.Info("Rollback passed its health gate", "node", s.Name, "version", s.Status.CurrentVersion)
+		return nil
+	}
 	c.event(s, v1.EventTypeNormal, "UpdateSucceeded", "Node runs %s and stayed fully ready for %s", s.Status.CurrentVersion, soak)
 	if t := s.Annotations[startedAnnotation]; t != "" {
 		if started, err := time.Parse(time.RFC3339, t); err == nil {
@@ -335,6 +366,11 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 func (c *Controller) succeed(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, now time.Time) error {
 	c.countMu.Lock()
 	defer c.countMu.Unlock()
+	// A rollback is no update that passed: delayBetweenNodes does not
+	// count from it (the policy is halted anyway).
+	if rollingBack(s) {
+		return c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, "", nil)
+	}
 	if err := c.recordSuccess(ctx, s.Annotations[updatesv1alpha1.PolicyAnnotation], now); err != nil {
 		return err
 	}
@@ -455,14 +491,31 @@ func (c *Controller) setHealthySince(ctx context.Context, s *updatesv1alpha1.Bot
 // rollout, spec returns to Idle (keeping spec.version, as an abort does) and
 // the slot is freed, in one write.
 func (c *Controller) fail(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, reason, msg string) error {
-	klog.FromContext(ctx).Info("Update failed; halting the rollout", "node", s.Name, "reason", reason, "message", msg)
-	if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, s.Spec.Version, map[string]string{
+	return c.failWith(ctx, s, reason, msg, nil)
+}
+
+// failWith is fail with more annotations in the same write (the rollback's).
+func (c *Controller) failWith(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, reason, msg string, also map[string]string) error {
+	klog.FromContext(ctx).Info("Update failed; halting the rollout", "node", s.Name, "reason", reason, "message", msg, "rollback", also[updatesv1alpha1.RollbackAnnotation])
+	annotations := map[string]string{
 		updatesv1alpha1.FailedAnnotation:        c.now().UTC().Format(time.RFC3339),
 		updatesv1alpha1.FailureReasonAnnotation: msg,
-	}); err != nil {
+	}
+	for k, v := range also {
+		annotations[k] = v
+	}
+	if err := c.writeSpec(ctx, s, updatesv1alpha1.StateIdle, s.Spec.Version, annotations); err != nil {
 		return err
 	}
-	c.event(s, v1.EventTypeWarning, "UpdateFailed", "%s; the rollout is halted until `kubectl nodehealth update resume %s`", msg, s.Name)
+	if rollingBack(s) {
+		c.event(s, v1.EventTypeWarning, "RollbackFailed", "The rollback from %s to %s failed; no further action is taken: the node stays as it is",
+			s.Annotations[updatesv1alpha1.FromVersionAnnotation], s.Spec.Version)
+	}
+	next := ""
+	if v := also[updatesv1alpha1.RollbackAnnotation]; v != "" {
+		next = fmt.Sprintf("; the node is rolled back to %s once its agent reports Idle", s.Annotations[updatesv1alpha1.FromVersionAnnotation])
+	}
+	c.event(s, v1.EventTypeWarning, "UpdateFailed", "%s; the rollout is halted until `kubectl nodehealth update resume %s`%s", msg, s.Name, next)
 	return nil
 }
 

@@ -119,6 +119,13 @@ func applyPolicy(t *testing.T, maxConcurrent int) {
 // StagedAndPerformedUpdate deadline chosen.
 func startOperatorWithStagingDeadline(t *testing.T, maxConcurrent int, staging time.Duration) *framework.Component {
 	t.Helper()
+	return startOperatorWithDeadlines(t, maxConcurrent, staging, 60*time.Second)
+}
+
+// startOperatorWithDeadlines is startOperator with the
+// StagedAndPerformedUpdate and MonitoringUpdate deadlines chosen.
+func startOperatorWithDeadlines(t *testing.T, maxConcurrent int, staging, monitoring time.Duration) *framework.Component {
+	t.Helper()
 	applyPolicy(t, maxConcurrent)
 	// As its service account, which the shadow-deletion admission policy
 	// lets delete the orphaned shadow of a node deleted mid-update.
@@ -133,7 +140,7 @@ leaderElection:
 stateDeadlines:
   stagedAndPerformedUpdate: ` + staging.String() + `
   rebootedIntoUpdate: 90s
-  monitoringUpdate: 60s
+  monitoringUpdate: ` + monitoring.String() + `
 drain:
   timeout: 30s
 `})

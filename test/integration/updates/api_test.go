@@ -328,6 +328,9 @@ func TestUpdatePolicyValidation(t *testing.T) {
 		t.Fatalf("a valid policy was rejected: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), p.Name, metav1.DeleteOptions{}) })
+	if p.Spec.OnHealthGateFailure != updatesv1alpha1.HealthGateFailureHalt {
+		t.Errorf("onHealthGateFailure defaulted to %q, want Halt", p.Spec.OnHealthGateFailure)
+	}
 	pinned := valid("validation-ignore-waves-pinned")
 	pinned.Spec.TargetVersion, pinned.Spec.IgnoreWaves = "1.21.0", true
 	if _, err := c.Create(ctx, pinned, metav1.CreateOptions{}); err != nil {
@@ -389,6 +392,7 @@ func TestUpdatePolicyValidation(t *testing.T) {
 		{"blocking-pods-on-node-every-pod", func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.Gates = &updatesv1alpha1.PolicyGates{BlockingPods: &updatesv1alpha1.BlockingPods{OnNode: &metav1.LabelSelector{MatchLabels: map[string]string{}}}}
 		}, "an empty selector matches every pod"},
+		{"on-health-gate-failure-retry", func(s *updatesv1alpha1.UpdatePolicySpec) { s.OnHealthGateFailure = "Retry" }, "spec.onHealthGateFailure"},
 		{"release-age-ignoring-waves", func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.TargetVersion, s.IgnoreWaves = "1.21.0", true
 			s.MinReleaseAge = &metav1.Duration{Duration: time.Hour}
@@ -414,6 +418,9 @@ func TestUpdatePolicyValidation(t *testing.T) {
 		"version-two":   func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "1.20" },
 		"version-pre":   func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "v1.21.0-rc.1+build.7" },
 		"version-empty": func(s *updatesv1alpha1.UpdatePolicySpec) { s.TargetVersion = "" },
+		"rollback": func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.OnHealthGateFailure = updatesv1alpha1.HealthGateFailureRollback
+		},
 		"seven-day-window": func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.Windows[0].Duration = metav1.Duration{Duration: 7 * 24 * time.Hour}
 		},

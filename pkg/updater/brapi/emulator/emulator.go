@@ -554,6 +554,14 @@ func (e *Emulator) reboot() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st.Running = ev.To
+	if ev.To != ev.From && !slices.ContainsFunc(st.Offered, func(o string) bool { return brapi.SameVersion(o, ev.From) }) {
+		// The repository keeps every release it published, so the version
+		// the host left stays applicable: updog's applicable_updates
+		// filters by variant, arch, max_version and wave, never by age,
+		// and a lock on it boots it again (a rollback).
+		st.Offered = append(st.Offered, ev.From)
+		sortNewestFirst(st.Offered)
+	}
 	st.Reboots++
 	// /run is a tmpfs: the dispatcher's status and a running command are
 	// gone after a boot; settings persist.

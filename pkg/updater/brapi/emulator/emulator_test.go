@@ -560,3 +560,35 @@ func TestIgnoreWavesOffersAVersionBeforeItsWave(t *testing.T) {
 		t.Fatalf("under max_version 1.21.0 on 1.23.0: chosen %q, available %v; want 1.21.0 and [1.21.0]", s.ChosenVersion(), s.AvailableUpdates)
 	}
 }
+
+// TestALockOnTheVersionAHostLeftBootsItAgain: the repository keeps the
+// version the host updated from (updog's applicable_updates filters no
+// release out by age), and a lock on an older version chooses it, as
+// update_required and update_available_updates do: the rollback path.
+func TestALockOnTheVersionAHostLeftBootsItAgain(t *testing.T) {
+	dir := tempDir(t)
+	e := start(t, Config{SocketPath: filepath.Join(dir, "api.sock"), Version: "1.20.0", Offered: []string{"1.21.0"}})
+	update := func(lock string, reboots int) {
+		t.Helper()
+		expect(t, e, "PATCH", "/settings", `{"updates": {"version-lock": "`+lock+`"}}`, 204)
+		expect(t, e, "POST", "/tx/commit_and_apply", "", 200)
+		expect(t, e, "POST", "/actions/refresh-updates", "", 204)
+		if s := status(t, e); s.ChosenVersion() != lock {
+			t.Fatalf("under lock %s: chosen %q, available %v", lock, s.ChosenVersion(), s.AvailableUpdates)
+		}
+		expect(t, e, "POST", "/actions/prepare-update", "", 204)
+		expect(t, e, "POST", "/actions/activate-update", "", 204)
+		expect(t, e, "POST", "/actions/reboot", "", 204)
+		if err := e.WaitForReboots(t.Context(), reboots); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update("1.21.0", 1)
+	if st := e.State(); st.Running != "1.21.0" || !slices.Equal(st.Offered, []string{"1.21.0", "1.20.0"}) {
+		t.Fatalf("after the update: running %s, offered %v; want 1.21.0 and [1.21.0 1.20.0]", st.Running, st.Offered)
+	}
+	update("1.20.0", 2)
+	if st := e.State(); st.Running != "1.20.0" {
+		t.Fatalf("after the rollback: running %s, want 1.20.0", st.Running)
+	}
+}

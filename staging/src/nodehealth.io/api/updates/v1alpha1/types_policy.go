@@ -144,6 +144,23 @@ type UpdatePolicySpec struct {
 	// each start only: they never stop or fail a node in flight.
 	// +optional
 	Gates *PolicyGates `json:"gates,omitempty"`
+
+	// OnHealthGateFailure is what the operator does when a node of the
+	// policy rebooted into its update and did not pass the health gate
+	// within the MonitoringUpdate deadline. Halt (the default) records the
+	// failure and halts the policy. Rollback records the failure and halts
+	// the policy too, then updates the node back to the version it ran
+	// before (annotation updates.nodehealth.io/rollback names the version
+	// left), with the usual drain and reboot; the node ends Idle on the old
+	// version and is never updated to the failed version again until a
+	// person removes that annotation. At most one rollback per failure; a
+	// failed rollback halts with no further action. Other failures (a
+	// drain that cannot finish, the wrong version after the reboot, a
+	// deleted node, another state's deadline) always halt.
+	// +optional
+	// +kubebuilder:validation:Enum=Halt;Rollback
+	// +kubebuilder:default=Halt
+	OnHealthGateFailure HealthGateFailureAction `json:"onHealthGateFailure,omitempty"`
 }
 
 // PolicyGates are the external gates of a policy's starts. Each is checked
@@ -178,6 +195,18 @@ type BlockingPods struct {
 	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="must not be empty: an empty selector matches every pod"
 	OnNode *metav1.LabelSelector `json:"onNode,omitempty"`
 }
+
+// HealthGateFailureAction is what the operator does when a node fails its
+// health gate.
+type HealthGateFailureAction string
+
+const (
+	// HealthGateFailureHalt records the failure and halts the policy.
+	HealthGateFailureHalt HealthGateFailureAction = "Halt"
+	// HealthGateFailureRollback records the failure, halts the policy and
+	// updates the node back to the version it ran before.
+	HealthGateFailureRollback HealthGateFailureAction = "Rollback"
+)
 
 // PolicyDrain tunes the operator's drain for one policy's nodes. Every
 // field is optional; unset, the operator configuration's drain applies

@@ -33,6 +33,20 @@ const (
 	// earlier attempt never lets a node reboot undrained. The operator
 	// removes it with every change of spec.
 	DrainedAnnotation = "updates.nodehealth.io/drained"
+	// FromVersionAnnotation, written by the operator when it starts the
+	// node's update, is the version the node ran then (status.currentVersion):
+	// the version a rollback returns to, kept in the shadow so that a
+	// restarted or new leader knows it.
+	FromVersionAnnotation = "updates.nodehealth.io/from-version"
+	// RollbackAnnotation, written by the operator when a node whose policy
+	// sets onHealthGateFailure: Rollback fails its health gate, names the
+	// version that failed. The operator then updates the node back to its
+	// FromVersionAnnotation once (spec.version older than the running
+	// version: the one downgrade there is), the agent locks an older
+	// version only while this annotation names the version the node runs,
+	// and no update to the named version starts on the node again until a
+	// person removes the annotation (a resume does not).
+	RollbackAnnotation = "updates.nodehealth.io/rollback"
 
 	// UpdaterExtension is the system extension the update agent registers
 	// itself as; its Lease is "bottlerocket-updater.<node>".

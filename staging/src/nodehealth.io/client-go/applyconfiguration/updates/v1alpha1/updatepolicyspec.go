@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	intstr "k8s.io/apimachinery/pkg/util/intstr"
 	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
+	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 )
 
 // UpdatePolicySpecApplyConfiguration represents a declarative configuration of the UpdatePolicySpec type for use
@@ -93,6 +94,19 @@ type UpdatePolicySpecApplyConfiguration struct {
 	// Gates are external conditions a start waits for, checked before
 	// each start only: they never stop or fail a node in flight.
 	Gates *PolicyGatesApplyConfiguration `json:"gates,omitempty"`
+	// OnHealthGateFailure is what the operator does when a node of the
+	// policy rebooted into its update and did not pass the health gate
+	// within the MonitoringUpdate deadline. Halt (the default) records the
+	// failure and halts the policy. Rollback records the failure and halts
+	// the policy too, then updates the node back to the version it ran
+	// before (annotation updates.nodehealth.io/rollback names the version
+	// left), with the usual drain and reboot; the node ends Idle on the old
+	// version and is never updated to the failed version again until a
+	// person removes that annotation. At most one rollback per failure; a
+	// failed rollback halts with no further action. Other failures (a
+	// drain that cannot finish, the wrong version after the reboot, a
+	// deleted node, another state's deadline) always halt.
+	OnHealthGateFailure *updatesv1alpha1.HealthGateFailureAction `json:"onHealthGateFailure,omitempty"`
 }
 
 // UpdatePolicySpecApplyConfiguration constructs a declarative configuration of the UpdatePolicySpec type for use with
@@ -207,5 +221,13 @@ func (b *UpdatePolicySpecApplyConfiguration) WithDrain(value *PolicyDrainApplyCo
 // If called multiple times, the Gates field is set to the value of the last call.
 func (b *UpdatePolicySpecApplyConfiguration) WithGates(value *PolicyGatesApplyConfiguration) *UpdatePolicySpecApplyConfiguration {
 	b.Gates = value
+	return b
+}
+
+// WithOnHealthGateFailure sets the OnHealthGateFailure field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the OnHealthGateFailure field is set to the value of the last call.
+func (b *UpdatePolicySpecApplyConfiguration) WithOnHealthGateFailure(value updatesv1alpha1.HealthGateFailureAction) *UpdatePolicySpecApplyConfiguration {
+	b.OnHealthGateFailure = &value
 	return b
 }
