@@ -117,6 +117,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 37, Name: "the bootID is checked before the drain: never a second reboot for one update (takes over from 21 for mutant 7-no-host-check-before-drain since the agent checks the running version before it pins, issue 39)"},
 	{Seed: 49, Name: "a rollback that fails before its reboot halts again, so a node a bad release left tainted is marked failed although a user resumed the first failure (mutant rb-4-failed-rollback-aborted, drained-past-deadline)"},
 	{Seed: 28, Name: "only a policy with onHealthGateFailure Rollback names a version to roll back (mutant rb-3-halt-policy-rolls-back, model)"},
+	{Seed: 2615572917958470726, Name: "a user's write of the lock a rollback pinned (the version the node ran before) changes nothing, and the agent restores the lock from before the update (CI's fresh seeds, 2026-11-29; driver)"},
 }
 
 // simOpenFindings are seeds that fail and are not diagnosed yet
@@ -1830,6 +1831,9 @@ func (s *updaterSimulation) faults(now time.Time) {
 			// of StagedAndPerformedUpdate), where it matters: the user's
 			// lock must be kept.
 			lock := sim.Pick(r, simUserLocks)
+			if s.samePinned(n, lock) {
+				break
+			}
 			if err := s.userClient(n).SetVersionLock(s.ctx, lock); err == nil {
 				n.userLock = lock
 				s.trace.Add("t=%s %s: a user sets the version lock to %s", s.at(), n.name, lock)
@@ -2118,11 +2122,28 @@ func (s *updaterSimulation) commandFaults(n *simNode) {
 		s.killAgent(n, true)
 	case r.Chance(0.02):
 		lock := sim.Pick(r, simUserLocks)
+		if s.samePinned(n, lock) {
+			return
+		}
 		if err := s.userClient(n).SetVersionLock(s.ctx, lock); err == nil {
 			n.userLock = lock
 			s.trace.Add("t=%s %s: a user sets the version lock to %s while the host prepares", s.at(), n.name, lock)
 		}
 	}
+}
+
+// samePinned: lock is the version the agent pinned on the host, which a
+// user's write of the same lock does not change — nothing tells it from the
+// pin, and the agent restores the lock from before the update (a rollback's
+// pin is the version the node ran before, one of simUserLocks: seed
+// 2615572917958470726). The draw stands; the write is not made.
+func (s *updaterSimulation) samePinned(n *simNode, lock string) bool {
+	cur := n.em.State().VersionLock
+	if cur == lock && cur != n.userLock {
+		s.trace.Add("t=%s %s: a user would set the version lock to %s, the agent's pin: no change", s.at(), n.name, lock)
+		return true
+	}
+	return false
 }
 
 // restartFaults: while a killed agent waits for its restart with its pin on
