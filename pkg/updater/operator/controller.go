@@ -323,9 +323,21 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return c.syncStart(ctx)
 	}
 	// The lifecycle conditions say what the sync is about to do; a failed
-	// write of them does not hold the update up.
-	lerr := c.syncLifecycle(ctx, key)
-	return errors.Join(c.syncShadow(ctx, key), lerr)
+	// write of them does not hold the update up. Both act on one read of
+	// the shadow: read twice, an update landing in between made the shadow
+	// sync drain a node (done in its first pass) whose conditions had been
+	// written for the state before (DrainInProgress never said; the rolling
+	// update's integration test caught it about one run in four).
+	s, node, err := c.lifecycleSubjects(key)
+	if err != nil {
+		return err
+	}
+	lerr := c.syncLifecycleOf(ctx, key, s, node)
+	if s == nil {
+		c.forgetShadow(key)
+		return lerr
+	}
+	return errors.Join(c.syncShadowOf(ctx, key, s), lerr)
 }
 
 // event records an Event on the shadow and on its Node, so `kubectl describe

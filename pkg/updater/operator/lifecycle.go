@@ -172,6 +172,12 @@ func (c *Controller) syncLifecycle(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	return c.syncLifecycleOf(ctx, name, s, node)
+}
+
+// syncLifecycleOf is syncLifecycle of the shadow s and node as read from the
+// cache (either nil when gone).
+func (c *Controller) syncLifecycleOf(ctx context.Context, name string, s *updatesv1alpha1.BottlerocketShadow, node *v1.Node) error {
 	if node == nil {
 		c.forgetLifecycle(name)
 		return nil

@@ -36,7 +36,6 @@ func (c *Controller) now() time.Time { return c.clock.Now().Truncate(time.Second
 // syncShadow drives one node's update: it reacts to the agent's reports,
 // enforces the current state's deadline and runs the health gate.
 func (c *Controller) syncShadow(ctx context.Context, name string) error {
-	logger := klog.FromContext(ctx).WithValues("node", name)
 	s, err := c.shadowLister.Get(name)
 	if apierrors.IsNotFound(err) {
 		c.forgetShadow(name)
@@ -45,6 +44,12 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	return c.syncShadowOf(ctx, name, s)
+}
+
+// syncShadowOf is syncShadow of the shadow s as read from the cache.
+func (c *Controller) syncShadowOf(ctx context.Context, name string, s *updatesv1alpha1.BottlerocketShadow) error {
+	logger := klog.FromContext(ctx).WithValues("node", name)
 	node, err := c.nodeOf(s)
 	if err != nil {
 		return err
