@@ -252,3 +252,18 @@ func TestAnUnreachableSourceDuringTheSoakPausesTheSoakAndItsDeadline(t *testing.
 	// 4m later the deadline (moved by the pause) has passed first.
 	f.expect([]string{"update n1 Idle 1.20.0 failed=DeadlineExceeded:"})
 }
+
+// TestAPausedSoakEndsItsPauseWhenTheNodeLosesReadiness: with no soak to
+// pause the deadline runs again, so a node that stays unready fails at its
+// (moved) deadline even while the source cannot answer.
+func TestAPausedSoakEndsItsPauseWhenTheNodeLosesReadiness(t *testing.T) {
+	src := &fakeSource{err: errors.New("connection refused")}
+	s := soakingShadow(annotate(updatesv1alpha1.SoakPausedSinceAnnotation, t0.Add(-time.Minute).Format(time.RFC3339)))
+	f := newPolicyFixture(t, withSources(defaultOptions(), map[string]AlertSource{"prom": src}),
+		[]*updatesv1alpha1.UpdatePolicy{fleet(alertGates("prom"))}, []*v1.Node{mkNode("n1", unready("KubeletNotReady"))},
+		[]*updatesv1alpha1.BottlerocketShadow{s})
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"annotate n1 healthy-since=" + t0.Add(-time.Minute).Format(time.RFC3339) + " soak-paused=60"})
+}

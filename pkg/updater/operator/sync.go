@@ -322,6 +322,11 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 		c.mu.Lock()
 		delete(c.soakSince, s.Name)
 		c.mu.Unlock()
+		if soakPausedNow(s) {
+			// No soak to pause: the deadline runs again (the write
+			// brings the shadow back to end the soak too).
+			return c.resumeSoak(ctx, s, now)
+		}
 		if !soaking {
 			return nil
 		}
