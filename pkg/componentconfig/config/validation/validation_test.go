@@ -224,7 +224,9 @@ func TestValidateUpdateOperatorConfiguration(t *testing.T) {
 		{"leaving taint is the readiness taint", func(c C) { c.LeavingNodeTaints = []string{c.ReadinessTaintKey} }, "leavingNodeTaints[0]", "must not be the readiness taint"},
 		{"lifecycle condition max age", func(c C) { c.LifecycleConditionMaxAge = d("-1s") }, "lifecycleConditionMaxAge", "negative"},
 		{"alert source name", func(c C) { c.AlertSources = []config.AlertSource{am("Prod_AM", "http://am:9093")} }, "alertSources[0].name", "RFC 1123"},
-		{"alert source duplicate", func(c C) { c.AlertSources = []config.AlertSource{am("prod", "http://a:9093"), am("prod", "http://b:9093")} }, "alertSources[1].name", "Duplicate"},
+		{"alert source duplicate", func(c C) {
+			c.AlertSources = []config.AlertSource{am("prod", "http://a:9093"), am("prod", "http://b:9093")}
+		}, "alertSources[1].name", "Duplicate"},
 		{"alert source scheme", func(c C) { c.AlertSources = []config.AlertSource{am("prod", "ftp://am:9093")} }, "alertSources[0].url", "http or https"},
 		{"alert source without host", func(c C) { c.AlertSources = []config.AlertSource{am("prod", "http:///api")} }, "alertSources[0].url", "must name a host"},
 		{"alert source CA on http", func(c C) {

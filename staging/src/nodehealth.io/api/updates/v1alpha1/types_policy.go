@@ -211,7 +211,7 @@ type AlertGate struct {
 
 // AlertMatcher is one of Alertmanager's label matchers: name=value,
 // name!=value, name=~regex or name!~regex.
-// +kubebuilder:validation:XValidation:rule="!self.isRegex || self.value != ''",message="a regular expression must not be empty"
+// +kubebuilder:validation:XValidation:rule="!self.isRegex || size(self.value) > 0",message="a regular expression must not be empty"
 type AlertMatcher struct {
 	// Name is the label's name.
 	// +required
