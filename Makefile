@@ -136,8 +136,9 @@ test-plots: ## Plot generator tests (hand-made fixture).
 	cd hack/plots && GOWORK=off $(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: controlplane
-controlplane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok (once).
+controlplane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and the tests' Alertmanager (once).
 	hack/build-controlplane.sh
+	hack/build-alertmanager.sh
 
 .PHONY: generate
 generate: ## Regenerate deepcopy/defaulter/conversion code, clients, CRDs and config docs.

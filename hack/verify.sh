@@ -35,7 +35,7 @@ nodehealth::tools::install github.com/rhysd/actionlint/cmd/actionlint
 "$NODEHEALTH_TOOLS_BIN/actionlint" -shellcheck= .github/workflows/*.yaml || failed=1
 
 step "go mod tidy"
-for m in "${NODEHEALTH_MODULES[@]}" hack/tools hack/tools/helm deploy/charts/test test/controlplane/kubernetes test/controlplane/etcd "${NODEHEALTH_HACK_MODULES[@]}"; do
+for m in "${NODEHEALTH_MODULES[@]}" hack/tools hack/tools/helm deploy/charts/test test/controlplane/kubernetes test/controlplane/etcd test/controlplane/alertmanager "${NODEHEALTH_HACK_MODULES[@]}"; do
   if ! (cd "$m" && GOWORK=off GOFLAGS=-mod=mod go mod tidy -diff >/dev/null 2>&1); then
     echo "go.mod/go.sum of $m are not tidy (run 'cd $m && GOWORK=off go mod tidy'):" >&2
     (cd "$m" && GOWORK=off GOFLAGS=-mod=mod go mod tidy -diff 2>&1 | head -20) >&2 || true

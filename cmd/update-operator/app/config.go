@@ -8,6 +8,7 @@ import (
 
 	"nodehealth.io/nodehealth/pkg/componentconfig/config"
 	"nodehealth.io/nodehealth/pkg/drain"
+	"nodehealth.io/nodehealth/pkg/updater/alertmanager"
 	"nodehealth.io/nodehealth/pkg/updater/operator"
 )
 
@@ -38,5 +39,25 @@ func updaterOptions(cfg *config.UpdateOperatorConfiguration, ownNode string) (op
 		LeavingNodeTaints:        sets.New(cfg.LeavingNodeTaints...),
 		LifecycleConditionMaxAge: cfg.LifecycleConditionMaxAge.Duration,
 	}
+	sources, err := alertSources(cfg.AlertSources)
+	if err != nil {
+		return operator.Options{}, err
+	}
+	opts.AlertSources = sources
 	return opts, opts.Validate()
+}
+
+// alertSources builds a client of each Alertmanager the configuration
+// defines; a CA file that cannot be read stops the operator at its start
+// rather than at a rollout's first start.
+func alertSources(list []config.AlertSource) (map[string]operator.AlertSource, error) {
+	out := make(map[string]operator.AlertSource, len(list))
+	for i, s := range list {
+		c, err := alertmanager.New(alertmanager.Options{URL: s.URL, CAFile: s.CAFile, BearerTokenFile: s.BearerTokenFile, Timeout: s.Timeout.Duration})
+		if err != nil {
+			return nil, fmt.Errorf("alertSources[%d] (%s): %w", i, s.Name, err)
+		}
+		out[s.Name] = c
+	}
+	return out, nil
 }

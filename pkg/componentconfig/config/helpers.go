@@ -31,10 +31,14 @@ func ExtensionHeartbeatConfigurationPathRefs(c *ExtensionHeartbeatConfiguration)
 
 // UpdateOperatorConfigurationPathRefs returns the path fields of c.
 func UpdateOperatorConfigurationPathRefs(c *UpdateOperatorConfiguration) []*string {
-	return []*string{
+	paths := []*string{
 		&c.ClientConnection.Kubeconfig,
 		&c.Serving.TLSCertFile, &c.Serving.TLSPrivateKeyFile,
 	}
+	for i := range c.AlertSources {
+		paths = append(paths, &c.AlertSources[i].CAFile, &c.AlertSources[i].BearerTokenFile)
+	}
+	return paths
 }
 
 // UpdateAgentConfigurationPathRefs returns the path fields of c.

@@ -28,6 +28,7 @@ var nonPathFields = sets.New(
 	"ExtensionName", "Lease.Namespace", "Probe.HTTP.URL", "Probe.TCP.Address", "Probe.GRPC.Address", "Probe.GRPC.Service",
 	"ManagedNodeSelector.MatchLabels{}", "ManagedNodeSelector.MatchExpressions[].Key",
 	"ManagedNodeSelector.MatchExpressions[].Operator", "ManagedNodeSelector.MatchExpressions[].Values[]",
+	"AlertSources[].Name", "AlertSources[].URL",
 )
 
 type pathRefsCase struct {
@@ -40,12 +41,12 @@ func TestPathRefsPointAtExactlyTheFieldsThatHoldPaths(t *testing.T) {
 	var cases []pathRefsCase
 	controller := &NodeHealthControllerConfiguration{}
 	heartbeat := &ExtensionHeartbeatConfiguration{Probe: ProbeConfiguration{HTTP: &HTTPProbe{}, TCP: &TCPProbe{}, GRPC: &GRPCProbe{}, File: &FileProbe{}}}
-	operator := &UpdateOperatorConfiguration{}
+	operator := &UpdateOperatorConfiguration{AlertSources: []AlertSource{{}}}
 	agent := &UpdateAgentConfiguration{}
 	cases = append(cases,
 		pathRefsCase{controller, []string{"ClientConnection.Kubeconfig", "Serving.TLSCertFile", "Serving.TLSPrivateKeyFile"}, func() []*string { return NodeHealthControllerConfigurationPathRefs(controller) }},
 		pathRefsCase{heartbeat, []string{"ClientConnection.Kubeconfig", "Serving.TLSCertFile", "Serving.TLSPrivateKeyFile", "Probe.HTTP.CAFile", "Probe.File.Path"}, func() []*string { return ExtensionHeartbeatConfigurationPathRefs(heartbeat) }},
-		pathRefsCase{operator, []string{"ClientConnection.Kubeconfig", "Serving.TLSCertFile", "Serving.TLSPrivateKeyFile"}, func() []*string { return UpdateOperatorConfigurationPathRefs(operator) }},
+		pathRefsCase{operator, []string{"ClientConnection.Kubeconfig", "Serving.TLSCertFile", "Serving.TLSPrivateKeyFile", "AlertSources[].CAFile", "AlertSources[].BearerTokenFile"}, func() []*string { return UpdateOperatorConfigurationPathRefs(operator) }},
 		pathRefsCase{agent, []string{"ClientConnection.Kubeconfig", "Serving.TLSCertFile", "Serving.TLSPrivateKeyFile", "APISocketPath"}, func() []*string { return UpdateAgentConfigurationPathRefs(agent) }},
 	)
 	for _, tc := range cases {
@@ -110,6 +111,11 @@ func fieldByPath(v reflect.Value, path string) reflect.Value {
 	for _, name := range strings.Split(path, ".") {
 		if v.Kind() == reflect.Pointer {
 			v = v.Elem()
+		}
+		// A slice's element: the first, which the case provides.
+		if field, ok := strings.CutSuffix(name, "[]"); ok {
+			v = v.FieldByName(field).Index(0)
+			continue
 		}
 		v = v.FieldByName(name)
 	}

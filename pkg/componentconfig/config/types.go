@@ -214,6 +214,17 @@ type UpdateOperatorConfiguration struct {
 	// toward the policies' budgets.
 	LeavingNodeTaints        []string
 	LifecycleConditionMaxAge metav1.Duration
+	// AlertSources are the Alertmanagers policies' alerts gates name.
+	AlertSources []AlertSource
+}
+
+// AlertSource is an Alertmanager of the alerts gate.
+type AlertSource struct {
+	Name            string
+	URL             string
+	CAFile          string
+	BearerTokenFile string
+	Timeout         metav1.Duration
 }
 
 // UpdateDrain configures the operator's drain before a reboot.

@@ -301,7 +301,13 @@ func (f *fixture) render(actions []clienttesting.Action) []string {
 			s := a.GetObject().(*updatesv1alpha1.BottlerocketShadow)
 			if old, ok, _ := f.shadows.GetByKey(s.Name); ok && apiequality.Semantic.DeepEqual(old.(*updatesv1alpha1.BottlerocketShadow).Spec, s.Spec) {
 				// spec unchanged: a write of the soak's start
-				out = append(out, fmt.Sprintf("annotate %s healthy-since=%s", s.Name, s.Annotations[updatesv1alpha1.HealthySinceAnnotation]))
+				str := fmt.Sprintf("annotate %s healthy-since=%s", s.Name, s.Annotations[updatesv1alpha1.HealthySinceAnnotation])
+				for _, k := range []string{updatesv1alpha1.SoakPausedSinceAnnotation, updatesv1alpha1.SoakPausedAnnotation} {
+					if v, ok := s.Annotations[k]; ok {
+						str += fmt.Sprintf(" %s=%s", strings.TrimPrefix(k, "updates.nodehealth.io/"), v)
+					}
+				}
+				out = append(out, str)
 				continue
 			}
 			str := fmt.Sprintf("update %s %s %s", s.Name, s.Spec.State, s.Spec.Version)

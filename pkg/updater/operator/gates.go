@@ -43,13 +43,20 @@ type podGate struct {
 	// onNodePods are the unfinished pods onNode selects, by the node they
 	// are bound to, in order; a pod not bound to a node blocks none.
 	onNodePods map[string][]string
-	// err says why a selector's pods could not be listed ("" when both
-	// were): every start of the policy waits.
+	// alerts keys the alert gates the sources were queried with; firing
+	// are the alerts they answered.
+	alerts string
+	firing []firingAlert
+	// err says why a selector's pods could not be listed or an alert
+	// source not queried ("" when all were): every start of the policy
+	// waits.
 	err string
 }
 
 // gated reports whether the policy has a gate to read before a start.
-func (p *policy) gated() bool { return p.blockingAnywhere != nil || p.blockingOnNode != nil }
+func (p *policy) gated() bool {
+	return p.blockingAnywhere != nil || p.blockingOnNode != nil || len(p.alerts) > 0
+}
 
 // selectorString is a selector's LIST form, "" for none.
 func selectorString(s labels.Selector) string {
@@ -63,7 +70,8 @@ func selectorString(s labels.Selector) string {
 // across every namespace, straight from the API server: it runs only when
 // the policy would start a node, so no pod is cached.
 func (c *Controller) readGates(ctx context.Context, pol *policy) *podGate {
-	g := &podGate{anywhere: selectorString(pol.blockingAnywhere), onNode: selectorString(pol.blockingOnNode), onNodePods: map[string][]string{}}
+	g := &podGate{anywhere: selectorString(pol.blockingAnywhere), onNode: selectorString(pol.blockingOnNode), onNodePods: map[string][]string{},
+		alerts: alertsKey(pol.alerts)}
 	var errs []string
 	if g.anywhere != "" {
 		pods, err := c.listBlocking(ctx, g.anywhere)
@@ -89,7 +97,9 @@ func (c *Controller) readGates(ctx context.Context, pol *policy) *podGate {
 			sort.Strings(l)
 		}
 	}
-	g.err = strings.Join(errs, "; ")
+	firing, alertErrs := c.queryAlerts(ctx, pol.alerts)
+	g.firing = firing
+	g.err = strings.Join(append(errs, alertErrs...), "; ")
 	return g
 }
 
@@ -122,7 +132,8 @@ func (c *Controller) planGated(ctx context.Context, snap *snapshot, pol *policy,
 		return p
 	}
 	g := reads[pol.name]
-	if g == nil || g.anywhere != selectorString(pol.blockingAnywhere) || g.onNode != selectorString(pol.blockingOnNode) {
+	if g == nil || g.anywhere != selectorString(pol.blockingAnywhere) || g.onNode != selectorString(pol.blockingOnNode) ||
+		g.alerts != alertsKey(pol.alerts) {
 		g = c.readGates(ctx, pol)
 		reads[pol.name] = g
 	}
@@ -146,6 +157,12 @@ func (p *plan) gateHolds(now time.Time, pol *policy, node, target string) bool {
 	switch {
 	case g.err != "":
 		p.blocked = &blocked{reason: GateUnavailable, message: fmt.Sprintf("No node starts while a gate cannot be read (fail closed): %s", g.err)}
+	case len(g.firing) > 0:
+		names := make([]string, 0, len(g.firing))
+		for _, f := range g.firing {
+			names = append(names, f.String())
+		}
+		p.blocked = &blocked{reason: BlockedByAlerts, message: fmt.Sprintf("Alerts of spec.gates.alerts fire and hold back every start: %s", namedSome(names))}
 	case len(g.anywherePods) > 0:
 		p.blocked = &blocked{reason: BlockedByPods, message: fmt.Sprintf("Pods of spec.gates.blockingPods.anywhere hold back every start: %s",
 			namedSome(g.anywherePods))}
@@ -208,7 +225,16 @@ func blockedCondition(p plan) metav1.Condition {
 // block the policy for good: the CRD refuses it, and so does the operator
 // for an older CRD that let it through.
 func (out *policy) parseGates(g *updatesv1alpha1.PolicyGates) error {
-	if g == nil || g.BlockingPods == nil {
+	if g == nil {
+		return nil
+	}
+	if err := out.parseAlerts(g.Alerts); err != nil {
+		return err
+	}
+	if g.BlockingPods == nil {
+		if len(out.alerts) == 0 {
+			return errors.New("spec.gates: set blockingPods, alerts or both")
+		}
 		return nil
 	}
 	for _, s := range []struct {
@@ -231,7 +257,7 @@ func (out *policy) parseGates(g *updatesv1alpha1.PolicyGates) error {
 		}
 		*s.into = sel
 	}
-	if !out.gated() {
+	if out.blockingAnywhere == nil && out.blockingOnNode == nil {
 		return errors.New("spec.gates.blockingPods: set anywhere, onNode or both")
 	}
 	return nil

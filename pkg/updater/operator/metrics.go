@@ -25,6 +25,8 @@ type Metrics struct {
 	Aborts           prometheus.Counter
 	UpdateDuration   prometheus.Histogram
 	NextStartDelay   prometheus.Histogram
+	AlertQueries     *prometheus.CounterVec
+	AlertQueryErrors *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: none).
@@ -54,10 +56,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		NextStartDelay: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: "next_start_delay_seconds",
 			Help:    "From one node passing its health gate to the operator starting the next node.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 16)}),
+		AlertQueries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "alert_queries_total",
+			Help: "Queries of an alert source (the configuration's alertSources) for the alerts gates of UpdatePolicies, by source."}, []string{"source"}),
+		AlertQueryErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "alert_query_errors_total",
+			Help: "Queries of an alert source that got no answer (unreachable, a timeout, an error status, an answer that does not decode), by source: starts wait and soaks pause meanwhile."}, []string{"source"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.NodesByState, m.NodesByVersion, m.StateEntered, m.RolloutHalted, m.DeadlineExpiries, m.Transitions,
-			m.DryRunActions, m.Starts, m.Aborts, m.UpdateDuration, m.NextStartDelay)
+			m.DryRunActions, m.Starts, m.Aborts, m.UpdateDuration, m.NextStartDelay, m.AlertQueries, m.AlertQueryErrors)
 	}
 	return m
 }

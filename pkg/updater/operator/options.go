@@ -43,6 +43,10 @@ type Options struct {
 	// label selector across namespaces, only before a start, no cache.
 	// NewController requires it.
 	Pods typedcorev1.PodsGetter
+	// AlertSources are the Alertmanagers the policies' spec.gates.alerts
+	// name, by name (the configuration's alertSources). A policy that names
+	// another holds its starts (UnknownAlertSource).
+	AlertSources map[string]AlertSource
 	// StartClient carries what decides and records a start — the start
 	// pass's consistent LISTs, its policy status writes and its starts, and
 	// a success's record — on a connection with a rate limit of its own,

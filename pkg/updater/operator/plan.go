@@ -37,6 +37,9 @@ type snapshot struct {
 	// gates are the policies' gates as this pass read them, by policy; a
 	// gated policy without an entry has not been read yet.
 	gates map[string]*podGate
+	// alertSources are the alert sources the operator's configuration
+	// defines, by name.
+	alertSources map[string]AlertSource
 }
 
 // nodeView is what the start decision needs of a Node.
@@ -201,6 +204,11 @@ func planStarts(snap *snapshot, pol *policy) plan {
 	// lists them.
 	p.countOthers(snap, pol, &b)
 	if p.halt != "" {
+		return p
+	}
+	if u := unknownSources(pol, snap.alertSources); len(u) > 0 {
+		p.blocked = &blocked{reason: UnknownAlertSource, message: fmt.Sprintf("No node starts: spec.gates.alerts names alert sources the operator's configuration does not define (alertSources): %s",
+			strings.Join(u, ", "))}
 		return p
 	}
 	p.gate = snap.gates[pol.name]

@@ -62,6 +62,9 @@ type policy struct {
 	// blockingAnywhere and blockingOnNode are spec.gates.blockingPods's
 	// selectors (nil: unset).
 	blockingAnywhere, blockingOnNode labels.Selector
+	// alerts are spec.gates.alerts: the queries of alert sources that
+	// hold starts back, and fail a node an alert names in its soak.
+	alerts []alertGate
 
 	// rollback: a node that fails its health gate is updated back to the
 	// version it ran before (spec.onHealthGateFailure Rollback).

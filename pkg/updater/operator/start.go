@@ -191,7 +191,8 @@ func (c *Controller) startConfirmed(ctx context.Context, fresh []*updatesv1alpha
 func (c *Controller) snapshot(shadows []*updatesv1alpha1.BottlerocketShadow, pols []*policy, now time.Time) (*snapshot, error) {
 	snap := &snapshot{now: now, ownNode: c.opts.OwnNode, lifecycleMaxAge: c.opts.LifecycleConditionMaxAge,
 		shadows: make(map[string]*updatesv1alpha1.BottlerocketShadow, len(shadows)),
-		nodes:   make(map[string]nodeView, len(shadows)), policies: make(map[string]*policy, len(pols)), gates: map[string]*podGate{}}
+		nodes:   make(map[string]nodeView, len(shadows)), policies: make(map[string]*policy, len(pols)), gates: map[string]*podGate{},
+		alertSources: c.opts.AlertSources}
 	for _, p := range pols {
 		snap.policies[p.name] = p
 	}

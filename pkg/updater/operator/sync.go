@@ -96,7 +96,11 @@ func (c *Controller) syncShadowOf(ctx context.Context, name string, s *updatesv1
 
 	// Re-armed on every sync, so a failover picks deadlines up from the
 	// stored transition time.
-	c.after(name, c.deadline(s).Sub(now))
+	// A paused soak's deadline does not run: the alerts gate's recheck
+	// wakes the node instead.
+	if !soakPausedNow(s) {
+		c.after(name, c.deadline(s).Sub(now))
+	}
 	return c.syncInFlight(ctx, logger, s, node, now)
 }
 
@@ -224,6 +228,11 @@ func (c *Controller) deadline(s *updatesv1alpha1.BottlerocketShadow) time.Time {
 	if s.Spec.State == updatesv1alpha1.StateIdle || s.Spec.State == "" {
 		return since.Add(c.opts.Deadlines.ReturnToIdle)
 	}
+	if s.Spec.State == updatesv1alpha1.StateMonitoringUpdate {
+		// The soak's pauses (an alert source unreachable) move the
+		// deadline as far as the soak's end.
+		since = since.Add(soakPaused(s))
+	}
 	return since.Add(c.opts.Deadlines.of(s.Spec.State))
 }
 
@@ -276,7 +285,7 @@ func (c *Controller) dueFailure(s *updatesv1alpha1.BottlerocketShadow, node *v1.
 		}
 		return nil
 	}
-	if !now.Before(c.deadline(s)) {
+	if !now.Before(c.deadline(s)) && !soakPausedNow(s) {
 		return &failure{ReasonDeadlineExceeded, fmt.Sprintf("%s: the node was in %s for longer than %s (agent reports %q)",
 			ReasonDeadlineExceeded, spec, c.opts.Deadlines.of(spec), s.Status.CurrentState), string(spec), spec == updatesv1alpha1.StateMonitoringUpdate}
 	}
@@ -313,6 +322,11 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 		c.mu.Lock()
 		delete(c.soakSince, s.Name)
 		c.mu.Unlock()
+		if soakPausedNow(s) {
+			// No soak to pause: the deadline runs again (the write
+			// brings the shadow back to end the soak too).
+			return c.resumeSoak(ctx, s, now)
+		}
 		if !soaking {
 			return nil
 		}
@@ -334,8 +348,12 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 	if s.Status.CurrentState != updatesv1alpha1.StateMonitoringUpdate {
 		return nil
 	}
-	soak := c.soakOf(s, node)
-	if left := start.Add(soak).Sub(now); left > 0 {
+	pol := c.policyOf(s, node)
+	if held, err := c.soakAlerts(ctx, s, pol, now); held || err != nil {
+		return err
+	}
+	soak := soakOfPolicy(pol)
+	if left := start.Add(soak + soakPaused(s)).Sub(now); left > 0 {
 		c.after(s.Name, left)
 		return nil
 	}
@@ -417,10 +435,10 @@ func (c *Controller) recordSuccess(ctx context.Context, name string, now time.Ti
 	return nil
 }
 
-// soakOf is the postRebootSoak of the policy the node's update belongs to
-// (policyOf), else DefaultPostRebootSoak.
-func (c *Controller) soakOf(s *updatesv1alpha1.BottlerocketShadow, node *v1.Node) time.Duration {
-	if p := c.policyOf(s, node); p != nil {
+// soakOfPolicy is the postRebootSoak of the policy the node's update
+// belongs to (policyOf), else DefaultPostRebootSoak.
+func soakOfPolicy(p *policy) time.Duration {
+	if p != nil {
 		return p.soak
 	}
 	return DefaultPostRebootSoak
@@ -552,6 +570,8 @@ func (c *Controller) writeSpecWith(ctx context.Context, client versioned.Interfa
 	// left from an attempt called off before its reboot would let the next
 	// attempt in the same boot reboot undrained.
 	delete(n.Annotations, updatesv1alpha1.HealthySinceAnnotation)
+	delete(n.Annotations, updatesv1alpha1.SoakPausedSinceAnnotation)
+	delete(n.Annotations, updatesv1alpha1.SoakPausedAnnotation)
 	delete(n.Annotations, updatesv1alpha1.DrainedAnnotation)
 	if len(annotations) > 0 && n.Annotations == nil {
 		n.Annotations = map[string]string{}

@@ -392,6 +392,21 @@ func TestUpdatePolicyValidation(t *testing.T) {
 		{"blocking-pods-on-node-every-pod", func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.Gates = &updatesv1alpha1.PolicyGates{BlockingPods: &updatesv1alpha1.BlockingPods{OnNode: &metav1.LabelSelector{MatchLabels: map[string]string{}}}}
 		}, "an empty selector matches every pod"},
+		{"alerts-no-matcher", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Gates = &updatesv1alpha1.PolicyGates{Alerts: []updatesv1alpha1.AlertGate{{Source: "prod"}}}
+		}, "spec.gates.alerts[0].matchers"},
+		{"alerts-source-not-a-name", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Gates = &updatesv1alpha1.PolicyGates{Alerts: []updatesv1alpha1.AlertGate{{Source: "http://am:9093",
+				Matchers: []updatesv1alpha1.AlertMatcher{{Name: "severity", Value: "critical"}}}}}
+		}, "spec.gates.alerts[0].source"},
+		{"alerts-matcher-label-name", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Gates = &updatesv1alpha1.PolicyGates{Alerts: []updatesv1alpha1.AlertGate{{Source: "prod",
+				Matchers: []updatesv1alpha1.AlertMatcher{{Name: "not a label", Value: "x"}}}}}
+		}, "spec.gates.alerts[0].matchers[0].name"},
+		{"alerts-empty-regex", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Gates = &updatesv1alpha1.PolicyGates{Alerts: []updatesv1alpha1.AlertGate{{Source: "prod",
+				Matchers: []updatesv1alpha1.AlertMatcher{{Name: "alertname", IsRegex: true}}}}}
+		}, "a regular expression must not be empty"},
 		{"on-health-gate-failure-retry", func(s *updatesv1alpha1.UpdatePolicySpec) { s.OnHealthGateFailure = "Retry" }, "spec.onHealthGateFailure"},
 		{"release-age-ignoring-waves", func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.TargetVersion, s.IgnoreWaves = "1.21.0", true
@@ -438,6 +453,10 @@ func TestUpdatePolicyValidation(t *testing.T) {
 				Anywhere: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db-migration"}},
 				OnNode: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 					{Key: "backup", Operator: metav1.LabelSelectorOpExists}}}}}
+		},
+		"alerts": func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Gates = &updatesv1alpha1.PolicyGates{Alerts: []updatesv1alpha1.AlertGate{{Source: "prod", Matchers: []updatesv1alpha1.AlertMatcher{
+				{Name: "severity", Value: "critical"}, {Name: "alertname", Value: "Watchdog|InfoInhibitor", IsRegex: true, IsEqual: ptr.To(false)}}}}}
 		},
 		"pacing-zero-ignoring-waves": func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.TargetVersion, s.IgnoreWaves = "1.21.0", true

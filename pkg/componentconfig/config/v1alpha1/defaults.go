@@ -217,6 +217,11 @@ func SetDefaults_UpdateOperatorConfiguration(obj *configv1alpha1.UpdateOperatorC
 		obj.LeavingNodeTaints = nodev1alpha1.DefaultLeavingNodeTaints()
 	}
 	setDuration(&obj.LifecycleConditionMaxAge, nodev1alpha1.DefaultLifecycleConditionMaxAge)
+	// An Alertmanager answers a query of its in-memory alerts in
+	// milliseconds; five seconds is one that is down or unreachable.
+	for i := range obj.AlertSources {
+		setDuration(&obj.AlertSources[i].Timeout, 5*time.Second)
+	}
 }
 
 // SetDefaults_UpdateAgentConfiguration sets the update agent's defaults.

@@ -349,6 +349,41 @@ func ValidateUpdateOperatorConfiguration(c *config.UpdateOperatorConfiguration) 
 		leaving.Insert(key)
 	}
 	errs = append(errs, validateNonNegativeDuration(c.LifecycleConditionMaxAge, field.NewPath("lifecycleConditionMaxAge"))...)
+	errs = append(errs, validateAlertSources(c.AlertSources, field.NewPath("alertSources"))...)
+	return errs
+}
+
+// validateAlertSources checks the Alertmanagers policies may name: each a
+// unique DNS label (what a policy's source is checked against) and an http
+// or https URL with a host.
+func validateAlertSources(sources []config.AlertSource, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	names := sets.New[string]()
+	for i, s := range sources {
+		p := path.Index(i)
+		for _, msg := range utilvalidation.IsDNS1123Label(s.Name) {
+			errs = append(errs, field.Invalid(p.Child("name"), s.Name, msg))
+		}
+		if names.Has(s.Name) {
+			errs = append(errs, field.Duplicate(p.Child("name"), s.Name))
+		}
+		names.Insert(s.Name)
+		u, err := url.Parse(s.URL)
+		switch {
+		case err != nil:
+			errs = append(errs, field.Invalid(p.Child("url"), s.URL, err.Error()))
+		case u.Scheme != "http" && u.Scheme != "https":
+			errs = append(errs, field.Invalid(p.Child("url"), s.URL, "must be an http or https URL"))
+		case u.Host == "":
+			errs = append(errs, field.Invalid(p.Child("url"), s.URL, "must name a host"))
+		case u.RawQuery != "" || u.Fragment != "":
+			errs = append(errs, field.Invalid(p.Child("url"), s.URL, "must have no query or fragment"))
+		}
+		if s.CAFile != "" && u != nil && u.Scheme == "http" {
+			errs = append(errs, field.Invalid(p.Child("caFile"), s.CAFile, "needs an https URL"))
+		}
+		errs = append(errs, validatePositiveDuration(s.Timeout, p.Child("timeout"))...)
+	}
 	return errs
 }
 

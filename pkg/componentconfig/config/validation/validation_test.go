@@ -223,7 +223,28 @@ func TestValidateUpdateOperatorConfiguration(t *testing.T) {
 		{"leaving taint duplicate", func(c C) { c.LeavingNodeTaints = []string{"karpenter.sh/disrupted", "karpenter.sh/disrupted"} }, "leavingNodeTaints[1]", "Duplicate"},
 		{"leaving taint is the readiness taint", func(c C) { c.LeavingNodeTaints = []string{c.ReadinessTaintKey} }, "leavingNodeTaints[0]", "must not be the readiness taint"},
 		{"lifecycle condition max age", func(c C) { c.LifecycleConditionMaxAge = d("-1s") }, "lifecycleConditionMaxAge", "negative"},
+		{"alert source name", func(c C) { c.AlertSources = []config.AlertSource{am("Prod_AM", "http://am:9093")} }, "alertSources[0].name", "RFC 1123"},
+		{"alert source duplicate", func(c C) {
+			c.AlertSources = []config.AlertSource{am("prod", "http://a:9093"), am("prod", "http://b:9093")}
+		}, "alertSources[1].name", "Duplicate"},
+		{"alert source scheme", func(c C) { c.AlertSources = []config.AlertSource{am("prod", "ftp://am:9093")} }, "alertSources[0].url", "http or https"},
+		{"alert source without host", func(c C) { c.AlertSources = []config.AlertSource{am("prod", "http:///api")} }, "alertSources[0].url", "must name a host"},
+		{"alert source CA on http", func(c C) {
+			s := am("prod", "http://am:9093")
+			s.CAFile = "/ca.pem"
+			c.AlertSources = []config.AlertSource{s}
+		}, "alertSources[0].caFile", "needs an https URL"},
+		{"alert source timeout", func(c C) {
+			s := am("prod", "https://am:9093")
+			s.Timeout = d("0s")
+			c.AlertSources = []config.AlertSource{s}
+		}, "alertSources[0].timeout", "greater than zero"},
 	})
+}
+
+// am is an alert source with the default timeout.
+func am(name, url string) config.AlertSource {
+	return config.AlertSource{Name: name, URL: url, Timeout: d("5s")}
 }
 
 func validAgent() *config.UpdateAgentConfiguration {

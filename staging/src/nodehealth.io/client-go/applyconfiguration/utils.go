@@ -32,6 +32,10 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=updates.nodehealth.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithKind("AlertGate"):
+		return &updatesv1alpha1.AlertGateApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("AlertMatcher"):
+		return &updatesv1alpha1.AlertMatcherApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BlockingPods"):
 		return &updatesv1alpha1.BlockingPodsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("BottlerocketShadow"):

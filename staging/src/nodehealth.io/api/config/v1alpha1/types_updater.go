@@ -82,6 +82,42 @@ type UpdateOperatorConfiguration struct {
 	// unschedulable node it counts as long as it is True. Set it to the
 	// node-health controller's lifecycleConditionMaxAge. Default 2h.
 	LifecycleConditionMaxAge *metav1.Duration `json:"lifecycleConditionMaxAge,omitempty"`
+
+	// AlertSources are the Alertmanagers UpdatePolicies may name in
+	// spec.gates.alerts, by name. Their URLs and credentials live here, in
+	// the operator's configuration, so that whoever may write a policy
+	// cannot point the operator at an address of their choosing.
+	// +listType=map
+	// +listMapKey=name
+	AlertSources []AlertSource `json:"alertSources,omitempty"`
+}
+
+// AlertSource is an Alertmanager the operator queries through its v2 API
+// (GET /api/v2/alerts) for the alerts gates of UpdatePolicies.
+type AlertSource struct {
+	// Name is what spec.gates.alerts[].source of a policy names: a DNS
+	// label, unique among the sources.
+	Name string `json:"name"`
+
+	// URL is the Alertmanager's base URL (http or https), without
+	// /api/v2; a path prefix (an Alertmanager behind --web.route-prefix or
+	// a proxy) is kept.
+	URL string `json:"url"`
+
+	// CAFile is a PEM bundle of the certificate authorities an https URL's
+	// server certificate is checked against; unset: the system's. A
+	// relative path is resolved against the configuration file's folder.
+	CAFile string `json:"caFile,omitempty"`
+
+	// BearerTokenFile is a file whose content (whitespace trimmed) is sent
+	// as the Authorization: Bearer token of every query; read at each
+	// query, so a rotated token is taken without a restart. A relative
+	// path is resolved against the configuration file's folder.
+	BearerTokenFile string `json:"bearerTokenFile,omitempty"`
+
+	// Timeout bounds one query; a query that does not answer within it
+	// counts as the source being unreachable. Default 5s.
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
 // UpdateDrain configures the operator's drain of a node before its reboot:

@@ -141,7 +141,8 @@ type UpdatePolicySpec struct {
 	Drain *PolicyDrain `json:"drain,omitempty"`
 
 	// Gates are external conditions a start waits for, checked before
-	// each start only: they never stop or fail a node in flight.
+	// each start; only a firing alert of gates.alerts that names a node in
+	// its soak acts on a node in flight (it fails the node's health gate).
 	// +optional
 	Gates *PolicyGates `json:"gates,omitempty"`
 
@@ -173,6 +174,67 @@ type PolicyGates struct {
 	// are unfinished (phase neither Succeeded nor Failed).
 	// +optional
 	BlockingPods *BlockingPods `json:"blockingPods,omitempty"`
+
+	// Alerts holds starts back while an alert they match fires in an
+	// Alertmanager the operator's configuration defines (alertSources);
+	// a matching alert labelled node=<the node's name> that fires while
+	// the node soaks after its reboot fails the node's health gate.
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	Alerts []AlertGate `json:"alerts,omitempty"`
+}
+
+// AlertGate is one query of an alert source: the firing alerts (active,
+// neither silenced nor inhibited) that match every matcher.
+type AlertGate struct {
+	// Source is the name of an alert source of the operator's
+	// configuration (alertSources[].name), which holds its URL and
+	// credentials: a policy never names a URL. A name the operator does
+	// not define holds every start of the policy (Blocked, reason
+	// UnknownAlertSource).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Source string `json:"source"`
+
+	// Matchers select the alerts, all of them at once, in Alertmanager's
+	// matcher style (name, value, isRegex, isEqual). At least one.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Matchers []AlertMatcher `json:"matchers"`
+}
+
+// AlertMatcher is one of Alertmanager's label matchers: name=value,
+// name!=value, name=~regex or name!~regex.
+// +kubebuilder:validation:XValidation:rule="!self.isRegex || size(self.value) > 0",message="a regular expression must not be empty"
+type AlertMatcher struct {
+	// Name is the label's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z_][a-zA-Z0-9_]*$`
+	Name string `json:"name"`
+
+	// Value is the label's value, or a regular expression (RE2, anchored
+	// at both ends by Alertmanager) when isRegex is true.
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	Value string `json:"value"`
+
+	// IsRegex: value is a regular expression.
+	// +optional
+	IsRegex bool `json:"isRegex,omitempty"`
+
+	// IsEqual: the label must match (true, the default) or must not
+	// match (false: != or !~).
+	// +optional
+	// +kubebuilder:default=true
+	IsEqual *bool `json:"isEqual,omitempty"`
 }
 
 // BlockingPods selects the pods, in any namespace, whose presence holds

@@ -26,6 +26,16 @@ const (
 	// failovers. It is removed when readiness lapses and when the node
 	// leaves MonitoringUpdate.
 	HealthySinceAnnotation = "updates.nodehealth.io/healthy-since"
+	// SoakPausedSinceAnnotation, written by the operator during
+	// MonitoringUpdate, is the RFC 3339 time an alert source of the node's
+	// policy (spec.gates.alerts) became unreachable during the soak: while
+	// it is set, neither the soak nor the MonitoringUpdate deadline runs.
+	SoakPausedSinceAnnotation = "updates.nodehealth.io/soak-paused-since"
+	// SoakPausedAnnotation is how long, in whole seconds, the soak was
+	// paused in earlier pauses of this MonitoringUpdate: the soak and the
+	// deadline both end that much later. Both are removed when the node
+	// leaves MonitoringUpdate.
+	SoakPausedAnnotation = "updates.nodehealth.io/soak-paused"
 	// DrainedAnnotation, written by the operator in RebootedIntoUpdate, is
 	// the Node's bootID when the operator finished draining it (the last
 	// pass before the reboot included). The agent reboots only once it

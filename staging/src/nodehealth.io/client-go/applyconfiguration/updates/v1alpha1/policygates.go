@@ -29,6 +29,11 @@ type PolicyGatesApplyConfiguration struct {
 	// BlockingPods holds starts back while pods that match its selectors
 	// are unfinished (phase neither Succeeded nor Failed).
 	BlockingPods *BlockingPodsApplyConfiguration `json:"blockingPods,omitempty"`
+	// Alerts holds starts back while an alert they match fires in an
+	// Alertmanager the operator's configuration defines (alertSources);
+	// a matching alert labelled node=<the node's name> that fires while
+	// the node soaks after its reboot fails the node's health gate.
+	Alerts []AlertGateApplyConfiguration `json:"alerts,omitempty"`
 }
 
 // PolicyGatesApplyConfiguration constructs a declarative configuration of the PolicyGates type for use with
@@ -42,5 +47,18 @@ func PolicyGates() *PolicyGatesApplyConfiguration {
 // If called multiple times, the BlockingPods field is set to the value of the last call.
 func (b *PolicyGatesApplyConfiguration) WithBlockingPods(value *BlockingPodsApplyConfiguration) *PolicyGatesApplyConfiguration {
 	b.BlockingPods = value
+	return b
+}
+
+// WithAlerts adds the given value to the Alerts field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Alerts field.
+func (b *PolicyGatesApplyConfiguration) WithAlerts(values ...*AlertGateApplyConfiguration) *PolicyGatesApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithAlerts")
+		}
+		b.Alerts = append(b.Alerts, *values[i])
+	}
 	return b
 }

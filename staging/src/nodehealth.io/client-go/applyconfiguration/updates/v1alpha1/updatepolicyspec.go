@@ -92,7 +92,8 @@ type UpdatePolicySpecApplyConfiguration struct {
 	// unset field takes the operator configuration's drain.
 	Drain *PolicyDrainApplyConfiguration `json:"drain,omitempty"`
 	// Gates are external conditions a start waits for, checked before
-	// each start only: they never stop or fail a node in flight.
+	// each start; only a firing alert of gates.alerts that names a node in
+	// its soak acts on a node in flight (it fails the node's health gate).
 	Gates *PolicyGatesApplyConfiguration `json:"gates,omitempty"`
 	// OnHealthGateFailure is what the operator does when a node of the
 	// policy rebooted into its update and did not pass the health gate
