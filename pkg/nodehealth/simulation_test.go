@@ -147,6 +147,7 @@ func TestSimulationOpenFindings(t *testing.T) {
 func TestMain(m *testing.M) { sim.Main(m) }
 
 func TestSimulation(t *testing.T) {
+	logSimStats(t)
 	sim.Run(t, "guards", append(simRegressions.Seeds(), simSmokeSeeds...), func(t *testing.T, seed uint64) *sim.Trace {
 		return runSimulation(t, seed, simTicks)
 	})
@@ -324,6 +325,10 @@ type simulation struct {
 	zonelessEvery int
 	// viewStale: the controller's own view is stale (checkView).
 	viewStale bool
+	// What -sim.stats counts beside the trace: eviction errors injected,
+	// and whether drawConfig drew the blast radius's thresholds.
+	evictionErrors  int
+	thresholdsDrawn bool
 }
 
 func runSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
@@ -334,6 +339,9 @@ func runSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
 		if !s.step() {
 			break
 		}
+	}
+	if *simStats {
+		simStatsCount.count(s)
 	}
 	return s.trace
 }
