@@ -45,6 +45,7 @@ var simFaultClasses = []simFaultClass{
 	{"other writers' taints (leaving: autoscaler, Karpenter)", regexp.MustCompile(` gets taint `)},
 	{"other writers' conditions (foreign Drained=True)", regexp.MustCompile(`foreign Drained=true`)},
 	{"scale-down (nodes deleted)", regexp.MustCompile(`scale-down of`)},
+	{"a node's clock off (skewed renewTime)", regexp.MustCompile(`'s clock is off by `)},
 }
 
 // simStatsTally is what -sim.stats counted: per class, the seeds it was

@@ -254,6 +254,8 @@ type simNode struct {
 	// drainedBy: a foreign Drained=True lifecycle condition is on the
 	// node (leavingFaults), written at drainedSince.
 	drainedSince time.Time
+	// skew: how far the node's clock is off (skewFaults).
+	skew time.Duration
 }
 
 func (n *simNode) bootID() string { return fmt.Sprintf("boot-%d", n.boot) }
@@ -329,6 +331,9 @@ type simulation struct {
 	// and whether drawConfig drew the blast radius's thresholds.
 	evictionErrors  int
 	thresholdsDrawn bool
+	// krng draws the nodes' clock skews (skewFaults) from a stream of its
+	// own.
+	krng *sim.Rand
 }
 
 func runSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
@@ -352,7 +357,7 @@ func newSimulation(t *testing.T, seed uint64) *simulation {
 	rng := sim.NewRand(seed)
 	s := &simulation{t: t, ctx: ctx, rng: rng, clk: sim.NewClock(time.Second), opts: simOptions(),
 		trace: &sim.Trace{}, revive: map[time.Time][]*simAgent{}, known: sets.New[string](),
-		lrng: sim.NewRand(seed ^ 0x6c656176696e67), frng: sim.NewRand(seed ^ apiFaultsStream),
+		lrng: sim.NewRand(seed ^ 0x6c656176696e67), frng: sim.NewRand(seed ^ apiFaultsStream), krng: sim.NewRand(seed ^ skewStream),
 		evictErred: sets.New[string]()}
 	s.api = sim.NewAPI(scheme.Scheme, rng.Fork())
 	s.api.Clock = s.clk
@@ -1079,7 +1084,7 @@ func (s *simulation) heartbeats(now time.Time) {
 			a.nextRenew = now.Add(simRenewEvery)
 			s.writeLease(n, a, func(l *coordinationv1.Lease) {
 				l.Spec.HolderIdentity = ptr.To(a.ext + "-" + n.name)
-				l.Spec.RenewTime = &metav1.MicroTime{Time: now}
+				l.Spec.RenewTime = &metav1.MicroTime{Time: n.renewTime(now)}
 				delete(l.Annotations, nodev1alpha1.ReasonAnnotation)
 			})
 		}
@@ -1208,6 +1213,7 @@ func (s *simulation) faults(now time.Time) {
 	}
 	s.leavingFaults(now)
 	s.apiFaults(now)
+	s.skewFaults(now)
 }
 
 func (s *simulation) reviveAt(at time.Time, a *simAgent) {
