@@ -111,6 +111,34 @@ func TestExpiredLeaseTaintsByObservationTime(t *testing.T) {
 	}
 }
 
+// A renewal counts from when the controller observed it, also when the
+// node's clock writes a renewTime ahead of the controller's: taken at its
+// word, an hour-fast clock would keep a dead extension ready for an hour.
+func TestARenewalExpiresByWhenItWasObservedWhateverItsRenewTimeSays(t *testing.T) {
+	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(skew.String(), func(t *testing.T) {
+			f := newFixture(t, testOptions(), readyNode("n1"))
+			f.putLease(lease("kube-proxy", "n1", "holder", t0.Add(skew)))
+			f.sync("n1")
+			f.clock.Step(10 * time.Second)
+			f.putLease(lease("kube-proxy", "n1", "holder", f.clock.Now().Add(skew)))
+			f.sync("n1")
+			f.expectWrites()
+
+			// 40s lease + 10s grace from the renewal's observation.
+			f.clock.Step(49 * time.Second)
+			f.sync("n1")
+			f.expectWrites()
+			f.clock.Step(time.Second)
+			f.sync("n1")
+			f.expectWrites("patch nodes", "patch nodes/status")
+			if !f.tainted("n1") {
+				t.Fatal("the extension silent since its renewal did not gate the node")
+			}
+		})
+	}
+}
+
 func TestExpiryIsScheduledNotPolled(t *testing.T) {
 	f := newFixture(t, testOptions(), readyNode("n1"))
 	f.renew("kube-proxy", "n1")

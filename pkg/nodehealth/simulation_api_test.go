@@ -118,6 +118,9 @@ func (s *simulation) evictionError(pod *v1.Pod) error {
 	}
 	s.evictErred.Insert(pod.Name)
 	h := hash("eviction-error/"+pod.Name, sim.Epoch)
+	if h%6 < 3 {
+		s.evictionErrors++ // -sim.stats
+	}
 	switch h % 6 {
 	case 0:
 		return apierrors.NewInternalError(errors.New("sim: etcdserver: leader changed"))
@@ -150,6 +153,7 @@ func (s *simulation) drawConfig(seed uint64) (extra int) {
 	}
 	r := sim.NewRand(seed ^ configStream)
 	if r.Chance(0.5) {
+		s.thresholdsDrawn = true
 		s.opts.BlastRadius.ClusterThreshold = float64(1+r.Intn(100)) / 100
 		s.opts.BlastRadius.ZoneThreshold = float64(1+r.Intn(100)) / 100
 	}

@@ -64,7 +64,8 @@ type API struct {
 	compacted int64
 	watches   []*Watch
 	watchSeq  int
-	owed      map[string]int // re-watches owed by watches CloseWatches ended
+	owed      map[string]int                               // re-watches owed by watches CloseWatches ended
+	types     map[schema.GroupVersionResource]reflect.Type // each gvr's object type (its bookmarks')
 	stalls    map[schema.GroupVersionResource]func(runtime.Object) bool
 	faults    []*Fault
 	faultRate float64
@@ -97,6 +98,7 @@ func NewAPI(scheme *runtime.Scheme, rng *Rand) *API {
 		objects: map[schema.GroupVersionResource]map[types.NamespacedName]runtime.Object{},
 		counts:  map[string]int{},
 		owed:    map[string]int{},
+		types:   map[schema.GroupVersionResource]reflect.Type{},
 		stalls:  map[schema.GroupVersionResource]func(runtime.Object) bool{},
 		pending: map[int64]int{},
 

@@ -21,9 +21,9 @@
 //     (Deliver, DeliverAll), to a watch drawn from the seed, so events of one
 //     watch keep their order and only different watches' are reordered.
 //     Stall holds a resource's events while its writes still succeed, as a
-//     stuck watch connection does; CloseWatches ends watches (the reflector
-//     re-watches from its last resourceVersion and the history replays what
-//     it missed); Compact forgets history, so such a re-watch gets 410 Gone
+//     stuck watch connection does; CloseWatches ends watches, each with a
+//     bookmark of what it delivered (the reflector re-watches from its last
+//     resourceVersion and the history replays what it missed); Compact forgets history, so such a re-watch gets 410 Gone
 //     and the reflector relists. An event is never dropped while its watch
 //     is open; a closed or stopped watch's undelivered events are replaced
 //     by what its re-watch or relist brings.
@@ -89,7 +89,8 @@
 //     after which the reflector lists and watches.
 //   - A reflector takes a watch closed within a second of opening, having
 //     carried no event, for an error: it relists after a backoff instead of
-//     re-watching.
+//     re-watching. The bookmark CloseWatches sends first keeps real time out
+//     of that choice (a relist reads past a stall).
 //   - A watch from resourceVersion "0" starts with ADDED events of the current
 //     state, and the reflector does not advance its resourceVersion until a
 //     non-ADDED event: which is why the API's first resourceVersion is 1, as

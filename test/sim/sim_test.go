@@ -304,9 +304,9 @@ func TestAfterCloseWatchesTheInformerResumesWithNoEventLostAndNoDuplicateProcess
 	e := newEnv(t, 4)
 	ctx := e.ctx
 	nodes := e.client.CoreV1().Nodes()
-	// The watch must have carried an event before it is closed: a reflector
-	// takes a watch closed within a second with no event for an error, and
-	// relists after a backoff instead of re-watching.
+	// The watch carries an event before it is closed, so that what is
+	// replayed is an event it did not deliver (a watch that delivered
+	// nothing: TestAStalledWatchClosedBeforeItDeliveredAnythingIsReWatchedNotRelisted).
 	e.must(nodes.Create(ctx, node("a"), metav1.CreateOptions{}))
 	e.api.DeliverAll()
 	e.settle()
@@ -330,6 +330,38 @@ func TestAfterCloseWatchesTheInformerResumesWithNoEventLostAndNoDuplicateProcess
 	}
 	if !equalMaps(storeRVs(e.nodeInf), apiRVs(e.api, nodesGVR)) {
 		t.Errorf("store %v, API %v", storeRVs(e.nodeInf), apiRVs(e.api, nodesGVR))
+	}
+}
+
+// A reflector takes a watch closed within a second of real time with no
+// event for a broken one and lists again after a back-off, reading past a
+// stall; the bookmark CloseWatches sends first makes it re-watch from its
+// resourceVersion, whatever real time the watch lasted.
+func TestAStalledWatchClosedBeforeItDeliveredAnythingIsReWatchedNotRelisted(t *testing.T) {
+	e := newEnv(t, 6)
+	e.api.Stall(leasesGVR, nil)
+	e.must(e.client.CoordinationV1().Leases(leaseNS).Create(e.ctx, lease("a"), metav1.CreateOptions{}))
+	e.client.ClearActions()
+	e.api.CloseWatches(leasesGVR)
+	e.settle()
+
+	var verbs []string
+	for _, a := range e.client.Actions() {
+		if a.GetResource() == leasesGVR {
+			verbs = append(verbs, a.GetVerb())
+		}
+	}
+	if strings.Join(verbs, ",") != "watch" {
+		t.Errorf("after the close the reflector did %q, want one watch from its resourceVersion", verbs)
+	}
+	if len(storeRVs(e.leaseInf)) != 0 {
+		t.Errorf("the informer has %v: a relist read past the stall", storeRVs(e.leaseInf))
+	}
+	e.api.Unstall(leasesGVR)
+	e.api.DeliverAll()
+	e.settle()
+	if len(storeRVs(e.leaseInf)) != 1 {
+		t.Errorf("store %v after Unstall, want the Lease", storeRVs(e.leaseInf))
 	}
 }
 
