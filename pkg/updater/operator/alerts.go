@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -86,20 +87,11 @@ func (out *policy) parseAlerts(in []updatesv1alpha1.AlertGate) error {
 func unknownSources(pol *policy, known map[string]AlertSource) []string {
 	var out []string
 	for _, g := range pol.alerts {
-		if _, ok := known[g.source]; !ok && !containsString(out, g.source) {
+		if _, ok := known[g.source]; !ok && !slices.Contains(out, g.source) {
 			out = append(out, g.source)
 		}
 	}
 	return out
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // firingAlert is an alert of a gate, named for a condition or an Event.
