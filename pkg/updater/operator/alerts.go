@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/updater/alertmanager"
@@ -169,7 +170,7 @@ func (c *Controller) pauseSoak(ctx context.Context, s *updatesv1alpha1.Bottleroc
 		return nil
 	}
 	c.event(s, v1.EventTypeWarning, "SoakPaused", "The soak and its deadline are paused until the alerts gate can be read again: %s", why)
-	return c.setSoakPause(ctx, s, map[string]*string{updatesv1alpha1.SoakPausedSinceAnnotation: ptrTo(now.UTC().Format(time.RFC3339))})
+	return c.setSoakPause(ctx, s, map[string]*string{updatesv1alpha1.SoakPausedSinceAnnotation: ptr.To(now.UTC().Format(time.RFC3339))})
 }
 
 // resumeSoak adds the pause that ends now to the soak's paused time.
@@ -182,11 +183,9 @@ func (c *Controller) resumeSoak(ctx context.Context, s *updatesv1alpha1.Bottlero
 	c.event(s, v1.EventTypeNormal, "SoakResumed", "The alerts gate can be read again; the soak and its deadline go on, paused %s in all", total)
 	return c.setSoakPause(ctx, s, map[string]*string{
 		updatesv1alpha1.SoakPausedSinceAnnotation: nil,
-		updatesv1alpha1.SoakPausedAnnotation:      ptrTo(strconv.FormatInt(int64(total/time.Second), 10)),
+		updatesv1alpha1.SoakPausedAnnotation:      ptr.To(strconv.FormatInt(int64(total/time.Second), 10)),
 	})
 }
-
-func ptrTo(s string) *string { return &s }
 
 // setSoakPause writes (a value) or removes (nil) the pause's annotations,
 // guarded by the resourceVersion it was judged on.
