@@ -27,7 +27,6 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -148,7 +147,8 @@ func TestMain(m *testing.M) { sim.Main(m) }
 
 func TestSimulation(t *testing.T) {
 	logSimStats(t)
-	sim.Run(t, "guards", append(simRegressions.Seeds(), simSmokeSeeds...), func(t *testing.T, seed uint64) *sim.Trace {
+	seeds := append(simRegressions.Seeds(), simEvictionRegressions.Seeds()...)
+	sim.Run(t, "guards", append(seeds, simSmokeSeeds...), func(t *testing.T, seed uint64) *sim.Trace {
 		return runSimulation(t, seed, simTicks)
 	})
 }
@@ -203,6 +203,8 @@ func modelConfig(o Options) model.Config {
 		RegistrationGrace:        o.RegistrationGrace,
 		MinimumLeaseDuration:     o.MinimumLeaseDuration,
 		EvictionTimeout:          o.Eviction.Timeout,
+		EvictionMode:             string(o.Eviction.Mode),
+		EscalationsPerSecond:     o.Eviction.NodesPerSecond,
 		ClusterThreshold:         o.BlastRadius.ClusterThreshold,
 		ZoneThreshold:            o.BlastRadius.ZoneThreshold,
 		MaintenanceReasons:       sets.List(o.MaintenanceReasons),
@@ -392,6 +394,7 @@ func newSimulation(t *testing.T, seed uint64) *simulation {
 	s.kube = fake.NewClientset()
 	s.api.Install(&s.kube.Fake)
 	extra := s.drawConfig(seed)
+	s.drawEviction(seed)
 	s.model = model.New(modelConfig(s.opts))
 
 	// Half the seeds give cni a startup timeout, failing closed or open.
@@ -730,10 +733,10 @@ func (s *simulation) startController() {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	// The cluster-wide eviction rate and the per-node retry back-off (5 ms
-	// and up) are below the simulation's one-second resolution: a retry
-	// happens in the same simulated second, as it would in a real one.
-	c.evictionLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	// The per-node retry back-off (5 ms and up) is below the simulation's
+	// one-second resolution: a retry happens in the same simulated second,
+	// as it would in a real one (driverDelays). The cluster-wide eviction
+	// rate runs on the simulated clock as it is.
 	c.queue.ShutDown()
 	c.evictions.ShutDown()
 	s.queues = []*driverDelays{newDriverDelays("nodehealth", s.clk), newDriverDelays("nodehealth_evictions", s.clk)}
@@ -1304,7 +1307,8 @@ func (s *simulation) compare(quiet bool) bool {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		got := model.NodeView{Tainted: nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoSchedule)}
+		got := model.NodeView{Tainted: nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoSchedule),
+			NoExecute: nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoExecute)}
 		for _, c := range obj.Status.Conditions {
 			if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
 				got.ConditionStatus, got.ConditionReason = string(c.Status), c.Reason
@@ -1513,6 +1517,9 @@ func viewString(v model.NodeView) string {
 	s += "/" + v.ConditionStatus + ":" + v.ConditionReason
 	if v.Evicted {
 		s += "/evicted"
+	}
+	if v.NoExecute {
+		s += "/noexecute"
 	}
 	return s
 }
