@@ -684,3 +684,29 @@ func TestANoExecuteVariantWhoseUngateWasRefusedDoesNotOutliveItsGate(t *testing.
 		t.Errorf("the NoExecute variant of the ended gate is kept by the planned one: %s", fmtTaints(node))
 	}
 }
+
+// Mode None (the default) never escalates: a node that keeps failing long
+// past the eviction timeout stays tainted with its pods on it, and no
+// escalation is queued or made.
+func TestInModeNoneAFailingNodeIsNeverEscalated(t *testing.T) {
+	opts := testOptions()
+	opts.Eviction.Mode, opts.Eviction.Force = EvictionModeNone, false
+	f := newFixture(t, opts, readyNode("n1"), pod("p", "n1"))
+	f.reachEvictionTime("n1")
+	f.clock.Step(time.Hour)
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("the failing node is not tainted")
+	}
+	if n := f.c.evictions.Len(); n != 0 {
+		t.Errorf("%d escalations queued in mode None", n)
+	}
+	f.client.ClearActions()
+	f.escalateAndSync(t, "n1")
+	if got := evictionsOf(f); len(got) != 0 {
+		t.Errorf("evicted %q in mode None", got)
+	}
+	if nodeutil.HasTaint(f.node("n1"), testKey, v1.TaintEffectNoExecute) {
+		t.Errorf("NoExecute variant added in mode None: %s", fmtTaints(f.node("n1")))
+	}
+}

@@ -14,6 +14,9 @@ func TestInModeNoneAFailingNodeIsNeverEscalated(t *testing.T) {
 	st.expect("its eviction timeout passed", gated(notReady, boot1), "n1")
 	st.advance(30 * minute)
 	st.expect("still failing, still only tainted", gated(notReady, boot1), "n1")
+	if st.m.Escalated("n1") {
+		t.Error("escalated in mode None: the drain invariant would wait for evictions")
+	}
 }
 
 func TestInModeNoExecuteAnEscalatedNodeCarriesTheNoExecuteTaintUntilItsUngate(t *testing.T) {
