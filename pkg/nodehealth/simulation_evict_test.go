@@ -55,4 +55,12 @@ func (s *simulation) drawEviction(seed uint64) {
 // simEvictionRegressions are the seeds the eviction modes and rate found
 // something with, kept with what they found; unlike simRegressions, they
 // run with the mode and rate they draw.
-var simEvictionRegressions = sim.Regressions{}
+var simEvictionRegressions = sim.Regressions{
+	// The controller's (the first seeds once modes were drawn, 2026-11-29):
+	// n2 escalated in mode NoExecute at 1m25s; its ungate at 2m13s was
+	// refused by an outage of the controller's writes, and the updater's
+	// release at 2m25s gated it again before the removal was written; the
+	// new gate, never escalated, kept the NoExecute variant.
+	{Seed: 12, Name: "the NoExecute variant of a gate whose ungate an outage refused is removed when a planned release gates the node again before the removal is written; an escalation in mode NoExecute adds it"},
+	{Seed: 25, Name: "in mode None a node that keeps failing past its eviction timeout is never escalated: its pods stay"},
+}

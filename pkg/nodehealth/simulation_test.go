@@ -500,10 +500,14 @@ func (s *simulation) recreate(n *simNode, now time.Time, taint bool) {
 
 // createPods puts the node's workload on it: a pod anyone may evict and a
 // guarded one, whose budget refuses evictions for a while (EvictionHook), so
-// that a drain is in progress long enough for a guard to cut it.
+// that a drain is in progress long enough for a guard to cut it. Both declare
+// a controller (a ReplicaSet the simulation does not run), so that an
+// escalation in a mode other than Evict, which takes no eviction.force,
+// would evict them as mode Evict does.
 func (s *simulation) createPods(n *simNode, suffix string) {
-	s.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p-" + n.name + suffix}, Spec: v1.PodSpec{NodeName: n.name}})
-	s.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g-" + n.name + suffix, Labels: map[string]string{"budget": "guarded"}},
+	owner := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "workload", UID: "uid-workload", Controller: ptr.To(true)}}
+	s.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p-" + n.name + suffix, OwnerReferences: owner}, Spec: v1.PodSpec{NodeName: n.name}})
+	s.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g-" + n.name + suffix, Labels: map[string]string{"budget": "guarded"}, OwnerReferences: owner},
 		Spec: v1.PodSpec{NodeName: n.name}})
 }
 
