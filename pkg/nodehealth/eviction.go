@@ -309,8 +309,7 @@ func (c *Controller) startEscalation(ctx context.Context, name string) (time.Dur
 	}
 	st.escalationTurn = time.Time{}
 	// What an earlier escalation of the node left is not news: this one's
-	// first pass names what it leaves, and no sync names it once the node
-	// is marked.
+	// first pass names what it leaves.
 	c.drains.forgetLeft(name)
 	st.escalation.marked = true
 	c.mu.Unlock()

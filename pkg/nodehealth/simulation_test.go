@@ -590,7 +590,8 @@ func (s *simulation) checkDrain(n *simNode, w model.NodeView) []string {
 	now := s.clk.Now()
 	// Escalated, not only Evicted: a node that stops leaving while still
 	// failing starts its eviction clock afresh, and its drain waits for
-	// it (seed 10451841283598747068).
+	// it (seed 10451841283598747068), and then for its turn of the
+	// eviction rate, which the model counts.
 	if !w.Evicted || !s.model.Escalated(n.name) || !s.model.Failing(n.name) || s.model.Suspended(n.zone) {
 		n.freeSince = time.Time{}
 		return nil
