@@ -62,9 +62,10 @@ type Controller struct {
 	leaseIndexer cache.Indexer
 	leasesSynced cache.InformerSynced
 
-	queue           workqueue.TypedRateLimitingInterface[string]
-	evictions       workqueue.TypedRateLimitingInterface[string]
-	evictionLimiter flowcontrol.RateLimiter
+	queue     workqueue.TypedRateLimitingInterface[string]
+	evictions workqueue.TypedRateLimitingInterface[string]
+	// evictionTurns spaces the escalations cluster-wide.
+	evictionTurns *escalationTurns
 	// deadMarks limits the Node writes that only record dead marks
 	// (deadMarksPerSecond).
 	deadMarks flowcontrol.RateLimiter
@@ -136,25 +137,25 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 		metrics = NewMetrics(nil)
 	}
 	c := &Controller{
-		logger:          klog.FromContext(ctx),
-		client:          client,
-		opts:            opts,
-		clock:           clk,
-		recorder:        recorder,
-		metrics:         metrics,
-		queue:           newNodeQueue(clk, metrics),
-		evictions:       newEvictionQueue(clk, metrics),
-		evictionLimiter: flowcontrol.NewTokenBucketRateLimiterWithClock(evictionRate(opts.Eviction), 1, clk),
-		deadMarks:       flowcontrol.NewTokenBucketRateLimiterWithClock(deadMarksPerSecond, deadMarksBurst, clk),
-		tracker:         newLeaseTracker(clk, opts.MinimumLeaseDuration),
-		blast:           newBlastRadius(opts.BlastRadius),
-		rules:           map[string]*Rule{},
-		nodes:           map[string]*nodeState{},
-		live:            sets.New[string](),
-		leaseRefs:       map[string]sets.Set[string]{},
-		nodeLeaseRefs:   map[string][]string{},
-		contributions:   map[string]contribution{},
-		dirty:           sets.New[string](),
+		logger:        klog.FromContext(ctx),
+		client:        client,
+		opts:          opts,
+		clock:         clk,
+		recorder:      recorder,
+		metrics:       metrics,
+		queue:         newNodeQueue(clk, metrics),
+		evictions:     newEvictionQueue(clk, metrics),
+		evictionTurns: newEscalationTurns(evictionRate(opts.Eviction)),
+		deadMarks:     flowcontrol.NewTokenBucketRateLimiterWithClock(deadMarksPerSecond, deadMarksBurst, clk),
+		tracker:       newLeaseTracker(clk, opts.MinimumLeaseDuration),
+		blast:         newBlastRadius(opts.BlastRadius),
+		rules:         map[string]*Rule{},
+		nodes:         map[string]*nodeState{},
+		live:          sets.New[string](),
+		leaseRefs:     map[string]sets.Set[string]{},
+		nodeLeaseRefs: map[string][]string{},
+		contributions: map[string]contribution{},
+		dirty:         sets.New[string](),
 
 		droppedRegistrations: map[string]int{},
 	}
@@ -184,12 +185,11 @@ func defaultOptions(opts Options) Options {
 
 // evictionRate is the escalations per second, 0.1 when unset; the options
 // keep what the caller gave.
-func evictionRate(e EvictionOptions) float32 {
-	rate := e.NodesPerSecond
-	if rate <= 0 {
-		rate = 0.1
+func evictionRate(e EvictionOptions) float64 {
+	if e.NodesPerSecond <= 0 {
+		return 0.1
 	}
-	return float32(rate)
+	return e.NodesPerSecond
 }
 
 func newNodeQueue(clk clock.WithTicker, metrics *Metrics) workqueue.TypedRateLimitingInterface[string] {

@@ -907,8 +907,14 @@ func (e *evaluation) runEvictionClock() {
 	// gate; it is added only once the rate-limited escalation marked the
 	// node, and never while a guard holds: an escalation decided before the
 	// guard fired waits for it to lift like any other.
-	// A leaving node loses it: it is never escalated.
-	e.d.noExecute = st.gated && e.d.leaving == "" && (e.f.noExecute || (st.escalation.marked && opts.Eviction.Mode == EvictionModeNoExecute && !held))
+	// A leaving node loses it: it is never escalated. So does a gate that
+	// begins on the variant of a gate whose removal was refused
+	// (noExecuteOwed): only its own escalation adds it.
+	add := st.escalation.marked && opts.Eviction.Mode == EvictionModeNoExecute && !held
+	if !e.f.noExecute || add {
+		st.noExecuteOwed = false
+	}
+	e.d.noExecute = st.gated && e.d.leaving == "" && ((e.f.noExecute && !st.noExecuteOwed) || add)
 }
 
 // missingSince is when the controller first saw the extension's Lease

@@ -205,21 +205,27 @@ func (c *Controller) escalate(ctx context.Context, name string) (bool, error) {
 
 // escalateNode evicts the pods of a node whose extension failed long enough,
 // or asks for the NoExecute taint. It returns when the node needs another
-// pass for refused evictions (0: none). The cluster-wide rate limit applies
-// once per node escalation; retries of refused evictions do not consume it.
+// pass for refused evictions, or when its turn of the cluster-wide rate
+// limit comes (0: neither). The rate limit applies once per node
+// escalation; retries of refused evictions do not consume it.
 func (c *Controller) escalateNode(ctx context.Context, name string) (time.Duration, error) {
+	if wait := c.untilTurn(name); wait > 0 {
+		return wait, nil
+	}
 	failing, held := c.escalationDue(name)
 	if !failing {
 		c.drains.end(name)
+		c.spendTurn(name)
 		return 0, nil
 	}
 	first := c.holdOrResumeDrain(name, held)
 	if held {
+		c.spendTurn(name)
 		return 0, nil
 	}
 	if first {
-		if started, err := c.startEscalation(ctx, name); !started || err != nil {
-			return 0, err
+		if wait, started := c.startEscalation(ctx, name); !started {
+			return wait, nil
 		}
 	}
 	node, err := c.nodeLister.Get(name)
@@ -237,6 +243,29 @@ func (c *Controller) escalateNode(ctx context.Context, name string) (time.Durati
 		return c.evictPods(ctx, node, first)
 	default:
 		return 0, nil
+	}
+}
+
+// untilTurn is how long the node still waits for the turn of the rate limit
+// it took (0: it took none, or its instant has come).
+func (c *Controller) untilTurn(name string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.nodes[name]
+	if st == nil || st.escalationTurn.IsZero() {
+		return 0
+	}
+	return max(st.escalationTurn.Sub(c.clock.Now()), 0)
+}
+
+// spendTurn ends the turn the node took, whose instant has come, without
+// escalating it: it no longer fails, or a guard holds it. The token is gone
+// as a wait for it would have spent it.
+func (c *Controller) spendTurn(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.nodes[name]; st != nil && !c.clock.Now().Before(st.escalationTurn) {
+		st.escalationTurn = time.Time{}
 	}
 }
 
@@ -259,33 +288,36 @@ func (c *Controller) holdOrResumeDrain(name string, held bool) (first bool) {
 	return false
 }
 
-// startEscalation takes the node's turn of the cluster-wide eviction rate
-// limit and marks it escalated, unless the wait outlasted its failure or a
-// guard fired meanwhile.
-func (c *Controller) startEscalation(ctx context.Context, name string) (bool, error) {
-	if err := c.evictionLimiter.Wait(ctx); err != nil {
-		return false, err
+// startEscalation marks the node escalated once its turn of the
+// cluster-wide eviction rate limit has come, taking a turn if it has none;
+// until then it reports how long the node waits.
+func (c *Controller) startEscalation(ctx context.Context, name string) (time.Duration, bool) {
+	now := c.clock.Now()
+	c.mu.Lock()
+	st := c.nodes[name]
+	if st == nil {
+		c.mu.Unlock()
+		return 0, false
 	}
-	if failing, held := c.escalationDue(name); !failing || held {
-		if !failing {
-			c.drains.end(name)
-		}
-		return false, nil
+	if st.escalationTurn.IsZero() {
+		st.escalationTurn = c.evictionTurns.take(now)
 	}
+	if turn := st.escalationTurn; now.Before(turn) {
+		c.mu.Unlock()
+		klog.FromContext(ctx).V(2).Info("Escalation waits for its turn of the cluster-wide eviction rate (eviction.nodesPerSecond)", "node", name, "turn", turn)
+		return turn.Sub(now), false
+	}
+	st.escalationTurn = time.Time{}
 	// What an earlier escalation of the node left is not news: this one's
 	// first pass names what it leaves.
 	c.drains.forgetLeft(name)
-	c.mu.Lock()
-	st := c.nodes[name]
-	if st != nil {
-		st.escalation.marked = true
-	}
+	st.escalation.marked = true
 	c.mu.Unlock()
-	if st != nil && c.opts.Eviction.Mode == EvictionModeEvict {
+	if c.opts.Eviction.Mode == EvictionModeEvict {
 		// Its sync says DrainInProgress (writeLifecycle).
 		c.enqueue(name)
 	}
-	return true, nil
+	return 0, true
 }
 
 // askForNoExecute queues the node's sync, which adds the NoExecute readiness

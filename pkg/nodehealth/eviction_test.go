@@ -21,6 +21,7 @@ import (
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 
 	"nodehealth.io/nodehealth/pkg/drain"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 // reachEvictionTime renews the node's kube-proxy Lease once, lets it expire
@@ -592,5 +593,120 @@ func TestAFailingNodeWhoseCountAnotherNodesRecountClearedStillPausesItsEvictionC
 	}
 	if n := f.c.evictions.Len(); n != 0 {
 		t.Errorf("n2 escalated after 10 s of unplanned failure: its eviction clock counted the planned maintenance")
+	}
+}
+
+// Escalations that come due together take turns of the cluster-wide rate
+// limit (eviction.nodesPerSecond, burst 1) on the controller's clock: the
+// first node is escalated at once, each next one a turn later, and a node
+// waiting for its turn is queued for that instant rather than holding the
+// eviction worker.
+func TestEscalationsDueTogetherTakeTurnsOfTheRateLimitOnTheControllersClock(t *testing.T) {
+	opts := testOptions()
+	opts.Eviction.NodesPerSecond = 0.1
+	opts.BlastRadius = BlastRadiusOptions{} // three of three nodes fail at once
+	nodes := []string{"n1", "n2", "n3"}
+	var objs []runtime.Object
+	for _, n := range nodes {
+		objs = append(objs, readyNode(n), pod("p-"+n, n))
+	}
+	f := newFixture(t, opts, objs...)
+	for _, n := range nodes {
+		f.renew("kube-proxy", n)
+		f.sync(n)
+	}
+	f.clock.Step(51 * time.Second)
+	for _, n := range nodes {
+		f.sync(n)
+	}
+	f.clock.Step(5 * time.Minute)
+	for _, n := range nodes {
+		f.sync(n)
+	}
+	f.client.ClearActions()
+	escalate := func(node string, wantWait time.Duration, wantEvicted ...string) {
+		t.Helper()
+		after, err := f.c.escalateNode(f.ctx, node)
+		if err != nil || after != wantWait {
+			t.Fatalf("%s: waits %v (err %v), want %v", node, after, err, wantWait)
+		}
+		if got := evictionsOf(f); !slices.Equal(got, wantEvicted) {
+			t.Fatalf("%s: evicted %q, want %q", node, got, wantEvicted)
+		}
+	}
+	escalate("n1", 0, "p-n1")
+	escalate("n2", 10*time.Second)
+	escalate("n3", 20*time.Second)
+	// Queued again before its turn (another evaluation), a node keeps it.
+	f.clock.Step(4 * time.Second)
+	escalate("n3", 16*time.Second)
+	f.clock.Step(6 * time.Second)
+	escalate("n2", 0, "p-n2")
+	escalate("n3", 10*time.Second)
+	f.clock.Step(10 * time.Second)
+	escalate("n3", 0, "p-n3")
+}
+
+// The NoExecute variant goes with the gate it escalated: when the ungate's
+// removal is refused (an outage of the controller's writes) and a new gate
+// begins on the node before it is written (the updater's planned release),
+// the variant is removed, not kept for a gate that was never escalated
+// (simulation seed 12 once modes were drawn).
+func TestANoExecuteVariantWhoseUngateWasRefusedDoesNotOutliveItsGate(t *testing.T) {
+	opts := testOptions()
+	opts.Eviction.Mode, opts.Eviction.Force = EvictionModeNoExecute, false
+	f := newFixture(t, opts, readyNode("n1"))
+	f.reachEvictionTime("n1")
+	f.escalateAndSync(t, "n1")
+	if !nodeutil.HasTaint(f.node("n1"), testKey, v1.TaintEffectNoExecute) {
+		t.Fatalf("NoExecute variant not added: %s", fmtTaints(f.node("n1")))
+	}
+	refuse := true
+	f.client.PrependReactor("patch", "nodes", func(core.Action) (bool, runtime.Object, error) {
+		if !refuse {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewInternalError(errors.New("etcd is gone"))
+	})
+	f.renew("kube-proxy", "n1")
+	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+		t.Fatal("the ungate was written through the outage")
+	}
+	refuse = false
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n1", nodev1alpha1.ReasonUpdating)
+	f.sync("n1")
+	node := f.node("n1")
+	if !nodeutil.HasTaint(node, testKey, v1.TaintEffectNoSchedule) || f.condition("n1").Reason != nodev1alpha1.ReasonPlannedMaintenance {
+		t.Fatalf("not gated for the planned release: %s, %+v", fmtTaints(node), f.condition("n1"))
+	}
+	if nodeutil.HasTaint(node, testKey, v1.TaintEffectNoExecute) {
+		t.Errorf("the NoExecute variant of the ended gate is kept by the planned one: %s", fmtTaints(node))
+	}
+}
+
+// Mode None (the default) never escalates: a node that keeps failing long
+// past the eviction timeout stays tainted with its pods on it, and no
+// escalation is queued or made.
+func TestInModeNoneAFailingNodeIsNeverEscalated(t *testing.T) {
+	opts := testOptions()
+	opts.Eviction.Mode, opts.Eviction.Force = EvictionModeNone, false
+	f := newFixture(t, opts, readyNode("n1"), pod("p", "n1"))
+	f.reachEvictionTime("n1")
+	f.clock.Step(time.Hour)
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("the failing node is not tainted")
+	}
+	if n := f.c.evictions.Len(); n != 0 {
+		t.Errorf("%d escalations queued in mode None", n)
+	}
+	f.client.ClearActions()
+	f.escalateAndSync(t, "n1")
+	if got := evictionsOf(f); len(got) != 0 {
+		t.Errorf("evicted %q in mode None", got)
+	}
+	if nodeutil.HasTaint(f.node("n1"), testKey, v1.TaintEffectNoExecute) {
+		t.Errorf("NoExecute variant added in mode None: %s", fmtTaints(f.node("n1")))
 	}
 }

@@ -46,6 +46,9 @@ var simFaultClasses = []simFaultClass{
 	{"other writers' conditions (foreign Drained=True)", regexp.MustCompile(`foreign Drained=true`)},
 	{"scale-down (nodes deleted)", regexp.MustCompile(`scale-down of`)},
 	{"a node's clock off (skewed renewTime)", regexp.MustCompile(`'s clock is off by `)},
+	{"eviction mode NoExecute", regexp.MustCompile(`^eviction mode NoExecute,`)},
+	{"eviction mode None", regexp.MustCompile(`^eviction mode None,`)},
+	{"eviction rate limited (one node every 10-50 s)", regexp.MustCompile(`^eviction mode \S+, 0\.\d+ nodes per second$`)},
 }
 
 // simStatsTally is what -sim.stats counted: per class, the seeds it was

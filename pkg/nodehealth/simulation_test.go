@@ -27,7 +27,6 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -148,7 +147,8 @@ func TestMain(m *testing.M) { sim.Main(m) }
 
 func TestSimulation(t *testing.T) {
 	logSimStats(t)
-	sim.Run(t, "guards", append(simRegressions.Seeds(), simSmokeSeeds...), func(t *testing.T, seed uint64) *sim.Trace {
+	seeds := append(simRegressions.Seeds(), simEvictionRegressions.Seeds()...)
+	sim.Run(t, "guards", append(seeds, simSmokeSeeds...), func(t *testing.T, seed uint64) *sim.Trace {
 		return runSimulation(t, seed, simTicks)
 	})
 }
@@ -203,6 +203,8 @@ func modelConfig(o Options) model.Config {
 		RegistrationGrace:        o.RegistrationGrace,
 		MinimumLeaseDuration:     o.MinimumLeaseDuration,
 		EvictionTimeout:          o.Eviction.Timeout,
+		EvictionMode:             string(o.Eviction.Mode),
+		EscalationsPerSecond:     o.Eviction.NodesPerSecond,
 		ClusterThreshold:         o.BlastRadius.ClusterThreshold,
 		ZoneThreshold:            o.BlastRadius.ZoneThreshold,
 		MaintenanceReasons:       sets.List(o.MaintenanceReasons),
@@ -392,6 +394,7 @@ func newSimulation(t *testing.T, seed uint64) *simulation {
 	s.kube = fake.NewClientset()
 	s.api.Install(&s.kube.Fake)
 	extra := s.drawConfig(seed)
+	s.drawEviction(seed)
 	s.model = model.New(modelConfig(s.opts))
 
 	// Half the seeds give cni a startup timeout, failing closed or open.
@@ -497,10 +500,14 @@ func (s *simulation) recreate(n *simNode, now time.Time, taint bool) {
 
 // createPods puts the node's workload on it: a pod anyone may evict and a
 // guarded one, whose budget refuses evictions for a while (EvictionHook), so
-// that a drain is in progress long enough for a guard to cut it.
+// that a drain is in progress long enough for a guard to cut it. Both declare
+// a controller (a ReplicaSet the simulation does not run), so that an
+// escalation in a mode other than Evict, which takes no eviction.force,
+// would evict them as mode Evict does.
 func (s *simulation) createPods(n *simNode, suffix string) {
-	s.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p-" + n.name + suffix}, Spec: v1.PodSpec{NodeName: n.name}})
-	s.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g-" + n.name + suffix, Labels: map[string]string{"budget": "guarded"}},
+	owner := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "workload", UID: "uid-workload", Controller: ptr.To(true)}}
+	s.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p-" + n.name + suffix, OwnerReferences: owner}, Spec: v1.PodSpec{NodeName: n.name}})
+	s.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g-" + n.name + suffix, Labels: map[string]string{"budget": "guarded"}, OwnerReferences: owner},
 		Spec: v1.PodSpec{NodeName: n.name}})
 }
 
@@ -583,7 +590,8 @@ func (s *simulation) checkDrain(n *simNode, w model.NodeView) []string {
 	now := s.clk.Now()
 	// Escalated, not only Evicted: a node that stops leaving while still
 	// failing starts its eviction clock afresh, and its drain waits for
-	// it (seed 10451841283598747068).
+	// it (seed 10451841283598747068), and then for its turn of the
+	// eviction rate, which the model counts.
 	if !w.Evicted || !s.model.Escalated(n.name) || !s.model.Failing(n.name) || s.model.Suspended(n.zone) {
 		n.freeSince = time.Time{}
 		return nil
@@ -730,10 +738,10 @@ func (s *simulation) startController() {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	// The cluster-wide eviction rate and the per-node retry back-off (5 ms
-	// and up) are below the simulation's one-second resolution: a retry
-	// happens in the same simulated second, as it would in a real one.
-	c.evictionLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	// The per-node retry back-off (5 ms and up) is below the simulation's
+	// one-second resolution: a retry happens in the same simulated second,
+	// as it would in a real one (driverDelays). The cluster-wide eviction
+	// rate runs on the simulated clock as it is.
 	c.queue.ShutDown()
 	c.evictions.ShutDown()
 	s.queues = []*driverDelays{newDriverDelays("nodehealth", s.clk), newDriverDelays("nodehealth_evictions", s.clk)}
@@ -1304,7 +1312,8 @@ func (s *simulation) compare(quiet bool) bool {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		got := model.NodeView{Tainted: nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoSchedule)}
+		got := model.NodeView{Tainted: nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoSchedule),
+			NoExecute: nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoExecute)}
 		for _, c := range obj.Status.Conditions {
 			if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
 				got.ConditionStatus, got.ConditionReason = string(c.Status), c.Reason
@@ -1513,6 +1522,9 @@ func viewString(v model.NodeView) string {
 	s += "/" + v.ConditionStatus + ":" + v.ConditionReason
 	if v.Evicted {
 		s += "/evicted"
+	}
+	if v.NoExecute {
+		s += "/noexecute"
 	}
 	return s
 }

@@ -115,6 +115,19 @@ func (r bootRecord) String() string {
 // controller's (Controller.viewStale). An evaluation never changes a
 // nodeState: it returns the next one (evaluate).
 type nodeState struct {
+	// escalationTurn is the node's turn of the cluster-wide eviction rate
+	// (escalationTurns; zero: none taken). Once taken it is kept until its
+	// instant whatever the node does meanwhile, so an ungate does not give
+	// the token back: at its instant the node is escalated if it is still
+	// due, and the turn is spent either way.
+	escalationTurn time.Time
+	// noExecuteOwed: the node was ungated, so a NoExecute variant still on
+	// it belongs to a gate that ended (its removal was refused, by an
+	// outage or a change of the Node) and is owed its removal, also when a
+	// new gate begins before it is written: only an escalation of that new
+	// gate adds it again. A restarted controller owes nothing: the variant
+	// it finds on a gated node is the gate's.
+	noExecuteOwed bool
 	// leaving is what the node's last evaluation read of its leaving
 	// signals (leavingFacts), judged again by the blast-radius recount and
 	// the escalation at their own instant.
@@ -412,6 +425,7 @@ func (s *nodeState) ungate() {
 	s.gate = gateSpan{start: s.gate.start, causeBeforeExpiry: s.gate.causeBeforeExpiry}
 	s.readyInBoot = true
 	s.resetEscalation()
+	s.noExecuteOwed = true
 }
 
 func (s *nodeState) resetEscalation() {

@@ -33,8 +33,16 @@ type Config struct {
 	RenewalGrace         time.Duration // added to a Lease's duration before it expires
 	RegistrationGrace    time.Duration // how long a creation-time taint may stay on a node listing no gating extension
 	MinimumLeaseDuration time.Duration // shorter Leases count as this long
-	EvictionTimeout      time.Duration // eviction clock limit; Evict mode only; <0 never escalates
-	ClusterThreshold     float64       // blast radius share (0..1), 0 = off
+	EvictionTimeout      time.Duration // eviction clock limit; <0 never escalates
+	// EvictionMode is what an escalation does (docs/controller.md,
+	// "Escalation"): EvictionModeEvict ("" too) evicts the node's pods,
+	// EvictionModeNoExecute adds the NoExecute variant of the readiness
+	// taint, EvictionModeNone never escalates.
+	EvictionMode string
+	// EscalationsPerSecond spaces the escalations cluster-wide, a token
+	// bucket of burst 1 (eviction.nodesPerSecond); 0 spaces them not at all.
+	EscalationsPerSecond float64
+	ClusterThreshold     float64 // blast radius share (0..1), 0 = off
 	ZoneThreshold        float64
 	MaintenanceReasons   []string      // release reasons that make a release planned (default "Updating")
 	CanaryInterval       time.Duration // own view goes stale 3 intervals after the last canary renewal observed (the driver tells the model via OwnView)
@@ -44,6 +52,13 @@ type Config struct {
 	LeavingNodeTaints        []string
 	LifecycleConditionMaxAge time.Duration
 }
+
+// The eviction modes (Config.EvictionMode).
+const (
+	EvictionModeEvict     = "Evict"
+	EvictionModeNoExecute = "NoExecute"
+	EvictionModeNone      = "None"
+)
 
 // Extension is one entry of a node's resolved required list.
 type Extension struct {
@@ -92,7 +107,14 @@ type NodeView struct {
 	// re-created (another Node object).
 	// Choice: it survives reboots and controller restarts: the pods are gone
 	// whatever the controller remembers.
+	// Only mode Evict evicts: in the other modes it stays false.
 	Evicted bool
+	// NoExecute: the readiness taint's NoExecute variant is on the Node
+	// (mode NoExecute). It is added when the node is escalated, stays while
+	// the node is tainted, whatever guard fires or pause of the failure
+	// comes meanwhile, and goes with the taint (the ungate) or when the
+	// node starts leaving.
+	NoExecute bool
 	// BootRecord is what the nodehealth.io/boot record holds: "bootID/uid",
 	// followed by ";a,b" (sorted) when extensions failed open in this boot;
 	// "" when no record was written.
@@ -115,6 +137,9 @@ type Model struct {
 	writesRefused    bool // the API server refuses the controller's Node writes
 	clusterSuspended bool
 	zoneSuspended    map[string]bool
+	// nextTurn is the earliest instant the next escalation may have
+	// (EscalationsPerSecond): the controller's memory, which Start wipes.
+	nextTurn time.Time
 }
 
 type leaseKey struct{ node, ext string }
@@ -151,7 +176,10 @@ type node struct {
 	tainted                bool
 	condStatus, condReason string
 	record                 *bootRecord
-	evicted                bool
+	// evicted: escalated for the current failure (NodeView.Evicted in mode
+	// Evict); noExecute: NodeView.NoExecute.
+	evicted   bool
+	noExecute bool
 
 	// The controller's memory: wiped by Start.
 	inService  bool            // ungated (or found in service) in its current boot
@@ -163,6 +191,10 @@ type node struct {
 	// heldSince is when the node was first held for its current failure:
 	// the cause of the failure gate it gets when the guard lifts.
 	heldSince time.Time
+	// turn is the node's turn of the cluster-wide escalation rate (zero:
+	// none taken): kept until its instant whatever the node does meanwhile,
+	// then spent, escalating the node if it is due then.
+	turn time.Time
 }
 
 // gate is a gate the controller keeps on a node (tainted, or pending while
@@ -182,6 +214,10 @@ type evictionClock struct {
 	counted  time.Duration
 	last     time.Time
 	counting bool // the time from last to the next evaluation counts
+	// escalated: the node was escalated in this run of the clock (its
+	// turn of the rate came); a drain cut by a suspension goes on without
+	// another turn.
+	escalated bool
 }
 
 // bootRecord is the nodehealth.io/boot annotation. pending: written while
@@ -269,6 +305,8 @@ func (m *Model) Start(at time.Time) {
 	m.step(at)
 	m.running = true
 	m.resetGuards()
+	// A new instance's rate limit has its token.
+	m.nextTurn = time.Time{}
 	for k, l := range m.leases {
 		l.readyAtStale = false
 		if l.held {
@@ -355,7 +393,7 @@ func (m *Model) NodeUpdated(at time.Time, in Node) {
 		n.record = nil
 		n.tainted = in.TaintedAtCreation
 		// The pods of the old Node object are not this node's.
-		n.evicted = false
+		n.evicted, n.noExecute = false, false
 	}
 	if !m.running {
 		return
@@ -491,7 +529,8 @@ func (m *Model) Nodes() map[string]NodeView {
 			Tainted:         n.tainted,
 			ConditionStatus: n.condStatus,
 			ConditionReason: n.condReason,
-			Evicted:         n.evicted,
+			Evicted:         n.evicted && m.evicts(),
+			NoExecute:       n.noExecute,
 			BootRecord:      n.record.String(),
 		}
 	}
@@ -510,11 +549,18 @@ func (m *Model) Failing(name string) bool {
 
 // Escalated reports whether the node's escalation is in force: its pods
 // were evicted for this failure and its eviction clock has not started
-// afresh since. A node that was leaving gets a new clock when it stops
-// leaving: its drain waits for the new one, though its Evicted stays true.
+// afresh since, or it has and the node's new escalation came (its turn of
+// the cluster-wide rate included). A node that was leaving gets a new clock
+// when it stops leaving: its drain waits for the new one and for its turn,
+// though its Evicted stays true.
 func (m *Model) Escalated(name string) bool {
 	n := m.nodes[name]
-	return n != nil && n.evicted && n.clock.running && n.clock.counted >= m.cfg.EvictionTimeout
+	return n != nil && n.evicted && n.clock.running && n.clock.escalated
+}
+
+// evicts reports whether escalations evict pods (mode Evict).
+func (m *Model) evicts() bool {
+	return m.cfg.EvictionMode == "" || m.cfg.EvictionMode == EvictionModeEvict
 }
 
 // Held lists (sorted) the nodes in the held state: a guard keeps them from
@@ -564,6 +610,7 @@ func (n *node) forget(at time.Time) {
 	n.regSince = at
 	n.clock = evictionClock{last: at}
 	n.held = false
+	n.turn = time.Time{}
 }
 
 func parseFailedOpen(s string) map[string]bool {

@@ -302,7 +302,7 @@ func (m *Model) findNode(n *node, at time.Time) {
 	switch {
 	case recreated("", n.UID, rec):
 		m.beginBootstrapGate(n, at, nodev1alpha1.ReasonNodeRecreated)
-		n.evicted = false
+		n.evicted, n.noExecute = false, false
 		return
 	case rebooted("", n.BootID, rec):
 		// Choice: a reboot revealed by the record is reported as
@@ -415,6 +415,11 @@ func (m *Model) evaluateNode(n *node, t time.Time) {
 	if !n.tainted && !n.held {
 		n.evicted = false // the failure is over
 	}
+	if !n.tainted || f.leaving != "" {
+		// The NoExecute variant goes with the taint, and from a node
+		// that leaves (it is never escalated).
+		n.noExecute = false
+	}
 }
 
 // leaveExcludedNodeAlone: an excluded node loses the taint and its condition
@@ -425,7 +430,7 @@ func leaveExcludedNodeAlone(n *node) {
 	if n.condStatus != "" {
 		n.condStatus, n.condReason = condUnknown, nodev1alpha1.ReasonNodeExcluded
 	}
-	n.gate, n.inService, n.held, n.evicted = nil, false, false, false
+	n.gate, n.inService, n.held, n.evicted, n.noExecute = nil, false, false, false, false
 	n.clock = evictionClock{}
 }
 
@@ -674,10 +679,23 @@ func tickEvictionClock(n *node, t time.Time) {
 // the planned Lease renews while another failure remains. A gated node whose
 // extensions all look ready but have not renewed since gateStart is not
 // failing: its clock is paused until it is ungated.
+//
+// Mode None runs no clock. A node whose clock runs out takes a turn of the
+// cluster-wide rate (EscalationsPerSecond, burst 1: turns at least 1/rate
+// apart, handed out in the order nodes come due) and is escalated at its
+// turn if it is still due then; the turn is spent either way, and a node
+// holds only one at a time.
+//
+// Choice: nodes that come due in one evaluation take their turns in name
+// order.
 func (m *Model) runEvictionClock(n *node, f facts, t time.Time) {
+	turnCame := !n.turn.IsZero() && !t.Before(n.turn)
+	if turnCame {
+		n.turn = time.Time{}
+	}
 	// A leaving node has no eviction clock: should it stop leaving while
 	// still failing, its clock starts afresh.
-	if !n.inService || (n.gate == nil && len(f.notReady) == 0) || f.leaving != "" {
+	if m.cfg.EvictionMode == EvictionModeNone || !n.inService || (n.gate == nil && len(f.notReady) == 0) || f.leaving != "" {
 		n.clock = evictionClock{last: t}
 		return
 	}
@@ -687,10 +705,46 @@ func (m *Model) runEvictionClock(n *node, f facts, t time.Time) {
 	}
 	suspended := m.ownViewStale || m.blastSuspended(n)
 	n.clock.counting = n.clock.running && failing && !suspended
-	if n.clock.counting && m.cfg.EvictionTimeout >= 0 && n.clock.counted >= m.cfg.EvictionTimeout {
-		// Choice: EvictionTimeout 0 escalates at the first evaluation of
-		// the failure.
-		n.evicted = true
+	// Choice: EvictionTimeout 0 escalates at the first evaluation of the
+	// failure.
+	due := n.clock.counting && m.cfg.EvictionTimeout >= 0 && n.clock.counted >= m.cfg.EvictionTimeout
+	switch {
+	case turnCame:
+		if due {
+			m.escalate(n)
+		}
+	case !n.turn.IsZero():
+		// Waits for its turn.
+	case due && !n.clock.escalated:
+		if turn := m.takeTurn(t); turn.After(t) {
+			n.turn = turn
+		} else {
+			m.escalate(n)
+		}
+	case due:
+		// A drain cut by a suspension goes on.
+		m.escalate(n)
+	}
+}
+
+// takeTurn hands out the next turn of the cluster-wide escalation rate.
+func (m *Model) takeTurn(t time.Time) time.Time {
+	turn := t
+	if m.nextTurn.After(t) {
+		turn = m.nextTurn
+	}
+	if r := m.cfg.EscalationsPerSecond; r > 0 {
+		m.nextTurn = turn.Add(time.Duration(math.Round(float64(time.Second) / r)))
+	}
+	return turn
+}
+
+// escalate: the node's pods are evicted (mode Evict) or the NoExecute
+// variant of its taint is added (mode NoExecute).
+func (m *Model) escalate(n *node) {
+	n.evicted, n.clock.escalated = true, true
+	if m.cfg.EvictionMode == EvictionModeNoExecute {
+		n.noExecute = true
 	}
 }
 

@@ -1,0 +1,84 @@
+package model
+
+import "testing"
+
+func noExecute(v NodeView) NodeView { v.NoExecute = true; return v }
+
+func TestInModeNoneAFailingNodeIsNeverEscalated(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.EvictionMode = EvictionModeNone
+	st := newStory(t, cfg)
+	st.inService(worker("n1", gating("a")))
+	st.release(10*sec, "n1/a", "Crashed")
+	st.advance(5*minute + 10*sec)
+	st.expect("its eviction timeout passed", gated(notReady, boot1), "n1")
+	st.advance(30 * minute)
+	st.expect("still failing, still only tainted", gated(notReady, boot1), "n1")
+	if st.m.Escalated("n1") {
+		t.Error("escalated in mode None: the drain invariant would wait for evictions")
+	}
+}
+
+func TestInModeNoExecuteAnEscalatedNodeCarriesTheNoExecuteTaintUntilItsUngate(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.EvictionMode = EvictionModeNoExecute
+	st := newStory(t, cfg)
+	st.inService(worker("n1", gating("a")))
+	st.release(10*sec, "n1/a", "Crashed")
+	st.advance(5*minute + 9*sec)
+	st.expect("not yet due", gated(notReady, boot1), "n1")
+	st.advance(5*minute + 10*sec)
+	st.expect("escalated: the NoExecute variant, no eviction", noExecute(gated(notReady, boot1)), "n1")
+	st.stale(6 * minute)
+	st.expect("a guard keeps what was added", noExecute(gated(notReady, boot1)), "n1")
+	st.recover(6*minute + 10*sec)
+	st.renew(7*minute, "n1/a")
+	st.expect("ungated: both taints go", ready(boot1), "n1")
+}
+
+func TestEscalationsDueTogetherAreSpacedByTheRateInNameOrder(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.EscalationsPerSecond = 0.1 // one every 10 s
+	st := newStory(t, cfg)
+	st.inService(worker("n1", gating("a")), worker("n2", gating("a")), worker("n3", gating("a")))
+	for _, n := range names(3) {
+		st.release(10*sec, n+"/a", "Crashed")
+	}
+	st.advance(5*minute + 10*sec)
+	st.expect("the first turn", evicted(gated(notReady, boot1)), "n1")
+	st.expect("waiting", gated(notReady, boot1), "n2", "n3")
+	st.advance(5*minute + 19*sec)
+	st.expect("not before its turn", gated(notReady, boot1), "n2", "n3")
+	st.advance(5*minute + 20*sec)
+	st.expect("the second turn", evicted(gated(notReady, boot1)), "n2")
+	st.expect("the third is 10 s later", gated(notReady, boot1), "n3")
+	st.advance(5*minute + 30*sec)
+	st.expect("the third turn", evicted(gated(notReady, boot1)), "n3")
+}
+
+func TestATurnOfTheRateIsSpentAtItsInstantByANodeThatNoLongerFails(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.EscalationsPerSecond = 0.1
+	cfg.EvictionTimeout = 20 * sec
+	st := newStory(t, cfg)
+	st.inService(worker("n1", gating("a")), worker("n2", gating("a")), worker("n3", gating("a")))
+	for _, n := range names(3) {
+		st.release(10*sec, n+"/a", "Crashed")
+	}
+	st.advance(30 * sec)
+	st.expect("the first turn", evicted(gated(notReady, boot1)), "n1")
+	// n2 recovers before its turn (40 s) and fails again at once: its clock
+	// runs out at 56 s, after that turn, which it spent not being due, so
+	// it takes a new one, after n3's (50 s).
+	st.renew(35*sec, "n2/a")
+	st.expect("recovered", ready(boot1), "n2")
+	st.release(36*sec, "n2/a", "Crashed")
+	st.advance(40 * sec)
+	st.expect("its turn came while its clock ran", gated(notReady, boot1), "n2")
+	st.advance(50 * sec)
+	st.expect("n3's turn is not moved up nor back", evicted(gated(notReady, boot1)), "n3")
+	st.advance(56 * sec)
+	st.expect("due again, a new turn", gated(notReady, boot1), "n2")
+	st.advance(60 * sec)
+	st.expect("the turn after n3's", evicted(gated(notReady, boot1)), "n2")
+}

@@ -1,0 +1,66 @@
+package nodehealth
+
+import (
+	"flag"
+	"slices"
+
+	"nodehealth.io/nodehealth/test/sim"
+)
+
+var simEviction = flag.Bool("sim.eviction", true, "draw each seed's eviction mode and rate (false: mode Evict, 1000 nodes per second, the schedule before they were drawn)")
+
+// evictionStream is xored into the seed for drawEviction's stream: a stream
+// of its own, so that a seed whose draw is mode Evict, effectively unlimited,
+// runs the schedule it ran before the draw was added.
+const evictionStream = 0x6576696374 // "evict"
+
+// simRates are the eviction.nodesPerSecond a seed draws from: effectively
+// unlimited, or one node every 10, 20 or 50 s, which a 300 s schedule with
+// a 30 s eviction timeout and several nodes failing together reaches.
+var simRates = []float64{1000, 0.1, 0.05, 0.02}
+
+// drawEviction draws the eviction mode (Evict most often, NoExecute and
+// None on a fraction of the seeds) and the cluster-wide rate, and writes
+// them in the trace when they are not the old schedule's.
+//
+// The seeds of simRegressions keep mode Evict, effectively unlimited: each
+// was kept for what it found under them, and most of what they hold (drains,
+// eviction clocks) is only observable in mode Evict. A seed's schedule
+// depends on the seed alone, however it is run.
+func (s *simulation) drawEviction(seed uint64) {
+	if !*simEviction || slices.Contains(simRegressions.Seeds(), seed) {
+		return
+	}
+	r := sim.NewRand(seed ^ evictionStream)
+	switch {
+	case r.Chance(0.15):
+		s.opts.Eviction.Mode = EvictionModeNone
+	case r.Chance(0.2):
+		s.opts.Eviction.Mode = EvictionModeNoExecute
+	}
+	s.opts.Eviction.NodesPerSecond = simRates[0]
+	if r.Chance(0.5) {
+		s.opts.Eviction.NodesPerSecond = simRates[1+r.Intn(len(simRates)-1)]
+	}
+	if s.opts.Eviction.Mode != EvictionModeEvict {
+		// kubectl drain's flags go with mode Evict only (the
+		// configuration's validation).
+		s.opts.Eviction.Force = false
+	}
+	if s.opts.Eviction.Mode != EvictionModeEvict || s.opts.Eviction.NodesPerSecond != simRates[0] {
+		s.trace.Add("eviction mode %s, %g nodes per second", s.opts.Eviction.Mode, s.opts.Eviction.NodesPerSecond)
+	}
+}
+
+// simEvictionRegressions are the seeds the eviction modes and rate found
+// something with, kept with what they found; unlike simRegressions, they
+// run with the mode and rate they draw.
+var simEvictionRegressions = sim.Regressions{
+	// The controller's (the first seeds once modes were drawn, 2026-11-29):
+	// n2 escalated in mode NoExecute at 1m25s; its ungate at 2m13s was
+	// refused by an outage of the controller's writes, and the updater's
+	// release at 2m25s gated it again before the removal was written; the
+	// new gate, never escalated, kept the NoExecute variant.
+	{Seed: 12, Name: "the NoExecute variant of a gate whose ungate an outage refused is removed when a planned release gates the node again before the removal is written; an escalation in mode NoExecute adds it"},
+	{Seed: 25, Name: "in mode None a node that keeps failing past its eviction timeout is never escalated: its pods stay"},
+}
