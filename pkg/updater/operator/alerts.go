@@ -109,6 +109,14 @@ func (f firingAlert) String() string {
 	return name + " (source " + f.source + ")"
 }
 
+// answerAlerts is the sources' answer for the gates, shared with every
+// other reader of the same gates for GateRecheck (alertAnswers).
+func (c *Controller) answerAlerts(ctx context.Context, gates []alertGate) *alertAnswer {
+	return c.alertAnswers.get(ctx, alertsKey(gates), c.now(), func(ctx context.Context) ([]firingAlert, []string) {
+		return c.queryAlerts(ctx, gates)
+	})
+}
+
 // queryAlerts asks each source of the gates for its firing alerts; errs
 // says which sources could not answer, and why.
 func (c *Controller) queryAlerts(ctx context.Context, gates []alertGate) (firing []firingAlert, errs []string) {
@@ -142,8 +150,11 @@ func (c *Controller) soakAlerts(ctx context.Context, s *updatesv1alpha1.Bottlero
 	if pol == nil || len(pol.alerts) == 0 {
 		return false, c.resumeSoak(ctx, s, now)
 	}
-	firing, errs := c.queryAlerts(ctx, pol.alerts)
-	for _, f := range firing {
+	ans := c.answerAlerts(ctx, pol.alerts)
+	// Looked at again when the answer expires, with the policy's other
+	// nodes: the pause ends when the source answers.
+	recheck := max(ans.recheckAt().Sub(now), 0)
+	for _, f := range ans.firing {
 		if f.alert.Labels[NodeLabel] != s.Name {
 			continue
 		}
@@ -152,15 +163,14 @@ func (c *Controller) soakAlerts(ctx context.Context, s *updatesv1alpha1.Bottlero
 		return true, c.recordFailure(ctx, s, &failure{reason: ReasonFiringAlert, healthGate: true,
 			message: fmt.Sprintf("%s: alert %s of spec.gates.alerts of UpdatePolicy %s names the node and fired during its soak", ReasonFiringAlert, f, pol.name)})
 	}
-	if len(errs) > 0 {
-		// Looked at again soon: the pause ends when the source answers.
-		c.after(s.Name, GateRecheck)
-		return true, c.pauseSoak(ctx, s, now, strings.Join(errs, "; "))
+	if len(ans.errs) > 0 {
+		c.after(s.Name, recheck)
+		return true, c.pauseSoak(ctx, s, now, strings.Join(ans.errs, "; "))
 	}
 	if soakPausedNow(s) {
 		return true, c.resumeSoak(ctx, s, now)
 	}
-	c.after(s.Name, GateRecheck)
+	c.after(s.Name, recheck)
 	return false, nil
 }
 
