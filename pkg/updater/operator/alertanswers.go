@@ -33,9 +33,10 @@ type alertAnswer struct {
 	errs   []string
 }
 
-// fresh reports whether the answer may still be used at now.
-func (a *alertAnswer) fresh(now time.Time) bool {
-	return now.Sub(a.at) < GateRecheck
+// fresh reports whether the answer may still be used at now by a caller
+// that needs one asked at notBefore or later.
+func (a *alertAnswer) fresh(now, notBefore time.Time) bool {
+	return now.Sub(a.at) < GateRecheck && !a.at.Before(notBefore)
 }
 
 // recheckAt is when the answer expires: a caller held by it looks again
@@ -43,14 +44,14 @@ func (a *alertAnswer) fresh(now time.Time) bool {
 // query serves them all.
 func (a *alertAnswer) recheckAt() time.Time { return a.at.Add(GateRecheck) }
 
-// get returns the answer for key, from a query that ran at most
-// GateRecheck before now, or else from query, run once however many
-// callers ask meanwhile. A caller whose ctx ends while it waits gets its
+// get returns the answer for key, from a query that began at most
+// GateRecheck before now and not before notBefore (zero: any), or else
+// from query, run once however many callers ask meanwhile. A caller whose ctx ends while it waits gets its
 // ctx's error as the answer; a query whose own ctx ended is not kept, as
 // it says nothing about the source.
-func (a *alertAnswers) get(ctx context.Context, key string, now time.Time, query func(context.Context) ([]firingAlert, []string)) *alertAnswer {
+func (a *alertAnswers) get(ctx context.Context, key string, now, notBefore time.Time, query func(context.Context) ([]firingAlert, []string)) *alertAnswer {
 	a.mu.Lock()
-	if ans := a.byKey[key]; ans != nil && ans.fresh(now) {
+	if ans := a.byKey[key]; ans != nil && ans.fresh(now, notBefore) {
 		a.mu.Unlock()
 		select {
 		case <-ans.done:
@@ -64,7 +65,7 @@ func (a *alertAnswers) get(ctx context.Context, key string, now time.Time, query
 	}
 	// Answers of gates nobody asks about any more are dropped here.
 	for k, old := range a.byKey {
-		if !old.fresh(now) && answered(old) {
+		if !old.fresh(now, time.Time{}) && answered(old) {
 			delete(a.byKey, k)
 		}
 	}

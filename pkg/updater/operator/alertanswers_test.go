@@ -145,7 +145,7 @@ func TestCallersThatAskWhileAQueryRunsWaitForItsAnswer(t *testing.T) {
 		}
 		answers := make(chan *alertAnswer, 3)
 		for range 3 {
-			go func() { answers <- a.get(t.Context(), "prom", t0, query) }()
+			go func() { answers <- a.get(t.Context(), "prom", t0, time.Time{}, query) }()
 			synctest.Wait() // the first runs its query; the others wait for it
 		}
 		close(release)
@@ -175,8 +175,34 @@ func TestAQueryWhoseCallerGaveUpIsNotKept(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	a.get(ctx, "prom", t0, query)
-	if got := a.get(context.Background(), "prom", t0, query); len(got.errs) != 0 || queries != 2 {
+	a.get(ctx, "prom", t0, time.Time{}, query)
+	if got := a.get(context.Background(), "prom", t0, time.Time{}, query); len(got.errs) != 0 || queries != 2 {
 		t.Errorf("after a cancelled query: errs %v, %d queries, want none and 2", got.errs, queries)
+	}
+}
+
+// TestANodePassesItsSoakOnlyOnAnAnswerAskedOnceTheSoakWasOver: an answer
+// shared from five seconds before the soak ended misses the alert that
+// fired since; the operator asks again, and the alert naming the node
+// fails it.
+func TestANodePassesItsSoakOnlyOnAnAnswerAskedOnceTheSoakWasOver(t *testing.T) {
+	src := &fakeSource{}
+	f := newPolicyFixture(t, withSources(defaultOptions(), map[string]AlertSource{"prom": src}),
+		[]*updatesv1alpha1.UpdatePolicy{fleet(alertGates("prom"))}, []*v1.Node{mkNode("n1")},
+		[]*updatesv1alpha1.BottlerocketShadow{soakingShadow(since(time.Minute))})
+	// The soak (5m from t0-1m) ends at t0+4m, its deadline at t0+19m.
+	f.clock.Step(4*time.Minute - 5*time.Second)
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(nil)
+	src.alerts = []alertmanager.Alert{alert("NodeDown", "node", "n1")}
+	f.clock.Step(5 * time.Second)
+	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"update n1 Idle 1.20.0 failed=FiringAlert:"})
+	if len(src.asked) != 2 {
+		t.Errorf("%d queries, want 2", len(src.asked))
 	}
 }

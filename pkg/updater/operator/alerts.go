@@ -110,9 +110,10 @@ func (f firingAlert) String() string {
 }
 
 // answerAlerts is the sources' answer for the gates, shared with every
-// other reader of the same gates for GateRecheck (alertAnswers).
-func (c *Controller) answerAlerts(ctx context.Context, gates []alertGate) *alertAnswer {
-	return c.alertAnswers.get(ctx, alertsKey(gates), c.now(), func(ctx context.Context) ([]firingAlert, []string) {
+// other reader of the same gates for GateRecheck (alertAnswers); one asked
+// before notBefore is not used.
+func (c *Controller) answerAlerts(ctx context.Context, gates []alertGate, notBefore time.Time) *alertAnswer {
+	return c.alertAnswers.get(ctx, alertsKey(gates), c.now(), notBefore, func(ctx context.Context) ([]firingAlert, []string) {
 		return c.queryAlerts(ctx, gates)
 	})
 }
@@ -141,16 +142,24 @@ func (c *Controller) queryAlerts(ctx context.Context, gates []alertGate) (firing
 	return firing, errs
 }
 
-// soakAlerts runs the policy's alerts gate on a node in its soak: an alert
-// that names the node fails its health gate (reported is true: nothing
-// more to do in this sync), a source that cannot answer pauses the soak
-// and its deadline until it answers again, and a source that answers
-// again resumes them. Without alert gates it does nothing.
-func (c *Controller) soakAlerts(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, pol *policy, now time.Time) (bool, error) {
+// soakAlerts runs the policy's alerts gate on a node in its soak, which
+// ends at end: an alert that names the node fails its health gate
+// (reported is true: nothing more to do in this sync), a source that
+// cannot answer pauses the soak and its deadline until it answers again,
+// and a source that answers again resumes them. Without alert gates it
+// does nothing.
+func (c *Controller) soakAlerts(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, pol *policy, now, end time.Time) (bool, error) {
 	if pol == nil || len(pol.alerts) == 0 {
 		return false, c.resumeSoak(ctx, s, now)
 	}
-	ans := c.answerAlerts(ctx, pol.alerts)
+	// The answer that passes the node was asked once its soak was over:
+	// an answer shared from earlier would miss an alert that fired in the
+	// soak's last seconds.
+	var notBefore time.Time
+	if !now.Before(end) {
+		notBefore = end
+	}
+	ans := c.answerAlerts(ctx, pol.alerts, notBefore)
 	// Looked at again when the answer expires, with the policy's other
 	// nodes: the pause ends when the source answers.
 	recheck := max(ans.recheckAt().Sub(now), 0)

@@ -103,7 +103,7 @@ func (c *Controller) readGates(ctx context.Context, pol *policy) *podGate {
 	}
 	g.recheck = c.now().Add(GateRecheck)
 	if len(pol.alerts) > 0 {
-		ans := c.answerAlerts(ctx, pol.alerts)
+		ans := c.answerAlerts(ctx, pol.alerts, time.Time{})
 		g.firing = ans.firing
 		errs = append(errs, ans.errs...)
 		if r := ans.recheckAt(); r.Before(g.recheck) {
