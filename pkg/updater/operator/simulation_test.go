@@ -97,7 +97,10 @@ var simRegressions = sim.Regressions{
 	// that draws none runs as it did before). Seed 1 draws the blockingPods
 	// gate since issue 39 and no longer finds
 	// s7-soak-start-remembered-before-its-write; seed 2 does
-	// (docs/reliability.md).
+	// (docs/reliability.md). Seeds 2, 7, 28 and 11545879933131344284 draw
+	// the alerts gate since issue 39: 7 no longer finds
+	// 3-reboot-never-asked-again (36 does) nor 28 rb-3-halt-policy-rolls-back
+	// (46 does; 28 finds alert-2-pause-not-added-at-its-end instead).
 	{Seed: 1, Name: "a soak start whose healthy-since write conflicted is written again (the model requires SoakStart)"},
 	{Seed: 15, Name: "an agent whose report of the update its host booted mid-drain failed does not reboot it again (never-two-boots)"},
 	{Seed: 402, Name: "an update that ended clears rebootRequestedAt, so the next attempt is not past its drain before it drained (model)"},
@@ -120,6 +123,9 @@ var simRegressions = sim.Regressions{
 	{Seed: 37, Name: "the bootID is checked before the drain: never a second reboot for one update (takes over from 21 for mutant 7-no-host-check-before-drain since the agent checks the running version before it pins, issue 39)"},
 	{Seed: 49, Name: "a rollback that fails before its reboot halts again, so a node a bad release left tainted is marked failed although a user resumed the first failure (mutant rb-4-failed-rollback-aborted, drained-past-deadline)"},
 	{Seed: 28, Name: "only a policy with onHealthGateFailure Rollback names a version to roll back (mutant rb-3-halt-policy-rolls-back, model)"},
+	{Seed: 36, Name: "a refused or lost reboot is asked again while the update is armed (takes over from 7 for mutant 3-reboot-never-asked-again since seed 7 draws the alerts gate, issue 39; drained-node-reboots)"},
+	{Seed: 46, Name: "only a policy with onHealthGateFailure Rollback names a version to roll back (takes over from 28 for mutant rb-3-halt-policy-rolls-back since seed 28 draws the alerts gate, issue 39; model)"},
+	{Seed: 6, Name: "no start while the alert source cannot answer, and an alert naming a node that fires in its soak fails it (mutants alert-1-unreachable-source-holds-no-start and alert-3-node-alert-does-not-fail-its-soak, model)"},
 	{Seed: 2615572917958470726, Name: "a user's write of the lock a rollback pinned (the version the node ran before) changes nothing, and the agent restores the lock from before the update (CI's fresh seeds, 2026-11-29; driver)"},
 }
 
