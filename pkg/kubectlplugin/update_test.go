@@ -332,3 +332,31 @@ func TestUpdateStatusSaysWhatTheGatesBlock(t *testing.T) {
 		t.Errorf("a policy nothing blocks is said to be blocked:\n%s", out)
 	}
 }
+
+// TestUpdateStatusNamesTheAlertsAndTheSourceThatBlockAPolicy: each reason
+// of the alerts gate, with the message the operator writes, is a BLOCKED
+// line naming the alert or the source.
+func TestUpdateStatusNamesTheAlertsAndTheSourceThatBlockAPolicy(t *testing.T) {
+	blocked := func(name, reason, message string) *updatesv1alpha1.UpdatePolicy {
+		return policyFixture(name, false, updatesv1alpha1.UpdatePolicyStatus{ObservedGeneration: 2,
+			Conditions: []metav1.Condition{{Type: updatesv1alpha1.PolicyBlocked, Status: metav1.ConditionTrue, Reason: reason, Message: message}}})
+	}
+	lines := []string{
+		"fleet: BLOCKED: Alerts of spec.gates.alerts fire and hold back every start: KubePersistentVolumeFillingUp (source prod), NodeDown{node=n1} (source prod)\n",
+		"canary: BLOCKED: No node starts while a gate cannot be read (fail closed): querying alert source prod: dial tcp 10.0.0.9:9093: connect: connection refused\n",
+		"staging: BLOCKED: No node starts: spec.gates.alerts names alert sources the operator's configuration does not define (alertSources): staging-am\n",
+	}
+	out, err := runUpdate(t, shadowfake.NewSimpleClientset(
+		blocked("fleet", "FiringAlerts", strings.TrimSuffix(strings.TrimPrefix(lines[0], "fleet: BLOCKED: "), "\n")),
+		blocked("canary", "GateUnavailable", strings.TrimSuffix(strings.TrimPrefix(lines[1], "canary: BLOCKED: "), "\n")),
+		blocked("staging", "UnknownAlertSource", strings.TrimSuffix(strings.TrimPrefix(lines[2], "staging: BLOCKED: "), "\n")),
+	), "update", "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range lines {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

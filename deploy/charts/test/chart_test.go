@@ -602,6 +602,10 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"digest without algorithm", "controller:\n  image:\n    digest: 0123abcd\n", regexp.MustCompile(`at '/controller/image/digest': '0123abcd' does not match pattern`)},
 		{"argument not a string", "updateOperator:\n  extraArgs:\n  - 2\n", regexp.MustCompile(`at '/updateOperator/extraArgs/0': got number, want string`)},
 		{"env without name", "updateAgent:\n  extraEnv:\n  - value: x\n", regexp.MustCompile(`at '/updateAgent/extraEnv/0': missing property 'name'`)},
+		{"mount of nothing", "updateOperator:\n  mounts:\n  - name: am\n    mountPath: /etc/am\n", regexp.MustCompile(`at '/updateOperator/mounts/0': 'oneOf' failed`)},
+		{"mount of a Secret and a ConfigMap", "updateOperator:\n  mounts:\n  - name: am\n    mountPath: /etc/am\n    secret: a\n    configMap: b\n", regexp.MustCompile(`at '/updateOperator/mounts/0': 'oneOf' failed`)},
+		{"mount over the configuration", "updateOperator:\n  mounts:\n  - name: am\n    mountPath: /etc/nodehealth/am\n    secret: a\n", regexp.MustCompile(`at '/updateOperator/mounts/0/mountPath': 'not' failed`)},
+		{"mount named as the configuration's volume", "updateOperator:\n  mounts:\n  - name: config\n    mountPath: /etc/am\n    secret: a\n", regexp.MustCompile(`at '/updateOperator/mounts/0/name': 'not' failed`)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "values.yaml")

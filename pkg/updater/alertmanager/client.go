@@ -98,13 +98,21 @@ func New(o Options) (*Client, error) {
 	if o.CAFile != "" {
 		pem, err := os.ReadFile(o.CAFile)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("caFile: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s holds no PEM certificate", o.CAFile)
+			return nil, fmt.Errorf("caFile: %s holds no PEM certificate", o.CAFile)
 		}
 		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	// Read at every query, but once here too: a token file that is not
+	// there (a Secret not mounted, a typo) stops the operator at its start
+	// rather than holding every rollout as GateUnavailable.
+	if o.BearerTokenFile != "" {
+		if _, err := readToken(o.BearerTokenFile); err != nil {
+			return nil, err
+		}
 	}
 	return &Client{base: base, http: &http.Client{Transport: transport, Timeout: o.Timeout}, tokenFile: o.BearerTokenFile}, nil
 }
@@ -177,13 +185,27 @@ func (c *Client) request(ctx context.Context, matchers []Matcher) (*http.Request
 	}
 	req.Header.Set("Accept", "application/json")
 	if c.tokenFile != "" {
-		token, err := os.ReadFile(c.tokenFile)
+		token, err := readToken(c.tokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("reading the bearer token: %w", err)
+			return nil, err
 		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	return req, nil
+}
+
+// readToken reads the bearer token, whitespace trimmed; an empty file is
+// an error, as a header without a token would only be refused.
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("bearerTokenFile: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("bearerTokenFile: %s is empty", path)
+	}
+	return token, nil
 }
 
 // firing keeps the active, unsilenced, uninhibited alerts the matchers

@@ -66,6 +66,9 @@ type Config struct {
 	GateAnywhere, GateOnNode bool
 	// Rollback: onHealthGateFailure Rollback (false: Halt).
 	Rollback bool
+	// Alerts: spec.gates.alerts asks an alert source (World.Alerts,
+	// World.AlertsDown).
+	Alerts bool
 }
 
 // Window is an update window of the simple form the simulation draws: it
@@ -119,6 +122,12 @@ type Shadow struct {
 	// leaves); Rollback the rollback annotation (a version that failed its
 	// health gate on this node).
 	FromVersion, Rollback string
+	// SoakPausedSince is the soak-paused-since annotation (zero when
+	// absent): the soak and its deadline are paused while the alerts
+	// gate cannot be read. SoakPaused is the soak-paused annotation: how
+	// long its earlier pauses lasted.
+	SoakPausedSince time.Time
+	SoakPaused      time.Duration
 }
 
 // Node is what the operator reads of one Node.
@@ -154,6 +163,38 @@ type World struct {
 	// bound to.
 	AnywherePods []string
 	OnNodePods   map[string][]string
+
+	// Alerts are the alerts of spec.gates.alerts that fire, as the source
+	// answers; AlertsDown: the source cannot answer.
+	Alerts     []Alert
+	AlertsDown bool
+}
+
+// Alert is a firing alert the alerts gate matches; Node is its node label
+// ("" when it names none).
+type Alert struct {
+	Name, Node string
+}
+
+// AlertNaming is the firing alert that names node, if one does.
+func (w World) AlertNaming(node string) (Alert, bool) {
+	for _, a := range w.Alerts {
+		if a.Node == node {
+			return a, true
+		}
+	}
+	return Alert{}, false
+}
+
+// SoakPausedNow: the node's soak and its MonitoringUpdate deadline are
+// paused.
+func SoakPausedNow(s Shadow) bool { return s.Spec == Monitoring && !s.SoakPausedSince.IsZero() }
+
+// soaking: the node is in the soak the alerts gate watches — the agent
+// reports MonitoringUpdate and the node is healthy with its soak started.
+func soaking(w World, s Shadow) bool {
+	node, ok := w.NodeOf(s)
+	return ok && node.Healthy && s.Spec == Monitoring && s.Status == Monitoring && !s.HealthySince.IsZero()
 }
 
 // GateHolds says why spec.gates hold back the node's start at Now ("" when
@@ -161,6 +202,13 @@ type World struct {
 // the start of its node only. Choice: the gates are read before a start, so
 // they never stop an update in flight.
 func (c Config) GateHolds(w World, node string) string {
+	// Choice: a source that cannot answer holds every start (fail closed).
+	if c.Alerts && w.AlertsDown {
+		return "the alert source cannot answer"
+	}
+	if c.Alerts && len(w.Alerts) > 0 {
+		return fmt.Sprintf("%d alerts of spec.gates.alerts fire, %s first", len(w.Alerts), w.Alerts[0].Name)
+	}
 	if c.GateAnywhere && len(w.AnywherePods) > 0 {
 		return "a blockingPods anywhere pod exists: " + strings.Join(w.AnywherePods, ", ")
 	}
@@ -277,6 +325,9 @@ const (
 	NodeDeleted      = "NodeDeleted"
 	// RollbackFailed: the agent failed a rollback before its reboot.
 	RollbackFailed = "RollbackFailed"
+	// FiringAlert: an alert of spec.gates.alerts naming the node fired in
+	// its soak.
+	FiringAlert = "FiringAlert"
 )
 
 // FailureDue is the halting failure the operator must record for s now, ""
@@ -303,13 +354,34 @@ func (c Config) FailureDue(w World, s Shadow) string {
 		}
 		return "" // the agent failed before the reboot: an abort, no halt
 	}
-	if !w.Now.Before(c.Deadline(s)) {
+	// An alert naming the node that fires in its soak fails it.
+	if c.Alerts && !w.AlertsDown && soaking(w, s) {
+		if _, ok := w.AlertNaming(s.Name); ok {
+			return FiringAlert
+		}
+	}
+	if !w.Now.Before(c.pausedDeadline(w, s)) {
 		return DeadlineExceeded
 	}
 	if s.Spec == Rebooted && s.Status == Rebooted && !SameVersion(s.CurrentVersion, s.SpecVersion) {
 		return WrongVersion
 	}
 	return ""
+}
+
+// pausedDeadline is the shadow's deadline moved by its soak's pauses: the
+// MonitoringUpdate deadline does not run while the soak is paused, so
+// never while a pause lasts.
+func (c Config) pausedDeadline(w World, s Shadow) time.Time {
+	d := c.Deadline(s)
+	if s.Spec != Monitoring {
+		return d
+	}
+	d = d.Add(s.SoakPaused)
+	if SoakPausedNow(s) {
+		d = d.Add(max(w.Now.Sub(s.SoakPausedSince), 0))
+	}
+	return d
 }
 
 // IsRollback: the update goes to an older version than the one it leaves —
@@ -327,7 +399,7 @@ func IsRollback(s Shadow) bool {
 // deadline) of an update that is no rollback, left an older version, and
 // whose policy asks for it; otherwise the annotation as it was.
 func (c Config) RollbackNamed(s Shadow, failure string) string {
-	if !c.Rollback || failure != DeadlineExceeded || s.Spec != Monitoring || IsRollback(s) {
+	if !c.Rollback || (failure != DeadlineExceeded && failure != FiringAlert) || s.Spec != Monitoring || IsRollback(s) {
 		return s.Rollback
 	}
 	if cmp, err := CompareVersions(s.FromVersion, s.SpecVersion); err != nil || cmp >= 0 {
@@ -411,12 +483,21 @@ func (c Config) due(w World, s Shadow) string {
 			return "Advance"
 		}
 	case Monitoring:
+		paused := SoakPausedNow(s)
 		switch {
+		// The pause ends once the source answers again, or with the soak
+		// (the node is no longer healthy).
+		case paused && (!node.Healthy || !c.Alerts || !w.AlertsDown):
+			return "SoakResume"
 		case !node.Healthy && !s.HealthySince.IsZero():
 			return "SoakEnd"
 		case node.Healthy && s.HealthySince.IsZero():
 			return "SoakStart"
-		case node.Healthy && s.Status == Monitoring && !w.Now.Before(s.HealthySince.Add(c.Soak)):
+		case c.Alerts && w.AlertsDown && soaking(w, s) && !paused:
+			return "SoakPause"
+		case paused:
+			return ""
+		case node.Healthy && s.Status == Monitoring && !w.Now.Before(s.HealthySince.Add(c.Soak+s.SoakPaused)):
 			return "Succeed"
 		}
 	}
@@ -551,6 +632,9 @@ func (c Config) Starts(w World) []string {
 func (c Config) Allowed(w World, prev, next Shadow) string {
 	if prev.Spec == next.Spec && prev.SpecVersion == next.SpecVersion && prev.Failed == next.Failed &&
 		prev.SpecSince.Equal(next.SpecSince) {
+		if why := c.pauseRecordViolation(w, prev, next); why != "" {
+			return why
+		}
 		return soakRecordViolation(w, prev, next)
 	}
 	if next.Failed != prev.Failed {
@@ -572,6 +656,29 @@ func (c Config) Allowed(w World, prev, next Shadow) string {
 		return abortViolation(prev, next)
 	}
 	return fmt.Sprintf("spec went %s → %s: no such transition", prev.Spec, next.Spec)
+}
+
+// pauseRecordViolation judges a write of the soak's pause: it begins only
+// in the soak while the source cannot answer, and its end adds the time it
+// lasted (to the second) to the earlier pauses.
+func (c Config) pauseRecordViolation(w World, prev, next Shadow) string {
+	switch {
+	case prev.SoakPausedSince.Equal(next.SoakPausedSince) && prev.SoakPaused == next.SoakPaused:
+		return ""
+	case prev.SoakPausedSince.IsZero() && !next.SoakPausedSince.IsZero():
+		if !c.Alerts || !w.AlertsDown || !soaking(w, prev) {
+			return "the soak was paused while its alerts could be read (or outside the soak)"
+		}
+		return ""
+	case !prev.SoakPausedSince.IsZero() && next.SoakPausedSince.IsZero():
+		lasted := w.Now.Sub(prev.SoakPausedSince).Truncate(time.Second)
+		if got := next.SoakPaused - prev.SoakPaused; got < lasted-time.Second || got > lasted+time.Second {
+			return fmt.Sprintf("the pause that began at %s ended adding %s to the soak's paused time, it lasted %s",
+				prev.SoakPausedSince.Format(time.RFC3339), got, lasted)
+		}
+		return ""
+	}
+	return "the soak's paused time changed without a pause ending"
 }
 
 // soakRecordViolation judges a write that is no transition: only the soak's
@@ -676,7 +783,11 @@ func (c Config) healthGateViolation(w World, prev Shadow) string {
 		return "passed the health gate before the agent reported MonitoringUpdate"
 	case !ok || !node.Healthy:
 		return "passed the health gate while the node is not healthy"
-	case prev.HealthySince.IsZero() || w.Now.Before(prev.HealthySince.Add(c.Soak)):
+	case SoakPausedNow(prev):
+		return "passed the health gate while its soak is paused (its alerts cannot be read)"
+	case c.Alerts && w.AlertsDown:
+		return "passed the health gate while its alerts cannot be read"
+	case prev.HealthySince.IsZero() || w.Now.Before(prev.HealthySince.Add(c.Soak+prev.SoakPaused)):
 		return "passed the health gate before the soak ended"
 	}
 	return ""

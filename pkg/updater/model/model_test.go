@@ -257,3 +257,87 @@ func TestABlockingPodHoldsTheStartsItsGateSays(t *testing.T) {
 		}
 	}
 }
+
+// The alerts gate: a firing alert or a source that cannot answer holds
+// every start; in a soak, an alert naming the node fails it, and a source
+// that cannot answer pauses the soak and its deadline, which then fail
+// nothing and pass nothing until the pause ends.
+func TestTheAlertsGateHoldsStartsFailsTheNodeItNamesAndPausesTheSoak(t *testing.T) {
+	c := cfg
+	c.Alerts = true
+	a := idleShadow("a")
+	next := a
+	next.Spec, next.SpecVersion, next.SpecSince = Staged, "1.1.0", t0
+	for _, tc := range []struct {
+		name    string
+		alerts  []Alert
+		down    bool
+		allowed bool
+	}{
+		{name: "nothing fires", allowed: true},
+		{name: "an alert fires", alerts: []Alert{{Name: "DiskFull"}}},
+		{name: "the source cannot answer", down: true},
+	} {
+		w := world(a)
+		w.Alerts, w.AlertsDown = tc.alerts, tc.down
+		if why := c.Allowed(w, a, next); (why == "") != tc.allowed {
+			t.Errorf("%s: Allowed says %q, want allowed %v", tc.name, why, tc.allowed)
+		}
+		if due := c.Due(w); (len(due) == 1) != tc.allowed {
+			t.Errorf("%s: Due = %v", tc.name, due)
+		}
+	}
+
+	// m soaks: in MonitoringUpdate for 19m (deadline in 1m), soaking 4m.
+	m := Shadow{Name: "m", NodeUID: "uid-m", Spec: Monitoring, Status: Monitoring, SpecVersion: "1.1.0", CurrentVersion: "1.1.0",
+		FromVersion: "1.0.0", SpecSince: t0.Add(-19 * time.Minute), HealthySince: t0.Add(-4 * time.Minute)}
+	w := world(m)
+	w.Alerts = []Alert{{Name: "NodeDown", Node: "m"}, {Name: "Other", Node: "x"}}
+	if f := c.FailureDue(w, m); f != FiringAlert {
+		t.Errorf("an alert names m: FailureDue = %q, want FiringAlert", f)
+	}
+	w.Alerts, w.AlertsDown = nil, true
+	if due := c.Due(w); len(due) != 1 || due[0].What != "SoakPause" {
+		t.Errorf("the source is down: Due = %v, want SoakPause", due)
+	}
+	paused := m
+	paused.SoakPausedSince = t0
+	if why := c.Allowed(w, m, paused); why != "" {
+		t.Errorf("pausing the soak: %s", why)
+	}
+	// Ten minutes later, nine past the deadline, still paused: nothing is
+	// due, and neither a failure nor a pass is allowed.
+	w.Now = t0.Add(10 * time.Minute)
+	w.Shadows["m"] = paused
+	if due := c.Due(w); len(due) != 0 {
+		t.Errorf("paused past the deadline: Due = %v, want nothing", due)
+	}
+	failed, passed := paused, paused
+	failed.Spec, failed.Failed = Idle, w.Now.Format(time.RFC3339)
+	passed.Spec = Idle
+	for _, next := range []Shadow{failed, passed} {
+		if why := c.Allowed(w, paused, next); why == "" {
+			t.Errorf("a paused soak ended %q", next.Failed)
+		}
+	}
+	// The source answers again: the pause ends, ten minutes added.
+	w.AlertsDown = false
+	resumed := paused
+	resumed.SoakPausedSince, resumed.SoakPaused = time.Time{}, 10*time.Minute
+	if due := c.Due(w); len(due) != 1 || due[0].What != "SoakResume" {
+		t.Errorf("the source answers again: Due = %v, want SoakResume", due)
+	}
+	if why := c.Allowed(w, paused, resumed); why != "" {
+		t.Errorf("resuming the soak: %s", why)
+	}
+	short := resumed
+	short.SoakPaused = time.Minute
+	if why := c.Allowed(w, paused, short); why == "" {
+		t.Error("a resume that adds a minute for a ten-minute pause was allowed")
+	}
+	// The deadline and the soak both end ten minutes later.
+	w.Shadows["m"] = resumed
+	if f := c.FailureDue(w, resumed); f != "" {
+		t.Errorf("after the pause: FailureDue = %q, want none until t0+11m", f)
+	}
+}

@@ -109,6 +109,15 @@ func (f firingAlert) String() string {
 	return name + " (source " + f.source + ")"
 }
 
+// answerAlerts is the sources' answer for the gates, shared with every
+// other reader of the same gates for GateRecheck (alertAnswers); one asked
+// before notBefore is not used.
+func (c *Controller) answerAlerts(ctx context.Context, gates []alertGate, notBefore time.Time) *alertAnswer {
+	return c.alertAnswers.get(ctx, alertsKey(gates), c.now(), notBefore, func(ctx context.Context) ([]firingAlert, []string) {
+		return c.queryAlerts(ctx, gates)
+	})
+}
+
 // queryAlerts asks each source of the gates for its firing alerts; errs
 // says which sources could not answer, and why.
 func (c *Controller) queryAlerts(ctx context.Context, gates []alertGate) (firing []firingAlert, errs []string) {
@@ -133,17 +142,28 @@ func (c *Controller) queryAlerts(ctx context.Context, gates []alertGate) (firing
 	return firing, errs
 }
 
-// soakAlerts runs the policy's alerts gate on a node in its soak: an alert
-// that names the node fails its health gate (reported is true: nothing
-// more to do in this sync), a source that cannot answer pauses the soak
-// and its deadline until it answers again, and a source that answers
-// again resumes them. Without alert gates it does nothing.
-func (c *Controller) soakAlerts(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, pol *policy, now time.Time) (bool, error) {
+// soakAlerts runs the policy's alerts gate on a node in its soak, which
+// ends at end: an alert that names the node fails its health gate
+// (reported is true: nothing more to do in this sync), a source that
+// cannot answer pauses the soak and its deadline until it answers again,
+// and a source that answers again resumes them. Without alert gates it
+// does nothing.
+func (c *Controller) soakAlerts(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, pol *policy, now, end time.Time) (bool, error) {
 	if pol == nil || len(pol.alerts) == 0 {
 		return false, c.resumeSoak(ctx, s, now)
 	}
-	firing, errs := c.queryAlerts(ctx, pol.alerts)
-	for _, f := range firing {
+	// The answer that passes the node was asked once its soak was over:
+	// an answer shared from earlier would miss an alert that fired in the
+	// soak's last seconds.
+	var notBefore time.Time
+	if !now.Before(end) {
+		notBefore = end
+	}
+	ans := c.answerAlerts(ctx, pol.alerts, notBefore)
+	// Looked at again when the answer expires, with the policy's other
+	// nodes: the pause ends when the source answers.
+	recheck := max(ans.recheckAt().Sub(now), 0)
+	for _, f := range ans.firing {
 		if f.alert.Labels[NodeLabel] != s.Name {
 			continue
 		}
@@ -152,15 +172,14 @@ func (c *Controller) soakAlerts(ctx context.Context, s *updatesv1alpha1.Bottlero
 		return true, c.recordFailure(ctx, s, &failure{reason: ReasonFiringAlert, healthGate: true,
 			message: fmt.Sprintf("%s: alert %s of spec.gates.alerts of UpdatePolicy %s names the node and fired during its soak", ReasonFiringAlert, f, pol.name)})
 	}
-	if len(errs) > 0 {
-		// Looked at again soon: the pause ends when the source answers.
-		c.after(s.Name, GateRecheck)
-		return true, c.pauseSoak(ctx, s, now, strings.Join(errs, "; "))
+	if len(ans.errs) > 0 {
+		c.after(s.Name, recheck)
+		return true, c.pauseSoak(ctx, s, now, strings.Join(ans.errs, "; "))
 	}
 	if soakPausedNow(s) {
 		return true, c.resumeSoak(ctx, s, now)
 	}
-	c.after(s.Name, GateRecheck)
+	c.after(s.Name, recheck)
 	return false, nil
 }
 

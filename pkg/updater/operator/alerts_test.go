@@ -227,13 +227,16 @@ func TestAnUnreachableSourceDuringTheSoakPausesTheSoakAndItsDeadline(t *testing.
 		t.Errorf("timers %v, want only the recheck", got)
 	}
 
+	// The source answers again; the operator asks it when the last
+	// answer, shared by every reader of the gate, expires.
 	src.err = nil
+	f.clock.Step(GateRecheck)
 	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	f.expect([]string{healthy + " soak-paused=600"})
+	f.expect([]string{healthy + " soak-paused=610"})
 	delete(s.Annotations, updatesv1alpha1.SoakPausedSinceAnnotation)
-	annotate(updatesv1alpha1.SoakPausedAnnotation, "600")(s)
+	annotate(updatesv1alpha1.SoakPausedAnnotation, "610")(s)
 	_ = f.shadows.Update(s)
 	f.timers = map[string][]time.Duration{}
 	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {

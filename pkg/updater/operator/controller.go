@@ -91,6 +91,8 @@ type Controller struct {
 	// lastPassTold is the last NotEvictedBeforeReboot message sent per
 	// node, so the repeated last passes announce each refusal once.
 	lastPassTold map[string]string
+	// alertAnswers shares the alert sources' answers (alertanswers.go).
+	alertAnswers alertAnswers
 	// lifecycleDone is the lifecycle conditions last brought onto each
 	// node (lifecycle.go): the informer's copy of the Node lags behind
 	// the operator's own writes.

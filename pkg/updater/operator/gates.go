@@ -47,6 +47,10 @@ type podGate struct {
 	// are the alerts they answered.
 	alerts string
 	firing []firingAlert
+	// recheck is when what holds a start back is read again: GateRecheck
+	// after the pods were listed, or sooner, when the shared answer of the
+	// alert sources (alertAnswers) expires.
+	recheck time.Time
 	// err says why a selector's pods could not be listed or an alert
 	// source not queried ("" when all were): every start of the policy
 	// waits.
@@ -97,9 +101,16 @@ func (c *Controller) readGates(ctx context.Context, pol *policy) *podGate {
 			sort.Strings(l)
 		}
 	}
-	firing, alertErrs := c.queryAlerts(ctx, pol.alerts)
-	g.firing = firing
-	g.err = strings.Join(append(errs, alertErrs...), "; ")
+	g.recheck = c.now().Add(GateRecheck)
+	if len(pol.alerts) > 0 {
+		ans := c.answerAlerts(ctx, pol.alerts, time.Time{})
+		g.firing = ans.firing
+		errs = append(errs, ans.errs...)
+		if r := ans.recheckAt(); r.Before(g.recheck) {
+			g.recheck = r
+		}
+	}
+	g.err = strings.Join(errs, "; ")
 	return g
 }
 
@@ -173,13 +184,26 @@ func (p *plan) gateHolds(now time.Time, pol *policy, node, target string) bool {
 		p.blocked.nodes = append(p.blocked.nodes, node)
 		p.notes[node] = note{"UpdateBlocked", fmt.Sprintf("Not starting the update to %s: pods of spec.gates.blockingPods.onNode of UpdatePolicy %s run on the node: %s",
 			target, pol.name, namedSome(g.onNodePods[node]))}
-		wake(&p.wake, now.Add(GateRecheck))
+		wake(&p.wake, g.recheckAfter(now))
 		return true
 	default:
 		return false
 	}
-	wake(&p.wake, now.Add(GateRecheck))
+	wake(&p.wake, g.recheckAfter(now))
 	return true
+}
+
+// recheckAfter is when a pass at now that the gates held reads them
+// again: never before now, so a read that expired as the pass ran wakes
+// the next one at once.
+func (g *podGate) recheckAfter(now time.Time) time.Time {
+	if g.recheck.IsZero() {
+		return now.Add(GateRecheck)
+	}
+	if g.recheck.Before(now) {
+		return now
+	}
+	return g.recheck
 }
 
 // blocked is why the policy's gates hold back starts: every start (a

@@ -11,7 +11,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,6 +49,7 @@ import (
 	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/queue"
 	"nodehealth.io/nodehealth/pkg/updater/agent"
+	"nodehealth.io/nodehealth/pkg/updater/alertmanager"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
 	"nodehealth.io/nodehealth/pkg/updater/model"
@@ -94,7 +97,10 @@ var simRegressions = sim.Regressions{
 	// that draws none runs as it did before). Seed 1 draws the blockingPods
 	// gate since issue 39 and no longer finds
 	// s7-soak-start-remembered-before-its-write; seed 2 does
-	// (docs/reliability.md).
+	// (docs/reliability.md). Seeds 2, 7, 28 and 11545879933131344284 draw
+	// the alerts gate since issue 39: 7 no longer finds
+	// 3-reboot-never-asked-again (36 does) nor 28 rb-3-halt-policy-rolls-back
+	// (46 does; 28 finds alert-2-pause-not-added-at-its-end instead).
 	{Seed: 1, Name: "a soak start whose healthy-since write conflicted is written again (the model requires SoakStart)"},
 	{Seed: 15, Name: "an agent whose report of the update its host booted mid-drain failed does not reboot it again (never-two-boots)"},
 	{Seed: 402, Name: "an update that ended clears rebootRequestedAt, so the next attempt is not past its drain before it drained (model)"},
@@ -117,6 +123,9 @@ var simRegressions = sim.Regressions{
 	{Seed: 37, Name: "the bootID is checked before the drain: never a second reboot for one update (takes over from 21 for mutant 7-no-host-check-before-drain since the agent checks the running version before it pins, issue 39)"},
 	{Seed: 49, Name: "a rollback that fails before its reboot halts again, so a node a bad release left tainted is marked failed although a user resumed the first failure (mutant rb-4-failed-rollback-aborted, drained-past-deadline)"},
 	{Seed: 28, Name: "only a policy with onHealthGateFailure Rollback names a version to roll back (mutant rb-3-halt-policy-rolls-back, model)"},
+	{Seed: 36, Name: "a refused or lost reboot is asked again while the update is armed (takes over from 7 for mutant 3-reboot-never-asked-again since seed 7 draws the alerts gate, issue 39; drained-node-reboots)"},
+	{Seed: 46, Name: "only a policy with onHealthGateFailure Rollback names a version to roll back (takes over from 28 for mutant rb-3-halt-policy-rolls-back since seed 28 draws the alerts gate, issue 39; model)"},
+	{Seed: 6, Name: "no start while the alert source cannot answer, and an alert naming a node that fires in its soak fails it (mutants alert-1-unreachable-source-holds-no-start and alert-3-node-alert-does-not-fail-its-soak, model)"},
 	{Seed: 2615572917958470726, Name: "a user's write of the lock a rollback pinned (the version the node ran before) changes nothing, and the agent restores the lock from before the update (CI's fresh seeds, 2026-11-29; driver)"},
 }
 
@@ -390,6 +399,14 @@ type updaterSimulation struct {
 	gateClearedAt time.Time
 	// rollbackRng draws onHealthGateFailure: Rollback.
 	rollbackRng *sim.Rand
+	// alertRng draws the policy's alerts gate and what its source does;
+	// alerts is the source (nil: the seed did not draw the gate) and
+	// alertsChangedAt when what it would answer last changed: until
+	// GateRecheck after that the operator may still act on its previous
+	// answer, so what depends on the answer is not yet owed.
+	alertRng        *sim.Rand
+	alerts          *simAlertSource
+	alertsChangedAt time.Time
 	// firstOffered (by version without a leading "v") and lastSucceeded
 	// are what the pacing is judged against: when an agent's report of a
 	// version offered first reached the API, and when the operator's last
@@ -471,6 +488,7 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	s.paceRng = sim.NewRand(seed ^ 0x3939393939393939)
 	s.gateRng = sim.NewRand(seed ^ 0x3a3a3a3a3a3a3a3a)
 	s.rollbackRng = sim.NewRand(seed ^ 0x3c3c3c3c3c3c3c3c)
+	s.alertRng = sim.NewRand(seed ^ 0x3e3e3e3e3e3e3e3e)
 	s.firstOffered = map[string]time.Time{}
 	s.api = sim.NewAPI(simScheme(), rng.Fork())
 	s.api.Clock = s.clk
@@ -535,6 +553,18 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	if s.rollbackRng.Chance(0.5) {
 		pol.Spec.OnHealthGateFailure = updatesv1alpha1.HealthGateFailureRollback
 		s.trace.Add("onHealthGateFailure Rollback")
+	}
+	// The alerts gate on about a third of the seeds, from its own stream,
+	// against a source the driver controls (alertFaults).
+	if s.alertRng.Chance(0.35) {
+		s.alerts = &simAlertSource{}
+		s.opts.AlertSources = map[string]AlertSource{simAlertSourceName: s.alerts}
+		if pol.Spec.Gates == nil {
+			pol.Spec.Gates = &updatesv1alpha1.PolicyGates{}
+		}
+		pol.Spec.Gates.Alerts = []updatesv1alpha1.AlertGate{{Source: simAlertSourceName,
+			Matchers: []updatesv1alpha1.AlertMatcher{{Name: "severity", Value: "critical", IsEqual: ptr.To(true)}}}}
+		s.trace.Add("gates alerts")
 	}
 	s.badVersions = map[string]bool{"1.21.0": rng.Chance(0.4), "1.20.1": rng.Chance(0.1)}
 	s.opKillP = 0.002
@@ -642,6 +672,7 @@ func (s *updaterSimulation) configGoverning(governed int) model.Config {
 	if g := p.Spec.Gates; g != nil && g.BlockingPods != nil {
 		c.GateAnywhere, c.GateOnNode = g.BlockingPods.Anywhere != nil, g.BlockingPods.OnNode != nil
 	}
+	c.Alerts = p.Spec.Gates != nil && len(p.Spec.Gates.Alerts) > 0
 	for _, w := range p.Spec.Windows {
 		// The driver writes only "*/N * * * *" in UTC (simWindows): a
 		// window opens every N minutes from the hour.
@@ -1112,7 +1143,9 @@ func (s *updaterSimulation) world() model.World {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	return s.worldOf(nodes.Items)
+	w := s.worldOf(nodes.Items)
+	w.Alerts, w.AlertsDown = s.alerts.view(false)
+	return w
 }
 
 // operatorWorld is what the operator could see at a write of its own: the
@@ -1130,7 +1163,11 @@ func (s *updaterSimulation) operatorWorld() model.World {
 	for _, obj := range s.op.informers[0].GetStore().List() {
 		nodes = append(nodes, *obj.(*v1.Node))
 	}
-	return s.worldOf(nodes)
+	w := s.worldOf(nodes)
+	// The alerts as the source last answered: the answer every reader of
+	// the operator shares (alertAnswers), the operator's only view of them.
+	w.Alerts, w.AlertsDown = s.alerts.view(true)
+	return w
 }
 
 // operatorView is everything the operator had observed, its shadows
@@ -1201,6 +1238,14 @@ func modelShadow(o *updatesv1alpha1.BottlerocketShadow) model.Shadow {
 		if t, err := time.Parse(time.RFC3339, v); err == nil {
 			s.HealthySince = t
 		}
+	}
+	if v, ok := o.Annotations[updatesv1alpha1.SoakPausedSinceAnnotation]; ok {
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			s.SoakPausedSince = t
+		}
+	}
+	if n, err := strconv.ParseInt(o.Annotations[updatesv1alpha1.SoakPausedAnnotation], 10, 64); err == nil {
+		s.SoakPaused = time.Duration(n) * time.Second
 	}
 	return s
 }
@@ -1895,6 +1940,11 @@ func (s *updaterSimulation) faults(now time.Time) {
 	if s.gated {
 		s.gateFaults()
 	}
+	// The alerts fire and resolve and their source goes away and comes
+	// back, from their own stream, on the seeds that drew the alerts gate.
+	if s.alerts != nil {
+		s.alertFaults()
+	}
 	// A user edits the policy's pacing, from its own stream, on the seeds
 	// that drew some: the others run as they did before pacing.
 	if s.paced && s.paceRng.Chance(0.002) {
@@ -1970,6 +2020,113 @@ func (s *updaterSimulation) faults(now time.Time) {
 		s.api.Inject(sim.Fault{Verb: "update", Resource: "bottlerocketshadows", Subresource: "", Kind: sim.LostAnswer})
 		s.trace.Add("t=%s the next spec write's answer is lost", s.at())
 	}
+}
+
+// simAlertSourceName is the alert source the driver plays.
+const simAlertSourceName = "sim"
+
+// simAlertSource is the alerts gate's source: it answers the alerts the
+// driver fires, or an error while the driver holds it down, and remembers
+// its last answer, which is all the operator knows of the alerts. Every
+// alert it fires matches the policy's matcher (severity=critical).
+type simAlertSource struct {
+	mu     sync.Mutex
+	firing []alertmanager.Alert
+	down   bool
+	// answered, lastFiring and lastDown are its last answer.
+	answered   bool
+	lastFiring []alertmanager.Alert
+	lastDown   bool
+}
+
+func (a *simAlertSource) Firing(context.Context, []alertmanager.Matcher) ([]alertmanager.Alert, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.answered, a.lastFiring, a.lastDown = true, slices.Clone(a.firing), a.down
+	if a.down {
+		return nil, errors.New("dial tcp 10.0.0.9:9093: connect: connection refused")
+	}
+	return slices.Clone(a.firing), nil
+}
+
+// view is the alerts for the model: as they are, or as the source last
+// answered (as they are before its first answer). A nil source has none.
+func (a *simAlertSource) view(answered bool) ([]model.Alert, bool) {
+	if a == nil {
+		return nil, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	firing, down := a.firing, a.down
+	if answered && a.answered {
+		firing, down = a.lastFiring, a.lastDown
+	}
+	var out []model.Alert
+	for _, al := range firing {
+		out = append(out, model.Alert{Name: al.Name(), Node: al.Labels[NodeLabel]})
+	}
+	return out, down
+}
+
+// alertFaults: a fleet-wide alert or one naming a node fires, each
+// resolves after a while, and the source goes away and comes back.
+func (s *updaterSimulation) alertFaults() {
+	r, a := s.alertRng, s.alerts
+	a.mu.Lock()
+	var what []string
+	fire := func(name, node string) {
+		labels := map[string]string{"alertname": name, "severity": "critical"}
+		if node != "" {
+			labels[NodeLabel] = node
+		}
+		al := alertmanager.Alert{Fingerprint: name + "/" + node, Labels: labels}
+		if !slices.ContainsFunc(a.firing, func(f alertmanager.Alert) bool { return f.Fingerprint == al.Fingerprint }) {
+			a.firing = append(a.firing, al)
+			what = append(what, "fires "+al.Fingerprint)
+		}
+	}
+	if r.Chance(0.004) {
+		fire("Maintenance", "")
+	}
+	if r.Chance(0.006) {
+		var up []*simNode
+		for _, n := range s.nodes {
+			if !n.gone {
+				up = append(up, n)
+			}
+		}
+		if len(up) > 0 {
+			fire("NodeUnhealthy", sim.Pick(r, up).name)
+		}
+	}
+	a.firing = slices.DeleteFunc(a.firing, func(f alertmanager.Alert) bool {
+		if r.Chance(0.03) {
+			what = append(what, "resolves "+f.Fingerprint)
+			return true
+		}
+		return false
+	})
+	switch {
+	case !a.down && r.Chance(0.003):
+		a.down = true
+		what = append(what, "goes down")
+	case a.down && r.Chance(0.04):
+		a.down = false
+		what = append(what, "answers again")
+	}
+	a.mu.Unlock()
+	if len(what) > 0 {
+		s.alertsChangedAt = s.clk.Now()
+		s.trace.Add("t=%s alert source: %s", s.at(), strings.Join(what, ", "))
+	}
+}
+
+// answerDepends says whether an action the model owes depends on the
+// alert source's answer: within GateRecheck of a change the operator may
+// still act on the answer from before it.
+func answerDepends(a model.Action) bool {
+	return strings.HasPrefix(a.What, "Start ") || a.What == "SoakPause" || a.What == "SoakResume" || a.What == "Succeed" ||
+		a.What == "Fail "+model.FiringAlert
 }
 
 // simGateLabel is the label of the pods the policy's blockingPods gate
@@ -2208,10 +2365,14 @@ func (s *updaterSimulation) check() {
 	// missed.
 	s.checkPacingRecords()
 	lag := s.gateLag(w)
+	alertLag := s.alerts != nil && s.clk.Now().Before(s.alertsChangedAt.Add(GateRecheck+2*time.Second))
 	if s.op != nil {
 		var d []string
 		for _, a := range cfg.Due(s.asRecorded(w)) {
 			if lag && strings.HasPrefix(a.What, "Start ") {
+				continue
+			}
+			if alertLag && answerDepends(a) {
 				continue
 			}
 			if _, retrying := s.op.timers[a.Node]; retrying {

@@ -349,11 +349,12 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 		return nil
 	}
 	pol := c.policyOf(s, node)
-	if held, err := c.soakAlerts(ctx, s, pol, now); held || err != nil {
+	soak := soakOfPolicy(pol)
+	end := start.Add(soak + soakPaused(s))
+	if held, err := c.soakAlerts(ctx, s, pol, now, end); held || err != nil {
 		return err
 	}
-	soak := soakOfPolicy(pol)
-	if left := start.Add(soak + soakPaused(s)).Sub(now); left > 0 {
+	if left := end.Sub(now); left > 0 {
 		c.after(s.Name, left)
 		return nil
 	}

@@ -1,6 +1,7 @@
 package updater_test
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -10,9 +11,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/client-go/clientset/versioned"
+	"nodehealth.io/nodehealth/pkg/kubectlplugin"
 	"nodehealth.io/nodehealth/pkg/updater/alertmanager"
 	updater "nodehealth.io/nodehealth/pkg/updater/operator"
 	"nodehealth.io/nodehealth/test/framework"
@@ -63,6 +68,11 @@ func TestAFiringAlertHoldsStartsAndANodesAlertFailsItsSoak(t *testing.T) {
 	}
 	startOperator(t, opts)
 	waitPolicy(t, ctx, soak.Name, "Blocked by the firing alert", blockedBy("FiringAlerts", "Maintenance (source it)"))
+	// kubectl nodehealth update status says so, naming the alert and its
+	// source, from the condition the operator wrote.
+	if out := updateStatus(t, ctx); !strings.Contains(out, soak.Name+": BLOCKED: Alerts of spec.gates.alerts fire and hold back every start: Maintenance (source it)\n") {
+		t.Errorf("kubectl nodehealth update status lacks the BLOCKED line of %s:\n%s", soak.Name, out)
+	}
 	idle(t, ctx, "am-a")
 
 	if err := am.Resolve(ctx, fleetAlert); err != nil {
@@ -142,6 +152,21 @@ func createRolePolicy(t *testing.T, role, test string, paused bool) *updatesv1al
 				Matchers: []updatesv1alpha1.AlertMatcher{{Name: "test", Value: test, IsEqual: ptr.To(true)}}}}},
 		},
 	})
+}
+
+// updateStatus is what `kubectl nodehealth update status` prints.
+func updateStatus(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	var out bytes.Buffer
+	o := kubectlplugin.NewOptions(genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &out})
+	o.NewClient = func() (kubernetes.Interface, error) { return kubernetes.NewForConfig(testenv.Env(t).Config) }
+	o.NewShadowClient = func() (versioned.Interface, error) { return shadows(t), nil }
+	cmd := kubectlplugin.NewCommandWithOptions(o)
+	cmd.SetArgs([]string{"update", "status"})
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		t.Fatalf("kubectl nodehealth update status: %v\n%s", err, out.String())
+	}
+	return out.String()
 }
 
 // blockedBy: the policy's Blocked condition is True for reason, its

@@ -107,12 +107,15 @@ type AlertSource struct {
 	// CAFile is a PEM bundle of the certificate authorities an https URL's
 	// server certificate is checked against; unset: the system's. A
 	// relative path is resolved against the configuration file's folder.
+	// A file that cannot be read or holds no certificate stops the
+	// operator at its start.
 	CAFile string `json:"caFile,omitempty"`
 
 	// BearerTokenFile is a file whose content (whitespace trimmed) is sent
 	// as the Authorization: Bearer token of every query; read at each
-	// query, so a rotated token is taken without a restart. A relative
-	// path is resolved against the configuration file's folder.
+	// query, so a rotated token is taken without a restart, and once at
+	// the operator's start, which a missing or empty file stops. A
+	// relative path is resolved against the configuration file's folder.
 	BearerTokenFile string `json:"bearerTokenFile,omitempty"`
 
 	// Timeout bounds one query; a query that does not answer within it
