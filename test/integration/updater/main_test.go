@@ -18,7 +18,7 @@ import (
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Suite{
-		Commands:     []string{"./cmd/update-operator"},
+		Commands: []string{"./cmd/update-operator"},
 		// job-controller: the hooks of UpdatePolicies run as Jobs.
 		ControlPlane: []framework.Option{framework.WithCRDs(),
 			framework.WithControllers(append(slices.Clone(framework.DefaultControllers), "job-controller")...)},
