@@ -112,10 +112,8 @@ func (out *policy) parseHooks(in *updatesv1alpha1.PolicyHooks, d Deadlines) erro
 	if in == nil {
 		return nil
 	}
-	// Set before the checks: the policy's nodes in flight still run the
-	// hooks they were started with in mind; an invalid policy starts
-	// nothing new.
-	out.hooks = policyHooks{beforeDrain: in.BeforeDrain, afterReboot: in.AfterReboot}
+	// newPolicy took the hooks already, so that an invalid policy's nodes
+	// in flight still run them; an invalid policy starts nothing new.
 	for _, h := range []struct {
 		name     string
 		hook     *updatesv1alpha1.Hook

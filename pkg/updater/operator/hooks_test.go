@@ -369,3 +369,19 @@ func TestAHookTheOperatorsDeadlineCannotHoldMakesThePolicyInvalid(t *testing.T) 
 		})
 	}
 }
+
+// TestThePolicyOfANodeInFlightKeepsItsHooksWhenAnotherFieldMakesItInvalid:
+// an edit that makes the policy invalid stops its starts, never the hooks
+// of the updates it already started.
+func TestThePolicyOfANodeInFlightKeepsItsHooksWhenAnotherFieldMakesItInvalid(t *testing.T) {
+	d := Deadlines{StagedAndPerformedUpdate: stagedDL, RebootedIntoUpdate: rebootDL, MonitoringUpdate: monitorDL, ReturnToIdle: returnDL}
+	p := parsePolicy(fleet(hooked, func(p *updatesv1alpha1.UpdatePolicy) {
+		p.Spec.Windows = []updatesv1alpha1.UpdateWindow{{Schedule: "0 2 * * *", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Mars/Olympus_Mons"}}
+	}), d)
+	if p.invalid == "" {
+		t.Fatal("a window in an unknown time zone was accepted")
+	}
+	if p.hooks.beforeDrain == nil || p.hooks.afterReboot == nil {
+		t.Errorf("the invalid policy lost its hooks: %+v", p.hooks)
+	}
+}

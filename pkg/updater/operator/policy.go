@@ -142,6 +142,11 @@ func newPolicy(p *updatesv1alpha1.UpdatePolicy) *policy {
 	if t := p.Status.LastUpdateSucceeded; t != nil {
 		out.lastSucceeded = t.Time
 	}
+	// Whatever else is invalid: the policy's nodes in flight still run the
+	// hooks a drain or a reboot must not go without (parseHooks).
+	if h := p.Spec.Hooks; h != nil {
+		out.hooks = policyHooks{beforeDrain: h.BeforeDrain, afterReboot: h.AfterReboot}
+	}
 	return out
 }
 
