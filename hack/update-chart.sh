@@ -25,7 +25,7 @@ copy() { # copy SRC... into files/, keeping the path below deploy/
 copy deploy/controller/namespaces.yaml deploy/controller/rbac.yaml \
   deploy/extensions/rbac.yaml deploy/extensions/policy.yaml \
   deploy/admission/mutating-taint-on-create/policy.yaml \
-  deploy/update-operator/rbac.yaml deploy/update-operator/policy.yaml \
+  deploy/update-operator/rbac.yaml deploy/update-operator/hooks.yaml deploy/update-operator/policy.yaml \
   deploy/update-agent/namespace.yaml deploy/update-agent/rbac.yaml deploy/update-agent/policy.yaml \
   deploy/uninstall/rbac.yaml \
   deploy/apf/flowcontrol.yaml

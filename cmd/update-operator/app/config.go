@@ -44,6 +44,8 @@ func updaterOptions(cfg *config.UpdateOperatorConfiguration, ownNode string) (op
 		return operator.Options{}, err
 	}
 	opts.AlertSources = sources
+	// The Job client and informer are the caller's (internal/setup/operator).
+	opts.Hooks = operator.HookOptions{Namespace: cfg.Hooks.Namespace, ServiceAccountName: cfg.Hooks.ServiceAccountName}
 	return opts, opts.Validate()
 }
 

@@ -81,6 +81,29 @@ func TestTheOperatorsOptionsComeFromItsDefaultConfiguration(t *testing.T) {
 	}
 }
 
+// Where hooks run is the configuration's hooks, and only that: the Job
+// client and informer are the wiring's (internal/setup/operator).
+func TestTheHooksNamespaceAndServiceAccountComeFromTheConfiguration(t *testing.T) {
+	cfg, err := latest.UpdateOperatorConfiguration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := updaterOptions(cfg, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Hooks.Namespace != "" || opts.Hooks.ServiceAccountName != "" {
+		t.Errorf("the defaults name where hooks run: %+v", opts.Hooks)
+	}
+	cfg.Hooks.Namespace, cfg.Hooks.ServiceAccountName = "storage-hooks", "ceph-hooks"
+	if opts, err = updaterOptions(cfg, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if opts.Hooks.Namespace != "storage-hooks" || opts.Hooks.ServiceAccountName != "ceph-hooks" {
+		t.Errorf("hooks %+v, want storage-hooks and ceph-hooks", opts.Hooks)
+	}
+}
+
 func TestVersionPrintsAndExits(t *testing.T) {
 	optionstest.VersionPrintsAndExits(t, NewCommand, "update-operator")
 }

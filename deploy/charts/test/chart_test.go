@@ -750,7 +750,7 @@ func TestRBACMatchesKustomize(t *testing.T) {
 	}
 	got := rbacObjects(t, out)
 	want := map[string]map[string]any{}
-	for _, f := range []string{"controller/rbac.yaml", "extensions/rbac.yaml", "update-operator/rbac.yaml", "update-agent/rbac.yaml", "uninstall/rbac.yaml"} {
+	for _, f := range []string{"controller/rbac.yaml", "extensions/rbac.yaml", "update-operator/rbac.yaml", "update-operator/hooks.yaml", "update-agent/rbac.yaml", "uninstall/rbac.yaml"} {
 		data, err := os.ReadFile(filepath.Join(deployDir, f))
 		if err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -85,8 +86,11 @@ type Config struct {
 
 // Operator is the update operator: both controllers with their informers.
 type Operator struct {
-	nodes       informers.SharedInformerFactory
-	updates     externalversions.SharedInformerFactory
+	nodes   informers.SharedInformerFactory
+	updates externalversions.SharedInformerFactory
+	// jobs watches the hooks' Jobs: their namespace only, their label
+	// only (nil without hooks).
+	jobs        informers.SharedInformerFactory
 	broadcaster record.EventBroadcaster
 	shadows     *shadow.Controller
 	controller  *operator.Controller
@@ -124,6 +128,15 @@ func New(ctx context.Context, clients Clients, cfg Config) (*Operator, error) {
 	}
 	if opts.StartClient == nil {
 		opts.StartClient = clients.Starts
+	}
+	if opts.Hooks.Namespace != "" && opts.Hooks.Informer == nil {
+		// The operator's RBAC covers Jobs in the hooks' namespace alone.
+		o.jobs = informers.NewSharedInformerFactoryWithOptions(clients.Kube, 0, informers.WithNamespace(opts.Hooks.Namespace),
+			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = operator.HookLabel }))
+		opts.Hooks.Informer = o.jobs.Batch().V1().Jobs()
+	}
+	if opts.Hooks.Jobs == nil {
+		opts.Hooks.Jobs = clients.Kube.BatchV1()
 	}
 	nodes := o.nodes.Core().V1().Nodes()
 	shadows := o.updates.Updates().V1alpha1().BottlerocketShadows()
@@ -173,6 +186,10 @@ func (o *Operator) Run(ctx context.Context, workers int) {
 	o.updates.Start(ctx.Done())
 	defer o.nodes.Shutdown()
 	defer o.updates.Shutdown()
+	if o.jobs != nil {
+		o.jobs.Start(ctx.Done())
+		defer o.jobs.Shutdown()
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

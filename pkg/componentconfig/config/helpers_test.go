@@ -28,7 +28,7 @@ var nonPathFields = sets.New(
 	"ExtensionName", "Lease.Namespace", "Probe.HTTP.URL", "Probe.TCP.Address", "Probe.GRPC.Address", "Probe.GRPC.Service",
 	"ManagedNodeSelector.MatchLabels{}", "ManagedNodeSelector.MatchExpressions[].Key",
 	"ManagedNodeSelector.MatchExpressions[].Operator", "ManagedNodeSelector.MatchExpressions[].Values[]",
-	"AlertSources[].Name", "AlertSources[].URL",
+	"AlertSources[].Name", "AlertSources[].URL", "Hooks.Namespace", "Hooks.ServiceAccountName",
 )
 
 type pathRefsCase struct {

@@ -216,6 +216,15 @@ type UpdateOperatorConfiguration struct {
 	LifecycleConditionMaxAge metav1.Duration
 	// AlertSources are the Alertmanagers policies' alerts gates name.
 	AlertSources []AlertSource
+	// Hooks are where the policies' hook Jobs run.
+	Hooks UpdateHooks
+}
+
+// UpdateHooks are the namespace and service account of the hooks' Jobs;
+// both empty: no hook can run.
+type UpdateHooks struct {
+	Namespace          string
+	ServiceAccountName string
 }
 
 // AlertSource is an Alertmanager of the alerts gate.

@@ -12,6 +12,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -54,6 +55,9 @@ type Controller struct {
 	nodesSynced    cache.InformerSynced
 	shadowsSynced  cache.InformerSynced
 	policiesSynced cache.InformerSynced
+	// jobLister and jobsSynced are the hooks' Jobs (nil without hooks).
+	jobLister  batchlisters.JobLister
+	jobsSynced cache.InformerSynced
 
 	queue workqueue.TypedRateLimitingInterface[string]
 	// startQueue holds startKey alone, with a worker of its own: behind the
@@ -97,6 +101,9 @@ type Controller struct {
 	// node (lifecycle.go): the informer's copy of the Node lags behind
 	// the operator's own writes.
 	lifecycleDone map[string]lifecycleRecord
+	// hooksTold is the hook Job whose success was last announced per
+	// node (hooks.go).
+	hooksTold map[string]string
 }
 
 // NewController wires the controller to its informers. recorder may be nil;
@@ -134,6 +141,7 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 		drainClock:   clk,
 
 		lifecycleDone: map[string]lifecycleRecord{},
+		hooksTold:     map[string]string{},
 	}
 	c.startClient = opts.StartClient
 	if c.startClient == nil {
@@ -141,6 +149,9 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 	}
 	c.after = func(key string, d time.Duration) { c.queueOf(key).AddAfter(key, d) }
 	if err := c.addHandlers(nodeInformer, shadowInformer, policyInformer); err != nil {
+		return nil, err
+	}
+	if err := c.addHookHandlers(); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -283,7 +294,11 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting update controller", "dryRun", c.opts.DryRun)
 	defer logger.Info("Shutting down update controller")
-	if !cache.WaitForNamedCacheSync("updater", ctx.Done(), c.nodesSynced, c.shadowsSynced, c.policiesSynced) {
+	synced := []cache.InformerSynced{c.nodesSynced, c.shadowsSynced, c.policiesSynced}
+	if c.jobsSynced != nil {
+		synced = append(synced, c.jobsSynced)
+	}
+	if !cache.WaitForNamedCacheSync("updater", ctx.Done(), synced...) {
 		return
 	}
 	c.startQueue.Add(startKey)

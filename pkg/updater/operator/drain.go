@@ -96,6 +96,10 @@ func (c *Controller) syncDrain(ctx context.Context, s *updatesv1alpha1.Bottleroc
 		c.forgetDrain(s.Name)
 		return nil
 	}
+	// The drain begins only once the beforeDrain hook succeeded.
+	if done, err := c.runHook(ctx, s, node, c.policyOf(s, node), updatesv1alpha1.HookBeforeDrain); !done || err != nil {
+		return err
+	}
 	if c.opts.DryRun {
 		logger.Info("Dry run: would drain the node")
 		return nil

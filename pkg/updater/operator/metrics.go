@@ -27,6 +27,7 @@ type Metrics struct {
 	NextStartDelay   prometheus.Histogram
 	AlertQueries     *prometheus.CounterVec
 	AlertQueryErrors *prometheus.CounterVec
+	Hooks            *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: none).
@@ -60,10 +61,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Queries of an alert source (the configuration's alertSources) for the alerts gates of UpdatePolicies, by source."}, []string{"source"}),
 		AlertQueryErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "alert_query_errors_total",
 			Help: "Queries of an alert source that got no answer (unreachable, a timeout, an error status, an answer that does not decode), by source: starts wait and soaks pause meanwhile."}, []string{"source"}),
+		Hooks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "hooks_total",
+			Help: "Hook Jobs of UpdatePolicies' spec.hooks that finished, by hook (beforeDrain, afterReboot) and result (succeeded, failed, timedOut)."}, []string{"hook", "result"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.NodesByState, m.NodesByVersion, m.StateEntered, m.RolloutHalted, m.DeadlineExpiries, m.Transitions,
-			m.DryRunActions, m.Starts, m.Aborts, m.UpdateDuration, m.NextStartDelay, m.AlertQueries, m.AlertQueryErrors)
+			m.DryRunActions, m.Starts, m.Aborts, m.UpdateDuration, m.NextStartDelay, m.AlertQueries, m.AlertQueryErrors, m.Hooks)
 	}
 	return m
 }

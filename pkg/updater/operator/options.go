@@ -53,6 +53,9 @@ type Options struct {
 	// so that no backlog of per-node writes delays the next start (a
 	// hand-off). Nil: the controller's client.
 	StartClient versioned.Interface
+	// Hooks say where the policies' hooks run (the configuration's
+	// hooks); unset, a policy with hooks starts nothing.
+	Hooks HookOptions
 }
 
 // DefaultDrainTimeout bounds a node's drain when DrainOptions.Timeout is

@@ -40,6 +40,8 @@ type snapshot struct {
 	// alertSources are the alert sources the operator's configuration
 	// defines, by name.
 	alertSources map[string]AlertSource
+	// hooksConfigured: the operator's configuration says where hooks run.
+	hooksConfigured bool
 }
 
 // nodeView is what the start decision needs of a Node.
@@ -209,6 +211,9 @@ func planStarts(snap *snapshot, pol *policy) plan {
 	if u := unknownSources(pol, snap.alertSources); len(u) > 0 {
 		p.blocked = &blocked{reason: UnknownAlertSource, message: fmt.Sprintf("No node starts: spec.gates.alerts names alert sources the operator's configuration does not define (alertSources): %s",
 			strings.Join(u, ", "))}
+		return p
+	}
+	if p.blocked = hooksHeld(snap, pol); p.blocked != nil {
 		return p
 	}
 	p.gate = snap.gates[pol.name]

@@ -69,6 +69,9 @@ type policy struct {
 	// rollback: a node that fails its health gate is updated back to the
 	// version it ran before (spec.onHealthGateFailure Rollback).
 	rollback bool
+
+	// hooks are spec.hooks (hooks.go).
+	hooks policyHooks
 }
 
 // policyDrain is a policy's spec.drain in plain values: nil (0 for the
@@ -114,6 +117,7 @@ func parsePolicy(p *updatesv1alpha1.UpdatePolicy, d Deadlines) *policy {
 		func() error { return out.parseSoak(d) },
 		func() error { return out.parseWindows(p.Spec.Windows) },
 		func() error { return out.parseGates(p.Spec.Gates) },
+		func() error { return out.parseHooks(p.Spec.Hooks, d) },
 	} {
 		if err := parse(); err != nil {
 			out.invalid = err.Error()
@@ -137,6 +141,11 @@ func newPolicy(p *updatesv1alpha1.UpdatePolicy) *policy {
 	}
 	if t := p.Status.LastUpdateSucceeded; t != nil {
 		out.lastSucceeded = t.Time
+	}
+	// Whatever else is invalid: the policy's nodes in flight still run the
+	// hooks a drain or a reboot must not go without (parseHooks).
+	if h := p.Spec.Hooks; h != nil {
+		out.hooks = policyHooks{beforeDrain: h.BeforeDrain, afterReboot: h.AfterReboot}
 	}
 	return out
 }

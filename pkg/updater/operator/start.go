@@ -192,7 +192,7 @@ func (c *Controller) snapshot(shadows []*updatesv1alpha1.BottlerocketShadow, pol
 	snap := &snapshot{now: now, ownNode: c.opts.OwnNode, lifecycleMaxAge: c.opts.LifecycleConditionMaxAge,
 		shadows: make(map[string]*updatesv1alpha1.BottlerocketShadow, len(shadows)),
 		nodes:   make(map[string]nodeView, len(shadows)), policies: make(map[string]*policy, len(pols)), gates: map[string]*podGate{},
-		alertSources: c.opts.AlertSources}
+		alertSources: c.opts.AlertSources, hooksConfigured: c.opts.Hooks.configured()}
 	for _, p := range pols {
 		snap.policies[p.name] = p
 	}

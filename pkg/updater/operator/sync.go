@@ -129,6 +129,7 @@ func (c *Controller) forgetShadow(name string) {
 	delete(c.told, name)
 	delete(c.drains, name)
 	delete(c.lastPassTold, name)
+	delete(c.hooksTold, name)
 	c.mu.Unlock()
 }
 
@@ -352,6 +353,10 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 	soak := soakOfPolicy(pol)
 	end := start.Add(soak + soakPaused(s))
 	if held, err := c.soakAlerts(ctx, s, pol, now, end); held || err != nil {
+		return err
+	}
+	// The update passes only once its afterReboot hook succeeded.
+	if done, err := c.runHook(ctx, s, node, pol, updatesv1alpha1.HookAfterReboot); !done || err != nil {
 		return err
 	}
 	if left := end.Sub(now); left > 0 {

@@ -146,6 +146,9 @@ func TestTheDocumentedOperatorInstallGrantsExactlyThePermissionsTheOperatorUses(
 		metav1.NamespaceDefault: {{"", "events", "create", ""}, {"", "events", "patch", ""}},
 		leaseNamespace:          nil,
 		metav1.NamespaceSystem:  nil,
+		// UpdatePolicies' hooks: Jobs in the hooks' namespace only, through
+		// an informer of that namespace; the operator deletes none.
+		"nodehealth-update-hooks": {{"batch", "jobs", "create", ""}, {"batch", "jobs", "list", ""}, {"batch", "jobs", "watch", ""}},
 	}
 	baselineUser := "system:serviceaccount:" + systemNamespace + ":rbac-baseline"
 	for ns, extra := range want {

@@ -9,6 +9,7 @@
 package updater_test
 
 import (
+	"slices"
 	"testing"
 
 	"nodehealth.io/nodehealth/test/framework"
@@ -17,7 +18,9 @@ import (
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Suite{
-		Commands:     []string{"./cmd/update-operator"},
-		ControlPlane: []framework.Option{framework.WithCRDs()},
+		Commands: []string{"./cmd/update-operator"},
+		// job-controller: the hooks of UpdatePolicies run as Jobs.
+		ControlPlane: []framework.Option{framework.WithCRDs(),
+			framework.WithControllers(append(slices.Clone(framework.DefaultControllers), "job-controller")...)},
 	})
 }

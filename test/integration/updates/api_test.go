@@ -412,6 +412,21 @@ func TestUpdatePolicyValidation(t *testing.T) {
 			s.TargetVersion, s.IgnoreWaves = "1.21.0", true
 			s.MinReleaseAge = &metav1.Duration{Duration: time.Hour}
 		}, "set one of them"},
+		// NODE_NAME is the operator's: a policy cannot make a hook lie
+		// about its node.
+		{"hook-node-name", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Hooks = &updatesv1alpha1.PolicyHooks{BeforeDrain: &updatesv1alpha1.Hook{Image: "x", Env: []updatesv1alpha1.HookEnvVar{{Name: "NODE_NAME", Value: "other"}}}}
+		}, "NODE_NAME is set by the operator"},
+		{"hook-timeout-short", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Hooks = &updatesv1alpha1.PolicyHooks{AfterReboot: &updatesv1alpha1.Hook{Image: "x", Timeout: &metav1.Duration{Duration: 30 * time.Second}}}
+		}, "must be at least 1 minute"},
+		{"hook-timeout-long", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Hooks = &updatesv1alpha1.PolicyHooks{AfterReboot: &updatesv1alpha1.Hook{Image: "x", Timeout: &metav1.Duration{Duration: 3 * time.Hour}}}
+		}, "must be at most 2 hours"},
+		{"hook-without-image", func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Hooks = &updatesv1alpha1.PolicyHooks{BeforeDrain: &updatesv1alpha1.Hook{}}
+		}, "spec.hooks.beforeDrain.image"},
+		{"hooks-empty", func(s *updatesv1alpha1.UpdatePolicySpec) { s.Hooks = &updatesv1alpha1.PolicyHooks{} }, "spec.hooks"},
 	} {
 		p := valid("validation-" + tc.name)
 		tc.mod(&p.Spec)
@@ -457,6 +472,15 @@ func TestUpdatePolicyValidation(t *testing.T) {
 		"alerts": func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.Gates = &updatesv1alpha1.PolicyGates{Alerts: []updatesv1alpha1.AlertGate{{Source: "prod", Matchers: []updatesv1alpha1.AlertMatcher{
 				{Name: "severity", Value: "critical"}, {Name: "alertname", Value: "Watchdog|InfoInhibitor", IsRegex: true, IsEqual: ptr.To(false)}}}}}
+		},
+		// docs/updater.md's example, "Hooks".
+		"hooks": func(s *updatesv1alpha1.UpdatePolicySpec) {
+			s.Hooks = &updatesv1alpha1.PolicyHooks{
+				BeforeDrain: &updatesv1alpha1.Hook{Image: "quay.io/ceph/ceph:v19", Command: []string{"ceph"}, Args: []string{"osd", "set", "noout"},
+					Env: []updatesv1alpha1.HookEnvVar{{Name: "CEPH_ARGS", Value: "--id update-hooks"}}, Timeout: &metav1.Duration{Duration: 5 * time.Minute}},
+				AfterReboot: &updatesv1alpha1.Hook{Image: "quay.io/ceph/ceph:v19", Command: []string{"ceph"}, Args: []string{"osd", "unset", "noout"},
+					Timeout: &metav1.Duration{Duration: 5 * time.Minute}},
+			}
 		},
 		"pacing-zero-ignoring-waves": func(s *updatesv1alpha1.UpdatePolicySpec) {
 			s.TargetVersion, s.IgnoreWaves = "1.21.0", true

@@ -350,6 +350,33 @@ func ValidateUpdateOperatorConfiguration(c *config.UpdateOperatorConfiguration) 
 	}
 	errs = append(errs, validateNonNegativeDuration(c.LifecycleConditionMaxAge, field.NewPath("lifecycleConditionMaxAge"))...)
 	errs = append(errs, validateAlertSources(c.AlertSources, field.NewPath("alertSources"))...)
+	errs = append(errs, validateUpdateHooks(c.Hooks, field.NewPath("hooks"))...)
+	return errs
+}
+
+// validateUpdateHooks checks where the hooks' Jobs run: both fields or
+// neither, since a namespace without its service account would run the
+// hooks as the namespace's default one, which nobody chose.
+func validateUpdateHooks(h config.UpdateHooks, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case h.Namespace == "" && h.ServiceAccountName == "":
+		return nil
+	case h.Namespace == "":
+		errs = append(errs, field.Required(path.Child("namespace"), "set together with serviceAccountName"))
+	case h.ServiceAccountName == "":
+		errs = append(errs, field.Required(path.Child("serviceAccountName"), "set together with namespace"))
+	}
+	if h.Namespace != "" {
+		for _, msg := range utilvalidation.IsDNS1123Label(h.Namespace) {
+			errs = append(errs, field.Invalid(path.Child("namespace"), h.Namespace, msg))
+		}
+	}
+	if h.ServiceAccountName != "" {
+		for _, msg := range utilvalidation.IsDNS1123Subdomain(h.ServiceAccountName) {
+			errs = append(errs, field.Invalid(path.Child("serviceAccountName"), h.ServiceAccountName, msg))
+		}
+	}
 	return errs
 }
 

@@ -239,6 +239,10 @@ func TestValidateUpdateOperatorConfiguration(t *testing.T) {
 			s.Timeout = d("0s")
 			c.AlertSources = []config.AlertSource{s}
 		}, "alertSources[0].timeout", "greater than zero"},
+		{"hooks namespace without its service account", func(c C) { c.Hooks.Namespace = "storage-hooks" }, "hooks.serviceAccountName", "Required"},
+		{"hooks service account without its namespace", func(c C) { c.Hooks.ServiceAccountName = "ceph-hooks" }, "hooks.namespace", "Required"},
+		{"hooks namespace not a DNS label", func(c C) { c.Hooks = config.UpdateHooks{Namespace: "Storage_Hooks", ServiceAccountName: "ceph-hooks"} }, "hooks.namespace", "RFC 1123"},
+		{"hooks service account not a DNS subdomain", func(c C) { c.Hooks = config.UpdateHooks{Namespace: "storage-hooks", ServiceAccountName: "Ceph Hooks"} }, "hooks.serviceAccountName", "RFC 1123"},
 	})
 }
 

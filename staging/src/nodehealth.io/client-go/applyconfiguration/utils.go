@@ -46,12 +46,18 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &updatesv1alpha1.BottlerocketShadowStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CountedNode"):
 		return &updatesv1alpha1.CountedNodeApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("Hook"):
+		return &updatesv1alpha1.HookApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("HookEnvVar"):
+		return &updatesv1alpha1.HookEnvVarApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("OfferedVersion"):
 		return &updatesv1alpha1.OfferedVersionApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("PolicyDrain"):
 		return &updatesv1alpha1.PolicyDrainApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("PolicyGates"):
 		return &updatesv1alpha1.PolicyGatesApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("PolicyHooks"):
+		return &updatesv1alpha1.PolicyHooksApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("UpdatePolicy"):
 		return &updatesv1alpha1.UpdatePolicyApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("UpdatePolicySpec"):

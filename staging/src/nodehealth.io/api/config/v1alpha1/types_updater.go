@@ -90,6 +90,27 @@ type UpdateOperatorConfiguration struct {
 	// +listType=map
 	// +listMapKey=name
 	AlertSources []AlertSource `json:"alertSources,omitempty"`
+
+	// Hooks says where the Jobs of UpdatePolicies' spec.hooks run. They
+	// live here, in the operator's configuration, so that whoever may
+	// write a policy chooses the hook's command but never the namespace
+	// or the identity it runs with: a policy cannot run pods as the
+	// operator. Unset: no hook can run, and a policy with hooks starts
+	// nothing (its Blocked condition, reason HooksNotConfigured).
+	Hooks UpdateHooks `json:"hooks"`
+}
+
+// UpdateHooks are where the hooks' Jobs run.
+type UpdateHooks struct {
+	// Namespace is where the operator creates the hooks' Jobs; its RBAC
+	// lets it create, read and delete Jobs there only. Set together with
+	// ServiceAccountName.
+	Namespace string `json:"namespace,omitempty"`
+
+	// ServiceAccountName is the service account of the hooks' pods, in
+	// Namespace: give it what the hooks need (for example the Ceph
+	// client's credentials) and nothing else. Set together with Namespace.
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 }
 
 // AlertSource is an Alertmanager the operator queries through its v2 API

@@ -146,6 +146,18 @@ type UpdatePolicySpec struct {
 	// +optional
 	Gates *PolicyGates `json:"gates,omitempty"`
 
+	// Hooks are commands the operator runs as Jobs for each node of the
+	// policy: beforeDrain once the node is ready to be drained (the drain
+	// begins only after it succeeded), afterReboot once the node rebooted
+	// into the update and is fully ready (the update passes its health
+	// gate only after it succeeded). A hook that fails or times out fails
+	// the update and halts the policy. The Jobs run in the namespace and
+	// under the service account the operator's configuration names
+	// (hooks.namespace, hooks.serviceAccountName), never ones a policy
+	// chooses; without them a policy with hooks starts nothing.
+	// +optional
+	Hooks *PolicyHooks `json:"hooks,omitempty"`
+
 	// OnHealthGateFailure is what the operator does when a node of the
 	// policy rebooted into its update and did not pass the health gate
 	// within the MonitoringUpdate deadline. Halt (the default) records the
@@ -185,6 +197,87 @@ type PolicyGates struct {
 	// +listType=atomic
 	Alerts []AlertGate `json:"alerts,omitempty"`
 }
+
+// PolicyHooks are the commands run around each node's drain and reboot.
+// +kubebuilder:validation:MinProperties=1
+type PolicyHooks struct {
+	// BeforeDrain runs once the node carries the readiness taint and its
+	// agent waits for the drain; the drain begins after it succeeded.
+	// Example: ceph osd set noout.
+	// +optional
+	BeforeDrain *Hook `json:"beforeDrain,omitempty"`
+
+	// AfterReboot runs once the node rebooted into the update and is
+	// fully ready (its soak has started); the update passes its health
+	// gate only after it succeeded. Example: ceph osd unset noout.
+	// +optional
+	AfterReboot *Hook `json:"afterReboot,omitempty"`
+}
+
+// Hook is one container the operator runs as a Job with restartPolicy
+// Never and no retry (backoffLimit 0), the environment variable NODE_NAME
+// set to the node's name.
+type Hook struct {
+	// Image is the container image.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+
+	// Command is the container's entrypoint array; unset: the image's.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	Command []string `json:"command,omitempty"`
+
+	// Args are the entrypoint's arguments; unset: the image's.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	Args []string `json:"args,omitempty"`
+
+	// Env are environment variables of the container, by name and value.
+	// NODE_NAME is the operator's (the node's name) and is refused here.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:XValidation:rule="self.all(e, e.name != 'NODE_NAME')",message="NODE_NAME is set by the operator to the node's name"
+	Env []HookEnvVar `json:"env,omitempty"`
+
+	// Timeout bounds the Job (its activeDeadlineSeconds); a hook still
+	// running past it fails the update. It must fit the operator's state
+	// deadline of the step (rebootedIntoUpdate with the drain for
+	// beforeDrain, monitoringUpdate for afterReboot): the operator refuses
+	// the policy otherwise. Default 10m; from 1m to 2h.
+	// +optional
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="must be at least 1 minute (1m)"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('2h')",message="must be at most 2 hours (2h)"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// HookEnvVar is an environment variable of a hook's container.
+type HookEnvVar struct {
+	// Name of the variable.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z][-._a-zA-Z0-9]*$`
+	Name string `json:"name"`
+
+	// Value of the variable.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Value string `json:"value,omitempty"`
+}
+
+// Names of the hooks, as their Jobs' hook label, Events and metrics have
+// them.
+const (
+	HookBeforeDrain = "beforeDrain"
+	HookAfterReboot = "afterReboot"
+)
 
 // AlertGate is one query of an alert source: the firing alerts (active,
 // neither silenced nor inhibited) that match every matcher.
@@ -465,7 +558,9 @@ const (
 	// PolicyBlocked is True while spec.gates hold back a start that would
 	// otherwise be made: reason BlockingPods (the message names the pods)
 	// or GateUnavailable (a gate's source could not be read, so nothing
-	// starts); False, reason NotBlocked, otherwise.
+	// starts), or HooksNotConfigured (spec.hooks is set but the
+	// operator's configuration names no hooks namespace and service
+	// account, so nothing starts); False, reason NotBlocked, otherwise.
 	PolicyBlocked = "Blocked"
 	// PolicySelectorConflict is True while nodes this policy selects are
 	// also selected by another policy; they are never started.

@@ -95,6 +95,16 @@ type UpdatePolicySpecApplyConfiguration struct {
 	// each start; only a firing alert of gates.alerts that names a node in
 	// its soak acts on a node in flight (it fails the node's health gate).
 	Gates *PolicyGatesApplyConfiguration `json:"gates,omitempty"`
+	// Hooks are commands the operator runs as Jobs for each node of the
+	// policy: beforeDrain once the node is ready to be drained (the drain
+	// begins only after it succeeded), afterReboot once the node rebooted
+	// into the update and is fully ready (the update passes its health
+	// gate only after it succeeded). A hook that fails or times out fails
+	// the update and halts the policy. The Jobs run in the namespace and
+	// under the service account the operator's configuration names
+	// (hooks.namespace, hooks.serviceAccountName), never ones a policy
+	// chooses; without them a policy with hooks starts nothing.
+	Hooks *PolicyHooksApplyConfiguration `json:"hooks,omitempty"`
 	// OnHealthGateFailure is what the operator does when a node of the
 	// policy rebooted into its update and did not pass the health gate
 	// within the MonitoringUpdate deadline. Halt (the default) records the
@@ -222,6 +232,14 @@ func (b *UpdatePolicySpecApplyConfiguration) WithDrain(value *PolicyDrainApplyCo
 // If called multiple times, the Gates field is set to the value of the last call.
 func (b *UpdatePolicySpecApplyConfiguration) WithGates(value *PolicyGatesApplyConfiguration) *UpdatePolicySpecApplyConfiguration {
 	b.Gates = value
+	return b
+}
+
+// WithHooks sets the Hooks field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Hooks field is set to the value of the last call.
+func (b *UpdatePolicySpecApplyConfiguration) WithHooks(value *PolicyHooksApplyConfiguration) *UpdatePolicySpecApplyConfiguration {
+	b.Hooks = value
 	return b
 }
 
