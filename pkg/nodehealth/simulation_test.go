@@ -126,7 +126,10 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	{Seed: 1221797598538672297, Name: "t=37s: n5's release and n29's new cni entry in one second push zone z1 to 3 of 9 (threshold 29 %); the controller taints n5, suspends the zone at n29 and removes n5's taint in that second, the model keeps it (make simulate SEEDS=200, 2026-11-29; fails the same on 2b2684f and with -sim.eviction=false)"},
+	{Seed: 15726260585636682009, Name: "t=1m3s, in the second the history is compacted and n9 is back from a reboot: the model has n9 evicted, the controller has not evicted it; fails in about one run of four, also on 2b2684f (make simulate SEEDS=200, 2026-11-29)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
