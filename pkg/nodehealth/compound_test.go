@@ -660,3 +660,46 @@ func TestAHeldNodeWithALeftoverTaintTaintedAtTheRecoveryWaitsOnlyForWhatFailsThe
 		t.Errorf("n1 still tainted once cni came back (condition %s): its gate waited for a renewal of kube-proxy, ready by the recovery's grace", f.condition("n1").Reason)
 	}
 }
+
+// A failure taint the controller wrote is the gate's even while the Node
+// cache does not show it yet. A suspension that begins before the cache
+// catches up withholds new failure taints only: the node's next evaluation
+// must not take the gate in force for a held one, and, once the cache shows
+// the taint, remove it as the leftover of a held gate (simulation seed
+// 1221797598538672297: one second brought a release on n5 and a new gating
+// extension on n29; the controller tainted n5, suspended the zone at n29,
+// and removed n5's taint in that second).
+func TestAFailureTaintWrittenBeforeASuspensionStaysWhileTheCacheLagsBehindIt(t *testing.T) {
+	names := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	f := newFixture(t, testOptions(), readyNodes(names...)...)
+	f.syncAll(names...)
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n2", "Crash")
+	f.sync("n2")
+	// n3's taint is written; the cache will not show it for a while.
+	f.release("kube-proxy", "n3", "Crash")
+	if err := f.c.syncNode(f.ctx, "n3"); err != nil {
+		t.Fatal(err)
+	}
+	if !f.tainted("n3") {
+		t.Fatal("n3 not tainted for its failure before the suspension")
+	}
+	f.release("kube-proxy", "n4", "Crash")
+	f.sync("n4")
+	if f.tainted("n4") || f.condition("n4").Reason != nodev1alpha1.ReasonGatingSuspended {
+		t.Fatalf("the third failure of six did not suspend gating: n4 tainted %v, %s", f.tainted("n4"), f.condition("n4").Reason)
+	}
+
+	// n3 evaluated again on the lagging cache, then once it caught up.
+	if err := f.c.syncNode(f.ctx, "n3"); err != nil {
+		t.Fatal(err)
+	}
+	f.refresh("n3")
+	f.sync("n3")
+	if !f.tainted("n3") {
+		t.Errorf("n3's failure taint, placed before the suspension, was removed by it")
+	}
+	if r := f.condition("n3").Reason; r != nodev1alpha1.ReasonExtensionsNotReady {
+		t.Errorf("n3's condition: %s, want %s (the gate in force, not a held one)", r, nodev1alpha1.ReasonExtensionsNotReady)
+	}
+}

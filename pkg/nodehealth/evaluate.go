@@ -834,6 +834,11 @@ func (e *evaluation) isFailing() {
 func (e *evaluation) placeTaint() {
 	st, f := e.st, e.f
 	e.d.taint = st.gated
+	if st.gate.tainted {
+		// The gate's own taint, written: a guard that fires now holds
+		// new taints only.
+		return
+	}
 	bootLeftover := e.bootOnLeftover || st.last.suppressed && st.gate.full
 	leftover := f.tainted && ((e.d.started || st.last.suppressed) && e.failing || bootLeftover)
 	if st.gated && (!f.tainted || leftover) && (e.in.ownViewStale || (e.failing && e.suspended)) {

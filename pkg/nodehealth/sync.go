@@ -254,30 +254,37 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 	d, st, name := r.d, r.st, node.Name
 	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, list: c.listFor, bootRecord: c.bootRecordToWrite(node, d)}
 	c.mu.Lock()
-	gated := st.gated
+	gated, written := st.gated, st.gate.tainted
 	c.mu.Unlock()
 	failing := d.failing
 	zone := node.Labels[zoneLabel]
 	w.guard = func(ch writeChanges) error {
-		return c.additionHeld(zone, ch.noExecuteAdded, ch.taintAdded && failing)
+		// A taint this gate already wrote is not an addition a guard
+		// holds, though the cache the patch starts from may not show it.
+		return c.additionHeld(zone, ch.noExecuteAdded, ch.taintAdded && failing && !written)
 	}
 	if d.started || (gated && !r.wasGated) {
 		w.reason = "gated: " + r.reason
 	} else if d.ended {
 		w.reason = "ungated"
 	}
-	written, err := c.writeNode(ctx, node, w)
+	changed, err := c.writeNode(ctx, node, w)
 	if err != nil {
 		return err
 	}
-	// written is empty in a dry run: no latency observed, no Event.
-	if written.taintAdded {
+	if w.taint && !c.opts.DryRun {
+		c.mu.Lock()
+		st.gate.tainted = st.gated
+		c.mu.Unlock()
+	}
+	// changed is empty in a dry run: no latency observed, no Event.
+	if changed.taintAdded {
 		if !d.detectedAt.IsZero() {
 			c.metrics.DetectionLatency.Observe(c.clock.Since(d.detectedAt).Seconds())
 		}
 		c.recorder.Eventf(node, v1.EventTypeWarning, EventNodeGated, "Added taint %s:%s: %s", c.opts.TaintKey, c.opts.TaintEffect, r.message)
 	}
-	if written.taintRemoved {
+	if changed.taintRemoved {
 		if d.ended && d.ungateLatency > 0 {
 			c.metrics.UngateLatency.Observe(d.ungateLatency.Seconds() + c.clock.Since(r.now).Seconds())
 		}

@@ -46,6 +46,11 @@ type API struct {
 	EvictionHook func(pod *corev1.Pod) error
 	// Trace, if set, gets a line for each event Deliver delivers.
 	Trace *Trace
+	// OnStore, if set, sees every write the API applies (prev is nil for a
+	// creation): what a client's request log cannot say, since a request
+	// refused with a conflict or a fault is logged like one applied. It
+	// runs under the API's lock and must not call the API.
+	OnStore func(gvr schema.GroupVersionResource, obj, prev runtime.Object)
 	// SettlePolls (3) is how many consecutive polls Settle needs to find
 	// everything caught up and idle; SettlePoll (200µs, which Linux timers
 	// round up to about 1ms) is the wall-clock pause between two.
@@ -461,6 +466,9 @@ func (a *API) store(gvr schema.GroupVersionResource, key types.NamespacedName, o
 		typ = watch.Added
 	}
 	a.record(event{rv: a.rv, gvr: gvr, typ: typ, obj: obj, prev: prev})
+	if a.OnStore != nil {
+		a.OnStore(gvr, obj, prev)
+	}
 }
 
 // remove deletes key; the DELETED event carries the last state at the
