@@ -296,7 +296,7 @@ type simulation struct {
 	// The running controller instance, its informers, and how many
 	// notifications the model's handlers received from them.
 	c         *Controller
-	informers []cache.SharedIndexInformer
+	informers []sim.Informer
 	fed       *atomic.Int64
 	// feeding is whether the current instance's informers still feed the
 	// model: a stopped instance observes nothing, though its informers may
@@ -769,9 +769,13 @@ func (s *simulation) startController() {
 	s.cancel = cancel
 	ctx = klog.NewContext(ctx, klog.Background().V(10))
 	factory := informers.NewSharedInformerFactory(s.kube, 0)
-	leaseFactory := informers.NewSharedInformerFactoryWithOptions(s.kube, 0, informers.WithNamespace(testNS))
 	nodeInformer := factory.Core().V1().Nodes()
-	leaseInformer := leaseFactory.Coordination().V1().Leases().Informer()
+	// The Lease informer the binary runs: events delivered on one
+	// goroutine, each Lease transformed before it is stored.
+	leaseInformer, err := newSimLeaseInformer(NewDirectLeaseInformer(s.kube, testNS, TransformLease))
+	if err != nil {
+		s.t.Fatal(err)
+	}
 	c, err := NewController(ctx, s.kube, nodeInformer, leaseInformer, &record.FakeRecorder{}, s.clk, s.opts, nil)
 	if err != nil {
 		s.t.Fatal(err)
@@ -786,7 +790,7 @@ func (s *simulation) startController() {
 	c.queue, c.evictions = s.queues[0], s.queues[1]
 	s.c = c
 	nodeInf := nodeInformer.Informer()
-	s.informers = []cache.SharedIndexInformer{nodeInf, leaseInformer}
+	s.informers = []sim.Informer{nodeInf, leaseInformer}
 	s.fed = &atomic.Int64{}
 	s.feeding = &atomic.Bool{}
 	s.feeding.Store(true)
@@ -798,7 +802,7 @@ func (s *simulation) startController() {
 		s.t.Fatal(err)
 	}
 	factory.Start(ctx.Done())
-	leaseFactory.Start(ctx.Done())
+	go leaseInformer.Run(ctx)
 	// As Run does: no worker before every handler has the initial lists.
 	startCtx, cancelStart := context.WithTimeout(s.ctx, time.Minute)
 	defer cancelStart()
@@ -884,7 +888,7 @@ func (s *simulation) counted(h cache.ResourceEventHandlerFuncs) cache.ResourceEv
 
 // feedModel tells the model what the controller's informers observe, at the
 // instant they observe it.
-func (s *simulation) feedModel(nodes, leases cache.SharedIndexInformer) {
+func (s *simulation) feedModel(nodes cache.SharedIndexInformer, leases sim.Informer) {
 	_, _ = nodes.AddEventHandler(s.counted(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
 			node, at := obj.(*v1.Node), s.clk.Now()

@@ -311,8 +311,16 @@ func (a *API) Compact(rv int64) {
 
 type trackedInformer struct {
 	gvr   schema.GroupVersionResource
-	inf   cache.SharedInformer
+	inf   Informer
 	count *atomic.Int64 // notifications its Track handler received
+}
+
+// Informer is what Track needs of an informer: a cache.SharedInformer, or
+// an informer of another kind (a controller's own Lease informer) that
+// calls its handlers in the order they were added.
+type Informer interface {
+	AddEventHandler(handler cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+	IsStopped() bool
 }
 
 // Track tells Settle to wait for inf, an informer of gvr, to have processed
@@ -320,7 +328,7 @@ type trackedInformer struct {
 // before its first event is delivered: Settle counts each delivered event of
 // a tracked resource until a tracked informer's handler sees its
 // resourceVersion.
-func (a *API) Track(gvr schema.GroupVersionResource, inf cache.SharedInformer) error {
+func (a *API) Track(gvr schema.GroupVersionResource, inf Informer) error {
 	seen := func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
@@ -348,7 +356,7 @@ func (a *API) Track(gvr schema.GroupVersionResource, inf cache.SharedInformer) e
 // same notifications in the same order, so a driver whose own handlers count
 // theirs can tell when they have all run: a shared informer runs each handler
 // on a goroutine of its own, and Settle only waits for Track's.
-func (a *API) Seen(inf cache.SharedInformer) int64 {
+func (a *API) Seen(inf Informer) int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, t := range a.tracked {
