@@ -339,6 +339,9 @@ type simulation struct {
 	// krng draws the nodes' clock skews (skewFaults) from a stream of its
 	// own.
 	krng *sim.Rand
+	// zrng draws the changes of zone labels (zoneFaults) from a stream of
+	// its own; nil in the seeds that draw none (drawZoneChanges).
+	zrng *sim.Rand
 }
 
 func runSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
@@ -398,6 +401,7 @@ func newSimulation(t *testing.T, seed uint64) *simulation {
 	s.api.Install(&s.kube.Fake)
 	extra := s.drawConfig(seed)
 	s.drawEviction(seed)
+	s.drawZoneChanges(seed)
 	s.model = model.New(modelConfig(s.opts))
 
 	// Half the seeds give cni a startup timeout, failing closed or open.
@@ -1225,6 +1229,7 @@ func (s *simulation) faults(now time.Time) {
 	s.leavingFaults(now)
 	s.apiFaults(now)
 	s.skewFaults(now)
+	s.zoneFaults()
 }
 
 func (s *simulation) reviveAt(at time.Time, a *simAgent) {

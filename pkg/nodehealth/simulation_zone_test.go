@@ -1,0 +1,93 @@
+package nodehealth
+
+import (
+	"flag"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+
+	"nodehealth.io/nodehealth/test/sim"
+)
+
+var simZones = flag.Bool("sim.zones", true, "draw, on a share of the seeds, changes of running nodes' zone labels (false: zones as created, the schedule before they were drawn)")
+
+// zoneStream is xored into the seed for zoneFaults' stream: a stream of its
+// own, so that a seed runs the schedule it ran before zone changes were
+// drawn until the first of them.
+const zoneStream = 0x7a6f6e65 // "zone"
+
+// zoneChangeShare is the share of seeds that change zone labels while they
+// run; zoneChangeChance the chance, each second of those seeds, that one
+// node's label changes. About 4 changes in a 300 s seed: enough for a
+// failing node to change zones now and then, few enough that the zones
+// keep enough nodes for their thresholds to mean something.
+const (
+	zoneChangeShare  = 0.4
+	zoneChangeChance = 0.015
+)
+
+// drawZoneChanges decides whether the seed changes zone labels while it
+// runs, and if so starts their stream. Kept seeds (regressions, open
+// findings) keep their zones: each replays what it was kept for.
+func (s *simulation) drawZoneChanges(seed uint64) {
+	if !*simZones || slices.Contains(simRegressions.Seeds(), seed) || slices.Contains(simEvictionRegressions.Seeds(), seed) ||
+		slices.Contains(simOpenFindings.Seeds(), seed) {
+		return
+	}
+	r := sim.NewRand(seed ^ zoneStream)
+	if r.Chance(zoneChangeShare) {
+		s.zrng = r
+	}
+}
+
+// zoneFaults changes one running node's topology.kubernetes.io/zone label
+// now and then, as an admin relabelling nodes or a cloud provider's node
+// controller correcting them does: to the other zone, to a zone no node had
+// (z2), or off; a node without one gets one. docs/controller.md counts a
+// node in the zone its label names at its latest evaluation, so the model
+// is told only the new label, as for any other label change.
+func (s *simulation) zoneFaults() {
+	r := s.zrng
+	if r == nil || !r.Chance(zoneChangeChance) {
+		return
+	}
+	n := s.nodes[r.Intn(len(s.nodes))]
+	from := n.zone
+	switch d := r.Intn(4); {
+	case from == "":
+		n.zone = []string{"z0", "z1"}[d%2]
+	case d < 2:
+		n.zone = map[string]string{"z0": "z1", "z1": "z0", "z2": "z0"}[from]
+	case d == 2:
+		n.zone = "z2"
+		if from == "z2" {
+			n.zone = "z1"
+		}
+	default:
+		n.zone = ""
+	}
+	if !n.finalizeAt.IsZero() {
+		// Deleted, held by its finalizer: nobody relabels it (the draws
+		// are made, so that the stream does not depend on it).
+		n.zone = from
+		return
+	}
+	s.mutateNode(n, false, func(node *v1.Node) {
+		if n.zone == "" {
+			delete(node.Labels, v1.LabelTopologyZone)
+			return
+		}
+		if node.Labels == nil {
+			node.Labels = map[string]string{}
+		}
+		node.Labels[v1.LabelTopologyZone] = n.zone
+	})
+	s.trace.Add("t=%s %s zone label %s -> %s", s.at(), n.name, zoneName(from), zoneName(n.zone))
+}
+
+func zoneName(z string) string {
+	if z == "" {
+		return "none"
+	}
+	return z
+}
