@@ -784,6 +784,73 @@ func TestAZoneWithMostNodesFailingIsSuspendedWhileAHealthyZoneStillGates(t *test
 	}
 }
 
+// A node counts in the zone its label names at its latest evaluation: a
+// relabelled node leaves its old zone's count (which is judged again on the
+// nodes left: a held node moved out of a suspended zone is tainted, and the
+// zone resumes), joins the new zone's (a failure there counts it), and a
+// node without the label counts in the cluster only.
+func TestARelabelledNodeCountsInTheZoneItsLabelNamesNow(t *testing.T) {
+	var objs []runtime.Object
+	for _, n := range []string{"a1", "a2", "a3", "a4"} {
+		objs = append(objs, readyNode(n, withZone("a")), lease("kube-proxy", n, "holder", t0))
+	}
+	for _, n := range []string{"b1", "b2", "b3", "b4"} {
+		objs = append(objs, readyNode(n, withZone("b")), lease("kube-proxy", n, "holder", t0))
+	}
+	opts := testOptions()
+	opts.BlastRadius = BlastRadiusOptions{ZoneThreshold: 0.5} // no cluster-wide suspension
+	f := newFixture(t, opts, objs...)
+	for _, o := range objs {
+		if n, ok := o.(*v1.Node); ok {
+			f.sync(n.Name)
+		}
+	}
+	suspended := func(zone string) bool { s, _ := f.c.blast.suspended(zone); return s }
+	relabel := func(node, zone string) {
+		t.Helper()
+		f.updateNode(node, func(n *v1.Node) {
+			delete(n.Labels, v1.LabelTopologyZone)
+			if zone != "" {
+				n.Labels[v1.LabelTopologyZone] = zone
+			}
+		})
+		f.sync(node)
+	}
+	f.clock.Step(time.Second)
+	for _, n := range []string{"a1", "a2", "a3"} {
+		f.release("kube-proxy", n, "Crash")
+		f.sync(n)
+	}
+	if !suspended("a") || f.tainted("a3") {
+		t.Fatal("zone a must be suspended at 3 of 4 failing, holding a3")
+	}
+
+	relabel("a3", "b")
+	if suspended("a") {
+		t.Error("zone a still suspended with 2 of its 3 nodes failing: a3 is counted there after moving to zone b")
+	}
+	if !f.tainted("a3") {
+		t.Errorf("a3, failing in zone b where 1 of 5 fails, is not tainted: %+v", f.condition("a3"))
+	}
+
+	f.release("kube-proxy", "b1", "Crash")
+	f.sync("b1")
+	f.release("kube-proxy", "b2", "Crash")
+	f.sync("b2")
+	if !suspended("b") || f.tainted("b2") {
+		t.Fatalf("zone b not suspended at 3 of 5 failing (a3 with it), or b2 tainted (%v)", f.tainted("b2"))
+	}
+
+	relabel("a3", "")
+	if suspended("b") {
+		t.Error("zone b still suspended with 2 of its 4 nodes failing: a3 is counted there after losing its zone")
+	}
+	f.sync("b2")
+	if !f.tainted("b2") {
+		t.Errorf("b2 not tainted once zone b resumed: %+v", f.condition("b2"))
+	}
+}
+
 func TestOwnViewStaleSuspendsAdditionsNotRemovals(t *testing.T) {
 	opts := testOptions()
 	opts.CanaryInterval = 5 * time.Second
