@@ -851,6 +851,71 @@ func TestARelabelledNodeCountsInTheZoneItsLabelNamesNow(t *testing.T) {
 	}
 }
 
+// A failing, tainted node relabelled into a suspended zone keeps its taint
+// (a suspension withholds new failure taints only) and its eviction clock
+// pauses there; relabelled out of every zone, no zone's suspension holds it
+// and the clock goes on from what it had counted.
+func TestAFailingNodeRelabelledIntoASuspendedZoneKeepsItsTaintAndItsEvictionClockPauses(t *testing.T) {
+	var objs []runtime.Object
+	for _, n := range []string{"a1", "a2", "a3", "a4"} {
+		objs = append(objs, readyNode(n, withZone("a")), lease("kube-proxy", n, "holder", t0))
+	}
+	for _, n := range []string{"b1", "b2", "b3", "b4"} {
+		objs = append(objs, readyNode(n, withZone("b")), lease("kube-proxy", n, "holder", t0))
+	}
+	opts := testOptions()
+	opts.BlastRadius = BlastRadiusOptions{ZoneThreshold: 0.5} // no cluster-wide suspension
+	f := newFixture(t, opts, objs...)
+	for _, o := range objs {
+		if n, ok := o.(*v1.Node); ok {
+			f.sync(n.Name)
+		}
+	}
+	relabel := func(node, zone string) {
+		t.Helper()
+		f.updateNode(node, func(n *v1.Node) {
+			delete(n.Labels, v1.LabelTopologyZone)
+			if zone != "" {
+				n.Labels[v1.LabelTopologyZone] = zone
+			}
+		})
+		f.sync(node)
+	}
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "b1", "Crash")
+	f.sync("b1") // its eviction clock starts
+	for _, n := range []string{"a1", "a2", "a3"} {
+		f.release("kube-proxy", n, "Crash")
+		f.sync(n)
+	}
+	if s, _ := f.c.blast.suspended("a"); !s || !f.tainted("b1") {
+		t.Fatalf("zone a not suspended at 3 of 4, or b1 not tainted (%v)", f.tainted("b1"))
+	}
+
+	f.clock.Step(time.Minute)
+	relabel("b1", "a")
+	if !f.tainted("b1") {
+		t.Fatalf("b1 lost its taint moving into the suspended zone a: %+v", f.condition("b1"))
+	}
+	f.clock.Step(5 * time.Minute)
+	f.sync("b1")
+	if n := f.c.evictions.Len(); n != 0 {
+		t.Fatalf("b1 escalated 6 min after its failure, 5 of them in the suspended zone a: its clock ran there")
+	}
+
+	relabel("b1", "")
+	f.clock.Step(3*time.Minute + 59*time.Second)
+	f.sync("b1")
+	if n := f.c.evictions.Len(); n != 0 {
+		t.Fatalf("b1 escalated after 1 min in zone b and 3m59s without a zone: its clock counted the suspension")
+	}
+	f.clock.Step(time.Second)
+	f.sync("b1")
+	if n := f.c.evictions.Len(); n != 1 {
+		t.Errorf("b1 not escalated after 1 min in zone b and 4 min without a zone (%d queued): no zone's suspension holds it", n)
+	}
+}
+
 func TestOwnViewStaleSuspendsAdditionsNotRemovals(t *testing.T) {
 	opts := testOptions()
 	opts.CanaryInterval = 5 * time.Second
