@@ -164,6 +164,8 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 	}
 	longestGate := c.longestGates
 	metrics.LongestGate.source.Store(&longestGate)
+	turnWaiting := c.nodesWaitingForTurn
+	metrics.EvictionTurnWaiting.source.Store(&turnWaiting)
 	if opts.CanaryInterval > 0 && !opts.DryRun {
 		c.canary = newCanary(canaryConfig{client: client, namespace: opts.LeaseNamespace, identity: opts.Identity,
 			clock: clk, interval: opts.CanaryInterval, onChange: c.ownViewChanged})

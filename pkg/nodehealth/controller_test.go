@@ -784,6 +784,138 @@ func TestAZoneWithMostNodesFailingIsSuspendedWhileAHealthyZoneStillGates(t *test
 	}
 }
 
+// A node counts in the zone its label names at its latest evaluation: a
+// relabelled node leaves its old zone's count (which is judged again on the
+// nodes left: a held node moved out of a suspended zone is tainted, and the
+// zone resumes), joins the new zone's (a failure there counts it), and a
+// node without the label counts in the cluster only.
+func TestARelabelledNodeCountsInTheZoneItsLabelNamesNow(t *testing.T) {
+	var objs []runtime.Object
+	for _, n := range []string{"a1", "a2", "a3", "a4"} {
+		objs = append(objs, readyNode(n, withZone("a")), lease("kube-proxy", n, "holder", t0))
+	}
+	for _, n := range []string{"b1", "b2", "b3", "b4"} {
+		objs = append(objs, readyNode(n, withZone("b")), lease("kube-proxy", n, "holder", t0))
+	}
+	opts := testOptions()
+	opts.BlastRadius = BlastRadiusOptions{ZoneThreshold: 0.5} // no cluster-wide suspension
+	f := newFixture(t, opts, objs...)
+	for _, o := range objs {
+		if n, ok := o.(*v1.Node); ok {
+			f.sync(n.Name)
+		}
+	}
+	suspended := func(zone string) bool { s, _ := f.c.blast.suspended(zone); return s }
+	relabel := func(node, zone string) {
+		t.Helper()
+		f.updateNode(node, func(n *v1.Node) {
+			delete(n.Labels, v1.LabelTopologyZone)
+			if zone != "" {
+				n.Labels[v1.LabelTopologyZone] = zone
+			}
+		})
+		f.sync(node)
+	}
+	f.clock.Step(time.Second)
+	for _, n := range []string{"a1", "a2", "a3"} {
+		f.release("kube-proxy", n, "Crash")
+		f.sync(n)
+	}
+	if !suspended("a") || f.tainted("a3") {
+		t.Fatal("zone a must be suspended at 3 of 4 failing, holding a3")
+	}
+
+	relabel("a3", "b")
+	if suspended("a") {
+		t.Error("zone a still suspended with 2 of its 3 nodes failing: a3 is counted there after moving to zone b")
+	}
+	if !f.tainted("a3") {
+		t.Errorf("a3, failing in zone b where 1 of 5 fails, is not tainted: %+v", f.condition("a3"))
+	}
+
+	f.release("kube-proxy", "b1", "Crash")
+	f.sync("b1")
+	f.release("kube-proxy", "b2", "Crash")
+	f.sync("b2")
+	if !suspended("b") || f.tainted("b2") {
+		t.Fatalf("zone b not suspended at 3 of 5 failing (a3 with it), or b2 tainted (%v)", f.tainted("b2"))
+	}
+
+	relabel("a3", "")
+	if suspended("b") {
+		t.Error("zone b still suspended with 2 of its 4 nodes failing: a3 is counted there after losing its zone")
+	}
+	f.sync("b2")
+	if !f.tainted("b2") {
+		t.Errorf("b2 not tainted once zone b resumed: %+v", f.condition("b2"))
+	}
+}
+
+// A failing, tainted node relabelled into a suspended zone keeps its taint
+// (a suspension withholds new failure taints only) and its eviction clock
+// pauses there; relabelled out of every zone, no zone's suspension holds it
+// and the clock goes on from what it had counted.
+func TestAFailingNodeRelabelledIntoASuspendedZoneKeepsItsTaintAndItsEvictionClockPauses(t *testing.T) {
+	var objs []runtime.Object
+	for _, n := range []string{"a1", "a2", "a3", "a4"} {
+		objs = append(objs, readyNode(n, withZone("a")), lease("kube-proxy", n, "holder", t0))
+	}
+	for _, n := range []string{"b1", "b2", "b3", "b4"} {
+		objs = append(objs, readyNode(n, withZone("b")), lease("kube-proxy", n, "holder", t0))
+	}
+	opts := testOptions()
+	opts.BlastRadius = BlastRadiusOptions{ZoneThreshold: 0.5} // no cluster-wide suspension
+	f := newFixture(t, opts, objs...)
+	for _, o := range objs {
+		if n, ok := o.(*v1.Node); ok {
+			f.sync(n.Name)
+		}
+	}
+	relabel := func(node, zone string) {
+		t.Helper()
+		f.updateNode(node, func(n *v1.Node) {
+			delete(n.Labels, v1.LabelTopologyZone)
+			if zone != "" {
+				n.Labels[v1.LabelTopologyZone] = zone
+			}
+		})
+		f.sync(node)
+	}
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "b1", "Crash")
+	f.sync("b1") // its eviction clock starts
+	for _, n := range []string{"a1", "a2", "a3"} {
+		f.release("kube-proxy", n, "Crash")
+		f.sync(n)
+	}
+	if s, _ := f.c.blast.suspended("a"); !s || !f.tainted("b1") {
+		t.Fatalf("zone a not suspended at 3 of 4, or b1 not tainted (%v)", f.tainted("b1"))
+	}
+
+	f.clock.Step(time.Minute)
+	relabel("b1", "a")
+	if !f.tainted("b1") {
+		t.Fatalf("b1 lost its taint moving into the suspended zone a: %+v", f.condition("b1"))
+	}
+	f.clock.Step(5 * time.Minute)
+	f.sync("b1")
+	if n := f.c.evictions.Len(); n != 0 {
+		t.Fatalf("b1 escalated 6 min after its failure, 5 of them in the suspended zone a: its clock ran there")
+	}
+
+	relabel("b1", "")
+	f.clock.Step(3*time.Minute + 59*time.Second)
+	f.sync("b1")
+	if n := f.c.evictions.Len(); n != 0 {
+		t.Fatalf("b1 escalated after 1 min in zone b and 3m59s without a zone: its clock counted the suspension")
+	}
+	f.clock.Step(time.Second)
+	f.sync("b1")
+	if n := f.c.evictions.Len(); n != 1 {
+		t.Errorf("b1 not escalated after 1 min in zone b and 4 min without a zone (%d queued): no zone's suspension holds it", n)
+	}
+}
+
 func TestOwnViewStaleSuspendsAdditionsNotRemovals(t *testing.T) {
 	opts := testOptions()
 	opts.CanaryInterval = 5 * time.Second

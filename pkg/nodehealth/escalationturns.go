@@ -1,10 +1,18 @@
 package nodehealth
 
 import (
+	"fmt"
 	"math"
 	"sync"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
+
+// EventEvictionDeferred says that a node's eviction came due and waits for
+// its turn of the cluster-wide eviction rate, and when the turn comes: once
+// per wait, when the node takes its turn.
+const EventEvictionDeferred = "EvictionDeferred"
 
 // escalationTurns is the cluster-wide eviction rate limit
 // (eviction.nodesPerSecond, burst 1): a token bucket on the controller's
@@ -35,4 +43,39 @@ func (t *escalationTurns) take(now time.Time) time.Time {
 	}
 	t.next = turn.Add(t.every)
 	return turn
+}
+
+// deferred tells the operator that the node's escalation waits for its turn,
+// in an Event on the node. Called once per turn taken, when the turn lies
+// ahead: the retries of the wait take none and say nothing.
+func (c *Controller) deferred(name string, now, turn time.Time) {
+	if c.opts.DryRun {
+		return
+	}
+	node, err := c.nodeLister.Get(name)
+	if err != nil {
+		return // gone: nobody to tell
+	}
+	action := "evicting its pods"
+	if c.opts.Eviction.Mode == EvictionModeNoExecute {
+		action = fmt.Sprintf("adding taint %s:NoExecute", c.opts.TaintKey)
+	}
+	c.recorder.Eventf(node, v1.EventTypeWarning, EventEvictionDeferred,
+		"A required extension failed %s ago; %s waits for the node's turn of the cluster-wide eviction rate (eviction.nodesPerSecond %g: one node every %s), at %s, in %s",
+		c.opts.Eviction.Timeout, action, evictionRate(c.opts.Eviction), c.evictionTurns.every, turn.UTC().Format(time.RFC3339), turn.Sub(now).Round(time.Second))
+}
+
+// nodesWaitingForTurn counts the nodes holding a turn of the eviction rate
+// whose instant has not come (nodehealth_eviction_turn_waiting_nodes).
+func (c *Controller) nodesWaitingForTurn() float64 {
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	waiting := 0
+	for _, st := range c.nodes {
+		if st.escalationTurn.After(now) {
+			waiting++
+		}
+	}
+	return float64(waiting)
 }

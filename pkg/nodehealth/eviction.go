@@ -299,12 +299,16 @@ func (c *Controller) startEscalation(ctx context.Context, name string) (time.Dur
 		c.mu.Unlock()
 		return 0, false
 	}
-	if st.escalationTurn.IsZero() {
+	took := st.escalationTurn.IsZero()
+	if took {
 		st.escalationTurn = c.evictionTurns.take(now)
 	}
 	if turn := st.escalationTurn; now.Before(turn) {
 		c.mu.Unlock()
 		klog.FromContext(ctx).V(2).Info("Escalation waits for its turn of the cluster-wide eviction rate (eviction.nodesPerSecond)", "node", name, "turn", turn)
+		if took {
+			c.deferred(name, now, turn)
+		}
 		return turn.Sub(now), false
 	}
 	st.escalationTurn = time.Time{}

@@ -647,6 +647,82 @@ func TestEscalationsDueTogetherTakeTurnsOfTheRateLimitOnTheControllersClock(t *t
 	escalate("n3", 0, "p-n3")
 }
 
+// A node whose eviction waits for its turn of the cluster-wide rate is
+// visible while it waits: nodehealth_eviction_turn_waiting_nodes counts it
+// until its turn's instant comes (no event announces that), and one
+// EvictionDeferred Event on the node says the rate and when its turn comes,
+// once per wait, not on each of its retries.
+func TestANodeWaitingForItsEvictionTurnIsCountedAndAnnouncedOnce(t *testing.T) {
+	opts := testOptions()
+	opts.Eviction.NodesPerSecond = 0.1
+	opts.BlastRadius = BlastRadiusOptions{} // three of three nodes fail at once
+	nodes := []string{"n1", "n2", "n3"}
+	var objs []runtime.Object
+	for _, n := range nodes {
+		objs = append(objs, readyNode(n), pod("p-"+n, n))
+	}
+	f := newFixture(t, opts, objs...)
+	for _, n := range nodes {
+		f.renew("kube-proxy", n)
+		f.sync(n)
+	}
+	f.clock.Step(51 * time.Second)
+	for _, n := range nodes {
+		f.sync(n)
+	}
+	f.clock.Step(5 * time.Minute)
+	for _, n := range nodes {
+		f.sync(n)
+	}
+	f.events()
+	// says: the Event the escalation must record, by what it says (none:
+	// no EvictionDeferred Event).
+	escalate := func(node string, wantWaiting float64, says ...string) {
+		t.Helper()
+		if _, err := f.c.escalateNode(f.ctx, node); err != nil {
+			t.Fatalf("%s: %v", node, err)
+		}
+		expectWaiting(t, f, wantWaiting)
+		var deferred []string
+		for _, e := range f.events() {
+			if strings.Contains(e, EventEvictionDeferred) {
+				deferred = append(deferred, e)
+			}
+		}
+		if want := min(len(says), 1); len(deferred) != want {
+			t.Fatalf("%s: EvictionDeferred Events %q, want %d", node, deferred, want)
+		}
+		for _, want := range says {
+			if !strings.Contains(deferred[0], want) {
+				t.Fatalf("%s: EvictionDeferred Event %q does not say %q", node, deferred[0], want)
+			}
+		}
+	}
+	expectWaiting(t, f, 0)
+	escalate("n1", 0) // the token was there: no wait, nothing deferred
+	escalate("n2", 1, "Warning EvictionDeferred", "eviction.nodesPerSecond 0.1: one node every 10s", "in 10s")
+	escalate("n3", 2, "in 20s")
+	// Retried before its turn (another evaluation queued it), a node
+	// says nothing more.
+	f.clock.Step(4 * time.Second)
+	escalate("n3", 2)
+	// n2's turn has come: it waits no more, processed or not.
+	f.clock.Step(6 * time.Second)
+	expectWaiting(t, f, 1)
+	escalate("n2", 1)
+	escalate("n3", 1)
+	f.clock.Step(10 * time.Second)
+	expectWaiting(t, f, 0)
+	escalate("n3", 0)
+}
+
+func expectWaiting(t *testing.T, f *fixture, want float64) {
+	t.Helper()
+	if got := testutil.ToFloat64(f.c.metrics.EvictionTurnWaiting); got != want {
+		t.Fatalf("nodehealth_eviction_turn_waiting_nodes = %v, want %v", got, want)
+	}
+}
+
 // The NoExecute variant goes with the gate it escalated: when the ungate's
 // removal is refused (an outage of the controller's writes) and a new gate
 // begins on the node before it is written (the updater's planned release),

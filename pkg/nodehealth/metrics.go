@@ -38,6 +38,9 @@ type Metrics struct {
 	ExtensionStartup *prometheus.HistogramVec
 	// LongestGate is read at scrape time from the running controller.
 	LongestGate *gateAges
+	// EvictionTurnWaiting is read at scrape time too: a node stops
+	// waiting when its turn's instant comes, which no event announces.
+	EvictionTurnWaiting *scrapedGauge
 
 	queues *queueMetrics
 	// notReadySeries bounds and cleans up the extension label of
@@ -210,6 +213,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		LongestGate: &gateAges{desc: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "", "longest_gate_seconds"),
 			"How long the longest-gated of the nodes gated for this reason has been gated without interruption (as seen by the current leader: a failover restarts the count). Series exist only for reasons some node is gated for.",
 			[]string{"reason"}, nil)},
+		EvictionTurnWaiting: &scrapedGauge{desc: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "", "eviction_turn_waiting_nodes"),
+			"Nodes whose eviction came due and that wait for their turn of the cluster-wide eviction rate (eviction.nodesPerSecond): a turn taken whose instant has not come.",
+			nil, nil)},
 		queues: newQueueMetrics(),
 	}
 	m.notReadySeries = newExtensionSeries(m.NotReadyNodes, maxExtensionSeries)
@@ -218,7 +224,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.GatedNodes, m.NotReadyNodes, m.TaintWrites, m.DetectionLatency, m.UngateLatency, m.Evictions,
 			m.GatingSuspended, m.Suspensions, m.InvalidLists, m.ListWrites, m.DryRunActions, m.ConditionWrites,
 			m.StartupTimeouts, m.OwnViewStale, m.TrackedNodes, m.LeavingNodes, m.EvaluationsTotal, m.TimerRechecks, m.EvaluationDurations, m.LongestGate,
-			m.NodeStartup, m.ExtensionStartup)
+			m.NodeStartup, m.ExtensionStartup, m.EvictionTurnWaiting)
 		reg.MustRegister(m.queues.collectors()...)
 	}
 	return m
@@ -244,6 +250,22 @@ func (g *gateAges) Collect(ch chan<- prometheus.Metric) {
 	}
 	for reason, seconds := range (*source)() {
 		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, seconds, string(reason))
+	}
+}
+
+// scrapedGauge is a gauge without labels whose value the running controller
+// computes when it is scraped (a new one after a failover replaces the
+// source); no series before a controller set one.
+type scrapedGauge struct {
+	desc   *prometheus.Desc
+	source atomic.Pointer[func() float64]
+}
+
+func (g *scrapedGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g *scrapedGauge) Collect(ch chan<- prometheus.Metric) {
+	if source := g.source.Load(); source != nil {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, (*source)())
 	}
 }
 

@@ -46,6 +46,7 @@ var simFaultClasses = []simFaultClass{
 	{"other writers' conditions (foreign Drained=True)", regexp.MustCompile(`foreign Drained=true`)},
 	{"scale-down (nodes deleted)", regexp.MustCompile(`scale-down of`)},
 	{"a node's clock off (skewed renewTime)", regexp.MustCompile(`'s clock is off by `)},
+	{"zone label changed while running", regexp.MustCompile(` zone label \S+ -> \S+$`)},
 	{"eviction mode NoExecute", regexp.MustCompile(`^eviction mode NoExecute,`)},
 	{"eviction mode None", regexp.MustCompile(`^eviction mode None,`)},
 	{"eviction rate limited (one node every 10-50 s)", regexp.MustCompile(`^eviction mode \S+, 0\.\d+ nodes per second$`)},

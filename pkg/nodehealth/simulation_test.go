@@ -159,6 +159,7 @@ func TestMain(m *testing.M) { sim.Main(m) }
 func TestSimulation(t *testing.T) {
 	logSimStats(t)
 	seeds := append(simRegressions.Seeds(), simEvictionRegressions.Seeds()...)
+	seeds = append(seeds, simZoneRegressions.Seeds()...)
 	sim.Run(t, "guards", append(seeds, simSmokeSeeds...), func(t *testing.T, seed uint64) *sim.Trace {
 		return runSimulation(t, seed, simTicks)
 	})
@@ -351,6 +352,9 @@ type simulation struct {
 	// krng draws the nodes' clock skews (skewFaults) from a stream of its
 	// own.
 	krng *sim.Rand
+	// zrng draws the changes of zone labels (zoneFaults) from a stream of
+	// its own; nil in the seeds that draw none (drawZoneChanges).
+	zrng *sim.Rand
 }
 
 func runSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
@@ -412,6 +416,7 @@ func newSimulation(t *testing.T, seed uint64) *simulation {
 	s.api.Install(&s.kube.Fake)
 	extra := s.drawConfig(seed)
 	s.drawEviction(seed)
+	s.drawZoneChanges(seed)
 	s.model = model.New(modelConfig(s.opts))
 
 	// Half the seeds give cni a startup timeout, failing closed or open.
@@ -1264,6 +1269,7 @@ func (s *simulation) faults(now time.Time) {
 	s.leavingFaults(now)
 	s.apiFaults(now)
 	s.skewFaults(now)
+	s.zoneFaults()
 }
 
 func (s *simulation) reviveAt(at time.Time, a *simAgent) {

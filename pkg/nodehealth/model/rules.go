@@ -189,7 +189,10 @@ func tracked(n *node, f facts) bool {
 // every node's facts and the current expiry of its Leases, and moves each
 // scope's suspension with hysteresis.
 //
-// Choice: nodes without a zone are counted cluster-wide only.
+// A node counts in the zone its label names now (the Node of its last
+// NodeAdded or NodeUpdated): a relabelled node's failure moves from its old
+// zone's count to its new one's, and the node without a label counts
+// cluster-wide only (docs/controller.md, "Blast radius").
 func (m *Model) updateBlastRadius(t time.Time) {
 	total, failing := 0, 0
 	zoneTotal, zoneFailing := map[string]int{}, map[string]int{}

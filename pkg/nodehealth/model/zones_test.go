@@ -1,0 +1,68 @@
+package model
+
+import "testing"
+
+// Zone labels that change while the controller runs (docs/controller.md,
+// "Blast radius"): a node counts in the zone its label names now, its old
+// zone is judged on the nodes left in it, and a node without a label counts
+// in the cluster only.
+
+// twoZones starts 8 nodes in service, n1..n4 in zone a and n5..n8 in zone b.
+func twoZones(st *story) {
+	var nodes []Node
+	for i, n := range names(8) {
+		w := worker(n, gating("kube-proxy"))
+		w.Zone = []string{"a", "b"}[i/4]
+		nodes = append(nodes, w)
+	}
+	st.inService(nodes...)
+}
+
+func relabel(name, zone string) Node {
+	w := worker(name, gating("kube-proxy"))
+	w.Zone = zone
+	return w
+}
+
+func TestAHeldNodeRelabelledOutOfASuspendedZoneIsTaintedAndItsOldZoneIsJudgedOnTheNodesLeft(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.ZoneThreshold = 0.5
+	st := newStory(t, cfg)
+	twoZones(st)
+	st.keep(leasesOf("kube-proxy", "n4", "n6", "n7", "n8")...)
+	st.run(50 * sec) // n1..n3 (zone a) and n5 (zone b) expire
+	st.expect("three of four in zone a", held(boot1), "n1", "n2", "n3")
+	st.expectSuspended("zone a", "a", true)
+
+	st.update(55*sec, relabel("n3", "b"))
+	st.expect("moved to zone b (2 of 5 failing there): tainted", gated(notReady, boot1), "n3", "n5")
+	st.expectSuspended("zone a, 2 of 3 failing", "a", false)
+	st.expect("zone a resumed: its held nodes are judged afresh", gated(notReady, boot1), "n1", "n2")
+	st.expectHeld("nothing suspended")
+}
+
+func TestAFailingNodeRelabelledIntoASuspendedZoneKeepsItsTaintAndItsEvictionClockPausesUntilItLosesItsZone(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.ZoneThreshold = 0.5
+	cfg.EvictionTimeout = 2 * minute
+	st := newStory(t, cfg)
+	twoZones(st)
+	st.keep(leasesOf("kube-proxy", "n4", "n6", "n7", "n8")...)
+	st.run(50 * sec) // zone a suspended (3 of 4); n5 tainted, its clock starts
+	st.expect("n5 fails alone in zone b", gated(notReady, boot1), "n5")
+
+	st.update(60*sec, relabel("n5", "a"))
+	st.expect("a suspension adds no taint and removes none", gated(notReady, boot1), "n5")
+	st.expectSuspended("zone a, 4 of 5 failing", "a", true)
+	st.run(3 * minute)
+	st.expect("its clock paused at 10 s counted: no eviction at 2m50s", gated(notReady, boot1), "n5")
+
+	st.update(3*minute, relabel("n5", ""))
+	st.expectSuspended("no zone: the cluster only", "", false)
+	st.expectSuspended("zone a, 3 of 4 failing", "a", true)
+	st.expect("n1..n3 stay held", held(boot1), "n1", "n2", "n3")
+	st.run(4*minute + 49*sec)
+	st.expect("10 s + 1m49s counted", gated(notReady, boot1), "n5")
+	st.run(4*minute + 50*sec)
+	st.expect("10 s + 1m50s counted: escalated", evicted(gated(notReady, boot1)), "n5")
+}
