@@ -703,3 +703,30 @@ func TestAFailureTaintWrittenBeforeASuspensionStaysWhileTheCacheLagsBehindIt(t *
 		t.Errorf("n3's condition: %s, want %s (the gate in force, not a held one)", r, nodev1alpha1.ReasonExtensionsNotReady)
 	}
 }
+
+// The controller remembers its taint write only until its cache shows the
+// taint: a failure taint another writer removes during a suspension is a
+// new taint, which the suspension holds (the node says GatingSuspended)
+// rather than the controller putting it back at once.
+func TestAFailureTaintAnotherWriterRemovesDuringASuspensionIsHeldLikeANewOne(t *testing.T) {
+	names := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	f := newFixture(t, testOptions(), readyNodes(names...)...)
+	f.syncAll(names...)
+	f.clock.Step(time.Second)
+	for _, n := range []string{"n2", "n3", "n4"} {
+		f.release("kube-proxy", n, "Crash")
+		f.sync(n)
+	}
+	f.expectTainted(map[string]bool{"n2": true, "n3": true, "n4": false})
+
+	f.updateNode("n3", func(n *v1.Node) {
+		n.Spec.Taints, _ = nodeutil.RemoveTaints(n.Spec.Taints, testKey)
+	})
+	f.sync("n3")
+	if f.tainted("n3") {
+		t.Error("n3's taint, removed by another writer, was put back during the suspension")
+	}
+	if r := f.condition("n3").Reason; r != nodev1alpha1.ReasonGatingSuspended {
+		t.Errorf("n3's condition: %s, want %s", r, nodev1alpha1.ReasonGatingSuspended)
+	}
+}

@@ -11,17 +11,20 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 )
 
 // nodeFacts are the parts of a Node an evaluation reads.
 type nodeFacts struct {
-	name    string
-	uid     types.UID
-	bootID  string
-	zone    string
-	tainted bool
+	name   string
+	uid    types.UID
+	bootID string
+	zone   string
+	// resourceVersion is the version of the Node the facts were read from.
+	resourceVersion string
+	tainted         bool
 	// noExecute: the NoExecute variant of the taint is present.
 	noExecute bool
 	record    bootRecord
@@ -834,7 +837,10 @@ func (e *evaluation) isFailing() {
 func (e *evaluation) placeTaint() {
 	st, f := e.st, e.f
 	e.d.taint = st.gated
-	if st.gate.tainted {
+	if st.gate.taintWritten && cacheReached(f, st.gate.taintWrittenRV) {
+		st.gate.taintWritten, st.gate.taintWrittenRV = false, ""
+	}
+	if st.gate.taintWritten {
 		// The gate's own taint, written: a guard that fires now holds
 		// new taints only.
 		return
@@ -845,6 +851,20 @@ func (e *evaluation) placeTaint() {
 		e.d.taint = false
 		e.d.suppressed = true
 	}
+}
+
+// cacheReached reports whether the Node the evaluation read is the version
+// written at resourceVersion rv, showing the taint written, or a later one.
+// resourceVersions compare as the API server assigns them (k8s.io/apimachinery's
+// resourceversion); where they do not (a server that does not make them
+// comparable, or no version known) the write counts as reached once the
+// cache shows the taint.
+func cacheReached(f nodeFacts, rv string) bool {
+	cmp, err := resourceversion.CompareResourceVersion(f.resourceVersion, rv)
+	if err != nil {
+		return f.tainted
+	}
+	return cmp > 0 || cmp == 0 && f.tainted
 }
 
 // writeBootRecord decides the boot record the node carries and whether to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,6 +151,11 @@ func (f *fixture) updateNode(name string, mutate func(*v1.Node)) {
 	f.t.Helper()
 	node := f.node(name)
 	mutate(node)
+	// A write moves the resourceVersion, as on a real API server (the fake
+	// keeps the one it is given).
+	if rv, err := strconv.ParseInt(node.ResourceVersion, 10, 64); err == nil {
+		node.ResourceVersion = strconv.FormatInt(rv+1, 10)
+	}
 	if _, err := f.client.CoreV1().Nodes().Update(f.ctx, node, metav1.UpdateOptions{}); err != nil {
 		f.t.Fatal(err)
 	}

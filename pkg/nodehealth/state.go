@@ -236,12 +236,15 @@ type gateSpan struct {
 	// failed-only: only the extensions in scope must renew.
 	full  bool
 	scope sets.Set[string]
-	// tainted: a write of this gate's taint succeeded. The gate is in
-	// force from then on although the Node cache may not show the taint
-	// yet: an evaluation on that cache must neither take the gate for one a
-	// guard holds nor, once the taint shows, remove it as a held gate's
-	// leftover (seed 1221797598538672297).
-	tainted bool
+	// taintWritten: a Node write added this gate's taint, at resourceVersion
+	// taintWrittenRV, and the Node cache has not reached that version yet.
+	// Until it does, the gate is in force whatever the cache shows: an
+	// evaluation on that cache must neither take it for one a guard holds
+	// nor, once the taint shows, remove it as a held gate's leftover (seed
+	// 1221797598538672297). Past it, the cache speaks: a taint another
+	// writer removed is missing like any other (a guard then withholds it).
+	taintWritten   bool
+	taintWrittenRV string
 	// planned are the extensions released for maintenance during this
 	// gate; while any is not ready again, the node's other failures are
 	// planned too (no eviction clock, no blast-radius count).

@@ -254,7 +254,7 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 	d, st, name := r.d, r.st, node.Name
 	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, list: c.listFor, bootRecord: c.bootRecordToWrite(node, d)}
 	c.mu.Lock()
-	gated, written := st.gated, st.gate.tainted
+	gated, written := st.gated, st.gate.taintWritten
 	c.mu.Unlock()
 	failing := d.failing
 	zone := node.Labels[zoneLabel]
@@ -272,9 +272,9 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 	if err != nil {
 		return err
 	}
-	if w.taint && !c.opts.DryRun {
+	if changed.taintAdded && gated {
 		c.mu.Lock()
-		st.gate.tainted = st.gated
+		st.gate.taintWritten, st.gate.taintWrittenRV = true, changed.resourceVersion
 		c.mu.Unlock()
 	}
 	// changed is empty in a dry run: no latency observed, no Event.
@@ -358,14 +358,15 @@ func (c *Controller) nodeInputs(node *v1.Node) ([]requiredExtension, nodeFacts, 
 	}
 	exts := resolveExtensions(desired, node.Name, c.opts.LeaseNamespace, c.rules)
 	facts := nodeFacts{
-		name:      node.Name,
-		uid:       node.UID,
-		bootID:    node.Status.NodeInfo.BootID,
-		zone:      node.Labels[zoneLabel],
-		tainted:   nodeutil.HasTaint(node, c.opts.TaintKey, c.opts.TaintEffect),
-		noExecute: nodeutil.HasTaint(node, c.opts.TaintKey, v1.TaintEffectNoExecute),
-		created:   node.CreationTimestamp.Time,
-		leaving:   leavingFactsOf(node, &c.opts),
+		name:            node.Name,
+		uid:             node.UID,
+		resourceVersion: node.ResourceVersion,
+		bootID:          node.Status.NodeInfo.BootID,
+		zone:            node.Labels[zoneLabel],
+		tainted:         nodeutil.HasTaint(node, c.opts.TaintKey, c.opts.TaintEffect),
+		noExecute:       nodeutil.HasTaint(node, c.opts.TaintKey, v1.TaintEffectNoExecute),
+		created:         node.CreationTimestamp.Time,
+		leaving:         leavingFactsOf(node, &c.opts),
 	}
 	facts.record, facts.hasRecord = parseBootRecord(node.Annotations[nodev1alpha1.BootAnnotation])
 	return exts, facts, nil

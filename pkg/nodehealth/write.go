@@ -80,6 +80,8 @@ type writeChanges struct {
 	taintAdded, taintRemoved, noExecuteAdded bool
 	annotations                              map[string]*string
 	taints                                   []v1.Taint
+	// resourceVersion is the written Node's, once written.
+	resourceVersion string
 }
 
 func (ch writeChanges) empty() bool {
@@ -167,7 +169,7 @@ func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) 
 	logger := klog.FromContext(ctx)
 	a := &nodeWriteAttempt{c: c, logger: logger, decidedOn: node, w: w}
 	opts := nodeutil.PatchOptions{Start: node, Backoff: conflictRetries, DryRun: c.opts.DryRun, OnPatch: a.onPatch}
-	_, patched, err := nodeutil.PatchNode(ctx, c.client.CoreV1().Nodes(), node.Name, opts, a.mutate)
+	result, patched, err := nodeutil.PatchNode(ctx, c.client.CoreV1().Nodes(), node.Name, opts, a.mutate)
 	ch, op := a.ch, a.op
 	switch {
 	case err != nil && a.patchFailed:
@@ -187,6 +189,9 @@ func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) 
 		return writeChanges{}, nil
 	}
 	logger.Info("Updated node", "operation", op, "reason", w.reason, "annotations", annotationKeys(ch))
+	if result != nil {
+		ch.resourceVersion = result.ResourceVersion
+	}
 	return ch, nil
 }
 
