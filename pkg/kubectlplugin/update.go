@@ -57,6 +57,12 @@ type UpdateNode struct {
 	Policy string `json:"policy,omitempty"`
 	// InFlight is true while the node counts as updating.
 	InFlight bool `json:"inFlight"`
+	// WaitingForHook is the hook Job of its current step that has not
+	// finished, if any: the drain or the health gate waits for it.
+	WaitingForHook *HookWait `json:"waitingForHook,omitempty"`
+
+	// stepSince is when spec entered its state (zero: unknown).
+	stepSince time.Time
 }
 
 // UpdatePolicyRow is one policy of `update status`: its spec and the
@@ -87,6 +93,8 @@ type UpdatePolicyRow struct {
 	// Paced says what minReleaseAge or delayBetweenNodes holds back, with
 	// ages relative to the report's time (the Paced condition).
 	Paced string `json:"paced,omitempty"`
+	// Hooks names the hooks of spec.hooks the policy sets.
+	Hooks []string `json:"hooks,omitempty"`
 	// Blocked says what spec.gates hold back (the Blocked condition's
 	// message while it is True).
 	Blocked string `json:"blocked,omitempty"`
@@ -104,10 +112,13 @@ type UpdateReport struct {
 	// HaltedBy names the nodes whose failures halt a policy.
 	HaltedBy []string     `json:"haltedBy"`
 	Nodes    []UpdateNode `json:"nodes"`
+	// HooksUnreadable says why the hooks' Jobs could not be listed (some
+	// policy has hooks, but the user may not list Jobs there).
+	HooksUnreadable string `json:"hooksUnreadable,omitempty"`
 }
 
 func newUpdateStatusCommand(o *Options) *cobra.Command {
-	var output string
+	var output, hooksNamespace string
 	cmd := &cobra.Command{
 		Use:   "status [NODE...]",
 		Short: "Show each UpdatePolicy, the nodes in flight and what halts the rollout",
@@ -116,7 +127,9 @@ the nodes whose failure halts it) and the nodes in flight: the state the
 operator wants (DESIRED) and the state its agent reports (STATE), the running
 and offered versions, the version being installed, the crash count, and any
 failure recorded by the operator. Failures that halt a policy are listed
-first, with the command that resumes it. -o wide shows every node with a
+first, with the command that resumes it. A node whose drain or health gate
+waits for a hook of its policy's spec.hooks names the hook's Job and how long
+it has run (read from --hooks-namespace). -o wide shows every node with a
 BottlerocketShadow, not only those in flight; -o json and -o yaml print
 everything. With NODE..., only those nodes.`,
 		Example: `  kubectl nodehealth update status
@@ -135,6 +148,7 @@ everything. With NODE..., only those nodes.`,
 			if err != nil {
 				return err
 			}
+			addHookWaits(cmd.Context(), &report, o.NewClient, hooksNamespace, o.Clock.Now())
 			if printed, err := printData(o.Out, output, report); printed {
 				return err
 			}
@@ -142,6 +156,8 @@ everything. With NODE..., only those nodes.`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: wide, json or yaml.")
+	cmd.Flags().StringVar(&hooksNamespace, "hooks-namespace", DefaultHooksNamespace,
+		"The namespace the update operator runs hooks in (its configuration's hooks.namespace).")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{OutputWide, OutputJSON, OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -190,6 +206,7 @@ func updateStatus(ctx context.Context, client versioned.Interface, names []strin
 		}
 		if t := s.Spec.StateTransitionTimestamp; t != nil {
 			row.Since = now.Sub(t.Time).Round(time.Second).String()
+			row.stepSince = t.Time
 		}
 		for _, c := range s.Status.Conditions {
 			if c.Status == metav1.ConditionTrue && (c.Type == updatesv1alpha1.ConditionDrainBlocked || c.Type == updatesv1alpha1.ConditionUpdateFailed) {
@@ -211,7 +228,7 @@ func updateStatus(ctx context.Context, client versioned.Interface, names []strin
 func policyRow(p *updatesv1alpha1.UpdatePolicy, now time.Time) UpdatePolicyRow {
 	r := UpdatePolicyRow{Name: p.Name, Target: p.Spec.TargetVersion, Paused: p.Spec.Paused, Limit: p.Spec.MaxConcurrentUpdates.String(),
 		Nodes: p.Status.Nodes, UpToDate: p.Status.UpToDate, InFlight: p.Status.InFlight, Others: p.Status.Others, OtherNodes: p.Status.OtherNodes, Failed: p.Status.Failed, Waiting: p.Status.Waiting,
-		HaltedBy: p.Status.HaltedBy, Observed: p.Status.ObservedGeneration == p.Generation, Window: "unknown"}
+		HaltedBy: p.Status.HaltedBy, Observed: p.Status.ObservedGeneration == p.Generation, Window: "unknown", Hooks: policyHooks(p)}
 	if sel, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector); err == nil && p.Spec.NodeSelector != nil {
 		r.Selector = sel.String()
 		if r.Selector == "" {
@@ -301,7 +318,11 @@ func printUpdateStatus(out io.Writer, r UpdateReport, all bool) error {
 		fmt.Fprintln(out, "No BottlerocketShadows: the update operator manages no node.")
 		return nil
 	}
-	return printUpdateNodes(out, r.Nodes, all)
+	if err := printUpdateNodes(out, r.Nodes, all); err != nil {
+		return err
+	}
+	printHookWaits(out, r)
+	return nil
 }
 
 // printPolicies prints the policies' table, then what each says beyond it:

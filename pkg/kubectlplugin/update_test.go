@@ -2,14 +2,18 @@ package kubectlplugin
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -358,5 +362,93 @@ func TestUpdateStatusNamesTheAlertsAndTheSourceThatBlockAPolicy(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// A node whose drain waits for its policy's beforeDrain hook names the
+// hook's Job and how long it has run; a finished Job, or one of an earlier
+// step, is no wait. A user who may not list the hooks' Jobs is told so,
+// and the rest of the status stands.
+func TestUpdateStatusNamesTheHookJobANodeWaitsOn(t *testing.T) {
+	pol := policyFixture("storage", false, updatesv1alpha1.UpdatePolicyStatus{ObservedGeneration: 2})
+	pol.Spec.Hooks = &updatesv1alpha1.PolicyHooks{BeforeDrain: &updatesv1alpha1.Hook{Image: "ceph"}, AfterReboot: &updatesv1alpha1.Hook{Image: "ceph"}}
+	policy := map[string]string{updatesv1alpha1.PolicyAnnotation: "storage"}
+	shadows := shadowfake.NewSimpleClientset(pol,
+		// Each entered its state 90 s ago.
+		shadowFixture("node-a", updatesv1alpha1.StateMonitoringUpdate, updatesv1alpha1.StateMonitoringUpdate, policy),
+		shadowFixture("node-b", updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateStagedAndPerformedUpdate, policy),
+		shadowFixture("node-c", updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateStagedAndPerformedUpdate, policy))
+	job := func(name, node, hook string, created time.Time, conds ...batchv1.JobCondition) *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultHooksNamespace, Name: name, CreationTimestamp: metav1.NewTime(created),
+			Labels: map[string]string{updatesv1alpha1.HookLabel: hook}, Annotations: map[string]string{updatesv1alpha1.HookNodeAnnotation: node}},
+			Status: batchv1.JobStatus{Conditions: conds}}
+	}
+	kube := kubefake.NewClientset(
+		job("before-drain-node-b-4f1c2a9e07", "node-b", updatesv1alpha1.HookBeforeDrain, now.Add(-2*time.Minute+30*time.Second)),
+		// node-a's afterReboot Job succeeded: its health gate no longer waits on it.
+		job("after-reboot-node-a-1b2c3d4e5f", "node-a", updatesv1alpha1.HookAfterReboot, now.Add(-time.Minute),
+			batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}),
+		// node-c's running Job is an earlier attempt's, created before its step began.
+		job("before-drain-node-c-0a0b0c0d0e", "node-c", updatesv1alpha1.HookBeforeDrain, now.Add(-time.Hour)),
+		// A beforeDrain Job of node-a: not the hook of its step.
+		job("before-drain-node-a-9f8e7d6c5b", "node-a", updatesv1alpha1.HookBeforeDrain, now.Add(-time.Minute)),
+	)
+	run := func(kube *kubefake.Clientset, args ...string) string {
+		t.Helper()
+		o, out := testOptions(kube)
+		o.NewShadowClient = func() (versioned.Interface, error) { return shadows, nil }
+		cmd := NewCommandWithOptions(o)
+		cmd.SetArgs(args)
+		if err := cmd.ExecuteContext(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	out := run(kube, "update", "status")
+	want := "node-b  waiting for hook beforeDrain: Job nodehealth-update-hooks/before-drain-node-b-4f1c2a9e07 running for 1m30s\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+	if n := strings.Count(out, "waiting for hook"); n != 1 {
+		t.Errorf("%d nodes waiting for a hook, want node-b only:\n%s", n, out)
+	}
+	var r UpdateReport
+	if err := json.Unmarshal([]byte(run(kube, "update", "status", "-o", "json")), &r); err != nil {
+		t.Fatal(err)
+	}
+	if w := r.Nodes[1].WaitingForHook; w == nil || w.Hook != updatesv1alpha1.HookBeforeDrain || w.Running != "1m30s" {
+		t.Errorf("-o json: node-b waits for %+v", w)
+	}
+
+	// The hooks live in another namespace: --hooks-namespace says which.
+	if out := run(kube, "update", "status", "--hooks-namespace", "elsewhere"); strings.Contains(out, "waiting for hook") {
+		t.Errorf("Jobs of another namespace were read:\n%s", out)
+	}
+
+	forbidden := kubefake.NewClientset()
+	forbidden.PrependReactor("list", "jobs", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(batchv1.Resource("jobs"), "", errors.New("no RBAC"))
+	})
+	out = run(forbidden, "update", "status")
+	if !strings.Contains(out, "Hooks: cannot list the hooks' Jobs in namespace nodehealth-update-hooks") || !strings.Contains(out, "node-b   storage") {
+		t.Errorf("a refused list of Jobs is not said, or hides the rest:\n%s", out)
+	}
+}
+
+// A rollout without hooks reads no Jobs: its status needs no permission on
+// them.
+func TestUpdateStatusOfPoliciesWithoutHooksListsNoJobs(t *testing.T) {
+	shadows := shadowfake.NewSimpleClientset(policyFixture("fleet", false, updatesv1alpha1.UpdatePolicyStatus{}),
+		shadowFixture("n1", updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateStagedAndPerformedUpdate, nil))
+	kube := kubefake.NewClientset()
+	o, out := testOptions(kube)
+	o.NewShadowClient = func() (versioned.Interface, error) { return shadows, nil }
+	cmd := NewCommandWithOptions(o)
+	cmd.SetArgs([]string{"update", "status"})
+	if err := cmd.ExecuteContext(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if a := kube.Actions(); len(a) != 0 {
+		t.Errorf("the status of a rollout without hooks called the API: %v\n%s", a, out)
 	}
 }

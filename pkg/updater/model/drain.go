@@ -1,5 +1,7 @@
 package model
 
+import "strconv"
+
 // The drain hand-off (docs/updater.md, RebootedIntoUpdate): the operator
 // drains the node once it carries the readiness taint and its agent waits,
 // says so with the drained annotation naming the Node's bootID, and removes
@@ -82,3 +84,55 @@ func reboot(s Shadow) string {
 }
 
 func quote(s string) string { return `"` + s + `"` }
+
+// The policy's drain options (docs/updater.md, "Per-policy drain"): the
+// drain never evicts a pod its skipPodSelector selects (it stops with the
+// reboot), evicts a pod without a controller only with force and one with
+// emptyDir data only with deleteEmptyDirData, and every eviction gives the
+// pod gracePeriodSeconds when the policy sets it.
+
+// Pod is what the drain's rules read of one pod on the node.
+type Pod struct {
+	Name string
+	// Skip: the policy's skipPodSelector selects it; Unmanaged: it has no
+	// controller; LocalData: it has an emptyDir volume.
+	Skip, Unmanaged, LocalData bool
+}
+
+// DrainOptions are the drain's options as the node's policy and the
+// operator's configuration resolve them.
+type DrainOptions struct {
+	Force, DeleteEmptyDirData bool
+	// GracePeriodSeconds is what each eviction passes; nil: the pod's own.
+	GracePeriodSeconds *int64
+}
+
+// PodEvictionViolation judges one eviction of p with grace (the
+// DeleteOptions' gracePeriodSeconds) against the drain's options; "" when
+// allowed.
+func (c Config) PodEvictionViolation(p Pod, grace *int64) string {
+	switch {
+	case p.Skip:
+		return "evicted a pod the policy's skipPodSelector selects"
+	case p.Unmanaged && !c.Drain.Force:
+		return "evicted a pod without a controller, without force"
+	case p.LocalData && !c.Drain.DeleteEmptyDirData:
+		return "evicted a pod with emptyDir data, without deleteEmptyDirData"
+	case !sameGrace(grace, c.Drain.GracePeriodSeconds):
+		return "evicted with gracePeriodSeconds " + graceString(grace) + ", the policy's is " + graceString(c.Drain.GracePeriodSeconds)
+	}
+	return ""
+}
+
+// StaysForTheReboot: the drain leaves p on the node, to stop with the
+// reboot (the policy's skipPodSelector selects it).
+func (c Config) StaysForTheReboot(p Pod) bool { return p.Skip }
+
+func sameGrace(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+func graceString(g *int64) string {
+	if g == nil {
+		return "unset (the pod's own)"
+	}
+	return strconv.FormatInt(*g, 10)
+}

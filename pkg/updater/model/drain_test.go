@@ -117,3 +117,37 @@ func TestTheAgentRebootsForItsUpdateOnlyFromTheBootTheOperatorDrained(t *testing
 		t.Fatalf("drained in its boot: RebootAllowed = %q", why)
 	}
 }
+
+// The drain's options decide which pod an eviction may take and with what
+// grace period: never a skipped pod, a bare pod only with force, emptyDir
+// data only with deleteEmptyDirData, the policy's grace period always.
+func TestTheDrainOptionsSayWhichPodsAreEvictedAndWithWhatGracePeriod(t *testing.T) {
+	five := int64(5)
+	for _, tc := range []struct {
+		name  string
+		opts  DrainOptions
+		pod   Pod
+		grace *int64
+		want  string // a part of the violation; "" allowed
+	}{
+		{"a managed pod, no grace period set", DrainOptions{}, Pod{Name: "p"}, nil, ""},
+		{"a managed pod with the policy's grace period", DrainOptions{GracePeriodSeconds: &five}, Pod{Name: "p"}, &five, ""},
+		{"a managed pod without the policy's grace period", DrainOptions{GracePeriodSeconds: &five}, Pod{Name: "p"}, nil, "the policy's is 5"},
+		{"a grace period the policy does not set", DrainOptions{}, Pod{Name: "p"}, &five, "the policy's is unset"},
+		{"a skipped pod", DrainOptions{Force: true, DeleteEmptyDirData: true}, Pod{Name: "p", Skip: true}, nil, "skipPodSelector"},
+		{"a bare pod with force", DrainOptions{Force: true}, Pod{Name: "p", Unmanaged: true}, nil, ""},
+		{"a bare pod without force", DrainOptions{}, Pod{Name: "p", Unmanaged: true}, nil, "without force"},
+		{"emptyDir data with deleteEmptyDirData", DrainOptions{DeleteEmptyDirData: true}, Pod{Name: "p", LocalData: true}, nil, ""},
+		{"emptyDir data without deleteEmptyDirData", DrainOptions{}, Pod{Name: "p", LocalData: true}, nil, "without deleteEmptyDirData"},
+	} {
+		c := cfg
+		c.Drain = tc.opts
+		got := c.PodEvictionViolation(tc.pod, tc.grace)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if c := cfg; !c.StaysForTheReboot(Pod{Skip: true}) || c.StaysForTheReboot(Pod{Unmanaged: true}) {
+		t.Error("only a skipped pod stays for the reboot")
+	}
+}

@@ -69,6 +69,11 @@ type Config struct {
 	// Alerts: spec.gates.alerts asks an alert source (World.Alerts,
 	// World.AlertsDown).
 	Alerts bool
+	// BeforeDrain and AfterReboot: spec.hooks sets that hook (World.Hooks
+	// are their runs).
+	BeforeDrain, AfterReboot bool
+	// Drain: the drain's options (spec.drain over the configuration's).
+	Drain DrainOptions
 }
 
 // Window is an update window of the simple form the simulation draws: it
@@ -168,6 +173,9 @@ type World struct {
 	// answers; AlertsDown: the source cannot answer.
 	Alerts     []Alert
 	AlertsDown bool
+
+	// Hooks are the runs of spec.hooks the operator started.
+	Hooks []HookRun
 }
 
 // Alert is a firing alert the alerts gate matches; Node is its node label
@@ -360,6 +368,9 @@ func (c Config) FailureDue(w World, s Shadow) string {
 			return FiringAlert
 		}
 	}
+	if c.hookDue(w, s) == "Fail "+HookFailed {
+		return HookFailed
+	}
 	if !w.Now.Before(c.pausedDeadline(w, s)) {
 		return DeadlineExceeded
 	}
@@ -437,7 +448,7 @@ func RollbackDue(w World, s Shadow) string {
 // Action is a write the operator owes.
 type Action struct {
 	Node string
-	What string // Advance, Abort, Fail <reason>, SoakStart, SoakEnd, Succeed, Start <version>
+	What string // Advance, Abort, Fail <reason>, SoakStart, SoakEnd, Succeed, Start <version>, Hook <name>
 }
 
 func (a Action) String() string { return a.Node + ": " + a.What }
@@ -477,6 +488,9 @@ func (c Config) due(w World, s Shadow) string {
 	if s.Status == ErrorReset {
 		return "Abort"
 	}
+	if h := c.hookDue(w, s); h != "" {
+		return h
+	}
 	switch s.Spec {
 	case Staged, Rebooted:
 		if s.Status == s.Spec {
@@ -497,7 +511,8 @@ func (c Config) due(w World, s Shadow) string {
 			return "SoakPause"
 		case paused:
 			return ""
-		case node.Healthy && s.Status == Monitoring && !w.Now.Before(s.HealthySince.Add(c.Soak+s.SoakPaused)):
+		case node.Healthy && s.Status == Monitoring && !w.Now.Before(s.HealthySince.Add(c.Soak+s.SoakPaused)) &&
+			c.hookSucceeded(w, s, AfterReboot):
 			return "Succeed"
 		}
 	}
@@ -789,6 +804,11 @@ func (c Config) healthGateViolation(w World, prev Shadow) string {
 		return "passed the health gate while its alerts cannot be read"
 	case prev.HealthySince.IsZero() || w.Now.Before(prev.HealthySince.Add(c.Soak+prev.SoakPaused)):
 		return "passed the health gate before the soak ended"
+	case !c.hookSucceeded(w, prev, AfterReboot):
+		if r, ok := w.HookRun(prev, AfterReboot); ok && r.Failed {
+			return "passed the health gate although its afterReboot hook failed"
+		}
+		return "passed the health gate before its afterReboot hook succeeded"
 	}
 	return ""
 }

@@ -39,13 +39,14 @@ const (
 // operator's Job informer selects; label values are cut to what a label
 // holds, the annotations keep the full names.
 const (
-	HookLabel              = "updates.nodehealth.io/hook"
+	HookLabel              = updatesv1alpha1.HookLabel
 	HookPolicyLabel        = "updates.nodehealth.io/policy"
 	HookNodeLabel          = "updates.nodehealth.io/node"
 	HookTargetVersionLabel = "updates.nodehealth.io/target-version"
 	// HookNodeAnnotation names the node in full: the Job's events bring
-	// that node's sync back.
-	HookNodeAnnotation   = "updates.nodehealth.io/node"
+	// that node's sync back (and kubectl nodehealth update status reads
+	// it).
+	HookNodeAnnotation   = updatesv1alpha1.HookNodeAnnotation
 	HookPolicyAnnotation = "updates.nodehealth.io/policy"
 )
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -72,7 +73,10 @@ import (
 // user's version lock (also between two attempts of staging, and a newer
 // version pinned while an agent is down with its pin on the host), a release that
 // never becomes healthy, a node-health controller that is late to taint, pods
-// that tolerate the readiness taint arriving mid-drain, unplanned reboots.
+// that tolerate the readiness taint arriving mid-drain, unplanned reboots,
+// the policy's hooks as Jobs that succeed, fail or time out (the driver
+// plays the Job controller), and the policy's drain options with the pods
+// they are about.
 //
 // It requires what the reference model of docs/updater.md (pkg/updater/model)
 // requires — each spec write the operator made was allowed on what it had
@@ -101,10 +105,14 @@ var simRegressions = sim.Regressions{
 	// the alerts gate since issue 39: 7 no longer finds
 	// 3-reboot-never-asked-again (36 does) nor 28 rb-3-halt-policy-rolls-back
 	// (46 does; 28 finds alert-2-pause-not-added-at-its-end instead).
+	// Seeds 4, 6, 8, 21, 46 and 402 draw hooks and 6, 8, 14, 15, 28, 36
+	// and 37 the policy's drain since they are drawn: 6 no longer finds
+	// alert-1 and alert-3 (47 and 43 do) but finds s7-host-checked-
+	// before-its-report, which 15 no longer does (docs/reliability.md).
 	{Seed: 1, Name: "a soak start whose healthy-since write conflicted is written again (the model requires SoakStart)"},
 	{Seed: 15, Name: "an agent whose report of the update its host booted mid-drain failed does not reboot it again (never-two-boots)"},
 	{Seed: 402, Name: "an update that ended clears rebootRequestedAt, so the next attempt is not past its drain before it drained (model)"},
-	{Seed: 4, Name: "a version lock a user changed between two staging attempts is not pinned over (user-lock-kept)"},
+	{Seed: 4, Name: "a version lock a user changed between two staging attempts is not pinned over (user-lock-kept); since it draws hooks, also a failed afterReboot hook fails the update and a new leader finds the hook's Job instead of running it again (mutants hook-2-a-failed-hook-counts-as-done, model, and hook-3-job-name-of-the-process, hook-once)"},
 	{Seed: 14, Name: "a version lock a user set while the host prepared is kept when staging succeeds (user-lock-kept)"},
 	{Seed: 5, Name: "an agent restarted while its host prepares waits for the command in progress instead of failing the update (command-in-progress-not-failure)"},
 	{Seed: 10, Name: "an abort converges the host whenever spec is Idle: no update stays activated (nothing-armed-when-idle)"},
@@ -123,9 +131,13 @@ var simRegressions = sim.Regressions{
 	{Seed: 37, Name: "the bootID is checked before the drain: never a second reboot for one update (takes over from 21 for mutant 7-no-host-check-before-drain since the agent checks the running version before it pins, issue 39)"},
 	{Seed: 49, Name: "a rollback that fails before its reboot halts again, so a node a bad release left tainted is marked failed although a user resumed the first failure (mutant rb-4-failed-rollback-aborted, drained-past-deadline)"},
 	{Seed: 28, Name: "only a policy with onHealthGateFailure Rollback names a version to roll back (mutant rb-3-halt-policy-rolls-back, model)"},
-	{Seed: 36, Name: "a refused or lost reboot is asked again while the update is armed (takes over from 7 for mutant 3-reboot-never-asked-again since seed 7 draws the alerts gate, issue 39; drained-node-reboots)"},
+	{Seed: 36, Name: "a refused or lost reboot is asked again while the update is armed (takes over from 7 for mutant 3-reboot-never-asked-again since seed 7 draws the alerts gate, issue 39; drained-node-reboots); since it draws the drain, also the policy's force evicts a pod without a controller (mutant drain-3-force-ignored, model)"},
 	{Seed: 46, Name: "only a policy with onHealthGateFailure Rollback names a version to roll back (takes over from 28 for mutant rb-3-halt-policy-rolls-back since seed 28 draws the alerts gate, issue 39; model)"},
-	{Seed: 6, Name: "no start while the alert source cannot answer, and an alert naming a node that fires in its soak fails it (mutants alert-1-unreachable-source-holds-no-start and alert-3-node-alert-does-not-fail-its-soak, model)"},
+	{Seed: 6, Name: "no eviction of a pod the policy's skipPodSelector selects, and every eviction with its gracePeriodSeconds (mutants drain-1-skip-pod-selector-ignored and drain-2-grace-period-not-passed, drain-options); also takes over from 15 for mutant s7-host-checked-before-its-report (never-two-boots); found alert-1 and alert-3 before it drew hooks and the drain"},
+	{Seed: 47, Name: "no start while the alert source cannot answer (takes over from 6 for mutant alert-1-unreachable-source-holds-no-start since seed 6 draws hooks and the drain; model)"},
+	{Seed: 43, Name: "an alert naming a node that fires in its soak fails it (takes over from 6 for mutant alert-3-node-alert-does-not-fail-its-soak since seed 6 draws hooks and the drain; model)"},
+	{Seed: 30, Name: "the policy's deleteEmptyDirData evicts a pod with emptyDir data (mutant drain-4-delete-empty-dir-data-ignored, model: the blocked drain's failure is none the model owes)"},
+	{Seed: 3, Name: "no eviction before the beforeDrain hook's Job of the step and boot succeeded (mutant hook-1-drain-does-not-wait-for-before-drain, hook-before-drain)"},
 	{Seed: 2615572917958470726, Name: "a user's write of the lock a rollback pinned (the version the node ran before) changes nothing, and the agent restores the lock from before the update (CI's fresh seeds, 2026-11-29; driver)"},
 }
 
@@ -219,6 +231,7 @@ var (
 	simNodesGVR    = v1.SchemeGroupVersion.WithResource("nodes")
 	simShadowsGVR  = updatesv1alpha1.SchemeGroupVersion.WithResource("bottlerocketshadows")
 	simPoliciesGVR = updatesv1alpha1.SchemeGroupVersion.WithResource("updatepolicies")
+	simJobsGVR     = batchv1.SchemeGroupVersion.WithResource("jobs")
 	errKilled      = errors.New("sim: the process was killed")
 	errLost        = errors.New("sim: connection reset: the answer was lost")
 )
@@ -363,9 +376,10 @@ type operatorInstance struct {
 	scQueue   workqueue.TypedRateLimitingInterface[string]
 	informers []cache.SharedIndexInformer
 	// policyInf is the policy informer, which only the update controller
-	// handles (the shadow controller's handlers are on the others).
-	policyInf cache.SharedIndexInformer
-	handled   *atomic.Int64
+	// handles (the shadow controller's handlers are on the others), as
+	// is jobInf, the hooks' Jobs (nil: the seed drew no hooks).
+	policyInf, jobInf cache.SharedIndexInformer
+	handled           *atomic.Int64
 	// timers and scTimers are when the driver queues a key again in the
 	// update and the shadow controller.
 	timers, scTimers map[string]time.Time
@@ -407,6 +421,19 @@ type updaterSimulation struct {
 	alertRng        *sim.Rand
 	alerts          *simAlertSource
 	alertsChangedAt time.Time
+	// hookRng draws the policy's spec.hooks, how each hook's Job ends and
+	// the operator's failovers while one runs; hooked: the seed drew
+	// hooks, and hookRuns are the Jobs the operator created.
+	hookRng  *sim.Rand
+	hooked   bool
+	hookRuns []*simHookRun
+	// drainRng draws the policy's spec.drain and the pods it is about;
+	// drainOpts: the seed drew it (drawnDrain), and skip is its
+	// skipPodSelector (nil: none).
+	drainRng   *sim.Rand
+	drainOpts  bool
+	drawnDrain *updatesv1alpha1.PolicyDrain
+	skip       labels.Selector
 	// firstOffered (by version without a leading "v") and lastSucceeded
 	// are what the pacing is judged against: when an agent's report of a
 	// version offered first reached the API, and when the operator's last
@@ -489,6 +516,8 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	s.gateRng = sim.NewRand(seed ^ 0x3a3a3a3a3a3a3a3a)
 	s.rollbackRng = sim.NewRand(seed ^ 0x3c3c3c3c3c3c3c3c)
 	s.alertRng = sim.NewRand(seed ^ 0x3e3e3e3e3e3e3e3e)
+	s.hookRng = sim.NewRand(seed ^ 0x3b3b3b3b3b3b3b3b)
+	s.drainRng = sim.NewRand(seed ^ 0x3d3d3d3d3d3d3d3d)
 	s.firstOffered = map[string]time.Time{}
 	s.api = sim.NewAPI(simScheme(), rng.Fork())
 	s.api.Clock = s.clk
@@ -505,6 +534,7 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	}
 	// Every write of the operator's goes through the judge first.
 	s.opUpdates.PrependReactor("*", "bottlerocketshadows", s.judge)
+	s.opKube.PrependReactor("create", "jobs", s.createJob)
 
 	// The rollout: 4 to 6 nodes in two zones, one UpdatePolicy governing
 	// them all with a limit of 1 or 2 (or 50 %), sometimes 1 per zone.
@@ -566,6 +596,17 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 			Matchers: []updatesv1alpha1.AlertMatcher{{Name: "severity", Value: "critical", IsEqual: ptr.To(true)}}}}
 		s.trace.Add("gates alerts")
 	}
+	// Hooks on about a third of the seeds, from their own stream: the
+	// driver plays the Job controller (finishHooks).
+	if s.hooked = s.hookRng.Chance(0.33); s.hooked {
+		pol.Spec.Hooks = simHooks(s.hookRng)
+		s.trace.Add("hooks beforeDrain %v afterReboot %v", pol.Spec.Hooks.BeforeDrain != nil, pol.Spec.Hooks.AfterReboot != nil)
+	}
+	// The policy's drain options on about a third of the seeds, from
+	// their own stream, with pods they are about (addDrainPods).
+	if s.drainOpts = s.drainRng.Chance(0.35); s.drainOpts {
+		pol.Spec.Drain = s.simDrain()
+	}
 	s.badVersions = map[string]bool{"1.21.0": rng.Chance(0.4), "1.20.1": rng.Chance(0.1)}
 	s.opKillP = 0.002
 	count := 4 + rng.Intn(3)
@@ -576,6 +617,9 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 		s.startHost(n, rng)
 		s.create(s.nodeObject(n))
 		s.addPod(n, false)
+		if s.drainOpts {
+			s.addDrainPods(n)
+		}
 	}
 	s.create(pol)
 	s.maxLimit = s.config().MaxConcurrent
@@ -673,6 +717,15 @@ func (s *updaterSimulation) configGoverning(governed int) model.Config {
 		c.GateAnywhere, c.GateOnNode = g.BlockingPods.Anywhere != nil, g.BlockingPods.OnNode != nil
 	}
 	c.Alerts = p.Spec.Gates != nil && len(p.Spec.Gates.Alerts) > 0
+	if h := p.Spec.Hooks; h != nil {
+		c.BeforeDrain, c.AfterReboot = h.BeforeDrain != nil, h.AfterReboot != nil
+	}
+	c.Drain = model.DrainOptions{Force: s.opts.Drain.Overrides.Force, DeleteEmptyDirData: s.opts.Drain.Overrides.DeleteEmptyDirData}
+	if d := p.Spec.Drain; d != nil {
+		c.Drain.Force = ptr.Deref(d.Force, c.Drain.Force)
+		c.Drain.DeleteEmptyDirData = ptr.Deref(d.DeleteEmptyDirData, c.Drain.DeleteEmptyDirData)
+		c.Drain.GracePeriodSeconds = d.GracePeriodSeconds
+	}
 	for _, w := range p.Spec.Windows {
 		// The driver writes only "*/N * * * *" in UTC (simWindows): a
 		// window opens every N minutes from the hour.
@@ -759,6 +812,19 @@ func (s *updaterSimulation) nodeObject(n *simNode) *v1.Node {
 // addPod puts a workload pod on the node; tolerating ones are scheduled onto
 // a tainted node, as the controller's and operator's own Deployments are.
 func (s *updaterSimulation) addPod(n *simNode, tolerating bool) {
+	s.addPodWith(n, func(p *v1.Pod) {
+		if tolerating {
+			p.Spec.Tolerations = []v1.Toleration{{Operator: v1.TolerationOpExists}}
+			// Some of them the policy's drain leaves alone.
+			if s.skip != nil && s.drainRng.Chance(0.3) {
+				p.Labels = map[string]string{simSkipLabel: "true"}
+			}
+		}
+	})
+}
+
+// addPodWith puts a ReplicaSet's pod on the node, as mutate leaves it.
+func (s *updaterSimulation) addPodWith(n *simNode, mutate func(*v1.Pod)) {
 	n.podSeq++
 	if n.podArrived == nil {
 		n.podArrived = map[string]time.Time{}
@@ -769,9 +835,7 @@ func (s *updaterSimulation) addPod(n *simNode, tolerating bool) {
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("w-%s-%d", n.name, n.podSeq),
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "w", UID: "w", Controller: ptr.To(true)}}},
 		Spec: v1.PodSpec{NodeName: n.name}}
-	if tolerating {
-		p.Spec.Tolerations = []v1.Toleration{{Operator: v1.TolerationOpExists}}
-	}
+	mutate(p)
 	s.create(p)
 }
 
@@ -832,7 +896,15 @@ func (s *updaterSimulation) startOperator() {
 	cn := countedNodes{NodeInformer: nodes, inf: countingInformer{nodeInf, op.handled}}
 	cs := countedShadows{BottlerocketShadowInformer: shadows, inf: countingInformer{shadowInf, op.handled}}
 	cp := countedPolicies{UpdatePolicyInformer: policies, inf: countingInformer{policyInf, op.handled}}
-	c, err := NewController(s.opUpdates, cn, cs, cp, nil, s.clk, s.opts, nil)
+	opts := s.opts
+	var jobInf cache.SharedIndexInformer
+	if s.hooked {
+		jobs := kf.Batch().V1().Jobs()
+		jobInf = jobs.Informer()
+		opts.Hooks = HookOptions{Namespace: simHookNamespace, ServiceAccountName: "update-hook-runner", Jobs: s.opKube.BatchV1(),
+			Informer: countedJobs{JobInformer: jobs, inf: countingInformer{jobInf, op.handled}}}
+	}
+	c, err := NewController(s.opUpdates, cn, cs, cp, nil, s.clk, opts, nil)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -861,7 +933,7 @@ func (s *updaterSimulation) startOperator() {
 		s.t.Fatal(err)
 	}
 	op.c, op.sc, op.scQueue = c, sc, scQueue
-	op.informers, op.policyInf = []cache.SharedIndexInformer{nodeInf, shadowInf}, policyInf
+	op.informers, op.policyInf, op.jobInf = []cache.SharedIndexInformer{nodeInf, shadowInf}, policyInf, jobInf
 	s.op = op
 	startCtx, cancelStart := context.WithTimeout(s.ctx, time.Minute)
 	defer cancelStart()
@@ -870,10 +942,17 @@ func (s *updaterSimulation) startOperator() {
 	// the first keys into the update controller's queue in an order of
 	// the scheduler's, and the order of the items decides which one a kill
 	// lands before.
-	for _, t := range []struct {
+	informers := []struct {
 		gvr schema.GroupVersionResource
 		inf cache.SharedIndexInformer
-	}{{simNodesGVR, nodeInf}, {simShadowsGVR, shadowInf}, {simPoliciesGVR, policyInf}} {
+	}{{simNodesGVR, nodeInf}, {simShadowsGVR, shadowInf}, {simPoliciesGVR, policyInf}}
+	if jobInf != nil {
+		informers = append(informers, struct {
+			gvr schema.GroupVersionResource
+			inf cache.SharedIndexInformer
+		}{simJobsGVR, jobInf})
+	}
+	for _, t := range informers {
 		if err := s.api.Track(t.gvr, t.inf); err != nil {
 			s.t.Fatal(err)
 		}
@@ -883,7 +962,7 @@ func (s *updaterSimulation) startOperator() {
 		}
 	}
 	if err := s.api.Settle(startCtx, func() bool {
-		return c.nodesSynced() && c.shadowsSynced() && c.policiesSynced() && s.handlersDone()
+		return c.nodesSynced() && c.shadowsSynced() && c.policiesSynced() && (c.jobsSynced == nil || c.jobsSynced()) && s.handlersDone()
 	}); err != nil {
 		s.t.Fatalf("the operator's caches did not sync: %v", err)
 	}
@@ -928,7 +1007,7 @@ func (s *updaterSimulation) stop() {
 
 // handlersDone reports whether both controllers' handlers have run for every
 // notification the node and shadow informers sent, and the update
-// controller's for every one of the policy informer.
+// controller's for every one of the policy and Job informers.
 func (s *updaterSimulation) handlersDone() bool {
 	if s.op == nil {
 		return true
@@ -937,7 +1016,11 @@ func (s *updaterSimulation) handlersDone() bool {
 	for _, inf := range s.op.informers {
 		sent += s.api.Seen(inf)
 	}
-	return s.op.handled.Load() == 2*sent+s.api.Seen(s.op.policyInf)
+	only := s.api.Seen(s.op.policyInf)
+	if s.op.jobInf != nil {
+		only += s.api.Seen(s.op.jobInf)
+	}
+	return s.op.handled.Load() == 2*sent+only
 }
 
 // work runs the operator's queues until empty, one item at a time, killing
@@ -1107,6 +1190,11 @@ func (s *updaterSimulation) judge(action clienttesting.Action) (bool, runtime.Ob
 			if why := model.DrainedAllowed(w, prev, next); why != "" {
 				s.fail("drain-hand-off", "t=%s %s: the operator wrote spec %s→%s, drained %q→%q: %s", s.at(), name, prev.Spec, next.Spec, prev.Drained, next.Drained, why)
 			}
+			if next.Drained != "" && next.Drained != prev.Drained {
+				if why := s.configAsObserved(w).DrainHeld(w, prev); why != "" {
+					s.fail("hook-before-drain", "t=%s %s: the operator marked the node drained: %s", s.at(), name, why)
+				}
+			}
 			s.trace.Add("t=%s op writes %s spec=%s version=%s failed=%q soak=%v", s.at(), name, next.Spec, next.SpecVersion, next.Failed, !next.HealthySince.IsZero())
 		case clienttesting.DeleteActionImpl:
 			if model.PastDrain(prev) && !model.MarkedFailed(prev) {
@@ -1201,6 +1289,9 @@ func (s *updaterSimulation) worldOf(nodes []v1.Node) model.World {
 		w.Shadows[shadows.Items[i].Name] = modelShadow(&shadows.Items[i])
 	}
 	w.AnywherePods, w.OnNodePods = s.gatePods()
+	for _, r := range s.hookRuns {
+		w.Hooks = append(w.Hooks, r.run)
+	}
 	for i := range nodes {
 		n := &nodes[i]
 		cond := nodeutil.Condition(n, nodev1alpha1.SystemExtensionsReadyCondition)
@@ -1321,6 +1412,13 @@ func (o operatorPods) Evict(ctx context.Context, pod *v1.Pod, gracePeriodSeconds
 	w := o.s.operatorView()
 	if why := model.EvictionAllowed(w, w.Shadows[pod.Spec.NodeName]); why != "" {
 		o.s.fail("drain-hand-off", "t=%s %s: the operator evicts %s: %s", o.s.at(), pod.Spec.NodeName, pod.Name, why)
+	}
+	cfg := o.s.configAsObserved(w)
+	if why := cfg.DrainHeld(w, w.Shadows[pod.Spec.NodeName]); why != "" {
+		o.s.fail("hook-before-drain", "t=%s %s: the operator evicts %s: %s", o.s.at(), pod.Spec.NodeName, pod.Name, why)
+	}
+	if why := cfg.PodEvictionViolation(o.s.modelPod(pod), gracePeriodSeconds); why != "" {
+		o.s.fail("drain-options", "t=%s %s: the operator evicts %s: %s", o.s.at(), pod.Spec.NodeName, pod.Name, why)
 	}
 	err := o.s.opKube.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
@@ -1539,6 +1637,9 @@ func (s *updaterSimulation) hostReacts(n *simNode) {
 			if at, ok := n.podArrived[p.Name]; ok && !n.opListed.IsZero() && !at.Before(n.opListed) {
 				s.trace.Add("t=%s %s: pod %s landed after the operator's last pass; it stops with the reboot", s.at(), n.name, p.Name)
 				continue
+			}
+			if s.config().StaysForTheReboot(s.modelPod(&p)) {
+				continue // the policy's skipPodSelector leaves it to stop with the reboot
 			}
 			if drain.SkipDaemonSetAndMirrorPods(&p) {
 				s.fail("pods-evicted-before-reboot", "t=%s %s: pod %s was on the node when it rebooted for its update", s.at(), n.name, p.Name)
@@ -1778,6 +1879,7 @@ func (s *updaterSimulation) step() bool {
 			s.boot(n)
 		}
 	}
+	s.finishHooks(now)
 	s.faults(now)
 	for _, n := range s.nodes {
 		if n.inc == nil && !n.restartAt.IsZero() && !now.Before(n.restartAt) && !n.gone {
@@ -1944,6 +2046,12 @@ func (s *updaterSimulation) faults(now time.Time) {
 	// back, from their own stream, on the seeds that drew the alerts gate.
 	if s.alerts != nil {
 		s.alertFaults()
+	}
+	// The operator fails over while a hook's Job runs, from the hooks'
+	// stream: the new leader must find the Job, not run the hook again.
+	if s.hooked && s.op != nil && s.hookRunning() && s.hookRng.Chance(0.03) {
+		s.trace.Add("t=%s a failover while a hook runs", s.at())
+		s.killOperator()
 	}
 	// A user edits the policy's pacing, from its own stream, on the seeds
 	// that drew some: the others run as they did before pacing.
@@ -2126,7 +2234,7 @@ func (s *updaterSimulation) alertFaults() {
 // still act on the answer from before it.
 func answerDepends(a model.Action) bool {
 	return strings.HasPrefix(a.What, "Start ") || a.What == "SoakPause" || a.What == "SoakResume" || a.What == "Succeed" ||
-		a.What == "Fail "+model.FiringAlert
+		a.What == "Fail "+model.FiringAlert || a.What == "Hook "+model.AfterReboot || a.What == "Fail "+model.HookFailed
 }
 
 // simGateLabel is the label of the pods the policy's blockingPods gate

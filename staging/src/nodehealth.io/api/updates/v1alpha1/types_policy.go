@@ -279,6 +279,14 @@ const (
 	HookAfterReboot = "afterReboot"
 )
 
+// What marks the hooks' Jobs: HookLabel, valued with the hook's name, is on
+// every one (the operator's informer selects it), and HookNodeAnnotation
+// names the node in full (its label is cut to what a label value holds).
+const (
+	HookLabel          = "updates.nodehealth.io/hook"
+	HookNodeAnnotation = "updates.nodehealth.io/node"
+)
+
 // AlertGate is one query of an alert source: the firing alerts (active,
 // neither silenced nor inhibited) that match every matcher.
 type AlertGate struct {
