@@ -41,6 +41,10 @@ const (
 	// renewPeriod; the controller adds renewalGrace, so a Lease expires
 	// expiry after the last renewal it observed. The canary (every
 	// canaryInterval, stale after 3) fires 2 s before that: 6 s < 8 s.
+	// After an outage the heartbeat, backing off at most 1.25 s for such
+	// a Lease (docs/heartbeat.md), renews within about 2 s of the API
+	// server's return: well inside the full expiry the controller grants
+	// every Lease when its view is current again.
 	leaseDuration  = 6 * time.Second
 	renewPeriod    = time.Second
 	renewalGrace   = 2 * time.Second
