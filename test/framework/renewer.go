@@ -112,6 +112,11 @@ func (e *ExtensionRenewer) Release(ctx context.Context, reason, message string) 
 	}
 }
 
+// FailedWrites counts the updates and creates of the Lease that failed
+// (refused, or unanswered within the renew interval), each retried with the
+// heartbeat's back-off.
+func (e *ExtensionRenewer) FailedWrites() int64 { return e.counts.failed.Load() }
+
 // Renewals counts the writes that held the Lease.
 func (e *ExtensionRenewer) Renewals() int64 { return e.counts.renewed.Load() }
 

@@ -26,7 +26,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 
 	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
@@ -348,29 +347,22 @@ func TestChartGatesAndUngatesNode(t *testing.T) {
 		t.Fatalf("node %s was not gated on kube-proxy: %v\n%s", node, err, p.LogTail(40))
 	}
 
-	// kube-proxy renews its Lease on the node: ungated.
-	now := metav1.NewMicroTime(time.Now())
-	_, err = env.Client.CoordinationV1().Leases(leaseNamespace).Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy." + node},
-		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("kube-proxy-test"), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &now},
-	}, metav1.CreateOptions{})
+	// kube-proxy's heartbeat renews its Lease on the node: ungated.
+	kubeProxy, err := framework.StartExtensionRenewer(ctx, env.Client, framework.RenewerOptions{
+		Namespace: leaseNamespace, Extension: "kube-proxy", Node: node, Holder: "kube-proxy-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(kubeProxy.Stop)
 	if _, err := env.WaitForNode(ctx, node, func(n *corev1.Node) bool {
 		return !framework.HasReadinessTaint(n) && framework.ExtensionsReady(n) == corev1.ConditionTrue
 	}); err != nil {
 		t.Fatalf("node %s was not ungated: %v\n%s", node, err, p.LogTail(40))
 	}
 
-	// kube-proxy releases its Lease (what a heartbeat does when its probe
-	// fails or it stops): gated again.
-	lease, err := env.Client.CoordinationV1().Leases(leaseNamespace).Get(ctx, "kube-proxy."+node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lease.Spec.HolderIdentity = nil
-	if _, err := env.Client.CoordinationV1().Leases(leaseNamespace).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+	// kube-proxy's heartbeat releases its Lease (its probe failed): gated
+	// again.
+	if err := kubeProxy.Release(ctx, "ProbeFailed", "GET http://127.0.0.1:10256/healthz: connection refused"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := env.WaitForNode(ctx, node, func(n *corev1.Node) bool {

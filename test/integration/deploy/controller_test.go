@@ -35,7 +35,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	"nodehealth.io/nodehealth/test/framework"
 	"nodehealth.io/nodehealth/test/framework/testenv"
@@ -773,15 +772,13 @@ func testRunsAsServiceAccount(t *testing.T, ctx context.Context, nodes []string)
 			t.Fatalf("node %s: %v\n%s", name, err, p.LogTail(30))
 		}
 	}
-	// kube-proxy renews on the first node: it is ungated.
-	now := metav1.NewMicroTime(time.Now())
-	_, err = env.Client.CoordinationV1().Leases(leaseNamespace).Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy." + nodes[0]},
-		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("kube-proxy-test"), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &now},
-	}, metav1.CreateOptions{})
+	// kube-proxy's heartbeat renews on the first node: it is ungated.
+	kubeProxy, err := framework.StartExtensionRenewer(ctx, env.Client, framework.RenewerOptions{
+		Namespace: leaseNamespace, Extension: "kube-proxy", Node: nodes[0], Holder: "kube-proxy-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(kubeProxy.Stop)
 	if _, err := env.WaitForNode(ctx, nodes[0], func(n *corev1.Node) bool {
 		return framework.ReadinessTaints(n, "") == 0 && framework.ExtensionsReady(n) == corev1.ConditionTrue
 	}); err != nil {

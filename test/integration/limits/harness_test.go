@@ -2,22 +2,22 @@ package limits_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
@@ -45,6 +45,9 @@ type world struct {
 	env     *framework.Environment
 	group   string
 	leaseNS string
+	// renewers renew kube-proxy's Leases as its heartbeat would, on the
+	// nodes whose extension the test does not play a hostile writer for.
+	renewers *framework.ExtensionRenewers
 
 	nodes cache.Indexer
 	mu    sync.Mutex
@@ -60,6 +63,11 @@ func newWorld(t *testing.T, group string) *world {
 	env := testenv.Env(t)
 	w := &world{t: t, env: env, group: group, leaseNS: testenv.NewNamespace(t, "lim-"+group),
 		updates: map[string]int{}, taintAdds: map[string]int{}, noExecute: sets.New[string]()}
+	// An hour: only the test's releases fail them, and one write each
+	// starts them.
+	w.renewers = framework.NewExtensionRenewers(env.Client, framework.RenewerOptions{Namespace: w.leaseNS, Extension: extension,
+		Duration: time.Hour, Interval: 15 * time.Minute})
+	t.Cleanup(w.renewers.StopAll)
 	factory := informers.NewSharedInformerFactoryWithOptions(env.Client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = groupLabel + "=" + group }))
 	inf := factory.Core().V1().Nodes().Informer()
@@ -182,8 +190,9 @@ func (w *world) createNodes(t testing.TB, names []string, labelsOf func(string) 
 	})
 }
 
-// leaseFor is the extension's Lease of a node, held and renewed now, with a
-// duration long enough that only the test's releases fail it.
+// leaseFor is the extension's Lease of a node as a hostile or odd writer
+// would write it by hand, held and renewed now, for the test to change; an
+// ordinary extension's Lease is renewed by w.renewers.
 func (w *world) leaseFor(node string, seconds int32) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: extension + "." + node, Namespace: w.leaseNS, Labels: nodev1alpha1.LeaseLabels(extension, node)},
@@ -200,38 +209,22 @@ func (w *world) createLeases(t testing.TB, leases []*coordinationv1.Lease) {
 	})
 }
 
-// release empties the holder of the extension's Lease on each node, with a
-// reason and a message, as a heartbeat whose probe failed does.
+// release stops the heartbeat of the extension on each node and releases its
+// Lease with a reason and a message, as a heartbeat whose probe failed does.
 func (w *world) release(t testing.TB, nodes []string) {
 	t.Helper()
-	patch, _ := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{nodev1alpha1.ReasonAnnotation: "ProbeFailed",
-			nodev1alpha1.MessageAnnotation: "GET http://127.0.0.1:10256/healthz: connection refused"}},
-		"spec": map[string]any{"holderIdentity": ""},
-	})
-	w.patchLeases(t, nodes, func(string) []byte { return patch })
+	if err := w.renewers.Release(testenv.Context(t), "ProbeFailed", "GET http://127.0.0.1:10256/healthz: connection refused", nodes...); err != nil {
+		t.Fatal(err)
+	}
 }
 
-// renew re-acquires and renews the extension's Lease on each node.
+// renew starts the heartbeat of the extension on each node, which acquires
+// its Lease (again), and returns once each was written.
 func (w *world) renew(t testing.TB, nodes []string) {
 	t.Helper()
-	w.patchLeases(t, nodes, func(node string) []byte {
-		patch, _ := json.Marshal(map[string]any{
-			"metadata": map[string]any{"annotations": map[string]any{nodev1alpha1.ReasonAnnotation: nil, nodev1alpha1.MessageAnnotation: nil}},
-			"spec": map[string]any{"holderIdentity": extension + "-" + node,
-				"renewTime": metav1.NewMicroTime(time.Now()).Format(metav1.RFC3339Micro)},
-		})
-		return patch
-	})
-}
-
-func (w *world) patchLeases(t testing.TB, nodes []string, patchOf func(string) []byte) {
-	t.Helper()
-	parallel(t, len(nodes), func(ctx context.Context, i int) error {
-		_, err := w.env.Client.CoordinationV1().Leases(w.leaseNS).Patch(ctx, extension+"."+nodes[i], types.MergePatchType,
-			patchOf(nodes[i]), metav1.PatchOptions{})
-		return err
-	})
+	if err := w.renewers.Start(klog.NewContext(testenv.Context(t), logr.Discard()), nodes...); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // parallel runs do(i) for i in [0, n) with parallelWrites at once and fails

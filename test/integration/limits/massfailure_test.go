@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
@@ -49,12 +48,7 @@ func TestAMassExtensionFailureSuspendsGatingInsteadOfTaintingEveryNode(t *testin
 		return nil
 	}
 	w.createNodes(t, all, zoneOf, nil)
-	leases := make([]*coordinationv1.Lease, 0, total)
-	for _, n := range all {
-		// An hour: only the test's releases fail them.
-		leases = append(leases, w.leaseFor(n, 3600))
-	}
-	w.createLeases(t, leases)
+	w.renew(t, all)
 
 	opts := w.options()
 	opts.Eviction = nodehealth.EvictionOptions{Mode: nodehealth.EvictionModeNoExecute, Timeout: evictionTimeout, NodesPerSecond: 100}

@@ -73,7 +73,11 @@
 // One write per renewal (updates start from the last written copy); a
 // conflict costs one GET and an immediate retry; other failures are retried
 // with exponential back-off from 200ms to at most 7s, like the kubelet's node
-// Lease. Nothing is written while the Lease stays released.
+// Lease. A shorter Lease caps the back-off at (duration − renew interval)/4,
+// but never below the renew interval: a missed renewal still leaves several
+// tries before the Lease expires, and a failing API server sees no more
+// writes than a healthy one. Nothing is written while the Lease stays
+// released.
 //
 // # Metrics
 //

@@ -26,7 +26,8 @@ const (
 	// MinRetryInterval and MaxRetryInterval bound the exponential back-off
 	// after a failed write, like the kubelet's "starting at 200 milliseconds
 	// and capped at 7 seconds": a struggling API server sees at most one
-	// write every 7 s from each node, never a tight loop.
+	// write every 7 s from each node, never a tight loop. A Lease too short
+	// for a 7 s wait caps it lower (retryCap).
 	MinRetryInterval = 200 * time.Millisecond
 	MaxRetryInterval = 7 * time.Second
 )
@@ -62,7 +63,9 @@ type Options struct {
 	Holder string
 
 	// LeaseDuration is written as spec.leaseDurationSeconds (whole seconds);
-	// default 40s.
+	// default 40s. A Lease much shorter than the default also shortens the
+	// back-off after failed writes (MaxRetryInterval), so that a missed
+	// renewal is retried several times before the Lease expires.
 	LeaseDuration time.Duration
 	// RenewInterval is the time between two renewals while healthy; default
 	// 10s. Each interval is stretched by a random share of up to JitterFactor
@@ -111,6 +114,22 @@ type Options struct {
 	// prommetrics.New(registerer, extension) (package
 	// nodehealth.io/heartbeat/prommetrics) exports them to Prometheus.
 	Metrics Metrics
+}
+
+// retryCap is the longest the back-off waits between two failed writes:
+// MaxRetryInterval, unless the Lease is too short for it. After a missed
+// renewal a Lease has duration − renew interval left, and a 7 s wait could
+// use up most of that: an API server back from a short outage would see the
+// Lease expire before the renewer tried again, although the controller's
+// grace after an outage (a whole duration + renewalGrace from the moment its
+// view is current again) is there to cover exactly that. So the cap is also
+// at most a quarter of what is left, which leaves several tries before
+// expiry, but never below the renew interval: a struggling API server sees
+// no more writes per Lease than a healthy one does. The kubelet's numbers,
+// a 40 s Lease renewed every 10 s, keep the 7 s cap. Call it on defaulted
+// options.
+func (o *Options) retryCap() time.Duration {
+	return min(MaxRetryInterval, max(o.RenewInterval, (o.LeaseDuration-o.RenewInterval)/4))
 }
 
 // complete fills in defaults and validates; it returns the Lease name.

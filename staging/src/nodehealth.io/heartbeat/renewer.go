@@ -468,7 +468,7 @@ func (r *Renewer) writeLocked(ctx context.Context) error {
 		} else {
 			r.retryDelay *= 2
 		}
-		r.retryDelay = min(time.Duration(float64(r.retryDelay)*(1+r.opts.JitterFactor*r.jitter())), MaxRetryInterval)
+		r.retryDelay = min(time.Duration(float64(r.retryDelay)*(1+r.opts.JitterFactor*r.jitter())), r.opts.retryCap())
 		r.nextWrite = now.Add(r.retryDelay)
 		if r.holding.Load() && now.Sub(r.lastRenew) >= r.opts.LeaseDuration {
 			r.setHoldingLocked(false)

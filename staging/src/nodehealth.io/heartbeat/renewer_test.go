@@ -68,6 +68,8 @@ type harness struct {
 	probeErr error
 	// failWrites makes the next n writes fail with a 500.
 	failWrites int
+	// failUntil makes every write fail with a 500 before this time.
+	failUntil time.Time
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -161,8 +163,8 @@ func (h *harness) installReactors() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		rec := write{at: h.clk.Now(), verb: verb, holder: ptr.Deref(lease.Spec.HolderIdentity, ""), reason: lease.Annotations[nodev1alpha1.ReasonAnnotation]}
-		if h.failWrites > 0 {
-			h.failWrites--
+		if h.failWrites > 0 || rec.at.Before(h.failUntil) {
+			h.failWrites = max(h.failWrites-1, 0)
 			rec.err = apierrors.NewInternalError(errors.New("etcd is unhappy"))
 			h.writes = append(h.writes, rec)
 			return true, nil, rec.err
@@ -928,6 +930,62 @@ func TestRenewIntervalAtMostAQuarterOfTheDuration(t *testing.T) {
 				t.Errorf("duration %s, renew interval %s: error %q does not say %q", d, r, err, want)
 			}
 		}
+	}
+}
+
+// After a missed renewal a short Lease has little left: the back-off is
+// capped at the longer of the renew interval and a quarter of duration −
+// renew interval, 7 s at most, so that an API server answering again a cap
+// before the Lease would expire still gets a renewal in time. With the
+// kubelet's 7 s cap for every Lease, the 6 s Lease was retried 3.2 s after
+// the failure before, past its expiry.
+func TestAShortLeaseIsRetriedSoonEnoughToBeRenewedBeforeItExpires(t *testing.T) {
+	for _, tc := range []struct {
+		duration, renew, cap time.Duration
+	}{
+		{6 * time.Second, time.Second, 1250 * time.Millisecond},              // (6 − 1) / 4
+		{10 * time.Second, 2500 * time.Millisecond, 2500 * time.Millisecond}, // the renew interval
+		{12 * time.Second, time.Second, 2750 * time.Millisecond},             // (12 − 1) / 4
+		{40 * time.Second, 10 * time.Second, MaxRetryInterval},               // the kubelet's
+	} {
+		t.Run(tc.duration.String()+"-"+tc.renew.String(), func(t *testing.T) {
+			h := newHarness(t, Options{LeaseDuration: tc.duration, RenewInterval: tc.renew})
+			h.start() // created
+			created := h.clk.Now()
+			expires := created.Add(tc.duration)
+			h.mu.Lock()
+			h.failUntil = expires.Add(-tc.cap - step)
+			h.mu.Unlock()
+			h.advance(tc.duration + tc.renew)
+
+			ws := h.allWrites()[1:]
+			var renewed time.Time
+			for i, w := range ws {
+				if i > 0 && w.at.Sub(ws[i-1].at) > tc.cap+step {
+					t.Errorf("write %d came %s after the failed one before it, more than the cap %s", i, w.at.Sub(ws[i-1].at), tc.cap)
+				}
+				if w.err == nil {
+					renewed = w.at
+					break
+				}
+			}
+			if renewed.IsZero() {
+				t.Fatalf("no renewal within %s: writes %+v", tc.duration+tc.renew, ws)
+			}
+			if !renewed.Before(expires) {
+				t.Errorf("the API server answered again %s before the Lease expired, and the next renewal came %s after the last one, past its duration %s",
+					tc.cap+step, renewed.Sub(created), tc.duration)
+			}
+			// The back-off still grows to the cap: the retries are not
+			// simply every renew interval.
+			var longest time.Duration
+			for i := 1; i < len(ws) && ws[i].at.Compare(renewed) <= 0; i++ {
+				longest = max(longest, ws[i].at.Sub(ws[i-1].at))
+			}
+			if longest < tc.cap-step {
+				t.Errorf("the longest wait between two writes was %s, want the cap %s reached", longest, tc.cap)
+			}
+		})
 	}
 }
 
