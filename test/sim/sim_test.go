@@ -712,3 +712,35 @@ func TestSettleReturnsWithTheStoresCaughtUp(t *testing.T) {
 	}
 	t.Logf("Settle after delivering 2 events: %v on average over %d steps", total/n, n)
 }
+
+// OnStore sees the writes the API applied, with the object before them, and
+// none it refused: a client's request log records both alike.
+func TestOnStoreSeesAppliedWritesAndNoRefusedOne(t *testing.T) {
+	e := newEnv(t, 9)
+	ctx := e.ctx
+	var stored []string
+	e.api.OnStore = func(gvr schema.GroupVersionResource, obj, prev runtime.Object) {
+		n := obj.(*corev1.Node)
+		was := "<none>"
+		if prev != nil {
+			was = prev.(*corev1.Node).Labels["x"]
+		}
+		stored = append(stored, fmt.Sprintf("%s %s: %s -> %s", gvr.Resource, n.Name, was, n.Labels["x"]))
+	}
+	nodes := e.client.CoreV1().Nodes()
+	n, err := nodes.Create(ctx, node("a"), metav1.CreateOptions{})
+	e.must(nil, err)
+	e.must(nodes.Patch(ctx, "a", types.MergePatchType, mergePatch(n.ResourceVersion, map[string]string{"x": "1"}), metav1.PatchOptions{}))
+	// At the stale resourceVersion: 409, not stored.
+	if _, err := nodes.Patch(ctx, "a", types.MergePatchType, mergePatch(n.ResourceVersion, map[string]string{"x": "2"}), metav1.PatchOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("patch at a stale resourceVersion: %v, want 409", err)
+	}
+	e.api.Inject(Fault{Verb: "patch", Resource: "nodes", Name: "a", Kind: ServerError})
+	if _, err := nodes.Patch(ctx, "a", types.MergePatchType, mergePatch("", map[string]string{"x": "3"}), metav1.PatchOptions{}); !apierrors.IsInternalError(err) {
+		t.Fatalf("patch with a server error injected: %v", err)
+	}
+	want := []string{"nodes a: <none> -> ", "nodes a:  -> 1"}
+	if strings.Join(stored, "\n") != strings.Join(want, "\n") {
+		t.Errorf("OnStore saw:\n%s\nwant:\n%s", strings.Join(stored, "\n"), strings.Join(want, "\n"))
+	}
+}

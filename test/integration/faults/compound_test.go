@@ -373,7 +373,7 @@ func TestDrainBlockedByPDBAcrossSuspension(t *testing.T) {
 	if during := codes()[atSuspension:]; len(during) > 0 {
 		t.Errorf("eviction requests %v while the blast radius suspended evictions", during)
 	}
-	f.recover(t, others...)
+	f.recover(others...)
 	cs.waitMetric(t, 0, "nodehealth_gating_suspended", map[string]string{"scope": "cluster"}, 0)
 	atResume := len(codes())
 	t.Logf("suspended for %s with %s's drain blocked (%d eviction requests so far); resumed", hold, victim, atResume)
@@ -572,7 +572,7 @@ func TestTheBlastRadiusResumesStrictlyBelowItsResumePoint(t *testing.T) {
 	}
 
 	// Two come back: 6 of 40 is 15 %, the resume point itself.
-	f.recover(t, failing[:2]...)
+	f.recover(failing[:2]...)
 	f.waitAll(t, "ready again", failing[:2], func(n string) bool {
 		status, _ := f.condition(t, n)
 		return status == v1.ConditionTrue && !f.tainted(n)
@@ -593,7 +593,7 @@ func TestTheBlastRadiusResumesStrictlyBelowItsResumePoint(t *testing.T) {
 	f.checkNoEvictions(t)
 
 	// One more: 5 of 40, 12.5 %, below the resume point.
-	f.recover(t, failing[2])
+	f.recover(failing[2])
 	cs.waitMetric(t, 0, "nodehealth_gating_suspended", suspended, 0)
 	f.waitAll(t, "tainted once the suspension ended", failing[3:], f.tainted)
 

@@ -14,16 +14,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
@@ -41,10 +40,6 @@ const (
 	// renewPeriod; the controller adds renewalGrace, so a Lease expires
 	// expiry after the last renewal it observed. The canary (every
 	// canaryInterval, stale after 3) fires 2 s before that: 6 s < 8 s.
-	// After an outage the heartbeat, backing off at most 1.25 s for such
-	// a Lease (docs/heartbeat.md), renews within about 2 s of the API
-	// server's return: well inside the full expiry the controller grants
-	// every Lease when its view is current again.
 	leaseDuration  = 6 * time.Second
 	renewPeriod    = time.Second
 	renewalGrace   = 2 * time.Second
@@ -57,26 +52,28 @@ const (
 	waitTimeout = 2 * time.Minute
 )
 
-// fleet is one test's nodes, their extension's Leases (renewed by
-// nodehealth.io/heartbeat's Renewer, one per node, as the extension's
-// heartbeat would), a pod on each, and the record of every version of those
-// nodes.
+// fleet is one test's nodes, the extension Leases the test renews for them,
+// a pod on each, and the record of every version of those nodes.
 type fleet struct {
-	t        *testing.T
-	env      *framework.Environment
-	group    string
-	leaseNS  string
-	podNS    string
-	nodes    []string
-	client   kubernetes.Interface
-	renewers *framework.ExtensionRenewers
+	t       *testing.T
+	env     *framework.Environment
+	group   string
+	leaseNS string
+	podNS   string
+	nodes   []string
+	client  kubernetes.Interface
 
 	mu      sync.Mutex
+	stopped map[string]bool
 	history map[string][]version
 	// conditions is every SystemExtensionsReady status/reason each node's
 	// watch delivered, in order, one entry per change.
 	conditions map[string][]string
 	marks      map[string]int
+	renewErrs  int
+
+	stopRenew chan struct{}
+	renewDone chan struct{}
 }
 
 // version is one observed state of a node.
@@ -96,15 +93,16 @@ func newFleet(t *testing.T, group string, n int) *fleet {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.UserAgent = "faults-test-renewer"
 	cfg.QPS, cfg.Burst = 500, 1000
+	// Renewals must not wait out a dead connection for long.
+	cfg.Timeout = 5 * time.Second
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fleet{t: t, env: env, group: group, client: client,
 		leaseNS: testenv.NewNamespace(t, "faults-"+group), podNS: testenv.NewNamespace(t, "faults-pods-"+group),
-		history: map[string][]version{}, conditions: map[string][]string{}, marks: map[string]int{}}
-	f.renewers = framework.NewExtensionRenewers(client, framework.RenewerOptions{Namespace: f.leaseNS, Extension: extension,
-		Duration: leaseDuration, Interval: renewPeriod})
+		stopped: map[string]bool{}, history: map[string][]version{}, conditions: map[string][]string{}, marks: map[string]int{},
+		stopRenew: make(chan struct{}), renewDone: make(chan struct{})}
 	ctx := testenv.Context(t)
 	// No kube-controller-manager: the pods' ServiceAccount is made here.
 	if _, err := env.Client.CoreV1().ServiceAccounts(f.podNS).Create(ctx,
@@ -127,11 +125,13 @@ func newFleet(t *testing.T, group string, n int) *fleet {
 			Spec: v1.PodSpec{NodeName: name, AutomountServiceAccountToken: ptr.To(false),
 				Containers: []v1.Container{{Name: "app", Image: "registry.invalid/app"}}},
 		}, metav1.CreateOptions{})
-		return err
+		if err != nil {
+			return err
+		}
+		return f.renew(ctx, name)
 	})
-	// Registered after the nodes' deletion: the renewers stop first.
-	t.Cleanup(f.renewers.StopAll)
-	f.recover(t, f.nodes...)
+	go f.renewLoop()
+	t.Cleanup(f.stop)
 	return f
 }
 
@@ -158,26 +158,109 @@ func parallel(t testing.TB, items []string, fn func(string) error) {
 	}
 }
 
-// fail stops renewing the nodes' Leases, to expire: their extension has
-// died silently.
-func (f *fleet) fail(nodes ...string) { f.renewers.Stop(nodes...) }
+func (f *fleet) stop() {
+	select {
+	case <-f.stopRenew:
+	default:
+		close(f.stopRenew)
+	}
+	<-f.renewDone
+}
 
-// recover renews the nodes' Leases again, from a new heartbeat each, and
-// returns once each was written: their extension is back (or, from newFleet,
-// starts).
-func (f *fleet) recover(t testing.TB, nodes ...string) {
-	t.Helper()
-	// The renewers' logs would drown the test's: what they did shows in
-	// FailedWrites and in the Leases.
-	ctx := klog.NewContext(testenv.Context(t), logr.Discard())
-	if err := f.renewers.Start(ctx, nodes...); err != nil {
-		t.Fatal(err)
+func (f *fleet) renewLoop() {
+	defer close(f.renewDone)
+	ticker := time.NewTicker(renewPeriod)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-f.stopRenew:
+			return
+		case <-ticker.C:
+		}
+		f.mu.Lock()
+		var live []string
+		for _, n := range f.nodes {
+			if !f.stopped[n] {
+				live = append(live, n)
+			}
+		}
+		f.mu.Unlock()
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 16)
+		for _, n := range live {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if err := f.renew(context.Background(), n); err != nil {
+					f.mu.Lock()
+					f.renewErrs++
+					f.mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// renew renews the node's extension Lease, creating it the first time.
+func (f *fleet) renew(ctx context.Context, node string) error {
+	f.mu.Lock()
+	stopped := f.stopped[node]
+	f.mu.Unlock()
+	if stopped {
+		return nil
+	}
+	name, err := nodev1alpha1.LeaseName(extension, node)
+	if err != nil {
+		return err
+	}
+	now := metav1.NewMicroTime(time.Now())
+	seconds := int32(leaseDuration / time.Second)
+	holder := node + "/" + extension
+	leases := f.client.CoordinationV1().Leases(f.leaseNS)
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"holderIdentity": holder, "renewTime": now}})
+	_, err = leases.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: nodev1alpha1.LeaseLabels(extension, node)},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To(seconds),
+				RenewTime: &now, AcquireTime: &now},
+		}, metav1.CreateOptions{})
+	}
+	return err
+}
+
+// fail stops renewing the nodes' Leases: their extension has died.
+func (f *fleet) fail(nodes ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range nodes {
+		f.stopped[n] = true
+	}
+}
+
+// recover renews the nodes' Leases again: their extension is back.
+func (f *fleet) recover(nodes ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range nodes {
+		delete(f.stopped, n)
 	}
 }
 
 // failing returns the nodes whose Leases are no longer renewed.
 func (f *fleet) failing() []string {
-	return slices.DeleteFunc(slices.Clone(f.nodes), f.renewers.Renewing)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, n := range f.nodes {
+		if f.stopped[n] {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // record watches the fleet's nodes for the whole test and keeps every
@@ -393,7 +476,9 @@ func (f *fleet) check(t testing.TB, wantEvictions bool) {
 			t.Errorf("pod %s (node failing %v): %d eviction requests, want %d", pod, slices.Contains(failing, n), got, want)
 		}
 	}
-	t.Logf("%d nodes (%d failing), %d eviction requests, %d failed Lease writes during the faults", len(f.nodes), len(failing), sum(ev), f.renewers.FailedWrites())
+	f.mu.Lock()
+	t.Logf("%d nodes (%d failing), %d eviction requests, %d renewal errors during the faults", len(f.nodes), len(failing), sum(ev), f.renewErrs)
+	f.mu.Unlock()
 }
 
 func sum(m map[string]int) int {

@@ -26,7 +26,16 @@ import (
 // heartbeat does when its probe fails.
 func (f *fleet) release(t *testing.T, node, reason string) {
 	t.Helper()
-	if err := f.renewers.Release(testenv.Context(t), reason, "released by the test's extension", node); err != nil {
+	f.fail(node)
+	name, err := nodev1alpha1.LeaseName(extension, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{nodev1alpha1.ReasonAnnotation: reason}},
+		"spec":     map[string]any{"holderIdentity": ""},
+	})
+	if _, err := f.client.CoordinationV1().Leases(f.leaseNS).Patch(testenv.Context(t), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

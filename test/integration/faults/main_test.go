@@ -12,8 +12,7 @@
 //
 // The tests change the whole control plane (they restart etcd and the API
 // server), so they run one at a time. Each has its own nodes (plain Node
-// objects; the test renews their extension Leases with the heartbeat's
-// Renewer, as the extension would), its own Lease namespace
+// objects; the test renews their extension Leases), its own Lease namespace
 // and its own leader Lease. A watch records every version of the test's
 // nodes over the whole run, and the API server's audit log records every
 // eviction request, so the assertions are exact: how many times each node
