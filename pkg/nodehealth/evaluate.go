@@ -555,8 +555,9 @@ func (e *evaluation) applyStartupTimeouts() {
 			// the lift restarts the gate and its timeouts.
 			continue
 		}
-		if !st.hasFailedOpen(ext.name) && !st.startupExpired.Has(ext.name) {
+		if !st.hasFailedOpen(ext.name) && !st.startupReported.Has(ext.name) {
 			e.d.startupTimeouts = append(e.d.startupTimeouts, startupTimeout{extension: ext.name, timeout: ext.rule.StartupTimeout, policy: ext.rule.FailurePolicy})
+			insert(&st.startupReported, ext.name)
 		}
 		if ext.rule.FailurePolicy == FailurePolicyUngate {
 			st.failOpen(ext.name, s.lastRenewal)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -778,6 +779,51 @@ func TestAStartupTimeoutPassingWhileTheViewIsStaleRestartsAtTheLift(t *testing.T
 				t.Errorf("still gated 30 s after the lift (condition %s), want failed open", r)
 			}
 		})
+	}
+}
+
+// Found by CI: a KeepGated startup timeout that passed just before the own
+// view was found stale, and again after the lift restarted the gate, is one
+// extension missing one startup: it is counted and announced once per boot,
+// not once per judgement.
+func TestAStartupTimeoutJudgedAgainAfterTheLiftIsCountedAndAnnouncedOnce(t *testing.T) {
+	opts := guardOptions()
+	opts.Rules[0].StartupTimeout = 30 * time.Second
+	opts.Rules[0].FailurePolicy = FailurePolicyKeepGated
+	f := newFixture(t, opts, newNode("n1"))
+	f.live("n1")
+	f.sync("n1")
+	// The timeout passes while the view still counts as current.
+	f.pass(31*time.Second, true)
+	f.sync("n1")
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonStartupTimeout {
+		t.Fatalf("condition %s once the timeout passed, want %s", r, nodev1alpha1.ReasonStartupTimeout)
+	}
+	// Then the view goes stale and recovers: the gate and its timeout restart.
+	f.pass(20*time.Second, false)
+	f.sync("n1")
+	if !f.c.viewStale {
+		t.Fatal("the own view is not stale after 20 s without a canary renewal")
+	}
+	f.sync("n1")
+	f.pass(6*time.Second, true)
+	f.sync("n1")
+	f.pass(31*time.Second, true)
+	f.sync("n1")
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonStartupTimeout {
+		t.Fatalf("condition %s once the restarted timeout passed, want %s", r, nodev1alpha1.ReasonStartupTimeout)
+	}
+	if got := testutil.ToFloat64(f.c.metrics.StartupTimeouts.WithLabelValues(string(FailurePolicyKeepGated))); got != 1 {
+		t.Errorf("nodehealth_startup_timeouts_total{policy=KeepGated} = %v, want 1: one extension missed one startup", got)
+	}
+	var announced int
+	for _, e := range f.events() {
+		if strings.Contains(e, "did not become ready within its startup timeout") {
+			announced++
+		}
+	}
+	if announced != 1 {
+		t.Errorf("%d startup-timeout Events, want 1", announced)
 	}
 }
 

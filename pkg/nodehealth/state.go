@@ -155,8 +155,14 @@ type nodeState struct {
 	// gate the node until a later renewal (failOpenEnds).
 	failedOpen map[string]failOpenBaseline
 	// startupExpired holds extensions whose startup timeout passed with the
-	// KeepGated policy, so that it is reported once.
+	// KeepGated policy and keep the node gated for it. An own-view lift
+	// clears it, since the timeout restarts with the gate.
 	startupExpired sets.Set[string]
+	// startupReported holds the extensions whose missed startup timeout was
+	// logged, counted and announced in this boot. The lift does not clear
+	// it: a timeout judged again after the gate restarted is the same
+	// extension missing the same startup.
+	startupReported sets.Set[string]
 	// startup is the start-up of the current boot.
 	startup startupProgress
 
@@ -322,6 +328,7 @@ func (s *nodeState) clone() *nodeState {
 	n.gate.planned = cloneSet(s.gate.planned)
 	n.failedOpen = cloneMap(s.failedOpen)
 	n.startupExpired = cloneSet(s.startupExpired)
+	n.startupReported = cloneSet(s.startupReported)
 	n.startup.firstReady = maps.Clone(s.startup.firstReady)
 	n.plannedBoot = cloneMap(s.plannedBoot)
 	return &n
@@ -342,6 +349,7 @@ func (s *nodeState) beginGate(cause gateCause, now time.Time) {
 		s.readyInBoot = false
 		s.failedOpen = nil
 		s.startupExpired = nil
+		s.startupReported = nil
 		s.resetEscalation()
 	}
 }
