@@ -175,6 +175,7 @@ var simDeleteShadowsMidUpdate = flag.Bool("sim.delete-shadows-mid-update", false
 const simTicks = 900
 
 func TestUpdaterSimulation(t *testing.T) {
+	logSimStats(t)
 	sim.Run(t, "updater", append(simRegressions.Seeds(), simSmokeSeeds...), func(t *testing.T, seed uint64) *sim.Trace {
 		return runUpdaterSimulation(t, seed, simTicks)
 	})
@@ -497,6 +498,9 @@ func runUpdaterSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
 		if !s.step() {
 			break
 		}
+	}
+	if *simStats {
+		simStatsCount.count(s)
 	}
 	return s.trace
 }
