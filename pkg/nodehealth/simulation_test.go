@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
@@ -773,7 +772,7 @@ func (s *simulation) startController() {
 	ctx, cancel := context.WithCancel(s.ctx)
 	s.cancel = cancel
 	ctx = klog.NewContext(ctx, klog.Background().V(10))
-	factory := informers.NewSharedInformerFactory(s.kube, 0)
+	factory := NewNodeInformerFactory(s.kube, "")
 	nodeInformer := factory.Core().V1().Nodes()
 	// The Lease informer the binary runs: events delivered on one
 	// goroutine, each Lease transformed before it is stored.

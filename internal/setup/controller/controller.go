@@ -14,7 +14,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -25,7 +24,6 @@ import (
 
 	"nodehealth.io/nodehealth/pkg/coalesce"
 	"nodehealth.io/nodehealth/pkg/nodehealth"
-	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
 // EventSource is the component the controller's Events name.
@@ -104,9 +102,7 @@ type Controller struct {
 // every Lease counts as observed at that moment (a full duration of grace).
 // ctx carries the logger of the controller and of its Events.
 func New(ctx context.Context, clients Clients, cfg Config) (*Controller, error) {
-	nodes := informers.NewSharedInformerFactoryWithOptions(clients.Client, 0,
-		informers.WithTransform(nodeutil.TransformNode),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = cfg.NodeSelector }))
+	nodes := nodehealth.NewNodeInformerFactory(clients.Client, cfg.NodeSelector)
 	// Leases have one handler, the controller's: the direct informer calls it
 	// without the shared informer's two goroutine hand-offs and buffer per
 	// event (less memory at 5,000 Lease events/s; docs/benchmarks.md, "The

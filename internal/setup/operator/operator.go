@@ -9,7 +9,6 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -23,7 +22,6 @@ import (
 	nodehealthscheme "nodehealth.io/client-go/clientset/versioned/scheme"
 	"nodehealth.io/client-go/informers/externalversions"
 	drainclient "nodehealth.io/nodehealth/pkg/drain/clientset"
-	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/updater/operator"
 	"nodehealth.io/nodehealth/pkg/updater/shadow"
 )
@@ -100,7 +98,7 @@ type Operator struct {
 // (after leadership is won, in the binary).
 func New(ctx context.Context, clients Clients, cfg Config) (*Operator, error) {
 	o := &Operator{
-		nodes:   informers.NewSharedInformerFactoryWithOptions(clients.Kube, 0, informers.WithTransform(nodeutil.TransformNode)),
+		nodes:   operator.NewNodeInformerFactory(clients.Kube),
 		updates: externalversions.NewSharedInformerFactory(clients.Updates, 0),
 	}
 	recorder := cfg.Recorder
@@ -131,8 +129,7 @@ func New(ctx context.Context, clients Clients, cfg Config) (*Operator, error) {
 	}
 	if opts.Hooks.Namespace != "" && opts.Hooks.Informer == nil {
 		// The operator's RBAC covers Jobs in the hooks' namespace alone.
-		o.jobs = informers.NewSharedInformerFactoryWithOptions(clients.Kube, 0, informers.WithNamespace(opts.Hooks.Namespace),
-			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = operator.HookLabel }))
+		o.jobs = operator.NewHookJobInformerFactory(clients.Kube, opts.Hooks.Namespace)
 		opts.Hooks.Informer = o.jobs.Batch().V1().Jobs()
 	}
 	if opts.Hooks.Jobs == nil {

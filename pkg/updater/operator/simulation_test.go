@@ -30,7 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	kubeinformers "k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
@@ -893,7 +892,7 @@ func (s *updaterSimulation) startOperator() {
 	s.opGen++
 	ctx, cancel := context.WithCancel(klog.NewContext(s.ctx, s.opLogger()))
 	op := &operatorInstance{gen: s.opGen, ctx: ctx, cancel: cancel, handled: &atomic.Int64{}, timers: map[string]time.Time{}, scTimers: map[string]time.Time{}}
-	kf := kubeinformers.NewSharedInformerFactory(s.opKube, 0)
+	kf := NewNodeInformerFactory(s.opKube)
 	uf := externalversions.NewSharedInformerFactory(s.opUpdates, 0)
 	nodes := kf.Core().V1().Nodes()
 	shadows := uf.Updates().V1alpha1().BottlerocketShadows()
