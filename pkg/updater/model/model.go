@@ -274,10 +274,12 @@ func Returning(s Shadow) bool {
 	return (s.Spec == Idle || s.Spec == "") && (inFlight(s.Status) || s.Status == ErrorReset)
 }
 
-// Counts is the counting table of docs/updater.md.
+// Counts is the counting table of docs/updater.md. A node marked failed
+// counts only while its rollback is still to start: the rollback takes the
+// slot its failed update had, so nothing may take it in between.
 func Counts(s Shadow) bool {
 	if MarkedFailed(s) {
-		return false
+		return RollbackPending(s)
 	}
 	if s.Spec != Idle && s.Spec != "" {
 		return true
@@ -419,6 +421,24 @@ func (c Config) RollbackNamed(s Shadow, failure string) string {
 	return s.SpecVersion
 }
 
+// RollbackPending: the failure of s named a version to roll back from and
+// the rollback has not started — spec is back at Idle keeping the failed
+// version, the attempt is still the failed one, and the agent either still
+// reports the update (or its abort) or reports Idle on the failed version,
+// which makes the rollback due (RollbackDue). Choice: the failed update
+// holds its slot until then, a resume notwithstanding; once the agent
+// reports Idle on another version, or the annotation is gone, no rollback
+// will start and the slot is free.
+func RollbackPending(s Shadow) bool {
+	if s.Rollback == "" || s.Spec != Idle || !MarkedFailed(s) || !SameVersion(s.SpecVersion, s.Rollback) {
+		return false
+	}
+	if cmp, err := CompareVersions(s.FromVersion, s.Rollback); err != nil || cmp >= 0 {
+		return false
+	}
+	return Returning(s) || (s.Status == Idle && SameVersion(s.CurrentVersion, s.Rollback))
+}
+
 // RollbackDue is the version the operator must roll s back to now, "" when
 // none: the failure named the version that failed, spec is back at Idle
 // keeping it, the agent reports Idle on it, the attempt is still the
@@ -426,16 +446,10 @@ func (c Config) RollbackNamed(s Shadow, failure string) string {
 // since the failure. Choice: the second, because the API stores seconds and
 // a transition in the failure's second would leave the attempt marked failed.
 func RollbackDue(w World, s Shadow) string {
-	if s.Rollback == "" || s.Spec != Idle || s.Status != Idle || !MarkedFailed(s) {
-		return ""
-	}
-	if !SameVersion(s.SpecVersion, s.Rollback) || !SameVersion(s.CurrentVersion, s.Rollback) {
+	if !RollbackPending(s) || s.Status != Idle {
 		return ""
 	}
 	if _, ok := w.NodeOf(s); !ok {
-		return ""
-	}
-	if cmp, err := CompareVersions(s.FromVersion, s.Rollback); err != nil || cmp >= 0 {
 		return ""
 	}
 	failed, _ := time.Parse(time.RFC3339, s.Failed)

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,16 @@ func TestCountsFollowsTheCountingTable(t *testing.T) {
 		{"spec Idle, status Idle", Shadow{Spec: Idle, Status: Idle, SpecSince: t0}, false},
 		{"spec Idle, no status", Shadow{Spec: Idle}, false},
 		{"an older failure does not mark a later attempt", Shadow{Spec: Staged, SpecSince: t0, Failed: t0.Add(-time.Hour).Format(time.RFC3339)}, true},
+		{"spec Idle, status in flight, failed, its rollback to start", Shadow{Spec: Idle, Status: Monitoring, SpecSince: t0, Failed: failedNow,
+			SpecVersion: "1.1.0", CurrentVersion: "1.1.0", FromVersion: "1.0.0", Rollback: "1.1.0"}, true},
+		{"spec Idle, status Idle on the failed version, its rollback to start", Shadow{Spec: Idle, Status: Idle, SpecSince: t0, Failed: failedNow,
+			SpecVersion: "1.1.0", CurrentVersion: "1.1.0", FromVersion: "1.0.0", Rollback: "1.1.0"}, true},
+		{"spec Idle, status Idle on another version, failed: no rollback will start", Shadow{Spec: Idle, Status: Idle, SpecSince: t0, Failed: failedNow,
+			SpecVersion: "1.1.0", CurrentVersion: "1.0.0", FromVersion: "1.0.0", Rollback: "1.1.0"}, false},
+		{"failed, the annotation of an earlier rollback", Shadow{Spec: Idle, Status: Monitoring, SpecSince: t0, Failed: failedNow,
+			SpecVersion: "1.2.0", CurrentVersion: "1.2.0", FromVersion: "1.0.0", Rollback: "1.1.0"}, false},
+		{"failed, no older version recorded", Shadow{Spec: Idle, Status: Monitoring, SpecSince: t0, Failed: failedNow,
+			SpecVersion: "1.1.0", CurrentVersion: "1.1.0", Rollback: "1.1.0"}, false},
 	} {
 		if got := Counts(tc.s); got != tc.want {
 			t.Errorf("%s: Counts = %v, want %v", tc.name, got, tc.want)
@@ -64,6 +75,42 @@ func TestAStartBeyondTheLimitIsNotAllowed(t *testing.T) {
 	w.Shadows["a"] = idleShadow("a")
 	if why := cfg.Allowed(w, b, next); why != "" {
 		t.Fatalf("with the slot free, Allowed = %q", why)
+	}
+}
+
+// TestARollbackStillToStartHoldsItsSlotAfterAResume: a resume between a
+// health gate's failure and its rollback makes no start due nor allowed
+// while the rollback will take the slot (seed 8071646136539781039); once
+// no rollback will start, the slot is free.
+func TestARollbackStillToStartHoldsItsSlotAfterAResume(t *testing.T) {
+	failedAt := t0.Add(-time.Minute).Format(time.RFC3339)
+	a, b := idleShadow("a"), idleShadow("b")
+	a.Status, a.SpecSince, a.SpecVersion, a.CurrentVersion = Monitoring, t0.Add(-time.Minute), "1.1.0", "1.1.0"
+	a.Failed, a.Resume, a.FromVersion, a.Rollback = failedAt, failedAt, "1.0.0", "1.1.0"
+	w := world(a, b)
+	next := b
+	next.Spec, next.SpecVersion, next.SpecSince = Staged, "1.1.0", t0
+	if got := cfg.Due(w); len(got) != 0 {
+		t.Errorf("the agent still completes the failed update: Due = %v, want nothing", got)
+	}
+	if why := cfg.Allowed(w, b, next); !strings.Contains(why, "limit 1") {
+		t.Errorf("the agent still completes the failed update: Allowed = %q, want the limit named", why)
+	}
+	a.Status = Idle
+	w.Shadows["a"] = a
+	if got := fmt.Sprint(cfg.Due(w)); got != "[a: Rollback 1.0.0]" {
+		t.Errorf("the agent reports Idle: Due = %v, want the rollback only", got)
+	}
+	if why := cfg.Allowed(w, b, next); !strings.Contains(why, "limit 1") {
+		t.Errorf("the rollback is due: Allowed = %q, want the limit named", why)
+	}
+	a.CurrentVersion = "1.0.0" // the host went back on its own: no rollback
+	w.Shadows["a"] = a
+	if got := fmt.Sprint(cfg.Due(w)); got != "[b: Start 1.1.0]" {
+		t.Errorf("no rollback will start: Due = %v, want b started", got)
+	}
+	if why := cfg.Allowed(w, b, next); why != "" {
+		t.Errorf("no rollback will start: Allowed = %q", why)
 	}
 }
 

@@ -56,6 +56,29 @@ func (c *Controller) rollbackAnnotations(ctx context.Context, s *updatesv1alpha1
 	return map[string]string{updatesv1alpha1.RollbackAnnotation: s.Spec.Version}
 }
 
+// rollbackPending reports whether the node's failed update still holds its
+// slot for the rollback that follows it: the health gate's failure named
+// the version that failed, spec is back at Idle keeping it, the attempt is
+// still the failed one, and the agent either still completes or aborts
+// that update (the rollback waits for its Idle) or reports Idle on the
+// failed version (the rollback is due, or waits for the failure's second
+// to pass). The rollback takes this slot when it starts, so nothing else
+// may take it in between, after a resume either. Anything else means no
+// rollback will start (no older version recorded, another failure, the
+// host back on another version on its own, the annotation removed), and
+// the slot is free. Written from the shadow only: a new leader counts it
+// the same.
+func rollbackPending(s *updatesv1alpha1.BottlerocketShadow) bool {
+	failed := s.Annotations[updatesv1alpha1.RollbackAnnotation]
+	if failed == "" || s.Spec.State != updatesv1alpha1.StateIdle || !shadow.MarkedFailed(s) || !brapi.SameVersion(s.Spec.Version, failed) {
+		return false
+	}
+	if !olderVersion(s.Annotations[updatesv1alpha1.FromVersionAnnotation], failed) {
+		return false
+	}
+	return returning(s) || (s.Status.CurrentState == updatesv1alpha1.StateIdle && brapi.SameVersion(s.Status.CurrentVersion, failed))
+}
+
 // rollbackDue is the version to roll the node back to now, "" when none:
 // the health gate's failure named the version that failed, the operator
 // returned spec to Idle (keeping spec.version, the failed version) and the
@@ -63,18 +86,10 @@ func (c *Controller) rollbackAnnotations(ctx context.Context, s *updatesv1alpha1
 // older version and the transition time is past the failure: at most one
 // rollback per failure, and none after the rollback itself failed.
 func rollbackDue(s *updatesv1alpha1.BottlerocketShadow) string {
-	failed := s.Annotations[updatesv1alpha1.RollbackAnnotation]
-	from := s.Annotations[updatesv1alpha1.FromVersionAnnotation]
-	if failed == "" || s.Spec.State != updatesv1alpha1.StateIdle || s.Status.CurrentState != updatesv1alpha1.StateIdle {
+	if !rollbackPending(s) || s.Status.CurrentState != updatesv1alpha1.StateIdle {
 		return ""
 	}
-	if !shadow.MarkedFailed(s) || !brapi.SameVersion(s.Spec.Version, failed) || !brapi.SameVersion(s.Status.CurrentVersion, failed) {
-		return ""
-	}
-	if !olderVersion(from, failed) {
-		return ""
-	}
-	return from
+	return s.Annotations[updatesv1alpha1.FromVersionAnnotation]
 }
 
 // rollbackWait is how long a due rollback waits so that its transition time
@@ -91,9 +106,11 @@ func rollbackWait(s *updatesv1alpha1.BottlerocketShadow, now time.Time) time.Dur
 }
 
 // startRollback moves the node into the usual states towards the version it
-// ran before. It takes the slot its failed update had (the policy is halted,
-// so nothing took it meanwhile); the failure record stays, so the policy
-// stays halted. Serialized with the start pass, as a start is.
+// ran before. It takes the slot its failed update had, which the failed
+// update held until now (rollbackPending): a resume written before the
+// agent reported Idle let no other node take it. The failure record stays,
+// so the policy stays halted unless it was resumed. Serialized with the
+// start pass, as a start is.
 func (c *Controller) startRollback(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, to string) error {
 	c.countMu.Lock()
 	defer c.countMu.Unlock()

@@ -275,3 +275,75 @@ func TestARollbackThatFailsBeforeItsRebootHaltsAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestAFailedUpdateWhoseRollbackIsStillToStartHoldsItsSlotAfterAResume: the
+// rollback takes the slot its failed update had, so that slot stays taken
+// from the failure until the rollback starts, and a resume written in
+// between lets no other node take it (seed 8071646136539781039: two nodes
+// in flight at a limit of 1). A failure that rolls nothing back frees the
+// slot, so a resume lets the rollout go on.
+func TestAFailedUpdateWhoseRollbackIsStillToStartHoldsItsSlotAfterAResume(t *testing.T) {
+	failed := []shadowMod{running(newV), specVersion(newV), transitionAt(t0), failedAt(t0), resumedAt(t0), fromVersion(oldV),
+		rolledBack(newV), startedBy("fleet")}
+	later := t0.Add(time.Hour)
+	startsN2 := []string{"list", "list policies", "update n2 StagedAndPerformedUpdate 1.20.0"}
+	for _, tc := range []struct {
+		name   string
+		policy policyMod
+		nodes  []string
+		n1     *updatesv1alpha1.BottlerocketShadow
+		now    time.Time
+		want   []string
+	}{
+		{name: "the agent still completes the failed update: held", n1: mkShadow("n1", idle, monitor, failed...)},
+		{name: "the agent still aborts: held", n1: mkShadow("n1", idle, errReset, failed...)},
+		{name: "the agent reports Idle on the failed version, the rollback is due: held", n1: mkShadow("n1", idle, idle, failed...)},
+		{name: "the rollback waits for the failure's second to pass: held", n1: mkShadow("n1", idle, idle, failed...), now: t0},
+		{name: "the policy says Halt since the failure: the recorded rollback still starts, held", policy: func(*updatesv1alpha1.UpdatePolicy) {},
+			n1: mkShadow("n1", idle, idle, failed...)},
+		{name: "the host is back on the old version on its own: no rollback, free",
+			n1: mkShadow("n1", idle, idle, append(failed, running(oldV))...), want: startsN2},
+		{name: "no version recorded at the start: halted only, free",
+			n1: mkShadow("n1", idle, monitor, running(newV), specVersion(newV), transitionAt(t0), failedAt(t0), resumedAt(t0), startedBy("fleet")), want: startsN2},
+		{name: "another update's failure, the annotation of an earlier rollback: free",
+			n1: mkShadow("n1", idle, monitor, append(failed, specVersion("1.21.0"), running("1.21.0"))...), want: startsN2},
+		{name: "the rollback failed and was resumed: free",
+			n1:   mkShadow("n1", idle, idle, append(failed, specVersion(oldV), fromVersion(newV), transitionAt(later), failedAt(later), resumedAt(later))...),
+			want: startsN2},
+		{name: "the node is gone: free", nodes: []string{"n2"}, n1: mkShadow("n1", idle, idle, failed...), want: startsN2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			policy := tc.policy
+			if policy == nil {
+				policy = rollbackPolicy
+			}
+			names := tc.nodes
+			if names == nil {
+				names = []string{"n1", "n2"}
+			}
+			var nodes []*v1.Node
+			for _, n := range names {
+				nodes = append(nodes, mkNode(n))
+			}
+			f := newPolicyFixture(t, defaultOptions(), []*updatesv1alpha1.UpdatePolicy{fleet(policy)}, nodes,
+				[]*updatesv1alpha1.BottlerocketShadow{tc.n1, mkShadow("n2", idle, idle)})
+			now := tc.now
+			if now.IsZero() {
+				now = t0.Add(2 * time.Hour)
+			}
+			f.clock.SetTime(now)
+			if err := f.c.syncStart(f.ctx); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, a := range f.actions() {
+				if !strings.HasPrefix(a, "status ") {
+					got = append(got, a)
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("actions %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -254,6 +254,12 @@ func TestTheCountingTable(t *testing.T) {
 		{"Idle", mkShadow("a", idle, idle), false},
 		{"Idle, no status yet", mkShadow("a", idle, ""), false},
 		{"Idle after a failure", mkShadow("a", idle, idle, since(0), failed), false},
+		{"spec Idle, agent completing, marked failed, its rollback to start",
+			mkShadow("a", idle, monitor, since(0), failed, running(newV), specVersion(newV), fromVersion(oldV), rolledBack(newV)), true},
+		{"Idle on the failed version, its rollback to start",
+			mkShadow("a", idle, idle, since(0), failed, running(newV), specVersion(newV), fromVersion(oldV), rolledBack(newV)), true},
+		{"Idle on another version after a failure that named a rollback",
+			mkShadow("a", idle, idle, since(0), failed, running(oldV), specVersion(newV), fromVersion(oldV), rolledBack(newV)), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := counts(tc.shadow); got != tc.counts {

@@ -45,10 +45,11 @@ func (d Deadlines) of(s updatesv1alpha1.ShadowState) time.Duration {
 // docs/updater.md's table: spec not Idle, or the agent still reports an update
 // state (ErrorReset included: a node aborting may still be tainted and
 // drained) until it reports Idle or the ReturnToIdle deadline marks it
-// failed; a node marked failed for this attempt never counts.
+// failed; a node marked failed for this attempt counts only while its
+// rollback is still to start, whose slot it holds.
 func counts(s *updatesv1alpha1.BottlerocketShadow) bool {
 	if shadow.MarkedFailed(s) {
-		return false
+		return rollbackPending(s)
 	}
 	return s.Spec.State != updatesv1alpha1.StateIdle || returning(s)
 }
