@@ -847,7 +847,13 @@ func (e *evaluation) placeTaint() {
 		return
 	}
 	bootLeftover := e.bootOnLeftover || st.last.suppressed && st.gate.full
-	leftover := f.tainted && ((e.d.started || st.last.suppressed) && e.failing || bootLeftover)
+	// Neither a gate that begins in this evaluation nor one held in the
+	// last wrote the taint the node carries: an ended gate's, or someone
+	// else's. The stale own view holds every addition, whatever makes the
+	// gate (a planned release, a leaving node's failure: seed
+	// 6450100404079171451, a taint someone added to a leaving node in the
+	// instant its extension expired in a stale view).
+	leftover := f.tainted && ((e.d.started || st.last.suppressed) && (e.failing || e.in.ownViewStale) || bootLeftover)
 	if st.gated && (!f.tainted || leftover) && (e.in.ownViewStale || (e.failing && e.suspended)) {
 		e.d.taint = false
 		e.d.suppressed = true

@@ -159,6 +159,7 @@ func TestSimulation(t *testing.T) {
 	logSimStats(t)
 	seeds := append(simRegressions.Seeds(), simEvictionRegressions.Seeds()...)
 	seeds = append(seeds, simZoneRegressions.Seeds()...)
+	seeds = append(seeds, simWritersRegressions.Seeds()...)
 	sim.Run(t, "guards", append(seeds, simSmokeSeeds...), func(t *testing.T, seed uint64) *sim.Trace {
 		return runSimulation(t, seed, simTicks)
 	})
@@ -354,6 +355,9 @@ type simulation struct {
 	// zrng draws the changes of zone labels (zoneFaults) from a stream of
 	// its own; nil in the seeds that draw none (drawZoneChanges).
 	zrng *sim.Rand
+	// writers: the other writers of the nodes (writerFaults); nil in the
+	// seeds that draw none (drawWriters).
+	writers *otherWriters
 }
 
 func runSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
@@ -416,6 +420,7 @@ func newSimulation(t *testing.T, seed uint64) *simulation {
 	extra := s.drawConfig(seed)
 	s.drawEviction(seed)
 	s.drawZoneChanges(seed)
+	s.drawWriters(seed)
 	s.model = model.New(modelConfig(s.opts))
 
 	// Half the seeds give cni a startup timeout, failing closed or open.
@@ -1269,6 +1274,7 @@ func (s *simulation) faults(now time.Time) {
 	s.apiFaults(now)
 	s.skewFaults(now)
 	s.zoneFaults()
+	s.writerFaults(now)
 }
 
 func (s *simulation) reviveAt(at time.Time, a *simAgent) {
@@ -1587,7 +1593,7 @@ func viewString(v model.NodeView) string {
 
 // lifecycleInvariant checks the escalation's KEP-5683 lifecycle conditions
 // (docs/controller.md, "Lifecycle conditions"): one of ours is True only on
-// a node that is gated and not leaving (an ungate or leaving clears them;
+// a node that is gated (or held) and not leaving (an ungate or leaving clears them;
 // a reboot of an escalated node keeps them until its ungate). The model does
 // not predict when the drain is done (that is the budgets' business), so
 // this is an invariant, not a comparison.
@@ -1598,7 +1604,9 @@ func lifecycleInvariant(name string, obj *v1.Node, got, want model.NodeView) []s
 		if c == nil || c.Reason != nodev1alpha1.LifecycleReasonExtensionFailed || c.Status != v1.ConditionTrue {
 			continue
 		}
-		if !got.Tainted || got.ConditionReason == nodev1alpha1.ReasonNodeLeaving {
+		// Held is gated too: a guard keeps a drain's conditions (a held
+		// node is untainted once someone else removed the taint).
+		if !got.Tainted && got.ConditionReason != nodev1alpha1.ReasonGatingSuspended || got.ConditionReason == nodev1alpha1.ReasonNodeLeaving {
 			out = append(out, fmt.Sprintf("%s: %s=True (ExtensionFailed) on a node that is not gated or is leaving: controller %s, model %s (invariant)",
 				name, kind, viewString(got), viewString(want)))
 		}

@@ -415,6 +415,25 @@ func (m *Model) NodeUpdated(at time.Time, in Node) {
 	m.evaluate(at)
 }
 
+// ReadinessTaintRemoved: someone else took every taint of the readiness
+// taint's key off the Node (kubectl taint nodes NODE KEY-). The key is the
+// controller's: a gate in force puts its taint back at once, unless a guard
+// holds the addition; a failure gate held so is held like a new failure
+// (docs/controller.md, "Other writers").
+//
+// Choice: a taint someone else adds is not an input: the controller removes
+// a taint it did not decide in the evaluation that sees it, so what the
+// model holds (the taint the controller decided) does not change.
+func (m *Model) ReadinessTaintRemoved(at time.Time, name string) {
+	m.step(at)
+	n := m.nodes[name]
+	if n == nil {
+		return
+	}
+	n.tainted, n.noExecute = false, false
+	m.evaluateIfRunning(at)
+}
+
 // NodeDeleted: the Node is gone, and everything written on it.
 func (m *Model) NodeDeleted(at time.Time, name string) {
 	m.step(at)
