@@ -373,13 +373,21 @@ func (c Config) FailureDue(w World, s Shadow) string {
 	if c.hookDue(w, s) == "Fail "+HookFailed {
 		return HookFailed
 	}
-	if !w.Now.Before(c.pausedDeadline(w, s)) {
+	if !w.Now.Before(c.pausedDeadline(w, s)) && !c.soakEndedInTime(w, s) {
 		return DeadlineExceeded
 	}
 	if s.Spec == Rebooted && s.Status == Rebooted && !SameVersion(s.CurrentVersion, s.SpecVersion) {
 		return WrongVersion
 	}
 	return ""
+}
+
+// soakEndedInTime: the node soaks (ready now, its soak recorded) and its soak
+// ended before its MonitoringUpdate deadline. An operator passes such a
+// node at the soak's end; one absent then and at the deadline passes it once
+// back, never fails it for the deadline (docs/updater.md, "Deadlines").
+func (c Config) soakEndedInTime(w World, s Shadow) bool {
+	return soaking(w, s) && s.HealthySince.Add(c.Soak+s.SoakPaused).Before(c.pausedDeadline(w, s))
 }
 
 // pausedDeadline is the shadow's deadline moved by its soak's pauses: the

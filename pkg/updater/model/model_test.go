@@ -175,6 +175,38 @@ func TestTheHealthGatePassesOnlyAfterTheSoak(t *testing.T) {
 	}
 }
 
+// An operator absent at the soak's end and at the deadline owes the pass
+// once back, not the deadline's failure, for a node whose soak ended before
+// the deadline and that is ready now; a soak that would have ended only at
+// the deadline, or a node not ready now, still owes the failure.
+func TestADeadlinePassedAfterASoakThatEndedInTimeOwesThePassNotTheFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		healthyFrom time.Duration // after SpecSince
+		ready       bool
+		want        string
+	}{
+		{"soak ended before the deadline, ready", time.Minute, true, "Succeed"},
+		{"soak ended before the deadline, not ready", time.Minute, false, "Fail " + DeadlineExceeded},
+		{"soak ends at the deadline", cfg.Monitoring - cfg.Soak, true, "Fail " + DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := idleShadow("a")
+			s.Spec, s.Status, s.SpecSince, s.SpecVersion = Monitoring, Monitoring, t0, "1.1.0"
+			s.HealthySince = t0.Add(tc.healthyFrom)
+			w := world(s)
+			n := w.Nodes["a"]
+			n.Healthy = tc.ready
+			w.Nodes["a"] = n
+			w.Now = t0.Add(cfg.Monitoring + time.Minute)
+			got := cfg.Due(w)
+			if len(got) == 0 || got[0].What != tc.want {
+				t.Fatalf("Due = %v, want %s first", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestNothingStartsOutsideAWindowNorWhilePaused(t *testing.T) {
 	w := world(idleShadow("a"))
 	c := cfg

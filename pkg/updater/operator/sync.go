@@ -286,7 +286,7 @@ func (c *Controller) dueFailure(s *updatesv1alpha1.BottlerocketShadow, node *v1.
 		}
 		return nil
 	}
-	if !now.Before(c.deadline(s)) && !soakPausedNow(s) {
+	if !now.Before(c.deadline(s)) && !soakPausedNow(s) && !c.soakEndedInTime(s, node) {
 		return &failure{ReasonDeadlineExceeded, fmt.Sprintf("%s: the node was in %s for longer than %s (agent reports %q)",
 			ReasonDeadlineExceeded, spec, c.opts.Deadlines.of(spec), s.Status.CurrentState), string(spec), spec == updatesv1alpha1.StateMonitoringUpdate}
 	}
@@ -295,6 +295,24 @@ func (c *Controller) dueFailure(s *updatesv1alpha1.BottlerocketShadow, node *v1.
 			ReasonWrongVersion, s.Status.CurrentVersion, s.Spec.Version), "", false}
 	}
 	return nil
+}
+
+// soakEndedInTime says whether the node's soak ended before its
+// MonitoringUpdate deadline and the node is fully ready now: a running
+// operator passed it at the soak's end, and one that was down or failing over
+// then (and still at the deadline) passes it now instead of failing it — and,
+// with Rollback, rolling back an update that passed — for its own absence.
+// The health gate then judges it as at the soak's end, on what it sees now.
+func (c *Controller) soakEndedInTime(s *updatesv1alpha1.BottlerocketShadow, node *v1.Node) bool {
+	if s.Spec.State != updatesv1alpha1.StateMonitoringUpdate || s.Status.CurrentState != updatesv1alpha1.StateMonitoringUpdate || !healthy(node) {
+		return false
+	}
+	start, soaking := c.soakStart(s)
+	if !soaking {
+		return false
+	}
+	end := start.Add(soakOfPolicy(c.policyOf(s, node)) + soakPaused(s))
+	return end.Before(c.deadline(s))
 }
 
 // recordFailure marks the shadow failed. The caller holds countMu.

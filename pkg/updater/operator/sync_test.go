@@ -303,6 +303,36 @@ func TestARestartLateInMonitoringUpdateContinuesTheSoak(t *testing.T) {
 	f.expect([]string{"update n1 Idle"})
 }
 
+// An operator that was down (or failing over) when a node's soak ended and
+// still when its MonitoringUpdate deadline passed finds an update that passed
+// its health gate in time: a node ready now passes, as it would have at the
+// soak's end, instead of being failed (and, with Rollback, rolled back) for
+// the operator's own absence. One not ready now, or whose soak would have
+// ended only at the deadline, fails as before.
+func TestAnOperatorBackAfterTheDeadlinePassesANodeWhoseSoakEndedInTime(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		soakFrom time.Duration // healthy-since, before t0
+		node     *v1.Node
+		want     string
+	}{
+		{"soak ended before the deadline, ready now", monitorDL, mkNode("n1"), "update n1 Idle"},
+		{"soak ended before the deadline, not ready now", monitorDL, mkNode("n1", unready(nodev1alpha1.ReasonNodeRebooted)), "update n1 Idle 1.20.0 failed=DeadlineExceeded:"},
+		{"soak would have ended at the deadline", soak + time.Minute, mkNode("n1"), "update n1 Idle 1.20.0 failed=DeadlineExceeded:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The deadline passed a minute ago.
+			s := mkShadow("n1", monitor, monitor, running(newV), since(monitorDL+time.Minute),
+				annotate(updatesv1alpha1.HealthySinceAnnotation, t0.Add(-tc.soakFrom).Format(time.RFC3339)))
+			f := newFixture(t, defaultOptions(), []*v1.Node{tc.node}, []*updatesv1alpha1.BottlerocketShadow{s})
+			if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
+				t.Fatal(err)
+			}
+			f.expect([]string{tc.want})
+		})
+	}
+}
+
 // TestTheSoakStartIsRecordedInTheShadowAndClearedWhenReadinessLapses walks
 // the annotation through one soak.
 func TestTheSoakStartIsRecordedInTheShadowAndClearedWhenReadinessLapses(t *testing.T) {
