@@ -137,7 +137,13 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	// Found by the sweep of the several-workers mutant (2026-11-29), and
+	// fails as well with -sim.workers=1 and on the driver before workers
+	// were drawn: a controller restart in the very second a failed-open
+	// extension comes back.
+	{Seed: 10772932245992471847, Name: "a fail-open restored at a restart in the second its extension comes back: the model ends it with that renewal, the controller takes the renewal it first lists as the one the timeout found"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
