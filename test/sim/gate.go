@@ -48,11 +48,11 @@ type HeldRequest struct {
 }
 
 func (h HeldRequest) String() string {
-	return fmt.Sprintf("%s: %s", h.Name, ActionString(h.Action))
+	return fmt.Sprintf("%s: %s", h.Name, actionString(h.Action))
 }
 
-// ActionString names a request: verb, resource, subresource and name.
-func ActionString(a clienttesting.Action) string {
+// actionString names a request: verb, resource, subresource and name.
+func actionString(a clienttesting.Action) string {
 	s := a.GetVerb() + " " + a.GetResource().Resource
 	if sub := a.GetSubresource(); sub != "" {
 		s += "/" + sub
