@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 )
 
@@ -58,17 +59,9 @@ func actionString(a clienttesting.Action) string {
 		s += "/" + sub
 	}
 	switch act := a.(type) {
-	case clienttesting.GetAction:
+	case interface{ GetName() string }: // get, patch, delete
 		s += " " + act.GetName()
-	case clienttesting.PatchAction:
-		s += " " + act.GetName()
-	case clienttesting.DeleteAction:
-		s += " " + act.GetName()
-	case clienttesting.CreateAction:
-		if m, ok := act.GetObject().(interface{ GetName() string }); ok {
-			s += " " + m.GetName()
-		}
-	case clienttesting.UpdateAction:
+	case interface{ GetObject() runtime.Object }: // create, update
 		if m, ok := act.GetObject().(interface{ GetName() string }); ok {
 			s += " " + m.GetName()
 		}
