@@ -15,6 +15,8 @@
 # total number of simulated schedules. SKIP_SEEDS (space-separated) lists
 # seeds that fail without any mutant (open findings, docs/reliability.md):
 # they prove nothing about a mutant and are not run.
+# SIM_FLAGS adds flags to every run (e.g. -sim.workers=1: a mutant only
+# several workers reach must not be found then).
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 max=${1:-40}
@@ -42,7 +44,7 @@ for patch in "$mutants"/$only.patch; do
 	for seed in $(seq 1 "$max"); do
 		case " ${SKIP_SEEDS:-} " in *" $seed "*) continue ;; esac
 		total=$((total + 1))
-		if ! out=$(cd "$scratch/$pkg" && "$scratch/nh.test" -test.run "^$test\$" -test.timeout 10m -sim.seeds=0 -sim.seed="$seed" 2>&1); then
+		if ! out=$(cd "$scratch/$pkg" && "$scratch/nh.test" -test.run "^$test\$" -test.timeout 10m -sim.seeds=0 -sim.seed="$seed" ${SIM_FLAGS:-} 2>&1); then
 			found=$seed
 			if [ "$test" = TestSimulation ]; then
 				what=$(grep -m1 -A1 'differ\|invariant' <<<"$out" | tail -1 | sed 's/^ *//; s/|/\\|/g' | cut -c1-160)

@@ -786,3 +786,36 @@ func TestInModeNoneAFailingNodeIsNeverEscalated(t *testing.T) {
 		t.Errorf("NoExecute variant added in mode None: %s", fmtTaints(f.node("n1")))
 	}
 }
+
+// The eviction worker marks a node escalated before it lists the node's pods,
+// never after: a node worker (production runs several beside the eviction
+// worker) may ungate the node while the list is under way, which ends its
+// escalation, and a mark made after that would leave the recovered node
+// escalated, so that its next failure would never be escalated again.
+func TestANodeUngatedWhileItsEscalationListsItsPodsIsNotLeftEscalated(t *testing.T) {
+	f := escalationDue(t, pod("a", "n1"))
+	ungated := false
+	f.client.PrependReactor("list", "pods", func(core.Action) (bool, runtime.Object, error) {
+		if ungated {
+			return false, nil, nil
+		}
+		ungated = true
+		// Another worker's sync while this request is in flight: the fake
+		// holds its lock while its reactors run, and the sync writes
+		// through it too.
+		f.client.Unlock()
+		defer f.client.Lock()
+		f.renew("kube-proxy", "n1")
+		f.sync("n1")
+		return false, nil, nil
+	})
+	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if !ungated || f.tainted("n1") {
+		t.Fatalf("n1 was not ungated during the list of its pods (ungated %v, tainted %v)", ungated, f.tainted("n1"))
+	}
+	if st := f.state("n1"); st.escalation.marked {
+		t.Errorf("n1, ungated while its escalation listed its pods, is still marked escalated: %+v", st.escalation)
+	}
+}

@@ -54,6 +54,7 @@ var simFaultClasses = []simFaultClass{
 	{"eviction mode NoExecute", regexp.MustCompile(`^eviction mode NoExecute,`)},
 	{"eviction mode None", regexp.MustCompile(`^eviction mode None,`)},
 	{"eviction rate limited (one node every 10-50 s)", regexp.MustCompile(`^eviction mode \S+, 0\.\d+ nodes per second$`)},
+	{"several workers (2-4)", regexp.MustCompile(`^\d+ workers$`)},
 }
 
 // simStatsTally is what -sim.stats counted: per class, the seeds it was
@@ -89,7 +90,15 @@ func (st *simStatsTally) count(s *simulation) {
 	st.add("eviction error (500, 429, 404)", s.evictionErrors)
 	st.add("blast-radius thresholds drawn (1-100 %)", b2i(s.thresholdsDrawn))
 	st.add("nodes without a zone label (from creation)", b2i(s.zonelessEvery > 0))
+	st.add(workersOverlapping, s.overlaps)
+	st.add(workersDeliveredBetween, s.deliveredBetween)
 }
+
+// What -sim.stats counts of several workers beside the seeds that run them.
+const (
+	workersOverlapping      = "several workers: a request served while another's waits"
+	workersDeliveredBetween = "several workers: an event delivered between requests"
+)
 
 func b2i(b bool) int {
 	if b {
@@ -115,7 +124,8 @@ func (st *simStatsTally) report() string {
 	for _, c := range simFaultClasses {
 		names = append(names, c.name)
 	}
-	names = append(names, "eviction error (500, 429, 404)", "blast-radius thresholds drawn (1-100 %)", "nodes without a zone label (from creation)")
+	names = append(names, "eviction error (500, 429, 404)", "blast-radius thresholds drawn (1-100 %)", "nodes without a zone label (from creation)",
+		workersOverlapping, workersDeliveredBetween)
 	for _, name := range names {
 		fmt.Fprintf(&b, "  %-58s %3d of %d; %d\n", name, st.inSeed[name], st.seeds, st.times[name])
 	}

@@ -116,12 +116,28 @@ func NewAPI(scheme *runtime.Scheme, rng *Rand) *API {
 // request from a, ahead of the fake's own ObjectTracker (which stays empty).
 // Each installed fake is one client; the order of Install calls is part of
 // the delivery order's determinism.
-func (a *API) Install(f *clienttesting.Fake) {
+func (a *API) Install(f *clienttesting.Fake) { a.InstallGated(f, nil) }
+
+// InstallGated installs f as Install does, and holds each of its requests
+// (watches aside) at g until the driver releases it (Gate). f should serve the
+// goroutines of g alone: a fake holds its lock while its reactors run, and a
+// held request lets go of it, so the fake's other users may go on meanwhile,
+// but a request of theirs made while a goroutine of g runs is taken for that
+// goroutine's.
+func (a *API) InstallGated(f *clienttesting.Fake, g *Gate) {
 	a.mu.Lock()
 	client := a.clients
 	a.clients++
 	a.mu.Unlock()
 	f.PrependReactor("*", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if g != nil {
+			// Invokes holds f's lock while the reactors run: held with
+			// it, this request would keep every other goroutine of g
+			// from reaching the gate.
+			f.Unlock()
+			g.wait(action)
+			f.Lock()
+		}
 		obj, err := a.serve(action)
 		return true, obj, err
 	})

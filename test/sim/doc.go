@@ -30,12 +30,17 @@
 //   - Faults on writes (Inject, SetFaultRate): conflicts, server errors,
 //     timeouts, and lost answers (the write is applied, the caller gets a
 //     timeout).
+//   - Gate (API.InstallGated): a client's requests wait until the driver
+//     releases them, one at a time, and the goroutines the gate started run
+//     one at a time between their requests; the driver picks which request
+//     is served next, so several workers of a controller interleave in an
+//     order the seed chooses.
 //   - Clock (simulated time), Rand (seeded randomness), Trace (what a run
 //     did, hashed to compare runs) and Run (seeds as subtests, the
 //     -sim.seed, -sim.seeds and -sim.verbose flags, a replay line for each
 //     failed seed).
 //
-// It never starts goroutines, never delivers an event by itself, never draws
+// It never starts goroutines (but those a driver asks a Gate to run), never delivers an event by itself, never draws
 // randomness but from the seed (Run's extra seeds aside, which it prints),
 // and does not emulate what the simulated components do not depend on:
 // validation, defaulting, admission, server-side apply (refused with 415),

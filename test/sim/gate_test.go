@@ -1,0 +1,104 @@
+package sim
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// Two goroutines of a gate, each reading its node and writing it twice:
+// each runs only until its next request, the driver decides which request is
+// served next, and the writes land in the order it released them, whatever
+// the goroutines' scheduling. A request made while none of them runs (the
+// driver's own) passes, though the gated client holds requests meanwhile.
+func TestAGateRunsItsGoroutinesOneRequestAtATimeInTheOrderTheDriverReleasesThem(t *testing.T) {
+	e := newEnv(t, 13)
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	for _, name := range []string{"a", "b"} {
+		e.must(e.client.CoreV1().Nodes().Create(ctx, node(name), metav1.CreateOptions{}))
+	}
+	var stored []string
+	e.api.OnStore = func(_ schema.GroupVersionResource, obj, _ runtime.Object) {
+		n := obj.(*corev1.Node)
+		stored = append(stored, n.Name+"="+n.Labels["x"])
+	}
+	gated := fake.NewSimpleClientset()
+	g := NewGate()
+	e.api.InstallGated(&gated.Fake, g)
+	nodes := gated.CoreV1().Nodes()
+	worker := func(name string) func() {
+		return func() {
+			if _, err := nodes.Get(ctx, name, metav1.GetOptions{}); err != nil {
+				t.Error(err)
+			}
+			for _, x := range []string{"1", "2"} {
+				if _, err := nodes.Patch(ctx, name, types.MergePatchType, mergePatch("", map[string]string{"x": x}), metav1.PatchOptions{}); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
+	heldAre := func(want ...string) {
+		t.Helper()
+		var got []string
+		for _, h := range g.Held() {
+			got = append(got, h.String())
+		}
+		if strings.Join(got, "; ") != strings.Join(want, "; ") {
+			t.Fatalf("held: %q, want %q", got, want)
+		}
+	}
+	e.must(nil, g.Go(ctx, "a", worker("a")))
+	e.must(nil, g.Go(ctx, "b", worker("b")))
+	heldAre("a: get nodes a", "b: get nodes b")
+	// The driver's own request, through the gated client, while both are
+	// held: it passes.
+	e.must(nodes.Get(ctx, "a", metav1.GetOptions{}))
+
+	e.must(nil, g.Release(ctx, 1)) // b reads
+	heldAre("a: get nodes a", "b: patch nodes b")
+	e.must(nil, g.Release(ctx, 1)) // b writes x=1
+	e.must(nil, g.Release(ctx, 0)) // a reads
+	heldAre("b: patch nodes b", "a: patch nodes a")
+	e.must(nil, g.Release(ctx, 1)) // a writes x=1
+	e.must(nil, g.Release(ctx, 1)) // a writes x=2 and returns
+	heldAre("b: patch nodes b")
+	if g.Running() != 1 {
+		t.Fatalf("%d goroutines running, want b alone", g.Running())
+	}
+	e.must(nil, g.Release(ctx, 0)) // b writes x=2 and returns
+	heldAre()
+	if g.Running() != 0 {
+		t.Fatalf("%d goroutines running after both returned", g.Running())
+	}
+	if got, want := strings.Join(stored, " "), "b=1 a=1 a=2 b=2"; got != want {
+		t.Errorf("writes stored in the order %s, want the releases' %s", got, want)
+	}
+}
+
+// A goroutine that waits for something only the driver can do neither makes
+// a request nor returns: Go says so when its context ends, instead of
+// hanging.
+func TestAGateSaysWhichGoroutineNeitherMadeARequestNorReturned(t *testing.T) {
+	g := NewGate()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	never := make(chan struct{})
+	defer close(never)
+	err := g.Go(ctx, "stuck", func() { <-never })
+	if err == nil || !strings.Contains(err.Error(), "stuck neither made a request nor returned") {
+		t.Fatalf("Go of a goroutine that waits forever: %v", err)
+	}
+	if err := g.Go(context.Background(), "next", func() {}); err == nil {
+		t.Errorf("Go while stuck still runs: no error")
+	}
+}
