@@ -137,7 +137,12 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	// Found by make simulate SEEDS=40 (2026-11-29), and fails as well with
+	// -sim.workers=1: a node found gated by a restart inside a Lease-watch
+	// stall, whose taint another writer removes while the own view is stale.
+	{Seed: 3916660364228779899, Name: "a found-gated node in service whose taint another writer removed while the own view was stale is tainted again at the lift: the controller names ExtensionsNotReady, the model ControllerStarted"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
