@@ -58,6 +58,9 @@ type extensionStatus struct {
 	// (or first seen missing).
 	failedAt         time.Time
 	renewedSinceGate bool
+	// startGrace: lastRenewal is when this controller first saw the Lease,
+	// not a renewal it observed (leaseObservation.startGrace).
+	startGrace bool
 }
 
 // Extension status reasons.
@@ -369,7 +372,7 @@ func (e *evaluation) extensionStatuses() {
 			missing[ext.name] = s.failedAt
 		}
 		if ok {
-			s.lastRenewal, s.renewTime = obs.observedAt, obs.renewTime
+			s.lastRenewal, s.renewTime, s.startGrace = obs.observedAt, obs.renewTime, obs.startGrace
 			// A release is what was observed, not a renewal.
 			s.renewedSinceGate = obs.observedAt.After(st.gate.start) && s.reason != extLeaseReleased
 		}
@@ -385,7 +388,7 @@ func (e *evaluation) extensionStatuses() {
 		}
 		// lastRenewal is an observed renewal, never an own-view
 		// recovery's grace (leaseObservation.graceFrom).
-		if st.failOpenEnds(ext.name, s.lastRenewal, s.ready) {
+		if st.failOpenEnds(ext.name, s.lastRenewal, s.startGrace, s.ready) {
 			// Failing open lasts until the extension renews; from then
 			// on it gates like any other.
 			s.gating = ext.affects
@@ -560,7 +563,7 @@ func (e *evaluation) applyStartupTimeouts() {
 			insert(&st.startupReported, ext.name)
 		}
 		if ext.rule.FailurePolicy == FailurePolicyUngate {
-			st.failOpen(ext.name, s.lastRenewal)
+			st.failOpen(ext.name, s.lastRenewal, s.startGrace)
 			s.gating = false
 			s.detail += fmt.Sprintf("; startup timeout %s passed, not gating the node until it becomes ready", ext.rule.StartupTimeout)
 		} else {

@@ -522,6 +522,43 @@ func TestALeaseLeftFromThePreviousBootDoesNotEndAFailOpen(t *testing.T) {
 	}
 }
 
+// A fail-open restored from the boot record ends at the first renewal the new
+// controller observes after the Lease it listed, also one observed in the very
+// instant it listed it (simulation seed 10772932245992471847: a restart in the
+// second cni came back kept cni failed open until its next renewal). The
+// listed Lease and the renewal carry the same observation instant; only the
+// start grace tells them apart, as it does for a dead mark.
+func TestARenewalInTheInstantOfARestartEndsARestoredFailOpen(t *testing.T) {
+	opts := withCNI(testOptions(), 5*time.Second, FailurePolicyUngate)
+	f := newFixture(t, opts, readyNode("n1"))
+	f.rebootedWithOldLeases(func() { f.clock.Step(2 * time.Second) })
+	f.clock.Step(6 * time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") || f.condition("n1").Reason != nodev1alpha1.ReasonExtensionsFailedOpen {
+		t.Fatalf("cni did not fail open (tainted %v, condition %s)", f.tainted("n1"), f.condition("n1").Reason)
+	}
+
+	g := f.restart(opts)
+	g.sync("n1")
+	if r := g.condition("n1").Reason; r != nodev1alpha1.ReasonExtensionsFailedOpen {
+		t.Fatalf("condition %s after the restart, want %s: the listed Lease is the previous boot's", r, nodev1alpha1.ReasonExtensionsFailedOpen)
+	}
+	g.renew("cni", "n1")
+	g.sync("n1")
+	if r := g.condition("n1").Reason; r != nodev1alpha1.ReasonExtensionsReady {
+		t.Fatalf("condition %s once cni renewed in the instant of the restart, want %s", r, nodev1alpha1.ReasonExtensionsReady)
+	}
+	if rec, _ := parseBootRecord(g.node("n1").Annotations[nodev1alpha1.BootAnnotation]); len(rec.FailedOpen) != 0 {
+		t.Errorf("boot record still names %v as failed open after cni renewed", rec.FailedOpen)
+	}
+	g.release("cni", "n1", "Crash")
+	g.sync("n1")
+	if !g.tainted("n1") {
+		t.Error("a failure of cni after it came up did not gate")
+	}
+}
+
 // After a restart every Lease counts as observed at the start, so a
 // non-gating extension that had expired looks ready until its grace runs out
 // again, and the condition's message then says again what the node already

@@ -259,10 +259,22 @@ type gateSpan struct {
 
 // failOpenBaseline is the last renewal observed when an extension failed
 // open; known is false for a fail-open restored from the boot record, whose
-// baseline its first evaluation takes.
+// baseline its first evaluation takes. startGrace: that renewal is only the
+// instant this controller first saw the Lease (leaseObservation.startGrace).
 type failOpenBaseline struct {
-	renewal time.Time
-	known   bool
+	renewal    time.Time
+	known      bool
+	startGrace bool
+}
+
+// renewedSince reports whether a Lease last observed renewed at lastRenewal
+// (startGrace: only first seen then) renewed after the baseline. The end of
+// the start grace is a renewal even in the very instant the Lease was first
+// seen: on a coarse clock, or in the simulation's second, the renewal a
+// restarted controller observes right after its list carries the list's
+// instant (simulation seed 10772932245992471847).
+func (b failOpenBaseline) renewedSince(lastRenewal time.Time, startGrace bool) bool {
+	return lastRenewal.After(b.renewal) || (b.startGrace && !startGrace && lastRenewal.Equal(b.renewal))
 }
 
 // startupProgress is the start-up of the current boot: cause is the cause of
@@ -356,12 +368,12 @@ func (s *nodeState) beginGate(cause gateCause, now time.Time) {
 
 // failOpen stops ext from gating the node until the controller observes a
 // renewal newer than lastRenewal, the last one it had observed when the
-// startup timeout passed (zero: none).
-func (s *nodeState) failOpen(ext string, lastRenewal time.Time) {
+// startup timeout passed (zero: none; startGrace: only its start grace).
+func (s *nodeState) failOpen(ext string, lastRenewal time.Time, startGrace bool) {
 	if s.failedOpen == nil {
 		s.failedOpen = map[string]failOpenBaseline{}
 	}
-	s.failedOpen[ext] = failOpenBaseline{renewal: lastRenewal, known: true}
+	s.failedOpen[ext] = failOpenBaseline{renewal: lastRenewal, known: true, startGrace: startGrace}
 }
 
 // failOpenEnds reports whether ext's fail-open ends, and ends it if so: the
@@ -371,16 +383,16 @@ func (s *nodeState) failOpen(ext string, lastRenewal time.Time) {
 // coming up ungated the node and then tainted it as failing when that Lease
 // expired. A fail-open restored from the boot record takes the renewal
 // observed at its first evaluation as the one it failed open on.
-func (s *nodeState) failOpenEnds(ext string, lastRenewal time.Time, ready bool) bool {
+func (s *nodeState) failOpenEnds(ext string, lastRenewal time.Time, startGrace, ready bool) bool {
 	base, failed := s.failedOpen[ext]
 	if !failed {
 		return false
 	}
 	if !base.known {
-		s.failOpen(ext, lastRenewal)
+		s.failOpen(ext, lastRenewal, startGrace)
 		return false
 	}
-	if !ready || !lastRenewal.After(base.renewal) {
+	if !ready || !base.renewedSince(lastRenewal, startGrace) {
 		return false
 	}
 	delete(s.failedOpen, ext)
