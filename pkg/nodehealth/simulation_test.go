@@ -166,6 +166,7 @@ func TestSimulation(t *testing.T) {
 	seeds := append(simRegressions.Seeds(), simEvictionRegressions.Seeds()...)
 	seeds = append(seeds, simZoneRegressions.Seeds()...)
 	seeds = append(seeds, simWritersRegressions.Seeds()...)
+	seeds = append(seeds, simReloadRegressions.Seeds()...)
 	sim.Run(t, "guards", append(seeds, simSmokeSeeds...), func(t *testing.T, seed uint64) *sim.Trace {
 		return runSimulation(t, seed, simTicks)
 	})
@@ -198,7 +199,7 @@ func simOptions() Options {
 		TaintEffect:    v1.TaintEffectNoSchedule,
 		Rules: []Rule{
 			{Name: "kube-proxy", Extension: "kube-proxy", Selector: labels.Everything(), AffectsReadiness: true, FailurePolicy: FailurePolicyKeepGated},
-			{Name: "cni", Extension: "cni", Selector: labels.SelectorFromSet(labels.Set{"cni": "true"}), AffectsReadiness: true, FailurePolicy: FailurePolicyKeepGated},
+			simCNIRule(),
 		},
 		RenewalGrace:       5 * time.Second,
 		RegistrationGrace:  30 * time.Second,
@@ -361,6 +362,9 @@ type simulation struct {
 	// zrng draws the changes of zone labels (zoneFaults) from a stream of
 	// its own; nil in the seeds that draw none (drawZoneChanges).
 	zrng *sim.Rand
+	// rrng draws the configuration reloads (reloadFaults) from a stream of
+	// its own; nil in the seeds that draw none (drawReloads).
+	rrng *sim.Rand
 	// writers: the other writers of the nodes (writerFaults); nil in the
 	// seeds that draw none (drawWriters).
 	writers *otherWriters
@@ -455,6 +459,7 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	s.drawZoneChanges(seed)
 	s.drawWriters(seed)
 	s.drawWorkers(seed, workers)
+	s.drawReloads(seed)
 	s.model = model.New(modelConfig(s.opts))
 
 	// Half the seeds give cni a startup timeout, failing closed or open.
@@ -775,8 +780,7 @@ func (s *simulation) modelNode(node *v1.Node) model.Node {
 	mn.TaintedAtCreation = nodeutil.HasTaint(node, testKey, v1.TaintEffectNoSchedule)
 	mn.Taints, mn.Deleting, mn.Unschedulable, mn.LifecycleConditions = leavingInputs(node)
 	mn.Extensions = append(mn.Extensions, model.Extension{Name: "kube-proxy", AffectsReadiness: true})
-	if node.Labels["cni"] == "true" {
-		cni := s.opts.Rules[1]
+	if cni := simRuleNamed(&s.opts, "cni"); cni != nil && node.Labels["cni"] == "true" {
 		mn.Extensions = append(mn.Extensions, model.Extension{Name: "cni", AffectsReadiness: true,
 			StartupTimeout: cni.StartupTimeout, FailOpen: cni.FailurePolicy == FailurePolicyUngate})
 	}
@@ -806,6 +810,8 @@ func (s *simulation) startController() {
 		s.feeding.Store(false)
 		s.stop()
 		s.model.Stop(now)
+		// A configuration reload (reloadFaults) restarts with new options.
+		s.model.Configure(modelConfig(s.opts))
 	}
 	s.gen++
 	ctx, cancel := context.WithCancel(s.ctx)
@@ -1318,6 +1324,7 @@ func (s *simulation) faults(now time.Time) {
 	s.skewFaults(now)
 	s.zoneFaults()
 	s.writerFaults(now)
+	s.reloadFaults(now)
 }
 
 func (s *simulation) reviveAt(at time.Time, a *simAgent) {
