@@ -55,6 +55,8 @@ var simFaultClasses = []simFaultClass{
 	{"eviction mode None", regexp.MustCompile(`^eviction mode None,`)},
 	{"eviction rate limited (one node every 10-50 s)", regexp.MustCompile(`^eviction mode \S+, 0\.\d+ nodes per second$`)},
 	{"several workers (2-4)", regexp.MustCompile(`^\d+ workers$`)},
+	{"configuration reload (restart with edited options)", regexp.MustCompile(`configuration reloaded: `)},
+	{"configuration edit rejected (no restart)", regexp.MustCompile(`configuration edit rejected \(`)},
 }
 
 // simStatsTally is what -sim.stats counted: per class, the seeds it was

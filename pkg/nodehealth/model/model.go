@@ -107,7 +107,8 @@ type NodeView struct {
 	// re-created (another Node object).
 	// Choice: it survives reboots and controller restarts: the pods are gone
 	// whatever the controller remembers.
-	// Only mode Evict evicts: in the other modes it stays false.
+	// Only mode Evict evicts: an escalation in the other modes leaves it
+	// as it was, and a configuration change to them does not clear it.
 	Evicted bool
 	// NoExecute: the readiness taint's NoExecute variant is on the Node
 	// (mode NoExecute). It is added when the node is escalated, stays while
@@ -267,22 +268,40 @@ func (r *bootRecord) markedDead(uid, ext string, renewTime int64) bool {
 
 // New returns a model of a controller that has not started yet.
 func New(cfg Config) *Model {
+	m := &Model{
+		nodes:         map[string]*node{},
+		leases:        map[leaseKey]*lease{},
+		zoneSuspended: map[string]bool{},
+	}
+	m.Configure(cfg)
+	return m
+}
+
+// Configure gives a stopped model the configuration its next Start runs
+// with: a valid configuration change restarts the controller's control loop
+// with the new options (docs/controller.md, "Changing the configuration").
+// The rules' part of it (each node's extensions, their startup timeouts and
+// failure policies) comes with the Nodes the new instance lists.
+//
+// Choice: nothing of the old configuration outlives the restart. What
+// depends on it lives in the controller's memory, which Start wipes (gates,
+// startup timeouts, eviction clocks, suspensions, the rate's turn), or is
+// written on the Node and judged afresh by the new rules (the taint, the
+// boot record's fail-opens, Evicted).
+func (m *Model) Configure(cfg Config) {
+	if m.running {
+		panic("model: Configure while the controller runs; a configuration change is a restart (Stop, Configure, Start)")
+	}
 	reasons := cfg.MaintenanceReasons
 	if len(reasons) == 0 {
 		// As the configuration reference says: an empty list means the default.
 		reasons = []string{nodev1alpha1.ReasonUpdating}
 	}
-	m := &Model{
-		cfg:           cfg,
-		maintenance:   map[string]bool{},
-		nodes:         map[string]*node{},
-		leases:        map[leaseKey]*lease{},
-		zoneSuspended: map[string]bool{},
-	}
+	m.cfg = cfg
+	m.maintenance = map[string]bool{}
 	for _, r := range reasons {
 		m.maintenance[r] = true
 	}
-	return m
 }
 
 // step moves the model's clock to an input's instant.
@@ -548,7 +567,7 @@ func (m *Model) Nodes() map[string]NodeView {
 			Tainted:         n.tainted,
 			ConditionStatus: n.condStatus,
 			ConditionReason: n.condReason,
-			Evicted:         n.evicted && m.evicts(),
+			Evicted:         n.evicted,
 			NoExecute:       n.noExecute,
 			BootRecord:      n.record.String(),
 		}
@@ -566,15 +585,15 @@ func (m *Model) Failing(name string) bool {
 	return n != nil && isFailing(n, m.factsOf(n, m.now))
 }
 
-// Escalated reports whether the node's escalation is in force: its pods
-// were evicted for this failure and its eviction clock has not started
+// Escalated reports whether the node's drain is in force (mode Evict): its
+// pods were evicted for this failure and its eviction clock has not started
 // afresh since, or it has and the node's new escalation came (its turn of
 // the cluster-wide rate included). A node that was leaving gets a new clock
 // when it stops leaving: its drain waits for the new one and for its turn,
 // though its Evicted stays true.
 func (m *Model) Escalated(name string) bool {
 	n := m.nodes[name]
-	return n != nil && n.evicted && n.clock.running && n.clock.escalated
+	return n != nil && n.evicted && n.clock.running && n.clock.escalated && m.evicts()
 }
 
 // evicts reports whether escalations evict pods (mode Evict).

@@ -745,7 +745,11 @@ func (m *Model) takeTurn(t time.Time) time.Time {
 // escalate: the node's pods are evicted (mode Evict) or the NoExecute
 // variant of its taint is added (mode NoExecute).
 func (m *Model) escalate(n *node) {
-	n.evicted, n.clock.escalated = true, true
+	n.clock.escalated = true
+	// Choice: Evicted says the pods went, so only an escalation in mode
+	// Evict sets it, and a configuration change to another mode leaves it
+	// (the pods are gone whatever the controller runs with now).
+	n.evicted = n.evicted || m.evicts()
 	if m.cfg.EvictionMode == EvictionModeNoExecute {
 		n.noExecute = true
 	}
