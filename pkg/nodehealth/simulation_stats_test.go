@@ -2,11 +2,9 @@ package nodehealth
 
 import (
 	"flag"
-	"fmt"
-	"regexp"
-	"strings"
-	"sync"
 	"testing"
+
+	"nodehealth.io/nodehealth/test/sim"
 )
 
 // -sim.stats counts, over the seeds a run of TestSimulation ran, how many
@@ -18,89 +16,63 @@ import (
 //	  -sim.fresh=$(git rev-parse HEAD) -sim.stats
 var simStats = flag.Bool("sim.stats", false, "log how many of the seeds run injected each fault class, and how often")
 
-// simFaultClass is one class of what the schedule injects, told by the trace
-// line the driver writes when it injects it.
-type simFaultClass struct {
-	name string
-	line *regexp.Regexp
+var simFaultClasses = []sim.FaultClass{
+	sim.Class("extension dies (silent)", `^t=\S+ \S+/\S+ dies$`),
+	sim.Class("release (Crash)", `releases \(Crash\)$`),
+	sim.Class("release for an update, then a reboot", `releases \(Updating\)$`),
+	sim.Class("reboot", ` reboots from `),
+	sim.Class("label change (cni on/off)", ` cni=(true|false)$`),
+	sim.Class("node joins", ` joins \(`),
+	sim.Class("node re-created under its name", ` re-created \(`),
+	sim.Class("Lease-watch stall", `lease watch stalls until`),
+	sim.Class("kube-proxy dies in a zone", `kube-proxy dies in zone`),
+	sim.Class("kube-proxy dies everywhere", `kube-proxy dies everywhere$`),
+	sim.Class("controller restart or failover", `controller ([2-9]|\d\d+) started$`),
+	sim.Class("watches closed", `watches closed$`),
+	sim.Class("node patch conflicts", `next node patch conflicts$`),
+	sim.Class("node patch applied, answer lost", `next node patch's answer is lost$`),
+	sim.Class("history compacted: 410 Gone and relist", `history compacted`),
+	sim.Class("outage of the controller's writes", `the controller's writes fail`),
+	sim.Class("other writers' taints (leaving: autoscaler, Karpenter)", ` gets taint `),
+	sim.Class("other writers' conditions (foreign Drained=True)", `foreign Drained=true`),
+	sim.Class("scale-down (nodes deleted)", `scale-down of`),
+	sim.Class("a node's clock off (skewed renewTime)", `'s clock is off by `),
+	sim.Class("zone label changed while running", ` zone label \S+ -> \S+$`),
+	sim.Class("other writer: readiness taint added or removed", `another writer (adds|removes) the readiness taint$`),
+	sim.Class("other writer: SystemExtensionsReady overwritten", `another writer writes SystemExtensionsReady=`),
+	sim.Class("other writer: its own taint or condition", `another writer's (taint|condition) `),
+	sim.Class("other writer: label or annotation racing a write", `lands before the controller's write$`),
+	sim.Class("eviction mode NoExecute", `^eviction mode NoExecute,`),
+	sim.Class("eviction mode None", `^eviction mode None,`),
+	sim.Class("eviction rate limited (one node every 10-50 s)", `^eviction mode \S+, 0\.\d+ nodes per second$`),
+	sim.Class("several workers (2-4)", `^\d+ workers$`),
+	sim.Class("configuration reload (restart with edited options)", `configuration reloaded: `),
+	sim.Class("configuration edit rejected (no restart)", `configuration edit rejected \(`),
 }
 
-var simFaultClasses = []simFaultClass{
-	{"extension dies (silent)", regexp.MustCompile(`^t=\S+ \S+/\S+ dies$`)},
-	{"release (Crash)", regexp.MustCompile(`releases \(Crash\)$`)},
-	{"release for an update, then a reboot", regexp.MustCompile(`releases \(Updating\)$`)},
-	{"reboot", regexp.MustCompile(` reboots from `)},
-	{"label change (cni on/off)", regexp.MustCompile(` cni=(true|false)$`)},
-	{"node joins", regexp.MustCompile(` joins \(`)},
-	{"node re-created under its name", regexp.MustCompile(` re-created \(`)},
-	{"Lease-watch stall", regexp.MustCompile(`lease watch stalls until`)},
-	{"kube-proxy dies in a zone", regexp.MustCompile(`kube-proxy dies in zone`)},
-	{"kube-proxy dies everywhere", regexp.MustCompile(`kube-proxy dies everywhere$`)},
-	{"controller restart or failover", regexp.MustCompile(`controller ([2-9]|\d\d+) started$`)},
-	{"watches closed", regexp.MustCompile(`watches closed$`)},
-	{"node patch conflicts", regexp.MustCompile(`next node patch conflicts$`)},
-	{"node patch applied, answer lost", regexp.MustCompile(`next node patch's answer is lost$`)},
-	{"history compacted: 410 Gone and relist", regexp.MustCompile(`history compacted`)},
-	{"outage of the controller's writes", regexp.MustCompile(`the controller's writes fail`)},
-	{"other writers' taints (leaving: autoscaler, Karpenter)", regexp.MustCompile(` gets taint `)},
-	{"other writers' conditions (foreign Drained=True)", regexp.MustCompile(`foreign Drained=true`)},
-	{"scale-down (nodes deleted)", regexp.MustCompile(`scale-down of`)},
-	{"a node's clock off (skewed renewTime)", regexp.MustCompile(`'s clock is off by `)},
-	{"zone label changed while running", regexp.MustCompile(` zone label \S+ -> \S+$`)},
-	{"other writer: readiness taint added or removed", regexp.MustCompile(`another writer (adds|removes) the readiness taint$`)},
-	{"other writer: SystemExtensionsReady overwritten", regexp.MustCompile(`another writer writes SystemExtensionsReady=`)},
-	{"other writer: its own taint or condition", regexp.MustCompile(`another writer's (taint|condition) `)},
-	{"other writer: label or annotation racing a write", regexp.MustCompile(`lands before the controller's write$`)},
-	{"eviction mode NoExecute", regexp.MustCompile(`^eviction mode NoExecute,`)},
-	{"eviction mode None", regexp.MustCompile(`^eviction mode None,`)},
-	{"eviction rate limited (one node every 10-50 s)", regexp.MustCompile(`^eviction mode \S+, 0\.\d+ nodes per second$`)},
-	{"several workers (2-4)", regexp.MustCompile(`^\d+ workers$`)},
-	{"configuration reload (restart with edited options)", regexp.MustCompile(`configuration reloaded: `)},
-	{"configuration edit rejected (no restart)", regexp.MustCompile(`configuration edit rejected \(`)},
-}
-
-// simStatsTally is what -sim.stats counted: per class, the seeds it was
-// injected in and how many times.
-type simStatsTally struct {
-	mu     sync.Mutex
-	seeds  int
-	inSeed map[string]int
-	times  map[string]int
-}
-
-var simStatsCount simStatsTally
-
-// count adds one seed's run: its trace and the eviction errors it injected
-// (which write no trace line, so that they leave a second quiet).
-func (st *simStatsTally) count(s *simulation) {
-	lines := strings.Split(s.trace.String(), "\n")
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.inSeed == nil {
-		st.inSeed, st.times = map[string]int{}, map[string]int{}
-	}
-	st.seeds++
-	for _, c := range simFaultClasses {
-		n := 0
-		for _, l := range lines {
-			if c.line.MatchString(l) {
-				n++
-			}
-		}
-		st.add(c.name, n)
-	}
-	st.add("eviction error (500, 429, 404)", s.evictionErrors)
-	st.add("blast-radius thresholds drawn (1-100 %)", b2i(s.thresholdsDrawn))
-	st.add("nodes without a zone label (from creation)", b2i(s.zonelessEvery > 0))
-	st.add(workersOverlapping, s.overlaps)
-	st.add(workersDeliveredBetween, s.deliveredBetween)
-}
-
-// What -sim.stats counts of several workers beside the seeds that run them.
+// What -sim.stats counts from the driver's own figures, which write no trace
+// line (an eviction error leaves its second quiet).
 const (
+	statEvictionErrors      = "eviction error (500, 429, 404)"
+	statThresholdsDrawn     = "blast-radius thresholds drawn (1-100 %)"
+	statZoneless            = "nodes without a zone label (from creation)"
 	workersOverlapping      = "several workers: a request served while another's waits"
 	workersDeliveredBetween = "several workers: an event delivered between requests"
 )
+
+var simStatsCount = sim.NewTally(simFaultClasses,
+	statEvictionErrors, statThresholdsDrawn, statZoneless, workersOverlapping, workersDeliveredBetween)
+
+// countSimStats adds one seed's run to the tally.
+func countSimStats(s *simulation) {
+	simStatsCount.Count(s.trace, map[string]int{
+		statEvictionErrors:      s.evictionErrors,
+		statThresholdsDrawn:     b2i(s.thresholdsDrawn),
+		statZoneless:            b2i(s.zonelessEvery > 0),
+		workersOverlapping:      s.overlaps,
+		workersDeliveredBetween: s.deliveredBetween,
+	})
+}
 
 func b2i(b bool) int {
 	if b {
@@ -109,34 +81,9 @@ func b2i(b bool) int {
 	return 0
 }
 
-func (st *simStatsTally) add(class string, n int) {
-	if n > 0 {
-		st.inSeed[class]++
-		st.times[class] += n
-	}
-}
-
-// report is the table -sim.stats logs.
-func (st *simStatsTally) report() string {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	var b strings.Builder
-	fmt.Fprintf(&b, "fault classes over %d seeds (seeds injecting it; times):\n", st.seeds)
-	names := make([]string, 0, len(simFaultClasses)+1)
-	for _, c := range simFaultClasses {
-		names = append(names, c.name)
-	}
-	names = append(names, "eviction error (500, 429, 404)", "blast-radius thresholds drawn (1-100 %)", "nodes without a zone label (from creation)",
-		workersOverlapping, workersDeliveredBetween)
-	for _, name := range names {
-		fmt.Fprintf(&b, "  %-58s %3d of %d; %d\n", name, st.inSeed[name], st.seeds, st.times[name])
-	}
-	return b.String()
-}
-
 // logSimStats logs the tally once every seed of t has run.
 func logSimStats(t *testing.T) {
 	if *simStats {
-		t.Cleanup(func() { t.Log("\n" + simStatsCount.report()) })
+		t.Cleanup(func() { t.Log("\n" + simStatsCount.Report()) })
 	}
 }

@@ -406,7 +406,7 @@ func runSimulationWith(t *testing.T, seed uint64, ticks, workers int) *simulatio
 		}
 	}
 	if *simStats {
-		simStatsCount.count(s)
+		countSimStats(s)
 	}
 	return s
 }

@@ -498,7 +498,7 @@ func runUpdaterSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
 		}
 	}
 	if *simStats {
-		simStatsCount.count(s)
+		countSimStats(s)
 	}
 	return s.trace
 }
