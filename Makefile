@@ -159,7 +159,7 @@ $(GOTESTSUM): hack/tools/go.mod hack/tools/go.sum
 
 .PHONY: test-unit
 test-unit: tools ## Unit tests (no control plane); RACE_PKGS with the race detector.
-	# pkg/nodehealth's simulations run every regression seed at once: about 4 min
+	# pkg/nodehealth's simulations run every regression seed at once: about 3 min
 	# with the race detector on 2 quiet cores, past go test's default 10 min
 	# on a loaded machine. A hang still ends, well inside CI's budget.
 	CGO_ENABLED=1 $(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -race $(TEST_FLAGS) -timeout=25m $(RACE_PKGS)
