@@ -1052,15 +1052,15 @@ func (s *simulation) handlersDone() bool {
 // worker the driver runs each sync and each escalation itself, in turn; with
 // several, drainWorkers interleaves them.
 func (s *simulation) drain() bool {
-	if s.workers > 1 {
-		return s.drainWorkers()
-	}
 	if !s.handlersDone() {
 		time.Sleep(100 * time.Microsecond)
 		return true
 	}
 	for _, q := range s.queues {
 		q.release()
+	}
+	if s.workers > 1 {
+		return s.drainWorkers()
 	}
 	worked := false
 	for s.c.queue.Len() > 0 || s.c.evictions.Len() > 0 {

@@ -68,16 +68,9 @@ func (s *simulation) drawWorkers(seed uint64, force int) {
 // picks which one is served next (or, now and then, delivers a pending
 // watch event first). Between two requests one worker runs alone, so the
 // seed orders every step, and a race between two workers' read-decide-write
-// is one of the orders it draws. It reports whether any worker ran (or the
-// handlers have not caught up yet).
+// is one of the orders it draws. drain has waited for the handlers and
+// released what came due; it reports whether any worker ran.
 func (s *simulation) drainWorkers() bool {
-	if !s.handlersDone() {
-		time.Sleep(100 * time.Microsecond)
-		return true
-	}
-	for _, q := range s.queues {
-		q.release()
-	}
 	worked := false
 	for {
 		if s.startWorkers() {
