@@ -66,6 +66,12 @@ func (s *simulation) reloadFaults(now time.Time) {
 		return
 	}
 	s.opts = next
+	if s.leaderless() {
+		// No instance runs to re-read the file: the next leader starts
+		// with it.
+		s.trace.Add("t=%s configuration edited while no leader runs: %s", s.at(), edit)
+		return
+	}
 	s.trace.Add("t=%s configuration reloaded: %s", s.at(), edit)
 	s.startController()
 }

@@ -38,7 +38,7 @@ var simFaultClasses = []sim.FaultClass{
 	sim.Class("scale-down (nodes deleted)", `scale-down of`),
 	sim.Class("a node's clock off (skewed renewTime)", `'s clock is off by `),
 	sim.Class("zone label changed while running", ` zone label \S+ -> \S+$`),
-	sim.Class("other writer: readiness taint added or removed", `another writer (adds|removes) the readiness taint$`),
+	sim.Class("other writer: readiness taint added or removed", `another writer (adds|removes) the readiness taint( \(no leader\))?$`),
 	sim.Class("other writer: SystemExtensionsReady overwritten", `another writer writes SystemExtensionsReady=`),
 	sim.Class("other writer: its own taint or condition", `another writer's (taint|condition) `),
 	sim.Class("other writer: label or annotation racing a write", `lands before the controller's write$`),
@@ -48,6 +48,10 @@ var simFaultClasses = []sim.FaultClass{
 	sim.Class("several workers (2-4)", `^\d+ workers$`),
 	sim.Class("configuration reload (restart with edited options)", `configuration reloaded: `),
 	sim.Class("configuration edit rejected (no restart)", `configuration edit rejected \(`),
+	sim.Class("failover with a gap: no leader for 1-2 s (lease released)", `stops; no leader for [12]s `),
+	sim.Class("failover with a gap: no leader for 13-17 s (leader crashed)", `stops; no leader for 1[3-7]s `),
+	sim.Class("configuration edited while no leader runs", `configuration edited while no leader runs: `),
+	sim.Class("other writer: readiness taint removed while no leader runs", `another writer removes the readiness taint \(no leader\)$`),
 }
 
 // What -sim.stats counts from the driver's own figures, which write no trace

@@ -377,6 +377,11 @@ type simulation struct {
 	// rrng draws the configuration reloads (reloadFaults) from a stream of
 	// its own; nil in the seeds that draw none (drawReloads).
 	rrng *sim.Rand
+	// grng draws the gaps failovers leave without a leader (failoverGap)
+	// from a stream of its own; nil in the seeds that draw none. While
+	// nextLeader is set no instance runs, and the next starts then.
+	grng       *sim.Rand
+	nextLeader time.Time
 	// writers: the other writers of the nodes (writerFaults); nil in the
 	// seeds that draw none (drawWriters).
 	writers *otherWriters
@@ -472,6 +477,7 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	s.drawWriters(seed)
 	s.drawWorkers(seed, workers)
 	s.drawReloads(seed)
+	s.drawFailovers(seed)
 	s.model = model.New(modelConfig(s.opts))
 
 	// Half the seeds give cni a startup timeout, failing closed or open.
@@ -815,16 +821,15 @@ func (s *simulation) modelNode(node *v1.Node) model.Node {
 func (s *simulation) startController() {
 	s.t.Helper()
 	now := s.clk.Now()
+	if s.c != nil && !s.leaderless() {
+		s.stopController(now)
+	}
 	if s.c != nil {
-		// The old instance stops before the new one starts, as a crash or a
-		// lost leadership ends it: its informers stop watching and feed the
-		// model no more.
-		s.feeding.Store(false)
-		s.stop()
-		s.model.Stop(now)
-		// A configuration reload (reloadFaults) restarts with new options.
+		// A configuration reload (reloadFaults) restarts with new options,
+		// and so may a leader that takes over from one that ran the old.
 		s.model.Configure(modelConfig(s.opts))
 	}
+	s.nextLeader = time.Time{}
 	s.gen++
 	ctx, cancel := context.WithCancel(s.ctx)
 	s.cancel = cancel
@@ -886,6 +891,15 @@ func (s *simulation) startController() {
 	s.trace.Add("t=%s controller %d started", s.at(), s.gen)
 	// Its workers start at once, on what it listed.
 	s.deliver()
+}
+
+// stopController stops the running instance, as a crash or a lost
+// leadership ends it: its informers stop watching and feed the model no
+// more.
+func (s *simulation) stopController(now time.Time) {
+	s.feeding.Store(false)
+	s.stop()
+	s.model.Stop(now)
 }
 
 func (s *simulation) stop() {
@@ -1146,6 +1160,14 @@ func (s *simulation) step() bool {
 	s.ctrl.ClearActions()
 	// Every event of the world adds a line to the trace; renewals do not.
 	mark := s.trace.Len()
+	if s.leaderless() {
+		if now.Before(s.nextLeader) {
+			return s.stepLeaderless(now, mark)
+		}
+		// The next leader takes over at the start of the second, from
+		// what it lists.
+		s.startController()
+	}
 	// What came due with time first, in both: the view's staleness, then
 	// the timers, before anything that happens in this second.
 	s.checkView()
@@ -1153,6 +1175,10 @@ func (s *simulation) step() bool {
 	s.settle()
 	s.faults(now)
 	s.heartbeats(now)
+	if s.leaderless() {
+		// A failover stopped the leader in this second.
+		return s.compare(s.trace.Len() == mark)
+	}
 	if now.Sub(sim.Epoch)%simCanary == 0 {
 		_ = s.c.canary.renew(s.ctx)
 	}
@@ -1323,6 +1349,14 @@ func (s *simulation) faults(now time.Time) {
 			// new instance wrote after its start grace). The draw is made
 			// all the same, so that the stream does not depend on it.
 			s.trace.Add("t=%s no restart while the controller catches up after an outage", s.at())
+			break
+		}
+		if s.leaderless() {
+			s.trace.Add("t=%s no restart: no leader runs", s.at())
+			break
+		}
+		if gap := s.failoverGap(); gap > 0 {
+			s.failover(gap)
 			break
 		}
 		s.startController()

@@ -162,6 +162,14 @@ func (s *simulation) writerFaults(now time.Time) {
 			s.trace.Add("t=%s %s: no other writer of the readiness taint while the controller catches up", s.at(), n.name)
 			return
 		}
+		if s.leaderless() && !s.carriesReadinessTaint(n) {
+			// A taint added while no instance runs stays until the next
+			// one lists it, and the model, stopped, cannot tell that one
+			// from a gate of its own it finds (the draw is made all the
+			// same). One removed is placed: ReadinessTaintRemoved.
+			s.trace.Add("t=%s %s: no other writer adds the readiness taint while no leader runs", s.at(), n.name)
+			return
+		}
 		s.toggleReadinessTaint(n)
 	case 2:
 		on := false
@@ -174,6 +182,12 @@ func (s *simulation) writerFaults(now time.Time) {
 		}, func(f *foreignWrites) { f.taint = &on })
 		s.trace.Add("t=%s %s: another writer's taint %s on=%v", s.at(), n.name, otherTaintKey, on)
 	case 3:
+		if s.leaderless() {
+			// The model's condition is the controller's, and no
+			// controller runs to write its own back.
+			s.trace.Add("t=%s %s: no other writer of the condition while no leader runs", s.at(), n.name)
+			return
+		}
 		s.overwriteCondition(n, variant == 0)
 	case 4:
 		status := []v1.ConditionStatus{v1.ConditionTrue, v1.ConditionFalse}[variant]
@@ -202,12 +216,17 @@ func (s *simulation) writerFaults(now time.Time) {
 func (s *simulation) readinessTainted() []*simNode {
 	var out []*simNode
 	for _, n := range s.nodes {
-		node, err := s.kube.CoreV1().Nodes().Get(s.ctx, n.name, metav1.GetOptions{})
-		if err == nil && n.finalizeAt.IsZero() && nodeutil.HasTaint(node, testKey, "") {
+		if n.finalizeAt.IsZero() && s.carriesReadinessTaint(n) {
 			out = append(out, n)
 		}
 	}
 	return out
+}
+
+// carriesReadinessTaint reports whether the node carries the readiness taint.
+func (s *simulation) carriesReadinessTaint(n *simNode) bool {
+	node, err := s.kube.CoreV1().Nodes().Get(s.ctx, n.name, metav1.GetOptions{})
+	return err == nil && nodeutil.HasTaint(node, testKey, "")
 }
 
 // toggleReadinessTaint adds the readiness taint to a node without it, or
@@ -223,7 +242,11 @@ func (s *simulation) toggleReadinessTaint(n *simNode) {
 		}
 	}, nil)
 	if removed {
-		s.trace.Add("t=%s %s: another writer removes the readiness taint", s.at(), n.name)
+		if s.leaderless() {
+			s.trace.Add("t=%s %s: another writer removes the readiness taint (no leader)", s.at(), n.name)
+		} else {
+			s.trace.Add("t=%s %s: another writer removes the readiness taint", s.at(), n.name)
+		}
 		if s.known.Has(n.name) {
 			s.model.ReadinessTaintRemoved(s.clk.Now(), n.name)
 		}

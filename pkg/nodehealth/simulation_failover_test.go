@@ -1,0 +1,85 @@
+package nodehealth
+
+import (
+	"flag"
+	"slices"
+	"time"
+
+	"nodehealth.io/nodehealth/test/sim"
+)
+
+var simFailovers = flag.Bool("sim.failovers", true, "draw, on a share of the seeds, failovers with a gap: a restart of the schedule leaves the cluster without a leader for a few seconds (false: every restart is instant, the schedule before gaps were drawn)")
+
+// failoverStream is xored into the seed for the gaps' stream: a stream of
+// its own, so that a seed that draws no gap runs the schedule it ran before
+// gaps were drawn.
+const failoverStream = 0x6661696c6f766572 // "failover"
+
+// failoverShare is the share of seeds whose restarts leave a gap.
+const failoverShare = 0.3
+
+// drawFailovers decides whether the seed's restarts leave the cluster without
+// a leader for a while. The seeds kept for what they found keep their
+// schedules.
+func (s *simulation) drawFailovers(seed uint64) {
+	kept := slices.Concat(simRegressions.Seeds(), simEvictionRegressions.Seeds(), simZoneRegressions.Seeds(),
+		simWritersRegressions.Seeds(), simReloadRegressions.Seeds(), simOpenFindings.Seeds())
+	if !*simFailovers || slices.Contains(kept, seed) && !slices.Contains(simFailoverRegressions.Seeds(), seed) {
+		return
+	}
+	r := sim.NewRand(seed ^ failoverStream)
+	if r.Chance(failoverShare) {
+		s.grng = r
+	}
+}
+
+// failoverGap is how long a restart of the schedule leaves the cluster
+// without a leader, as the binary's leader election (client-go's, with
+// component-base's defaults: a 15 s lease, renewed every 2 s, candidates
+// retrying every 2 s) makes it: a leader that shuts down releases its lease
+// (ReleaseOnCancel), and a candidate takes it at its next retry, 1–2 s
+// later; one that crashes leaves its lease to expire, 15 s after its last
+// renewal (made 0–2 s before the crash), and a candidate takes it at its
+// next retry after that, 13–17 s after the crash. Zero in the seeds that
+// draw no gaps: the next instance starts in the same second.
+func (s *simulation) failoverGap() time.Duration {
+	r := s.grng
+	if r == nil {
+		return 0
+	}
+	if r.Chance(0.5) {
+		return time.Duration(1+r.Intn(2)) * time.Second
+	}
+	return time.Duration(13+r.Intn(5)) * time.Second
+}
+
+// leaderless reports whether no controller instance runs: the old one has
+// stopped and the next has not taken the lease yet.
+func (s *simulation) leaderless() bool { return !s.nextLeader.IsZero() }
+
+// failover stops the running instance and leaves the cluster without a
+// leader for gap: the next instance starts when it ends (step). Meanwhile
+// the world goes on (heartbeats, reboots, other writers, the API's faults),
+// nothing decides, and the model, stopped, is told of nothing but the
+// removals of the readiness taint it can place: the next instance learns the
+// rest from what it lists, as after any restart.
+func (s *simulation) failover(gap time.Duration) {
+	now := s.clk.Now()
+	s.stopController(now)
+	s.nextLeader = now.Add(gap)
+	s.trace.Add("t=%s controller %d stops; no leader for %s (until %s)", s.at(), s.gen, gap, s.nextLeader.Sub(sim.Epoch))
+}
+
+// stepLeaderless is a second without a leader: time passes, the world acts,
+// and what is on the Nodes stays as the last instance left it, but for what
+// other writers change.
+func (s *simulation) stepLeaderless(now time.Time, mark int) bool {
+	s.model.Advance(now)
+	s.faults(now)
+	s.heartbeats(now)
+	return s.compare(s.trace.Len() == mark)
+}
+
+// simFailoverRegressions are the seeds the failover class found something
+// with (it draws them whatever their share).
+var simFailoverRegressions = sim.Regressions{}
