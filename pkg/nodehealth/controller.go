@@ -426,6 +426,14 @@ func (c *Controller) recoverView(at time.Time) {
 			if st.gate.cause == causeStartupExpiry {
 				st.gate.cause = st.gate.causeBeforeExpiry
 			}
+			// A gate found at start is the restart's again, whatever
+			// failure the stale view showed it: the Leases are judged as
+			// they were when the guard fired, and a failure that stands
+			// names it again at its next evaluation (seed
+			// 3916660364228779899).
+			if st.gate.foundGatedInStall {
+				st.gate.cause, st.gate.foundGatedInStall = causeFoundGated, false
+			}
 		}
 	}
 	c.viewStale = false

@@ -748,11 +748,13 @@ func (e *evaluation) stayOrBecomeGated() {
 	case st.gate.cause == causeFoundGated:
 		// Found gated at a start: once an extension is known not to be
 		// ready, that is the reason, not the restart. The gate stays
-		// full (st.gate.full): every extension must still renew.
+		// full (st.gate.full): every extension must still renew. On a
+		// stale view it is so only until the recovery (recoverView).
 		st.gate.cause = causeNotReady
 		if e.allPlanned {
 			st.gate.cause = causeMaintenance
 		}
+		st.gate.foundGatedInStall = e.in.ownViewStale
 	case st.gate.cause == causeMaintenance && !e.allPlanned:
 		st.gate.cause = causeNotReady
 	case st.gate.cause == causeNotReady && e.allPlanned:

@@ -941,3 +941,103 @@ func TestAHeldNodeTaintedAtTheRecoveryWaitsOnlyForWhatFailsThen(t *testing.T) {
 			f.condition("n1").Reason, f.condition("n1").Message)
 	}
 }
+
+// Found by the simulation (seed 3916660364228779899): a node found gated at a
+// start fails in the eyes of a stale own view when the start grace of its
+// Leases runs out in the stall, while its extensions may be renewing all
+// along. The recovery judges every Lease as it was when the guard fired, so
+// the gate it restarts is the restart's (ControllerStarted), not a failure
+// (ExtensionsNotReady): the same whether its taint stayed on or another
+// writer removed it during the stall and the guard held it off.
+func TestAGateFoundAtStartIsTheRestartsAgainAfterAFailureOnlyTheStaleViewSaw(t *testing.T) {
+	for _, removed := range []bool{false, true} {
+		name := "its taint on"
+		if removed {
+			name = "its taint removed by another writer during the stall"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, guardOptions(), readyNode("n1", withTaint), lease("kube-proxy", "n1", "holder", t0))
+			f.sync("n1")
+			if c := f.condition("n1"); !f.tainted("n1") || c.Reason != nodev1alpha1.ReasonControllerStarted {
+				t.Fatalf("at the start: tainted %v, condition %s; want found gated", f.tainted("n1"), c.Reason)
+			}
+			f.pass(5*time.Second, true)
+			// The watch stalls: the view goes stale at +20s.
+			f.pass(20*time.Second, false)
+			f.sync("n1")
+			if !f.c.viewStale {
+				t.Fatal("the own view is not stale 20 s after the last canary renewal")
+			}
+			if removed {
+				f.updateNode("n1", func(n *v1.Node) { n.Spec.Taints = nil })
+				f.sync("n1")
+				if c := f.condition("n1"); f.tainted("n1") || c.Reason != nodev1alpha1.ReasonGatingSuspended {
+					t.Fatalf("taint removed during the stall: tainted %v, condition %s; want held", f.tainted("n1"), c.Reason)
+				}
+			}
+			// kube-proxy's start grace (40 s + 10 s) runs out in the stale
+			// view: the found gate's reason says what the view sees.
+			f.pass(30*time.Second, false)
+			f.sync("n1")
+			want := nodev1alpha1.ReasonExtensionsNotReady
+			if removed {
+				want = nodev1alpha1.ReasonGatingSuspended
+			}
+			if c := f.condition("n1"); c.Reason != want {
+				t.Fatalf("kube-proxy expired in the stale view: condition %s, want %s", c.Reason, want)
+			}
+			// The view recovers: kube-proxy was ready when the guard fired
+			// and is ready again by the recovery's grace.
+			f.pass(6*time.Second, true)
+			if f.c.canary.stale() {
+				t.Fatal("the canary did not recover")
+			}
+			f.sync("n1")
+			if c := f.condition("n1"); !f.tainted("n1") || c.Reason != nodev1alpha1.ReasonControllerStarted {
+				t.Fatalf("after the recovery: tainted %v, condition %s (%s); want the gate found at start, %s",
+					f.tainted("n1"), c.Reason, c.Message, nodev1alpha1.ReasonControllerStarted)
+			}
+			f.clock.Step(time.Second)
+			f.renew("kube-proxy", "n1")
+			f.sync("n1")
+			if f.tainted("n1") {
+				t.Fatalf("kube-proxy renewed after the recovery, yet the node stays gated: condition %s", f.condition("n1").Reason)
+			}
+		})
+	}
+}
+
+// The other side of the rule above: a gate found at start whose extension
+// failed while the view was still current is a failure's, and the recovery
+// leaves it so even when every extension is ready by then (kube-proxy came
+// back, cni has not renewed since the start).
+func TestAGateFoundAtStartThatFailedBeforeAStallStaysAFailureAfterIt(t *testing.T) {
+	f := newFixture(t, withCNI(guardOptions(), 0, FailurePolicyKeepGated), readyNode("n1", withTaint),
+		lease("kube-proxy", "n1", "holder", t0), lease("cni", "n1", "holder", t0))
+	f.sync("n1")
+	f.pass(5*time.Second, true)
+	f.release("kube-proxy", "n1", "Crash")
+	f.sync("n1")
+	if c := f.condition("n1"); c.Reason != nodev1alpha1.ReasonExtensionsNotReady {
+		t.Fatalf("kube-proxy released on a current view: condition %s, want %s", c.Reason, nodev1alpha1.ReasonExtensionsNotReady)
+	}
+	f.pass(5*time.Second, true)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	// The watch stalls (stale 15 s after the canary's renewal at +10s) and
+	// catches up at +30s, within cni's start grace.
+	f.pass(16*time.Second, false)
+	f.sync("n1")
+	if !f.c.viewStale {
+		t.Fatal("the own view is not stale 16 s after the last canary renewal")
+	}
+	f.pass(5*time.Second, true)
+	if f.c.canary.stale() {
+		t.Fatal("the canary did not recover")
+	}
+	f.sync("n1")
+	if c := f.condition("n1"); !f.tainted("n1") || c.Reason != nodev1alpha1.ReasonExtensionsNotReady {
+		t.Fatalf("after the recovery: tainted %v, condition %s; want still gated as the failure it was, %s",
+			f.tainted("n1"), c.Reason, nodev1alpha1.ReasonExtensionsNotReady)
+	}
+}

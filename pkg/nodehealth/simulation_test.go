@@ -139,10 +139,6 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
 var simOpenFindings = sim.Regressions{
-	// Found by make simulate SEEDS=40 (2026-11-29), and fails as well with
-	// -sim.workers=1: a node found gated by a restart inside a Lease-watch
-	// stall, whose taint another writer removes while the own view is stale.
-	{Seed: 3916660364228779899, Name: "a found-gated node in service whose taint another writer removed while the own view was stale is tainted again at the lift: the controller names ExtensionsNotReady, the model ControllerStarted"},
 	// Found by make simulate SEEDS=100 on 03862f1 (2026-11-29), 1 of 100;
 	// diagnosed in part only (docs/reliability.md, "Open findings").
 	// make simulate SEEDS=200 on 3a7a540 (2026-11-29), not yet diagnosed.

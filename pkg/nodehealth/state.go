@@ -237,6 +237,12 @@ type gateSpan struct {
 	// causeBeforeExpiry is the cause a startup timeout replaced, put back
 	// when the gate begins again at an own-view recovery.
 	causeBeforeExpiry gateCause
+	// foundGatedInStall: a gate found at start took a failure's cause
+	// while the own view was stale. The failure may be the view's fault
+	// (a Lease renewing all along, unseen), so the gate is found-gated
+	// again when it begins again at the recovery, and takes a failure's
+	// cause only from a failure judged on the current view.
+	foundGatedInStall bool
 	// full: every extension must renew after start to ungate (bootstrap,
 	// reboot, re-creation, found gated at start). Otherwise the gate is
 	// failed-only: only the extensions in scope must renew.

@@ -207,6 +207,10 @@ type gate struct {
 	scope   map[string]bool
 	reason  string // the last not-ready reason, for ControllerStarted and failure gates
 	pending bool   // the own-view guard kept its taint off
+	// failedInStall: a gate found at start first failed (reason no longer
+	// ControllerStarted) while the own view was stale; the recovery gives
+	// it its ControllerStarted back (ownViewRecovers).
+	failedInStall bool
 }
 
 // evictionClock is the pause-aware eviction clock of one node.

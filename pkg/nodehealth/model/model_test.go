@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -447,6 +448,50 @@ func TestARestartFindsGatedNodesWithFullScope(t *testing.T) {
 	st.expect("full scope: b must renew after the start too", gated(notReady, boot1), "n1")
 	st.renew(30*sec, "n1/b")
 	st.expect("both renewed", ready(boot1), "n1")
+}
+
+// A gate found at start whose Lease runs out of its start grace only in a
+// stale own view is the restart's again at the recovery, which judges every
+// Lease as it was when the guard fired: ControllerStarted, not a failure,
+// whether its taint stayed on or another writer removed it meanwhile and the
+// guard held it off (seed 3916660364228779899). A failure seen on a current
+// view stays the gate's reason across a stall.
+func TestAGateFoundAtStartIsControllerStartedAgainAfterAFailureOnlyTheStaleViewSaw(t *testing.T) {
+	for _, removed := range []bool{false, true} {
+		st := newStory(t, defaultConfig())
+		n := worker("n1", gating("a"))
+		n.TaintedAtCreation = true
+		st.add(0, n)
+		st.renew(0, "n1/a")
+		st.start(1 * sec)
+		st.expect("found gated", gated(controllerStarted, ""), "n1")
+		st.stale(10 * sec)
+		inStall := gated(notReady, "")
+		if removed {
+			st.m.ReadinessTaintRemoved(st.to(20*sec), "n1")
+			st.expect("taint removed while stale", held(""), "n1")
+			inStall = held("")
+		}
+		st.advance(55 * sec)
+		st.expect("start grace over in the stale view", inStall, "n1")
+		st.recover(60 * sec)
+		st.expect(fmt.Sprintf("recovered (taint removed: %v)", removed), gated(controllerStarted, ""), "n1")
+		st.renew(61*sec, "n1/a")
+		st.expect("renewed after the recovery", ready(boot1), "n1")
+	}
+
+	st := newStory(t, defaultConfig())
+	n := worker("n1", gating("a"), gating("b"))
+	n.TaintedAtCreation = true
+	st.add(0, n)
+	st.renew(0, "n1/a", "n1/b")
+	st.start(1 * sec)
+	st.release(5*sec, "n1/a", "Crashed")
+	st.renew(8*sec, "n1/a")
+	st.expect("a failed on a current view and came back", gated(notReady, ""), "n1")
+	st.stale(10 * sec)
+	st.recover(20 * sec)
+	st.expect("recovered: the failure's reason stays", gated(notReady, ""), "n1")
 }
 
 func TestANodeTaintedAtCreationFoundAtTheFirstStartWaitsForFreshRenewals(t *testing.T) {

@@ -371,7 +371,9 @@ func (m *Model) ownViewGoesStale(at time.Time) {
 // is not released or deleted since) counts as observed now; a Lease already
 // expired or released then stays as it was. Every gate, tainted or pending,
 // gets gateStart = now and keeps its scope; renewals seen during the stale
-// view no longer satisfy it.
+// view no longer satisfy it. A gate found at start whose first failure was
+// judged on the stale view is ControllerStarted again: a failure that still
+// stands names it again in the evaluation that follows (gateReason).
 func (m *Model) ownViewRecovers(at time.Time) {
 	m.ownViewStale = false
 	for _, l := range m.leases {
@@ -383,6 +385,9 @@ func (m *Model) ownViewRecovers(at time.Time) {
 	for _, n := range m.nodes {
 		if n.gate != nil {
 			n.gate.start = at
+			if n.gate.failedInStall {
+				n.gate.reason, n.gate.failedInStall = nodev1alpha1.ReasonControllerStarted, false
+			}
 		}
 	}
 }
@@ -638,6 +643,12 @@ func (m *Model) writeCondition(n *node, f facts, t time.Time) {
 // Choice: while every extension of such a gate looks ready but has not
 // renewed since gateStart yet, the last reason stays (ControllerStarted
 // until an extension first fails).
+//
+// A gate found at start that first fails while the own view is stale says
+// so until the view recovers, and is ControllerStarted again then
+// (ownViewRecovers): the failure may be the view's fault, and the recovery
+// judges every Lease as it was when the guard fired (seed
+// 3916660364228779899).
 func (m *Model) gateReason(n *node, f facts, t time.Time) string {
 	g := n.gate
 	for _, e := range n.Extensions {
@@ -650,6 +661,9 @@ func (m *Model) gateReason(n *node, f facts, t time.Time) string {
 		return g.cause
 	}
 	if len(f.notReady) > 0 {
+		if g.reason == nodev1alpha1.ReasonControllerStarted {
+			g.failedInStall = m.ownViewStale
+		}
 		g.reason = nodev1alpha1.ReasonExtensionsNotReady
 		// While a planned release is among the failures, the others are
 		// planned too (docs/controller.md), and the reason says so.
