@@ -893,7 +893,14 @@ func (e *evaluation) writeBootRecord() {
 	switch {
 	case !st.gated:
 		e.d.recordBoot = !f.hasRecord || !equalRecords(f.record, e.d.record)
-	case st.readyInBoot && (e.d.deadMarksChanged || !f.hasRecord || !f.record.sameBoot(f.uid, f.bootID) || f.record.Pending):
+	case st.readyInBoot && (e.d.deadMarksChanged || !f.hasRecord || !f.record.sameBoot(f.uid, f.bootID) || f.record.Pending ||
+		!slices.Equal(f.record.FailedOpen, e.d.record.FailedOpen)):
+		// A fail-open that ended while the node is gated or held for
+		// another extension leaves the record as it does on a node in
+		// service, or a restarted controller would restore it and report
+		// the extension failed open until its next renewal (seed
+		// 17519778984855938557).
+		//
 		// In service in this boot, but the record does not say so: the
 		// ungate that should have written it was refused, and a failure
 		// gated the node again before it could be written. A restarted

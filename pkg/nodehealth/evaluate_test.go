@@ -559,6 +559,53 @@ func TestARenewalInTheInstantOfARestartEndsARestoredFailOpen(t *testing.T) {
 	}
 }
 
+// A fail-open that ends while the node is gated again for another
+// extension, or held by a guard, leaves the boot record at once, as it does
+// on a node in service (simulation seed 17519778984855938557: cni renewed
+// while kube-proxy's failure was held under a suspension; the record still
+// named cni, so the controller that started next restored its fail-open and
+// reported ExtensionsFailedOpen until cni's next renewal).
+func TestAFailOpenThatEndsWhileTheNodeIsGatedAgainLeavesTheBootRecord(t *testing.T) {
+	opts := withCNI(testOptions(), 5*time.Second, FailurePolicyUngate)
+	f := newFixture(t, opts, readyNode("n1"))
+	f.rebootedWithOldLeases(func() { f.clock.Step(2 * time.Second) })
+	f.clock.Step(6 * time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") || f.condition("n1").Reason != nodev1alpha1.ReasonExtensionsFailedOpen {
+		t.Fatalf("cni did not fail open (tainted %v, condition %s)", f.tainted("n1"), f.condition("n1").Reason)
+	}
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n1", "Crash")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatalf("kube-proxy's failure did not gate the node (condition %s)", f.condition("n1").Reason)
+	}
+	f.clock.Step(time.Second)
+	f.renew("cni", "n1")
+	f.sync("n1")
+	if rec, _ := parseBootRecord(f.node("n1").Annotations[nodev1alpha1.BootAnnotation]); len(rec.FailedOpen) != 0 {
+		t.Fatalf("boot record still names %v as failed open after cni renewed", rec.FailedOpen)
+	}
+
+	// A restarted controller takes cni as the extension it is again: the
+	// node waits for its renewal after the restart, and then is ready.
+	g := f.restart(opts)
+	g.sync("n1")
+	g.clock.Step(time.Second)
+	g.renew("kube-proxy", "n1")
+	g.sync("n1")
+	if !g.tainted("n1") {
+		t.Fatalf("ungated after the restart before cni renewed (condition %s)", g.condition("n1").Reason)
+	}
+	g.renew("cni", "n1")
+	g.sync("n1")
+	if g.tainted("n1") || g.condition("n1").Reason != nodev1alpha1.ReasonExtensionsReady {
+		t.Errorf("once both renewed after the restart: tainted %v, condition %s, want untainted and %s",
+			g.tainted("n1"), g.condition("n1").Reason, nodev1alpha1.ReasonExtensionsReady)
+	}
+}
+
 // After a restart every Lease counts as observed at the start, so a
 // non-gating extension that had expired looks ready until its grace runs out
 // again, and the condition's message then says again what the node already
