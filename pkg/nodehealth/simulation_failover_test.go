@@ -27,10 +27,7 @@ func (s *simulation) drawFailovers(seed uint64) {
 	if !*simFailovers || slices.Contains(kept, seed) && !slices.Contains(simFailoverRegressions.Seeds(), seed) {
 		return
 	}
-	r := sim.NewRand(seed ^ failoverStream)
-	if r.Chance(failoverShare) {
-		s.grng = r
-	}
+	s.grng = sim.Stream(seed, failoverStream, failoverShare)
 }
 
 // failoverGap is how long a restart of the schedule leaves the cluster

@@ -35,10 +35,7 @@ func (s *simulation) drawReloads(seed uint64) {
 	if !*simReloads || slices.Contains(kept, seed) {
 		return
 	}
-	r := sim.NewRand(seed ^ reloadStream)
-	if r.Chance(reloadShare) {
-		s.rrng = r
-	}
+	s.rrng = sim.Stream(seed, reloadStream, reloadShare)
 }
 
 // reloadFaults edits the controller's configuration now and then, as

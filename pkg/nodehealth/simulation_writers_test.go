@@ -89,8 +89,8 @@ func (s *simulation) drawWriters(seed uint64) {
 	if !*simWriters || slices.Contains(kept, seed) {
 		return
 	}
-	r := sim.NewRand(seed ^ writersStream)
-	if !r.Chance(writersShare) {
+	r := sim.Stream(seed, writersStream, writersShare)
+	if r == nil {
 		return
 	}
 	w := &otherWriters{rng: r, client: fake.NewClientset(), wrote: map[string]*foreignWrites{}}

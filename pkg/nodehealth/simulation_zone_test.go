@@ -36,10 +36,7 @@ func (s *simulation) drawZoneChanges(seed uint64) {
 	if !*simZones || slices.Contains(simRegressions.Seeds(), seed) || slices.Contains(simEvictionRegressions.Seeds(), seed) {
 		return
 	}
-	r := sim.NewRand(seed ^ zoneStream)
-	if r.Chance(zoneChangeShare) {
-		s.zrng = r
-	}
+	s.zrng = sim.Stream(seed, zoneStream, zoneChangeShare)
 }
 
 // zoneFaults changes one running node's topology.kubernetes.io/zone label

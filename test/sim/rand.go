@@ -53,3 +53,16 @@ func (r *Rand) Fork() *Rand { return NewRand(r.Uint64()) }
 
 // Pick returns a random element of xs, which must not be empty.
 func Pick[T any](r *Rand, xs []T) T { return xs[r.Intn(len(xs))] }
+
+// Stream is a fault class's stream of its own, drawn from the seed and the
+// class's salt, or nil when the seed does not draw the class (share is the
+// share of seeds that do). A class with a stream of its own leaves every
+// other draw of the seed as it was: the seeds kept before the class existed
+// replay their runs, and switching the class off gives them back.
+func Stream(seed, salt uint64, share float64) *Rand {
+	r := NewRand(seed ^ salt)
+	if !r.Chance(share) {
+		return nil
+	}
+	return r
+}

@@ -744,3 +744,31 @@ func TestOnStoreSeesAppliedWritesAndNoRefusedOne(t *testing.T) {
 		t.Errorf("OnStore saw:\n%s\nwant:\n%s", strings.Join(stored, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+func TestAClassStreamIsTheSeedsOwnAndNilInTheSeedsThatDoNotDrawTheClass(t *testing.T) {
+	const salt = 0x73616c74
+	drawn := 0
+	for seed := range uint64(200) {
+		a, b := Stream(seed, salt, 0.3), Stream(seed, salt, 0.3)
+		if (a == nil) != (b == nil) {
+			t.Fatalf("seed %d: drawn once and not the other time", seed)
+		}
+		if a == nil {
+			continue
+		}
+		drawn++
+		if x, y := a.Uint64(), b.Uint64(); x != y {
+			t.Fatalf("seed %d: two streams of one class differ (%d, %d)", seed, x, y)
+		}
+		if other := Stream(seed, salt+1, 1); other.Uint64() == Stream(seed, salt, 1).Uint64() {
+			t.Fatalf("seed %d: two classes share a stream", seed)
+		}
+	}
+	// 30 % of 200, give or take what a fair draw gives.
+	if drawn < 40 || drawn > 80 {
+		t.Errorf("%d of 200 seeds drew a class of share 0.3", drawn)
+	}
+	if Stream(7, salt, 0) != nil {
+		t.Error("a class of share 0 was drawn")
+	}
+}
