@@ -161,4 +161,12 @@ var simReloadRegressions = sim.Regressions{
 	// (ControllerStarted), the model, told nothing of such a taint, in
 	// service. Reloads are now drawn where the schedule's restarts are.
 	{Seed: 14092126669512402196, Name: "a reload is drawn before the other writers' writes of its second, as the schedule's restarts are (driver)"},
+	// The model's (make simulate SEEDS=200 on 3a7a540 and SEEDS=100 on
+	// 03862f1, 2026-11-29): a reload's restart found n3 (n0) gated and
+	// failing, in service in its boot; during a blast-radius suspension
+	// another writer removed its taint, and the model put it back as if
+	// the found gate were a bootstrap's, while the controller held the
+	// node like any failing one (docs/controller.md, "Other writers").
+	{Seed: 10644956011548756368, Name: "a taint another writer removes during a suspension from a failing node found gated at a reload is a failure taint: held (model)"},
+	{Seed: 15660107569789160911, Name: "the same with the cluster suspended four seconds before the removal, 16 s after the fourth controller's start (model)"},
 }

@@ -143,14 +143,10 @@ var simOpenFindings = sim.Regressions{
 	// -sim.workers=1: a node found gated by a restart inside a Lease-watch
 	// stall, whose taint another writer removes while the own view is stale.
 	{Seed: 3916660364228779899, Name: "a found-gated node in service whose taint another writer removed while the own view was stale is tainted again at the lift: the controller names ExtensionsNotReady, the model ControllerStarted"},
-	// Found by make simulate SEEDS=100 on 03862f1 (2026-11-29), 1 of 100;
-	// diagnosed in part only (docs/reliability.md, "Open findings").
 	// make simulate SEEDS=200 on 3a7a540 (2026-11-29), not yet diagnosed.
-	{Seed: 10644956011548756368, Name: "t=2m2s n3: the controller holds a failing node under a suspension (GatingSuspended), the model has it tainted"},
 	{Seed: 17519778984855938557, Name: "t=2m0s n4: the controller keeps a fail-open (ExtensionsFailedOpen), the model has it ended (ExtensionsReady)"},
 	// The fresh seeds of 5180462 (2026-11-29), not yet diagnosed.
 	{Seed: 13028741961077139859, Name: "after a reload to a 1 % cluster threshold, a write outage and a one-second stale view: the controller holds n6 and n10 (GatingSuspended), the model taints them"},
-	{Seed: 15660107569789160911, Name: "another writer removes a failing node's readiness taint in the second the cluster's blast radius suspends: the controller holds the node (GatingSuspended), the model puts the taint back"},
 }
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
