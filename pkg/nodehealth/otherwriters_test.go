@@ -90,3 +90,59 @@ func TestSomeoneElsesChangeToTheReadinessTaintQueuesTheNode(t *testing.T) {
 		f.c.queue.Done(key)
 	}
 }
+
+// A node found gated at a start that was in service in its boot, and fails,
+// counts as failing: its readiness taint, once someone else removes it during
+// a suspension, is a failure taint like any other, held until the
+// suspension ends; the found gate stays full (docs/controller.md, "Other
+// writers"; the simulation's seeds 10644956011548756368 and
+// 15660107569789160911, where the model put the taint back).
+func TestAFailingNodeFoundGatedWhoseTaintSomeoneElseRemovesDuringASuspensionIsHeldUntilItEnds(t *testing.T) {
+	names := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	f := newFixture(t, testOptions(), readyNodes(names...)...)
+	f.syncAll(names...)
+	// n1 and n2 stop renewing at 0 s and expire at 50 s: 2 of 6, tainted.
+	for range 6 {
+		f.clock.Step(10 * time.Second)
+		for _, n := range names[2:] {
+			f.renew("kube-proxy", n)
+		}
+		f.syncAll(names...)
+	}
+	f.expectTainted(map[string]bool{"n1": true, "n2": true, "n3": false})
+	g := f.restart(testOptions())
+	g.c.primeBlastRadius(g.ctx)
+	g.syncAll(names...)
+	if r := g.condition("n1").Reason; !g.tainted("n1") || r != nodev1alpha1.ReasonExtensionsNotReady {
+		t.Fatalf("n1 after the restart: tainted %v, reason %s; want found gated and failing (%s)", g.tainted("n1"), r, nodev1alpha1.ReasonExtensionsNotReady)
+	}
+	// n3 stops renewing too: 3 of 6 suspend at the 50 % threshold.
+	for range 6 {
+		g.clock.Step(10 * time.Second)
+		for _, n := range names[3:] {
+			g.renew("kube-proxy", n)
+		}
+		g.syncAll(names...)
+	}
+	if r := g.condition("n3").Reason; g.tainted("n3") || r != nodev1alpha1.ReasonGatingSuspended {
+		t.Fatalf("n3 expired: tainted %v, reason %s; want held (%s)", g.tainted("n3"), r, nodev1alpha1.ReasonGatingSuspended)
+	}
+	g.updateNode("n1", func(n *v1.Node) { n.Spec.Taints, _ = nodeutil.RemoveTaints(n.Spec.Taints, testKey) })
+	g.sync("n1")
+	if r := g.condition("n1").Reason; g.tainted("n1") || r != nodev1alpha1.ReasonGatingSuspended {
+		t.Fatalf("n1's taint removed during the suspension: tainted %v, reason %s; want held (%s)", g.tainted("n1"), r, nodev1alpha1.ReasonGatingSuspended)
+	}
+	g.expectTainted(map[string]bool{"n2": true})
+	// n3 back: 2 of 6, the suspension ends at its sync.
+	g.renew("kube-proxy", "n3")
+	g.sync("n3")
+	g.sync("n1")
+	if r := g.condition("n1").Reason; !g.tainted("n1") || r != nodev1alpha1.ReasonExtensionsNotReady {
+		t.Fatalf("the suspension ended: n1 tainted %v, reason %s; want tainted again (%s)", g.tainted("n1"), r, nodev1alpha1.ReasonExtensionsNotReady)
+	}
+	g.renew("kube-proxy", "n1")
+	g.sync("n1")
+	if c := g.condition("n1"); g.tainted("n1") || c.Status != v1.ConditionTrue {
+		t.Fatalf("n1 renewed since the start: tainted %v, condition %s/%s; want ungated", g.tainted("n1"), c.Status, c.Reason)
+	}
+}

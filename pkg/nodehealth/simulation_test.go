@@ -1,6 +1,7 @@
 package nodehealth
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -139,15 +140,7 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{
-	// Found by make simulate SEEDS=100 on 03862f1 (2026-11-29), 1 of 100;
-	// diagnosed in part only (docs/reliability.md, "Open findings").
-	// make simulate SEEDS=200 on 3a7a540 (2026-11-29), not yet diagnosed.
-	{Seed: 10644956011548756368, Name: "t=2m2s n3: the controller holds a failing node under a suspension (GatingSuspended), the model has it tainted"},
-	// The fresh seeds of 5180462 (2026-11-29), not yet diagnosed.
-	{Seed: 13028741961077139859, Name: "after a reload to a 1 % cluster threshold, a write outage and a one-second stale view: the controller holds n6 and n10 (GatingSuspended), the model taints them"},
-	{Seed: 15660107569789160911, Name: "another writer removes a failing node's readiness taint in the second the cluster's blast radius suspends: the controller holds the node (GatingSuspended), the model puts the taint back"},
-}
+var simOpenFindings = sim.Regressions{}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
@@ -329,6 +322,9 @@ type simulation struct {
 	// are queued and handed to the model in one canonical order.
 	observedMu sync.Mutex
 	observed   []modelInput
+	// deliveries counts the events the driver delivered one at a time
+	// (deliver, deliverBetween): it stamps what the handlers observe.
+	deliveries atomic.Int64
 	// stallUntil: the Lease watch is stalled until then (zero: not).
 	stallUntil time.Time
 	// revive: agents to bring back at an instant.
@@ -906,11 +902,19 @@ func (s *simulation) stop() {
 	}
 }
 
-// modelInput is one observation for the model; key orders the inputs of one
-// flush (Nodes before Leases, then by name; one object's in arrival order).
+// modelInput is one observation for the model. The inputs of one flush are
+// ordered by the delivery that brought them, then by key (Nodes before
+// Leases, then by name; one object's in arrival order). Several deliveries
+// reach one flush when events are delivered between the workers' requests
+// (deliverBetween): the controller saw them one after the other, each with
+// its handlers done before the next, and so must the model. Sorted by name
+// instead, a recovery delivered after another node's failure reached the
+// model first and lifted a suspension the controller kept (seed
+// 13028741961077139859, the driver's).
 type modelInput struct {
-	key   string
-	apply func()
+	delivery int64
+	key      string
+	apply    func()
 }
 
 func (s *simulation) observe(key string, apply func()) {
@@ -918,7 +922,7 @@ func (s *simulation) observe(key string, apply func()) {
 		return
 	}
 	s.observedMu.Lock()
-	s.observed = append(s.observed, modelInput{key: key, apply: apply})
+	s.observed = append(s.observed, modelInput{delivery: s.deliveries.Load(), key: key, apply: apply})
 	s.observedMu.Unlock()
 }
 
@@ -928,7 +932,9 @@ func (s *simulation) flush() {
 	inputs := s.observed
 	s.observed = nil
 	s.observedMu.Unlock()
-	sort.SliceStable(inputs, func(i, j int) bool { return inputs[i].key < inputs[j].key })
+	sort.SliceStable(inputs, func(i, j int) bool {
+		return cmp.Or(cmp.Compare(inputs[i].delivery, inputs[j].delivery), strings.Compare(inputs[i].key, inputs[j].key)) < 0
+	})
 	for _, in := range inputs {
 		in.apply()
 	}
@@ -1115,6 +1121,7 @@ func (s *simulation) settle() {
 // worker together is a matter of goroutine timing, which a seed cannot fix.
 func (s *simulation) deliver() {
 	for range 10000 {
+		s.deliveries.Add(1)
 		n := s.api.Deliver(1)
 		for _, q := range s.queues {
 			q.releaseRetries()

@@ -141,6 +141,7 @@ func (s *simulation) gateStep(step func(context.Context) error) {
 // (a stalled watch's are not).
 func (s *simulation) deliverBetween(held []sim.HeldRequest) bool {
 	s.t.Helper()
+	s.deliveries.Add(1)
 	if s.api.Deliver(1) == 0 {
 		return false
 	}

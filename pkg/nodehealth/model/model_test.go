@@ -436,6 +436,37 @@ func TestARestartDuringASuspensionKeepsTheHeldNodesHeld(t *testing.T) {
 	st.expect("a renewal ends the dead mark", ready(boot1), "n3")
 }
 
+// A node found gated at a start that was in service in its boot fails like
+// any other: a taint someone else removes from it while the blast radius
+// suspends is a new failure taint, held like the others, and the lift puts
+// it back with the found gate, which waits for a renewal since the start
+// (seeds 10644956011548756368 and 15660107569789160911).
+func TestAFailingNodeFoundGatedWhoseTaintAnotherWriterRemovesDuringASuspensionIsHeldUntilItEnds(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.ClusterThreshold = 0.5
+	st := newStory(t, cfg)
+	sixNodes(st)
+	st.keep(leasesOf("kube-proxy", "n3", "n4", "n5", "n6")...)
+	st.run(50 * sec)
+	st.expect("two of six fail: tainted", gated(notReady, boot1), "n1", "n2")
+	st.start(60 * sec)
+	st.expect("found gated, failing", gated(notReady, boot1), "n1", "n2")
+	st.run(70 * sec)
+	st.drop("n3/kube-proxy")
+	st.run(120 * sec)
+	st.expectSuspended("n3 makes three of six", "", true)
+	st.expectHeld("n3's failure taint is held", "n3")
+	st.m.ReadinessTaintRemoved(st.to(125*sec), "n1")
+	st.expect("the found gate's taint, put back, would be a failure taint: held", held(boot1), "n1")
+	st.expectHeld("held like the others", "n1", "n3")
+	st.expect("untouched", gated(notReady, boot1), "n2")
+	st.renew(130*sec, "n3/kube-proxy")
+	st.expectSuspended("n3 back: two of six", "", false)
+	st.expect("tainted again at the lift", gated(notReady, boot1), "n1")
+	st.renew(140*sec, "n1/kube-proxy")
+	st.expect("its renewal since the start ends the gate", ready(boot1), "n1")
+}
+
 func TestARestartFindsGatedNodesWithFullScope(t *testing.T) {
 	st := newStory(t, defaultConfig())
 	st.inService(worker("n1", gating("a"), gating("b")))

@@ -589,6 +589,15 @@ func (m *Model) openFailureGate(n *node, f facts, t time.Time, wasHeld bool) {
 // guard fired is re-decided, never replayed"). A failure gate a guard holds
 // then was never tainted: the node is held for its failure, as if the guard
 // had come first (judged afresh at the lift, heldSince = the gate's start).
+//
+// A full gate on a failing node is the gate of a node found gated at a start
+// that was in service in its boot (findNode): its failure counts for the
+// blast radius like any other, so a taint someone else removed from it is a
+// failure taint too, held while the blast radius suspends (docs/controller.md,
+// "Other writers"; seeds 10644956011548756368 and 15660107569789160911, where
+// the model put it back as if the gate were a bootstrap's). The gate stays,
+// full: the taint the lift puts back waits for every extension's renewal
+// since the gate's start, as the found gate did.
 func (m *Model) placeTaint(n *node, f facts) {
 	if n.gate == nil || len(f.gating) == 0 || n.tainted {
 		return
@@ -598,6 +607,8 @@ func (m *Model) placeTaint(n *node, f facts) {
 	switch {
 	case failureHeld:
 		n.held, n.heldSince, n.gate = true, n.gate.start, nil
+	case n.gate.full && !m.ownViewStale && isFailing(n, f) && m.blastSuspended(n):
+		n.held = true
 	case m.ownViewStale:
 		n.held, n.gate.pending = true, true
 	case m.writesRefused:
