@@ -181,4 +181,9 @@ var simReloadRegressions = sim.Regressions{
 	// model, handed them sorted by name, took n0 first, lifted the
 	// suspension and tainted the held n6 and n10.
 	{Seed: 13028741961077139859, Name: "events delivered between the workers' requests reach the model in the order the controller saw them, not by name (driver)"},
+	// The same model defect as 10644956011548756368 (make simulate SEEDS=40
+	// beside its fix, 2026-11-29): t=1m17s n6, held by the controller,
+	// tainted by the model, after another writer removed its taint three
+	// times during a zone's suspension.
+	{Seed: 13561207296339849341, Name: "a failing node's taint removed again and again during a suspension stays held (model)"},
 }
