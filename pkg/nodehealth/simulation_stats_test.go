@@ -51,6 +51,8 @@ var simFaultClasses = []sim.FaultClass{
 	sim.Class("failover with a gap: no leader for 1-2 s (lease released)", `stops; no leader for [12]s `),
 	sim.Class("failover with a gap: no leader for 13-17 s (leader crashed)", `stops; no leader for 1[3-7]s `),
 	sim.Class("configuration edited while no leader runs", `configuration edited while no leader runs: `),
+	sim.Class("node excluded (nodehealth.io/exclude=true)", ` excluded \(\S+=true\)$`),
+	sim.Class("node no longer excluded", ` no longer excluded$`),
 	sim.Class("other writer: readiness taint removed while no leader runs", `another writer removes the readiness taint \(no leader\)$`),
 }
 

@@ -247,10 +247,13 @@ type simAgent struct {
 
 type simNode struct {
 	name, zone string
-	uid        types.UID
-	boot       int
-	cni        bool
-	agents     []*simAgent
+	// excluded: an admin labelled the node nodehealth.io/exclude=true
+	// (excludeFaults).
+	excluded bool
+	uid      types.UID
+	boot     int
+	cni      bool
+	agents   []*simAgent
 	// A reboot from downFrom until downUntil: heartbeats silent, the new
 	// bootID reported at downUntil.
 	downFrom, downUntil time.Time
@@ -374,6 +377,9 @@ type simulation struct {
 	// nextLeader is set no instance runs, and the next starts then.
 	grng       *sim.Rand
 	nextLeader time.Time
+	// xrng draws the nodes an admin excludes (excludeFaults) from a stream
+	// of its own; nil in the seeds that draw none.
+	xrng *sim.Rand
 	// writers: the other writers of the nodes (writerFaults); nil in the
 	// seeds that draw none (drawWriters).
 	writers *otherWriters
@@ -477,6 +483,7 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	s.drawWorkers(seed, workers)
 	s.drawReloads(seed)
 	s.drawFailovers(seed)
+	s.drawExclusions(seed)
 	s.model = model.New(modelConfig(s.opts))
 
 	// Half the seeds give cni a startup timeout, failing closed or open.
@@ -563,8 +570,10 @@ func (s *simulation) recreate(n *simNode, now time.Time, taint bool) {
 	n.uid = types.UID(fmt.Sprintf("uid-%s-%d", n.name, n.gen))
 	n.boot++
 	n.evicted, n.budgetAllows, n.lastAttempt, n.attemptBy, n.downFrom, n.downUntil = false, time.Time{}, time.Time{}, 0, time.Time{}, time.Time{}
-	// The new machine carries none of the old one's leaving signals.
+	// The new machine carries none of the old one's leaving signals, nor
+	// an admin's exclusion.
 	s.stopLeaving(n, now, false)
+	n.excluded = false
 	n.removeAt, n.finalizeAt, n.drainedSince = time.Time{}, time.Time{}, time.Time{}
 	obj := s.nodeObject(n)
 	if taint {
@@ -795,6 +804,7 @@ func (s *simulation) leaseObject(n *simNode, a *simAgent) *coordinationv1.Lease 
 func (s *simulation) modelNode(node *v1.Node) model.Node {
 	mn := model.Node{Name: node.Name, UID: string(node.UID), BootID: node.Status.NodeInfo.BootID, Zone: node.Labels[v1.LabelTopologyZone]}
 	mn.TaintedAtCreation = nodeutil.HasTaint(node, testKey, v1.TaintEffectNoSchedule)
+	mn.Excluded = node.Labels[nodev1alpha1.ExcludeLabel] == "true"
 	mn.Taints, mn.Deleting, mn.Unschedulable, mn.LifecycleConditions = leavingInputs(node)
 	mn.Extensions = append(mn.Extensions, model.Extension{Name: "kube-proxy", AffectsReadiness: true})
 	if cni := simRuleNamed(&s.opts, "cni"); cni != nil && node.Labels["cni"] == "true" {
@@ -1392,6 +1402,7 @@ func (s *simulation) faults(now time.Time) {
 	s.apiFaults(now)
 	s.skewFaults(now)
 	s.zoneFaults()
+	s.excludeFaults()
 	s.writerFaults(now)
 }
 
