@@ -353,6 +353,31 @@ func TestANodeWithAnInvalidListLeavesTheBlastRadius(t *testing.T) {
 	}
 }
 
+// An excluded node is the controller's no longer: its failure stops counting
+// in the blast radius the moment it is excluded, as if it had left (the
+// exclusion class of the simulation; a controller that kept its memory of the
+// node kept a suspension up on the failures of nodes it no longer judged).
+func TestAnExcludedNodeLeavesTheBlastRadius(t *testing.T) {
+	names := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	f := newFixture(t, testOptions(), readyNodes(names...)...)
+	f.syncAll(names...)
+	for range 5 {
+		f.clock.Step(10 * time.Second)
+		for _, n := range names[3:] {
+			f.renew("kube-proxy", n)
+		}
+	}
+	f.syncAll(names...)
+	if s, why := f.c.blast.suspended(""); !s {
+		t.Fatalf("3 of 6 failing at a 50 %% threshold: not suspended (%s)", why)
+	}
+	f.updateNode("n3", func(n *v1.Node) { n.Labels = map[string]string{nodev1alpha1.ExcludeLabel: "true"} })
+	f.sync("n3")
+	if s, why := f.c.blast.suspended(""); s {
+		t.Fatalf("n3 is excluded, 2 of 5 judged nodes fail: still suspended (%s)", why)
+	}
+}
+
 // An ungate decided and not written (the Node changed under the patch: a
 // label that brings a new gating extension) leaves the taint of the ended
 // gate on the node. The decision taken again sees a new failure, which the
