@@ -329,10 +329,10 @@ func TestARestartDuringASuspensionKeepsTheHeldNodesHeldThroughTheStartGrace(t *t
 	}
 }
 
-// A node whose extension list becomes invalid cannot be judged, so it counts
-// on neither side of the blast radius; before, it kept the failing status it
-// last had, and a suspension it was part of could not end.
-func TestANodeWithAnInvalidListLeavesTheBlastRadius(t *testing.T) {
+// threeOfSixFailing is a cluster of six nodes, n1 to n6, whose first three
+// stopped renewing: the cluster's blast radius (50 %) suspends.
+func threeOfSixFailing(t *testing.T) *fixture {
+	t.Helper()
 	names := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
 	f := newFixture(t, testOptions(), readyNodes(names...)...)
 	f.syncAll(names...)
@@ -346,6 +346,14 @@ func TestANodeWithAnInvalidListLeavesTheBlastRadius(t *testing.T) {
 	if s, why := f.c.blast.suspended(""); !s {
 		t.Fatalf("3 of 6 failing at a 50 %% threshold: not suspended (%s)", why)
 	}
+	return f
+}
+
+// A node whose extension list becomes invalid cannot be judged, so it counts
+// on neither side of the blast radius; before, it kept the failing status it
+// last had, and a suspension it was part of could not end.
+func TestANodeWithAnInvalidListLeavesTheBlastRadius(t *testing.T) {
+	f := threeOfSixFailing(t)
 	f.updateNode("n3", func(n *v1.Node) { n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = `[{"name":"kube-proxy"` })
 	f.sync("n3")
 	if s, why := f.c.blast.suspended(""); s {
@@ -358,19 +366,7 @@ func TestANodeWithAnInvalidListLeavesTheBlastRadius(t *testing.T) {
 // exclusion class of the simulation; a controller that kept its memory of the
 // node kept a suspension up on the failures of nodes it no longer judged).
 func TestAnExcludedNodeLeavesTheBlastRadius(t *testing.T) {
-	names := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
-	f := newFixture(t, testOptions(), readyNodes(names...)...)
-	f.syncAll(names...)
-	for range 5 {
-		f.clock.Step(10 * time.Second)
-		for _, n := range names[3:] {
-			f.renew("kube-proxy", n)
-		}
-	}
-	f.syncAll(names...)
-	if s, why := f.c.blast.suspended(""); !s {
-		t.Fatalf("3 of 6 failing at a 50 %% threshold: not suspended (%s)", why)
-	}
+	f := threeOfSixFailing(t)
 	f.updateNode("n3", func(n *v1.Node) { n.Labels = map[string]string{nodev1alpha1.ExcludeLabel: "true"} })
 	f.sync("n3")
 	if s, why := f.c.blast.suspended(""); s {

@@ -2,7 +2,6 @@ package nodehealth
 
 import (
 	"flag"
-	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -30,9 +29,7 @@ const (
 // runs, and if so starts the stream. The seeds kept for what they found keep
 // their schedules.
 func (s *simulation) drawExclusions(seed uint64) {
-	kept := slices.Concat(simRegressions.Seeds(), simEvictionRegressions.Seeds(), simZoneRegressions.Seeds(),
-		simWritersRegressions.Seeds(), simReloadRegressions.Seeds())
-	if !*simExclusions || slices.Contains(kept, seed) && !slices.Contains(simExcludeRegressions.Seeds(), seed) {
+	if !*simExclusions || keepsItsSchedule(seed, simExcludeRegressions) {
 		return
 	}
 	s.xrng = sim.Stream(seed, excludeStream, excludeShare)

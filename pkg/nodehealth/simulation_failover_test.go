@@ -22,9 +22,7 @@ const failoverShare = 0.3
 // a leader for a while. The seeds kept for what they found keep their
 // schedules; an open finding draws as the fresh seed it was.
 func (s *simulation) drawFailovers(seed uint64) {
-	kept := slices.Concat(simRegressions.Seeds(), simEvictionRegressions.Seeds(), simZoneRegressions.Seeds(),
-		simWritersRegressions.Seeds(), simReloadRegressions.Seeds())
-	if !*simFailovers || slices.Contains(kept, seed) && !slices.Contains(simFailoverRegressions.Seeds(), seed) {
+	if !*simFailovers || keepsItsSchedule(seed, simFailoverRegressions) {
 		return
 	}
 	s.grng = sim.Stream(seed, failoverStream, failoverShare)
@@ -80,3 +78,13 @@ func (s *simulation) stepLeaderless(now time.Time, mark int) bool {
 // simFailoverRegressions are the seeds the failover class found something
 // with (it draws them whatever their share).
 var simFailoverRegressions = sim.Regressions{}
+
+// keepsItsSchedule reports whether seed was kept for what it found before
+// the newer classes were drawn (the regression lists up to the reloads'),
+// and so draws none of a newer class, unless that class's own list (own)
+// keeps it for what the class found.
+func keepsItsSchedule(seed uint64, own sim.Regressions) bool {
+	kept := slices.Concat(simRegressions.Seeds(), simEvictionRegressions.Seeds(), simZoneRegressions.Seeds(),
+		simWritersRegressions.Seeds(), simReloadRegressions.Seeds())
+	return slices.Contains(kept, seed) && !slices.Contains(own.Seeds(), seed)
+}
