@@ -82,7 +82,8 @@ import (
 // observed when it made it (judge), and a settled operator owes no write —
 // and checks the rollout's
 // invariants (check) after every simulated second in which anything was
-// written, and every 5 s otherwise. `make test` runs the regression seeds and
+// written, and every 5 s otherwise, and again after every delivered event
+// (checkEvent), silently unless it finds something. `make test` runs the regression seeds and
 // the determinism check; `make simulate SIM=updater` adds random seeds
 // (docs/reliability.md, "The updater's simulation").
 
@@ -165,6 +166,12 @@ func TestUpdaterSimulationOpenFindings(t *testing.T) {
 // the regressions, to keep make test short (a seed is about 2 s of CPU with
 // -race).
 var simSmokeSeeds = []uint64{}
+
+// simPerEvent switches the check after every delivered event off, to count
+// the seeds a mutant needs with and without it (hack/simulate/seeds-to-find.sh,
+// SIM_FLAGS=-sim.per-event=false).
+var simPerEvent = flag.Bool("sim.per-event", true,
+	"check the model and the invariants after every delivered event too, not only at the end of each simulated second")
 
 var simDeleteShadowsMidUpdate = flag.Bool("sim.delete-shadows-mid-update", false,
 	"let users try to delete shadows mid-update too (the API refuses it, as the admission policy of deploy/update-agent does)")
@@ -476,6 +483,9 @@ type updaterSimulation struct {
 	healthLagEnd time.Time
 
 	failure string // the first difference or broken invariant
+	// events counts the events delivered in this second, so that a
+	// failure of the per-event check says after which one it was.
+	events int
 }
 
 func simScheme() *runtime.Scheme {
@@ -1093,6 +1103,9 @@ func (s *updaterSimulation) deliver() bool {
 		}
 		n := s.api.Deliver(1)
 		s.settle()
+		if *simPerEvent {
+			s.checkEvent()
+		}
 		if n == 0 {
 			return any
 		}
@@ -1853,6 +1866,7 @@ func hasReadinessTaint(n *v1.Node) bool {
 // step is one simulated second. It reports false when the run must stop.
 func (s *updaterSimulation) step() bool {
 	s.clk.Forward(1)
+	s.events = 0
 	now := s.clk.Now()
 	for _, f := range []*clienttesting.Fake{&s.opKube.Fake, &s.opUpdates.Fake, &s.agKube.Fake, &s.agUpdates.Fake, &s.kube.Fake, &s.updates.Fake, &s.obsKube.Fake, &s.obsUp.Fake} {
 		f.ClearActions()
@@ -2476,8 +2490,35 @@ func (s *updaterSimulation) deleteNode(n *simNode) {
 // ---- The checks ----
 
 // check requires, once the step is quiet, what the model requires and the
-// invariants.
+// invariants, and traces every node's state.
 func (s *updaterSimulation) check() {
+	line := s.compare(true)
+	sort.Strings(line)
+	s.trace.Add("t=%s %s", s.at(), strings.Join(line, " "))
+}
+
+// checkEvent is check after one delivered event, once the operator has
+// handled it and its workers are idle: what is done and undone within a
+// second shows here and nowhere else. It adds nothing to the trace unless
+// it finds something, so seeds run and hash as they did without it. The
+// writes the operator owes are required only once every event has reached
+// it (an operator can act only on what it observed; its own write's event
+// brings the node back to its next step), with check's exemptions.
+func (s *updaterSimulation) checkEvent() {
+	if s.failure != "" {
+		return
+	}
+	s.events++
+	s.compare(s.api.Pending() == 0 && s.idleOperator())
+	if s.failure != "" {
+		s.failure += fmt.Sprintf(" (per-event check, after event %d of the second; -sim.per-event=false leaves it to the end of the second)", s.events)
+		s.trace.Add("t=%s per-event check after event %d: %s", s.at(), s.events, s.failure)
+	}
+}
+
+// compare requires what the model requires of an idle operator (if dues)
+// and the invariants; it returns every node's state for the trace.
+func (s *updaterSimulation) compare(dues bool) []string {
 	w := s.world()
 	cfg := s.config()
 	// The limits hold whatever runs. A percentage is of the nodes there
@@ -2503,7 +2544,7 @@ func (s *updaterSimulation) check() {
 	s.checkPacingRecords()
 	lag := s.gateLag(w)
 	alertLag := s.alerts != nil && s.clk.Now().Before(s.alertsChangedAt.Add(GateRecheck+2*time.Second))
-	if s.op != nil {
+	if s.op != nil && dues {
 		var d []string
 		for _, a := range cfg.Due(s.asRecorded(w)) {
 			if lag && strings.HasPrefix(a.What, "Start ") {
@@ -2575,8 +2616,7 @@ func (s *updaterSimulation) check() {
 			s.fail("drained-past-deadline", "t=%s %s: tainted since %s and not marked failed", s.at(), nd.name, nd.taintedSince.Sub(sim.Epoch))
 		}
 	}
-	sort.Strings(line)
-	s.trace.Add("t=%s %s", s.at(), strings.Join(line, " "))
+	return line
 }
 
 // asRecorded is w with the pacing measured from the operator's records in
