@@ -388,6 +388,14 @@ type simulation struct {
 	gate                       *sim.Gate
 	interleaving               *sim.Trace
 	overlaps, deliveredBetween int
+	// eventDiff: compareEvent found a difference in this second.
+	eventDiff bool
+	// foreignRV: for each node, a resourceVersion at or below that of the
+	// last write someone other than the controller requested on it
+	// (noteForeignWrites); compareEvent leaves the node alone until the
+	// controller's cache has caught up with it.
+	foreignMu sync.Mutex
+	foreignRV map[string]int64
 }
 
 func runSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
@@ -459,6 +467,7 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	}
 	s.kube = fake.NewClientset()
 	s.api.Install(&s.kube.Fake)
+	s.noteForeignWrites(&s.kube.Fake)
 	// The controller's own client: what its workers request waits at the
 	// gate while they run on goroutines of their own (drainWorkers).
 	s.ctrl, s.gate, s.interleaving = fake.NewClientset(), sim.NewGate(), &sim.Trace{}
@@ -1127,6 +1136,9 @@ func (s *simulation) deliver() {
 			q.releaseRetries()
 		}
 		s.settle()
+		if n > 0 {
+			s.compareEvent(fmt.Sprintf("after delivery %d", s.deliveries.Load()))
+		}
 		if n == 0 && !s.retriesHeld() {
 			return
 		}
@@ -1176,6 +1188,7 @@ func (s *simulation) step() bool {
 	s.checkView()
 	s.model.Advance(now)
 	s.settle()
+	s.compareEvent("after the timers")
 	s.faults(now)
 	s.heartbeats(now)
 	if s.leaderless() {
@@ -1189,7 +1202,7 @@ func (s *simulation) step() bool {
 	s.checkView()
 	s.deliver()
 	s.model.Advance(now)
-	return s.compare(s.trace.Len() == mark)
+	return s.compare(s.trace.Len() == mark) && !s.eventDiff
 }
 
 // heartbeats renews the Leases of the agents that are alive and due.
