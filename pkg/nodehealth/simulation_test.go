@@ -388,8 +388,12 @@ type simulation struct {
 	gate                       *sim.Gate
 	interleaving               *sim.Trace
 	overlaps, deliveredBetween int
-	// eventDiff: compareEvent found a difference in this second.
-	eventDiff bool
+	// perEvent: compare after every delivered event too (-sim.per-event);
+	// eventDiff: compareEvent found a difference in this second;
+	// eventChecks counts the points it compared at.
+	perEvent    bool
+	eventDiff   bool
+	eventChecks int
 	// foreignRV: for each node, a resourceVersion at or below that of the
 	// last write someone other than the controller requested on it
 	// (noteForeignWrites); compareEvent leaves the node alone until the
@@ -429,7 +433,7 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	rng := sim.NewRand(seed)
-	s := &simulation{t: t, ctx: ctx, rng: rng, clk: sim.NewClock(time.Second), opts: simOptions(),
+	s := &simulation{t: t, ctx: ctx, rng: rng, clk: sim.NewClock(time.Second), opts: simOptions(), perEvent: *simPerEvent,
 		trace: &sim.Trace{}, revive: map[time.Time][]*simAgent{}, renewedAt: map[string]time.Time{}, known: sets.New[string](),
 		lrng: sim.NewRand(seed ^ 0x6c656176696e67), frng: sim.NewRand(seed ^ apiFaultsStream), krng: sim.NewRand(seed ^ skewStream),
 		evictErred: sets.New[string]()}
