@@ -394,6 +394,18 @@ type simulation struct {
 	gate                       *sim.Gate
 	interleaving               *sim.Trace
 	overlaps, deliveredBetween int
+	// perEvent: compare after every delivered event too (-sim.per-event);
+	// eventDiff: compareEvent found a difference in this second;
+	// eventChecks counts the points it compared at.
+	perEvent    bool
+	eventDiff   bool
+	eventChecks int
+	// foreignRV: for each node, a resourceVersion at or below that of the
+	// last write someone other than the controller requested on it
+	// (noteForeignWrites); compareEvent leaves the node alone until the
+	// controller's cache has caught up with it.
+	foreignMu sync.Mutex
+	foreignRV map[string]int64
 }
 
 func runSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
@@ -427,7 +439,7 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	rng := sim.NewRand(seed)
-	s := &simulation{t: t, ctx: ctx, rng: rng, clk: sim.NewClock(time.Second), opts: simOptions(),
+	s := &simulation{t: t, ctx: ctx, rng: rng, clk: sim.NewClock(time.Second), opts: simOptions(), perEvent: *simPerEvent,
 		trace: &sim.Trace{}, revive: map[time.Time][]*simAgent{}, renewedAt: map[string]time.Time{}, known: sets.New[string](),
 		lrng: sim.NewRand(seed ^ 0x6c656176696e67), frng: sim.NewRand(seed ^ apiFaultsStream), krng: sim.NewRand(seed ^ skewStream),
 		evictErred: sets.New[string]()}
@@ -472,6 +484,7 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	}
 	s.kube = fake.NewClientset()
 	s.api.Install(&s.kube.Fake)
+	s.noteForeignWrites(&s.kube.Fake)
 	// The controller's own client: what its workers request waits at the
 	// gate while they run on goroutines of their own (drainWorkers).
 	s.ctrl, s.gate, s.interleaving = fake.NewClientset(), sim.NewGate(), &sim.Trace{}
@@ -1144,6 +1157,9 @@ func (s *simulation) deliver() {
 			q.releaseRetries()
 		}
 		s.settle()
+		if n > 0 {
+			s.compareEvent(fmt.Sprintf("after delivery %d", s.deliveries.Load()))
+		}
 		if n == 0 && !s.retriesHeld() {
 			return
 		}
@@ -1193,6 +1209,7 @@ func (s *simulation) step() bool {
 	s.checkView()
 	s.model.Advance(now)
 	s.settle()
+	s.compareEvent("after the timers")
 	s.faults(now)
 	s.heartbeats(now)
 	if s.leaderless() {
@@ -1206,7 +1223,7 @@ func (s *simulation) step() bool {
 	s.checkView()
 	s.deliver()
 	s.model.Advance(now)
-	return s.compare(s.trace.Len() == mark)
+	return s.compare(s.trace.Len() == mark) && !s.eventDiff
 }
 
 // heartbeats renews the Leases of the agents that are alive and due.

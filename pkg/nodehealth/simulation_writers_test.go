@@ -96,6 +96,7 @@ func (s *simulation) drawWriters(seed uint64) {
 	w := &otherWriters{rng: r, client: fake.NewClientset(), wrote: map[string]*foreignWrites{}}
 	// A client that opens no watch: the delivery order stays the seed's.
 	s.api.Install(&w.client.Fake)
+	s.noteForeignWrites(&w.client.Fake)
 	onStore := s.api.OnStore
 	s.api.OnStore = func(gvr schema.GroupVersionResource, obj, prev runtime.Object) {
 		if !w.writing.Load() {

@@ -1,0 +1,207 @@
+package nodehealth
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	clienttesting "k8s.io/client-go/testing"
+
+	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodehealth/model"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
+)
+
+// simPerEvent is off by default: with it, three regression seeds still
+// differ where a held node recovers in the second a guard lifts
+// (docs/reliability.md, "Per-event comparison"), not diagnosed yet.
+var simPerEvent = flag.Bool("sim.per-event", false, "also compare the controller with the model after every event the driver delivers, not only at the end of each simulated second (off by default until the differences docs/reliability.md lists are diagnosed)")
+
+// compareEvent compares the controller's observable state with the model's
+// at one settled point inside a second: after the timers that came due
+// (step) and after each delivered watch event (deliver), once the
+// controller's workers and the model have both handled everything up to it.
+// A state that is wrong for one event and right again by the end of the
+// second is visible only here. It adds nothing to the trace while the two
+// agree, so a seed's trace (which the regression seeds and the determinism
+// test hash) is the per-second one; the first difference is reported, added
+// to the trace, and ends the seed at the end of its second.
+//
+// Compared: each node's readiness taint (and its NoExecute variant) and its
+// SystemExtensionsReady condition's status and reason; checked: the
+// lifecycle invariant and that a held node is not tainted. Not compared
+// here, with the reasons:
+//   - Evicted: the driver learns of evictions from the eviction queue's
+//     attempts and settles each node's drain in compare, once a second
+//     (checkDrain); the per-second comparison has it.
+//   - Anything while the controller may lag behind the model after an
+//     outage of its writes (lagUntil, retriesUntil): the per-second
+//     comparison already tolerates the catching up.
+//   - A node whose last sync or eviction failed and is owed a retry
+//     (retryOwed): the model decides at once, the controller writes on the
+//     retry (a write refused because its cache had not caught up with its
+//     previous write, or with another writer's change made just before
+//     it; seed 15660107569789160911 retried four times, then on the
+//     nanosecond back-off, and wrote the taint two deliveries later).
+//   - A node someone other than the controller wrote (the driver: a
+//     creation, a reboot, labels, the autoscaler's taint; another writer)
+//     until the controller's Node cache shows that write
+//     (cacheCaughtUp): the API server holds it, but neither the
+//     controller nor the model has observed it yet. The controller's own
+//     writes are compared as soon as it made them, delivered or not.
+//   - Anything with several node workers between two requests
+//     (deliverBetween): those are not settled points.
+func (s *simulation) compareEvent(where string) {
+	s.t.Helper()
+	now := s.clk.Now()
+	if !s.perEvent || s.eventDiff || s.leaderless() || now.Before(s.lagUntil) || now.Before(s.retriesUntil) {
+		return
+	}
+	s.eventChecks++
+	want := s.model.Nodes()
+	held := sets.New(s.model.Held()...)
+	var diffs []string
+	for _, n := range s.nodes {
+		if !s.cacheCaughtUp(n.name) || s.retryOwed(n.name) {
+			continue
+		}
+		obj, err := s.kube.CoreV1().Nodes().Get(s.ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		got := eventView(obj)
+		w := want[n.name]
+		w.Evicted, w.BootRecord = false, ""
+		if got != w {
+			diffs = append(diffs, fmt.Sprintf("%s: controller %s, model %s%s", n.name, viewString(got), viewString(w), s.dueNote(n.name)))
+		}
+		diffs = append(diffs, lifecycleInvariant(n.name, obj, got, w)...)
+		if held.Has(n.name) && got.Tainted {
+			diffs = append(diffs, fmt.Sprintf("%s: tainted while a guard holds it (invariant)", n.name))
+		}
+	}
+	if len(diffs) == 0 {
+		return
+	}
+	s.eventDiff = true
+	s.trace.Add("t=%s %s: %s", s.at(), where, strings.Join(diffs, "; "))
+	s.t.Errorf("t=%s %s the controller and the model differ (per-event comparison):\n  %s\nrecent trace:\n%s",
+		s.at(), where, strings.Join(diffs, "\n  "), s.trace.Tail(40))
+}
+
+// eventView is the part of a node's observable state compareEvent compares.
+func eventView(obj *v1.Node) model.NodeView {
+	got := model.NodeView{Tainted: nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoSchedule),
+		NoExecute: nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoExecute)}
+	if c := nodeutil.Condition(obj, nodev1alpha1.SystemExtensionsReadyCondition); c != nil {
+		got.ConditionStatus, got.ConditionReason = string(c.Status), c.Reason
+	}
+	return got
+}
+
+// The per-event comparison adds nothing to the trace while it finds no
+// difference: a seed's trace is the per-second one either way, so the
+// regression seeds and the determinism tests hash the same with it on.
+func TestThePerEventComparisonLeavesThePerSecondTraceAsItIs(t *testing.T) {
+	const seed, ticks = 42, 120
+	run := func(perEvent bool) *simulation {
+		s := newSimulation(t, seed, 0)
+		defer s.stop()
+		s.perEvent = perEvent
+		for range ticks {
+			if !s.step() {
+				t.Fatalf("seed %d stopped at t=%s (per-event %v)", seed, s.at(), perEvent)
+			}
+		}
+		return s
+	}
+	off, on := run(false), run(true)
+	if on.eventChecks == 0 {
+		t.Fatal("the per-event comparison never compared")
+	}
+	if off.trace.Hash() != on.trace.Hash() {
+		t.Fatalf("seed %d gave another trace with the per-event comparison (%d points compared):\n%s\n----\n%s",
+			seed, on.eventChecks, off.trace, on.trace)
+	}
+}
+
+// noteForeignWrites records, for each Node write f requests, a lower bound
+// of the resourceVersion it will get (cacheCaughtUp). f is a client of the
+// driver or of another writer, never the controller's.
+func (s *simulation) noteForeignWrites(f *clienttesting.Fake) {
+	f.PrependReactor("*", "nodes", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		var name string
+		switch act := action.(type) {
+		case clienttesting.CreateActionImpl:
+			if m, ok := act.Object.(*v1.Node); ok {
+				name = m.Name
+			}
+		case clienttesting.UpdateActionImpl:
+			if m, ok := act.Object.(*v1.Node); ok {
+				name = m.Name
+			}
+		case clienttesting.PatchActionImpl:
+			name = act.Name
+		case clienttesting.DeleteActionImpl:
+			name = act.Name
+		}
+		if name != "" {
+			rv := s.api.ResourceVersion() + 1
+			s.foreignMu.Lock()
+			if s.foreignRV == nil {
+				s.foreignRV = map[string]int64{}
+			}
+			s.foreignRV[name] = rv
+			s.foreignMu.Unlock()
+		}
+		return false, nil, nil // served by the API's reactor
+	})
+}
+
+// cacheCaughtUp reports whether the controller's Node cache holds the node
+// at or past the last write someone else requested on it.
+func (s *simulation) cacheCaughtUp(name string) bool {
+	s.foreignMu.Lock()
+	want := s.foreignRV[name]
+	s.foreignMu.Unlock()
+	cached, err := s.c.nodeLister.Get(name)
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	rv, err := strconv.ParseInt(cached.ResourceVersion, 10, 64)
+	return err == nil && rv >= want
+}
+
+// retryOwed reports whether a sync or an eviction of the node failed and
+// has not succeeded since.
+func (s *simulation) retryOwed(name string) bool {
+	for _, q := range s.queues {
+		if q.NumRequeues(name) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// dueNote says when the controller's next sync of the node is due, if one
+// is: a difference with a sync due within the second is usually one the
+// product puts right on its own (a diagnosis aid, not a verdict).
+func (s *simulation) dueNote(name string) string {
+	q := s.queues[0]
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if at, ok := q.due[name]; ok {
+		return fmt.Sprintf(" (its next sync due in %s)", at.Sub(s.clk.Now()))
+	}
+	return ""
+}
