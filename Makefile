@@ -230,7 +230,7 @@ test-monitoring: $(PROMTOOL) ## Alert rule tests (promtool) and the dashboards' 
 # their regression seeds and a few fixed ones; this runs SEEDS random seeds,
 # SIM_PARALLEL at a time (a run mostly waits for goroutines).
 SEEDS ?= 100
-SIM_PARALLEL ?= 4
+SIM_PARALLEL ?= 8
 SIM ?= controller
 SIM_PKG_controller := ./pkg/nodehealth/
 SIM_TEST_controller := TestSimulation
@@ -242,9 +242,9 @@ simulate: ## Run a simulation (SIM=controller or updater) on SEEDS random seeds,
 	$(GO) test $(SIM_PKG_$(SIM)) -count=1 -run '^$(SIM_TEST_$(SIM))$$' -sim.seeds=$(SEEDS) -parallel $(SIM_PARALLEL) -timeout 3h $(SIM_FLAGS)
 
 # Fresh seeds in every make test: drawn from the commit, so a retry of the
-# same commit runs the same seeds and the next commit new ones; calibrated to
-# about 2 minutes together on 2 cores (docs/reliability.md).
-SIM_FRESH_SEEDS_controller ?= 40
+# same commit runs the same seeds and the next commit new ones; about a
+# minute together on 2 quiet cores, 8 at a time (docs/reliability.md).
+SIM_FRESH_SEEDS_controller ?= 80
 SIM_FRESH_SEEDS_updater ?= 40
 SIM_FRESH_FROM ?= $(shell git rev-parse HEAD 2>/dev/null || echo unversioned)
 
