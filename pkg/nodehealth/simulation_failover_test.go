@@ -77,7 +77,14 @@ func (s *simulation) stepLeaderless(now time.Time, mark int) bool {
 
 // simFailoverRegressions are the seeds the failover class found something
 // with (it draws them whatever their share).
-var simFailoverRegressions = sim.Regressions{}
+var simFailoverRegressions = sim.Regressions{
+	// The driver's (CI's fresh seeds of 33424af, 2026-11-29): n8 joined,
+	// tainted at creation, 7 s into a 14 s gap; nothing had listed it, so
+	// the stopped model did not know it and the comparison took its taint
+	// for a difference. Nodes created in a gap are compared once the next
+	// leader lists them.
+	{Seed: 10449925548043888691, Name: "a node that joins while no leader runs is compared once the next leader lists it (driver)"},
+}
 
 // keepsItsSchedule reports whether seed was kept for what it found before
 // the newer classes were drawn (the regression lists up to the reloads'),
