@@ -140,7 +140,14 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	// make simulate-fresh on 0278cda (2026-11-29), not yet diagnosed:
+	// n1's cni failed open in boot 2 and came back at 1m14s; its label
+	// went off at 1m28s, two reloads restarted the controller (cni's
+	// policy KeepGated at 2m29s), and when the label came back at 2m51s
+	// the controller restored the fail-open the model had ended.
+	{Seed: 11458548706464037492, Name: "t=2m51s n1: the controller keeps a fail-open (ExtensionsFailedOpen) after its extension left and came back on the list across two reloads, the model has it ended (ExtensionsReady)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
@@ -723,7 +730,10 @@ func (s *simulation) checkDrain(n *simNode, w model.NodeView) []string {
 	// failing starts its eviction clock afresh, and its drain waits for
 	// it (seed 10451841283598747068), and then for its turn of the
 	// eviction rate, which the model counts.
-	if !w.Evicted || !s.model.Escalated(n.name) || !s.model.Failing(n.name) || s.model.Suspended(n.zone) {
+	if !w.Evicted || !s.model.Escalated(n.name) || !s.model.Failing(n.name) || s.model.Suspended(n.zone) || s.leaderless() {
+		// While no leader runs nothing evicts: the next leader's own
+		// eviction clock says when its drain begins (seed
+		// 14225556804541496191: a 13–17 s gap is longer than drainGap).
 		n.freeSince = time.Time{}
 		return nil
 	}
