@@ -244,7 +244,7 @@ simulate: ## Run a simulation (SIM=controller or updater) on SEEDS random seeds,
 # Fresh seeds in every make test: drawn from the commit, so a retry of the
 # same commit runs the same seeds and the next commit new ones; about a
 # minute together on 2 quiet cores, 8 at a time (docs/reliability.md).
-SIM_FRESH_SEEDS_controller ?= 80
+SIM_FRESH_SEEDS_controller ?= 40
 SIM_FRESH_SEEDS_updater ?= 40
 SIM_FRESH_FROM ?= $(shell git rev-parse HEAD 2>/dev/null || echo unversioned)
 
