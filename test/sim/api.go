@@ -56,6 +56,12 @@ type API struct {
 	// round up to about 1ms) is the wall-clock pause between two.
 	SettlePolls int
 	SettlePoll  time.Duration
+	// ListSettlePolls (3) is how many Settle needs, if more than
+	// SettlePolls, when an informer listed a tracked resource since Settle
+	// last returned. Settle counts the listed items until the informer's
+	// handlers see them, but not the deletions a list implies: those reach
+	// the handlers first, except after a list of nothing.
+	ListSettlePolls int
 
 	mu      sync.Mutex
 	clients int
@@ -77,6 +83,8 @@ type API struct {
 	tracked   []trackedInformer
 	pending   map[int64]int // resourceVersions delivered to a tracked resource and not yet seen by its informer
 	delivered int
+	lists     int64 // lists of a tracked resource served
+	settled   int64 // lists when Settle last returned
 	// deliverMu orders Deliver and CloseWatches: a watch's channel is only
 	// sent on or closed while it is held.
 	deliverMu sync.Mutex
@@ -107,8 +115,9 @@ func NewAPI(scheme *runtime.Scheme, rng *Rand) *API {
 		stalls:  map[schema.GroupVersionResource]func(runtime.Object) bool{},
 		pending: map[int64]int{},
 
-		SettlePolls: 3,
-		SettlePoll:  200 * time.Microsecond,
+		SettlePolls:     3,
+		SettlePoll:      200 * time.Microsecond,
+		ListSettlePolls: 3,
 	}
 }
 
@@ -253,10 +262,23 @@ func (a *API) list(gvr schema.GroupVersionResource, kind schema.GroupVersionKind
 	if err != nil {
 		return nil, err
 	}
+	// A reflector lists at "0" or at the resourceVersion it last synced,
+	// never at "" unless told its own is too old, which a list here never
+	// says: a list at a resourceVersion is an informer's. Each item reaches
+	// the informer's handlers once it has replaced its store, after the
+	// deletions the list implies, and Settle waits for them as for
+	// delivered events. A list at "" (a client's own read) is not waited for.
+	informers := opts.ResourceVersion != "" && a.isTracked(gvr)
+	if informers {
+		a.lists++
+	}
 	var items []runtime.Object
 	for _, k := range a.keys(gvr, ns) {
 		if obj := a.objects[gvr][k]; sel.matches(obj) {
 			items = append(items, obj.DeepCopyObject())
+			if informers {
+				a.pending[rvOf(obj)]++
+			}
 		}
 	}
 	if err := meta.SetList(list, items); err != nil {

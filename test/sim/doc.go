@@ -61,17 +61,27 @@
 //     informer updates its store before it notifies handlers) and each of its
 //     other handlers has it queued: Settle counts deliveries by
 //     resourceVersion until Track's handler sees them;
+//   - every item an informer listed of a tracked resource (a list at a
+//     resourceVersion: reflectors list at "0" or at the one they last
+//     synced) was passed to a tracked informer's handlers, and so were the
+//     deletions the list implied unless it listed nothing: the informer
+//     notifies those first. After such a list Settle needs ListSettlePolls
+//     quiet polls, not SettlePolls, for the list of nothing;
+//   - Seen counts a notification before Settle counts its delivery as
+//     seen, so a driver that compares its own handlers' count with Seen
+//     waits for them;
 //   - every tracked informer has a watch open, and every watch CloseWatches
 //     ended was re-opened (so a reflector in a relist's backoff, which is on
 //     the wall clock, 0.8s and doubling, is waited for);
 //   - idle() held, and nothing was delivered or written, for SettlePolls
 //     consecutive polls SettlePoll apart.
 //
-// What it cannot guarantee: that the components' own handlers ran. Each
-// handler of an informer runs in its own goroutine, so a tracked informer's
-// handler seeing an event says only that the controller's handler has it
-// queued; the idle polls, which sleep, make a handler that has not run by
-// then unlikely, not impossible. Nor can it see goroutines it is not told of
+// What it cannot guarantee by itself: that the components' own handlers ran.
+// Each handler of an informer runs in its own goroutine, so a tracked
+// informer's handler seeing an event says only that the controller's handler
+// has it queued; a driver whose handlers count what they ran, compared with
+// Seen in idle(), closes that gap (both simulations do, and settle with one
+// poll). Nor can it see goroutines it is not told of
 // (an event broadcaster, a worker that has dequeued but not yet written): the
 // driver's idle() must cover those. Deliveries to an informer that is not
 // tracked, of a tracked resource, are waited for forever (until ctx ends);

@@ -343,10 +343,15 @@ func (a *API) Track(gvr schema.GroupVersionResource, inf Informer) error {
 	a.mu.Lock()
 	a.tracked = append(a.tracked, trackedInformer{gvr: gvr, inf: inf, count: count})
 	a.mu.Unlock()
+	// Counted before the delivery is marked seen: once Settle finds
+	// nothing waiting, Seen already includes the notification, so a driver
+	// comparing its own handlers' count with it waits for them. The other
+	// order left a window in which Settle saw nothing pending and the old
+	// count, and took handlers that had not run yet for idle ones.
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { seen(obj); count.Add(1) },
-		UpdateFunc: func(_, obj any) { seen(obj); count.Add(1) },
-		DeleteFunc: func(obj any) { seen(obj); count.Add(1) },
+		AddFunc:    func(obj any) { count.Add(1); seen(obj) },
+		UpdateFunc: func(_, obj any) { count.Add(1); seen(obj) },
+		DeleteFunc: func(obj any) { count.Add(1); seen(obj) },
 	})
 	return err
 }
@@ -396,7 +401,11 @@ func (a *API) Settle(ctx context.Context, idle func() bool) error {
 		waiting := a.waitingFor()
 		now := a.progress()
 		if waiting == "" && now == last && idle() {
-			if streak++; streak >= a.SettlePolls {
+			streak++
+			if need, lists := a.quietPolls(); streak >= need {
+				a.mu.Lock()
+				a.settled = lists
+				a.mu.Unlock()
 				return nil
 			}
 		} else {
@@ -422,6 +431,18 @@ func (a *API) Settle(ctx context.Context, idle func() bool) error {
 		case <-time.After(a.SettlePoll):
 		}
 	}
+}
+
+// quietPolls is how many consecutive quiet polls Settle needs now, and the
+// lists served so far: those are settled if Settle returns on this poll (a
+// list served after it is the next Settle's).
+func (a *API) quietPolls() (int, int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lists != a.settled {
+		return max(a.SettlePolls, a.ListSettlePolls), a.lists
+	}
+	return a.SettlePolls, a.lists
 }
 
 // progress changes with every delivery and every write.
