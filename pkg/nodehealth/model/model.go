@@ -330,18 +330,12 @@ func (m *Model) Start(at time.Time) {
 	m.resetGuards()
 	// A new instance's rate limit has its token.
 	m.nextTurn = time.Time{}
-	for k, l := range m.leases {
+	for _, l := range m.leases {
 		l.readyAtStale = false
 		if l.held {
 			// Choice: a Lease the node's record marks dead at its current
 			// renewal gets the grace too, and leaseReady withholds it.
 			l.observed, l.observedSet, l.startGrace = at, true, true
-		} else if n := m.nodes[k.node]; n != nil {
-			// Choice: a restarted controller cannot know in which boot a
-			// release it finds was made; it takes the boot the node is in as
-			// far as its boot record tells (a reboot the record reveals below
-			// makes the release one of the previous boot).
-			l.releaseEpoch = n.epoch
 		}
 	}
 	for _, n := range m.sortedNodes() {

@@ -692,6 +692,28 @@ func TestAnExcludedNodeLosesItsTaintAndReportsUnknown(t *testing.T) {
 	st.expect("label removed: found again, in service", ready(boot1), "n1")
 }
 
+func TestANodeLetBackInAfterAnExclusionTakesAReleaseItFindsForItsCurrentBoot(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("kube-proxy"), tracking("updater")))
+	st.release(10*sec, "n1/updater", nodev1alpha1.ReasonUpdating)
+	st.expect("planned release", gated(plannedReason, boot1), "n1")
+	rebooted := worker("n1", gating("kube-proxy"), tracking("updater"))
+	rebooted.BootID = "boot2"
+	st.update(30*sec, rebooted)
+	st.renew(35*sec, "n1/kube-proxy")
+	st.expect("the release of the previous boot no longer gates", ready(boot2), "n1")
+	excluded := rebooted
+	excluded.Excluded = true
+	st.update(40*sec, excluded)
+	st.renew(41*sec, "n1/kube-proxy")
+	st.update(42*sec, rebooted)
+	// The controller let the node go and cannot tell which boot the
+	// release it finds was made in; the record names this one.
+	st.expect("let back in: the release found is this boot's", gated(plannedReason, boot2), "n1")
+	st.renew(43*sec, "n1/updater")
+	st.expect("the updater renewed", ready(boot2), "n1")
+}
+
 func TestTheBlastRadiusResumesOnlyBelowThresholdMinusFivePoints(t *testing.T) {
 	for _, c := range []struct {
 		was            bool

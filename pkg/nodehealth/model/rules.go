@@ -301,6 +301,7 @@ func (m *Model) findNode(n *node, at time.Time) {
 	if n.Excluded {
 		return
 	}
+	m.adoptFoundReleases(n)
 	rec := n.record
 	switch {
 	case recreated("", n.UID, rec):
@@ -330,6 +331,19 @@ func (m *Model) findNode(n *node, at time.Time) {
 	// still gated in this boot), it is bootstrapping. Either way the gate
 	// is full.
 	n.inService = rec != nil && !rec.pending
+}
+
+// adoptFoundReleases: a controller that finds a node (at start, or when its
+// exclusion label is removed) cannot know in which boot a release it finds
+// was made, even one it saw before it let the node go; it takes the boot the
+// node is in as far as its boot record tells (a reboot the record reveals,
+// in findNode, makes the release one of the previous boot).
+func (m *Model) adoptFoundReleases(n *node) {
+	for k, l := range m.leases {
+		if k.node == n.Name && !l.held {
+			l.releaseEpoch = n.epoch
+		}
+	}
 }
 
 // noteAddedExtensions: an extension added to the list during a failed-only
