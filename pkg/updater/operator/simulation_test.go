@@ -2492,7 +2492,7 @@ func (s *updaterSimulation) deleteNode(n *simNode) {
 // check requires, once the step is quiet, what the model requires and the
 // invariants, and traces every node's state.
 func (s *updaterSimulation) check() {
-	line := s.compare(true)
+	line := s.compare(true, true)
 	sort.Strings(line)
 	s.trace.Add("t=%s %s", s.at(), strings.Join(line, " "))
 }
@@ -2509,7 +2509,7 @@ func (s *updaterSimulation) checkEvent() {
 		return
 	}
 	s.events++
-	s.compare(s.api.Pending() == 0 && s.idleOperator())
+	s.compare(s.api.Pending() == 0 && s.idleOperator(), false)
 	if s.failure != "" {
 		s.failure += fmt.Sprintf(" (per-event check, after event %d of the second; -sim.per-event=false leaves it to the end of the second)", s.events)
 		s.trace.Add("t=%s per-event check after event %d: %s", s.at(), s.events, s.failure)
@@ -2517,8 +2517,9 @@ func (s *updaterSimulation) checkEvent() {
 }
 
 // compare requires what the model requires of an idle operator (if dues)
-// and the invariants; it returns every node's state for the trace.
-func (s *updaterSimulation) compare(dues bool) []string {
+// and the invariants; it returns every node's state for the trace if
+// traced (the per-event check, after every event, traces none).
+func (s *updaterSimulation) compare(dues, traced bool) []string {
 	w := s.world()
 	cfg := s.config()
 	// The limits hold whatever runs. A percentage is of the nodes there
@@ -2569,7 +2570,13 @@ func (s *updaterSimulation) compare(dues bool) []string {
 	for _, nd := range s.nodes {
 		sh, ok := w.Shadows[nd.name]
 		st := nd.em.State()
-		line = append(line, fmt.Sprintf("%s=%s/%s/%s%s", nd.name, sh.Spec, sh.Status, st.Running, map[bool]string{true: "!", false: ""}[model.Halting(sh)]))
+		if traced {
+			halting := ""
+			if model.Halting(sh) {
+				halting = "!"
+			}
+			line = append(line, fmt.Sprintf("%s=%s/%s/%s%s", nd.name, sh.Spec, sh.Status, st.Running, halting))
+		}
 		if nd.gone {
 			continue
 		}
