@@ -1041,3 +1041,67 @@ func TestAGateFoundAtStartThatFailedBeforeAStallStaysAFailureAfterIt(t *testing.
 			f.tainted("n1"), c.Reason, nodev1alpha1.ReasonExtensionsNotReady)
 	}
 }
+
+// When a blast-radius suspension lifts, every node it held that still fails
+// is judged in that step, tainted with its gate begun when its failure was
+// first held. A renewal the controller observes after the lift but before
+// the node's own sync, in the lift's very instant, is after the lift: it
+// ends the gate only if it came after that start, exactly as when the sync
+// comes first (simulation seed 9210168856590487975: with two workers, the
+// held n8's renewal was delivered between the lift and n8's sync, and the
+// controller left n8 untainted where the model, and the controller with one
+// worker, tainted it until its next renewal).
+func TestAHeldNodeIsTaintedAtTheLiftWhetherItsRenewalInThatInstantComesBeforeOrAfterItsSync(t *testing.T) {
+	names := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	var objs []runtime.Object
+	for _, n := range names {
+		objs = append(objs, readyNode(n), lease("kube-proxy", n, "holder", t0))
+	}
+	f := newFixture(t, testOptions(), objs...) // cluster threshold 50 %
+	for _, n := range names {
+		f.sync(n)
+	}
+	f.clock.Step(time.Second)
+	for _, n := range names[:4] {
+		f.release("kube-proxy", n, "Crash")
+		f.sync(n)
+	}
+	// n1 and n2 are tainted; n3 brings 3 of 6 failing, the threshold: n3
+	// and n4 are held.
+	for _, n := range []string{"n3", "n4"} {
+		if c := f.condition(n); f.tainted(n) || c.Reason != nodev1alpha1.ReasonGatingSuspended {
+			t.Fatalf("%s: tainted %v, condition %s; want held", n, f.tainted(n), c.Reason)
+		}
+	}
+	// In the same instant n1 and n2 come back (their gates, begun in this
+	// instant, wait for a later renewal, but they no longer fail): 2
+	// failing, the suspension lifts and queues n3 and n4.
+	for _, n := range []string{"n1", "n2"} {
+		f.renew("kube-proxy", n)
+		f.sync(n)
+	}
+	if s, _ := f.c.blast.suspended(""); s {
+		t.Fatal("the suspension did not lift with 2 of 6 nodes failing")
+	}
+	// n3's sync comes before its renewal, n4's after it.
+	f.sync("n3")
+	f.renew("kube-proxy", "n3")
+	f.renew("kube-proxy", "n4")
+	f.sync("n3")
+	f.sync("n4")
+	for _, n := range []string{"n3", "n4"} {
+		if c := f.condition(n); !f.tainted(n) || c.Reason != nodev1alpha1.ReasonExtensionsNotReady {
+			t.Errorf("%s after the lift and its renewal in the same instant: tainted %v, condition %s; want tainted, %s",
+				n, f.tainted(n), c.Reason, nodev1alpha1.ReasonExtensionsNotReady)
+		}
+	}
+	// The next renewal, after the gate's start, ends both gates.
+	f.clock.Step(5 * time.Second)
+	for _, n := range []string{"n3", "n4"} {
+		f.renew("kube-proxy", n)
+		f.sync(n)
+		if f.tainted(n) {
+			t.Errorf("%s still tainted after a renewal after its gate's start: condition %s", n, f.condition(n).Reason)
+		}
+	}
+}

@@ -19,7 +19,7 @@ import (
 	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
 
-// simPerEvent is off by default: with it, three regression seeds still
+// simPerEvent is off by default: with it, four regression seeds still
 // differ where a held node recovers in the second a guard lifts
 // (docs/reliability.md, "Per-event comparison"), not diagnosed yet.
 var simPerEvent = flag.Bool("sim.per-event", false, "also compare the controller with the model after every event the driver delivers, not only at the end of each simulated second (off by default until the differences docs/reliability.md lists are diagnosed)")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
@@ -173,10 +174,16 @@ func (c *Controller) recountFailing(current string, now time.Time) []suspensionC
 // blast radius): an unplanned failure of a gating extension after the node
 // was ready in its boot, with no planned release in progress.
 func (c *Controller) failingAt(st *nodeState, now time.Time) bool {
+	return len(c.failuresAt(st, now)) > 0
+}
+
+// failuresAt is failingAt with the extensions that fail (none: the node does
+// not count as failing).
+func (c *Controller) failuresAt(st *nodeState, now time.Time) []string {
 	if !st.readyInBoot || len(st.gate.planned) > 0 || st.leavingSignal(now, &c.opts) != "" {
-		return false
+		return nil
 	}
-	failing := false
+	var failures []string
 	for _, ext := range st.exts {
 		if !ext.affects || st.hasFailedOpen(ext.name) {
 			continue
@@ -184,14 +191,56 @@ func (c *Controller) failingAt(st *nodeState, now time.Time) bool {
 		obs, ok := c.tracker.get(ext.lease.Namespace, ext.lease.Name)
 		switch {
 		case ok && obs.released() && c.opts.MaintenanceReasons.Has(obs.reason) && st.plannedInBoot(ext.name):
-			return false
+			return nil
 		case !ok, obs.released(), obs.observedAt.IsZero(), !now.Before(obs.expiresAt(c.opts.RenewalGrace)):
-			failing = true
+			failures = append(failures, ext.name)
 		case st.markedDead(ext.name, obs):
-			failing = true
+			failures = append(failures, ext.name)
 		}
 	}
-	return failing
+	return failures
+}
+
+// endHoldsLocked ends, in the step that lifts a guard, the hold of every node
+// held for a failure that no guard holds any more and that still fails: the
+// lift judges it then, so its gate is in force from that instant, waiting
+// for a renewal of what fails at the lift observed after the gate's start
+// (when its failure was first held). The taint is written by the node's
+// next sync, which the lift queues; a renewal observed before that sync,
+// in the lift's very instant, came after the lift and ends the gate only
+// if it came after its start, as for a node whose sync ran first (seed
+// 9210168856590487975: with two workers, a held node's renewal delivered
+// between the lift and its sync left it untainted where the model, and the
+// controller with one worker, tainted it). A node that no longer fails is
+// left held: its next evaluation ungates it without a renewal. Callers hold
+// c.mu.
+func (c *Controller) endHoldsLocked(at time.Time) {
+	if c.ownViewStaleLocked() {
+		return
+	}
+	for name, st := range c.nodes {
+		if !st.gated || !st.last.suppressed || st.gate.full {
+			continue
+		}
+		m, counted := c.blast.memberOf(name)
+		if !counted {
+			continue
+		}
+		if suspended, _ := c.blast.suspended(m.zone); suspended {
+			continue
+		}
+		failures := c.failuresAt(st, at)
+		if len(failures) == 0 {
+			continue
+		}
+		st.last.suppressed = false
+		st.gate.scope = sets.New(failures...)
+	}
+}
+
+// resumes reports whether changes end a suspension.
+func resumes(changes []suspensionChange) bool {
+	return slices.ContainsFunc(changes, func(ch suspensionChange) bool { return !ch.suspended })
 }
 
 // plannedInBoot reports whether the planned release of ext belongs to the
