@@ -225,6 +225,56 @@ func TestNoExecuteIsNotAddedWhileAGuardHolds(t *testing.T) {
 	}
 }
 
+// A NoExecute variant someone removed comes back only with an escalation of
+// a failure that stands: not on a node gated for its reboot (nothing fails
+// in a boot that has not been ready), at once on one still failing. The
+// case of a gate that a stall's lift restarted on an extension whose renewal
+// came with the stall's end is simulation seed 7696200425686681866's.
+func TestANoExecuteVariantSomeoneRemovedComesBackOnlyWhileTheFailureStands(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		rebooted bool
+	}{
+		{"rebooted: gated, not failing", true},
+		{"still failing", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := guardOptions()
+			opts.Eviction.Mode = EvictionModeNoExecute
+			opts.Eviction.Timeout = time.Minute
+			f := newFixture(t, opts, readyNodes("n1")...)
+			f.sync("n1")
+			f.pass(51*time.Second, true)
+			f.sync("n1")
+			f.pass(61*time.Second, true)
+			f.sync("n1")
+			if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
+				t.Fatal(err)
+			}
+			f.sync("n1")
+			if !nodeutil.HasTaint(f.node("n1"), testKey, v1.TaintEffectNoExecute) {
+				t.Fatal("not escalated")
+			}
+			if tc.rebooted {
+				f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+				f.sync("n1")
+				if f.condition("n1").Reason != nodev1alpha1.ReasonNodeRebooted {
+					t.Fatalf("not gated for the reboot: %s", f.condition("n1").Reason)
+				}
+			}
+			// Another writer takes every taint of the key off.
+			f.updateNode("n1", func(n *v1.Node) { n.Spec.Taints, _ = nodeutil.RemoveTaints(n.Spec.Taints, testKey) })
+			f.sync("n1")
+			if !f.tainted("n1") {
+				t.Fatal("the gate's taint did not come back")
+			}
+			if got := nodeutil.HasTaint(f.node("n1"), testKey, v1.TaintEffectNoExecute); got == tc.rebooted {
+				t.Fatalf("NoExecute on the node: %v, want %v", got, !tc.rebooted)
+			}
+		})
+	}
+}
+
 // Defect 6: the own-view guard must fire before a healthy Lease can expire
 // in a stall. A renewer renews at least every quarter of its duration (the
 // heartbeat refuses more), so a Lease of the minimum duration may be 3/4 of

@@ -953,8 +953,12 @@ func (e *evaluation) runEvictionClock() {
 	// guard fired waits for it to lift like any other.
 	// A leaving node loses it: it is never escalated. So does a gate that
 	// begins on the variant of a gate whose removal was refused
-	// (noExecuteOwed): only its own escalation adds it.
-	add := st.escalation.marked && opts.Eviction.Mode == EvictionModeNoExecute && !held
+	// (noExecuteOwed): only its own escalation adds it. An escalation is
+	// of a failure that stands: a variant someone removed from a node still
+	// gated but no longer failing (its extension's renewal came with a
+	// stall's end, and the gate the lift restarted waits for the next one)
+	// is not added again, which would evict pods for a failure that ended.
+	add := st.escalation.marked && e.failing && opts.Eviction.Mode == EvictionModeNoExecute && !held
 	if !e.f.noExecute || add {
 		st.noExecuteOwed = false
 	}

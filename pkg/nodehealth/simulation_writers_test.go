@@ -405,6 +405,14 @@ func ptrString(s string) *string { return &s }
 // something with, kept with what they found; unlike simRegressions, they
 // draw their other writers.
 var simWritersRegressions = sim.Regressions{
+	// The controller's (a helper's 40 fresh seeds on 9e5453a, 2026-11-29):
+	// n3, escalated in mode NoExecute, its kube-proxy back unseen in a
+	// Lease-watch stall; in the second the stall ended another writer took
+	// both taints off, the renewal came with the catching-up watch, and at
+	// the lift the controller added the NoExecute variant back to a gate
+	// that no longer failed (the model: only with an escalation of a
+	// failure that stands).
+	{Seed: 7696200425686681866, Name: "a NoExecute variant someone removed is not added back to a gate that no longer fails"},
 	// The controller's (the class's first 40 fresh seeds, 2026-11-29): n3,
 	// cordoned with someone's Drained=True (leaving), its kube-proxy Lease
 	// expiring at 3m58s while the own view was stale, and the readiness

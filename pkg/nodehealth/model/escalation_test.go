@@ -82,3 +82,17 @@ func TestATurnOfTheRateIsSpentAtItsInstantByANodeThatNoLongerFails(t *testing.T)
 	st.advance(60 * sec)
 	st.expect("the turn after n3's", evicted(gated(notReady, boot1)), "n2")
 }
+
+func TestInModeNoExecuteTheNoExecuteTaintSomeoneRemovedWhileTheOwnViewIsStaleComesBackAtTheLift(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.EvictionMode = EvictionModeNoExecute
+	st := newStory(t, cfg)
+	st.inService(worker("n1", gating("a")))
+	st.release(10*sec, "n1/a", "Crashed")
+	st.advance(5*minute + 10*sec)
+	st.expect("escalated", noExecute(gated(notReady, boot1)), "n1")
+	st.stale(6 * minute)
+	st.m.ReadinessTaintRemoved(st.to(6*minute+5*sec), "n1")
+	st.recover(6*minute + 10*sec)
+	st.expect("the lift: the failure stands, the node escalated and not held", noExecute(gated(notReady, boot1)), "n1")
+}
