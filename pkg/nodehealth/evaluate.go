@@ -83,7 +83,11 @@ type decision struct {
 	// boot and UID.
 	recordBoot bool
 	record     bootRecord
-	statuses   []extensionStatus
+	// failOpenLeavesRecord: the node lists no extension that affects
+	// readiness, and the record of its boot names a fail-open that ended
+	// (its extension renewed off the list): written all the same.
+	failOpenLeavesRecord bool
+	statuses             []extensionStatus
 	// suppressed: the node should be gated for a failure but the taint is
 	// withheld because gating is suspended.
 	suppressed bool
@@ -152,6 +156,13 @@ type evalInput struct {
 	// leases holds what the tracker observed of each extension's Lease, in
 	// the order of exts.
 	leases []leaseLookup
+	// unlisted are the extensions that failed open in the node's boot and
+	// that its list does not hold now (nodeState.unlistedFailedOpen), and
+	// unlistedLeases what the tracker observed of their Leases, in their
+	// order: a renewal ends a fail-open whether or not the node lists the
+	// extension.
+	unlisted       []requiredExtension
+	unlistedLeases []leaseLookup
 	// live: the node appeared while the controller was running (not in its
 	// initial view), so it is new.
 	live bool
@@ -253,7 +264,7 @@ func (e *evaluation) steadiness() {
 	// whatever the Leases do) is on a node without gating extensions, which
 	// is never steady: noGatingExtensions decides it, not this.
 	if st.gated || e.failing || d.suppressed || d.escalate || len(d.startupTimeouts) > 0 || !e.leavingChanges.IsZero() ||
-		len(d.statuses) == 0 || d.leaseCheck.IsZero() || !d.nextCheck.Equal(d.leaseCheck) {
+		e.unlistedFailOpen || len(d.statuses) == 0 || d.leaseCheck.IsZero() || !d.nextCheck.Equal(d.leaseCheck) {
 		return
 	}
 	for _, s := range d.statuses {
@@ -292,6 +303,9 @@ type evaluation struct {
 	// bootOnLeftover: a reboot or re-creation began in this evaluation
 	// on a node that still carries the taint of a gate that had ended.
 	bootOnLeftover bool
+	// unlistedFailOpen: an extension the list does not hold is still
+	// failed open (endUnlistedFailOpens).
+	unlistedFailOpen bool
 }
 
 // earliest lowers the decision's nextCheck to t if t is a future instant.
@@ -386,6 +400,10 @@ func (e *evaluation) extensionStatuses() {
 				st.startup.firstReady[ext.name] = s.lastRenewal
 			}
 		}
+		if base, failed := st.failedOpen[ext.name]; failed {
+			base.lease = ext.lease
+			st.failedOpen[ext.name] = base
+		}
 		// lastRenewal is an observed renewal, never an own-view
 		// recovery's grace (leaseObservation.graceFrom).
 		if st.failOpenEnds(ext.name, s.lastRenewal, s.startGrace, s.ready) {
@@ -396,7 +414,31 @@ func (e *evaluation) extensionStatuses() {
 		e.d.statuses = append(e.d.statuses, s)
 	}
 	st.missing = missing
+	e.endUnlistedFailOpens()
 	e.collectGating()
+}
+
+// endUnlistedFailOpens ends the fail-open of an extension the node's list
+// does not hold now on a renewal observed after it failed open, as for a
+// listed one: the extension came up, and the boot record loses it, so that
+// neither this controller nor a restarted one takes it for failed open when
+// a label or a rule puts it on the list again (simulation seed
+// 11458548706464037492). A fail-open restored from the record takes the
+// Lease at its first evaluation for baseline here too.
+func (e *evaluation) endUnlistedFailOpens() {
+	st, grace := e.st, e.in.opts.RenewalGrace
+	for i, ext := range e.in.unlisted {
+		if !st.hasFailedOpen(ext.name) || slices.ContainsFunc(e.exts, func(x requiredExtension) bool { return x.name == ext.name }) {
+			continue
+		}
+		l := e.in.unlistedLeases[i]
+		ready := l.ok && !l.obs.released() && !l.obs.observedAt.IsZero() && e.now.Before(l.obs.expiresAt(grace))
+		if !st.failOpenEnds(ext.name, l.obs.observedAt, l.obs.startGrace, ready) {
+			// Its next renewal must be evaluated: the node is not
+			// steady while it waits for one.
+			e.unlistedFailOpen = true
+		}
+	}
 }
 
 // leaseStatus judges one extension by what the tracker observed of its
@@ -637,10 +679,13 @@ func (e *evaluation) noGatingExtensions() {
 		st.readyInBoot = true
 	}
 	e.d.record = st.wantRecord(f)
-	if len(st.failedOpen) > 0 {
+	ended := f.hasRecord && f.record.sameBoot(f.uid, f.bootID) && len(f.record.FailedOpen) > len(e.d.record.FailedOpen)
+	if len(st.failedOpen) > 0 || ended {
 		// Every gating extension failed open: the record is what tells
-		// a restarted controller so.
+		// a restarted controller so. A fail-open that ended leaves it,
+		// also on a node whose list no longer holds the extension.
 		e.d.recordBoot = !f.hasRecord || !equalRecords(f.record, e.d.record)
+		e.d.failOpenLeavesRecord = ended && countAffecting(e.d.statuses) == 0
 	}
 	if f.tainted && !st.last.hadGating && len(st.failedOpen) == 0 {
 		graceEnd := st.firstSeen.Add(e.in.opts.RegistrationGrace)

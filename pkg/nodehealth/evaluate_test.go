@@ -3,6 +3,7 @@ package nodehealth
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -603,6 +604,135 @@ func TestAFailOpenThatEndsWhileTheNodeIsGatedAgainLeavesTheBootRecord(t *testing
 	if g.tainted("n1") || g.condition("n1").Reason != nodev1alpha1.ReasonExtensionsReady {
 		t.Errorf("once both renewed after the restart: tainted %v, condition %s, want untainted and %s",
 			g.tainted("n1"), g.condition("n1").Reason, nodev1alpha1.ReasonExtensionsReady)
+	}
+}
+
+// A renewal the controller observes ends a fail-open also while the node's
+// list does not hold the extension (a label took its rule off the node), and
+// the boot record loses it then (simulation seed 11458548706464037492: cni
+// renewed after the cni=true label went off n1; the record still named it,
+// so the controllers that two reloads started restored its fail-open and
+// reported ExtensionsFailedOpen when the label came back). After a restart
+// the same holds for a fail-open restored from the record: the Lease as the
+// restarted controller first sees it is its baseline, and the next renewal
+// ends it, listed or not. The renewals go through the queue: a node waiting
+// for such a renewal is not steady, or the renewal would be taken for one
+// that only moves the expiry timer.
+func TestAFailOpenEndsWhenItsExtensionRenewsOffTheNodesList(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: labels.SelectorFromSet(labels.Set{"cni": "true"}),
+		AffectsReadiness: true, StartupTimeout: 5 * time.Second, FailurePolicy: FailurePolicyUngate})
+	cniLabel := func(on bool) func(*v1.Node) {
+		return func(n *v1.Node) {
+			if on {
+				n.Labels = labels.Merge(n.Labels, labels.Set{"cni": "true"})
+			} else {
+				delete(n.Labels, "cni")
+			}
+		}
+	}
+	recorded := func(f *fixture) []string {
+		rec, _ := parseBootRecord(f.node("n1").Annotations[nodev1alpha1.BootAnnotation])
+		return rec.FailedOpen
+	}
+	// failedOpenOffTheList fails cni open on n1 after a reboot and takes
+	// the label off: the record still names cni, which has not renewed.
+	failedOpenOffTheList := func(t *testing.T) *fixture {
+		n := readyNode("n1")
+		cniLabel(true)(n)
+		f := newFixture(t, opts, n)
+		f.rebootedWithOldLeases(func() { f.clock.Step(2 * time.Second) })
+		f.clock.Step(6 * time.Second)
+		f.renew("kube-proxy", "n1")
+		f.sync("n1")
+		if f.tainted("n1") || f.condition("n1").Reason != nodev1alpha1.ReasonExtensionsFailedOpen {
+			t.Fatalf("cni did not fail open (tainted %v, condition %s)", f.tainted("n1"), f.condition("n1").Reason)
+		}
+		f.clock.Step(time.Second)
+		f.updateNode("n1", cniLabel(false))
+		f.sync("n1")
+		if got := recorded(f); !slices.Equal(got, []string{"cni"}) {
+			t.Fatalf("boot record names %v as failed open once the label went off, want [cni] (cni has not renewed)", got)
+		}
+		return f
+	}
+	// readyOnceListedAgain restarts the controller, puts the label back,
+	// and wants cni ready: its fail-open ended.
+	readyOnceListedAgain := func(t *testing.T, f *fixture) {
+		g := f.restart(opts)
+		g.sync("n1")
+		g.clock.Step(time.Second)
+		g.updateNode("n1", cniLabel(true))
+		g.sync("n1")
+		if g.tainted("n1") || g.condition("n1").Reason != nodev1alpha1.ReasonExtensionsReady {
+			t.Errorf("the label back after a restart: tainted %v, condition %s, want untainted and %s (cni renewed off the list)",
+				g.tainted("n1"), g.condition("n1").Reason, nodev1alpha1.ReasonExtensionsReady)
+		}
+	}
+
+	t.Run("renewed while this controller runs", func(t *testing.T) {
+		f := failedOpenOffTheList(t)
+		f.drainQueue("n1")
+		f.clock.Step(time.Second)
+		// Through the queue: a node whose unlisted extension is failed
+		// open is not steady, so the renewal is evaluated.
+		f.renew("cni", "n1")
+		f.drainQueue("n1")
+		if got := recorded(f); len(got) != 0 {
+			t.Fatalf("boot record still names %v as failed open after cni renewed off the list", got)
+		}
+		readyOnceListedAgain(t, f)
+	})
+
+	t.Run("restored from the record after a restart", func(t *testing.T) {
+		f := failedOpenOffTheList(t)
+		g := f.restart(opts)
+		g.sync("n1")
+		if got := recorded(g); !slices.Equal(got, []string{"cni"}) {
+			t.Fatalf("boot record names %v after the restart, want [cni]: the listed Lease is not a renewal", got)
+		}
+		// The first evaluation took the listed Lease for baseline: the
+		// renewal right after it ends the fail-open.
+		g.clock.Step(time.Second)
+		g.renew("cni", "n1")
+		g.drainQueue("n1")
+		if got := recorded(g); len(got) != 0 {
+			t.Fatalf("boot record still names %v as failed open after cni renewed off the list", got)
+		}
+		readyOnceListedAgain(t, g)
+	})
+}
+
+// The same on a node whose only gating extension failed open: off the list
+// the node lists none, and the record loses the fail-open all the same.
+func TestAFailOpenEndsOffTheListOfANodeThatListsNoOtherGatingExtension(t *testing.T) {
+	opts := testOptions()
+	opts.Rules[0].AffectsReadiness = false
+	opts.Rules = append(opts.Rules, Rule{Name: "cni", Extension: "cni", Selector: labels.SelectorFromSet(labels.Set{"cni": "true"}),
+		AffectsReadiness: true, StartupTimeout: 5 * time.Second, FailurePolicy: FailurePolicyUngate})
+	f := newFixture(t, opts, readyNode("n1", func(n *v1.Node) { n.Labels = labels.Merge(n.Labels, labels.Set{"cni": "true"}) }))
+	failedOpen := func() []string {
+		rec, _ := parseBootRecord(f.node("n1").Annotations[nodev1alpha1.BootAnnotation])
+		return rec.FailedOpen
+	}
+	f.rebootedWithOldLeases(func() { f.clock.Step(2 * time.Second) })
+	f.clock.Step(6 * time.Second)
+	f.sync("n1")
+	if f.tainted("n1") || !slices.Equal(failedOpen(), []string{"cni"}) {
+		t.Fatalf("cni did not fail open (tainted %v, condition %s, record %v)", f.tainted("n1"), f.condition("n1").Reason, failedOpen())
+	}
+	f.clock.Step(time.Second)
+	f.updateNode("n1", func(n *v1.Node) { delete(n.Labels, "cni") })
+	f.sync("n1")
+	if got := failedOpen(); !slices.Equal(got, []string{"cni"}) {
+		t.Fatalf("boot record names %v as failed open once the label went off, want [cni] (cni has not renewed)", got)
+	}
+	f.drainQueue("n1")
+	f.clock.Step(time.Second)
+	f.renew("cni", "n1")
+	f.drainQueue("n1")
+	if got := failedOpen(); len(got) != 0 {
+		t.Fatalf("boot record still names %v as failed open after cni renewed off the list", got)
 	}
 }
 

@@ -78,6 +78,7 @@ var simRegressions = sim.Regressions{
 	{Seed: 16355690943911723483, Name: "a re-created node's first renewal in the very second its Lease expired makes two writes, and the second is not quiet (the driver's)"},
 	{Seed: 16997267047011645210, Name: "a fail-open that ended while another extension kept the node gated leaves the pending boot record, so a restart does not restore it"},
 	{Seed: 17519778984855938557, Name: "the same on a node in service: a fail-open that ended while the node was held for another extension's failure (GatingSuspended) leaves the boot record, so controller 2 does not restore it (make simulate SEEDS=200 on 3a7a540, 2026-11-29)"},
+	{Seed: 11458548706464037492, Name: "the same off the node's list: a fail-open whose extension renewed after a label took it off the node ends, and leaves the boot record, so the controllers two reloads started do not restore it when the label comes back (make simulate-fresh on 0278cda, 2026-11-29; fails with reloads off too)"},
 	{Seed: 11173182051072828070, Name: "a Lease of the previous boot still valid when a startup timeout fails its extension open does not end the fail-open; only a renewal does"},
 	{Seed: 1504675404028735565, Name: "an eviction retry of the old instance firing in the very second the new one starts is the old instance's attempt: the new one drains on its own eviction clock (driver)"},
 	{Seed: 17032421548992568283, Name: "a Lease renewed in the very second the controller first saw it with its start grace is a change: the renewal ends the dead mark of the boot record (issue 33's dead marks; make simulate SEEDS=200, 2026-11-28)"},
@@ -141,12 +142,6 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
 var simOpenFindings = sim.Regressions{
-	// make simulate-fresh on 0278cda (2026-11-29), not yet diagnosed:
-	// n1's cni failed open in boot 2 and came back at 1m14s; its label
-	// went off at 1m28s, two reloads restarted the controller (cni's
-	// policy KeepGated at 2m29s), and when the label came back at 2m51s
-	// the controller restored the fail-open the model had ended.
-	{Seed: 11458548706464037492, Name: "t=2m51s n1: the controller keeps a fail-open (ExtensionsFailedOpen) after its extension left and came back on the list across two reloads, the model has it ended (ExtensionsReady)"},
 }
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")

@@ -271,6 +271,11 @@ type failOpenBaseline struct {
 	renewal    time.Time
 	known      bool
 	startGrace bool
+	// lease is the Lease the node's list last named for the extension
+	// (zero: not listed since the fail-open was restored from the boot
+	// record), which a renewal ends the fail-open on while the list does
+	// not hold the extension (unlistedFailedOpen).
+	lease nodev1alpha1.LeaseReference
 }
 
 // renewedSince reports whether a Lease last observed renewed at lastRenewal
@@ -379,7 +384,7 @@ func (s *nodeState) failOpen(ext string, lastRenewal time.Time, startGrace bool)
 	if s.failedOpen == nil {
 		s.failedOpen = map[string]failOpenBaseline{}
 	}
-	s.failedOpen[ext] = failOpenBaseline{renewal: lastRenewal, known: true, startGrace: startGrace}
+	s.failedOpen[ext] = failOpenBaseline{renewal: lastRenewal, known: true, startGrace: startGrace, lease: s.failedOpen[ext].lease}
 }
 
 // failOpenEnds reports whether ext's fail-open ends, and ends it if so: the
@@ -403,6 +408,34 @@ func (s *nodeState) failOpenEnds(ext string, lastRenewal time.Time, startGrace, 
 	}
 	delete(s.failedOpen, ext)
 	return true
+}
+
+// unlistedFailedOpen returns the extensions that failed open in the node's
+// boot, kept or named in its boot record of this boot, that the list exts
+// does not hold (a label or a rule took them off the node), each with the
+// Lease the list last named for it, or the Lease its name gives it on the
+// node. Their renewals end their fail-opens all the same
+// (evaluation.endUnlistedFailOpens).
+func (s *nodeState) unlistedFailedOpen(f nodeFacts, exts []requiredExtension, namespace string) []requiredExtension {
+	names := sets.KeySet(s.failedOpen)
+	if f.hasRecord && f.record.sameBoot(f.uid, f.bootID) && len(f.record.FailedOpen) <= maxFailedOpen {
+		names.Insert(f.record.FailedOpen...)
+	}
+	for _, ext := range exts {
+		names.Delete(ext.name)
+	}
+	if names.Len() == 0 {
+		return nil
+	}
+	out := make([]requiredExtension, 0, names.Len())
+	for _, name := range sets.List(names) {
+		lease := s.failedOpen[name].lease
+		if lease.Name == "" {
+			lease = (&nodev1alpha1.SystemExtension{Name: name}).LeaseFor(f.name, namespace)
+		}
+		out = append(out, requiredExtension{name: name, lease: lease, affects: true})
+	}
+	return out
 }
 
 // hasFailedOpen reports whether ext failed open and has not renewed since.

@@ -3,6 +3,7 @@ package nodehealth
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,20 +121,25 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 	r.st = st
 	r.live = c.live.Has(name)
 	c.live.Delete(name)
-	c.indexLeaseRefs(name, exts)
+	// A renewal of a failed-open extension's Lease ends its fail-open
+	// also while the list does not hold it, so it enqueues the node.
+	unlisted := st.unlistedFailedOpen(facts, exts, c.opts.LeaseNamespace)
+	c.indexLeaseRefs(name, append(slices.Clip(exts), unlisted...))
 	r.prevExtReady = st.last.extReady
 	r.wasGated, r.wasSuppressed = st.gated, st.last.suppressed
 	in := evalInput{
-		now:          r.now,
-		opts:         &c.opts,
-		node:         facts,
-		prev:         st,
-		exts:         exts,
-		leases:       c.tracker.lookupLeases(exts),
-		live:         r.live,
-		ownViewStale: c.ownViewStaleLocked(),
-		blast:        c.blast.view(name, facts.zone),
-		recount:      true,
+		now:            r.now,
+		opts:           &c.opts,
+		node:           facts,
+		prev:           st,
+		exts:           exts,
+		leases:         c.tracker.lookupLeases(exts),
+		unlisted:       unlisted,
+		unlistedLeases: c.tracker.lookupLeases(unlisted),
+		live:           r.live,
+		ownViewStale:   c.ownViewStaleLocked(),
+		blast:          c.blast.view(name, facts.zone),
+		recount:        true,
 	}
 	d := evaluate(in)
 	if d.recount {
@@ -327,12 +333,13 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 
 // bootRecordToWrite returns the boot record the node's write carries (nil:
 // none). It is kept only on nodes that list gating extensions: nodes that do
-// not use nodehealth are never written. A write of dead marks alone (a node
+// not use nodehealth are never written, but one whose record names a
+// fail-open that ended off its list loses it. A write of dead marks alone (a node
 // held by a guard) is rate limited, so that a mass failure under a
 // suspension does not write every Node at once; the node tries again
 // shortly.
 func (c *Controller) bootRecordToWrite(node *v1.Node, d decision) *string {
-	if countAffecting(d.statuses) == 0 || !(d.recordBoot || (d.ended && !d.taint)) {
+	if (countAffecting(d.statuses) == 0 && !d.failOpenLeavesRecord) || !(d.recordBoot || (d.ended && !d.taint)) {
 		return nil
 	}
 	rec := d.record.String()

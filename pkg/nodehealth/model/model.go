@@ -494,9 +494,10 @@ func (m *Model) LeaseRenewedAt(at time.Time, node, ext string, duration time.Dur
 	l.observed, l.observedSet, l.startGrace = at, true, false
 	if n := m.nodes[node]; n != nil {
 		// A fail-open lasts until the extension renews: a renewal observed
-		// after it failed open, never a Lease still valid from before (the
-		// one the startup timeout found wanting), nor the grace a start or
-		// an own-view recovery gives every Lease.
+		// after it failed open, also while the node does not list the
+		// extension, never a Lease still valid from before (the one the
+		// startup timeout found wanting), nor the grace a start or an
+		// own-view recovery gives every Lease.
 		delete(n.failedOpen, ext)
 	}
 	m.evaluate(at)

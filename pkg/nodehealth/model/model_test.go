@@ -644,6 +644,29 @@ func TestAFailOpenThatEndedWhileGatedIsNotRestoredByARestart(t *testing.T) {
 	st.expect("a came up; b is down and gates again", gated(notReady, boot1+" (pending)"), "n1")
 }
 
+// A renewal ends a fail-open also while the node does not list the
+// extension (a label took its rule off the node): the boot record loses it,
+// so that neither a restart nor the extension's return to the list restores
+// it (simulation seed 11458548706464037492).
+func TestAFailOpenEndsWhenItsExtensionRenewsOffTheNodesList(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.start(0)
+	open := Extension{Name: "b", AffectsReadiness: true, StartupTimeout: time.Minute, FailOpen: true}
+	st.add(0, worker("n1", gating("a"), open))
+	st.renew(10*sec, "n1/a")
+	st.keep("n1/a")
+	st.run(1 * minute)
+	st.expect("b failed open", failedOpen(boot1+";b"), "n1")
+	st.update(65*sec, worker("n1", gating("a")))
+	st.expect("b off the list has not renewed: the record keeps it", ready(boot1+";b"), "n1")
+	st.renew(70*sec, "n1/b")
+	st.expect("b renewed off the list: its fail-open ends", ready(boot1), "n1")
+	st.stop(75 * sec)
+	st.start(80 * sec)
+	st.update(85*sec, worker("n1", gating("a"), open))
+	st.expect("b back on the list after a restart, within its Lease", ready(boot1), "n1")
+}
+
 // --- Nodes without gating extensions, exclusion ----------------------------
 
 func TestACreationTaintIsRemovedAfterTheRegistrationGraceWhenNoExtensionIsListed(t *testing.T) {
