@@ -238,7 +238,7 @@ SIM_PKG_updater := ./pkg/updater/operator/
 SIM_TEST_updater := TestUpdaterSimulation
 
 .PHONY: simulate
-simulate: ## Run a simulation (SIM=controller or updater) on SEEDS random seeds, with SIM_FLAGS (e.g. -sim.per-event=true); a failing seed prints its replay command.
+simulate: ## Run a simulation (SIM=controller or updater) on SEEDS random seeds, with SIM_FLAGS (e.g. -sim.workers=1); a failing seed prints its replay command.
 	$(GO) test $(SIM_PKG_$(SIM)) -count=1 -run '^$(SIM_TEST_$(SIM))$$' -sim.seeds=$(SEEDS) -parallel $(SIM_PARALLEL) -timeout 3h $(SIM_FLAGS)
 
 # Fresh seeds in every make test: drawn from the commit, so a retry of the

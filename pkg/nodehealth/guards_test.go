@@ -1105,3 +1105,40 @@ func TestAHeldNodeIsTaintedAtTheLiftWhetherItsRenewalInThatInstantComesBeforeOrA
 		}
 	}
 }
+
+// A held node that recovers before the Node cache shows the hold has its
+// recovery written: the cache still says True/ExtensionsReady, as it did
+// before the controller's GatingSuspended write, but the API server holds
+// that write (simulation seeds 9197560688786608429, 6163426813997312058 and
+// 1221797598538672297 with -sim.per-event: the condition said
+// GatingSuspended until the hold's own watch event came back and the
+// controller put it right then).
+func TestAHeldNodeThatRecoversBeforeTheCacheShowsItsHoldIsWrittenReady(t *testing.T) {
+	// The node says what this controller last wrote on it.
+	f := newFixture(t, guardOptions(), readyNode("n1", func(n *v1.Node) {
+		n.Status.Conditions[0].Message = "Every required system extension is ready."
+	}))
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	// The watch stalls: the view turns stale, then the Lease runs out.
+	f.pass(51*time.Second, false)
+	if !f.c.canary.stale() {
+		t.Fatal("the own view did not turn stale")
+	}
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.condition("n1"); c.Reason != nodev1alpha1.ReasonGatingSuspended {
+		t.Fatalf("n1's condition after its Lease ran out in the stall: %s, want %s", c.Reason, nodev1alpha1.ReasonGatingSuspended)
+	}
+	// The catching-up watch delivers a renewal before the cache shows the
+	// GatingSuspended write.
+	f.renew("kube-proxy", "n1")
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.condition("n1"); c.Status != v1.ConditionTrue || c.Reason != nodev1alpha1.ReasonExtensionsReady {
+		t.Errorf("n1's condition once its renewal was observed: %s/%s (%s), want True/%s: the cache's stale True is not what the node holds",
+			c.Status, c.Reason, c.Message, nodev1alpha1.ReasonExtensionsReady)
+	}
+}

@@ -163,7 +163,7 @@ func (c *Controller) writeLifecycle(ctx context.Context, node *v1.Node, st *node
 			// retry of every such sync. Another writer's condition set
 			// between the read and the write is overwritten only if it
 			// came in that instant.
-			if err := c.patchConditions(ctx, node, conds, ""); err != nil {
+			if _, err := c.patchConditions(ctx, node, conds, ""); err != nil {
 				// The write may have been applied (a timeout, a lost
 				// answer): the last write we know of no longer says what
 				// the node holds (seed 8412077615098173412), nor does the

@@ -183,14 +183,15 @@ func (c *Controller) reportInvalidList(ctx context.Context, node *v1.Node, err e
 	// The controller cannot judge the node: say so in the condition.
 	message := fmt.Sprintf("%s, so the controller cannot tell whether the node's extensions are ready; the node keeps its current gate state. %v",
 		what, err)
-	if werr := c.writeCondition(ctx, node, v1.ConditionUnknown, EventInvalidExtensionList, message); werr != nil {
+	written, werr := c.writeCondition(ctx, node, v1.ConditionUnknown, EventInvalidExtensionList, message)
+	if werr != nil {
 		klog.FromContext(ctx).Error(werr, "Writing the condition of a node with an invalid extension list")
 		return
 	}
 	c.mu.Lock()
 	if st := c.nodes[node.Name]; st != nil {
 		// Whatever the list becomes, the condition must be rewritten.
-		st.last.conditionSig = "invalid"
+		st.last.conditionSig, st.last.conditionWritten = "invalid", written
 	}
 	c.mu.Unlock()
 }

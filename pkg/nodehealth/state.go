@@ -218,9 +218,13 @@ type escalationState struct {
 type lastOutcome struct {
 	extReady     map[string]bool
 	conditionSig string
-	invalidList  string
-	suppressed   bool
-	hadGating    bool
+	// conditionWritten is this controller's last write of the condition
+	// while the Node cache may not show it yet (nil once it does): until
+	// then the cache's condition is not what the node holds.
+	conditionWritten *writtenCondition
+	invalidList      string
+	suppressed       bool
+	hadGating        bool
 }
 
 // handledChange names a boot of an incarnation of a node.

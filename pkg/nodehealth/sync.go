@@ -80,8 +80,9 @@ func (c *Controller) syncExcluded(ctx context.Context, node *v1.Node) error {
 	// keep telling readers the node's extensions are not ready, though
 	// nothing evaluates them any more.
 	if nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil && !conditionMatches(node, v1.ConditionUnknown, nodev1alpha1.ReasonNodeExcluded) {
-		return c.writeCondition(ctx, node, v1.ConditionUnknown, nodev1alpha1.ReasonNodeExcluded,
+		_, err := c.writeCondition(ctx, node, v1.ConditionUnknown, nodev1alpha1.ReasonNodeExcluded,
 			fmt.Sprintf("The node is labelled %s=true: the controller does not evaluate its system extensions and never gates it.", nodev1alpha1.ExcludeLabel))
+		return err
 	}
 	return nil
 }
@@ -209,10 +210,19 @@ func (c *Controller) conditionOf(node *v1.Node, st *nodeState, r *nodeResult) {
 	// controller would write: that is not drift.
 	drifted := !c.opts.DryRun && st.last.conditionSig != "" && (len(d.statuses) > 0 || nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil) && !conditionMatches(node, r.status, r.reason)
 	r.conditionChanged = r.sig != st.last.conditionSig || drifted
-	if r.conditionChanged && !c.opts.DryRun && conditionHolds(node, r.status, r.reason, r.message) {
+	if w := st.last.conditionWritten; w != nil && w.shownBy(node) {
+		st.last.conditionWritten = nil
+	}
+	if r.conditionChanged && !c.opts.DryRun && st.last.conditionWritten == nil && conditionHolds(node, r.status, r.reason, r.message) {
 		// The node already says exactly this (after a start, every Lease
 		// counts as fresh until its grace runs out, and the condition comes
 		// back to what the previous instance wrote): nothing to write.
+		// Unless the cache does not show this controller's last write of
+		// the condition yet: the node holds that write, and the cache's
+		// older condition is what it replaced (a held node that recovers
+		// before the cache shows its GatingSuspended kept it until that
+		// write's own event came back; simulation seed
+		// 9197560688786608429 with -sim.per-event).
 		st.last.conditionSig, r.conditionChanged = r.sig, false
 	}
 }
@@ -311,11 +321,12 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 	// which the update operator's health gate reads); nodes that do not use
 	// nodehealth are never written.
 	if r.conditionChanged && (len(d.statuses) > 0 || nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil) {
-		if err := c.writeCondition(ctx, node, r.status, r.reason, r.message); err != nil {
+		written, err := c.writeCondition(ctx, node, r.status, r.reason, r.message)
+		if err != nil {
 			return err
 		}
 		c.mu.Lock()
-		st.last.conditionSig = r.sig
+		st.last.conditionSig, st.last.conditionWritten = r.sig, written
 		c.mu.Unlock()
 	}
 	if err := c.writeLifecycle(ctx, node, st, r.lifecycle); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
@@ -275,24 +276,52 @@ func annotationKeys(ch writeChanges) []string {
 	return out
 }
 
-// writeCondition sets the SystemExtensionsReady condition (patchConditions).
-func (c *Controller) writeCondition(ctx context.Context, node *v1.Node, status v1.ConditionStatus, reason, message string) error {
+// writeCondition sets the SystemExtensionsReady condition (patchConditions)
+// and returns the write, for conditionShown (nil in a dry run).
+func (c *Controller) writeCondition(ctx context.Context, node *v1.Node, status v1.ConditionStatus, reason, message string) (*writtenCondition, error) {
 	if c.opts.DryRun {
 		c.metrics.DryRunActions.WithLabelValues("condition").Inc()
-		return nil
+		return nil, nil
 	}
-	return c.patchConditions(ctx, node, []v1.NodeCondition{{
+	patched, err := c.patchConditions(ctx, node, []v1.NodeCondition{{
 		Type: nodev1alpha1.SystemExtensionsReadyCondition, Status: status, Reason: reason, Message: message,
 	}}, "")
+	if err != nil {
+		return nil, err
+	}
+	return &writtenCondition{resourceVersion: patched.ResourceVersion, status: status, reason: reason, message: message}, nil
+}
+
+// writtenCondition is a SystemExtensionsReady condition this controller
+// wrote, and the resourceVersion the write gave the node.
+type writtenCondition struct {
+	resourceVersion string
+	status          v1.ConditionStatus
+	reason, message string
+}
+
+// shownBy reports whether node, as the Node cache holds it, is the version
+// the write gave it or a later one, by cacheReached's rule: resourceVersions
+// compare as the API server assigns them; where they do not, the write
+// counts as shown once the cache shows the condition it wrote.
+func (w *writtenCondition) shownBy(node *v1.Node) bool {
+	shows := conditionHolds(node, w.status, w.reason, w.message)
+	cmp, err := resourceversion.CompareResourceVersion(node.ResourceVersion, w.resourceVersion)
+	if err != nil {
+		return shows
+	}
+	return cmp > 0 || cmp == 0 && shows
 }
 
 // patchConditions sets conditions with one status patch
-// (nodeutil.PatchConditions), counted in the condition-write metric.
-func (c *Controller) patchConditions(ctx context.Context, node *v1.Node, conds []v1.NodeCondition, resourceVersion string) error {
-	if err := nodeutil.PatchConditions(ctx, c.client.CoreV1().Nodes(), node, conds, c.clock.Now(), resourceVersion); err != nil {
+// (nodeutil.PatchConditions), counted in the condition-write metric, and
+// returns the node as the patch left it.
+func (c *Controller) patchConditions(ctx context.Context, node *v1.Node, conds []v1.NodeCondition, resourceVersion string) (*v1.Node, error) {
+	patched, err := nodeutil.PatchConditions(ctx, c.client.CoreV1().Nodes(), node, conds, c.clock.Now(), resourceVersion)
+	if err != nil {
 		c.metrics.ConditionWrites.WithLabelValues("error").Inc()
-		return err
+		return nil, err
 	}
 	c.metrics.ConditionWrites.WithLabelValues("success").Inc()
-	return nil
+	return patched, nil
 }

@@ -22,8 +22,9 @@ type NodeStatuses interface {
 // conditions are never touched. Each keeps its lastTransitionTime (as node
 // shows it) when its status does not change; both times are now otherwise.
 // A resourceVersion, when given, makes the patch fail with a conflict if the
-// node changed since that read. conds is modified (its times).
-func PatchConditions(ctx context.Context, nodes NodeStatuses, node *v1.Node, conds []v1.NodeCondition, now time.Time, resourceVersion string) error {
+// node changed since that read. conds is modified (its times). It returns
+// the node as the patch left it.
+func PatchConditions(ctx context.Context, nodes NodeStatuses, node *v1.Node, conds []v1.NodeCondition, now time.Time, resourceVersion string) (*v1.Node, error) {
 	stamp := metav1.NewTime(now)
 	types := make([]string, 0, len(conds))
 	for i := range conds {
@@ -40,12 +41,13 @@ func PatchConditions(ctx context.Context, nodes NodeStatuses, node *v1.Node, con
 	}
 	data, err := json.Marshal(patch)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := nodes.PatchStatus(ctx, node.Name, data); err != nil {
-		return fmt.Errorf("writing condition %s of node %s: %w", strings.Join(types, ", "), node.Name, err)
+	patched, err := nodes.PatchStatus(ctx, node.Name, data)
+	if err != nil {
+		return nil, fmt.Errorf("writing condition %s of node %s: %w", strings.Join(types, ", "), node.Name, err)
 	}
-	return nil
+	return patched, nil
 }
 
 // OwnLastWrite is the condition of type kind as a writer's last write left

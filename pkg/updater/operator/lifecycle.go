@@ -279,7 +279,7 @@ func (c *Controller) writeLifecycle(ctx context.Context, name string, node *v1.N
 	// writer's is lost, while the node-health controller's taint
 	// writes around the same transitions would make a guarded
 	// patch meet conflicts.
-	err = nodeutil.PatchConditions(ctx, c.opts.Nodes, node, conds, c.clock.Now(), "")
+	_, err = nodeutil.PatchConditions(ctx, c.opts.Nodes, node, conds, c.clock.Now(), "")
 	if apierrors.IsNotFound(err) {
 		return true, nil
 	}
