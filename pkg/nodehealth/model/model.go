@@ -155,9 +155,13 @@ type lease struct {
 	observed    time.Time
 	observedSet bool
 	// reason is the nodehealth.io/reason of a release, releaseEpoch the
-	// boot of the node the release was made in.
+	// boot of the node the release was made in: the boot it was first seen
+	// in, or, when it was first seen with a reason that is not for
+	// maintenance, the boot it was first seen with one that is (asked
+	// says whether it has been since the last renewal).
 	reason       string
 	releaseEpoch int
+	asked        bool
 	readyAtStale bool // ready when the own view went stale
 	// renewTime is the Lease's own renewTime, an opaque token that changes
 	// with every renewal the extension makes, seen or not; a dead mark
@@ -172,6 +176,9 @@ type lease struct {
 type node struct {
 	Node
 	epoch int // the node's current boot, as the model numbers boots
+	// firstEpoch is the first boot of this Node object: a release of an
+	// earlier epoch was made for a deleted Node of the name.
+	firstEpoch int
 
 	// Written on the Node object: survives restarts.
 	tainted                bool
@@ -377,6 +384,7 @@ func (m *Model) NodeAdded(at time.Time, n Node) {
 func (m *Model) addNode(at time.Time, in Node) {
 	// Choice: adding a name that exists replaces that node (a new object).
 	n := &node{Node: copyNode(in), epoch: m.newEpoch(), tainted: in.TaintedAtCreation}
+	n.firstEpoch = n.epoch
 	m.nodes[in.Name] = n
 	if !m.running {
 		return
@@ -508,15 +516,25 @@ func (m *Model) LeaseRenewedAt(at time.Time, node, ext string, duration time.Dur
 func (m *Model) LeaseReleased(at time.Time, node, ext, reason string) {
 	m.step(at)
 	l, existed := m.lease(node, ext)
-	if l.held || !existed {
-		l.releaseEpoch = -1
-		if n := m.nodes[node]; n != nil {
+	n := m.nodes[node]
+	switch {
+	case l.held || !existed:
+		l.releaseEpoch, l.asked = -1, false
+		if n != nil {
 			l.releaseEpoch = n.epoch
 		}
+	case !l.asked && m.maintenance[reason] && n != nil && l.releaseEpoch >= n.firstEpoch:
+		// A released Lease whose reason turns to one for maintenance asks
+		// for maintenance now (its renewal and new release in between went
+		// unseen): the request belongs to the boot the node is in. A
+		// release made for a deleted Node of the name stays that Node's.
+		l.releaseEpoch = n.epoch
 	}
 	// Choice: a second release without a renewal in between updates the
-	// reason but keeps the boot the release was first made in.
+	// reason but keeps the boot its first request for maintenance was made
+	// in.
 	l.held, l.reason = false, reason
+	l.asked = l.asked || m.maintenance[reason]
 	m.evaluateIfRunning(at)
 }
 

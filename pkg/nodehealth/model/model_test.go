@@ -128,6 +128,43 @@ func TestAPlannedReleaseMakesTheOtherFailuresPlannedAndGatesOnlyInTheBootItWasMa
 	st.expect("the release of the previous boot no longer gates", ready(boot2), "n1")
 }
 
+func TestAReleasedLeaseWhoseReasonTurnsToUpdatingAfterARebootIsPlannedInTheNewBoot(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("kube-proxy"), tracking("updater")))
+	st.release(5*sec, "n1/updater", "Crashed")
+	rebooted := worker("n1", gating("kube-proxy"), tracking("updater"))
+	rebooted.BootID = "boot2"
+	st.update(10*sec, rebooted)
+	st.renew(20*sec, "n1/kube-proxy")
+	st.expect("the unplanned release never gated", ready(boot2), "n1")
+	// The updater renewed and released again for an update, unseen: the
+	// controller reads only the new reason on a Lease still released.
+	st.release(30*sec, "n1/updater", nodev1alpha1.ReasonUpdating)
+	st.expect("a request for maintenance made in the new boot", gated(plannedReason, boot2), "n1")
+	st.release(40*sec, "n1/updater", "Crashed")
+	st.release(50*sec, "n1/updater", nodev1alpha1.ReasonUpdating)
+	st.expect("still the request of this boot", gated(plannedReason, boot2), "n1")
+	again := worker("n1", gating("kube-proxy"), tracking("updater"))
+	again.BootID = "boot3"
+	st.update(60*sec, again)
+	st.renew(70*sec, "n1/kube-proxy")
+	st.release(80*sec, "n1/updater", "Crashed")
+	st.release(90*sec, "n1/updater", nodev1alpha1.ReasonUpdating)
+	st.expect("the Lease was not renewed since its request of the previous boot", ready("boot3/uid-%s"), "n1")
+}
+
+func TestAReasonTurningToUpdatingOnALeaseReleasedForADeletedNodeDoesNotGateItsSuccessor(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("kube-proxy"), tracking("updater")))
+	st.release(5*sec, "n1/updater", "Crashed")
+	st.m.NodeDeleted(st.to(10*sec), "n1")
+	st.add(20*sec, worker("n1", gating("kube-proxy"), tracking("updater")))
+	st.renew(30*sec, "n1/kube-proxy")
+	st.expect("the new Node is registered", ready(boot1), "n1")
+	st.release(40*sec, "n1/updater", nodev1alpha1.ReasonUpdating)
+	st.expect("the release was made for the deleted Node", ready(boot1), "n1")
+}
+
 func TestPlannedFailuresDoNotCountTowardTheBlastRadius(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.ClusterThreshold = 0.5
