@@ -643,6 +643,50 @@ func TestAPlannedReleaseOfANonGatingExtensionGatesOnlyInItsBoot(t *testing.T) {
 	}
 }
 
+// Found by the simulation (seed 255710585287952347): behind a stalled Lease
+// watch the updater renewed and released again for an update, so the
+// controller reads only a released Lease whose reason turned to Updating.
+// That request for maintenance belongs to the boot the node is in, not to
+// the boot of the release seen before; once seen, it keeps its boot until
+// the Lease renews.
+func TestAReleasedLeaseWhoseReasonTurnsToUpdatingIsPlannedInTheBootItIsReadIn(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"))
+	updaterNode(f, "n1")
+	released := func(reason string) {
+		f.clock.Step(time.Second)
+		l := updaterLease(f, "n1", "")
+		l.Annotations[nodev1alpha1.ReasonAnnotation] = reason
+		f.putLease(l)
+		f.sync("n1")
+	}
+	reboot := func(boot string) {
+		f.clock.Step(5 * time.Second)
+		f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = boot })
+		f.sync("n1")
+		f.clock.Step(time.Second)
+		f.renew("kube-proxy", "n1")
+		f.sync("n1")
+	}
+	released("Crash")
+	if f.tainted("n1") {
+		t.Fatal("an unplanned release of the updater gated the node")
+	}
+	reboot("boot-2")
+	if f.tainted("n1") {
+		t.Fatalf("gated (%s) after the reboot", f.condition("n1").Reason)
+	}
+	released(nodev1alpha1.ReasonUpdating)
+	if c := f.condition("n1"); !f.tainted("n1") || c.Reason != nodev1alpha1.ReasonPlannedMaintenance {
+		t.Fatalf("tainted %v, condition %s: a request for maintenance read in this boot must gate it", f.tainted("n1"), c.Reason)
+	}
+	reboot("boot-3")
+	released("Crash")
+	released(nodev1alpha1.ReasonUpdating)
+	if f.tainted("n1") {
+		t.Fatalf("gated (%s) in boot-3 by the request of boot-2 (the Lease never renewed since)", f.condition("n1").Reason)
+	}
+}
+
 // Found by the simulation (seed 4921215255747016209): a controller that
 // starts after a node rebooted into an update finds the updater's Lease
 // still released (its agent renews only once the Node shows the new boot)
