@@ -1186,3 +1186,36 @@ func TestAHeldNodeThatRecoversBeforeTheCacheShowsItsHoldIsWrittenReady(t *testin
 			c.Status, c.Reason, c.Message, nodev1alpha1.ReasonExtensionsReady)
 	}
 }
+
+// A gate that ends before the Node cache shows the taint this controller
+// wrote for it has its taint removed: the cache shows nothing to remove, but
+// the API server holds the taint, and the condition is written ready in the
+// same sync (simulation seed 11785018759012118346 with -sim.per-event: a
+// node tainted at a suspension's lift recovered before the taint's own watch
+// event came back, and carried the readiness taint beside a True condition
+// until that event was handled).
+func TestAGateThatEndsBeforeTheCacheShowsItsTaintHasTheTaintRemoved(t *testing.T) {
+	f := newFixture(t, guardOptions(), readyNodes("n1")...)
+	f.canaryRenewed()
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n1", "Crash")
+	// The taint is written; its watch event has not come back.
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if !f.tainted("n1") {
+		t.Fatal("n1 not tainted for its failure")
+	}
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.condition("n1"); c.Status != v1.ConditionTrue {
+		t.Fatalf("n1's condition once kube-proxy renewed: %s/%s, want True", c.Status, c.Reason)
+	}
+	if f.tainted("n1") {
+		t.Errorf("n1 carries the readiness taint beside a True condition: the ungate removed nothing, as the stale cache showed no taint")
+	}
+}

@@ -271,7 +271,8 @@ func (c *Controller) announce(ctx context.Context, node *v1.Node, r nodeResult) 
 // check.
 func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) error {
 	d, st, name := r.d, r.st, node.Name
-	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, list: c.listFor, bootRecord: c.bootRecordToWrite(node, d)}
+	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, list: c.listFor, bootRecord: c.bootRecordToWrite(node, d),
+		fresh: d.ownTaintUnseen && !d.taint}
 	c.mu.Lock()
 	gated, written := st.gated, st.gate.taintWritten
 	c.mu.Unlock()

@@ -50,6 +50,10 @@ type nodeWrite struct {
 	bootRecord *string
 	// reason is logged with the write.
 	reason string
+	// fresh: the first attempt starts from a GET, not from the informer's
+	// copy, which does not show this controller's own last write yet (a
+	// gate's taint whose ungate comes before the cache shows it).
+	fresh bool
 	// guard, when set, is asked before every attempt whose changes add the
 	// readiness taint or its NoExecute variant. A guard that fired since
 	// the decision was made (own view, blast radius) holds the addition:
@@ -169,7 +173,11 @@ func btoi(b bool) int {
 func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) (writeChanges, error) {
 	logger := klog.FromContext(ctx)
 	a := &nodeWriteAttempt{c: c, logger: logger, decidedOn: node, w: w}
-	opts := nodeutil.PatchOptions{Start: node, Backoff: conflictRetries, DryRun: c.opts.DryRun, OnPatch: a.onPatch}
+	start := node
+	if w.fresh {
+		start = nil
+	}
+	opts := nodeutil.PatchOptions{Start: start, Backoff: conflictRetries, DryRun: c.opts.DryRun, OnPatch: a.onPatch}
 	result, patched, err := nodeutil.PatchNode(ctx, c.client.CoreV1().Nodes(), node.Name, opts, a.mutate)
 	ch, op := a.ch, a.op
 	switch {
