@@ -315,7 +315,11 @@ func (b *blastRadius) suspendedScopes() (cluster bool, zones int) {
 	return b.cluster.suspended, zones
 }
 
-// failingNodes lists the failing nodes, to re-evaluate when a suspension ends.
+// failingNodes lists the failing nodes in name order, to re-evaluate when a
+// suspension ends: the nodes whose eviction clocks the suspension held past
+// their timeout come due together then, and take their turns of the eviction
+// rate in the order they are evaluated (not the map's, which differs from run
+// to run).
 func (b *blastRadius) failingNodes() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -325,6 +329,7 @@ func (b *blastRadius) failingNodes() []string {
 			out = append(out, n)
 		}
 	}
+	sort.Strings(out)
 	return out
 }
 

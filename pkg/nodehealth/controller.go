@@ -2,6 +2,7 @@ package nodehealth
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -445,13 +446,22 @@ func (c *Controller) ownViewStaleLocked() bool {
 	return c.canary != nil && (c.viewStale || c.canary.overdue())
 }
 
+// enqueueAll queues every node in name order: after the own-view guard
+// lifts, the nodes it held past their eviction timeout come due together and
+// take their turns of the eviction rate in the order they are evaluated (the
+// lister's order is its map's, which differs from run to run).
 func (c *Controller) enqueueAll() {
 	nodes, err := c.nodeLister.List(labels.Everything())
 	if err != nil {
 		return
 	}
+	names := make([]string, 0, len(nodes))
 	for _, n := range nodes {
-		c.enqueue(n.Name)
+		names = append(names, n.Name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		c.enqueue(name)
 	}
 }
 

@@ -819,3 +819,56 @@ func TestANodeUngatedWhileItsEscalationListsItsPodsIsNotLeftEscalated(t *testing
 		t.Errorf("n1, ungated while its escalation listed its pods, is still marked escalated: %+v", st.escalation)
 	}
 }
+
+// shuffledNodeNames are more names than a small map keeps in one order, out
+// of name order: the order they are queued in must not be the order they
+// were added in, nor a map's.
+var shuffledNodeNames = []string{"n7", "n13", "n2", "n19", "n0", "n11", "n5", "n16", "n9", "n3",
+	"n14", "n18", "n1", "n10", "n6", "n17", "n4", "n12", "n8", "n15"}
+
+// queuedInOrder takes every key of the controller's sync queue, in the order
+// a worker would.
+func queuedInOrder(f *fixture) []string {
+	var got []string
+	for f.c.queue.Len() > 0 {
+		name, _ := f.c.queue.Get()
+		got = append(got, name)
+		f.c.queue.Done(name)
+	}
+	return got
+}
+
+// The nodes a blast-radius suspension held past their eviction timeout come
+// due together when it ends, and take their turns of the eviction rate in the
+// order they are evaluated: the end of the suspension queues them in name
+// order, as the turns of nodes coming due in one instant go (seed
+// 3951628173843678851: in map order, n9 took the turn the model gave n6).
+func TestTheNodesASuspensionHeldAreQueuedInNameOrderWhenItEnds(t *testing.T) {
+	f := newFixture(t, testOptions())
+	for _, n := range shuffledNodeNames {
+		f.c.blast.update(n, "", true, true)
+	}
+	queuedInOrder(f)
+	f.c.handleSuspensionChanges(f.ctx, []suspensionChange{{scope: "cluster", suspended: false}}, f.clock.Now())
+	want := slices.Sorted(slices.Values(shuffledNodeNames))
+	if got := queuedInOrder(f); !slices.Equal(got, want) {
+		t.Fatalf("queued when the suspension ended: %q, want name order %q", got, want)
+	}
+}
+
+// Likewise, the nodes the own-view guard held past their eviction timeout
+// come due together when the view recovers, and every node is queued then in
+// name order, not in the order the Node cache lists them.
+func TestEveryNodeIsQueuedInNameOrderWhenTheOwnViewRecovers(t *testing.T) {
+	var objs []runtime.Object
+	for _, n := range shuffledNodeNames {
+		objs = append(objs, readyNode(n))
+	}
+	f := newFixture(t, testOptions(), objs...)
+	queuedInOrder(f)
+	f.c.ownViewChanged(f.ctx, false, f.clock.Now())
+	want := slices.Sorted(slices.Values(shuffledNodeNames))
+	if got := queuedInOrder(f); !slices.Equal(got, want) {
+		t.Fatalf("queued when the own view recovered: %q, want name order %q", got, want)
+	}
+}

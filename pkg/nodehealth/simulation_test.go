@@ -145,11 +145,7 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{
-	// make simulate SEEDS=200 on 7e8eccb (2026-11-29), not yet diagnosed;
-	// it fails the same with -sim.per-event=false.
-	{Seed: 3951628173843678851, Name: "t=4m25s after the timers: n6 and n9 escalated in mode NoExecute in the other order (controller n9, model n6)"},
-}
+var simOpenFindings = sim.Regressions{}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
