@@ -145,7 +145,15 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	// make simulate SEEDS=200 on 4fca52b (2026-11-29), diagnosed, not
+	// settled: n11 and n12, gated in the same second, came due together at
+	// 56s; with 4 workers n12's evaluation took the free escalation turn
+	// before n11's (the model: name order). docs/controller.md allows it
+	// ("with several workers, evaluations that overlap may finish in
+	// another order"); the rule needs deciding. Passes with one worker.
+	{Seed: 8466550013169616459, Name: "t=56s n11 and n12 due in the same instant: with several workers the controller escalated n12 first, the model n11"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
