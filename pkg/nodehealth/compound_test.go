@@ -186,11 +186,12 @@ func TestARebootGatedJustBeforeAStallIsNotEndedByTheRecoverysGrace(t *testing.T)
 	}
 }
 
-// Defect 5: guards come first in every path that adds a taint, NoExecute
-// included. An escalation decided before the own view went stale (or before
-// the blast radius suspended) adds no NoExecute taint while the guard
-// holds; it does once the guard lifts and the node still fails.
-func TestNoExecuteIsNotAddedWhileAGuardHolds(t *testing.T) {
+// noExecuteEscalationDecided is n1 in mode NoExecute with a one-minute
+// eviction timeout, failing since kube-proxy stopped renewing (tainted at
+// the expiry), its escalation decided: the rate-limited escalation marked
+// it and queued it for the NoExecute taint, not yet synced.
+func noExecuteEscalationDecided(t *testing.T) *fixture {
+	t.Helper()
 	opts := guardOptions()
 	opts.Eviction.Mode = EvictionModeNoExecute
 	opts.Eviction.Timeout = time.Minute
@@ -204,11 +205,18 @@ func TestNoExecuteIsNotAddedWhileAGuardHolds(t *testing.T) {
 	}
 	f.pass(61*time.Second, true)
 	f.sync("n1")
-	// The escalation is decided: the rate-limited escalation marks the
-	// node and queues it for the NoExecute taint.
 	if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// Defect 5: guards come first in every path that adds a taint, NoExecute
+// included. An escalation decided before the own view went stale (or before
+// the blast radius suspended) adds no NoExecute taint while the guard
+// holds; it does once the guard lifts and the node still fails.
+func TestNoExecuteIsNotAddedWhileAGuardHolds(t *testing.T) {
+	f := noExecuteEscalationDecided(t)
 	// Before that sync runs, the watch stalls.
 	f.pass(20*time.Second, false)
 	if !f.c.canary.stale() {
@@ -239,18 +247,7 @@ func TestANoExecuteVariantSomeoneRemovedComesBackOnlyWhileTheFailureStands(t *te
 		{"still failing", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := guardOptions()
-			opts.Eviction.Mode = EvictionModeNoExecute
-			opts.Eviction.Timeout = time.Minute
-			f := newFixture(t, opts, readyNodes("n1")...)
-			f.sync("n1")
-			f.pass(51*time.Second, true)
-			f.sync("n1")
-			f.pass(61*time.Second, true)
-			f.sync("n1")
-			if _, err := f.c.escalateNode(f.ctx, "n1"); err != nil {
-				t.Fatal(err)
-			}
+			f := noExecuteEscalationDecided(t)
 			f.sync("n1")
 			if !nodeutil.HasTaint(f.node("n1"), testKey, v1.TaintEffectNoExecute) {
 				t.Fatal("not escalated")
