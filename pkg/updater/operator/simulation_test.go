@@ -145,7 +145,15 @@ var simRegressions = sim.Regressions{
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md); TestUpdaterSimulationOpenFindings runs them with
 // -sim.open. Until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	// make simulate-fresh on f9f9bf1 (2026-11-29), not yet diagnosed,
+	// deterministic, also with -sim.per-event=false: n4's update to
+	// 1.20.1 failed and was rolled back to 1.20.0 (reboot at 4m58s, an
+	// agent killed mid-step after it, a conflicting report); at 5m56s
+	// spec and status are Idle and the host's lock is still the
+	// rollback's pin 1.20.0, not the user's "latest".
+	{Seed: 17839033444108069171, Name: "t=5m56s n4: after a rollback, spec and status Idle, the version lock still 1.20.0 (the user's is latest): user-lock-kept"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
