@@ -924,11 +924,19 @@ func (e *evaluation) placeTaint() {
 // comparable, or no version known) the write counts as reached once the
 // cache shows the taint.
 func cacheReached(f nodeFacts, rv string) bool {
-	cmp, err := resourceversion.CompareResourceVersion(f.resourceVersion, rv)
+	return writeShown(f.resourceVersion, rv, f.tainted)
+}
+
+// writeShown reports whether a cached object at resourceVersion cached
+// shows a write that gave it resourceVersion written: a later version
+// does; the same one does if it shows what was written (shows). Where the
+// versions do not compare, showing what was written is all there is to go by.
+func writeShown(cached, written string, shows bool) bool {
+	cmp, err := resourceversion.CompareResourceVersion(cached, written)
 	if err != nil {
-		return f.tainted
+		return shows
 	}
-	return cmp > 0 || cmp == 0 && f.tainted
+	return cmp > 0 || cmp == 0 && shows
 }
 
 // writeBootRecord decides the boot record the node carries and whether to

@@ -421,8 +421,14 @@ func (s *nodeState) failOpenEnds(ext string, lastRenewal time.Time, startGrace, 
 // node. Their renewals end their fail-opens all the same
 // (evaluation.endUnlistedFailOpens).
 func (s *nodeState) unlistedFailedOpen(f nodeFacts, exts []requiredExtension, namespace string) []requiredExtension {
+	recorded := f.hasRecord && f.record.sameBoot(f.uid, f.bootID) && len(f.record.FailedOpen) <= maxFailedOpen
+	if len(s.failedOpen) == 0 && (!recorded || len(f.record.FailedOpen) == 0) {
+		// Every evaluation asks, and almost no node has failed open:
+		// no set to build.
+		return nil
+	}
 	names := sets.KeySet(s.failedOpen)
-	if f.hasRecord && f.record.sameBoot(f.uid, f.bootID) && len(f.record.FailedOpen) <= maxFailedOpen {
+	if recorded {
 		names.Insert(f.record.FailedOpen...)
 	}
 	for _, ext := range exts {

@@ -8,7 +8,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
@@ -313,12 +312,7 @@ type writtenCondition struct {
 // compare as the API server assigns them; where they do not, the write
 // counts as shown once the cache shows the condition it wrote.
 func (w *writtenCondition) shownBy(node *v1.Node) bool {
-	shows := conditionHolds(node, w.status, w.reason, w.message)
-	cmp, err := resourceversion.CompareResourceVersion(node.ResourceVersion, w.resourceVersion)
-	if err != nil {
-		return shows
-	}
-	return cmp > 0 || cmp == 0 && shows
+	return writeShown(node.ResourceVersion, w.resourceVersion, conditionHolds(node, w.status, w.reason, w.message))
 }
 
 // patchConditions sets conditions with one status patch
