@@ -153,6 +153,16 @@ var simOpenFindings = sim.Regressions{
 	// ("with several workers, evaluations that overlap may finish in
 	// another order"); the rule needs deciding. Passes with one worker.
 	{Seed: 8466550013169616459, Name: "t=56s n11 and n12 due in the same instant: with several workers the controller escalated n12 first, the model n11"},
+	// make simulate SEEDS=200 on 5f9043f (2026-11-29), not yet diagnosed;
+	// both fail the same with one worker and with -sim.per-event=false,
+	// and on 8e6c979 too. 10902770050846289540: n1 failing since 2m11s
+	// (kube-proxy released, Crash) is escalated by the controller at
+	// 2m56s, not by the model. 1853916418618103960: n8, evicted at 1m10s,
+	// its taint removed by another writer and held at 2m8s, tainted for
+	// the autoscaler's scale-down at 2m20s: the controller still shows its
+	// pods evicted at 2m25s, the model does not.
+	{Seed: 10902770050846289540, Name: "t=2m56s n1: the controller escalated (evicted), the model not yet"},
+	{Seed: 1853916418618103960, Name: "t=2m25s n8 leaving after a held recovery: the controller shows it evicted, the model does not"},
 }
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
