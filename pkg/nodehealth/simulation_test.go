@@ -163,6 +163,9 @@ var simOpenFindings = sim.Regressions{
 	// pods evicted at 2m25s, the model does not.
 	{Seed: 10902770050846289540, Name: "t=2m56s n1: the controller escalated (evicted), the model not yet"},
 	{Seed: 1853916418618103960, Name: "t=2m25s n8 leaving after a held recovery: the controller shows it evicted, the model does not"},
+	// make simulate-fresh on 8dbbfa7 (2026-11-29), not yet diagnosed:
+	// fails also with -sim.per-event=false, passes with one worker.
+	{Seed: 17597418052033749223, Name: "t=4m33s n7: the controller untainted/True:ExtensionsReady, the model tainted/False:ExtensionsNotReady (several workers)"},
 }
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
