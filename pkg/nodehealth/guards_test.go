@@ -1219,3 +1219,47 @@ func TestAGateThatEndsBeforeTheCacheShowsItsTaintHasTheTaintRemoved(t *testing.T
 		t.Errorf("n1 carries the readiness taint beside a True condition: the ungate removed nothing, as the stale cache showed no taint")
 	}
 }
+
+// A renewal handled before the Node cache shows the ungate's own condition
+// write does not write the condition again: the cache's False is older than
+// what the node holds, not another writer's drift, and a rewrite from it
+// moves the condition's heartbeat and transition time on a node at steady
+// state (TestSteadyStateNoNodeWrites failed on a loaded CI machine: the
+// True condition written a second time, a second after the first).
+func TestARenewalBeforeTheCacheShowsTheUngateDoesNotRewriteTheCondition(t *testing.T) {
+	f := newFixture(t, guardOptions(), readyNodes("n1")...)
+	f.canaryRenewed()
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n1", "Crash")
+	f.sync("n1")
+	f.writes()
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.expectWrites("patch nodes", "patch nodes/status")
+	written := f.condition("n1")
+	// The next renewal comes before the watch shows either write.
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range f.writes() {
+		if a.GetSubresource() == "status" {
+			t.Errorf("the condition was written again although the node holds it: %s", patchOf(t, a))
+		}
+	}
+	if got := f.condition("n1"); !got.LastTransitionTime.Equal(&written.LastTransitionTime) || !got.LastHeartbeatTime.Equal(&written.LastHeartbeatTime) {
+		t.Errorf("condition times moved: transition %s → %s, heartbeat %s → %s", written.LastTransitionTime, got.LastTransitionTime,
+			written.LastHeartbeatTime, got.LastHeartbeatTime)
+	}
+	// Once the cache shows the writes, a later renewal writes nothing.
+	f.refresh("n1")
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.expectWrites()
+}

@@ -203,16 +203,22 @@ func (c *Controller) conditionOf(node *v1.Node, st *nodeState, r *nodeResult) {
 		// same is adopted rather than rewritten on every node.
 		st.last.conditionSig = r.sig
 	}
+	if w := st.last.conditionWritten; w != nil && w.shownBy(node) {
+		st.last.conditionWritten = nil
+	}
 	// A condition someone else overwrote (a status writer working from a
 	// stale read) is put back: the signature alone only says what this
 	// controller last wrote, not what the node holds.
 	// In a dry run nothing is written, so the node never holds what this
-	// controller would write: that is not drift.
-	drifted := !c.opts.DryRun && st.last.conditionSig != "" && (len(d.statuses) > 0 || nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil) && !conditionMatches(node, r.status, r.reason)
+	// controller would write: that is not drift. Nor is a cache that does
+	// not show this controller's last write yet: the node holds that
+	// write, and rewriting it from the cache's older condition moves its
+	// times (a Lease renewed between the ungate and the ungate's own watch
+	// event rewrote the True condition; TestSteadyStateNoNodeWrites on a
+	// loaded machine).
+	drifted := !c.opts.DryRun && st.last.conditionSig != "" && st.last.conditionWritten == nil &&
+		(len(d.statuses) > 0 || nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil) && !conditionMatches(node, r.status, r.reason)
 	r.conditionChanged = r.sig != st.last.conditionSig || drifted
-	if w := st.last.conditionWritten; w != nil && w.shownBy(node) {
-		st.last.conditionWritten = nil
-	}
 	if r.conditionChanged && !c.opts.DryRun && st.last.conditionWritten == nil && conditionHolds(node, r.status, r.reason, r.message) {
 		// The node already says exactly this (after a start, every Lease
 		// counts as fresh until its grace runs out, and the condition comes
