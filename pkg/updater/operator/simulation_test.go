@@ -140,19 +140,13 @@ var simRegressions = sim.Regressions{
 	{Seed: 3, Name: "no eviction before the beforeDrain hook's Job of the step and boot succeeded (mutant hook-1-drain-does-not-wait-for-before-drain, hook-before-drain)"},
 	{Seed: 2615572917958470726, Name: "a user's write of the lock a rollback pinned (the version the node ran before) changes nothing, and the agent restores the lock from before the update (CI's fresh seeds, 2026-11-29; driver)"},
 	{Seed: 8071646136539781039, Name: "a failed update holds its slot until its rollback starts: a resume before the agent reported Idle lets no other node start at a limit of 1 (limit; make simulate-fresh of ba2ff75, 2026-11-29)"},
+	{Seed: 17839033444108069171, Name: "a user who pins the version a rollback went to while it soaks keeps that lock: the update completes without restoring the lock from before it, only an abort restores it (make simulate-fresh of f9f9bf1, 2026-11-29; driver)"},
 }
 
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md); TestUpdaterSimulationOpenFindings runs them with
 // -sim.open. Until they are fixed they would keep CI red.
 var simOpenFindings = sim.Regressions{
-	// make simulate-fresh on f9f9bf1 (2026-11-29), not yet diagnosed,
-	// deterministic, also with -sim.per-event=false: n4's update to
-	// 1.20.1 failed and was rolled back to 1.20.0 (reboot at 4m58s, an
-	// agent killed mid-step after it, a conflicting report); at 5m56s
-	// spec and status are Idle and the host's lock is still the
-	// rollback's pin 1.20.0, not the user's "latest".
-	{Seed: 17839033444108069171, Name: "t=5m56s n4: after a rollback, spec and status Idle, the version lock still 1.20.0 (the user's is latest): user-lock-kept"},
 }
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
@@ -287,10 +281,13 @@ type simNode struct {
 	unplanned bool // the reboot requested next is not the agent's
 
 	// Faults of this node's host, consumed by the agent's calls.
-	loseNext     int // the next Bottlerocket calls whose answer is lost
-	userLock     string
-	taintedSince time.Time
-	attemptBoots map[string]int // reboots into an update, per attempt (started annotation)
+	loseNext int // the next Bottlerocket calls whose answer is lost
+	userLock string
+	// lockIfAborted: the lock an abort leaves instead of userLock
+	// (setUserLock), "" when the user's lock stays either way.
+	lockIfAborted string
+	taintedSince  time.Time
+	attemptBoots  map[string]int // reboots into an update, per attempt (started annotation)
 	// rollbacks counts the rollbacks started, per failure (failed annotation);
 	// rollbackTo is the version the last one went to.
 	rollbacks  map[string]int
@@ -1387,7 +1384,18 @@ func (c *agentClients) UpdateShadowStatus(ctx context.Context, sh *updatesv1alph
 	if c.inc.maybeKill() {
 		return nil, errKilled
 	}
+	// Only for a user's lock the agent cannot tell from its pin (rare: the
+	// read is not made otherwise, so that other schedules run as before).
+	var prior updatesv1alpha1.ShadowState
+	if c.n.lockIfAborted != "" && sh.Status.CurrentState == updatesv1alpha1.StateIdle {
+		if cur, err := c.s.obsUp.UpdatesV1alpha1().BottlerocketShadows().Get(ctx, sh.Name, metav1.GetOptions{}); err == nil && cur.ResourceVersion == sh.ResourceVersion {
+			prior = cur.Status.CurrentState
+		}
+	}
 	out, err := c.s.agUpdates.UpdatesV1alpha1().BottlerocketShadows().UpdateStatus(ctx, sh, metav1.UpdateOptions{})
+	if prior != "" && (err == nil || isLostAnswer(err)) {
+		c.s.resolveUserLock(c.n, prior)
+	}
 	if v := strings.TrimPrefix(sh.Status.TargetVersion, "v"); v != "" && (err == nil || isLostAnswer(err)) {
 		if _, ok := c.s.firstOffered[v]; !ok {
 			c.s.firstOffered[v] = c.s.clk.Now()
@@ -2009,7 +2017,7 @@ func (s *updaterSimulation) faults(now time.Time) {
 			}
 			if err := s.userClient(n).SetVersionLock(s.ctx, lock); err == nil {
 				s.trace.Add("t=%s %s: a user sets the version lock to %s", s.at(), n.name, lock)
-				n.userLock = s.lockAfter(n, lock)
+				s.setUserLock(n, lock)
 			}
 		case n.downAt.IsZero() && (n.inc == nil || !n.inc.running) && r.Chance(0.0005+0.02*armed(n)):
 			// An unplanned reboot (a kernel panic, host maintenance);
@@ -2418,7 +2426,7 @@ func (s *updaterSimulation) commandFaults(n *simNode) {
 		}
 		if err := s.userClient(n).SetVersionLock(s.ctx, lock); err == nil {
 			s.trace.Add("t=%s %s: a user sets the version lock to %s while the host prepares", s.at(), n.name, lock)
-			n.userLock = s.lockAfter(n, lock)
+			s.setUserLock(n, lock)
 		}
 	}
 }
@@ -2437,29 +2445,53 @@ func (s *updaterSimulation) samePinned(n *simNode, lock string) bool {
 	return false
 }
 
-// lockAfter is the lock a user's write of lock leaves once the agent's
-// update ends: lock itself, unless the agent cannot tell it from its own pin
-// — its status still records the lock from before the update
+// setUserLock records a user's write of lock. What it leaves once the
+// agent's update ends is lock itself, unless the agent cannot tell it from
+// its own pin — its status still records the lock from before the update
 // (previousVersionLock) and lock names the version it pinned or
-// spec.version — so that it restores the lock from before the update over
-// it, as docs/update-agent.md says it does. samePinned stops such a write
-// only while the pin itself is on the host; a user who set another lock
-// meanwhile (the agent has not looked yet) and then exactly the pinned
-// version is the same case (seed 8071646136539781039: a rollback's pin is
-// the starting version, one of the users' locks). Only the check's
-// expectation changes: the write is made as drawn.
-func (s *updaterSimulation) lockAfter(n *simNode, lock string) string {
+// spec.version: then an abort restores the lock from before the update over
+// it, as docs/update-agent.md says it does, while an update that reached
+// MonitoringUpdate completes without touching the lock. Which of the two
+// ends the update is known only when the agent reports Idle
+// (resolveUserLock); until then lockIfAborted holds what an abort leaves.
+// samePinned stops such a write only while the pin itself is on the host; a
+// user who set another lock meanwhile (the agent has not looked yet) and
+// then exactly the pinned version is the same case (seed
+// 8071646136539781039: a rollback's pin is the starting version, one of the
+// users' locks), and so is one who pins the rollback's version while it
+// soaks (seed 17839033444108069171: the update completed and kept it). Only
+// the check's expectation changes: the write is made as drawn.
+func (s *updaterSimulation) setUserLock(n *simNode, lock string) {
+	n.userLock, n.lockIfAborted = lock, ""
 	sh, err := s.obsUp.UpdatesV1alpha1().BottlerocketShadows().Get(s.ctx, n.name, metav1.GetOptions{})
 	if err != nil || sh.Status.PreviousVersionLock == "" || lock == brapi.VersionLockLatest {
-		return lock
+		return
 	}
 	for _, pin := range []string{sh.Status.PinnedVersionLock, sh.Spec.Version} {
 		if pin != "" && brapi.SameVersion(lock, pin) {
-			s.trace.Add("t=%s %s: the agent takes the lock %s for its pin and restores %q once the update ends", s.at(), n.name, lock, sh.Status.PreviousVersionLock)
-			return sh.Status.PreviousVersionLock
+			s.trace.Add("t=%s %s: the agent takes the lock %s for its pin: an abort restores %q, a completed update keeps it", s.at(), n.name, lock, sh.Status.PreviousVersionLock)
+			n.lockIfAborted = sh.Status.PreviousVersionLock
+			return
 		}
 	}
-	return lock
+}
+
+// resolveUserLock settles a user's lock that setUserLock could not tell
+// from the agent's pin, at the agent's report of Idle: prior is the status
+// that report replaced. From MonitoringUpdate the agent completes the
+// update and leaves the lock; from any other state it aborts, restoring the
+// lock from before the update.
+func (s *updaterSimulation) resolveUserLock(n *simNode, prior updatesv1alpha1.ShadowState) {
+	if n.lockIfAborted == "" {
+		return
+	}
+	if prior == updatesv1alpha1.StateMonitoringUpdate {
+		s.trace.Add("t=%s %s: the update completed: the user's lock %s stays", s.at(), n.name, n.userLock)
+	} else {
+		s.trace.Add("t=%s %s: the update was aborted from %s: the agent restores %q over the user's %s", s.at(), n.name, prior, n.lockIfAborted, n.userLock)
+		n.userLock = n.lockIfAborted
+	}
+	n.lockIfAborted = ""
 }
 
 // restartFaults: while a killed agent waits for its restart with its pin on
