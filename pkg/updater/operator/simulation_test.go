@@ -146,8 +146,7 @@ var simRegressions = sim.Regressions{
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md); TestUpdaterSimulationOpenFindings runs them with
 // -sim.open. Until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{
-}
+var simOpenFindings = sim.Regressions{}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
