@@ -212,7 +212,7 @@ func (c *Controller) escalateNode(ctx context.Context, name string) (time.Durati
 	if wait := c.untilTurn(name); wait > 0 {
 		return wait, nil
 	}
-	failing, held := c.escalationDue(name)
+	failing, held := c.escalationDue(ctx, name)
 	if !failing {
 		c.drains.end(name)
 		c.spendTurn(name)
@@ -342,8 +342,9 @@ func (c *Controller) askForNoExecute(ctx context.Context, node *v1.Node) {
 // escalationDue re-checks a node queued for escalation: whether it still
 // fails and is due (escalated, or its eviction clock ran out: a drain retry
 // queued in an earlier failure may fire in the next one), and whether a
-// guard (blast radius, own view) holds its escalation.
-func (c *Controller) escalationDue(name string) (failing, held bool) {
+// guard (blast radius, own view) holds its escalation. The blast radius is
+// asked on a count brought up to date first, as before a failure taint.
+func (c *Controller) escalationDue(ctx context.Context, name string) (failing, held bool) {
 	c.mu.Lock()
 	st := c.nodes[name]
 	failing = st != nil && c.blast.isFailing(name) && st.gated && (st.escalation.marked || st.escalation.clock.ranOut(c.clock.Now(), c.opts.Eviction.Timeout))
@@ -361,6 +362,23 @@ func (c *Controller) escalationDue(name string) (failing, held bool) {
 		}
 		zone = node.Labels[zoneLabel]
 	}
+	if ownViewStale, suspended, _ := c.guardsHold(zone); ownViewStale || suspended {
+		return true, true
+	}
+	// Failures that came due in this instant, whose nodes' own
+	// evaluations have not run yet, are counted before the node is
+	// escalated: a suspension they begin holds this escalation too
+	// (simulation seed 10902770050846289540: a Lease that expired in the
+	// instant of a node's turn tripped the cluster's blast radius, and the
+	// turn evicted the node all the same).
+	now := c.clock.Now()
+	c.mu.Lock()
+	changes := c.recountFailing(name, now)
+	if resumes(changes) {
+		c.endHoldsLocked(now)
+	}
+	c.mu.Unlock()
+	c.handleSuspensionChanges(ctx, changes, now)
 	ownViewStale, suspended, _ := c.guardsHold(zone)
 	return true, suspended || ownViewStale
 }

@@ -1263,3 +1263,69 @@ func TestARenewalBeforeTheCacheShowsTheUngateDoesNotRewriteTheCondition(t *testi
 	f.sync("n1")
 	f.expectWrites()
 }
+
+// An escalation that waited for its turn of the eviction rate is held when,
+// in the instant its turn comes, another node's Lease expires and trips the
+// blast radius: the count is brought up to date before the turn evicts, as
+// before a failure taint, even though the expired node's own evaluation has
+// not run yet (simulation seed 10902770050846289540: the turn evicted the
+// node and the suspension began a moment later).
+func TestAnEscalationWhoseTurnComesAsAnotherLeaseExpiresIntoASuspensionIsHeld(t *testing.T) {
+	opts := testOptions()
+	opts.Eviction.Timeout = time.Minute
+	opts.Eviction.NodesPerSecond = 0.05 // a turn every 20 s
+	names := []string{"a", "b", "c", "d", "e", "f"}
+	f := newFixture(t, opts, append(readyNodes(names...), pod("web", "b"))...)
+	f.c.primeBlastRadius(f.ctx)
+	f.syncAll(names...)
+	start := f.clock.Now()
+	at := func(d time.Duration) {
+		t.Helper()
+		for f.clock.Now().Before(start.Add(d)) {
+			f.clock.Step(time.Second)
+			if s := int(f.clock.Since(start) / time.Second); s%10 == 1 {
+				f.renew("kube-proxy", "d")
+				f.renew("kube-proxy", "e")
+				f.renew("kube-proxy", "f")
+				if s <= 31 {
+					f.renew("kube-proxy", "c") // c's last renewal at 31 s expires at 81 s
+				}
+			}
+		}
+	}
+	escalate := func(name string) time.Duration {
+		t.Helper()
+		wait, err := f.c.escalateNode(f.ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wait
+	}
+	at(time.Second)
+	f.release("kube-proxy", "a", "Crash")
+	f.sync("a")
+	at(6 * time.Second)
+	f.release("kube-proxy", "b", "Crash")
+	f.sync("b")
+	at(61 * time.Second)
+	f.sync("a")
+	if wait := escalate("a"); wait != 0 {
+		t.Fatalf("a's escalation waits %s, want its turn now", wait)
+	}
+	at(66 * time.Second)
+	f.sync("b")
+	if wait := escalate("b"); wait != 15*time.Second {
+		t.Fatalf("b's escalation waits %s, want 15s (the next turn, 20 s after a's)", wait)
+	}
+	f.writes()
+	// b's turn; c's Lease expires in this instant: a, b and c fail, 3 of 6
+	// at a 50 % threshold. b's turn is handled before c's evaluation.
+	at(81 * time.Second)
+	escalate("b")
+	if got := evictionsOf(f); len(got) != 0 {
+		t.Errorf("b's pods evicted at its turn (%q) although c's expiry in the same instant suspends evictions", got)
+	}
+	if s, _ := f.c.blast.suspended(""); !s {
+		t.Error("3 of 6 nodes failing and evictions not suspended")
+	}
+}

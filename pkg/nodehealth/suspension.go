@@ -143,8 +143,8 @@ func (c *Controller) handleSuspensionChanges(ctx context.Context, changes []susp
 // now, so that a Lease past its expiry, or a node that stopped leaving,
 // counts whether or not its node was evaluated since. Callers hold
 // c.mu. It costs one Lease lookup per extension of every node, and runs only
-// when a node is about to be tainted for a failure while nothing is
-// suspended.
+// when a node is about to be tainted for a failure, or escalated, while
+// nothing is suspended.
 func (c *Controller) recountFailing(current string, now time.Time) []suspensionChange {
 	var changes []suspensionChange
 	for name, st := range c.nodes {
