@@ -144,6 +144,8 @@ var simRegressions = sim.Regressions{
 // its share, workers included, so they replay what they found.
 var simFreshRegressions = sim.Regressions{
 	// The controller's (make simulate SEEDS=200 on 5f9043f, 2026-11-29).
+	// The driver's (the same sweep).
+	{Seed: 1853916418618103960, Name: "a held node another writer untainted that recovers and is tainted NodeLeaving in one second has its escalated failure ended: the controller's True condition ends it as a taint removal does (driver)"},
 	{Seed: 10902770050846289540, Name: "an escalation whose turn of the eviction rate comes in the instant another node's Lease expires into a blast-radius suspension is held: the eviction worker brings the count up to date at the turn (n1 was evicted at 2m56s as n5's expiry suspended the cluster)"},
 }
 
@@ -162,13 +164,6 @@ var simOpenFindings = sim.Regressions{
 	// ("with several workers, evaluations that overlap may finish in
 	// another order"); the rule needs deciding. Passes with one worker.
 	{Seed: 8466550013169616459, Name: "t=56s n11 and n12 due in the same instant: with several workers the controller escalated n12 first, the model n11"},
-	// make simulate SEEDS=200 on 5f9043f (2026-11-29), not yet diagnosed;
-	// fails the same with one worker and with -sim.per-event=false, and
-	// on 8e6c979 too: n8, evicted at 1m10s, its taint removed by another
-	// writer and held at 2m8s, tainted for the autoscaler's scale-down at
-	// 2m20s: the controller still shows its pods evicted at 2m25s, the
-	// model does not.
-	{Seed: 1853916418618103960, Name: "t=2m25s n8 leaving after a held recovery: the controller shows it evicted, the model does not"},
 	// make simulate-fresh on 8dbbfa7 (2026-11-29), not yet diagnosed:
 	// fails also with -sim.per-event=false, passes with one worker.
 	{Seed: 17597418052033749223, Name: "t=4m33s n7: the controller untainted/True:ExtensionsReady, the model tainted/False:ExtensionsNotReady (several workers)"},
@@ -702,17 +697,38 @@ func (s *simulation) taintRemovals() (applied, refused sets.Set[string]) {
 }
 
 // recordTaintRemoval is the API's OnStore: it notes a Node write that took
-// the readiness taint off.
+// the readiness taint off, or that ended a failure the node was held for
+// untainted: the controller's True condition on a node whose condition was
+// not True (seed 1853916418618103960: a held node another writer had
+// untainted recovered and, leaving, was tainted NodeLeaving in the same
+// second; the failure its pods were evicted for had ended between). Only
+// the controller writes those reasons; other writers write their own.
 func (s *simulation) recordTaintRemoval(gvr schema.GroupVersionResource, obj, prev runtime.Object) {
 	if gvr.Resource != "nodes" || prev == nil {
 		return
 	}
 	was, is := prev.(*v1.Node), obj.(*v1.Node)
-	if nodeutil.HasTaint(was, testKey, v1.TaintEffectNoSchedule) && !nodeutil.HasTaint(is, testKey, v1.TaintEffectNoSchedule) {
+	removed := nodeutil.HasTaint(was, testKey, v1.TaintEffectNoSchedule) && !nodeutil.HasTaint(is, testKey, v1.TaintEffectNoSchedule)
+	if removed || !nodeutil.HasTaint(is, testKey, v1.TaintEffectNoSchedule) && controllerRecovered(was, is) {
 		s.removalsMu.Lock()
 		s.removals.Insert(is.Name)
 		s.removalsMu.Unlock()
 	}
+}
+
+// controllerRecovered: the write turned the node's SystemExtensionsReady
+// condition True with a reason of the controller's, from a condition that
+// was not True.
+func controllerRecovered(was, is *v1.Node) bool {
+	before, after := nodeutil.Condition(was, nodev1alpha1.SystemExtensionsReadyCondition), nodeutil.Condition(is, nodev1alpha1.SystemExtensionsReadyCondition)
+	if after == nil || after.Status != v1.ConditionTrue || before != nil && before.Status == v1.ConditionTrue {
+		return false
+	}
+	switch after.Reason {
+	case nodev1alpha1.ReasonExtensionsReady, nodev1alpha1.ReasonExtensionsFailedOpen, nodev1alpha1.ReasonNoRequiredExtensions:
+		return true
+	}
+	return false
 }
 
 // checkSteadyWrites is the invariant of steady state: in a second where
