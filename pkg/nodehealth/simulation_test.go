@@ -143,8 +143,8 @@ var simRegressions = sim.Regressions{
 // drawn before the failovers (keepsItsSchedule), they draw every class by
 // its share, workers included, so they replay what they found.
 var simFreshRegressions = sim.Regressions{
-	// The controller's (make simulate SEEDS=200 on 5f9043f, 2026-11-29).
-	// The driver's (the same sweep).
+	// make simulate SEEDS=200 on 5f9043f (2026-11-29): the driver's, then
+	// the controller's.
 	{Seed: 1853916418618103960, Name: "a held node another writer untainted that recovers and is tainted NodeLeaving in one second has its escalated failure ended: the controller's True condition ends it as a taint removal does (driver)"},
 	{Seed: 10902770050846289540, Name: "an escalation whose turn of the eviction rate comes in the instant another node's Lease expires into a blast-radius suspension is held: the eviction worker brings the count up to date at the turn (n1 was evicted at 2m56s as n5's expiry suspended the cluster)"},
 }
