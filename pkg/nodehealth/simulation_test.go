@@ -166,10 +166,10 @@ var simOpenFindings = sim.Regressions{
 	{Seed: 8466550013169616459, Name: "t=56s n11 and n12 due in the same instant: with several workers the controller escalated n12 first, the model n11"},
 	// make simulate-fresh on 8dbbfa7 (2026-11-29), diagnosed, not settled
 	// (docs/reliability.md): fails also with -sim.per-event=false, passes
-	// with one worker. At a controller start a renewal in the same instant
-	// reached the controller before its first sync of n7 (two workers),
-	// which so never gated it; the model evaluates every node at the start
-	// first and gates it on the dead mark.
+	// with one worker. kube-proxy came back on seven held nodes in one
+	// instant: the model lifted the suspension at n6's renewal and tainted
+	// n7, whose renewal came next; the controller lifted in n6's sync,
+	// after n7's renewal was delivered between the workers' requests.
 	{Seed: 17597418052033749223, Name: "t=4m33s n7: the controller untainted/True:ExtensionsReady, the model tainted/False:ExtensionsNotReady (several workers)"},
 }
 
