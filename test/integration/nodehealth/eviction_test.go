@@ -72,8 +72,13 @@ func TestPlannedReleaseNeitherEvictsNorCounts(t *testing.T) {
 			t.Errorf("planned node %s was escalated", n)
 		}
 	}
-	if s := run.Metric("nodehealth_suspensions_total", nil); s != 0 {
-		t.Errorf("suspensions_total = %v, want 0", s)
+	// The blast radius's scopes only: on a loaded machine the API server
+	// can be slow enough for the own-view guard to fire (scope own-view,
+	// CI 2026-11-30), which says nothing about how planned nodes count.
+	for _, scope := range []string{"cluster", "zone"} {
+		if s := run.Metric("nodehealth_suspensions_total", map[string]string{"scope": scope}); s != 0 {
+			t.Errorf("suspensions_total{scope=%q} = %v, want 0: the planned nodes counted toward the blast radius", scope, s)
+		}
 	}
 
 	// Back from maintenance: renewing again ungates.
