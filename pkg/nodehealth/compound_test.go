@@ -606,15 +606,7 @@ func TestARebootWhileTheViewIsStaleAfterAnUngateThatWasNotWrittenIsPendingUntilT
 func TestALeftoverTaintWhoseRemovalAnOutageRefusedStaysOwedAcrossRetriesAndTheRecovery(t *testing.T) {
 	for _, outageEndsFirst := range []bool{true, false} {
 		t.Run(fmt.Sprintf("outage-ends-before-the-recovery=%v", outageEndsFirst), func(t *testing.T) {
-			f := newFixture(t, guardOptions(), readyNodes("n1")...)
-			f.canaryRenewed()
-			f.sync("n1")
-			f.clock.Step(time.Second)
-			f.release("kube-proxy", "n1", "Crash")
-			f.sync("n1")
-			if !f.tainted("n1") {
-				t.Fatal("n1 not tainted for its failure")
-			}
+			f := crashedAndTainted(t)
 
 			outage := true
 			f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {

@@ -1227,12 +1227,7 @@ func TestAGateThatEndsBeforeTheCacheShowsItsTaintHasTheTaintRemoved(t *testing.T
 // state (TestSteadyStateNoNodeWrites failed on a loaded CI machine: the
 // True condition written a second time, a second after the first).
 func TestARenewalBeforeTheCacheShowsTheUngateDoesNotRewriteTheCondition(t *testing.T) {
-	f := newFixture(t, guardOptions(), readyNodes("n1")...)
-	f.canaryRenewed()
-	f.sync("n1")
-	f.clock.Step(time.Second)
-	f.release("kube-proxy", "n1", "Crash")
-	f.sync("n1")
+	f := crashedAndTainted(t)
 	f.writes()
 	f.clock.Step(time.Second)
 	f.renew("kube-proxy", "n1")
@@ -1328,4 +1323,20 @@ func TestAnEscalationWhoseTurnComesAsAnotherLeaseExpiresIntoASuspensionIsHeld(t 
 	if s, _ := f.c.blast.suspended(""); !s {
 		t.Error("3 of 6 nodes failing and evictions not suspended")
 	}
+}
+
+// crashedAndTainted is a fixture whose ready node n1 was tainted for its
+// kube-proxy's crash a second after the start, the cache showing the taint.
+func crashedAndTainted(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t, guardOptions(), readyNodes("n1")...)
+	f.canaryRenewed()
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n1", "Crash")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("n1 not tainted for its failure")
+	}
+	return f
 }
