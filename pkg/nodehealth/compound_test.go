@@ -606,7 +606,7 @@ func TestARebootWhileTheViewIsStaleAfterAnUngateThatWasNotWrittenIsPendingUntilT
 func TestALeftoverTaintWhoseRemovalAnOutageRefusedStaysOwedAcrossRetriesAndTheRecovery(t *testing.T) {
 	for _, outageEndsFirst := range []bool{true, false} {
 		t.Run(fmt.Sprintf("outage-ends-before-the-recovery=%v", outageEndsFirst), func(t *testing.T) {
-			f := crashedAndTainted(t)
+			f := crashedAndTainted(t, guardOptions())
 
 			outage := true
 			f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
@@ -670,16 +670,7 @@ func TestALeftoverTaintWhoseRemovalAnOutageRefusedStaysOwedAcrossRetriesAndTheRe
 // no renewal, as for a held node whose taint was removed (seed
 // 15089412335168732690's rule, with the taint still on).
 func TestAHeldNodeWithALeftoverTaintTaintedAtTheRecoveryWaitsOnlyForWhatFailsThen(t *testing.T) {
-	f := newFixture(t, withCNI(guardOptions(), 0, FailurePolicyKeepGated), readyNodes("n1")...)
-	f.canaryRenewed()
-	f.renew("cni", "n1")
-	f.sync("n1")
-	f.clock.Step(time.Second)
-	f.release("kube-proxy", "n1", "Crash")
-	f.sync("n1")
-	if !f.tainted("n1") {
-		t.Fatal("n1 not tainted for its failure")
-	}
+	f := crashedAndTainted(t, withCNI(guardOptions(), 0, FailurePolicyKeepGated), "cni")
 
 	outage := true
 	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {

@@ -1227,7 +1227,7 @@ func TestAGateThatEndsBeforeTheCacheShowsItsTaintHasTheTaintRemoved(t *testing.T
 // state (TestSteadyStateNoNodeWrites failed on a loaded CI machine: the
 // True condition written a second time, a second after the first).
 func TestARenewalBeforeTheCacheShowsTheUngateDoesNotRewriteTheCondition(t *testing.T) {
-	f := crashedAndTainted(t)
+	f := crashedAndTainted(t, guardOptions())
 	f.writes()
 	f.clock.Step(time.Second)
 	f.renew("kube-proxy", "n1")
@@ -1326,11 +1326,15 @@ func TestAnEscalationWhoseTurnComesAsAnotherLeaseExpiresIntoASuspensionIsHeld(t 
 }
 
 // crashedAndTainted is a fixture whose ready node n1 was tainted for its
-// kube-proxy's crash a second after the start, the cache showing the taint.
-func crashedAndTainted(t *testing.T) *fixture {
+// kube-proxy's crash a second after the start, the cache showing the taint;
+// the extensions in renewing renewed at the start.
+func crashedAndTainted(t *testing.T, opts Options, renewing ...string) *fixture {
 	t.Helper()
-	f := newFixture(t, guardOptions(), readyNodes("n1")...)
+	f := newFixture(t, opts, readyNodes("n1")...)
 	f.canaryRenewed()
+	for _, ext := range renewing {
+		f.renew(ext, "n1")
+	}
 	f.sync("n1")
 	f.clock.Step(time.Second)
 	f.release("kube-proxy", "n1", "Crash")
