@@ -394,7 +394,7 @@ func (e *evaluation) extensionStatuses() {
 		if ok {
 			s.lastRenewal, s.renewTime, s.startGrace = obs.observedAt, obs.renewTime, obs.startGrace
 			// A release is what was observed, not a renewal.
-			s.renewedSinceGate = obs.observedAt.After(st.gate.start) && s.reason != extLeaseReleased
+			s.renewedSinceGate = renewedSince(obs, st.gate) && s.reason != extLeaseReleased
 		}
 		if !ok || !obs.released() {
 			delete(st.plannedBoot, ext.name)
@@ -914,7 +914,23 @@ func (e *evaluation) placeTaint() {
 	if st.gated && (!f.tainted || leftover) && (e.in.ownViewStale || (e.failing && e.suspended)) {
 		e.d.taint = false
 		e.d.suppressed = true
+		if e.d.started {
+			st.gate.heldFromStart = true
+		}
 	}
+}
+
+// renewedSince reports whether the Lease renewed after the gate began: by
+// the controller's clock, strictly after gateStart, since a renewal observed
+// in the very instant of the cause may have come before it. A gate held from
+// its start is the exception: its start is when the failure was first held,
+// judged on Leases that showed no renewal, so a real renewal (not a start's
+// grace) observed in that instant came after. Whether a suspension lifted
+// before or after such a renewal in the instant then does not change the
+// outcome (seed 17597418052033749223: a controller that started, suspended
+// and lifted in one instant, with a held node's renewal in it).
+func renewedSince(obs leaseObservation, g gateSpan) bool {
+	return obs.observedAt.After(g.start) || g.heldFromStart && !obs.startGrace && obs.observedAt.Equal(g.start)
 }
 
 // cacheReached reports whether the Node the evaluation read is the version

@@ -374,9 +374,6 @@ func (c *Controller) escalationDue(ctx context.Context, name string) (failing, h
 	now := c.clock.Now()
 	c.mu.Lock()
 	changes := c.recountFailing(name, now)
-	if resumes(changes) {
-		c.endHoldsLocked(now)
-	}
 	c.mu.Unlock()
 	c.handleSuspensionChanges(ctx, changes, now)
 	ownViewStale, suspended, _ := c.guardsHold(zone)

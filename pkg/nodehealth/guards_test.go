@@ -1088,14 +1088,19 @@ func TestAGateFoundAtStartThatFailedBeforeAStallStaysAFailureAfterIt(t *testing.
 
 // When a blast-radius suspension lifts, every node it held that still fails
 // is judged in that step, tainted with its gate begun when its failure was
-// first held. A renewal the controller observes after the lift but before
-// the node's own sync, in the lift's very instant, is after the lift: it
-// ends the gate only if it came after that start, exactly as when the sync
-// comes first (simulation seed 9210168856590487975: with two workers, the
-// held n8's renewal was delivered between the lift and n8's sync, and the
-// controller left n8 untainted where the model, and the controller with one
-// worker, tainted it until its next renewal).
-func TestAHeldNodeIsTaintedAtTheLiftWhetherItsRenewalInThatInstantComesBeforeOrAfterItsSync(t *testing.T) {
+// first held. A renewal the controller observes in that very instant came
+// after the hold was judged (the hold read no renewal), so it ends the gate
+// whether it came before the lift, between the lift and the node's sync, or
+// after the sync: what a held node ends with does not depend on which of
+// them a worker reached first. Simulation seed 9210168856590487975 (with two
+// workers, the held n8's renewal was delivered between the lift and n8's
+// sync) brought the judgement at the lift; seed 17597418052033749223 (a
+// controller that started, suspended and lifted in one instant, a held
+// node's renewal delivered before the sync that lifted) brought the
+// renewal in the hold's instant: before it, a held node whose sync came
+// first stayed tainted until its next renewal, and one whose renewal came
+// before the lift was never tainted.
+func TestAHeldNodesRenewalInTheInstantItsHoldBeganEndsItWhetherTheLiftComesBeforeOrAfterIt(t *testing.T) {
 	names := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
 	var objs []runtime.Object
 	for _, n := range names {
@@ -1106,20 +1111,26 @@ func TestAHeldNodeIsTaintedAtTheLiftWhetherItsRenewalInThatInstantComesBeforeOrA
 		f.sync(n)
 	}
 	f.clock.Step(time.Second)
-	for _, n := range names[:4] {
+	for _, n := range names[:5] {
 		f.release("kube-proxy", n, "Crash")
 		f.sync(n)
 	}
-	// n1 and n2 are tainted; n3 brings 3 of 6 failing, the threshold: n3
-	// and n4 are held.
-	for _, n := range []string{"n3", "n4"} {
+	// n1 and n2 are tainted; n3 brings 3 of 6 failing, the threshold: n3,
+	// n4 and n5 are held, from this instant.
+	for _, n := range []string{"n3", "n4", "n5"} {
 		if c := f.condition(n); f.tainted(n) || c.Reason != nodev1alpha1.ReasonGatingSuspended {
 			t.Fatalf("%s: tainted %v, condition %s; want held", n, f.tainted(n), c.Reason)
 		}
 	}
-	// In the same instant n1 and n2 come back (their gates, begun in this
-	// instant, wait for a later renewal, but they no longer fail): 2
-	// failing, the suspension lifts and queues n3 and n4.
+	// In the same instant n5 comes back first (4 of 6 still fail), then n1
+	// and n2 (their gates, begun in this instant, wait for a later
+	// renewal, but they no longer fail): 2 failing, the suspension lifts
+	// and queues n3 and n4.
+	f.renew("kube-proxy", "n5")
+	f.sync("n5")
+	if s, _ := f.c.blast.suspended(""); !s {
+		t.Fatal("the suspension lifted with 4 of 6 nodes failing")
+	}
 	for _, n := range []string{"n1", "n2"} {
 		f.renew("kube-proxy", n)
 		f.sync(n)
@@ -1127,21 +1138,32 @@ func TestAHeldNodeIsTaintedAtTheLiftWhetherItsRenewalInThatInstantComesBeforeOrA
 	if s, _ := f.c.blast.suspended(""); s {
 		t.Fatal("the suspension did not lift with 2 of 6 nodes failing")
 	}
-	// n3's sync comes before its renewal, n4's after it.
+	// n3's sync comes before its renewal (it is tainted: it still fails),
+	// n4's after it.
 	f.sync("n3")
+	if c := f.condition("n3"); !f.tainted("n3") || c.Reason != nodev1alpha1.ReasonExtensionsNotReady {
+		t.Fatalf("n3 still failing after the lift: tainted %v, condition %s; want tainted, %s", f.tainted("n3"), c.Reason, nodev1alpha1.ReasonExtensionsNotReady)
+	}
 	f.renew("kube-proxy", "n3")
 	f.renew("kube-proxy", "n4")
 	f.sync("n3")
 	f.sync("n4")
-	for _, n := range []string{"n3", "n4"} {
-		if c := f.condition(n); !f.tainted(n) || c.Reason != nodev1alpha1.ReasonExtensionsNotReady {
-			t.Errorf("%s after the lift and its renewal in the same instant: tainted %v, condition %s; want tainted, %s",
-				n, f.tainted(n), c.Reason, nodev1alpha1.ReasonExtensionsNotReady)
+	for _, n := range []string{"n3", "n4", "n5"} {
+		if c := f.condition(n); f.tainted(n) || c.Status != v1.ConditionTrue || c.Reason != nodev1alpha1.ReasonExtensionsReady {
+			t.Errorf("%s after its renewal in the instant its hold began: tainted %v, condition %s/%s; want untainted, True/%s",
+				n, f.tainted(n), c.Status, c.Reason, nodev1alpha1.ReasonExtensionsReady)
 		}
 	}
-	// The next renewal, after the gate's start, ends both gates.
+	// n1 and n2's gates began in this instant by a taint, not a hold: a
+	// renewal in it may have come before their failure, and does not end
+	// them; the next one does.
+	for _, n := range []string{"n1", "n2"} {
+		if !f.tainted(n) {
+			t.Errorf("%s, tainted for a failure in this instant, lost its taint to a renewal in the same instant", n)
+		}
+	}
 	f.clock.Step(5 * time.Second)
-	for _, n := range []string{"n3", "n4"} {
+	for _, n := range []string{"n1", "n2"} {
 		f.renew("kube-proxy", n)
 		f.sync(n)
 		if f.tainted(n) {

@@ -4,6 +4,9 @@ import (
 	"flag"
 	"slices"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"nodehealth.io/nodehealth/test/sim"
 )
 
@@ -63,4 +66,45 @@ var simEvictionRegressions = sim.Regressions{
 	// new gate, never escalated, kept the NoExecute variant.
 	{Seed: 12, Name: "the NoExecute variant of a gate whose ungate an outage refused is removed when a planned release gates the node again before the removal is written; an escalation in mode NoExecute adds it"},
 	{Seed: 25, Name: "in mode None a node that keeps failing past its eviction timeout is never escalated: its pods stay"},
+}
+
+// settleTiedTurns tells the model which order of a tie the controller took.
+// Nodes that come due in the same instant take their turns in name order in
+// the model; the controller's workers evaluate them at once, and whichever
+// takes the free turn first has it (seed 8466550013169616459: n11 and n12
+// came due together, two workers evaluated them, n12's took the turn). The
+// model accepts another order of a tie (model.SwapTiedTurns) and nothing
+// else: a node the model escalated now is traded for one the controller
+// escalated that waits for a later turn only if both came due in the same
+// instant, the second is still due, and the first's own turn escalated it
+// now. escalated says whether the controller has escalated the node.
+func (s *simulation) settleTiedTurns(escalated func(n *simNode, obj *v1.Node) bool) {
+	s.t.Helper()
+	want := s.model.Nodes()
+	var modelOnly, controllerOnly []string
+	for _, n := range s.nodes {
+		if n.unlisted {
+			continue
+		}
+		obj, err := s.kube.CoreV1().Nodes().Get(s.ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		w, got := want[n.name], escalated(n, obj)
+		switch byModel := w.Evicted || w.NoExecute; {
+		case byModel && !got:
+			modelOnly = append(modelOnly, n.name)
+		case got && !byModel:
+			controllerOnly = append(controllerOnly, n.name)
+		}
+	}
+	for _, x := range modelOnly {
+		for i, y := range controllerOnly {
+			if s.model.SwapTiedTurns(x, y) {
+				s.trace.Add("t=%s %s took the turn %s had in the model: they came due together", s.at(), y, x)
+				controllerOnly = slices.Delete(controllerOnly, i, i+1)
+				break
+			}
+		}
+	}
 }

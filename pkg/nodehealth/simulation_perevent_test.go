@@ -66,6 +66,9 @@ func (s *simulation) compareEvent(where string) {
 		return
 	}
 	s.eventChecks++
+	s.settleTiedTurns(func(_ *simNode, obj *v1.Node) bool {
+		return nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoExecute)
+	})
 	want := s.model.Nodes()
 	held := sets.New(s.model.Held()...)
 	var diffs []string

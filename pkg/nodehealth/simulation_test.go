@@ -147,6 +147,16 @@ var simFreshRegressions = sim.Regressions{
 	// the controller's.
 	{Seed: 1853916418618103960, Name: "a held node another writer untainted that recovers and is tainted NodeLeaving in one second has its escalated failure ended: the controller's True condition ends it as a taint removal does (driver)"},
 	{Seed: 10902770050846289540, Name: "an escalation whose turn of the eviction rate comes in the instant another node's Lease expires into a blast-radius suspension is held: the eviction worker brings the count up to date at the turn (n1 was evicted at 2m56s as n5's expiry suspended the cluster)"},
+	// make simulate SEEDS=200 on 4fca52b (2026-11-29), settled 2026-11-30
+	// (the driver's): with 4 workers n12's evaluation took the free turn
+	// before n11's; a tie has no order, and the driver tells the model
+	// which the controller took (settleTiedTurns).
+	{Seed: 8466550013169616459, Name: "n11 and n12 come due in the same instant and the controller's workers give n12 the free turn of the eviction rate: the model takes that order of the tie (driver)"},
+	// make simulate-fresh on 8dbbfa7 (2026-11-29), settled 2026-11-30 (the
+	// controller's and the model's rule): a renewal observed in the
+	// instant a node's hold began came after the hold, so it ends the gate
+	// the lift opens, whether the lift came before or after it.
+	{Seed: 17597418052033749223, Name: "a controller that starts, suspends and lifts in one instant: a held node's renewal in that instant ends its failure whether the suspension lifted before or after it (n7 at 4m33s)"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that
@@ -156,22 +166,7 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{
-	// make simulate SEEDS=200 on 4fca52b (2026-11-29), diagnosed, not
-	// settled: n11 and n12, gated in the same second, came due together at
-	// 56s; with 4 workers n12's evaluation took the free escalation turn
-	// before n11's (the model: name order). docs/controller.md allows it
-	// ("with several workers, evaluations that overlap may finish in
-	// another order"); the rule needs deciding. Passes with one worker.
-	{Seed: 8466550013169616459, Name: "t=56s n11 and n12 due in the same instant: with several workers the controller escalated n12 first, the model n11"},
-	// make simulate-fresh on 8dbbfa7 (2026-11-29), diagnosed, not settled
-	// (docs/reliability.md): fails also with -sim.per-event=false, passes
-	// with one worker. kube-proxy came back on seven held nodes in one
-	// instant: the model lifted the suspension at n6's renewal and tainted
-	// n7, whose renewal came next; the controller lifted in n6's sync,
-	// after n7's renewal was delivered between the workers' requests.
-	{Seed: 17597418052033749223, Name: "t=4m33s n7: the controller untainted/True:ExtensionsReady, the model tainted/False:ExtensionsNotReady (several workers)"},
-}
+var simOpenFindings = sim.Regressions{}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
@@ -1549,6 +1544,9 @@ func (s *simulation) updateNode(n *simNode) {
 // records both in the trace, and checks the invariants.
 func (s *simulation) compare(quiet bool) bool {
 	s.t.Helper()
+	s.settleTiedTurns(func(n *simNode, obj *v1.Node) bool {
+		return n.evicted || nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoExecute)
+	})
 	want := s.model.Nodes()
 	held := sets.New(s.model.Held()...)
 	var diffs, line, messages []string

@@ -261,6 +261,11 @@ type gateSpan struct {
 	// writer removed is missing like any other (a guard then withholds it).
 	taintWritten   bool
 	taintWrittenRV string
+	// heldFromStart: a guard held the gate's taint from the evaluation that
+	// began it (a failure held), so start is when the failure was first
+	// held, judged on Leases that showed no renewal: a real renewal
+	// observed in that very instant came after it and counts.
+	heldFromStart bool
 	// planned are the extensions released for maintenance during this
 	// gate; while any is not ready again, the node's other failures are
 	// planned too (no eviction clock, no blast-radius count).

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
@@ -199,48 +198,6 @@ func (c *Controller) failuresAt(st *nodeState, now time.Time) []string {
 		}
 	}
 	return failures
-}
-
-// endHoldsLocked ends, in the step that lifts a guard, the hold of every node
-// held for a failure that no guard holds any more and that still fails: the
-// lift judges it then, so its gate is in force from that instant, waiting
-// for a renewal of what fails at the lift observed after the gate's start
-// (when its failure was first held). The taint is written by the node's
-// next sync, which the lift queues; a renewal observed before that sync,
-// in the lift's very instant, came after the lift and ends the gate only
-// if it came after its start, as for a node whose sync ran first (seed
-// 9210168856590487975: with two workers, a held node's renewal delivered
-// between the lift and its sync left it untainted where the model, and the
-// controller with one worker, tainted it). A node that no longer fails is
-// left held: its next evaluation ungates it without a renewal. Callers hold
-// c.mu.
-func (c *Controller) endHoldsLocked(at time.Time) {
-	if c.ownViewStaleLocked() {
-		return
-	}
-	for name, st := range c.nodes {
-		if !st.gated || !st.last.suppressed || st.gate.full {
-			continue
-		}
-		m, counted := c.blast.memberOf(name)
-		if !counted {
-			continue
-		}
-		if suspended, _ := c.blast.suspended(m.zone); suspended {
-			continue
-		}
-		failures := c.failuresAt(st, at)
-		if len(failures) == 0 {
-			continue
-		}
-		st.last.suppressed = false
-		st.gate.scope = sets.New(failures...)
-	}
-}
-
-// resumes reports whether changes end a suspension.
-func resumes(changes []suspensionChange) bool {
-	return slices.ContainsFunc(changes, func(ch suspensionChange) bool { return !ch.suspended })
 }
 
 // plannedInBoot reports whether the planned release of ext belongs to the

@@ -152,9 +152,6 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 		d = evaluate(in)
 	}
 	r.changes = append(r.changes, c.blast.update(name, facts.zone, d.tracked, d.failing)...)
-	if resumes(r.changes) {
-		c.endHoldsLocked(r.now)
-	}
 	remember(st, d, exts)
 	r.d = d
 	r.suspendedWhy = d.suspendedWhy
@@ -408,9 +405,6 @@ func (c *Controller) forgetNode(name string) {
 	c.dropLeaseRefs(name)
 	c.updateContribution(name, contribution{})
 	changes := c.blast.update(name, "", false, false)
-	if resumes(changes) {
-		c.endHoldsLocked(now)
-	}
 	c.mu.Unlock()
 	// A deleted node's drain, and its record of the pods it left, go with it.
 	c.drains.end(name)

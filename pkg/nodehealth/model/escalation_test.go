@@ -56,6 +56,40 @@ func TestEscalationsDueTogetherAreSpacedByTheRateInNameOrder(t *testing.T) {
 	st.expect("the third turn", evicted(gated(notReady, boot1)), "n3")
 }
 
+// A tie has no order of its own: a controller may give the free turn to
+// any node of it, and SwapTiedTurns takes that order, but never changes
+// whether or when a turn is spent, nor swaps nodes that did not tie.
+func TestTheNodesOfATieMayTakeTheirTurnsInAnyOrderButNothingElseMoves(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.EscalationsPerSecond = 0.1
+	st := newStory(t, cfg)
+	st.inService(worker("n1", gating("a")), worker("n2", gating("a")), worker("n3", gating("a")), worker("n4", gating("a")))
+	for _, n := range names(3) {
+		st.release(10*sec, n+"/a", "Crashed")
+	}
+	st.release(11*sec, "n4/a", "Crashed")
+	st.advance(5*minute + 10*sec)
+	if st.m.SwapTiedTurns("n2", "n3") {
+		t.Error("swapped n2, which waits, for n3: only the node escalated now gives its turn away")
+	}
+	if !st.m.SwapTiedTurns("n1", "n3") {
+		t.Fatal("n1 and n3 came due together: the controller may have given n3 the free turn")
+	}
+	st.expect("n3 took the free turn", evicted(gated(notReady, boot1)), "n3")
+	st.expect("n1 gave its escalation back", gated(notReady, boot1), "n1", "n2")
+	st.advance(5*minute + 11*sec)
+	if st.m.SwapTiedTurns("n3", "n4") {
+		t.Error("swapped with n4, which came due a second later")
+	}
+	st.advance(5*minute + 20*sec)
+	st.expect("the second turn: n2's", evicted(gated(notReady, boot1)), "n2")
+	st.expect("n1 waits for the turn n3 had", gated(notReady, boot1), "n1", "n4")
+	st.advance(5*minute + 30*sec)
+	st.expect("n1's turn", evicted(gated(notReady, boot1)), "n1")
+	st.advance(5*minute + 40*sec)
+	st.expect("n4's turn", evicted(gated(notReady, boot1)), "n4")
+}
+
 func TestATurnOfTheRateIsSpentAtItsInstantByANodeThatNoLongerFails(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.EscalationsPerSecond = 0.1

@@ -203,6 +203,17 @@ type node struct {
 	// none taken): kept until its instant whatever the node does meanwhile,
 	// then spent, escalating the node if it is due then.
 	turn time.Time
+	// tie is what SwapTiedTurns needs of the node's last turn.
+	tie turnTie
+}
+
+// turnTie is a node's last turn of the escalation rate as SwapTiedTurns
+// trades it: the instant the node came due and took it, the instant the turn
+// escalated it (zero: not yet, or never), and what the node's evicted and
+// noExecute were before that escalation.
+type turnTie struct {
+	due, escalatedAt   time.Time
+	evicted, noExecute bool
 }
 
 // gate is a gate the controller keeps on a node (tainted, or pending while
@@ -218,6 +229,11 @@ type gate struct {
 	// ControllerStarted) while the own view was stale; the recovery gives
 	// it its ControllerStarted back (ownViewRecovers).
 	failedInStall bool
+	// heldFromStart: the gate began when the node's failure was first held
+	// (start = that instant, openFailureGate). A guard held the failure,
+	// so the failure was judged on Leases that did not show a renewal: a
+	// renewal observed in that very instant came after it.
+	heldFromStart bool
 }
 
 // evictionClock is the pause-aware eviction clock of one node.
@@ -666,6 +682,7 @@ func (n *node) forget(at time.Time) {
 	n.clock = evictionClock{last: at}
 	n.held = false
 	n.turn = time.Time{}
+	n.tie = turnTie{}
 }
 
 func parseFailedOpen(s string) map[string]bool {

@@ -228,6 +228,35 @@ func TestBlastRadiusAtHalfOfSixNodesTaintsTwoHoldsTwoAndACanaryBlipChangesNothin
 	st.expectSuspended("resumed", "", false)
 }
 
+// A hold is judged on Leases that show no renewal, so a renewal observed in
+// the very instant a node's hold began came after it: it ends the gate the
+// lift opens, whether the lift came before or after it in that instant.
+// A gate begun by a taint in that instant keeps the strict rule.
+func TestARenewalInTheInstantAHoldBeganEndsTheGateTheLiftOpens(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.ClusterThreshold = 0.5
+	st := newStory(t, cfg)
+	sixNodes(st)
+	st.keep(leasesOf("kube-proxy", "n6")...)
+	st.run(20 * sec)
+	for _, n := range names(5) {
+		st.release(21*sec, n+"/kube-proxy", "Crash")
+	}
+	st.expect("two fail: tainted", gated(notReady, boot1), "n1", "n2")
+	st.expectHeld("five fail", "n3", "n4", "n5")
+	st.renew(21*sec, "n5/kube-proxy")
+	st.expectSuspended("four fail", "", true)
+	st.expect("n5's renewal before the lift, in its hold's instant", ready(boot1), "n5")
+	st.renew(21*sec, "n1/kube-proxy", "n2/kube-proxy")
+	st.expectSuspended("two fail", "", false)
+	st.expect("judged at the lift: still failing", gated(notReady, boot1), "n3", "n4")
+	st.renew(21*sec, "n3/kube-proxy", "n4/kube-proxy")
+	st.expect("renewed after the lift, in their holds' instant", ready(boot1), "n3", "n4")
+	st.expect("tainted in this instant: a renewal in it does not count", gated(notReady, boot1), "n1", "n2")
+	st.renew(22*sec, "n1/kube-proxy", "n2/kube-proxy")
+	st.expect("renewed after the gate began", ready(boot1), "n1", "n2")
+}
+
 func TestFailuresThatComeDueTogetherAreAllCountedBeforeAnyIsTainted(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.ClusterThreshold = 0.5

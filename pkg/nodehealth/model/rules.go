@@ -67,9 +67,20 @@ func (m *Model) plannedRelease(n *node, ext string) bool {
 // began"). Instants of the controller's clock are compared: a renewal
 // observed at the very instant the cause was observed does not count, as the
 // controller cannot tell which came first.
+//
+// Choice: a gate that began when its failure was first held counts a real
+// renewal (not a Start's grace) observed in that very instant: the hold was
+// judged on Leases that did not show it, so it came after. Which came first
+// is then known, and whether the suspension lifted before or after that
+// renewal in the instant does not change the outcome (seed
+// 17597418052033749223: a controller that started, suspended and lifted in
+// one instant, with a held node's renewal in it).
 func (m *Model) renewedSince(n *node, ext string, g *gate) bool {
 	l := m.leases[leaseKey{n.Name, ext}]
-	return l != nil && l.observedSet && l.observed.After(g.start)
+	if l == nil || !l.observedSet {
+		return false
+	}
+	return l.observed.After(g.start) || g.heldFromStart && !l.startGrace && l.observed.Equal(g.start)
 }
 
 // facts is what a node's judgement at one instant rests on.
@@ -582,12 +593,12 @@ func (m *Model) openFailureGate(n *node, f facts, t time.Time, wasHeld bool) {
 		}
 		return
 	}
-	start := t
-	if wasHeld && !n.heldSince.IsZero() {
+	start, heldFromStart := t, wasHeld && !n.heldSince.IsZero()
+	if heldFromStart {
 		start = n.heldSince
 	}
 	reason := nodev1alpha1.ReasonExtensionsNotReady
-	n.gate = &gate{cause: reason, start: start, reason: reason, scope: map[string]bool{}}
+	n.gate = &gate{cause: reason, start: start, reason: reason, scope: map[string]bool{}, heldFromStart: heldFromStart}
 	widenFailedOnlyScope(n, f)
 }
 
@@ -728,8 +739,11 @@ func tickEvictionClock(n *node, t time.Time) {
 // turn if it is still due then; the turn is spent either way, and a node
 // holds only one at a time.
 //
-// Choice: nodes that come due in one evaluation take their turns in name
-// order.
+// Choice: nodes that come due in one instant take their turns in name
+// order. In real time no two nodes come due at the same instant, so a tie
+// has no order of its own: a controller whose workers evaluate the nodes of
+// a tie at once may hand the turns out in another, which SwapTiedTurns
+// accepts.
 func (m *Model) runEvictionClock(n *node, f facts, t time.Time) {
 	turnCame := !n.turn.IsZero() && !t.Before(n.turn)
 	if turnCame {
@@ -753,15 +767,16 @@ func (m *Model) runEvictionClock(n *node, f facts, t time.Time) {
 	switch {
 	case turnCame:
 		if due {
-			m.escalate(n)
+			m.escalateAtTurn(n, t)
 		}
 	case !n.turn.IsZero():
 		// Waits for its turn.
 	case due && !n.clock.escalated:
+		n.tie = turnTie{due: t}
 		if turn := m.takeTurn(t); turn.After(t) {
 			n.turn = turn
 		} else {
-			m.escalate(n)
+			m.escalateAtTurn(n, t)
 		}
 	case due:
 		// A drain cut by a suspension goes on.
@@ -779,6 +794,39 @@ func (m *Model) takeTurn(t time.Time) time.Time {
 		m.nextTurn = turn.Add(time.Duration(math.Round(float64(time.Second) / r)))
 	}
 	return turn
+}
+
+// escalateAtTurn escalates a node at its turn of the rate, keeping what
+// SwapTiedTurns would put back.
+func (m *Model) escalateAtTurn(n *node, t time.Time) {
+	n.tie.escalatedAt, n.tie.evicted, n.tie.noExecute = t, n.evicted, n.noExecute
+	m.escalate(n)
+}
+
+// SwapTiedTurns trades the turns of two nodes that came due in the same
+// instant: escalated, which its turn escalated now, and waiting, which still
+// waits for a later turn and is due as it was. escalated gives its
+// escalation back and waits for waiting's turn; waiting is escalated now. It
+// reports false, changing nothing, when the two are not such a pair: only
+// the order within a tie is open, never whether or when a turn is spent.
+//
+// A driver that sees the controller escalate a node the model has waiting,
+// and not the one the model escalated, calls it to say which order of the
+// tie the controller took (its several workers evaluate the nodes of a tie at
+// once, and whichever takes the turn first has it).
+func (m *Model) SwapTiedTurns(escalated, waiting string) bool {
+	x, y := m.nodes[escalated], m.nodes[waiting]
+	if x == nil || y == nil || x == y || x.tie.due.IsZero() || !x.tie.due.Equal(y.tie.due) ||
+		!x.tie.escalatedAt.Equal(m.now) || !y.turn.After(m.now) || y.clock.escalated ||
+		!y.clock.counting || y.clock.counted < m.cfg.EvictionTimeout {
+		return false
+	}
+	x.turn, y.turn = y.turn, time.Time{}
+	x.clock.escalated = false
+	x.evicted, x.noExecute = x.tie.evicted, x.tie.noExecute
+	x.tie.escalatedAt = time.Time{}
+	m.escalateAtTurn(y, m.now)
+	return true
 }
 
 // escalate: the node's pods are evicted (mode Evict) or the NoExecute
