@@ -157,6 +157,10 @@ var simFreshRegressions = sim.Regressions{
 	// instant a node's hold began came after the hold, so it ends the gate
 	// the lift opens, whether the lift came before or after it.
 	{Seed: 17597418052033749223, Name: "a controller that starts, suspends and lifts in one instant: a held node's renewal in that instant ends its failure whether the suspension lifted before or after it (n7 at 4m33s)"},
+	// make simulate SEEDS=200 on 80e21f0 (2026-11-30), both found on
+	// 0d17204 too: the driver's, then the model's.
+	{Seed: 5695212880006109346, Name: "another writer removes a node's readiness taint just after a label change that suspends the cluster: the model learns of the removal when the controller's Node watch delivers it, after the label (driver)"},
+	{Seed: 11274034325090150136, Name: "a node re-created during an outage of the controller's writes and excluded before it ends has no condition to turn Unknown: none was ever written (model)"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that
@@ -352,6 +356,11 @@ type simulation struct {
 
 	// known: the nodes the model has been told about.
 	known sets.Set[string]
+	// unseenRemovals holds, per node, the resourceVersion of another
+	// writer's removal of the readiness taint that the controller's Node
+	// watch has not delivered yet: the model is told of it
+	// (ReadinessTaintRemoved) in the order the controller sees it.
+	unseenRemovals *removals
 	// observed holds what the informers observed since the last flush, for
 	// the model: handlers run on goroutines of their own, so their inputs
 	// are queued and handed to the model in one canonical order.
@@ -472,7 +481,7 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	t.Cleanup(cancel)
 	rng := sim.NewRand(seed)
 	s := &simulation{t: t, ctx: ctx, rng: rng, clk: sim.NewClock(time.Second), opts: simOptions(), perEvent: *simPerEvent,
-		trace: &sim.Trace{}, revive: map[time.Time][]*simAgent{}, renewedAt: map[string]time.Time{}, known: sets.New[string](),
+		trace: &sim.Trace{}, revive: map[time.Time][]*simAgent{}, renewedAt: map[string]time.Time{}, known: sets.New[string](), unseenRemovals: &removals{rv: map[string]uint64{}},
 		lrng: sim.NewRand(seed ^ 0x6c656176696e67), frng: sim.NewRand(seed ^ apiFaultsStream), krng: sim.NewRand(seed ^ skewStream),
 		evictErred: sets.New[string]()}
 	s.api = sim.NewAPI(scheme.Scheme, rng.Fork())
@@ -984,6 +993,13 @@ func (s *simulation) stopController(now time.Time) {
 	s.feeding.Store(false)
 	s.stop()
 	s.model.Stop(now)
+	// A removal the stopped instance never saw is on the Node the next one
+	// lists: the stopped model takes it now, as while no leader runs.
+	for _, name := range s.unseenRemovals.takeAll() {
+		if s.known.Has(name) {
+			s.model.ReadinessTaintRemoved(now, name)
+		}
+	}
 }
 
 func (s *simulation) stop() {
@@ -1064,21 +1080,34 @@ func (s *simulation) feedModel(nodes cache.SharedIndexInformer, leases sim.Infor
 	_, _ = nodes.AddEventHandler(s.counted(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
 			node, at := obj.(*v1.Node), s.clk.Now()
+			removed := s.unseenRemovals.shownBy(node)
 			s.observe("0/"+node.Name, func() {
 				if s.known.Has(node.Name) {
 					// Listed again by a new controller instance.
 					s.model.NodeUpdated(s.late(at), s.modelNode(node))
-					return
+				} else {
+					s.known.Insert(node.Name)
+					s.model.NodeAdded(s.late(at), s.modelNode(node))
 				}
-				s.known.Insert(node.Name)
-				s.model.NodeAdded(s.late(at), s.modelNode(node))
+				if removed {
+					s.model.ReadinessTaintRemoved(s.late(at), node.Name)
+				}
 			})
 		},
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			o, n, at := oldObj.(*v1.Node), newObj.(*v1.Node), s.clk.Now()
-			if o.UID != n.UID || o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID || !labels.Equals(o.Labels, n.Labels) ||
-				leavingKey(o) != leavingKey(n) {
-				s.observe("0/"+n.Name, func() { s.model.NodeUpdated(s.late(at), s.modelNode(n)) })
+			changed := o.UID != n.UID || o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID || !labels.Equals(o.Labels, n.Labels) ||
+				leavingKey(o) != leavingKey(n)
+			removed := s.unseenRemovals.shownBy(n)
+			if changed || removed {
+				s.observe("0/"+n.Name, func() {
+					if changed {
+						s.model.NodeUpdated(s.late(at), s.modelNode(n))
+					}
+					if removed {
+						s.model.ReadinessTaintRemoved(s.late(at), n.Name)
+					}
+				})
 			}
 		},
 		DeleteFunc: func(obj interface{}) {
@@ -1086,6 +1115,7 @@ func (s *simulation) feedModel(nodes cache.SharedIndexInformer, leases sim.Infor
 				obj = tomb.Obj
 			}
 			name, at := obj.(*v1.Node).Name, s.clk.Now()
+			s.unseenRemovals.forget(name)
 			s.observe("0/"+name, func() {
 				s.known.Delete(name)
 				s.model.NodeDeleted(s.late(at), name)

@@ -183,7 +183,11 @@ type node struct {
 	// Written on the Node object: survives restarts.
 	tainted                bool
 	condStatus, condReason string
-	record                 *bootRecord
+	// condWritten: a SystemExtensionsReady condition of the controller's
+	// is on the Node, written by an evaluation while the API server took
+	// its writes (the one decided while it refuses them may not be).
+	condWritten bool
+	record      *bootRecord
 	// evicted: escalated for the current failure (NodeView.Evicted in mode
 	// Evict); noExecute: NodeView.NoExecute.
 	evicted   bool

@@ -781,6 +781,30 @@ func TestAnExcludedNodeLosesItsTaintAndReportsUnknown(t *testing.T) {
 	st.expect("label removed: found again, in service", ready(boot1), "n1")
 }
 
+// A condition decided while the API server refuses the controller's writes
+// is not on the Node: a node excluded before the writes are taken again has
+// no condition to turn Unknown, and keeps none.
+func TestANodeExcludedBeforeItsFirstConditionWasWrittenKeepsNone(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.start(0)
+	st.writes(sec, true)
+	st.add(2*sec, worker("n1", gating("a")))
+	st.renew(3*sec, "n1/a")
+	excluded := worker("n1", gating("a"))
+	excluded.Excluded = true
+	noCondition := func(when string) {
+		t.Helper()
+		if v := st.m.Nodes()["n1"]; v.Tainted || v.ConditionStatus != "" || v.ConditionReason != "" {
+			t.Errorf("%s: tainted %v, condition %q/%q; want no taint and no condition", when, v.Tainted, v.ConditionStatus, v.ConditionReason)
+		}
+	}
+	st.update(4*sec, excluded)
+	noCondition("excluded, no write taken yet")
+	st.writes(5*sec, false)
+	st.advance(6 * sec)
+	noCondition("the writes are taken again: nothing to write")
+}
+
 func TestANodeLetBackInAfterAnExclusionTakesAReleaseItFindsForItsCurrentBoot(t *testing.T) {
 	st := newStory(t, defaultConfig())
 	st.inService(worker("n1", gating("kube-proxy"), tracking("updater")))

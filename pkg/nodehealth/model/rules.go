@@ -460,8 +460,15 @@ func (m *Model) evaluateNode(n *node, t time.Time) {
 // Its boot record stays as it was.
 func leaveExcludedNodeAlone(n *node) {
 	n.tainted = false
-	if n.condStatus != "" {
+	switch {
+	case n.condWritten:
 		n.condStatus, n.condReason = condUnknown, nodev1alpha1.ReasonNodeExcluded
+	default:
+		// A condition decided while the API server refused the
+		// controller's writes never reached the Node (seed
+		// 11274034325090150136: a node re-created during an outage of
+		// the writes and excluded before it ended).
+		n.condStatus, n.condReason = "", ""
 	}
 	n.gate, n.inService, n.held, n.evicted, n.noExecute = nil, false, false, false, false
 	n.clock = evictionClock{}
@@ -668,6 +675,7 @@ func (m *Model) writeCondition(n *node, f facts, t time.Time) {
 	default:
 		n.condStatus, n.condReason = condTrue, nodev1alpha1.ReasonExtensionsReady
 	}
+	n.condWritten = n.condWritten || !m.writesRefused
 }
 
 // gateReason: a bootstrap gate reports its cause (StartupTimeout once a
