@@ -422,7 +422,9 @@ func (c *Controller) recoverView(at time.Time) {
 			// The gate begins again, and so do its startup timeouts: one
 			// that passed during the stall was judged on a view that may
 			// have hidden the renewal.
-			st.gate.start = at
+			// A restart is no hold: a renewal in its instant may be
+			// one the stalled watch held back.
+			st.gate.start, st.gate.heldFromStart = at, false
 			st.startupExpired = nil
 			if st.gate.cause == causeStartupExpiry {
 				st.gate.cause = st.gate.causeBeforeExpiry

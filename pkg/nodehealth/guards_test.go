@@ -1172,6 +1172,60 @@ func TestAHeldNodesRenewalInTheInstantItsHoldBeganEndsItWhetherTheLiftComesBefor
 	}
 }
 
+// The own view's recovery restarts a gate that began held at the recovery,
+// as any gate whose taint is on the node: a renewal the catching-up watch
+// delivers in the recovery's instant may be one the stall held back, so it
+// does not end the restarted gate; the next one does (simulation seed
+// 16796596741113341386 found the model keeping the hold's rule after the
+// restart).
+func TestAGateBegunHeldAndRestartedByTheRecoveryWaitsForARenewalAfterIt(t *testing.T) {
+	names := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	var objs []runtime.Object
+	for _, n := range names {
+		objs = append(objs, readyNode(n), lease("kube-proxy", n, "holder", t0))
+	}
+	f := newFixture(t, guardOptions(), objs...) // cluster threshold 50 %
+	f.canaryRenewed()
+	f.syncAll(names...)
+	f.clock.Step(time.Second)
+	for _, n := range names[:3] {
+		f.release("kube-proxy", n, "Crash")
+		f.sync(n)
+	}
+	if c := f.condition("n3"); f.tainted("n3") || c.Reason != nodev1alpha1.ReasonGatingSuspended {
+		t.Fatalf("n3, the third of six to fail: tainted %v, condition %s; want held", f.tainted("n3"), c.Reason)
+	}
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.sync("n3")
+	if !f.tainted("n3") {
+		t.Fatalf("n3 still failing after the lift is not tainted (condition %s)", f.condition("n3").Reason)
+	}
+	// The Lease watch stalls: the view turns stale, then recovers.
+	f.pass(16*time.Second, false)
+	if !f.c.canary.stale() {
+		t.Fatal("the own view did not turn stale")
+	}
+	for i := 0; f.c.canary.stale(); i++ {
+		if i == 10 {
+			t.Fatal("the own view did not recover")
+		}
+		f.pass(time.Second, true)
+	}
+	// In the recovery's instant the catching-up watch delivers a renewal.
+	f.renew("kube-proxy", "n3")
+	f.sync("n3")
+	if !f.tainted("n3") {
+		t.Errorf("n3's restarted gate ended with a renewal observed in the recovery's instant (condition %s)", f.condition("n3").Reason)
+	}
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n3")
+	f.sync("n3")
+	if f.tainted("n3") {
+		t.Errorf("n3 still tainted after a renewal after the recovery (condition %s)", f.condition("n3").Reason)
+	}
+}
+
 // A held node that recovers before the Node cache shows the hold has its
 // recovery written: the cache still says True/ExtensionsReady, as it did
 // before the controller's GatingSuspended write, but the API server holds

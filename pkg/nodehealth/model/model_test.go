@@ -257,6 +257,34 @@ func TestARenewalInTheInstantAHoldBeganEndsTheGateTheLiftOpens(t *testing.T) {
 	st.expect("renewed after the gate began", ready(boot1), "n1", "n2")
 }
 
+// The own view's recovery restarts a gate at the recovery: that is no hold,
+// and the grace the recovery gives a Lease is no renewal in its instant,
+// whatever began the gate (simulation seed 16796596741113341386: a gate
+// begun held kept counting a renewal in its start's instant after the
+// recovery moved the start, and the grace ended it).
+func TestARecoveryRestartsAGateBegunHeldWithTheStrictRule(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.ClusterThreshold = 0.5
+	st := newStory(t, cfg)
+	sixNodes(st)
+	st.renew(20*sec, "n3/b") // b's Lease, not yet listed
+	for _, n := range names(3) {
+		st.release(21*sec, n+"/kube-proxy", "Crash")
+	}
+	st.expectHeld("three fail", "n3")
+	st.renew(25*sec, "n1/kube-proxy")
+	st.expect("two fail: lifted, n3 judged", gated(notReady, boot1), "n3")
+	// b is listed during the gate: in its scope, not renewed since it began.
+	st.update(26*sec, worker("n3", gating("kube-proxy"), gating("b")))
+	st.renew(27*sec, "n3/kube-proxy")
+	st.expect("b has not renewed since the gate began", gated(notReady, boot1), "n3")
+	st.stale(30 * sec)
+	st.recover(40 * sec)
+	st.expect("the recovery restarts the gate: the grace renews nothing", gated(notReady, boot1), "n3")
+	st.renew(41*sec, "n3/kube-proxy", "n3/b")
+	st.expect("renewed after the restart", ready(boot1), "n3")
+}
+
 func TestFailuresThatComeDueTogetherAreAllCountedBeforeAnyIsTainted(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.ClusterThreshold = 0.5

@@ -409,7 +409,9 @@ func (m *Model) ownViewRecovers(at time.Time) {
 	}
 	for _, n := range m.nodes {
 		if n.gate != nil {
-			n.gate.start = at
+			// A restart is no hold: a renewal in its instant may be
+			// one the stalled watch held back.
+			n.gate.start, n.gate.heldFromStart = at, false
 			if n.gate.failedInStall {
 				n.gate.reason, n.gate.failedInStall = nodev1alpha1.ReasonControllerStarted, false
 			}
