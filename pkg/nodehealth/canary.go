@@ -128,10 +128,7 @@ func (k *canary) check(now time.Time) (stale, changed bool) {
 // GuardDeadline: 3/4 × minimumLeaseDuration + renewalGrace).
 func (k *canary) run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(k.cfg.namespace, nodev1alpha1.ControllerCanaryLease))
-	k.mu.Lock()
-	// A full set of intervals of grace from the start.
-	k.lastObserved = k.cfg.clock.Now()
-	k.mu.Unlock()
+	k.begin(k.cfg.clock.Now())
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
@@ -140,18 +137,7 @@ func (k *canary) run(ctx context.Context) {
 	defer func() { <-renewed }()
 	for {
 		now := k.cfg.clock.Now()
-		stale, changed := k.check(now)
-		if changed {
-			if stale {
-				logger.Info("Not observing my own canary renewals: suspending taint additions and evictions until my view of the cluster is current again",
-					"interval", k.cfg.interval, "staleAfter", staleAfterIntervals*k.cfg.interval)
-			} else {
-				logger.Info("Observing my own canary renewals again: resuming taint additions and evictions; every Lease gets a full duration of grace from now")
-			}
-			if k.cfg.onChange != nil {
-				k.cfg.onChange(ctx, stale, now)
-			}
-		}
+		stale, _ := k.tick(ctx, now)
 		// Check again at the next interval, or when the view turns stale
 		// if that is sooner.
 		next := k.cfg.interval
@@ -164,6 +150,35 @@ func (k *canary) run(ctx context.Context) {
 		case <-k.cfg.clock.After(max(next, time.Millisecond)):
 		}
 	}
+}
+
+// begin gives the view a full set of intervals of grace from now: the
+// controller starts (or takes over) trusting its view.
+func (k *canary) begin(now time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.lastObserved = now
+}
+
+// tick is one check of the run loop: it judges the view at now and, when
+// that changes, says so in the log and tells onChange. The simulations
+// call it as the loop does.
+func (k *canary) tick(ctx context.Context, now time.Time) (stale, changed bool) {
+	stale, changed = k.check(now)
+	if !changed {
+		return stale, false
+	}
+	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(k.cfg.namespace, nodev1alpha1.ControllerCanaryLease))
+	if stale {
+		logger.Info("Not observing my own canary renewals: suspending taint additions and evictions until my view of the cluster is current again",
+			"interval", k.cfg.interval, "staleAfter", staleAfterIntervals*k.cfg.interval)
+	} else {
+		logger.Info("Observing my own canary renewals again: resuming taint additions and evictions; every Lease gets a full duration of grace from now")
+	}
+	if k.cfg.onChange != nil {
+		k.cfg.onChange(ctx, stale, now)
+	}
+	return stale, true
 }
 
 // renewLoop renews the canary every interval; each attempt is bounded by the

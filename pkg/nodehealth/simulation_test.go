@@ -980,9 +980,7 @@ func (s *simulation) startController() {
 		n.unlisted = false
 	}
 	s.model.Start(now)
-	c.canary.mu.Lock()
-	c.canary.lastObserved = now
-	c.canary.mu.Unlock()
+	c.canary.begin(now)
 	c.primeBlastRadius(ctx)
 	s.trace.Add("t=%s controller %d started", s.at(), s.gen)
 	// Its workers start at once, on what it listed.
@@ -1279,8 +1277,7 @@ func (s *simulation) retriesHeld() bool {
 // checkView runs the canary's check as its loop would.
 func (s *simulation) checkView() {
 	now := s.clk.Now()
-	if stale, changed := s.c.canary.check(now); changed {
-		s.c.ownViewChanged(s.ctx, stale, now)
+	if stale, changed := s.c.canary.tick(s.ctx, now); changed {
 		s.model.OwnView(now, stale)
 		s.viewStale = stale
 		s.trace.Add("t=%s own view stale=%v", s.at(), stale)
