@@ -289,6 +289,60 @@ func TestChangesWhileTheControllerWasDown(t *testing.T) {
 	}
 }
 
+// A Node the controller saw deleted and created again under its name is a
+// new node, whether the deletion's sync ran before the creation was
+// delivered or both came before it, as they may with several workers
+// (simulation seed 16025508996173224691: NodeRecreated where the model, and
+// one worker, said NodeRegistered). Another UID seen only in an update, a
+// watch that missed the deletion, is a re-creation.
+func TestANodeSeenDeletedAndCreatedAgainIsANewNodeWhicheverCameFirst(t *testing.T) {
+	recreate := func(f *fixture, syncBetween bool) {
+		old := f.node("n1")
+		if err := f.client.Tracker().Delete(v1.SchemeGroupVersion.WithResource("nodes"), "", "n1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.nodeIndexer().Delete(old); err != nil {
+			t.Fatal(err)
+		}
+		f.c.deleteNode(old)
+		if syncBetween {
+			f.sync("n1")
+		}
+		created := newNode("n1", func(n *v1.Node) { n.UID = "uid-n1-2"; withTaint(n) })
+		if err := f.client.Tracker().Add(created); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.nodeIndexer().Add(created.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+		f.c.addNode(created, false)
+	}
+	tests := []struct {
+		name   string
+		change func(f *fixture)
+		want   gateCause
+	}{
+		{name: "the deletion's sync before the creation", change: func(f *fixture) { recreate(f, true) }, want: causeNew},
+		{name: "both before the sync", change: func(f *fixture) { recreate(f, false) }, want: causeNew},
+		{name: "another UID in an update", change: func(f *fixture) {
+			f.updateNode("n1", func(n *v1.Node) { n.UID = "uid-n1-2" })
+			f.c.updateNode(f.node("n1"), f.node("n1"))
+		}, want: causeRecreated},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, testOptions(), readyNode("n1"), lease("kube-proxy", "n1", "holder", t0))
+			f.sync("n1")
+			f.clock.Step(time.Second)
+			tc.change(f)
+			f.sync("n1")
+			if c := f.condition("n1"); !f.tainted("n1") || c.Reason != string(tc.want) {
+				t.Errorf("tainted %v, condition reason %q; want tainted, %q", f.tainted("n1"), c.Reason, tc.want)
+			}
+		})
+	}
+}
+
 func TestControllerStartKeepsGatedNodesGatedUntilFreshRenewals(t *testing.T) {
 	// Found tainted at start, with a Lease that looks fresh: every Lease
 	// counts as observed at the start, and ungating needs a renewal after it.

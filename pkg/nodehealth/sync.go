@@ -47,6 +47,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	c.forgetReplaced(node)
 	if node.Labels[nodev1alpha1.ExcludeLabel] == "true" {
 		return c.syncExcluded(ctx, node)
 	}
@@ -395,6 +396,28 @@ func (c *Controller) nodeInputs(node *v1.Node) ([]requiredExtension, nodeFacts, 
 	}
 	facts.record, facts.hasRecord = parseBootRecord(node.Annotations[nodev1alpha1.BootAnnotation])
 	return exts, facts, nil
+}
+
+// forgetReplaced forgets a node the informer saw deleted and created again
+// since its last sync: the name's state holds another UID, and an Add came
+// after the initial list (live). It is a new node (NodeRegistered), as it is
+// when the deletion's sync runs before the creation is delivered, whichever
+// a worker reaches first (simulation seed 16025508996173224691: with
+// several workers the deletion and the creation both came before the sync,
+// which took them for a re-creation). A UID change seen only in an update, a
+// watch that missed the deletion, stays a re-creation (NodeRecreated).
+func (c *Controller) forgetReplaced(node *v1.Node) {
+	c.mu.Lock()
+	st := c.nodes[node.Name]
+	replaced := st != nil && st.uid != "" && st.uid != node.UID && c.live.Has(node.Name)
+	c.mu.Unlock()
+	if !replaced {
+		return
+	}
+	c.forgetNode(node.Name)
+	c.mu.Lock()
+	c.live.Insert(node.Name)
+	c.mu.Unlock()
 }
 
 func (c *Controller) forgetNode(name string) {
