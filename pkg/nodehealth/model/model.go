@@ -183,6 +183,11 @@ type node struct {
 	// Written on the Node object: survives restarts.
 	tainted                bool
 	condStatus, condReason string
+	// removalRefused: the node was ungated while the API server refused
+	// the controller's writes, so its taint, off in the model, is still on
+	// the Node until they are taken again: a gate decided meanwhile finds
+	// it there and needs no write (placeTaint).
+	removalRefused bool
 	// condWritten: a SystemExtensionsReady condition of the controller's
 	// is on the Node, written by an evaluation while the API server took
 	// its writes (the one decided while it refuses them may not be).
@@ -475,7 +480,7 @@ func (m *Model) ReadinessTaintRemoved(at time.Time, name string) {
 	if n == nil {
 		return
 	}
-	n.tainted, n.noExecute = false, false
+	n.tainted, n.noExecute, n.removalRefused = false, false, false
 	m.evaluateIfRunning(at)
 }
 
@@ -587,6 +592,12 @@ func (m *Model) OwnView(at time.Time, stale bool) {
 func (m *Model) Writes(at time.Time, refused bool) {
 	m.step(at)
 	m.writesRefused = refused
+	if !refused {
+		// The refused removals are retried and go through.
+		for _, n := range m.nodes {
+			n.removalRefused = false
+		}
+	}
 	m.evaluateIfRunning(at)
 }
 

@@ -380,6 +380,25 @@ func TestOwnViewRecoveryGivesTaintedNodesANewGateStart(t *testing.T) {
 // writes is not on the node; decided again when the writes are taken, under
 // the own-view guard that fired meanwhile, the node is held, never tainted,
 // and judged afresh at the lift.
+// An ungate whose removal the API server refuses leaves the taint on the
+// Node: a failure judged before the writes are taken again, with no guard
+// holding, is gated with that taint and needs no write, so a guard that
+// fires afterwards does not hold it (seed 18207859432137299208).
+func TestAGateDecidedOnATaintWhoseRemovalWasRefusedKeepsIt(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")), worker("n2", gating("a")), worker("n3", gating("a")))
+	st.release(5*sec, "n1/a", "Crashed")
+	st.expect("failed", gated(notReady, boot1), "n1")
+	st.writes(6*sec, true)
+	st.renew(7*sec, "n1/a")
+	st.release(8*sec, "n1/a", "Crashed")
+	st.expect("failed again: the taint is still there", gated(notReady, boot1), "n1")
+	st.stale(9 * sec)
+	st.writes(10*sec, false)
+	st.expect("a guard that fired since does not hold it", gated(notReady, boot1), "n1")
+	st.expectHeld("a guard that fired since")
+}
+
 func TestAFailureTaintARefusedWriteLostIsHeldByAGuardThatFiredMeanwhile(t *testing.T) {
 	st := newStory(t, defaultConfig())
 	st.inService(worker("n1", gating("a")), worker("n2", gating("a")), worker("n3", gating("a")))

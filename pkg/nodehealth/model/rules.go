@@ -435,6 +435,7 @@ func (m *Model) evaluateNode(n *node, t time.Time) {
 	if n.gate != nil {
 		widenFailedOnlyScope(n, f)
 		if m.gateMayEnd(n, f, t) {
+			n.removalRefused = n.removalRefused || n.tainted && m.writesRefused
 			ungate(n)
 		}
 	} else if len(f.notReady) > 0 {
@@ -618,8 +619,9 @@ func (m *Model) openFailureGate(n *node, f facts, t time.Time, wasHeld bool) {
 // Bootstrap gates are not suspended by the blast radius.
 //
 // Choice: a taint decided while the API server refuses the controller's
-// writes is not on the node; the controller decides it again once its writes
-// are taken, under the guards in force then ("a write decided before a
+// writes is not on the node (unless an ungate's refused removal left it
+// there: then the gate has it, no write needed); the controller decides it
+// again once its writes are taken, under the guards in force then ("a write decided before a
 // guard fired is re-decided, never replayed"). A failure gate a guard holds
 // then was never tainted: the node is held for its failure, as if the guard
 // had come first (judged afresh at the lift, heldSince = the gate's start).
@@ -645,6 +647,11 @@ func (m *Model) placeTaint(n *node, f facts) {
 		n.held = true
 	case m.ownViewStale:
 		n.held, n.gate.pending = true, true
+	case m.writesRefused && n.removalRefused:
+		// The ungate's removal was refused: the taint this gate wants is
+		// still on the node, and no write is needed (seed
+		// 18207859432137299208).
+		n.tainted, n.gate.pending, n.removalRefused = true, false, false
 	case m.writesRefused:
 		// Decided, not on the node: decided again when writes are taken.
 	default:
