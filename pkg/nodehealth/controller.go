@@ -380,6 +380,7 @@ func (c *Controller) ownViewChanged(ctx context.Context, stale bool, at time.Tim
 		c.mu.Lock()
 		c.viewStale = true
 		c.tracker.snapshot(at, c.opts.RenewalGrace)
+		c.unsnapshotDeadMarked()
 		c.mu.Unlock()
 		c.metrics.OwnViewStale.Set(1)
 		c.metrics.Suspensions.WithLabelValues("own-view").Inc()
@@ -390,6 +391,25 @@ func (c *Controller) ownViewChanged(ctx context.Context, stale bool, at time.Tim
 	c.metrics.OwnViewStale.Set(0)
 	c.updateEscalationClocks(at)
 	c.enqueueAll()
+}
+
+// unsnapshotDeadMarked takes out of the own view's snapshot every Lease a
+// node's boot record marks dead on the renewal it still shows: the start
+// grace makes such a Lease look observed at the start, but it counts as
+// expired (markedDead), so it was not ready when the view went stale and
+// gets no grace at the recovery (simulation seed 12555028893769159383: a
+// controller that started in an outage of its writes gave the recovery's
+// grace to a Lease its predecessor had judged expired, and a node whose
+// extension had died in the stall stayed untainted past its expiry).
+// Callers hold c.mu.
+func (c *Controller) unsnapshotDeadMarked() {
+	for _, st := range c.nodes {
+		for _, ext := range st.exts {
+			if obs, ok := c.tracker.get(ext.lease.Namespace, ext.lease.Name); ok && st.markedDead(ext.name, obs) {
+				c.tracker.notReadyWhenStale(ext.lease.Namespace, ext.lease.Name)
+			}
+		}
+	}
 }
 
 // recoverView ends the own-view guard in one step under c.mu, which every

@@ -1226,6 +1226,56 @@ func TestAGateBegunHeldAndRestartedByTheRecoveryWaitsForARenewalAfterIt(t *testi
 	}
 }
 
+// A Lease the boot record marks dead on the renewal it still shows is not
+// ready when the own view goes stale, though the start grace makes it look
+// observed at the start: it gets no grace at the recovery, and a renewal in
+// the stall runs out on its own time (simulation seed 12555028893769159383:
+// a controller started in an outage of its writes gave the recovery's grace
+// to such a Lease, and kept a node whose extension died in the stall
+// untainted past the expiry).
+func TestALeaseTheBootRecordMarksDeadGetsNoRecoveryGrace(t *testing.T) {
+	dead := t0.Add(-time.Minute)
+	node := readyNode("n1", func(n *v1.Node) {
+		n.Annotations[nodev1alpha1.BootAnnotation] = bootRecord{BootID: n.Status.NodeInfo.BootID, UID: n.UID,
+			Dead: map[string]int64{"kube-proxy": dead.UnixMicro()}}.String()
+	})
+	f := newFixture(t, guardOptions(), node, lease("kube-proxy", "n1", "holder", dead))
+	f.canaryRenewed()
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatalf("n1, its kube-proxy marked dead and not renewed since, is not tainted at the start (condition %s)", f.condition("n1").Reason)
+	}
+	// The canary's renewals fail; the Lease watch goes on.
+	f.pass(16*time.Second, false)
+	if !f.c.canary.stale() {
+		t.Fatal("the own view did not turn stale")
+	}
+	f.pass(time.Second, false)
+	renewed := f.clock.Now()
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatalf("n1 still tainted after kube-proxy renewed (condition %s)", f.condition("n1").Reason)
+	}
+	// kube-proxy dies; the view recovers.
+	for i := 0; f.c.canary.stale(); i++ {
+		if i == 10 {
+			t.Fatal("the own view did not recover")
+		}
+		f.pass(time.Second, true)
+	}
+	// The renewal runs out 50 s after it (40 s + 10 s grace), not 50 s
+	// after the recovery.
+	f.clock.SetTime(renewed.Add(50*time.Second + time.Second))
+	f.canaryRenewed()
+	f.checkView()
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Errorf("n1 untainted %s after kube-proxy's last renewal, past its expiry: the Lease got the recovery's grace (condition %s)",
+			f.clock.Since(renewed), f.condition("n1").Reason)
+	}
+}
+
 // A held node that recovers before the Node cache shows the hold has its
 // recovery written: the cache still says True/ExtensionsReady, as it did
 // before the controller's GatingSuspended write, but the API server holds

@@ -169,6 +169,16 @@ func (t *leaseTracker) snapshot(staleSince time.Time, grace time.Duration) {
 	}
 }
 
+// notReadyWhenStale takes a Lease out of the snapshot: it was not ready
+// when the view went stale, whatever its observation says.
+func (t *leaseTracker) notReadyWhenStale(namespace, name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if o, ok := t.leases[types.NamespacedName{Namespace: namespace, Name: name}]; ok {
+		o.readyWhenStale = false
+	}
+}
+
 // refresh gives a full duration of grace, from now, to every Lease that was
 // ready when the controller's own view went stale (snapshot) and is not
 // released now: renewals the stale watch may have hidden must not expire

@@ -168,6 +168,7 @@ var simFreshRegressions = sim.Regressions{
 	// (2026-11-30; they fail on 0d17204 too, and with their own draws).
 	{Seed: 16025508996173224691, Name: "a node deleted and created again in one second, both delivered before the sync: a new node (NodeRegistered), as when the deletion's sync comes first (n6 at 4m33s)"},
 	{Seed: 18207859432137299208, Name: "an ungate whose removal an outage of the writes refused leaves the taint on the node: a failure judged before the writes come back keeps it, and a guard that fires after does not hold it (model; n0 at 5m0s)"},
+	{Seed: 12555028893769159383, Name: "a Lease the boot record marks dead is not ready when the own view goes stale: no recovery grace, and a renewal in the stall runs out on its own time (n2 at 4m42s)"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that
@@ -177,19 +178,7 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{
-	// make simulate SEEDS=200 SIM_FLAGS=-sim.workers=4 on affd4b9
-	// (2026-11-30), also with its own draw and on 0d17204; diagnosed in
-	// part (docs/reliability.md, "Open findings"): n2's kube-proxy Lease,
-	// renewed at 4m27s in a stale view and dead from 4m29s, was ready when
-	// the view went stale (4m20s) by the controller's reckoning, which
-	// gave it the recovery's grace (4m32s), and expired by the model's,
-	// which tainted n2 when it ran out at 4m42s. Which of them judged the
-	// Lease at 4m20s rightly (controller 4 started at 4m13s in an outage of
-	// the writes: a start grace against the boot record's dead mark) is not
-	// settled.
-	{Seed: 12555028893769159383, Name: "t=4m42s n2: controller untainted/True:ExtensionsReady, model tainted/False:ExtensionsNotReady (the recovery's grace given by one, not the other)"},
-}
+var simOpenFindings = sim.Regressions{}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
