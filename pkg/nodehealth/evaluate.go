@@ -1035,10 +1035,23 @@ func (e *evaluation) runEvictionClock() {
 	// stall's end, and the gate the lift restarted waits for the next one)
 	// is not added again, which would evict pods for a failure that ended.
 	add := st.escalation.marked && e.failing && opts.Eviction.Mode == EvictionModeNoExecute && !held
-	if !e.f.noExecute || add {
+	// A variant this controller wrote is on the node, though the cache may
+	// not show it yet (seed 14614349608928335306: the escalation's write,
+	// then a renewal delivered before the write's watch event; the sync
+	// the renewal queued found a cache without the variant, a node no
+	// longer failing, and took the variant off a node still gated).
+	hasNX := e.f.noExecute
+	if st.noExecuteWrittenRV != "" {
+		if writeShown(e.f.resourceVersion, st.noExecuteWrittenRV, e.f.noExecute) {
+			st.noExecuteWrittenRV = ""
+		} else {
+			hasNX = true
+		}
+	}
+	if !hasNX || add {
 		st.noExecuteOwed = false
 	}
-	e.d.noExecute = st.gated && e.d.leaving == "" && ((e.f.noExecute && !st.noExecuteOwed) || add)
+	e.d.noExecute = st.gated && e.d.leaving == "" && ((hasNX && !st.noExecuteOwed) || add)
 }
 
 // missingSince is when the controller first saw the extension's Lease

@@ -169,6 +169,10 @@ var simFreshRegressions = sim.Regressions{
 	{Seed: 16025508996173224691, Name: "a node deleted and created again in one second, both delivered before the sync: a new node (NodeRegistered), as when the deletion's sync comes first (n6 at 4m33s)"},
 	{Seed: 18207859432137299208, Name: "an ungate whose removal an outage of the writes refused leaves the taint on the node: a failure judged before the writes come back keeps it, and a guard that fires after does not hold it (model; n0 at 5m0s)"},
 	{Seed: 12555028893769159383, Name: "a Lease the boot record marks dead is not ready when the own view goes stale: no recovery grace, and a renewal in the stall runs out on its own time (n2 at 4m42s)"},
+	// make simulate SEEDS=200 SIM_FLAGS=-sim.workers=4 on 1595b8d
+	// (2026-11-30; it fails with its own draw, with one worker, and on
+	// 0d17204).
+	{Seed: 14614349608928335306, Name: "the NoExecute variant an escalation wrote stays on a node still gated when a renewal's sync comes before the Node cache shows the write (n6 at 4m9s)"},
 }
 
 // simSmokeSeeds run on every go test beside the regressions: fixed, so that

@@ -128,6 +128,11 @@ type nodeState struct {
 	// gate adds it again. A restarted controller owes nothing: the variant
 	// it finds on a gated node is the gate's.
 	noExecuteOwed bool
+	// noExecuteWrittenRV: a Node write of this controller added the
+	// NoExecute variant, at this resourceVersion, and the Node cache has not
+	// reached it yet: until it does, the variant is on the node whatever
+	// the cache shows ("" once it does, or once a write took it off).
+	noExecuteWrittenRV string
 	// leaving is what the node's last evaluation read of its leaving
 	// signals (leavingFacts), judged again by the blast-radius recount and
 	// the escalation at their own instant.

@@ -301,6 +301,14 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 		st.gate.taintWritten, st.gate.taintWrittenRV = true, changed.resourceVersion
 		c.mu.Unlock()
 	}
+	if changed.noExecuteAdded || !d.noExecute {
+		c.mu.Lock()
+		st.noExecuteWrittenRV = ""
+		if changed.noExecuteAdded {
+			st.noExecuteWrittenRV = changed.resourceVersion
+		}
+		c.mu.Unlock()
+	}
 	// changed is empty in a dry run: no latency observed, no Event.
 	if changed.taintAdded {
 		if !d.detectedAt.IsZero() {
