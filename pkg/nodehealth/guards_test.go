@@ -67,6 +67,18 @@ func (f *fixture) pass(d time.Duration, watching bool, renewing ...string) {
 	}
 }
 
+// passUntilRecovered lets seconds go by, watching, until the own view
+// recovers, and stops in the recovery's instant.
+func (f *fixture) passUntilRecovered() {
+	f.t.Helper()
+	for i := 0; f.c.canary.stale(); i++ {
+		if i == 10 {
+			f.t.Fatal("the own view did not recover within 10 s of watching")
+		}
+		f.pass(time.Second, true)
+	}
+}
+
 func (f *fixture) syncAll(names ...string) {
 	for _, n := range names {
 		f.sync(n)
@@ -1206,12 +1218,7 @@ func TestAGateBegunHeldAndRestartedByTheRecoveryWaitsForARenewalAfterIt(t *testi
 	if !f.c.canary.stale() {
 		t.Fatal("the own view did not turn stale")
 	}
-	for i := 0; f.c.canary.stale(); i++ {
-		if i == 10 {
-			t.Fatal("the own view did not recover")
-		}
-		f.pass(time.Second, true)
-	}
+	f.passUntilRecovered()
 	// In the recovery's instant the catching-up watch delivers a renewal.
 	f.renew("kube-proxy", "n3")
 	f.sync("n3")
@@ -1258,12 +1265,7 @@ func TestALeaseTheBootRecordMarksDeadGetsNoRecoveryGrace(t *testing.T) {
 		t.Fatalf("n1 still tainted after kube-proxy renewed (condition %s)", f.condition("n1").Reason)
 	}
 	// kube-proxy dies; the view recovers.
-	for i := 0; f.c.canary.stale(); i++ {
-		if i == 10 {
-			t.Fatal("the own view did not recover")
-		}
-		f.pass(time.Second, true)
-	}
+	f.passUntilRecovered()
 	// The renewal runs out 50 s after it (40 s + 10 s grace), not 50 s
 	// after the recovery.
 	f.clock.SetTime(renewed.Add(50*time.Second + time.Second))
