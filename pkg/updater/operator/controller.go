@@ -341,10 +341,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	// The lifecycle conditions say what the sync is about to do; a failed
 	// write of them does not hold the update up. Both act on one read of
-	// the shadow: read twice, an update landing in between made the shadow
-	// sync drain a node (done in its first pass) whose conditions had been
-	// written for the state before (DrainInProgress never said; the rolling
-	// update's integration test caught it about one run in four).
+	// the shadow and of its node: read twice, an update landing in between
+	// made the shadow sync drain a node (done in its first pass) whose
+	// conditions had been written for the state before (DrainInProgress
+	// never said; the rolling update's integration test caught it about
+	// one run in four for the shadow, and on 2026-11-30 once for the node,
+	// whose readiness taint reached the cache between the two reads).
 	s, node, err := c.lifecycleSubjects(key)
 	if err != nil {
 		return err
@@ -354,7 +356,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.forgetShadow(key)
 		return lerr
 	}
-	return errors.Join(c.syncShadowOf(ctx, key, s), lerr)
+	return errors.Join(c.syncShadowOf(ctx, key, s, node), lerr)
 }
 
 // event records an Event on the shadow and on its Node, so `kubectl describe

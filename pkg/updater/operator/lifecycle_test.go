@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -353,4 +355,43 @@ func TestALifecycleWriteWhoseAnswerWasLostIsNotTakenAsUnwritten(t *testing.T) {
 	// counts over it.
 	_ = f.nodes.Update(mkNode("n1", cond(mp, v1.ConditionFalse, bru)))
 	sync(false)
+}
+
+// secondReadTainted is a Node lister whose first Get of each name returns the
+// node without the readiness taint and every later one with it: the taint
+// reaches the cache between two reads of one sync.
+type secondReadTainted struct {
+	corelisters.NodeLister
+	read map[string]int
+}
+
+func (l *secondReadTainted) Get(name string) (*v1.Node, error) {
+	n, err := l.NodeLister.Get(name)
+	if err != nil {
+		return n, err
+	}
+	l.read[name]++
+	n = n.DeepCopy()
+	if l.read[name] > 1 {
+		readinessTainted(n)
+	}
+	return n, nil
+}
+
+// A sync announces the drain (DrainInProgress) and drains on one read of
+// the node: the readiness taint the drain waits for reaching the cache
+// between the lifecycle's read and the drain's let a drain done in its first
+// pass go unannounced (the rolling update's integration test, 2026-11-30:
+// roll-2 went from MaintenanceInProgress straight to Drained).
+func TestADrainIsAnnouncedOnTheReadOfTheNodeItRunsOn(t *testing.T) {
+	f := newFixture(t, defaultOptions(), []*v1.Node{mkNode("n1", boot("b1"), cond(mip, v1.ConditionTrue, bru))},
+		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("n1", rebooted, staged)})
+	f.c.nodeLister = &secondReadTainted{NodeLister: f.c.nodeLister, read: map[string]int{}}
+	if err := f.c.sync(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	announced := slices.ContainsFunc(f.nodePatches(), func(p string) bool { return strings.Contains(p, "DrainInProgress=True") })
+	if drained := f.stored("n1").Annotations[updatesv1alpha1.DrainedAnnotation] != ""; drained && !announced {
+		t.Errorf("the node was drained without DrainInProgress said: node status patches %q", f.nodePatches())
+	}
 }

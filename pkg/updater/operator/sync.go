@@ -44,16 +44,17 @@ func (c *Controller) syncShadow(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	return c.syncShadowOf(ctx, name, s)
-}
-
-// syncShadowOf is syncShadow of the shadow s as read from the cache.
-func (c *Controller) syncShadowOf(ctx context.Context, name string, s *updatesv1alpha1.BottlerocketShadow) error {
-	logger := klog.FromContext(ctx).WithValues("node", name)
 	node, err := c.nodeOf(s)
 	if err != nil {
 		return err
 	}
+	return c.syncShadowOf(ctx, name, s, node)
+}
+
+// syncShadowOf is syncShadow of the shadow s and its node as read from the
+// cache (node nil when gone).
+func (c *Controller) syncShadowOf(ctx context.Context, name string, s *updatesv1alpha1.BottlerocketShadow, node *v1.Node) error {
+	logger := klog.FromContext(ctx).WithValues("node", name)
 	spec := s.Spec.State
 	now := c.now()
 	if !drainStep(s) {
