@@ -173,16 +173,10 @@ func (c *Controller) recountFailing(current string, now time.Time) []suspensionC
 // blast radius): an unplanned failure of a gating extension after the node
 // was ready in its boot, with no planned release in progress.
 func (c *Controller) failingAt(st *nodeState, now time.Time) bool {
-	return len(c.failuresAt(st, now)) > 0
-}
-
-// failuresAt is failingAt with the extensions that fail (none: the node does
-// not count as failing).
-func (c *Controller) failuresAt(st *nodeState, now time.Time) []string {
 	if !st.readyInBoot || len(st.gate.planned) > 0 || st.leavingSignal(now, &c.opts) != "" {
-		return nil
+		return false
 	}
-	var failures []string
+	failing := false
 	for _, ext := range st.exts {
 		if !ext.affects || st.hasFailedOpen(ext.name) {
 			continue
@@ -190,14 +184,13 @@ func (c *Controller) failuresAt(st *nodeState, now time.Time) []string {
 		obs, ok := c.tracker.get(ext.lease.Namespace, ext.lease.Name)
 		switch {
 		case ok && obs.released() && c.opts.MaintenanceReasons.Has(obs.reason) && st.plannedInBoot(ext.name):
-			return nil
-		case !ok, obs.released(), obs.observedAt.IsZero(), !now.Before(obs.expiresAt(c.opts.RenewalGrace)):
-			failures = append(failures, ext.name)
-		case st.markedDead(ext.name, obs):
-			failures = append(failures, ext.name)
+			// A planned release makes the node's other failures planned.
+			return false
+		case !ok, obs.released(), obs.observedAt.IsZero(), !now.Before(obs.expiresAt(c.opts.RenewalGrace)), st.markedDead(ext.name, obs):
+			failing = true
 		}
 	}
-	return failures
+	return failing
 }
 
 // plannedInBoot reports whether the planned release of ext belongs to the
