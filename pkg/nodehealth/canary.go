@@ -119,7 +119,8 @@ func (k *canary) check(now time.Time) (stale, changed bool) {
 	return stale, changed
 }
 
-// run renews the canary and checks the view until ctx ends. Renewals and
+// run renews the canary and checks the view until ctx ends, from the trust
+// begin gave it. Renewals and
 // checks are separate loops: a renewal that hangs (etcd paused, a stalled
 // connection) must not hold back the check, which is the very guard against
 // that outage; the check wakes exactly when the view would turn stale, so
@@ -128,7 +129,6 @@ func (k *canary) check(now time.Time) (stale, changed bool) {
 // GuardDeadline: 3/4 × minimumLeaseDuration + renewalGrace).
 func (k *canary) run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(k.cfg.namespace, nodev1alpha1.ControllerCanaryLease))
-	k.begin(k.cfg.clock.Now())
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)

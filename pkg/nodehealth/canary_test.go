@@ -41,6 +41,7 @@ func TestCanaryGuardFiresWhileRenewalHangs(t *testing.T) {
 		onChange: func(_ context.Context, stale bool, at time.Time) { changes <- change{stale, at} }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	k.begin(start)
 	go func() { defer close(done); k.run(ctx) }()
 	defer func() {
 		cancel()

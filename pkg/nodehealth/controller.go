@@ -124,12 +124,54 @@ type contribution struct {
 	leaving bool
 }
 
-// NewController wires the controller to its informers. The informers should
-// drop managedFields and node images (see nodeutil.TransformNode) to keep memory small;
-// the controller never writes an object it read from them.
-func NewController(ctx context.Context, client kubernetes.Interface, nodeInformer coreinformers.NodeInformer,
-	leaseInformer LeaseInformer, recorder record.EventRecorder, clk clock.WithTicker,
-	opts Options, metrics *Metrics) (*Controller, error) {
+// Config is what a controller is built from. internal/setup/controller fills
+// it the way the binary runs; tests fill it with fakes.
+type Config struct {
+	// Client carries every write of the controller and its canary.
+	Client kubernetes.Interface
+	// Nodes and Leases should drop managedFields and node images (see
+	// nodeutil.TransformNode, TransformLease) to keep memory small; the
+	// controller never writes an object it read from them.
+	Nodes  coreinformers.NodeInformer
+	Leases LeaseInformer
+	// Recorder records the controller's Events.
+	Recorder record.EventRecorder
+	// Clock is the controller's clock, its queues' and its canary's.
+	Clock   clock.WithTicker
+	Options Options
+	// Metrics nil keeps the metrics unregistered.
+	Metrics *Metrics
+	// Queues builds the controller's two work queues; nil builds the
+	// production ones (ProductionQueues).
+	Queues QueueFactory
+}
+
+// Names of the controller's work queues, as their metrics label them.
+const (
+	NodeQueueName     = "nodehealth"
+	EvictionQueueName = "nodehealth_evictions"
+)
+
+// QueueFactory builds the work queue named name (NodeQueueName or
+// EvictionQueueName); limiter is the rate limiter that queue retries with in
+// production. A simulation passes one whose delays it releases at its own
+// simulated instants: the queue's goroutine would release them at a moment
+// of real time it cannot see.
+type QueueFactory func(name string, limiter workqueue.TypedRateLimiter[string]) workqueue.TypedRateLimitingInterface[string]
+
+// ProductionQueues builds the queues the binary runs: on clk, their metrics
+// in metrics.
+func ProductionQueues(clk clock.WithTicker, metrics *Metrics) QueueFactory {
+	return func(name string, limiter workqueue.TypedRateLimiter[string]) workqueue.TypedRateLimitingInterface[string] {
+		return workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: name, Clock: clk, MetricsProvider: metrics.queues})
+	}
+}
+
+// NewController wires the controller to its informers. ctx carries the
+// logger of the informer handlers.
+func NewController(ctx context.Context, cfg Config) (*Controller, error) {
+	opts, clk, metrics := cfg.Options, cfg.Clock, cfg.Metrics
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -137,15 +179,21 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
+	queues := cfg.Queues
+	if queues == nil {
+		queues = ProductionQueues(clk, metrics)
+	}
 	c := &Controller{
-		logger:        klog.FromContext(ctx),
-		client:        client,
-		opts:          opts,
-		clock:         clk,
-		recorder:      recorder,
-		metrics:       metrics,
-		queue:         newNodeQueue(clk, metrics),
-		evictions:     newEvictionQueue(clk, metrics),
+		logger:   klog.FromContext(ctx),
+		client:   cfg.Client,
+		opts:     opts,
+		clock:    clk,
+		recorder: cfg.Recorder,
+		metrics:  metrics,
+		queue:    queues(NodeQueueName, workqueue.DefaultTypedControllerRateLimiter[string]()),
+		// A blocked eviction is retried on its own scale, 5 s up to 5
+		// min (docs/controller.md), not the node queue's.
+		evictions:     queues(EvictionQueueName, workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute)),
 		evictionTurns: newEscalationTurns(evictionRate(opts.Eviction)),
 		deadMarks:     flowcontrol.NewTokenBucketRateLimiterWithClock(deadMarksPerSecond, deadMarksBurst, clk),
 		tracker:       newLeaseTracker(clk, opts.MinimumLeaseDuration),
@@ -168,11 +216,11 @@ func NewController(ctx context.Context, client kubernetes.Interface, nodeInforme
 	turnWaiting := c.nodesWaitingForTurn
 	metrics.EvictionTurnWaiting.source.Store(&turnWaiting)
 	if opts.CanaryInterval > 0 && !opts.DryRun {
-		c.canary = newCanary(canaryConfig{client: client, namespace: opts.LeaseNamespace, identity: opts.Identity,
+		c.canary = newCanary(canaryConfig{client: cfg.Client, namespace: opts.LeaseNamespace, identity: opts.Identity,
 			clock: clk, interval: opts.CanaryInterval, onChange: c.ownViewChanged})
 	}
 
-	if err := c.registerHandlers(nodeInformer, leaseInformer); err != nil {
+	if err := c.registerHandlers(cfg.Nodes, cfg.Leases); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -193,20 +241,6 @@ func evictionRate(e EvictionOptions) float64 {
 		return 0.1
 	}
 	return e.NodesPerSecond
-}
-
-func newNodeQueue(clk clock.WithTicker, metrics *Metrics) workqueue.TypedRateLimitingInterface[string] {
-	return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodehealth", Clock: clk, MetricsProvider: metrics.queues})
-}
-
-// newEvictionQueue retries a node's escalation with its own back-off, 5 s up
-// to 5 min (docs/controller.md): a blocked eviction is retried on that
-// scale, not the node queue's.
-func newEvictionQueue(clk clock.WithTicker, metrics *Metrics) workqueue.TypedRateLimitingInterface[string] {
-	return workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Second, 5*time.Minute),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodehealth_evictions", Clock: clk, MetricsProvider: metrics.queues})
 }
 
 // nodeChanged reports whether an update touches anything evaluation reads;
@@ -358,7 +392,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.nodesSynced, c.leasesSynced) {
 		return
 	}
-	c.primeBlastRadius(ctx)
+	c.begin(ctx)
 	if c.canary != nil {
 		wg.Go(func() { c.canary.run(ctx) })
 	}
@@ -370,6 +404,17 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		wait.JitterUntilWithContext(ctx, func(ctx context.Context) { c.enqueueAll() }, safetyResync, 0.1, false)
 	})
 	<-ctx.Done()
+}
+
+// begin is what the controller does between its caches' sync and its first
+// worker: its own view starts trusted, a full set of canary intervals from
+// now, and the blast radius counts every node listed. Run calls it, and so do
+// the simulations, which run the workers themselves.
+func (c *Controller) begin(ctx context.Context) {
+	if c.canary != nil {
+		c.canary.begin(c.clock.Now())
+	}
+	c.primeBlastRadius(ctx)
 }
 
 // ownViewChanged is the canary's callback. Going stale pauses every eviction

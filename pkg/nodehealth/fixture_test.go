@@ -79,7 +79,8 @@ func newFixtureAt(t *testing.T, start time.Time, opts Options, objects ...runtim
 	factory := informers.NewSharedInformerFactory(client, 0)
 	clk := testingclock.NewFakeClock(start)
 	recorder := record.NewFakeRecorder(1000)
-	c, err := NewController(ctx, client, factory.Core().V1().Nodes(), factory.Coordination().V1().Leases().Informer(), recorder, clk, opts, nil)
+	c, err := NewController(ctx, Config{Client: client, Nodes: factory.Core().V1().Nodes(),
+		Leases: factory.Coordination().V1().Leases().Informer(), Recorder: recorder, Clock: clk, Options: opts})
 	if err != nil {
 		t.Fatal(err)
 	}

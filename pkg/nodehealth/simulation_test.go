@@ -344,8 +344,9 @@ type simulation struct {
 	// off since the last comparison (taintRemovals).
 	removalsMu sync.Mutex
 	removals   sets.Set[string]
-	// queues are the controller's work queues; the driver releases their
-	// delayed items.
+	// queues are the controller's work queues, the node queue first: the
+	// driver builds them for it (Config.Queues) and releases their delayed
+	// items.
 	queues []*driverDelays
 	kube   *fake.Clientset
 	opts   Options
@@ -952,21 +953,26 @@ func (s *simulation) startController() {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	c, err := NewController(ctx, s.ctrl, nodeInformer, leaseInformer, &record.FakeRecorder{}, s.clk, s.opts, nil)
-	if err != nil {
-		s.t.Fatal(err)
-	}
 	// The per-node retry back-off (5 ms and up) is below the simulation's
 	// one-second resolution: a retry happens in the same simulated second,
 	// as it would in a real one (driverDelays). The cluster-wide eviction
 	// rate runs on the simulated clock as it is.
-	c.queue.ShutDown()
-	c.evictions.ShutDown()
-	s.queues = []*driverDelays{newDriverDelays("nodehealth", s.clk), newDriverDelays("nodehealth_evictions", s.clk)}
-	for _, q := range s.queues {
+	s.queues = make([]*driverDelays, 2)
+	queues := func(name string, _ workqueue.TypedRateLimiter[string]) workqueue.TypedRateLimitingInterface[string] {
+		q := newDriverDelays(name, s.clk)
 		q.byName = s.workers > 1
+		i := 1
+		if name == NodeQueueName {
+			i = 0
+		}
+		s.queues[i] = q
+		return q
 	}
-	c.queue, c.evictions = s.queues[0], s.queues[1]
+	c, err := NewController(ctx, Config{Client: s.ctrl, Nodes: nodeInformer, Leases: leaseInformer,
+		Recorder: &record.FakeRecorder{}, Clock: s.clk, Options: s.opts, Queues: queues})
+	if err != nil {
+		s.t.Fatal(err)
+	}
 	s.c = c
 	nodeInf := nodeInformer.Informer()
 	s.informers = []sim.Informer{nodeInf, leaseInformer}
@@ -997,8 +1003,7 @@ func (s *simulation) startController() {
 		n.unlisted = false
 	}
 	s.model.Start(now)
-	c.canary.begin(now)
-	c.primeBlastRadius(ctx)
+	c.begin(ctx)
 	s.trace.Add("t=%s controller %d started", s.at(), s.gen)
 	// Its workers start at once, on what it listed.
 	s.deliver()

@@ -5,8 +5,11 @@
 // (test/bench), so that what the tests run and measure is what users run. The
 // only other construction is pkg/nodehealth's own simulations: they are that
 // package's internal tests, which cannot import this package (it imports
-// theirs), and they drive the controller step by step with a fake API server
-// and clock.
+// theirs). They call the same constructors this package calls
+// (nodehealth.NewController with its Config, NewNodeInformerFactory,
+// NewDirectLeaseInformer), with a fake API server, a simulated clock and
+// queues of their own through Config.Queues, and start the controller as its
+// Run does (begin) before they run its workers step by step.
 package controller
 
 import (
@@ -85,6 +88,9 @@ type Config struct {
 	// NodeSelector, a label selector, limits the nodes the controller sees
 	// (tests sharing a control plane); empty is every node.
 	NodeSelector string
+	// Queues builds the controller's work queues; nil builds the
+	// production ones.
+	Queues nodehealth.QueueFactory
 }
 
 // Controller is the node-health controller with its informers and event
@@ -119,7 +125,8 @@ func New(ctx context.Context, clients Clients, cfg Config) (*Controller, error) 
 		clk = clock.RealClock{}
 	}
 	nodeInformer := nodes.Core().V1().Nodes()
-	c, err := nodehealth.NewController(ctx, clients.Client, nodeInformer, leases, recorder, clk, cfg.Options, cfg.Metrics)
+	c, err := nodehealth.NewController(ctx, nodehealth.Config{Client: clients.Client, Nodes: nodeInformer, Leases: leases,
+		Recorder: recorder, Clock: clk, Options: cfg.Options, Metrics: cfg.Metrics, Queues: cfg.Queues})
 	if err != nil {
 		broadcaster.Shutdown()
 		return nil, err

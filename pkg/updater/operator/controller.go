@@ -122,15 +122,13 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 		recorder = &record.FakeRecorder{}
 	}
 	c := &Controller{
-		client:   client,
-		opts:     opts,
-		clock:    clk,
-		recorder: recorder,
-		metrics:  metrics,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "updater", Clock: clk}),
-		startQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "updater-start", Clock: clk}),
+		client:       client,
+		opts:         opts,
+		clock:        clk,
+		recorder:     recorder,
+		metrics:      metrics,
+		queue:        opts.Queue,
+		startQueue:   opts.StartQueue,
 		nodeLister:   nodeInformer.Lister(),
 		shadowLister: shadowInformer.Lister(),
 		policyLister: policyInformer.Lister(),
@@ -142,6 +140,14 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 
 		lifecycleDone: map[string]lifecycleRecord{},
 		hooksTold:     map[string]string{},
+	}
+	if c.queue == nil {
+		c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "updater", Clock: clk})
+	}
+	if c.startQueue == nil {
+		c.startQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "updater-start", Clock: clk})
 	}
 	c.startClient = opts.StartClient
 	if c.startClient == nil {

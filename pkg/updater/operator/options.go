@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/util/workqueue"
 
 	"nodehealth.io/client-go/clientset/versioned"
 	"nodehealth.io/nodehealth/pkg/drain"
@@ -56,6 +57,11 @@ type Options struct {
 	// Hooks say where the policies' hooks run (the configuration's
 	// hooks); unset, a policy with hooks starts nothing.
 	Hooks HookOptions
+	// Queue and StartQueue are the controller's work queues: the nodes'
+	// keys, and the start pass's key. Nil builds the production ones on
+	// the controller's clock. A simulation passes queues whose delayed
+	// adds it releases at its own simulated instants.
+	Queue, StartQueue workqueue.TypedRateLimitingInterface[string]
 }
 
 // DefaultDrainTimeout bounds a node's drain when DrainOptions.Timeout is

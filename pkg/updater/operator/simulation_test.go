@@ -922,27 +922,20 @@ func (s *updaterSimulation) startOperator() {
 		opts.Hooks = HookOptions{Namespace: simHookNamespace, ServiceAccountName: "update-hook-runner", Jobs: s.opKube.BatchV1(),
 			Informer: countedJobs{JobInformer: jobs, inf: countingInformer{jobInf, op.handled}}}
 	}
-	c, err := NewController(s.opUpdates, cn, cs, cp, nil, s.clk, opts, nil)
-	if err != nil {
-		s.t.Fatal(err)
-	}
 	// Retries at once (a real first back-off, 5 ms, is below the
-	// simulation's resolution); timers are the driver's.
-	c.queue.ShutDown()
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig[string](&simSpinRetry{s: s, timers: op.timers, at: map[string]time.Time{}, n: map[string]int{}},
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "updater", Clock: s.clk})
+	// simulation's resolution); timers are the driver's (simTimers).
+	queue := &simTimers{s: s, timers: op.timers, TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig[string](
+		&simSpinRetry{s: s, timers: op.timers, at: map[string]time.Time{}, n: map[string]int{}},
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "updater", Clock: s.clk})}
 	// The start pass's key shares the node keys' queue, as it did before it
 	// had a queue of its own: the interleavings a seed draws, and so the
 	// regression seeds, stay what they were. The pass's own queue only
 	// changes when it runs; countMu and the consistent LIST keep it right
 	// in any order.
-	c.startQueue.ShutDown()
-	c.startQueue = c.queue
-	c.after = func(key string, d time.Duration) {
-		at := s.clk.Now().Add(max(d, 0))
-		if cur, ok := op.timers[key]; !ok || at.Before(cur) {
-			op.timers[key] = at
-		}
+	opts.Queue, opts.StartQueue = queue, queue
+	c, err := NewController(s.opUpdates, cn, cs, cp, nil, s.clk, opts, nil)
+	if err != nil {
+		s.t.Fatal(err)
 	}
 	scQueue := workqueue.NewTypedRateLimitingQueueWithConfig[string](&simSpinRetry{s: s, timers: op.scTimers, at: map[string]time.Time{}, n: map[string]int{}},
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "shadow"})
@@ -1131,6 +1124,22 @@ func (s *updaterSimulation) idleOperator() bool {
 // the cache has not seen the pass's own last write): retried at once they
 // would spin until the informer happened to catch up, a number of times the
 // scheduler decides, each one a draw of the operator's kill.
+// simTimers is a work queue whose delayed adds become the driver's timers,
+// released at their simulated instant: the queue's own goroutine would add
+// them at a moment of real time the driver cannot see.
+type simTimers struct {
+	workqueue.TypedRateLimitingInterface[string]
+	s      *updaterSimulation
+	timers map[string]time.Time
+}
+
+func (q *simTimers) AddAfter(key string, d time.Duration) {
+	at := q.s.clk.Now().Add(max(d, 0))
+	if cur, ok := q.timers[key]; !ok || at.Before(cur) {
+		q.timers[key] = at
+	}
+}
+
 type simSpinRetry struct {
 	s *updaterSimulation
 	// timers are the driver's timers of the queue's controller.
