@@ -360,7 +360,7 @@ func (c *Controller) escalationDue(ctx context.Context, name string) (failing, h
 		if why, _ := leavingFactsOf(node, &c.opts).Signal(c.clock.Now(), c.opts.LifecycleConditionMaxAge); why != "" {
 			return false, false
 		}
-		zone = node.Labels[zoneLabel]
+		zone = zoneOf(node)
 	}
 	if ownViewStale, suspended, _ := c.guardsHold(zone); ownViewStale || suspended {
 		return true, true

@@ -159,7 +159,7 @@ func (c *Controller) recountFailing(current string, now time.Time) []suspensionC
 			// comes due in that instant is not decided on a count without
 			// it (seed 13131537040437977849).
 			if node, err := c.nodeLister.Get(name); err == nil {
-				changes = append(changes, c.blast.update(name, node.Labels[zoneLabel], true, failing)...)
+				changes = append(changes, c.blast.update(name, zoneOf(node), true, failing)...)
 			}
 			continue
 		}

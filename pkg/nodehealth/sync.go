@@ -31,6 +31,10 @@ const (
 
 const zoneLabel = v1.LabelTopologyZone
 
+// zoneOf is the zone a node counts in for the blast radius; "" (no label)
+// counts in the cluster only.
+func zoneOf(node *v1.Node) string { return node.Labels[zoneLabel] }
+
 // syncNode brings one node in line with its extensions. Like nodelifecycle's
 // monitorNodeHealth it runs named steps: read the node and what it requires
 // (nodeInputs), evaluate it under the lock (evaluateNode), announce what
@@ -281,7 +285,7 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 	gated, written := st.gated, st.gate.taintWritten
 	c.mu.Unlock()
 	failing := d.failing
-	zone := node.Labels[zoneLabel]
+	zone := zoneOf(node)
 	w.guard = func(ch writeChanges) error {
 		// A taint this gate already wrote is not an addition a guard
 		// holds, though the cache the patch starts from may not show it.
@@ -396,7 +400,7 @@ func (c *Controller) nodeInputs(node *v1.Node) ([]requiredExtension, nodeFacts, 
 		uid:             node.UID,
 		resourceVersion: node.ResourceVersion,
 		bootID:          node.Status.NodeInfo.BootID,
-		zone:            node.Labels[zoneLabel],
+		zone:            zoneOf(node),
 		tainted:         nodeutil.HasTaint(node, c.opts.TaintKey, c.opts.TaintEffect),
 		noExecute:       nodeutil.HasTaint(node, c.opts.TaintKey, v1.TaintEffectNoExecute),
 		created:         node.CreationTimestamp.Time,
