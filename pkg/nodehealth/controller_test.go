@@ -838,6 +838,38 @@ func TestAZoneWithMostNodesFailingIsSuspendedWhileAHealthyZoneStillGates(t *test
 	}
 }
 
+// A node without a zone label counts in the cluster only: nodes without one
+// that fail together are no zone of their own, and are tainted however many
+// of them fail, while the cluster is below its threshold (here it has none).
+func TestNodesWithoutAZoneLabelThatFailTogetherAreNoZoneOfTheirOwn(t *testing.T) {
+	var objs []runtime.Object
+	for _, n := range []string{"x1", "x2", "x3", "x4"} {
+		objs = append(objs, readyNode(n), lease("kube-proxy", n, "holder", t0))
+	}
+	for _, n := range []string{"a1", "a2", "a3", "a4"} {
+		objs = append(objs, readyNode(n, withZone("a")), lease("kube-proxy", n, "holder", t0))
+	}
+	opts := testOptions()
+	opts.BlastRadius = BlastRadiusOptions{ZoneThreshold: 0.5} // no cluster-wide suspension
+	f := newFixture(t, opts, objs...)
+	for _, o := range objs {
+		if n, ok := o.(*v1.Node); ok {
+			f.sync(n.Name)
+		}
+	}
+	f.clock.Step(time.Second)
+	failing := []string{"x1", "x2", "x3"} // more than minFailingToSuspend
+	for _, n := range failing {
+		f.release("kube-proxy", n, "Crash")
+		f.sync(n)
+	}
+	for _, n := range failing {
+		if !f.tainted(n) {
+			t.Errorf("%s, without a zone label, failed and is not tainted: the nodes without one were suspended as if they were a zone (3 of 4 failing, zone threshold 50%%)", n)
+		}
+	}
+}
+
 // A node counts in the zone its label names at its latest evaluation: a
 // relabelled node leaves its old zone's count (which is judged again on the
 // nodes left: a held node moved out of a suspended zone is tainted, and the
