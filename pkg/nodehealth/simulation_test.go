@@ -185,7 +185,9 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	{Seed: 17376734396083563727, Name: "an ungate the controller decided in the instant of a reboot and refused to write (the Node changed) is in the model's boot record: after a failover the model says NodeRebooted, the controller, finding no record, ControllerStarted (make simulate SEEDS=200, 2026-11-30; fails on f83afc0 too)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
