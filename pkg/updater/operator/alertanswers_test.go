@@ -61,7 +61,7 @@ func TestThePoliciesSoakingNodesAndItsStartPassShareOneQueryPerRecheck(t *testin
 			t.Fatal(err)
 		}
 		// Woken when the answer of t0 expires, with the others.
-		if got, want := f.timers[n], GateRecheck-time.Duration(3*i)*time.Second; !slices.Contains(got, want) {
+		if got, want := f.timers[n], DefaultGateRecheck-time.Duration(3*i)*time.Second; !slices.Contains(got, want) {
 			t.Errorf("%s: timers %v, want the recheck in %s", n, got, want)
 		}
 		f.clock.Step(3 * time.Second)
@@ -114,12 +114,12 @@ func TestASourcesErrorIsSharedAndEveryReaderFailsClosed(t *testing.T) {
 
 	// The source answers again, but the error holds until it expires.
 	src.err = nil
-	f.clock.Step(GateRecheck - time.Second)
+	f.clock.Step(DefaultGateRecheck - time.Second)
 	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
 	if len(src.asked) != 1 {
-		t.Errorf("asked again %s after an error: %d queries, want 1", GateRecheck-time.Second, len(src.asked))
+		t.Errorf("asked again %s after an error: %d queries, want 1", DefaultGateRecheck-time.Second, len(src.asked))
 	}
 	f.clock.Step(time.Second)
 	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
@@ -145,7 +145,7 @@ func TestCallersThatAskWhileAQueryRunsWaitForItsAnswer(t *testing.T) {
 		}
 		answers := make(chan *alertAnswer, 3)
 		for range 3 {
-			go func() { answers <- a.get(t.Context(), "prom", t0, time.Time{}, query) }()
+			go func() { answers <- a.get(t.Context(), "prom", t0, time.Time{}, DefaultGateRecheck, query) }()
 			synctest.Wait() // the first runs its query; the others wait for it
 		}
 		close(release)
@@ -175,8 +175,8 @@ func TestAQueryWhoseCallerGaveUpIsNotKept(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	a.get(ctx, "prom", t0, time.Time{}, query)
-	if got := a.get(context.Background(), "prom", t0, time.Time{}, query); len(got.errs) != 0 || queries != 2 {
+	a.get(ctx, "prom", t0, time.Time{}, DefaultGateRecheck, query)
+	if got := a.get(context.Background(), "prom", t0, time.Time{}, DefaultGateRecheck, query); len(got.errs) != 0 || queries != 2 {
 		t.Errorf("after a cancelled query: errs %v, %d queries, want none and 2", got.errs, queries)
 	}
 }

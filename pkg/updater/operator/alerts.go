@@ -110,10 +110,10 @@ func (f firingAlert) String() string {
 }
 
 // answerAlerts is the sources' answer for the gates, shared with every
-// other reader of the same gates for GateRecheck (alertAnswers); one asked
+// other reader of the same gates for Options.GateRecheck (alertAnswers); one asked
 // before notBefore is not used.
 func (c *Controller) answerAlerts(ctx context.Context, gates []alertGate, notBefore time.Time) *alertAnswer {
-	return c.alertAnswers.get(ctx, alertsKey(gates), c.now(), notBefore, func(ctx context.Context) ([]firingAlert, []string) {
+	return c.alertAnswers.get(ctx, alertsKey(gates), c.now(), notBefore, c.opts.GateRecheck, func(ctx context.Context) ([]firingAlert, []string) {
 		return c.queryAlerts(ctx, gates)
 	})
 }

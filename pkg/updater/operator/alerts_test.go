@@ -75,7 +75,7 @@ func (f *fixture) blockedOf(name string) string {
 // TestAFiringAlertHoldsEveryStartUntilItResolves: before a start the
 // operator asks the policy's source with its matchers; a firing alert holds
 // every start (Blocked, FiringAlerts, naming the alert and the source) and
-// the pass asks again after GateRecheck; once the alert resolved the node
+// the pass asks again after DefaultGateRecheck; once the alert resolved the node
 // starts.
 func TestAFiringAlertHoldsEveryStartUntilItResolves(t *testing.T) {
 	src := &fakeSource{alerts: []alertmanager.Alert{alert("DiskFull", "severity", "critical")}}
@@ -92,13 +92,13 @@ func TestAFiringAlertHoldsEveryStartUntilItResolves(t *testing.T) {
 	if want := [][]alertmanager.Matcher{{{Name: "severity", Value: "critical", IsEqual: true}}}; !slices.EqualFunc(src.asked, want, slices.Equal) {
 		t.Errorf("asked %v, want %v", src.asked, want)
 	}
-	if timers := f.timers[startKey]; len(timers) == 0 || timers[len(timers)-1] != GateRecheck {
-		t.Errorf("start pass timers %v, want one in %s", timers, GateRecheck)
+	if timers := f.timers[startKey]; len(timers) == 0 || timers[len(timers)-1] != DefaultGateRecheck {
+		t.Errorf("start pass timers %v, want one in %s", timers, DefaultGateRecheck)
 	}
 	f.client.ClearActions()
 
 	src.alerts = nil
-	f.clock.Step(GateRecheck)
+	f.clock.Step(DefaultGateRecheck)
 	if err := f.c.syncStart(f.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +106,38 @@ func TestAFiringAlertHoldsEveryStartUntilItResolves(t *testing.T) {
 	if got := f.blockedOf("fleet"); !strings.HasPrefix(got, "False/NotBlocked") {
 		t.Errorf("Blocked %s, want False/NotBlocked", got)
 	}
+}
+
+// TestAShorterGateRecheckReadsTheGatesAgainSooner: Options.GateRecheck sets
+// both when a held pass looks again and how long the alert sources' answer
+// is shared, so that the pass it wakes asks anew.
+func TestAShorterGateRecheckReadsTheGatesAgainSooner(t *testing.T) {
+	src := &fakeSource{alerts: []alertmanager.Alert{alert("DiskFull", "severity", "critical")}}
+	opts := withSources(defaultOptions(), map[string]AlertSource{"prom": src})
+	opts.GateRecheck = 2 * time.Second
+	f := newPolicyFixture(t, opts, []*updatesv1alpha1.UpdatePolicy{fleet(alertGates("prom"))}, []*v1.Node{mkNode("a")},
+		[]*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, idle)})
+	if err := f.c.syncStart(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.expect([]string{"status fleet"})
+	if got := f.blockedOf("fleet"); !strings.HasPrefix(got, "True/FiringAlerts") {
+		t.Errorf("Blocked %s, want True/FiringAlerts", got)
+	}
+	if timers := f.timers[startKey]; len(timers) == 0 || timers[len(timers)-1] != 2*time.Second {
+		t.Errorf("start pass timers %v, want one in 2s", timers)
+	}
+	f.client.ClearActions()
+
+	src.alerts = nil
+	f.clock.Step(2 * time.Second)
+	if err := f.c.syncStart(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(src.asked) != 2 {
+		t.Errorf("the source was asked %d times, want 2: the answer is kept past GateRecheck", len(src.asked))
+	}
+	f.expect([]string{"list", "list policies", "update a StagedAndPerformedUpdate 1.20.0", "status fleet"})
 }
 
 // TestAnUnreachableAlertSourceHoldsEveryStart: fail closed, the condition
@@ -223,14 +255,14 @@ func TestAnUnreachableSourceDuringTheSoakPausesTheSoakAndItsDeadline(t *testing.
 		t.Fatal(err)
 	}
 	f.expect(nil)
-	if got := f.timers["n1"]; !equalDurations(got, []time.Duration{GateRecheck}) {
+	if got := f.timers["n1"]; !equalDurations(got, []time.Duration{DefaultGateRecheck}) {
 		t.Errorf("timers %v, want only the recheck", got)
 	}
 
 	// The source answers again; the operator asks it when the last
 	// answer, shared by every reader of the gate, expires.
 	src.err = nil
-	f.clock.Step(GateRecheck)
+	f.clock.Step(DefaultGateRecheck)
 	if err := f.c.syncShadow(f.ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}

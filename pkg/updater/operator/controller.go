@@ -184,6 +184,9 @@ func defaulted(opts Options) (Options, error) {
 	if opts.Drain.Timeout == 0 {
 		opts.Drain.Timeout = DefaultDrainTimeout
 	}
+	if opts.GateRecheck == 0 {
+		opts.GateRecheck = DefaultGateRecheck
+	}
 	if opts.Drain.ReadinessTaintKey == "" {
 		opts.Drain.ReadinessTaintKey = nodev1alpha1.DefaultReadinessTaintKey
 	}

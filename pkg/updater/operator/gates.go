@@ -15,10 +15,11 @@ import (
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 )
 
-// GateRecheck is how soon the start pass runs again while a gate holds a
-// start back: the operator does not watch pods (a cluster-wide pod cache
-// would cost more than every other informer together), so it lists again.
-const GateRecheck = 10 * time.Second
+// DefaultGateRecheck is how soon the start pass runs again while a gate
+// holds a start back (Options.GateRecheck): the operator does not watch
+// pods (a cluster-wide pod cache would cost more than every other informer
+// together), so it lists again.
+const DefaultGateRecheck = 10 * time.Second
 
 // Reasons of the policy's Blocked condition.
 const (
@@ -47,7 +48,7 @@ type podGate struct {
 	// are the alerts they answered.
 	alerts string
 	firing []firingAlert
-	// recheck is when what holds a start back is read again: GateRecheck
+	// recheck is when what holds a start back is read again: Options.GateRecheck
 	// after the pods were listed, or sooner, when the shared answer of the
 	// alert sources (alertAnswers) expires.
 	recheck time.Time
@@ -101,7 +102,7 @@ func (c *Controller) readGates(ctx context.Context, pol *policy) *podGate {
 			sort.Strings(l)
 		}
 	}
-	g.recheck = c.now().Add(GateRecheck)
+	g.recheck = c.now().Add(c.opts.GateRecheck)
 	if len(pol.alerts) > 0 {
 		ans := c.answerAlerts(ctx, pol.alerts, time.Time{})
 		g.firing = ans.firing
@@ -198,7 +199,7 @@ func (p *plan) gateHolds(now time.Time, pol *policy, node, target string) bool {
 // the next one at once.
 func (g *podGate) recheckAfter(now time.Time) time.Time {
 	if g.recheck.IsZero() {
-		return now.Add(GateRecheck)
+		return now.Add(DefaultGateRecheck)
 	}
 	if g.recheck.Before(now) {
 		return now

@@ -69,7 +69,7 @@ const listMigration = `list pods app=migration status.phase!=Succeeded,status.ph
 // across namespaces; an unfinished pod anywhere holds every start, one on a
 // node holds that node only, and a LIST that fails holds every start. The
 // policy's Blocked condition names what blocks, and the pass looks again
-// after GateRecheck.
+// after DefaultGateRecheck.
 func TestTheBlockingPodsGateHoldsBackTheStartsItsPodsSelect(t *testing.T) {
 	many := []*v1.Pod{}
 	for i := range 5 {
@@ -108,11 +108,11 @@ func TestTheBlockingPodsGateHoldsBackTheStartsItsPodsSelect(t *testing.T) {
 			policy: fleet(blockingPods(backup, nil)), pods: []*v1.Pod{gatePod("batch", "backup-1", "", backup, v1.PodPending)},
 			podLists: []string{listBackup}, want: []string{"status fleet"},
 			blocked: "True/BlockingPods: Pods of spec.gates.blockingPods.anywhere hold back every start: batch/backup-1",
-			wake:    GateRecheck, events: []string{"Normal StartBlocked"}},
+			wake:    DefaultGateRecheck, events: []string{"Normal StartBlocked"}},
 		{name: "the condition names three pods and counts the others",
 			policy: fleet(blockingPods(backup, nil)), pods: many, podLists: []string{listBackup}, want: []string{"status fleet"},
 			blocked: "True/BlockingPods: Pods of spec.gates.blockingPods.anywhere hold back every start: batch/backup-0, batch/backup-1, batch/backup-2 and 2 more",
-			wake:    GateRecheck, events: []string{"Normal StartBlocked"}},
+			wake:    DefaultGateRecheck, events: []string{"Normal StartBlocked"}},
 		{name: "a pod on a node holds that node; the next takes the slot",
 			policy: fleet(blockingPods(nil, migration)),
 			pods:   []*v1.Pod{gatePod("db", "migrate-a", "a", migration, v1.PodRunning), gatePod("db", "migrate-pending", "", migration, v1.PodPending)},
@@ -121,13 +121,13 @@ func TestTheBlockingPodsGateHoldsBackTheStartsItsPodsSelect(t *testing.T) {
 			podLists: []string{listMigration},
 			want:     []string{"status fleet", "list", "list policies", "update b StagedAndPerformedUpdate 1.20.0"},
 			blocked:  "True/BlockingPods: Pods of spec.gates.blockingPods.onNode hold back the start of their nodes; other nodes may start: a (db/migrate-a)",
-			wake:     GateRecheck, events: []string{"Normal StartBlocked", "Normal UpdateBlocked", "Normal UpdateStarted"}},
+			wake:     DefaultGateRecheck, events: []string{"Normal StartBlocked", "Normal UpdateBlocked", "Normal UpdateStarted"}},
 		{name: "pods on every candidate hold every start",
 			policy:   fleet(blockingPods(nil, migration), maxConcurrent(2)),
 			pods:     []*v1.Pod{gatePod("db", "migrate-b", "b", migration, v1.PodRunning), gatePod("db", "migrate-a", "a", migration, v1.PodRunning)},
 			podLists: []string{listMigration}, want: []string{"status fleet"},
 			blocked: "True/BlockingPods: Pods of spec.gates.blockingPods.onNode hold back the start of their nodes; other nodes may start: a (db/migrate-a); b (db/migrate-b)",
-			wake:    GateRecheck, events: []string{"Normal StartBlocked", "Normal UpdateBlocked"}},
+			wake:    DefaultGateRecheck, events: []string{"Normal StartBlocked", "Normal UpdateBlocked"}},
 		{name: "the condition names three held nodes and counts the others",
 			policy:  fleet(blockingPods(nil, migration)),
 			shadows: []string{"a", "b", "c", "d", "e"},
@@ -136,12 +136,12 @@ func TestTheBlockingPodsGateHoldsBackTheStartsItsPodsSelect(t *testing.T) {
 			podLists: []string{listMigration},
 			want:     []string{"status fleet", "list", "list policies", "update e StagedAndPerformedUpdate 1.20.0"},
 			blocked:  "True/BlockingPods: Pods of spec.gates.blockingPods.onNode hold back the start of their nodes; other nodes may start: a (db/m-a); b (db/m-b); c (db/m-c) and 1 more nodes",
-			wake:     GateRecheck, events: []string{"Normal StartBlocked", "Normal UpdateBlocked", "Normal UpdateStarted"}},
+			wake:     DefaultGateRecheck, events: []string{"Normal StartBlocked", "Normal UpdateBlocked", "Normal UpdateStarted"}},
 		{name: "a LIST that fails holds every start (fail closed)",
 			policy: fleet(blockingPods(backup, nil)), listErr: errors.New("etcdserver: request timed out"),
 			podLists: []string{listBackup}, want: []string{"status fleet"},
 			blocked: "True/GateUnavailable: No node starts while a gate cannot be read (fail closed): listing the pods of spec.gates.blockingPods.anywhere (app=backup): etcdserver: request timed out",
-			wake:    GateRecheck, events: []string{"Normal StartBlocked"}},
+			wake:    DefaultGateRecheck, events: []string{"Normal StartBlocked"}},
 		{name: "a policy that would start nothing reads no gate",
 			policy: fleet(blockingPods(backup, migration), paused), pods: []*v1.Pod{gatePod("batch", "backup-1", "", backup, v1.PodRunning)},
 			want: []string{"status fleet"}, blocked: "False/NotBlocked: No gate holds back a start"},
@@ -200,7 +200,7 @@ func TestTheBlockingPodsGateHoldsBackTheStartsItsPodsSelect(t *testing.T) {
 }
 
 // TestARolloutHeldByAPodGoesOnWhenThePodIsGone: the pass that runs after
-// GateRecheck lists again and starts the node; the condition turns False,
+// DefaultGateRecheck lists again and starts the node; the condition turns False,
 // and a second pass with nothing changed writes nothing.
 func TestARolloutHeldByAPodGoesOnWhenThePodIsGone(t *testing.T) {
 	shadows := []*updatesv1alpha1.BottlerocketShadow{mkShadow("a", idle, idle)}
@@ -222,7 +222,7 @@ func TestARolloutHeldByAPodGoesOnWhenThePodIsGone(t *testing.T) {
 	}
 	f.client.ClearActions()
 	// Still there ten seconds later: the same status, not written again.
-	f.clock.Step(GateRecheck)
+	f.clock.Step(DefaultGateRecheck)
 	if err := f.c.syncStart(f.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestARolloutHeldByAPodGoesOnWhenThePodIsGone(t *testing.T) {
 	if err := f.kube.Tracker().Delete(v1.SchemeGroupVersion.WithResource("pods"), "batch", "backup-1"); err != nil {
 		t.Fatal(err)
 	}
-	f.clock.Step(GateRecheck)
+	f.clock.Step(DefaultGateRecheck)
 	if err := f.c.syncStart(f.ctx); err != nil {
 		t.Fatal(err)
 	}

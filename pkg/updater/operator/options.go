@@ -57,6 +57,12 @@ type Options struct {
 	// Hooks say where the policies' hooks run (the configuration's
 	// hooks); unset, a policy with hooks starts nothing.
 	Hooks HookOptions
+	// GateRecheck is how soon the policies' gates are read again while
+	// they hold a start back, and how long an answer of the alert sources
+	// is shared (alertAnswers); DefaultGateRecheck when zero. Each read is
+	// a LIST of pods and a query of every alert source of the policy, so
+	// it is seconds, not less.
+	GateRecheck time.Duration
 	// Queue and StartQueue are the controller's work queues: the nodes'
 	// keys, and the start pass's key. Nil builds the production ones on
 	// the controller's clock. A simulation passes queues whose delayed

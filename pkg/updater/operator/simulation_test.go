@@ -416,7 +416,7 @@ type updaterSimulation struct {
 	// selects; gated: the seed drew the gate. gateSeq names the pods;
 	// gateSeen are the blocking pods at the last check and gateClearedAt
 	// when one last went: the operator, which does not watch pods, looks
-	// again GateRecheck after a pass the gate held, so until then a start
+	// again DefaultGateRecheck after a pass the gate held, so until then a start
 	// is not yet owed.
 	gateRng       *sim.Rand
 	gated         bool
@@ -428,7 +428,7 @@ type updaterSimulation struct {
 	// alertRng draws the policy's alerts gate and what its source does;
 	// alerts is the source (nil: the seed did not draw the gate) and
 	// alertsChangedAt when what it would answer last changed: until
-	// GateRecheck after that the operator may still act on its previous
+	// DefaultGateRecheck after that the operator may still act on its previous
 	// answer, so what depends on the answer is not yet owed.
 	alertRng        *sim.Rand
 	alerts          *simAlertSource
@@ -2272,7 +2272,7 @@ func (s *updaterSimulation) alertFaults() {
 }
 
 // answerDepends says whether an action the model owes depends on the
-// alert source's answer: within GateRecheck of a change the operator may
+// alert source's answer: within DefaultGateRecheck of a change the operator may
 // still act on the answer from before it.
 func answerDepends(a model.Action) bool {
 	return strings.HasPrefix(a.What, "Start ") || a.What == "SoakPause" || a.What == "SoakResume" || a.What == "Succeed" ||
@@ -2379,7 +2379,7 @@ func (s *updaterSimulation) gateFaults() {
 }
 
 // gateLag says whether a start may still wait for the operator's next look
-// at the gate: a blocking pod went less than GateRecheck ago.
+// at the gate: a blocking pod went less than DefaultGateRecheck ago.
 func (s *updaterSimulation) gateLag(w model.World) bool {
 	if !s.gated {
 		return false
@@ -2399,7 +2399,7 @@ func (s *updaterSimulation) gateLag(w model.World) bool {
 		}
 	}
 	s.gateSeen = now
-	return !s.gateClearedAt.IsZero() && s.clk.Now().Before(s.gateClearedAt.Add(GateRecheck+time.Second))
+	return !s.gateClearedAt.IsZero() && s.clk.Now().Before(s.gateClearedAt.Add(DefaultGateRecheck+time.Second))
 }
 
 // commandFaults are the faults at a Bottlerocket command in progress
@@ -2592,7 +2592,7 @@ func (s *updaterSimulation) compare(dues, traced bool) []string {
 	// missed.
 	s.checkPacingRecords()
 	lag := s.gateLag(w)
-	alertLag := s.alerts != nil && s.clk.Now().Before(s.alertsChangedAt.Add(GateRecheck+2*time.Second))
+	alertLag := s.alerts != nil && s.clk.Now().Before(s.alertsChangedAt.Add(DefaultGateRecheck+2*time.Second))
 	if s.op != nil && dues {
 		var d []string
 		for _, a := range cfg.Due(s.asRecorded(w)) {

@@ -27,7 +27,9 @@ func TestARollbackAfterAFailedHealthGateEndsIdleOnTheOldVersionWithTheRolloutHal
 	names := nodeNames("rollback", 2)
 	bad, next := names[0], names[1]
 	nodes := startNodes(t, nil, names...)
-	startOperatorWithDeadlines(t, 1, 60*time.Second, 20*time.Second)
+	// The failed version's health gate fails at its deadline: short, yet
+	// long enough for the rolled-back version's soak to pass within it.
+	startOperatorWithDeadlines(t, 1, 60*time.Second, 10*time.Second)
 	ctx := testenv.Context(t)
 	policies := shadowClient(t).UpdatesV1alpha1().UpdatePolicies()
 	if _, err := policies.Patch(ctx, "rollout", types.MergePatchType, []byte(`{"spec":{"onHealthGateFailure":"Rollback"}}`), metav1.PatchOptions{}); err != nil {
@@ -89,7 +91,7 @@ func TestARollbackAfterAFailedHealthGateEndsIdleOnTheOldVersionWithTheRolloutHal
 
 	// Event-driven: had the halt not held, the next node would have left
 	// Idle within a second, and the bad one would have been started again.
-	time.Sleep(5 * time.Second)
+	time.Sleep(3 * time.Second)
 	_, _, started, err := shadowLog.result()
 	if err != nil {
 		t.Error(err)

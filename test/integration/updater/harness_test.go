@@ -60,6 +60,9 @@ func baseOptions(t *testing.T) updater.Options {
 		// The configuration's defaults.
 		LeavingNodeTaints:        sets.New(nodev1alpha1.DefaultLeavingNodeTaints()...),
 		LifecycleConditionMaxAge: nodev1alpha1.DefaultLifecycleConditionMaxAge,
+		// A start held by a gate is looked at again within a second of
+		// what held it going, not ten: the gates' tests wait for it.
+		GateRecheck: time.Second,
 	}
 }
 
