@@ -91,6 +91,8 @@ func (s *updaterSimulation) createJob(action clienttesting.Action) (bool, runtim
 	now := s.clk.Now()
 	timeout := time.Duration(ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0)) * time.Second
 	switch u := s.hookRng.Intn(20); {
+	case u < 5 && !s.on("hook-fails"):
+		r.endAt = now.Add(time.Duration(1+s.hookRng.Intn(40)) * time.Second)
 	case u < 3:
 		r.fails, r.endAt = true, now.Add(time.Duration(1+s.hookRng.Intn(30))*time.Second)
 	case u < 5:

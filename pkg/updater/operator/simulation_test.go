@@ -398,6 +398,8 @@ type operatorInstance struct {
 }
 
 type updaterSimulation struct {
+	// off are the fault classes -sim.off switched off.
+	off  map[string]bool
 	t    *testing.T
 	ctx  context.Context
 	seed uint64
@@ -526,7 +528,8 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	rng := sim.NewRand(seed)
-	s := &updaterSimulation{t: t, ctx: ctx, seed: seed, rng: rng, clk: sim.NewClock(time.Second), trace: &sim.Trace{}, dir: dir}
+	s := &updaterSimulation{t: t, ctx: ctx, seed: seed, rng: rng, clk: sim.NewClock(time.Second), trace: &sim.Trace{}, dir: dir,
+		off: simOffClasses(t)}
 	// Not a fork of rng: a fork would draw from it and move every seed.
 	s.cmdRng = sim.NewRand(seed ^ 0x3636363636363636)
 	s.pinRng = sim.NewRand(seed ^ 0x3333333333333333)
@@ -576,13 +579,13 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	}
 	pol.Spec.Paused = rng.Chance(0.1)
 	// Pacing on about half the seeds, from its own stream.
-	if s.paced = s.paceRng.Chance(0.5); s.paced {
+	if s.paced = s.paceRng.Chance(0.5) && s.on("pacing"); s.paced {
 		pol.Spec.MinReleaseAge, pol.Spec.DelayBetweenNodes = simPacing(s.paceRng)
 		s.trace.Add("pacing minReleaseAge %v delayBetweenNodes %v", pol.Spec.MinReleaseAge, pol.Spec.DelayBetweenNodes)
 	}
 	// The blockingPods gate on about 40 % of the seeds, from its own
 	// stream: the others run as they did before it.
-	if s.gated = s.gateRng.Chance(0.4); s.gated {
+	if s.gated = s.gateRng.Chance(0.4) && s.on("blocking-pods"); s.gated {
 		b := &updatesv1alpha1.BlockingPods{}
 		switch s.gateRng.Intn(3) {
 		case 0:
@@ -598,13 +601,13 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	}
 	// Rollback after a failed health gate on about half the seeds, from its
 	// own stream: the other seeds run as they did before it.
-	if s.rollbackRng.Chance(0.5) {
+	if s.rollbackRng.Chance(0.5) && s.on("rollback") {
 		pol.Spec.OnHealthGateFailure = updatesv1alpha1.HealthGateFailureRollback
 		s.trace.Add("onHealthGateFailure Rollback")
 	}
 	// The alerts gate on about a third of the seeds, from its own stream,
 	// against a source the driver controls (alertFaults).
-	if s.alertRng.Chance(0.35) {
+	if s.alertRng.Chance(0.35) && s.on("alerts") {
 		s.alerts = &simAlertSource{}
 		s.opts.AlertSources = map[string]AlertSource{simAlertSourceName: s.alerts}
 		if pol.Spec.Gates == nil {
@@ -616,16 +619,16 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	}
 	// Hooks on about a third of the seeds, from their own stream: the
 	// driver plays the Job controller (finishHooks).
-	if s.hooked = s.hookRng.Chance(0.33); s.hooked {
+	if s.hooked = s.hookRng.Chance(0.33) && s.on("hooks"); s.hooked {
 		pol.Spec.Hooks = simHooks(s.hookRng)
 		s.trace.Add("hooks beforeDrain %v afterReboot %v", pol.Spec.Hooks.BeforeDrain != nil, pol.Spec.Hooks.AfterReboot != nil)
 	}
 	// The policy's drain options on about a third of the seeds, from
 	// their own stream, with pods they are about (addDrainPods).
-	if s.drainOpts = s.drainRng.Chance(0.35); s.drainOpts {
+	if s.drainOpts = s.drainRng.Chance(0.35) && s.on("drain-options"); s.drainOpts {
 		pol.Spec.Drain = s.simDrain()
 	}
-	s.badVersions = map[string]bool{"1.21.0": rng.Chance(0.4), "1.20.1": rng.Chance(0.1)}
+	s.badVersions = map[string]bool{"1.21.0": rng.Chance(0.4) && s.on("bad-release"), "1.20.1": rng.Chance(0.1) && s.on("bad-release")}
 	s.opKillP = 0.002
 	count := 4 + rng.Intn(3)
 	for i := range count {
@@ -1562,7 +1565,7 @@ func (s *updaterSimulation) startAgent(n *simNode) {
 	n.gen++
 	ctx, cancel := context.WithCancel(s.ctx)
 	inc := &incarnation{gen: n.gen, ctx: ctx, cancel: cancel, rng: s.rng.Fork(), done: make(chan syncResult), parked: make(chan *parkTimer)}
-	if s.rng.Chance(0.5) {
+	if s.rng.Chance(0.5) && s.on("agent-kill-mid-step") {
 		inc.killP = 0.004
 	}
 	clk := &agentClock{Clock: s.clk, inc: inc}
@@ -1744,7 +1747,7 @@ func (s *updaterSimulation) boot(n *simNode) {
 	s.writeNode(n, func(node *v1.Node) { node.Status.NodeInfo.BootID = fmt.Sprintf("boot-%d", n.boot) })
 	n.restartAt = s.clk.Now().Add(time.Duration(1+s.rng.Intn(10)) * time.Second)
 	s.trace.Add("t=%s %s booted %s (boot %d)", s.at(), n.name, n.em.Running(), n.boot)
-	if s.rng.Chance(0.3) {
+	if s.rng.Chance(0.3) && s.on("report-conflict") {
 		// The operator writes the shadow while the agent reports what it
 		// found after the boot: the report conflicts.
 		s.api.Inject(sim.Fault{Verb: "update", Resource: "bottlerocketshadows", Subresource: "status", Name: n.name, Kind: sim.Conflict})
@@ -1979,7 +1982,7 @@ func (s *updaterSimulation) faults(now time.Time) {
 			continue
 		}
 		switch {
-		case n.inc != nil && r.Chance(0.002):
+		case n.inc != nil && r.Chance(0.002) && s.on("agent-kill"):
 			sig := "SIGKILL"
 			if r.Chance(0.5) {
 				sig = "SIGTERM"
@@ -1989,32 +1992,32 @@ func (s *updaterSimulation) faults(now time.Time) {
 			}
 			s.trace.Add("t=%s %s agent %d gets %s", s.at(), n.name, n.inc.gen, sig)
 			s.killAgent(n, true)
-		case r.Chance(0.003):
+		case r.Chance(0.003) && s.on("answers-lost"):
 			n.loseNext = 1 + r.Intn(2)
 			s.trace.Add("t=%s %s: the next %d Bottlerocket answers are lost", s.at(), n.name, n.loseNext)
-		case r.Chance(0.002):
+		case r.Chance(0.002) && s.on("reboot-refused"):
 			n.em.UpdateFaults(func(f *emulator.Faults) { f.RefuseRebootNext = 1 + r.Intn(2) })
 			s.trace.Add("t=%s %s: Bottlerocket refuses the next reboots", s.at(), n.name)
-		case r.Chance(0.002):
+		case r.Chance(0.002) && s.on("bottlerocket-500"):
 			n.em.UpdateFaults(func(f *emulator.Faults) { f.ServerErrorNext = 1 + r.Intn(4) })
 			s.trace.Add("t=%s %s: Bottlerocket answers 500", s.at(), n.name)
-		case r.Chance(0.001):
+		case r.Chance(0.001) && s.on("prepare-fails"):
 			n.em.UpdateFaults(func(f *emulator.Faults) { f.PrepareFails = !f.PrepareFails })
 			s.trace.Add("t=%s %s: prepare fails toggled", s.at(), n.name)
-		case r.Chance(0.001):
+		case r.Chance(0.001) && s.on("repository-unreachable"):
 			n.em.UpdateFaults(func(f *emulator.Faults) { f.RefreshFails = !f.RefreshFails })
 			s.trace.Add("t=%s %s: the update repository unreachable toggled", s.at(), n.name)
-		case r.Chance(0.0015):
+		case r.Chance(0.0015) && s.on("slow-prepare"):
 			d := emulator.Delays{Refresh: time.Second, Prepare: time.Duration(5+r.Intn(30)) * time.Second, Activate: time.Second, Deactivate: time.Second, SettingsApply: time.Second}
 			if r.Chance(0.5) {
 				d.Prepare = simStagedDL + time.Duration(r.Intn(60))*time.Second // outlasts the operator's deadline
 			}
 			n.em.SetDelays(d)
 			s.trace.Add("t=%s %s: prepare takes %s", s.at(), n.name, d.Prepare)
-		case r.Chance(0.0005):
+		case r.Chance(0.0005) && s.on("boot-fails"):
 			n.em.UpdateFaults(func(f *emulator.Faults) { f.NeverComesUp = !f.NeverComesUp })
 			s.trace.Add("t=%s %s: the next boot into an update fails toggled", s.at(), n.name)
-		case n.downAt.IsZero() && (n.inc == nil || !n.inc.running) && r.Chance(0.0008+0.03*agentPinned(n)):
+		case n.downAt.IsZero() && (n.inc == nil || !n.inc.running) && r.Chance(0.0008+0.03*agentPinned(n)) && s.on("user-lock"):
 			// A user pins the host's version lock, or unpins it; likelier
 			// while the agent's pin is on the host (between two attempts
 			// of StagedAndPerformedUpdate), where it matters: the user's
@@ -2027,7 +2030,7 @@ func (s *updaterSimulation) faults(now time.Time) {
 				s.trace.Add("t=%s %s: a user sets the version lock to %s", s.at(), n.name, lock)
 				s.setUserLock(n, lock)
 			}
-		case n.downAt.IsZero() && (n.inc == nil || !n.inc.running) && r.Chance(0.0005+0.02*armed(n)):
+		case n.downAt.IsZero() && (n.inc == nil || !n.inc.running) && r.Chance(0.0005+0.02*armed(n)) && s.on("host-crash"):
 			// An unplanned reboot (a kernel panic, host maintenance);
 			// likelier while an update is activated, where it matters: the
 			// host boots the update without the agent asking.
@@ -2038,15 +2041,15 @@ func (s *updaterSimulation) faults(now time.Time) {
 				s.trace.Add("t=%s %s: an unplanned reboot", s.at(), n.name)
 				s.hostReacts(n)
 			}
-		case r.Chance(0.0007) || (!n.taintedSince.IsZero() && now.Sub(n.taintedSince) > 20*time.Second && r.Chance(0.004)):
+		case (r.Chance(0.0007) || (!n.taintedSince.IsZero() && now.Sub(n.taintedSince) > 20*time.Second && r.Chance(0.004))) && s.on("node-delete"):
 			// An autoscaler or node repair deletes the Node: the machine
 			// is gone for good.
 			s.deleteNode(n)
-		case !n.taintedSince.IsZero() && r.Chance(0.02):
+		case !n.taintedSince.IsZero() && r.Chance(0.02) && s.on("tolerating-pod"):
 			// A pod that tolerates the readiness taint lands on the node.
 			s.addPod(n, true)
 			s.trace.Add("t=%s %s: a tolerating pod arrives", s.at(), n.name)
-		case r.Chance(0.0004):
+		case r.Chance(0.0004) && s.on("shadow-delete"):
 			// A user deletes the shadow: harmless at rest. Mid-update, and
 			// while its failure halts the rollout, the API refuses it (the
 			// admission policy of deploy/update-agent, proved against a
@@ -2091,13 +2094,13 @@ func (s *updaterSimulation) faults(now time.Time) {
 	}
 	// The operator fails over while a hook's Job runs, from the hooks'
 	// stream: the new leader must find the Job, not run the hook again.
-	if s.hooked && s.op != nil && s.hookRunning() && s.hookRng.Chance(0.03) {
+	if s.hooked && s.op != nil && s.hookRunning() && s.hookRng.Chance(0.03) && s.on("hook-failover") {
 		s.trace.Add("t=%s a failover while a hook runs", s.at())
 		s.killOperator()
 	}
 	// A user edits the policy's pacing, from its own stream, on the seeds
 	// that drew some: the others run as they did before pacing.
-	if s.paced && s.paceRng.Chance(0.002) {
+	if s.paced && s.paceRng.Chance(0.002) && s.on("pacing-edit") {
 		p := s.policy()
 		p.Spec.MinReleaseAge, p.Spec.DelayBetweenNodes = simPacing(s.paceRng)
 		if _, err := s.updates.UpdatesV1alpha1().UpdatePolicies().Update(s.ctx, p, metav1.UpdateOptions{}); err != nil {
@@ -2109,7 +2112,7 @@ func (s *updaterSimulation) faults(now time.Time) {
 	if sh, err := s.updates.UpdatesV1alpha1().BottlerocketShadows().List(s.ctx, metav1.ListOptions{}); err == nil {
 		for i := range sh.Items {
 			o := &sh.Items[i]
-			if updatesv1alpha1.Halting(o.Annotations) && r.Chance(0.01) {
+			if updatesv1alpha1.Halting(o.Annotations) && r.Chance(0.01) && s.on("resume") {
 				o.Annotations[updatesv1alpha1.ResumeAnnotation] = o.Annotations[updatesv1alpha1.FailedAnnotation]
 				if _, err := s.updates.UpdatesV1alpha1().BottlerocketShadows().Update(s.ctx, o, metav1.UpdateOptions{}); err == nil {
 					s.trace.Add("t=%s %s: a user resumes the rollout", s.at(), o.Name)
@@ -2118,7 +2121,7 @@ func (s *updaterSimulation) faults(now time.Time) {
 		}
 	}
 	switch {
-	case r.Chance(0.002):
+	case r.Chance(0.002) && s.on("wave"):
 		// A new version is offered, to some nodes first (a wave).
 		for _, n := range s.nodes {
 			if !n.gone && r.Chance(0.6) {
@@ -2126,7 +2129,7 @@ func (s *updaterSimulation) faults(now time.Time) {
 			}
 		}
 		s.trace.Add("t=%s 1.21.0 offered to a wave", s.at())
-	case r.Chance(0.0015):
+	case r.Chance(0.0015) && s.on("pin"):
 		// A user moves the policy's pin: the operator sees it through its
 		// informer (and its start pass's consistent LIST), no restart.
 		p := s.policy()
@@ -2135,7 +2138,7 @@ func (s *updaterSimulation) faults(now time.Time) {
 			s.t.Fatalf("pinning %q: %v", p.Spec.TargetVersion, err)
 		}
 		s.trace.Add("t=%s pin %q", s.at(), p.Spec.TargetVersion)
-	case r.Chance(0.002):
+	case r.Chance(0.002) && s.on("pause"):
 		// A user pauses the policy, or unpauses it: nothing starts while
 		// paused; nodes in flight finish.
 		p := s.policy()
@@ -2144,7 +2147,7 @@ func (s *updaterSimulation) faults(now time.Time) {
 			s.t.Fatalf("pausing: %v", err)
 		}
 		s.trace.Add("t=%s paused %v", s.at(), p.Spec.Paused)
-	case r.Chance(0.001):
+	case r.Chance(0.001) && s.on("windows"):
 		// A user sets update windows, or removes them (always open).
 		p := s.policy()
 		p.Spec.Windows = nil
@@ -2155,18 +2158,18 @@ func (s *updaterSimulation) faults(now time.Time) {
 			s.t.Fatalf("setting windows: %v", err)
 		}
 		s.trace.Add("t=%s windows %v", s.at(), p.Spec.Windows)
-	case s.op != nil && r.Chance(0.002):
+	case s.op != nil && r.Chance(0.002) && s.on("operator-kill"):
 		s.killOperator()
-	case r.Chance(0.004):
+	case r.Chance(0.004) && s.on("health-lag"):
 		s.healthLagEnd = now.Add(time.Duration(5+r.Intn(40)) * time.Second)
 		s.trace.Add("t=%s the node-health controller is late until %s", s.at(), s.healthLagEnd.Sub(sim.Epoch))
-	case r.Chance(0.004):
+	case r.Chance(0.004) && s.on("status-lost"):
 		s.api.Inject(sim.Fault{Verb: "update", Resource: "bottlerocketshadows", Subresource: "status", Kind: sim.LostAnswer})
 		s.trace.Add("t=%s the next status write's answer is lost", s.at())
-	case r.Chance(0.004):
+	case r.Chance(0.004) && s.on("spec-conflict"):
 		s.api.Inject(sim.Fault{Verb: "update", Resource: "bottlerocketshadows", Subresource: "", Kind: sim.Conflict})
 		s.trace.Add("t=%s the next spec write conflicts", s.at())
-	case r.Chance(0.003):
+	case r.Chance(0.003) && s.on("spec-lost"):
 		s.api.Inject(sim.Fault{Verb: "update", Resource: "bottlerocketshadows", Subresource: "", Kind: sim.LostAnswer})
 		s.trace.Add("t=%s the next spec write's answer is lost", s.at())
 	}
@@ -2235,10 +2238,10 @@ func (s *updaterSimulation) alertFaults() {
 			what = append(what, "fires "+al.Fingerprint)
 		}
 	}
-	if r.Chance(0.004) {
+	if r.Chance(0.004) && s.on("alert-fires") {
 		fire("Maintenance", "")
 	}
-	if r.Chance(0.006) {
+	if r.Chance(0.006) && s.on("node-alert-fires") {
 		var up []*simNode
 		for _, n := range s.nodes {
 			if !n.gone {
@@ -2257,7 +2260,7 @@ func (s *updaterSimulation) alertFaults() {
 		return false
 	})
 	switch {
-	case !a.down && r.Chance(0.003):
+	case !a.down && r.Chance(0.003) && s.on("alert-source-down"):
 		a.down = true
 		what = append(what, "goes down")
 	case a.down && r.Chance(0.04):
@@ -2424,10 +2427,10 @@ func (s *updaterSimulation) commandFaults(n *simNode) {
 	}
 	r := s.cmdRng
 	switch {
-	case n.inc != nil && r.Chance(0.01):
+	case n.inc != nil && r.Chance(0.01) && s.on("prepare-kill"):
 		s.trace.Add("t=%s %s agent %d gets SIGKILL while the host prepares", s.at(), n.name, n.inc.gen)
 		s.killAgent(n, true)
-	case r.Chance(0.02):
+	case r.Chance(0.02) && s.on("user-lock-preparing"):
 		lock := sim.Pick(r, simUserLocks)
 		if s.samePinned(n, lock) {
 			return
@@ -2512,7 +2515,7 @@ func (s *updaterSimulation) restartFaults(n *simNode) {
 	if n.inc != nil || n.restartAt.IsZero() || !n.downAt.IsZero() || agentPinned(n) == 0 {
 		return
 	}
-	if s.pinRng.Chance(0.02) {
+	if s.pinRng.Chance(0.02) && s.on("user-lock-ahead") {
 		if err := s.userClient(n).SetVersionLock(s.ctx, simUserAheadLock); err == nil {
 			n.userLock = simUserAheadLock
 			s.trace.Add("t=%s %s: a user sets the version lock to %s while the agent is down with its pin on the host", s.at(), n.name, simUserAheadLock)
