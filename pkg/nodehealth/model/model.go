@@ -130,6 +130,10 @@ type Model struct {
 	running bool      // between Start and Stop
 	now     time.Time // the last input's instant
 	epochs  int       // source of boot epochs
+	// worldAt is the last instant WorldWrites marked: from it on, an
+	// evaluation in that instant comes after every write the world made
+	// in it (writeBootRecord).
+	worldAt time.Time
 
 	nodes  map[string]*node
 	leases map[leaseKey]*lease
@@ -193,6 +197,12 @@ type node struct {
 	// its writes (the one decided while it refuses them may not be).
 	condWritten bool
 	record      *bootRecord
+	// recordAt is the instant the record last changed after the world's
+	// writes of that instant (WorldWrites), and recordBefore what it held
+	// until then (NodeUpdated takes back a record written in the instant
+	// a new boot replaced the one it names).
+	recordAt     time.Time
+	recordBefore *bootRecord
 	// evicted: escalated for the current failure (NodeView.Evicted in mode
 	// Evict); noExecute: NodeView.NoExecute.
 	evicted   bool
@@ -433,6 +443,18 @@ func (m *Model) NodeUpdated(at time.Time, in Node) {
 	}
 	old := n.Node
 	n.Node = copyNode(in)
+	if old.BootID != "" && in.BootID != old.BootID && n.recordAt.Equal(at) {
+		// Choice: a record written in this instant after the world's writes
+		// (WorldWrites) named the boot this one replaced, decided on a view
+		// that did not show the new boot yet; the controller's write of it
+		// reads the Node afresh, finds the boot changed in what decides it
+		// and is refused (seed 17376734396083563727: the model kept
+		// boot-1's record, and a new instance told a reboot where the
+		// controller, finding none, told its own gate). Only the record
+		// outlives the instant: the gate the new boot begins below decides
+		// the taint and the condition again.
+		n.record, n.recordAt = n.recordBefore, time.Time{}
+	}
 	if old.UID != "" && in.UID != old.UID {
 		// Choice: another UID is another Node object, created afresh by
 		// whoever replaced the machine: nothing the controller wrote on the
@@ -599,6 +621,16 @@ func (m *Model) Writes(at time.Time, refused bool) {
 		}
 	}
 	m.evaluateIfRunning(at)
+}
+
+// WorldWrites marks the point of the instant `at` from which the world's
+// writes of that instant (reboots, renewals, other writers) are at the API
+// server: every write the controller makes in the instant after it meets
+// them, those before it do not (a driver that writes the world at once and
+// delivers it later calls it in between). Nothing is evaluated.
+func (m *Model) WorldWrites(at time.Time) {
+	m.step(at)
+	m.worldAt = at
 }
 
 // Advance: time passes; the controller evaluates every node at `to`.

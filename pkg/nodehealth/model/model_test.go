@@ -927,3 +927,51 @@ func TestARenewalObservedAtTheSameInstantAsARebootDoesNotCount(t *testing.T) {
 	st.renew(11*sec, "n1/a")
 	st.expect("renewed a second later", ready(boot2), "n1")
 }
+
+// TestARecordWrittenInTheInstantANewBootReplacedItsBootIsTakenBack: the
+// world's writes of an instant are at the API server before the writes the
+// controller makes after them (WorldWrites). An ungate decided on the
+// renewal of an instant in which the node also came back from a reboot
+// names the old boot, and the controller's write of it, finding the boot
+// changed, is refused: no record is written, so a new instance finds the
+// node's gate as its own. A record written before the instant stays, and
+// so does one written in the instant before the world's writes (the
+// timers' evaluation).
+func TestARecordWrittenInTheInstantANewBootReplacedItsBootIsTakenBack(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		renewAt    time.Duration
+		worldAt    time.Duration // WorldWrites before the renewal, or never
+		wantRecord string
+		wantFound  string
+	}{
+		{"renewed and rebooted in one instant after the world's writes", 10 * sec, 10 * sec, "", controllerStarted},
+		{"renewed an instant before the reboot", 9 * sec, 9 * sec, boot1, rebootedReason},
+		{"renewed in the reboot's instant before the world's writes", 10 * sec, 0, boot1, rebootedReason},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newStory(t, defaultConfig())
+			st.start(0)
+			n := worker("n1", gating("a"))
+			n.TaintedAtCreation = true
+			st.add(5*sec, n)
+			st.expect("registered", gated(registered, ""), "n1")
+			if tc.worldAt != 0 {
+				st.m.WorldWrites(st.to(tc.worldAt))
+			}
+			st.renew(tc.renewAt, "n1/a")
+			st.expect("its gate ended", ready(boot1), "n1")
+			again := n
+			again.BootID = "boot2"
+			st.update(10*sec, again)
+			want := tc.wantRecord
+			if want != "" {
+				want = fmt.Sprintf(want, "n1")
+			}
+			st.expect("rebooted", gated(rebootedReason, want), "n1")
+			st.stop(12 * sec)
+			st.start(13 * sec)
+			st.expect("found by a new instance", gated(tc.wantFound, want), "n1")
+		})
+	}
+}

@@ -909,6 +909,9 @@ func (m *Model) writeBootRecord(n *node, f facts, t time.Time) {
 		want.pending = true
 	}
 	if n.record == nil || *n.record != want {
+		if m.worldAt.Equal(t) && !n.recordAt.Equal(t) {
+			n.recordAt, n.recordBefore = t, n.record
+		}
 		n.record = &want
 	}
 }
