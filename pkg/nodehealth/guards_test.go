@@ -1348,6 +1348,37 @@ func TestAGateThatEndsBeforeTheCacheShowsItsTaintHasTheTaintRemoved(t *testing.T
 	}
 }
 
+// A taint this controller removed is added again when the node needs it
+// before the Node cache shows the removal: the cache still shows a taint,
+// and an addition computed from it adds nothing, so the write starts from a
+// fresh read (simulation seed 1487896603008007614 with -sim.per-event: a
+// held node's taint, added by another writer and removed by the controller,
+// was wanted back at the lift a moment later and stayed off, beside a False
+// condition, until the removal's watch event came back).
+func TestATaintRemovedAndWantedBackBeforeTheCacheShowsTheRemovalIsAddedAgain(t *testing.T) {
+	f := crashedAndTainted(t, guardOptions())
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	// The ungate's removal is written; its watch event has not come back.
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if f.tainted("n1") {
+		t.Fatal("n1 still tainted once kube-proxy renewed")
+	}
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n1", "Crash")
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.condition("n1"); c.Status != v1.ConditionFalse {
+		t.Fatalf("n1's condition once kube-proxy crashed again: %s/%s, want False", c.Status, c.Reason)
+	}
+	if !f.tainted("n1") {
+		t.Errorf("n1 failing and untainted: the addition, computed from a cache that still showed the removed taint, added nothing")
+	}
+}
+
 // A renewal handled before the Node cache shows the ungate's own condition
 // write does not write the condition again: the cache's False is older than
 // what the node holds, not another writer's drift, and a rewrite from it

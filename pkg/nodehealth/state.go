@@ -133,6 +133,12 @@ type nodeState struct {
 	// reached it yet: until it does, the variant is on the node whatever
 	// the cache shows ("" once it does, or once a write took it off).
 	noExecuteWrittenRV string
+	// taintRemovedRV: a Node write of this controller removed the
+	// readiness taint, at this resourceVersion, and the Node cache may not
+	// have reached it yet: until it does, a taint the cache shows is not on
+	// the node, and an addition starts from a fresh read ("" once a write
+	// added it again).
+	taintRemovedRV string
 	// leaving is what the node's last evaluation read of its leaving
 	// signals (leavingFacts), judged again by the blast-radius recount and
 	// the escalation at their own instant.

@@ -279,11 +279,18 @@ func (c *Controller) announce(ctx context.Context, node *v1.Node, r nodeResult) 
 // check.
 func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) error {
 	d, st, name := r.d, r.st, node.Name
-	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, list: c.listFor, bootRecord: c.bootRecordToWrite(node, d),
-		fresh: d.ownTaintUnseen && !d.taint}
 	c.mu.Lock()
 	gated, written := st.gated, st.gate.taintWritten
+	if st.taintRemovedRV != "" && writeShown(node.ResourceVersion, st.taintRemovedRV, !nodeutil.HasTaint(node, c.opts.TaintKey, c.opts.TaintEffect)) {
+		st.taintRemovedRV = ""
+	}
+	removalUnseen := st.taintRemovedRV != ""
 	c.mu.Unlock()
+	// A removal or an addition computed from a cache that does not show
+	// this controller's own last taint write changes nothing: it starts
+	// from a fresh read (seeds 11785018759012118346, 1487896603008007614).
+	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, list: c.listFor, bootRecord: c.bootRecordToWrite(node, d),
+		fresh: (d.ownTaintUnseen && !d.taint) || (removalUnseen && d.taint)}
 	failing := d.failing
 	zone := zoneOf(node)
 	w.guard = func(ch writeChanges) error {
@@ -300,9 +307,15 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 	if err != nil {
 		return err
 	}
-	if changed.taintAdded && gated {
+	if changed.taintAdded || changed.taintRemoved {
 		c.mu.Lock()
-		st.gate.taintWritten, st.gate.taintWrittenRV = true, changed.resourceVersion
+		if changed.taintAdded && gated {
+			st.gate.taintWritten, st.gate.taintWrittenRV = true, changed.resourceVersion
+		}
+		st.taintRemovedRV = ""
+		if changed.taintRemoved {
+			st.taintRemovedRV = changed.resourceVersion
+		}
 		c.mu.Unlock()
 	}
 	if changed.noExecuteAdded || !d.noExecute {
