@@ -141,8 +141,8 @@ func New(ctx context.Context, clients Clients, cfg Config) (*Operator, error) {
 	o.shadows, err = shadow.NewController(clients.Updates, nodes, shadows, recorder,
 		shadow.Options{Selector: cfg.Options.Selector, DryRun: cfg.Options.DryRun})
 	if err == nil {
-		o.controller, err = operator.NewController(clients.Updates, nodes, shadows, o.updates.Updates().V1alpha1().UpdatePolicies(),
-			recorder, clk, opts, cfg.Metrics)
+		o.controller, err = operator.NewController(operator.Config{Client: clients.Updates, Nodes: nodes, Shadows: shadows,
+			Policies: o.updates.Updates().V1alpha1().UpdatePolicies(), Recorder: recorder, Clock: clk, Options: opts, Metrics: cfg.Metrics})
 	}
 	if err != nil {
 		o.shutdownBroadcaster()

@@ -106,15 +106,31 @@ type Controller struct {
 	hooksTold map[string]string
 }
 
-// NewController wires the controller to its informers. recorder may be nil;
-// metrics may be nil.
-func NewController(client versioned.Interface, nodeInformer coreinformers.NodeInformer,
-	shadowInformer updatesinformers.BottlerocketShadowInformer, policyInformer updatesinformers.UpdatePolicyInformer,
-	recorder record.EventRecorder, clk clock.WithTicker, opts Options, metrics *Metrics) (*Controller, error) {
-	opts, err := defaulted(opts)
+// Config is what NewController wires the controller to.
+type Config struct {
+	// Client carries the controller's shadow and policy writes.
+	Client versioned.Interface
+	// Nodes, Shadows and Policies are the informers the controller's
+	// listers and handlers use; their factories are started by the caller.
+	Nodes    coreinformers.NodeInformer
+	Shadows  updatesinformers.BottlerocketShadowInformer
+	Policies updatesinformers.UpdatePolicyInformer
+	// Recorder records the controller's Events; nil records none.
+	Recorder record.EventRecorder
+	// Clock is the controller's clock and its queues'.
+	Clock   clock.WithTicker
+	Options Options
+	// Metrics nil keeps the metrics unregistered.
+	Metrics *Metrics
+}
+
+// NewController wires the controller to its informers.
+func NewController(cfg Config) (*Controller, error) {
+	opts, err := defaulted(cfg.Options)
 	if err != nil {
 		return nil, err
 	}
+	metrics, recorder, clk := cfg.Metrics, cfg.Recorder, cfg.Clock
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
@@ -122,16 +138,16 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 		recorder = &record.FakeRecorder{}
 	}
 	c := &Controller{
-		client:       client,
+		client:       cfg.Client,
 		opts:         opts,
 		clock:        clk,
 		recorder:     recorder,
 		metrics:      metrics,
 		queue:        opts.Queue,
 		startQueue:   opts.StartQueue,
-		nodeLister:   nodeInformer.Lister(),
-		shadowLister: shadowInformer.Lister(),
-		policyLister: policyInformer.Lister(),
+		nodeLister:   cfg.Nodes.Lister(),
+		shadowLister: cfg.Shadows.Lister(),
+		policyLister: cfg.Policies.Lister(),
 		soakSince:    map[string]time.Time{},
 		told:         map[string]string{},
 		drains:       map[string]*nodeDrain{},
@@ -151,10 +167,10 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 	}
 	c.startClient = opts.StartClient
 	if c.startClient == nil {
-		c.startClient = client
+		c.startClient = cfg.Client
 	}
 	c.after = func(key string, d time.Duration) { c.queueOf(key).AddAfter(key, d) }
-	if err := c.addHandlers(nodeInformer, shadowInformer, policyInformer); err != nil {
+	if err := c.addHandlers(cfg.Nodes, cfg.Shadows, cfg.Policies); err != nil {
 		return nil, err
 	}
 	if err := c.addHookHandlers(); err != nil {

@@ -211,8 +211,8 @@ func newPolicyFixture(t *testing.T, opts Options, policies []*updatesv1alpha1.Up
 	}
 	kf := kubeinformers.NewSharedInformerFactory(kubefake.NewClientset(), 0)
 	sf := externalversions.NewSharedInformerFactory(f.client, 0)
-	c, err := NewController(f.client, kf.Core().V1().Nodes(), sf.Updates().V1alpha1().BottlerocketShadows(), sf.Updates().V1alpha1().UpdatePolicies(),
-		f.rec, f.clock, opts, nil)
+	c, err := NewController(Config{Client: f.client, Nodes: kf.Core().V1().Nodes(), Shadows: sf.Updates().V1alpha1().BottlerocketShadows(),
+		Policies: sf.Updates().V1alpha1().UpdatePolicies(), Recorder: f.rec, Clock: f.clock, Options: opts})
 	if err != nil {
 		t.Fatal(err)
 	}

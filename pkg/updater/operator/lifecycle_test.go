@@ -297,8 +297,8 @@ func TestTheOperatorRequiresANodeStatusClient(t *testing.T) {
 	kf := kubeinformers.NewSharedInformerFactory(kubefake.NewClientset(), 0)
 	client := fake.NewSimpleClientset()
 	sf := externalversions.NewSharedInformerFactory(client, 0)
-	_, err := NewController(client, kf.Core().V1().Nodes(), sf.Updates().V1alpha1().BottlerocketShadows(), sf.Updates().V1alpha1().UpdatePolicies(),
-		nil, testingclock.NewFakeClock(t0), opts, nil)
+	_, err := NewController(Config{Client: client, Nodes: kf.Core().V1().Nodes(), Shadows: sf.Updates().V1alpha1().BottlerocketShadows(),
+		Policies: sf.Updates().V1alpha1().UpdatePolicies(), Clock: testingclock.NewFakeClock(t0), Options: opts})
 	if err == nil || !strings.Contains(err.Error(), "Node status client") {
 		t.Fatalf("NewController without a Node status client: %v", err)
 	}

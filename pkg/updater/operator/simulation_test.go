@@ -936,7 +936,7 @@ func (s *updaterSimulation) startOperator() {
 	// changes when it runs; countMu and the consistent LIST keep it right
 	// in any order.
 	opts.Queue, opts.StartQueue = queue, queue
-	c, err := NewController(s.opUpdates, cn, cs, cp, nil, s.clk, opts, nil)
+	c, err := NewController(Config{Client: s.opUpdates, Nodes: cn, Shadows: cs, Policies: cp, Clock: s.clk, Options: opts})
 	if err != nil {
 		s.t.Fatal(err)
 	}
