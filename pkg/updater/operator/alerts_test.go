@@ -140,6 +140,20 @@ func TestAShorterGateRecheckReadsTheGatesAgainSooner(t *testing.T) {
 	f.expect([]string{"list", "list policies", "update a StagedAndPerformedUpdate 1.20.0", "status fleet"})
 }
 
+// TestANegativeGateRecheckIsRejected: zero takes the default, a negative
+// interval would read the gates again in a loop.
+func TestANegativeGateRecheckIsRejected(t *testing.T) {
+	opts := defaultOptions()
+	opts.GateRecheck = -time.Second
+	if err := opts.Validate(); err == nil || !strings.Contains(err.Error(), "recheck interval must not be negative") {
+		t.Errorf("Validate with a negative GateRecheck: %v", err)
+	}
+	opts.GateRecheck = 0
+	if err := opts.Validate(); err != nil {
+		t.Errorf("Validate with GateRecheck 0 (the default): %v", err)
+	}
+}
+
 // TestAnUnreachableAlertSourceHoldsEveryStart: fail closed, the condition
 // names the source and the error.
 func TestAnUnreachableAlertSourceHoldsEveryStart(t *testing.T) {

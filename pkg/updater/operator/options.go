@@ -123,5 +123,10 @@ func (o *Options) Validate() error {
 	if o.Drain.Timeout < 0 {
 		return fmt.Errorf("the drain timeout must not be negative, got %s", o.Drain.Timeout)
 	}
+	if o.GateRecheck < 0 {
+		// Zero takes the default; a negative value would read the gates
+		// again at once, in a loop.
+		return fmt.Errorf("the gates' recheck interval must not be negative, got %s", o.GateRecheck)
+	}
 	return nil
 }
