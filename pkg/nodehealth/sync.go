@@ -279,6 +279,43 @@ func (c *Controller) announce(ctx context.Context, node *v1.Node, r nodeResult) 
 // check.
 func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) error {
 	d, st, name := r.d, r.st, node.Name
+	changed, err := c.writeDecision(ctx, node, r)
+	if err != nil {
+		return err
+	}
+	c.announceTaintChange(node, r, changed)
+
+	// Every node that lists an extension carries the condition (a node
+	// whose extensions do not affect readiness says NoRequiredExtensions,
+	// which the update operator's health gate reads); nodes that do not use
+	// nodehealth are never written.
+	if r.conditionChanged && (len(d.statuses) > 0 || nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil) {
+		written, err := c.writeCondition(ctx, node, r.status, r.reason, r.message)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		st.last.conditionSig, st.last.conditionWritten = r.sig, written
+		c.mu.Unlock()
+	}
+	if err := c.writeLifecycle(ctx, node, st, r.lifecycle); err != nil {
+		return err
+	}
+
+	if d.escalate {
+		c.evictions.Add(name)
+	}
+	if !d.nextCheck.IsZero() {
+		c.queue.AddAfter(name, d.nextCheck.Sub(r.now))
+	}
+	return nil
+}
+
+// writeDecision makes the decision's Node write (taint, NoExecute variant,
+// extension list, boot record) and remembers the versions of its own taint
+// writes until the Node cache shows them.
+func (c *Controller) writeDecision(ctx context.Context, node *v1.Node, r nodeResult) (writeChanges, error) {
+	d, st := r.d, r.st
 	c.mu.Lock()
 	gated, written := st.gated, st.gate.taintWritten
 	if st.taintRemovedRV != "" && writeShown(node.ResourceVersion, st.taintRemovedRV, !nodeutil.HasTaint(node, c.opts.TaintKey, c.opts.TaintEffect)) {
@@ -305,10 +342,11 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 	}
 	changed, err := c.writeNode(ctx, node, w)
 	if err != nil {
-		return err
+		return changed, err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if changed.taintAdded || changed.taintRemoved {
-		c.mu.Lock()
 		if changed.taintAdded && gated {
 			st.gate.taintWritten, st.gate.taintWrittenRV = true, changed.resourceVersion
 		}
@@ -316,17 +354,21 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 		if changed.taintRemoved {
 			st.taintRemovedRV = changed.resourceVersion
 		}
-		c.mu.Unlock()
 	}
 	if changed.noExecuteAdded || !d.noExecute {
-		c.mu.Lock()
 		st.noExecuteWrittenRV = ""
 		if changed.noExecuteAdded {
 			st.noExecuteWrittenRV = changed.resourceVersion
 		}
-		c.mu.Unlock()
 	}
-	// changed is empty in a dry run: no latency observed, no Event.
+	return changed, nil
+}
+
+// announceTaintChange observes the latencies of a taint the write added or
+// removed and records its Event. changed is empty in a dry run: nothing is
+// observed or recorded.
+func (c *Controller) announceTaintChange(node *v1.Node, r nodeResult, changed writeChanges) {
+	d := r.d
 	if changed.taintAdded {
 		if !d.detectedAt.IsZero() {
 			c.metrics.DetectionLatency.Observe(c.clock.Since(d.detectedAt).Seconds())
@@ -345,31 +387,6 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 		}
 		c.recorder.Eventf(node, v1.EventTypeNormal, EventNodeUngated, "Removed taint %s: %s", c.opts.TaintKey, message)
 	}
-
-	// Every node that lists an extension carries the condition (a node
-	// whose extensions do not affect readiness says NoRequiredExtensions,
-	// which the update operator's health gate reads); nodes that do not use
-	// nodehealth are never written.
-	if r.conditionChanged && (len(d.statuses) > 0 || nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil) {
-		written, err := c.writeCondition(ctx, node, r.status, r.reason, r.message)
-		if err != nil {
-			return err
-		}
-		c.mu.Lock()
-		st.last.conditionSig, st.last.conditionWritten = r.sig, written
-		c.mu.Unlock()
-	}
-	if err := c.writeLifecycle(ctx, node, st, r.lifecycle); err != nil {
-		return err
-	}
-
-	if d.escalate {
-		c.evictions.Add(name)
-	}
-	if !d.nextCheck.IsZero() {
-		c.queue.AddAfter(name, d.nextCheck.Sub(r.now))
-	}
-	return nil
 }
 
 // bootRecordToWrite returns the boot record the node's write carries (nil:
