@@ -1278,6 +1278,54 @@ func TestALeaseTheBootRecordMarksDeadGetsNoRecoveryGrace(t *testing.T) {
 	}
 }
 
+// A Lease ready when the own-view guard fired gets the recovery's grace also
+// when it was released and renewed again while the view was stale: the
+// stale view may hide its later renewals as much as any other Lease's, and
+// it is held at the recovery (simulation seed 3821303460705370583: n3's cni
+// crashed and came back during an outage of the controller's writes, and
+// expired after the recovery on its last observed renewal, two seconds
+// before the grace the model and docs/controller.md give it).
+func TestALeaseReleasedAndRenewedWhileTheViewIsStaleGetsTheRecoverysGrace(t *testing.T) {
+	f := newFixture(t, guardOptions(), readyNodes("n1")...)
+	f.canaryRenewed()
+	f.sync("n1")
+	// The canary's renewals fail; the Lease watch goes on.
+	f.pass(16*time.Second, false)
+	if !f.c.canary.stale() {
+		t.Fatal("the own view did not turn stale")
+	}
+	f.release("kube-proxy", "n1", "Crash")
+	f.sync("n1")
+	f.pass(time.Second, false)
+	renewed := f.clock.Now()
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	// kube-proxy dies; the view recovers.
+	f.passUntilRecovered()
+	recovered := f.clock.Now()
+	f.sync("n1")
+	if !recovered.After(renewed.Add(time.Second)) {
+		t.Fatalf("recovered at %s, too soon after the renewal at %s to tell the two expiries apart", recovered, renewed)
+	}
+	// Past the last renewal's expiry (40 s + 10 s grace), within the
+	// recovery's.
+	f.clock.SetTime(renewed.Add(50*time.Second + time.Second))
+	f.canaryRenewed()
+	f.checkView()
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Errorf("n1 tainted %s after kube-proxy's last renewal and %s after the recovery: the Lease, ready when the guard fired, got no recovery grace (condition %s)",
+			f.clock.Since(renewed), f.clock.Since(recovered), f.condition("n1").Reason)
+	}
+	f.clock.SetTime(recovered.Add(50*time.Second + time.Second))
+	f.canaryRenewed()
+	f.checkView()
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Errorf("n1 untainted past the recovery's grace (condition %s)", f.condition("n1").Reason)
+	}
+}
+
 // A held node that recovers before the Node cache shows the hold has its
 // recovery written: the cache still says True/ExtensionsReady, as it did
 // before the controller's GatingSuspended write, but the API server holds

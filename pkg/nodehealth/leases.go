@@ -140,8 +140,16 @@ func (t *leaseTracker) observe(lease *coordinationv1.Lease) (prev, next leaseObs
 	default:
 		next.observedAt, next.startGrace = prev.observedAt, prev.startGrace
 	}
-	if known && !next.released() {
-		next.graceFrom, next.readyWhenStale = prev.graceFrom, prev.readyWhenStale
+	if known {
+		// A release ends the recovery's grace, but not the snapshot: a
+		// Lease ready when the guard fired that is held again at the
+		// recovery gets the grace (refresh), since the stale view may hide
+		// its renewals after its comeback as much as anyone's (simulation
+		// seed 3821303460705370583).
+		next.readyWhenStale = prev.readyWhenStale
+		if !next.released() {
+			next.graceFrom = prev.graceFrom
+		}
 	}
 	if !known {
 		o := next

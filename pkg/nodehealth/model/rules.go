@@ -392,8 +392,9 @@ func (m *Model) ownViewGoesStale(at time.Time) {
 	}
 }
 
-// ownViewRecovers: every Lease that was ready when the view went stale (and
-// is not released or deleted since) counts as observed now; a Lease already
+// ownViewRecovers: every Lease that was ready when the view went stale and
+// is held now (also one released and renewed again since) counts as
+// observed now; a Lease already
 // expired or released then stays as it was. Every gate, tainted or pending,
 // gets gateStart = now and keeps its scope; renewals seen during the stale
 // view no longer satisfy it. A gate found at start whose first failure was
