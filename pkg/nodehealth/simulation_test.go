@@ -196,7 +196,9 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	{Seed: 9771644540282225497, Name: "the Lease watch stalled 4m8s-4m18s, the own view stale from 4m13s, kube-proxy stopped renewing in zone z1 at 4m14s: as the watch resumed, after delivery 1172 of 4m18s the controller wrote n2 False/GatingSuspended and queued no sync, the model says True/ExtensionsReady (a fresh seed of fdf937d, 2026-11-30; fails on 5fc565e too; not diagnosed)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
