@@ -197,6 +197,7 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
 var simOpenFindings = sim.Regressions{
+	{Seed: 12545634096559189819, Name: "n8 joins tainted at creation while the own view is stale and another writer removes the readiness taint in the same second: after delivery 919 of 3m8s the controller holds it (untainted, False/GatingSuspended), the model says tainted/False:NodeRegistered (a fresh seed of ff33a2c, 2026-11-30; fails on 5fc565e too; not diagnosed)"},
 	{Seed: 9771644540282225497, Name: "the Lease watch stalled 4m8s-4m18s, the own view stale from 4m13s, kube-proxy stopped renewing in zone z1 at 4m14s: as the watch resumed, after delivery 1172 of 4m18s the controller wrote n2 False/GatingSuspended and queued no sync, the model says True/ExtensionsReady (a fresh seed of fdf937d, 2026-11-30; fails on 5fc565e too; not diagnosed)"},
 }
 
