@@ -808,21 +808,11 @@ func TestBlastRadiusNeedsMoreThanTwoFailingNodes(t *testing.T) {
 }
 
 func TestAZoneWithMostNodesFailingIsSuspendedWhileAHealthyZoneStillGates(t *testing.T) {
-	var objs []runtime.Object
-	for _, n := range []string{"a1", "a2", "a3", "a4"} {
-		objs = append(objs, readyNode(n, withZone("a")), lease("kube-proxy", n, "holder", t0))
-	}
-	for _, n := range []string{"b1", "b2", "b3", "b4", "b5", "b6"} {
-		objs = append(objs, readyNode(n, withZone("b")), lease("kube-proxy", n, "holder", t0))
-	}
+	objs := append(kubeProxyNodes("a", "a1", "a2", "a3", "a4"), kubeProxyNodes("b", "b1", "b2", "b3", "b4", "b5", "b6")...)
 	opts := testOptions()
 	opts.BlastRadius = BlastRadiusOptions{ClusterThreshold: 0.9, ZoneThreshold: 0.7}
 	f := newFixture(t, opts, objs...)
-	for _, o := range objs {
-		if n, ok := o.(*v1.Node); ok {
-			f.sync(n.Name)
-		}
-	}
+	f.syncNodes(objs)
 	f.clock.Step(time.Second)
 	for _, n := range []string{"a1", "a2", "a3"} {
 		f.release("kube-proxy", n, "Crash")
@@ -842,21 +832,11 @@ func TestAZoneWithMostNodesFailingIsSuspendedWhileAHealthyZoneStillGates(t *test
 // that fail together are no zone of their own, and are tainted however many
 // of them fail, while the cluster is below its threshold (here it has none).
 func TestNodesWithoutAZoneLabelThatFailTogetherAreNoZoneOfTheirOwn(t *testing.T) {
-	var objs []runtime.Object
-	for _, n := range []string{"x1", "x2", "x3", "x4"} {
-		objs = append(objs, readyNode(n), lease("kube-proxy", n, "holder", t0))
-	}
-	for _, n := range []string{"a1", "a2", "a3", "a4"} {
-		objs = append(objs, readyNode(n, withZone("a")), lease("kube-proxy", n, "holder", t0))
-	}
+	objs := append(kubeProxyNodes("", "x1", "x2", "x3", "x4"), kubeProxyNodes("a", "a1", "a2", "a3", "a4")...)
 	opts := testOptions()
 	opts.BlastRadius = BlastRadiusOptions{ZoneThreshold: 0.5} // no cluster-wide suspension
 	f := newFixture(t, opts, objs...)
-	for _, o := range objs {
-		if n, ok := o.(*v1.Node); ok {
-			f.sync(n.Name)
-		}
-	}
+	f.syncNodes(objs)
 	f.clock.Step(time.Second)
 	failing := []string{"x1", "x2", "x3"} // more than minFailingToSuspend
 	for _, n := range failing {
@@ -876,21 +856,11 @@ func TestNodesWithoutAZoneLabelThatFailTogetherAreNoZoneOfTheirOwn(t *testing.T)
 // zone resumes), joins the new zone's (a failure there counts it), and a
 // node without the label counts in the cluster only.
 func TestARelabelledNodeCountsInTheZoneItsLabelNamesNow(t *testing.T) {
-	var objs []runtime.Object
-	for _, n := range []string{"a1", "a2", "a3", "a4"} {
-		objs = append(objs, readyNode(n, withZone("a")), lease("kube-proxy", n, "holder", t0))
-	}
-	for _, n := range []string{"b1", "b2", "b3", "b4"} {
-		objs = append(objs, readyNode(n, withZone("b")), lease("kube-proxy", n, "holder", t0))
-	}
+	objs := append(kubeProxyNodes("a", "a1", "a2", "a3", "a4"), kubeProxyNodes("b", "b1", "b2", "b3", "b4")...)
 	opts := testOptions()
 	opts.BlastRadius = BlastRadiusOptions{ZoneThreshold: 0.5} // no cluster-wide suspension
 	f := newFixture(t, opts, objs...)
-	for _, o := range objs {
-		if n, ok := o.(*v1.Node); ok {
-			f.sync(n.Name)
-		}
-	}
+	f.syncNodes(objs)
 	suspended := func(zone string) bool { s, _ := f.c.blast.suspended(zone); return s }
 	relabel := func(node, zone string) {
 		t.Helper()
@@ -942,21 +912,11 @@ func TestARelabelledNodeCountsInTheZoneItsLabelNamesNow(t *testing.T) {
 // pauses there; relabelled out of every zone, no zone's suspension holds it
 // and the clock goes on from what it had counted.
 func TestAFailingNodeRelabelledIntoASuspendedZoneKeepsItsTaintAndItsEvictionClockPauses(t *testing.T) {
-	var objs []runtime.Object
-	for _, n := range []string{"a1", "a2", "a3", "a4"} {
-		objs = append(objs, readyNode(n, withZone("a")), lease("kube-proxy", n, "holder", t0))
-	}
-	for _, n := range []string{"b1", "b2", "b3", "b4"} {
-		objs = append(objs, readyNode(n, withZone("b")), lease("kube-proxy", n, "holder", t0))
-	}
+	objs := append(kubeProxyNodes("a", "a1", "a2", "a3", "a4"), kubeProxyNodes("b", "b1", "b2", "b3", "b4")...)
 	opts := testOptions()
 	opts.BlastRadius = BlastRadiusOptions{ZoneThreshold: 0.5} // no cluster-wide suspension
 	f := newFixture(t, opts, objs...)
-	for _, o := range objs {
-		if n, ok := o.(*v1.Node); ok {
-			f.sync(n.Name)
-		}
-	}
+	f.syncNodes(objs)
 	relabel := func(node, zone string) {
 		t.Helper()
 		f.updateNode(node, func(n *v1.Node) {

@@ -301,6 +301,29 @@ func withZone(zone string) func(*v1.Node) {
 	return func(n *v1.Node) { n.Labels[v1.LabelTopologyZone] = zone }
 }
 
+// kubeProxyNodes are a ready node and its kube-proxy Lease, renewed at t0,
+// for each name, in zone ("": without the zone label).
+func kubeProxyNodes(zone string, names ...string) []runtime.Object {
+	var objs []runtime.Object
+	for _, n := range names {
+		node := readyNode(n)
+		if zone != "" {
+			node = readyNode(n, withZone(zone))
+		}
+		objs = append(objs, node, lease("kube-proxy", n, "holder", t0))
+	}
+	return objs
+}
+
+// syncNodes syncs every Node among objs, in their order.
+func (f *fixture) syncNodes(objs []runtime.Object) {
+	for _, o := range objs {
+		if n, ok := o.(*v1.Node); ok {
+			f.sync(n.Name)
+		}
+	}
+}
+
 func lease(ext, node, holder string, renew time.Time) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: ext + "." + node, Labels: nodev1alpha1.LeaseLabels(ext, node)},
