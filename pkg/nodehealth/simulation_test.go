@@ -143,16 +143,16 @@ var simRegressions = sim.Regressions{
 // drawn before the failovers (keepsItsSchedule), they draw every class by
 // its share, workers included, so they replay what they found.
 var simFreshRegressions = sim.Regressions{
-	// make simulate SEEDS=200 on 5e1559c (2026-11-30; it fails on f83afc0
-	// too), settled 2026-11-30 (the model's): the world's writes of an
-	// instant are at the API server before the controller's writes that
-	// follow its deliveries (WorldWrites).
 	// A fresh seed of beda74b in CI (2026-11-30; it fails on 5fc565e too),
 	// the controller's.
 	{Seed: 3821303460705370583, Name: "a Lease ready when the own-view guard fired, released and renewed again during the stall, gets the recovery's grace: n3's cni expired at 4m37s on its last renewal, two seconds before it"},
 	// A fresh seed of bdad964 (2026-11-30; it fails on f83afc0 too), the
 	// controller's: found only by the comparison after every event.
 	{Seed: 1487896603008007614, Name: "a taint the controller removed and wants back before its Node cache shows the removal is added from a fresh read: n2, held, lost the taint another writer added and was tainted at the lift a moment later (2m32s)"},
+	// make simulate SEEDS=200 on 5e1559c (2026-11-30; it fails on f83afc0
+	// too), settled 2026-11-30 (the model's): the world's writes of an
+	// instant are at the API server before the controller's writes that
+	// follow its deliveries (WorldWrites).
 	{Seed: 17376734396083563727, Name: "an ungate decided in the instant of a reboot on a view without it is refused (the Node changed), and its boot record never written: a new instance finds its own gate (ControllerStarted), not a reboot (n6 at 4m23s, model)"},
 	// make simulate SEEDS=200 on 5f9043f (2026-11-29): the driver's, then
 	// the controller's.

@@ -346,14 +346,14 @@ func (c *Controller) writeDecision(ctx context.Context, node *v1.Node, r nodeRes
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if changed.taintAdded || changed.taintRemoved {
-		if changed.taintAdded && gated {
+	if changed.taintAdded {
+		st.taintRemovedRV = ""
+		if gated {
 			st.gate.taintWritten, st.gate.taintWrittenRV = true, changed.resourceVersion
 		}
-		st.taintRemovedRV = ""
-		if changed.taintRemoved {
-			st.taintRemovedRV = changed.resourceVersion
-		}
+	}
+	if changed.taintRemoved {
+		st.taintRemovedRV = changed.resourceVersion
 	}
 	if changed.noExecuteAdded || !d.noExecute {
 		st.noExecuteWrittenRV = ""
