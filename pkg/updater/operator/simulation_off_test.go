@@ -7,8 +7,10 @@ import (
 	"testing"
 )
 
-// -sim.off switches fault classes off: the driver draws them as before but
-// does not inject them (the draws of the rest move). With it, a mutant said
+// -sim.off switches fault classes off: the driver makes the draw that would
+// inject one and skips the injection, so that without the flag every seed
+// schedules what it did; with it, the draws after a skipped one move (a
+// switch of the driver goes on to its next case). With it, a mutant said
 // to be reached by one class only is shown not to be found without it
 // (docs/reliability.md, "The updater's fault classes").
 //
