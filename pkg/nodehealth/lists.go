@@ -186,12 +186,15 @@ func (c *Controller) reportInvalidList(ctx context.Context, node *v1.Node, err e
 	written, werr := c.writeCondition(ctx, node, v1.ConditionUnknown, EventInvalidExtensionList, message)
 	if werr != nil {
 		klog.FromContext(ctx).Error(werr, "Writing the condition of a node with an invalid extension list")
-		return
 	}
 	c.mu.Lock()
 	if st := c.nodes[node.Name]; st != nil {
-		// Whatever the list becomes, the condition must be rewritten.
-		st.last.conditionSig, st.last.conditionWritten = "invalid", written
+		// Whatever the list becomes, the condition must be rewritten
+		// (also when this write failed: it may have been applied).
+		st.last.conditionSig, st.last.conditionUnsure = "invalid", werr != nil
+		if werr == nil {
+			st.last.conditionWritten = written
+		}
 	}
 	c.mu.Unlock()
 }

@@ -139,6 +139,12 @@ type nodeState struct {
 	// the node, and an addition starts from a fresh read ("" once a write
 	// added it again).
 	taintRemovedRV string
+	// nodeWriteUnsure: this controller's last Node write was answered with
+	// an error, and may have been applied all the same (a timeout, a lost
+	// answer): neither its records above nor the cache say what the node
+	// holds, so the next write starts from a fresh read (false once a
+	// write succeeded).
+	nodeWriteUnsure bool
 	// leaving is what the node's last evaluation read of its leaving
 	// signals (leavingFacts), judged again by the blast-radius recount and
 	// the escalation at their own instant.
@@ -233,9 +239,15 @@ type lastOutcome struct {
 	// while the Node cache may not show it yet (nil once it does): until
 	// then the cache's condition is not what the node holds.
 	conditionWritten *writtenCondition
-	invalidList      string
-	suppressed       bool
-	hadGating        bool
+	// conditionUnsure: the last write of the condition was answered with
+	// an error and may have been applied all the same (a timeout, a lost
+	// answer): neither the signature nor the cache says what the node
+	// holds, so the next evaluation writes the condition (false once a
+	// write succeeded).
+	conditionUnsure bool
+	invalidList     string
+	suppressed      bool
+	hadGating       bool
 }
 
 // handledChange names a boot of an incarnation of a node.

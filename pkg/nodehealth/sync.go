@@ -200,7 +200,7 @@ func (c *Controller) conditionOf(node *v1.Node, st *nodeState, r *nodeResult) {
 	name, d := node.Name, r.d
 	r.status, r.reason, r.message, r.sig = conditionFor(r.now, st, d, r.suspendedWhy)
 	r.message, r.sig = c.withPodsLeft(name, st, r.message, r.sig)
-	if st.last.conditionSig == "" && conditionMatches(node, r.status, r.reason) {
+	if st.last.conditionSig == "" && !st.last.conditionUnsure && conditionMatches(node, r.status, r.reason) {
 		// After a start or a failover, a condition that already says the
 		// same is adopted rather than rewritten on every node.
 		st.last.conditionSig = r.sig
@@ -220,8 +220,8 @@ func (c *Controller) conditionOf(node *v1.Node, st *nodeState, r *nodeResult) {
 	// loaded machine).
 	drifted := !c.opts.DryRun && st.last.conditionSig != "" && st.last.conditionWritten == nil &&
 		(len(d.statuses) > 0 || nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil) && !conditionMatches(node, r.status, r.reason)
-	r.conditionChanged = r.sig != st.last.conditionSig || drifted
-	if r.conditionChanged && !c.opts.DryRun && st.last.conditionWritten == nil && conditionHolds(node, r.status, r.reason, r.message) {
+	r.conditionChanged = r.sig != st.last.conditionSig || drifted || st.last.conditionUnsure
+	if r.conditionChanged && !c.opts.DryRun && st.last.conditionWritten == nil && !st.last.conditionUnsure && conditionHolds(node, r.status, r.reason, r.message) {
 		// The node already says exactly this (after a start, every Lease
 		// counts as fresh until its grace runs out, and the condition comes
 		// back to what the previous instance wrote): nothing to write.
@@ -291,12 +291,19 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 	// nodehealth are never written.
 	if r.conditionChanged && (len(d.statuses) > 0 || nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil) {
 		written, err := c.writeCondition(ctx, node, r.status, r.reason, r.message)
+		c.mu.Lock()
+		// A write answered with an error may have been applied: when the
+		// evaluation comes back to what the signature and the cache both
+		// say before the cache shows it, it is written again all the same
+		// (seed 9771644540282225497).
+		st.last.conditionUnsure = err != nil
+		if err == nil {
+			st.last.conditionSig, st.last.conditionWritten = r.sig, written
+		}
+		c.mu.Unlock()
 		if err != nil {
 			return err
 		}
-		c.mu.Lock()
-		st.last.conditionSig, st.last.conditionWritten = r.sig, written
-		c.mu.Unlock()
 	}
 	if err := c.writeLifecycle(ctx, node, st, r.lifecycle); err != nil {
 		return err
@@ -321,13 +328,14 @@ func (c *Controller) writeDecision(ctx context.Context, node *v1.Node, r nodeRes
 	if st.taintRemovedRV != "" && writeShown(node.ResourceVersion, st.taintRemovedRV, !nodeutil.HasTaint(node, c.opts.TaintKey, c.opts.TaintEffect)) {
 		st.taintRemovedRV = ""
 	}
-	removalUnseen := st.taintRemovedRV != ""
+	removalUnseen, unsure := st.taintRemovedRV != "", st.nodeWriteUnsure
 	c.mu.Unlock()
 	// A removal or an addition computed from a cache that does not show
 	// this controller's own last taint write changes nothing: it starts
-	// from a fresh read (seeds 11785018759012118346, 1487896603008007614).
+	// from a fresh read (seeds 11785018759012118346, 1487896603008007614),
+	// as does every write after one that may have been applied unseen.
 	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, list: c.listFor, bootRecord: c.bootRecordToWrite(node, d),
-		fresh: (d.ownTaintUnseen && !d.taint) || (removalUnseen && d.taint)}
+		fresh: (d.ownTaintUnseen && !d.taint) || (removalUnseen && d.taint) || unsure}
 	failing := d.failing
 	zone := zoneOf(node)
 	w.guard = func(ch writeChanges) error {
@@ -341,11 +349,13 @@ func (c *Controller) writeDecision(ctx context.Context, node *v1.Node, r nodeRes
 		w.reason = "ungated"
 	}
 	changed, err := c.writeNode(ctx, node, w)
-	if err != nil {
-		return changed, err
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err != nil {
+		st.nodeWriteUnsure = st.nodeWriteUnsure || changed.unsure
+		return changed, err
+	}
+	st.nodeWriteUnsure = false
 	if changed.taintAdded {
 		st.taintRemovedRV = ""
 		if gated {

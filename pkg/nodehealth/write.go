@@ -86,6 +86,9 @@ type writeChanges struct {
 	taints                                   []v1.Taint
 	// resourceVersion is the written Node's, once written.
 	resourceVersion string
+	// unsure: the API server answered the patch with an error, and it may
+	// have been applied all the same (a timeout, a lost answer).
+	unsure bool
 }
 
 func (ch writeChanges) empty() bool {
@@ -181,7 +184,7 @@ func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) 
 	ch, op := a.ch, a.op
 	switch {
 	case err != nil && a.patchFailed:
-		return writeChanges{}, fmt.Errorf("writing node %s (%s): %w", node.Name, op, err)
+		return writeChanges{unsure: true}, fmt.Errorf("writing node %s (%s): %w", node.Name, op, err)
 	case err != nil:
 		return writeChanges{}, err
 	case !patched && c.opts.DryRun && !ch.empty():

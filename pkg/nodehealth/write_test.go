@@ -3,6 +3,7 @@ package nodehealth
 import (
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -103,5 +104,69 @@ func TestConflictRetryNeverWritesANodeReCreatedMeanwhile(t *testing.T) {
 	}
 	if got := strings.Join(describe(f.client.Actions()), ","); got != "patch nodes,get nodes" {
 		t.Fatalf("actions %q: want the conflicting patch and the fresh read, nothing written to the new node", got)
+	}
+}
+
+// loseTheNextAnswer makes the next patch of a Node (subresource "" for the
+// object, "status" for its conditions) be applied and answered with a
+// timeout, as when the API server's answer is lost on the way back.
+func (f *fixture) loseTheNextAnswer(subresource string) {
+	lost := false
+	f.client.PrependReactor("patch", "nodes", func(action core.Action) (bool, runtime.Object, error) {
+		if lost || action.GetSubresource() != subresource {
+			return false, nil, nil
+		}
+		lost = true
+		if _, _, err := core.ObjectReaction(f.client.Tracker())(action); err != nil {
+			return true, nil, err
+		}
+		return true, nil, apierrors.NewTimeoutError("the answer was lost", 0)
+	})
+}
+
+// failAndRecover crashes n1's kube-proxy with the answer to one of the
+// failure's writes lost (applied), then renews it before the Node cache
+// shows that write, and syncs n1 again.
+func failAndRecover(t *testing.T, subresource string) *fixture {
+	t.Helper()
+	f := newFixture(t, testOptions(), readyNodes("n1")...)
+	f.sync("n1")
+	if c := f.condition("n1"); c.Status != v1.ConditionTrue {
+		t.Fatalf("n1 starts %s/%s, want True", c.Status, c.Reason)
+	}
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n1", "Crash")
+	f.loseTheNextAnswer(subresource)
+	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+		t.Fatal("the sync whose write lost its answer returned no error")
+	}
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// A condition write whose answer is lost may have been applied: the node
+// may hold it although neither the controller's memory of its last write
+// nor the cache says so. When the extension recovered before the cache
+// showed the write, the evaluation came back to what both said (True), and
+// nothing was written: the node kept the False it held until the write's
+// own watch event came back (simulation seed 9771644540282225497, a
+// timeout as the own view went stale).
+func TestAConditionWriteWhoseAnswerWasLostIsWrittenAgainWhenTheDecisionComesBack(t *testing.T) {
+	f := failAndRecover(t, "status")
+	if c := f.condition("n1"); c.Status != v1.ConditionTrue || c.Reason != nodev1alpha1.ReasonExtensionsReady {
+		t.Errorf("n1's condition once kube-proxy renewed: %s/%s, want True/%s (the lost write's False stayed)", c.Status, c.Reason, nodev1alpha1.ReasonExtensionsReady)
+	}
+}
+
+// The taint's twin: an addition whose answer is lost may have been applied,
+// and a removal computed from a cache that does not show it removes nothing.
+func TestATaintAddedWithItsAnswerLostIsRemovedWhenTheNodeRecovers(t *testing.T) {
+	f := failAndRecover(t, "")
+	if f.tainted("n1") {
+		t.Errorf("n1 tainted once kube-proxy renewed: the removal, computed from a cache without the lost addition, removed nothing")
 	}
 }
