@@ -103,12 +103,6 @@ type decision struct {
 	ended   bool
 	// ungateLatency is from the last required renewal to the ungate decision.
 	ungateLatency time.Duration
-	// ownTaintUnseen: the gate that ended in this step had its taint
-	// written by this controller at a version the Node cache does not show
-	// yet. The cache shows no taint to remove, and a removal computed from
-	// it removes nothing while the condition says ready (seed
-	// 11785018759012118346): the write starts from a fresh read.
-	ownTaintUnseen bool
 	// detectedAt is the failure instant that caused a new failure gate.
 	detectedAt time.Time
 	// startupTimeouts are the extensions whose startup timeout passed in
@@ -740,7 +734,6 @@ func (e *evaluation) gateTransition() {
 		pending := st.last.suppressed && st.gate.full && e.in.ownViewStale
 		if (fresh || held) && !pending {
 			e.recordStartup()
-			e.d.ownTaintUnseen = st.gate.taintWritten && !cacheReached(e.f, st.gate.taintWrittenRV)
 			st.ungate()
 			e.d.ended = true
 			e.d.ungateLatency = now.Sub(latest)

@@ -133,18 +133,10 @@ type nodeState struct {
 	// reached it yet: until it does, the variant is on the node whatever
 	// the cache shows ("" once it does, or once a write took it off).
 	noExecuteWrittenRV string
-	// taintRemovedRV: a Node write of this controller removed the
-	// readiness taint, at this resourceVersion, and the Node cache may not
-	// have reached it yet: until it does, a taint the cache shows is not on
-	// the node, and an addition starts from a fresh read ("" once a write
-	// added it again).
-	taintRemovedRV string
-	// nodeWriteUnsure: this controller's last Node write was answered with
-	// an error, and may have been applied all the same (a timeout, a lost
-	// answer): neither its records above nor the cache say what the node
-	// holds, so the next write starts from a fresh read (false once a
-	// write succeeded).
-	nodeWriteUnsure bool
+	// known is the node as this controller last knew the API server to
+	// hold it (knownNode): a write decided on a Node cache that does not
+	// show it yet starts from a fresh read.
+	known knownNode
 	// leaving is what the node's last evaluation read of its leaving
 	// signals (leavingFacts), judged again by the blast-radius recount and
 	// the escalation at their own instant.

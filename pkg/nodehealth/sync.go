@@ -319,23 +319,19 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 }
 
 // writeDecision makes the decision's Node write (taint, NoExecute variant,
-// extension list, boot record) and remembers the versions of its own taint
-// writes until the Node cache shows them.
+// extension list, boot record), from a fresh read while the Node cache does
+// not show what the controller knows of the node (knownNode), and remembers
+// what the write left.
 func (c *Controller) writeDecision(ctx context.Context, node *v1.Node, r nodeResult) (writeChanges, error) {
 	d, st := r.d, r.st
 	c.mu.Lock()
 	gated, written := st.gated, st.gate.taintWritten
-	if st.taintRemovedRV != "" && writeShown(node.ResourceVersion, st.taintRemovedRV, !nodeutil.HasTaint(node, c.opts.TaintKey, c.opts.TaintEffect)) {
-		st.taintRemovedRV = ""
+	fresh := st.known.unshownBy(node)
+	if !fresh {
+		st.known = knownNode{}
 	}
-	removalUnseen, unsure := st.taintRemovedRV != "", st.nodeWriteUnsure
 	c.mu.Unlock()
-	// A removal or an addition computed from a cache that does not show
-	// this controller's own last taint write changes nothing: it starts
-	// from a fresh read (seeds 11785018759012118346, 1487896603008007614),
-	// as does every write after one that may have been applied unseen.
-	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, list: c.listFor, bootRecord: c.bootRecordToWrite(node, d),
-		fresh: (d.ownTaintUnseen && !d.taint) || (removalUnseen && d.taint) || unsure}
+	w := nodeWrite{taint: d.taint, noExecute: d.noExecute, list: c.listFor, bootRecord: c.bootRecordToWrite(node, d), fresh: fresh}
 	failing := d.failing
 	zone := zoneOf(node)
 	w.guard = func(ch writeChanges) error {
@@ -351,19 +347,18 @@ func (c *Controller) writeDecision(ctx context.Context, node *v1.Node, r nodeRes
 	changed, err := c.writeNode(ctx, node, w)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	switch {
+	case c.opts.DryRun:
+	case changed.unsure:
+		st.known = knownNode{unsure: true}
+	case err == nil && changed.read != nil:
+		st.known = knownFrom(changed.read)
+	}
 	if err != nil {
-		st.nodeWriteUnsure = st.nodeWriteUnsure || changed.unsure
 		return changed, err
 	}
-	st.nodeWriteUnsure = false
-	if changed.taintAdded {
-		st.taintRemovedRV = ""
-		if gated {
-			st.gate.taintWritten, st.gate.taintWrittenRV = true, changed.resourceVersion
-		}
-	}
-	if changed.taintRemoved {
-		st.taintRemovedRV = changed.resourceVersion
+	if changed.taintAdded && gated {
+		st.gate.taintWritten, st.gate.taintWrittenRV = true, changed.resourceVersion
 	}
 	if changed.noExecuteAdded || !d.noExecute {
 		st.noExecuteWrittenRV = ""

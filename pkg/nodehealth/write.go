@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,6 +90,10 @@ type writeChanges struct {
 	// unsure: the API server answered the patch with an error, and it may
 	// have been applied all the same (a timeout, a lost answer).
 	unsure bool
+	// read is the node as the write left it, or as its fresh read found it
+	// when there was nothing to write; nil when it wrote nothing from the
+	// informer's copy, and in a dry run.
+	read *v1.Node
 }
 
 func (ch writeChanges) empty() bool {
@@ -196,14 +201,55 @@ func (c *Controller) writeNode(ctx context.Context, node *v1.Node, w nodeWrite) 
 			c.metrics.DryRunActions.WithLabelValues(op).Inc()
 		}
 		return writeChanges{}, nil
+	case !patched && w.fresh:
+		return writeChanges{read: result}, nil
 	case !patched:
 		return writeChanges{}, nil
 	}
 	logger.Info("Updated node", "operation", op, "reason", w.reason, "annotations", annotationKeys(ch))
 	if result != nil {
 		ch.resourceVersion = result.ResourceVersion
+		ch.read = result
 	}
 	return ch, nil
+}
+
+// knownNode is the node as this controller last knew the API server to
+// hold it: its own last Node write left it so, or a fresh read found it so,
+// at resourceVersion. Unsure: a write was answered with an error and may
+// have been applied all the same (a timeout, a lost answer), so nothing is
+// known. While the Node cache does not show what is known, a write decided
+// on the cache starts from a fresh read: computed from the older copy, a
+// removal finds no taint to remove and an addition finds the taint already
+// there, and the patch changes nothing although the node needs it (seeds
+// 11785018759012118346, 1487896603008007614, 9771644540282225497).
+type knownNode struct {
+	resourceVersion string
+	taints          []v1.Taint
+	unsure          bool
+}
+
+// knownFrom is what a successful write, or a fresh read with nothing to
+// write, tells of the node.
+func knownFrom(node *v1.Node) knownNode {
+	return knownNode{resourceVersion: node.ResourceVersion, taints: node.Spec.Taints}
+}
+
+// unshownBy reports whether cached, the Node cache's copy, is older than
+// what is known, by writeShown's rule: where resourceVersions do not
+// compare, the copy shows it once its taints are the known ones.
+func (k knownNode) unshownBy(cached *v1.Node) bool {
+	if k.unsure {
+		return true
+	}
+	if k.resourceVersion == "" {
+		return false
+	}
+	return !writeShown(cached.ResourceVersion, k.resourceVersion, equalTaints(cached.Spec.Taints, k.taints))
+}
+
+func equalTaints(a, b []v1.Taint) bool {
+	return slices.EqualFunc(a, b, func(x, y v1.Taint) bool { return x.Key == y.Key && x.Value == y.Value && x.Effect == y.Effect })
 }
 
 // nodeWriteAttempt is one writeNode: the patch it computed last and what
