@@ -170,3 +170,36 @@ func TestATaintAddedWithItsAnswerLostIsRemovedWhenTheNodeRecovers(t *testing.T) 
 		t.Errorf("n1 tainted once kube-proxy renewed: the removal, computed from a cache without the lost addition, removed nothing")
 	}
 }
+
+// After a write that lost its answer, the retry's fresh read is what the
+// controller knows of the node until the cache shows it: an ungate applied
+// with its answer lost, retried with nothing left to remove, then a failure
+// before the cache shows the removal. Computed from the cache, which still
+// shows the taint, the addition added nothing.
+func TestAFailureAfterARetriedUngateWhoseAnswerWasLostIsTaintedBeforeTheCacheShowsTheRemoval(t *testing.T) {
+	f := crashedAndTainted(t, guardOptions())
+	f.clock.Step(time.Second)
+	f.renew("kube-proxy", "n1")
+	f.loseTheNextAnswer("")
+	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+		t.Fatal("the sync whose ungate lost its answer returned no error")
+	}
+	if f.tainted("n1") {
+		t.Fatal("the ungate whose answer was lost was not applied")
+	}
+	// The retry finds nothing to remove.
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n1", "Crash")
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.condition("n1"); c.Status != v1.ConditionFalse {
+		t.Fatalf("n1's condition once kube-proxy crashed again: %s/%s, want False", c.Status, c.Reason)
+	}
+	if !f.tainted("n1") {
+		t.Errorf("n1 failing and untainted: the addition, computed from a cache that still showed the taint, added nothing")
+	}
+}
