@@ -20,6 +20,7 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -72,12 +73,15 @@ type Extension struct {
 // itself).
 type Node struct {
 	Name, UID, BootID, Zone string
-	Extensions              []Extension // the resolved list (rules + manual + self-registered)
-	Excluded                bool        // label nodehealth.io/exclude=true
-	TaintedAtCreation       bool        // created with the readiness taint already on
-	Taints                  []string    // the keys of the Node's other taints
-	Deleting                bool        // metadata.deletionTimestamp is set
-	Unschedulable           bool        // spec.unschedulable
+	// Labels are every label of the Node: a change of any of them is a
+	// change of what decides the controller's writes (decidesWrites).
+	Labels            map[string]string
+	Extensions        []Extension // the resolved list (rules + manual + self-registered)
+	Excluded          bool        // label nodehealth.io/exclude=true
+	TaintedAtCreation bool        // created with the readiness taint already on
+	Taints            []string    // the keys of the Node's other taints
+	Deleting          bool        // metadata.deletionTimestamp is set
+	Unschedulable     bool        // spec.unschedulable
 	// LifecycleConditions are the Node's KEP-5683 lifecycle conditions
 	// (whoever wrote them).
 	LifecycleConditions []LifecycleCondition
@@ -197,12 +201,13 @@ type node struct {
 	// its writes (the one decided while it refuses them may not be).
 	condWritten bool
 	record      *bootRecord
-	// recordAt is the instant the record last changed after the world's
-	// writes of that instant (WorldWrites), and recordBefore what it held
-	// until then (NodeUpdated takes back a record written in the instant
-	// a new boot replaced the one it names).
-	recordAt     time.Time
-	recordBefore *bootRecord
+	// writtenAt is the instant of the first evaluation after the world's
+	// writes of that instant (WorldWrites), and beforeWrites what the
+	// Node held until then: NodeUpdated takes back what the evaluations
+	// in between wrote when the update changes what decides the
+	// controller's writes (takeBackRefusedWrites).
+	writtenAt    time.Time
+	beforeWrites nodeWrites
 	// evicted: escalated for the current failure (NodeView.Evicted in mode
 	// Evict); noExecute: NodeView.NoExecute.
 	evicted   bool
@@ -443,17 +448,8 @@ func (m *Model) NodeUpdated(at time.Time, in Node) {
 	}
 	old := n.Node
 	n.Node = copyNode(in)
-	if old.BootID != "" && in.BootID != old.BootID && n.recordAt.Equal(at) {
-		// Choice: a record written in this instant after the world's writes
-		// (WorldWrites) named the boot this one replaced, decided on a view
-		// that did not show the new boot yet; the controller's write of it
-		// reads the Node afresh, finds the boot changed in what decides it
-		// and is refused (seed 17376734396083563727: the model kept
-		// boot-1's record, and a new instance told a reboot where the
-		// controller, finding none, told its own gate). Only the record
-		// outlives the instant: the gate the new boot begins below decides
-		// the taint and the condition again.
-		n.record, n.recordAt = n.recordBefore, time.Time{}
+	if n.writtenAt.Equal(at) && decidesWrites(old) != decidesWrites(in) {
+		n.takeBackRefusedWrites()
 	}
 	if old.UID != "" && in.UID != old.UID {
 		// Choice: another UID is another Node object, created afresh by
@@ -717,7 +713,57 @@ func (m *Model) sortedNodes() []*node {
 
 func copyNode(n Node) Node {
 	n.Extensions = append([]Extension(nil), n.Extensions...)
+	n.Labels = maps.Clone(n.Labels)
 	return n
+}
+
+// nodeWrites is what the controller writes on a Node and a refused write
+// leaves as it was.
+type nodeWrites struct {
+	tainted, noExecute bool
+	record             *bootRecord
+}
+
+// decidesWrites is what a write of the controller must find unchanged on a
+// fresh read of the Node: the object, its boot, its labels and its
+// deletion (docs/controller.md, "Writes").
+func decidesWrites(n Node) string {
+	return fmt.Sprintf("%s/%s/%v/%s/%t/%v", n.UID, n.BootID, n.Deleting, n.Zone, n.Excluded, labelsKey(n.Labels))
+}
+
+func labelsKey(labels map[string]string) string {
+	keys := slices.Sorted(maps.Keys(labels))
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k + "=" + labels[k] + ",")
+	}
+	return b.String()
+}
+
+// takeBackRefusedWrites: an update that changes what decides the
+// controller's writes came in the instant of writtenAt, after the world's
+// writes (WorldWrites). The evaluations between those writes and this
+// update were decided on a view without it; the controller's writes of
+// them read the Node afresh, find it changed in what decides them and are
+// refused (docs/controller.md, "Writes"). Their taint and NoExecute
+// additions and their boot record are taken back, and the evaluation that
+// follows decides them again on the new Node.
+//
+// Choice: a removal stays: the controller, which took the node as ungated,
+// removes the taint again in the retry that follows at once.
+//
+// Seeds 17376734396083563727 (a reboot: the model kept boot-1's record,
+// and a new instance told a reboot where the controller, finding none,
+// told its own gate) and 583410693624293234 (a zone label change: the
+// model kept a failure taint decided on the old zone, and the new zone's
+// suspension did not hold it; the controller's write was refused and the
+// suspension held it).
+func (n *node) takeBackRefusedWrites() {
+	before := n.beforeWrites
+	n.tainted = n.tainted && before.tainted
+	n.noExecute = n.noExecute && before.noExecute
+	n.record = before.record
+	n.writtenAt = time.Time{}
 }
 
 // forget wipes the controller's memory of a node.

@@ -424,6 +424,9 @@ func (m *Model) ownViewRecovers(at time.Time) {
 // Judging one node
 
 func (m *Model) evaluateNode(n *node, t time.Time) {
+	if m.worldAt.Equal(t) && !n.writtenAt.Equal(t) {
+		n.writtenAt, n.beforeWrites = t, nodeWrites{tainted: n.tainted, noExecute: n.noExecute, record: n.record}
+	}
 	if n.Excluded {
 		leaveExcludedNodeAlone(n)
 		return
@@ -910,9 +913,6 @@ func (m *Model) writeBootRecord(n *node, f facts, t time.Time) {
 		want.pending = true
 	}
 	if n.record == nil || *n.record != want {
-		if m.worldAt.Equal(t) && !n.recordAt.Equal(t) {
-			n.recordAt, n.recordBefore = t, n.record
-		}
 		n.record = &want
 	}
 }

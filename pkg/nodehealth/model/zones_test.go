@@ -66,3 +66,42 @@ func TestAFailingNodeRelabelledIntoASuspendedZoneKeepsItsTaintAndItsEvictionCloc
 	st.run(4*minute + 50*sec)
 	st.expect("10 s + 1m50s counted: escalated", evicted(gated(notReady, boot1)), "n5")
 }
+
+// A failure judged in the instant its node is relabelled, on a view that
+// does not show the new label yet: after the world's writes of the instant
+// (WorldWrites), the controller's taint write reads the Node afresh, finds
+// its labels changed and is refused, and the decision is made again on the
+// new zone, whose suspension holds it (simulation seed 583410693624293234:
+// the model kept the taint). Judged before them (the timers), the taint is
+// written, and a suspension removes no taint.
+func TestAFailureTaintDecidedInTheInstantItsNodeMovesIntoASuspendingZoneIsDecidedAgainThere(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		world bool
+		want  NodeView
+	}{
+		{"decided after the world's writes: refused, and held by the new zone", true, held(boot1)},
+		{"decided before them: written, and kept", false, gated(notReady, boot1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := defaultConfig()
+			cfg.ZoneThreshold = 0.5
+			st := newStory(t, cfg)
+			twoZones(st)
+			st.keep(leasesOf("kube-proxy", "n3", "n4", "n5", "n6", "n7", "n8")...)
+			st.run(50 * sec) // n1 and n2 expire: 2 of 4 in zone a, not suspended
+			st.expect("two of four in zone a", gated(notReady, boot1), "n1", "n2")
+			st.expectSuspended("zone a, 2 of 4 failing", "a", false)
+			st.run(60 * sec)
+			if tc.world {
+				st.m.WorldWrites(st.to(60 * sec))
+			}
+			st.release(60*sec, "n5/kube-proxy", "Crash")
+			st.expect("n5 fails alone in zone b", gated(notReady, boot1), "n5")
+
+			st.update(60*sec, relabel("n5", "a"))
+			st.expectSuspended("zone a, 3 of 5 failing", "a", true)
+			st.expect(tc.name, tc.want, "n5")
+		})
+	}
+}
