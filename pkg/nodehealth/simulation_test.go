@@ -143,6 +143,10 @@ var simRegressions = sim.Regressions{
 // drawn before the failovers (keepsItsSchedule), they draw every class by
 // its share, workers included, so they replay what they found.
 var simFreshRegressions = sim.Regressions{
+	// make simulate SEEDS=200 on 1041276 (2026-11-30; it fails on 1f1d6c2
+	// too), the model's: the controller cannot tell which of a release and
+	// a Node's creation came first in one instant of its clock.
+	{Seed: 17933979627001458813, Name: "the updater's release for an update, observed in the very instant its Node is replaced, belongs to the new Node: it waits for the updater's renewal too (n3 at 2m31s, model)"},
 	// make simulate SEEDS=200 on 1fecb9a (2026-11-30; it fails on 1f1d6c2
 	// too), the model's: a write decided on a view without the world's
 	// label change of the same instant is refused (takeBackRefusedWrites).

@@ -170,6 +170,9 @@ type lease struct {
 	reason       string
 	releaseEpoch int
 	asked        bool
+	// releasedAt is the instant the release was observed (its first
+	// since the last renewal).
+	releasedAt   time.Time
 	readyAtStale bool // ready when the own view went stale
 	// renewTime is the Lease's own renewTime, an opaque token that changes
 	// with every renewal the extension makes, seen or not; a dead mark
@@ -433,6 +436,18 @@ func (m *Model) addNode(at time.Time, in Node) {
 	if !in.Excluded {
 		m.beginBootstrapGate(n, at, nodev1alpha1.ReasonNodeRegistered)
 	}
+	// Choice: a release observed in the very instant a new Node of its
+	// name is first seen belongs to that Node, whichever came first: the
+	// controller compares instants of its clock and cannot tell (seed
+	// 17933979627001458813: the updater's release for an update, made on
+	// the Node replaced in that second, held the new one until the
+	// updater renewed; the model, which took it for the old Node's,
+	// ungated it). One observed earlier was made for an earlier Node.
+	for k, l := range m.leases {
+		if k.node == in.Name && !l.held && l.releasedAt.Equal(at) {
+			l.releaseEpoch = n.epoch
+		}
+	}
 }
 
 // NodeUpdated: labels, list, bootID, UID... changed. A bootID change is a
@@ -562,7 +577,7 @@ func (m *Model) LeaseReleased(at time.Time, node, ext, reason string) {
 	n := m.nodes[node]
 	switch {
 	case l.held || !existed:
-		l.releaseEpoch, l.asked = -1, false
+		l.releaseEpoch, l.asked, l.releasedAt = -1, false, at
 		if n != nil {
 			l.releaseEpoch = n.epoch
 		}

@@ -165,6 +165,32 @@ func TestAReasonTurningToUpdatingOnALeaseReleasedForADeletedNodeDoesNotGateItsSu
 	st.expect("the release was made for the deleted Node", ready(boot1), "n1")
 }
 
+// A release for an update observed in the very instant a new Node of its
+// name is first seen belongs to that Node, whichever came first: the
+// controller compares instants of its clock and cannot tell. The new Node
+// waits for the updater's renewal as well. One observed a second earlier
+// was made for the deleted Node, and gates nothing of its successor.
+func TestAReleaseForAnUpdateInTheInstantANodeIsReplacedBelongsToTheNewNode(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		releaseAt time.Duration
+		want      NodeView
+	}{
+		{"released in the replacement's instant", 10 * sec, gated(registered, "")},
+		{"released a second before", 9 * sec, ready(boot1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newStory(t, defaultConfig())
+			st.inService(worker("n1", gating("kube-proxy"), tracking("updater")))
+			st.release(tc.releaseAt, "n1/updater", nodev1alpha1.ReasonUpdating)
+			st.m.NodeDeleted(st.to(10*sec), "n1")
+			st.add(10*sec, worker("n1", gating("kube-proxy"), tracking("updater")))
+			st.renew(15*sec, "n1/kube-proxy")
+			st.expect("kube-proxy renewed on the new Node", tc.want, "n1")
+		})
+	}
+}
+
 func TestPlannedFailuresDoNotCountTowardTheBlastRadius(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.ClusterThreshold = 0.5
