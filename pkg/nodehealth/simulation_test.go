@@ -208,7 +208,9 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not diagnosed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	{Seed: 14379374699796990078, Name: "a worker's one sync of n5 takes cni's renewal and kube-proxy's release together (the workqueue coalesces them while the worker waits at a request), so it never sees both ready and keeps the reboot gate; the model, evaluating after each observation, ungates n5 between them and then holds the failure under the stale view (1m8s; make simulate SEEDS=200 on 437d3d5, 2026-11-30; fails on 1f1d6c2 too; diagnosed, not fixed)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
