@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -231,15 +232,24 @@ type lastOutcome struct {
 	// while the Node cache may not show it yet (nil once it does): until
 	// then the cache's condition is not what the node holds.
 	conditionWritten *writtenCondition
-	// conditionUnsure: the last write of the condition was answered with
-	// an error and may have been applied all the same (a timeout, a lost
-	// answer): neither the signature nor the cache says what the node
-	// holds, so the next evaluation writes the condition (false once a
-	// write succeeded).
-	conditionUnsure bool
+	// conditionUnsure is the last write of the condition when the API
+	// server answered it with an error: it may have been applied all the
+	// same (a timeout, a lost answer). Until the cache shows what it
+	// wrote, or a write succeeds, neither the signature nor the cache says
+	// what the node holds, so every evaluation writes the condition (nil
+	// once it is known).
+	conditionUnsure *unsureCondition
 	invalidList     string
 	suppressed      bool
 	hadGating       bool
+}
+
+// unsureCondition is a condition write answered with an error, and the
+// signature of the evaluation that made it.
+type unsureCondition struct {
+	sig             string
+	status          v1.ConditionStatus
+	reason, message string
 }
 
 // handledChange names a boot of an incarnation of a node.

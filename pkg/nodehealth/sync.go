@@ -200,7 +200,13 @@ func (c *Controller) conditionOf(node *v1.Node, st *nodeState, r *nodeResult) {
 	name, d := node.Name, r.d
 	r.status, r.reason, r.message, r.sig = conditionFor(r.now, st, d, r.suspendedWhy)
 	r.message, r.sig = c.withPodsLeft(name, st, r.message, r.sig)
-	if st.last.conditionSig == "" && !st.last.conditionUnsure && conditionMatches(node, r.status, r.reason) {
+	if u := st.last.conditionUnsure; u != nil && conditionHolds(node, u.status, u.reason, u.message) {
+		// The cache shows what the unsure write wrote: the node holds it
+		// (or a later write, which the cache will show), applied or not.
+		st.last.conditionSig, st.last.conditionWritten, st.last.conditionUnsure = u.sig, nil, nil
+	}
+	unsure := st.last.conditionUnsure != nil
+	if st.last.conditionSig == "" && !unsure && conditionMatches(node, r.status, r.reason) {
 		// After a start or a failover, a condition that already says the
 		// same is adopted rather than rewritten on every node.
 		st.last.conditionSig = r.sig
@@ -220,8 +226,8 @@ func (c *Controller) conditionOf(node *v1.Node, st *nodeState, r *nodeResult) {
 	// loaded machine).
 	drifted := !c.opts.DryRun && st.last.conditionSig != "" && st.last.conditionWritten == nil &&
 		(len(d.statuses) > 0 || nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil) && !conditionMatches(node, r.status, r.reason)
-	r.conditionChanged = r.sig != st.last.conditionSig || drifted || st.last.conditionUnsure
-	if r.conditionChanged && !c.opts.DryRun && st.last.conditionWritten == nil && !st.last.conditionUnsure && conditionHolds(node, r.status, r.reason, r.message) {
+	r.conditionChanged = r.sig != st.last.conditionSig || drifted || unsure
+	if r.conditionChanged && !c.opts.DryRun && st.last.conditionWritten == nil && !unsure && conditionHolds(node, r.status, r.reason, r.message) {
 		// The node already says exactly this (after a start, every Lease
 		// counts as fresh until its grace runs out, and the condition comes
 		// back to what the previous instance wrote): nothing to write.
@@ -296,8 +302,10 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 		// evaluation comes back to what the signature and the cache both
 		// say before the cache shows it, it is written again all the same
 		// (seed 9771644540282225497).
-		st.last.conditionUnsure = err != nil
-		if err == nil {
+		st.last.conditionUnsure = nil
+		if err != nil {
+			st.last.conditionUnsure = &unsureCondition{sig: r.sig, status: r.status, reason: r.reason, message: r.message}
+		} else {
 			st.last.conditionSig, st.last.conditionWritten = r.sig, written
 		}
 		c.mu.Unlock()

@@ -203,3 +203,32 @@ func TestAFailureAfterARetriedUngateWhoseAnswerWasLostIsTaintedBeforeTheCacheSho
 		t.Errorf("n1 failing and untainted: the addition, computed from a cache that still showed the taint, added nothing")
 	}
 }
+
+// A condition write whose answer was lost and which the cache then shows:
+// the node holds what it wrote, applied or not, so the next evaluation that
+// decides the same writes nothing. Rewriting it on every sync held back
+// what follows the condition in a sync: during an outage of lost answers a
+// node's escalation waited for the outage's end (simulation seed
+// 12444736020531070715: its turn of the eviction rate came a second late).
+func TestAConditionWriteWhoseAnswerWasLostIsKnownOnceTheCacheShowsIt(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNodes("n1")...)
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n1", "Crash")
+	f.loseTheNextAnswer("status")
+	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+		t.Fatal("the sync whose condition write lost its answer returned no error")
+	}
+	f.refresh("n1")
+	if c := f.condition("n1"); c.Status != v1.ConditionFalse {
+		t.Fatalf("the lost write was not applied: %s/%s", c.Status, c.Reason)
+	}
+	f.writes()
+	f.clock.Step(time.Second)
+	f.sync("n1")
+	for _, a := range f.writes() {
+		if a.GetSubresource() == "status" {
+			t.Errorf("the condition was written again although the cache shows the lost write: %s", patchOf(t, a))
+		}
+	}
+}
