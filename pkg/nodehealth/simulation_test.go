@@ -143,6 +143,10 @@ var simRegressions = sim.Regressions{
 // drawn before the failovers (keepsItsSchedule), they draw every class by
 // its share, workers included, so they replay what they found.
 var simFreshRegressions = sim.Regressions{
+	// make simulate SEEDS=200 SIM_FLAGS=-sim.workers=4 on 0246e43
+	// (2026-11-30; it fails with its own draw too, and passes on 1f1d6c2):
+	// the controller's, a defect of a4b65c6.
+	{Seed: 12444736020531070715, Name: "a condition write answered with a timeout but applied, which the cache then shows, is not written again: rewritten on every sync of an outage of lost answers, it held back n4's escalation, whose turn of the eviction rate came a second late, and n0's after it (4m49s)"},
 	// make simulate SEEDS=200 on 1041276 (2026-11-30; it fails on 1f1d6c2
 	// too), the model's: the controller cannot tell which of a release and
 	// a Node's creation came first in one instant of its clock.
