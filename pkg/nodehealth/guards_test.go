@@ -1414,6 +1414,15 @@ func TestATaintRemovedAndWantedBackBeforeTheCacheShowsTheRemovalIsAddedAgain(t *
 	if f.tainted("n1") {
 		t.Fatal("n1 still tainted once kube-proxy renewed")
 	}
+	crashAgainBeforeTheCacheShowsTheUngate(t, f)
+}
+
+// crashAgainBeforeTheCacheShowsTheUngate crashes n1's kube-proxy again a
+// second after an ungate whose watch event has not come back, and requires
+// n1 tainted beside its False condition: computed from the cache, which
+// still shows the taint, the addition would add nothing.
+func crashAgainBeforeTheCacheShowsTheUngate(t *testing.T, f *fixture) {
+	t.Helper()
 	f.clock.Step(time.Second)
 	f.release("kube-proxy", "n1", "Crash")
 	if err := f.c.syncNode(f.ctx, "n1"); err != nil {

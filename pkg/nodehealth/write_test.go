@@ -191,17 +191,7 @@ func TestAFailureAfterARetriedUngateWhoseAnswerWasLostIsTaintedBeforeTheCacheSho
 	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	f.clock.Step(time.Second)
-	f.release("kube-proxy", "n1", "Crash")
-	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
-		t.Fatal(err)
-	}
-	if c := f.condition("n1"); c.Status != v1.ConditionFalse {
-		t.Fatalf("n1's condition once kube-proxy crashed again: %s/%s, want False", c.Status, c.Reason)
-	}
-	if !f.tainted("n1") {
-		t.Errorf("n1 failing and untainted: the addition, computed from a cache that still showed the taint, added nothing")
-	}
+	crashAgainBeforeTheCacheShowsTheUngate(t, f)
 }
 
 // A condition write whose answer was lost and which the cache then shows:
