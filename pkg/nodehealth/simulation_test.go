@@ -223,7 +223,7 @@ func TestSimulationOpenFindings(t *testing.T) {
 		t.Skip("no open findings")
 	}
 	if !*simOpen {
-		t.Skipf("%d open findings, not yet diagnosed (docs/reliability.md); run them with -sim.open", len(simOpenFindings))
+		t.Skipf("%d open findings, not yet fixed (docs/reliability.md, \"Open findings\"); run them with -sim.open", len(simOpenFindings))
 	}
 	sim.Run(t, "open", simOpenFindings.Seeds(), func(t *testing.T, seed uint64) *sim.Trace {
 		return runSimulation(t, seed, simTicks)

@@ -155,7 +155,7 @@ func TestUpdaterSimulationOpenFindings(t *testing.T) {
 		t.Skip("no open findings")
 	}
 	if !*simOpen {
-		t.Skipf("%d open findings, not yet diagnosed (docs/reliability.md); run them with -sim.open", len(simOpenFindings))
+		t.Skipf("%d open findings, not yet fixed (docs/reliability.md, \"Open findings\"); run them with -sim.open", len(simOpenFindings))
 	}
 	sim.Run(t, "open", simOpenFindings.Seeds(), func(t *testing.T, seed uint64) *sim.Trace {
 		return runUpdaterSimulation(t, seed, simTicks)
