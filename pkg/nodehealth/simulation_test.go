@@ -209,7 +209,7 @@ var simFreshRegressions = sim.Regressions{
 // a CI run is deterministic; make simulate explores random ones.
 var simSmokeSeeds = []uint64{2, 4, 5}
 
-// simOpenFindings are seeds that fail and are not diagnosed yet
+// simOpenFindings are seeds that fail and are not fixed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
 var simOpenFindings = sim.Regressions{
