@@ -191,12 +191,7 @@ func (c *Controller) reportInvalidList(ctx context.Context, node *v1.Node, err e
 	if st := c.nodes[node.Name]; st != nil {
 		// Whatever the list becomes, the condition must be rewritten
 		// (also when this write failed: it may have been applied).
-		st.last.conditionSig, st.last.conditionUnsure = "invalid", nil
-		if werr != nil {
-			st.last.conditionUnsure = &unsureCondition{sig: "invalid", status: v1.ConditionUnknown, reason: EventInvalidExtensionList, message: message}
-		} else {
-			st.last.conditionWritten = written
-		}
+		st.last.noteConditionWrite("invalid", writtenCondition{status: v1.ConditionUnknown, reason: EventInvalidExtensionList, message: message}, written, werr)
 	}
 	c.mu.Unlock()
 }

@@ -235,23 +235,17 @@ func TestMain(m *testing.M) { sim.Main(m) }
 
 func TestSimulation(t *testing.T) {
 	logSimStats(t)
-	if sim.RaceDetector {
-		// Under the race detector (make test-unit's first run) the seeds
-		// that draw every class by its share, several workers included:
-		// the concurrent paths, in a third of the time. The run without
-		// it takes every seed.
-		sim.Run(t, "guards", append(simFreshRegressions.Seeds(), simSmokeSeeds...), func(t *testing.T, seed uint64) *sim.Trace {
-			return runSimulation(t, seed, simTicks)
-		})
-		return
+	seeds := simFreshRegressions.Seeds()
+	if !sim.RaceDetector {
+		// Under the race detector (make test-unit's first run) only the
+		// seeds that draw every class by its share, several workers
+		// included: the concurrent paths, in a third of the time. The run
+		// without it takes every seed.
+		for _, rs := range []sim.Regressions{simRegressions, simEvictionRegressions, simZoneRegressions, simWritersRegressions,
+			simReloadRegressions, simFailoverRegressions, simExcludeRegressions} {
+			seeds = append(seeds, rs.Seeds()...)
+		}
 	}
-	seeds := append(simRegressions.Seeds(), simEvictionRegressions.Seeds()...)
-	seeds = append(seeds, simZoneRegressions.Seeds()...)
-	seeds = append(seeds, simWritersRegressions.Seeds()...)
-	seeds = append(seeds, simReloadRegressions.Seeds()...)
-	seeds = append(seeds, simFailoverRegressions.Seeds()...)
-	seeds = append(seeds, simExcludeRegressions.Seeds()...)
-	seeds = append(seeds, simFreshRegressions.Seeds()...)
 	sim.Run(t, "guards", append(seeds, simSmokeSeeds...), func(t *testing.T, seed uint64) *sim.Trace {
 		return runSimulation(t, seed, simTicks)
 	})

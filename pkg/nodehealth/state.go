@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -244,12 +243,24 @@ type lastOutcome struct {
 	hadGating       bool
 }
 
-// unsureCondition is a condition write answered with an error, and the
-// signature of the evaluation that made it.
+// unsureCondition is a condition write answered with an error (no
+// resourceVersion), and the signature of the evaluation that made it.
 type unsureCondition struct {
-	sig             string
-	status          v1.ConditionStatus
-	reason, message string
+	sig string
+	writtenCondition
+}
+
+// noteConditionWrite remembers the condition write (want) of an evaluation
+// with signature sig: what it wrote (written; nil in a dry run), or, when
+// the API server answered err, that it may have been applied. Callers hold
+// the controller's lock.
+func (o *lastOutcome) noteConditionWrite(sig string, want writtenCondition, written *writtenCondition, err error) {
+	o.conditionUnsure = nil
+	if err != nil {
+		o.conditionUnsure = &unsureCondition{sig: sig, writtenCondition: want}
+		return
+	}
+	o.conditionSig, o.conditionWritten = sig, written
 }
 
 // handledChange names a boot of an incarnation of a node.

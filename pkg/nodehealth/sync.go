@@ -298,16 +298,9 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 	if r.conditionChanged && (len(d.statuses) > 0 || nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil) {
 		written, err := c.writeCondition(ctx, node, r.status, r.reason, r.message)
 		c.mu.Lock()
-		// A write answered with an error may have been applied: when the
-		// evaluation comes back to what the signature and the cache both
-		// say before the cache shows it, it is written again all the same
-		// (seed 9771644540282225497).
-		st.last.conditionUnsure = nil
-		if err != nil {
-			st.last.conditionUnsure = &unsureCondition{sig: r.sig, status: r.status, reason: r.reason, message: r.message}
-		} else {
-			st.last.conditionSig, st.last.conditionWritten = r.sig, written
-		}
+		// A write answered with an error may have been applied: it is
+		// written again until the cache shows it (seed 9771644540282225497).
+		st.last.noteConditionWrite(r.sig, writtenCondition{status: r.status, reason: r.reason, message: r.message}, written, err)
 		c.mu.Unlock()
 		if err != nil {
 			return err

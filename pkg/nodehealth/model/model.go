@@ -74,7 +74,7 @@ type Extension struct {
 type Node struct {
 	Name, UID, BootID, Zone string
 	// Labels are every label of the Node: a change of any of them is a
-	// change of what decides the controller's writes (decidesWrites).
+	// change of what decides the controller's writes (decidesWritesChanged).
 	Labels            map[string]string
 	Extensions        []Extension // the resolved list (rules + manual + self-registered)
 	Excluded          bool        // label nodehealth.io/exclude=true
@@ -463,7 +463,7 @@ func (m *Model) NodeUpdated(at time.Time, in Node) {
 	}
 	old := n.Node
 	n.Node = copyNode(in)
-	if n.writtenAt.Equal(at) && decidesWrites(old) != decidesWrites(in) {
+	if n.writtenAt.Equal(at) && decidesWritesChanged(old, in) {
 		n.takeBackRefusedWrites()
 	}
 	if old.UID != "" && in.UID != old.UID {
@@ -739,20 +739,13 @@ type nodeWrites struct {
 	record             *bootRecord
 }
 
-// decidesWrites is what a write of the controller must find unchanged on a
-// fresh read of the Node: the object, its boot, its labels and its
-// deletion (docs/controller.md, "Writes").
-func decidesWrites(n Node) string {
-	return fmt.Sprintf("%s/%s/%v/%s/%t/%v", n.UID, n.BootID, n.Deleting, n.Zone, n.Excluded, labelsKey(n.Labels))
-}
-
-func labelsKey(labels map[string]string) string {
-	keys := slices.Sorted(maps.Keys(labels))
-	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString(k + "=" + labels[k] + ",")
-	}
-	return b.String()
+// decidesWritesChanged: the update from old to in changes what a write of
+// the controller must find unchanged on a fresh read of the Node: the
+// object, its boot, its labels and its deletion (docs/controller.md,
+// "Writes").
+func decidesWritesChanged(old, in Node) bool {
+	return old.UID != in.UID || old.BootID != in.BootID || old.Deleting != in.Deleting ||
+		old.Zone != in.Zone || old.Excluded != in.Excluded || !maps.Equal(old.Labels, in.Labels)
 }
 
 // takeBackRefusedWrites: an update that changes what decides the
