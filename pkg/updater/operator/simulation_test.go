@@ -141,14 +141,13 @@ var simRegressions = sim.Regressions{
 	{Seed: 2615572917958470726, Name: "a user's write of the lock a rollback pinned (the version the node ran before) changes nothing, and the agent restores the lock from before the update (CI's fresh seeds, 2026-11-29; driver)"},
 	{Seed: 8071646136539781039, Name: "a failed update holds its slot until its rollback starts: a resume before the agent reported Idle lets no other node start at a limit of 1 (limit; make simulate-fresh of ba2ff75, 2026-11-29)"},
 	{Seed: 17839033444108069171, Name: "a user who pins the version a rollback went to while it soaks keeps that lock: the update completes without restoring the lock from before it, only an abort restores it (make simulate-fresh of f9f9bf1, 2026-11-29; driver)"},
+	{Seed: 12646156730417697688, Name: "a user who pins the version a rollback goes to while the host prepares gets the lock from before the update back when staging ends, although the update completes (make simulate-fresh of f61b279, 2026-11-30; driver)"},
 }
 
 // simOpenFindings are seeds that fail and are not fixed yet
 // (docs/reliability.md); TestUpdaterSimulationOpenFindings runs them with
 // -sim.open. Until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{
-	{Seed: 12646156730417697688, Name: "n4's user sets the version lock to latest, then to 1.20.0 (the version of the rollback under way) while the host prepares, with the agent killed in between: the update completes and the lock is latest, not the user's 1.20.0 (user-lock-kept at 6m47s; a fresh seed of f61b279, 2026-11-30; fails on beda74b too; not diagnosed)"},
-}
+var simOpenFindings = sim.Regressions{}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
@@ -2473,7 +2472,11 @@ func (s *updaterSimulation) samePinned(n *simNode, lock string) bool {
 // 8071646136539781039: a rollback's pin is the starting version, one of the
 // users' locks), and so is one who pins the rollback's version while it
 // soaks (seed 17839033444108069171: the update completed and kept it). Only
-// the check's expectation changes: the write is made as drawn.
+// the check's expectation changes: the write is made as drawn. Completion
+// keeps the lock only once staging ended: the end of staging restores the
+// lock from before the update as an abort does, so a lock set before it is
+// gone whichever way the update ends (seed 12646156730417697688: the user
+// set another lock and then the pinned one while the host prepared).
 func (s *updaterSimulation) setUserLock(n *simNode, lock string) {
 	n.userLock, n.lockIfAborted = lock, ""
 	sh, err := s.obsUp.UpdatesV1alpha1().BottlerocketShadows().Get(s.ctx, n.name, metav1.GetOptions{})
@@ -2481,12 +2484,33 @@ func (s *updaterSimulation) setUserLock(n *simNode, lock string) {
 		return
 	}
 	for _, pin := range []string{sh.Status.PinnedVersionLock, sh.Spec.Version} {
-		if pin != "" && brapi.SameVersion(lock, pin) {
-			s.trace.Add("t=%s %s: the agent takes the lock %s for its pin: an abort restores %q, a completed update keeps it", s.at(), n.name, lock, sh.Status.PreviousVersionLock)
-			n.lockIfAborted = sh.Status.PreviousVersionLock
+		if pin == "" || !brapi.SameVersion(lock, pin) {
+			continue
+		}
+		if !stagingFinished(sh.Status.CurrentState) {
+			// Staging ends by restoring the lock from before the update
+			// over what it takes for its pin (finishStaging), and an
+			// abort restores it as well: whichever way the update ends,
+			// the user's lock is gone (seed 12646156730417697688).
+			s.trace.Add("t=%s %s: the agent takes the lock %s for its pin before its staging ends: it restores %q, whichever way the update ends", s.at(), n.name, lock, sh.Status.PreviousVersionLock)
+			n.userLock = sh.Status.PreviousVersionLock
 			return
 		}
+		s.trace.Add("t=%s %s: the agent takes the lock %s for its pin: an abort restores %q, a completed update keeps it", s.at(), n.name, lock, sh.Status.PreviousVersionLock)
+		n.lockIfAborted = sh.Status.PreviousVersionLock
+		return
 	}
+}
+
+// stagingFinished reports whether the agent's status says its staging
+// ended, restoring the version lock from before the update
+// (StagedAndPerformedUpdate and what follows it).
+func stagingFinished(st updatesv1alpha1.ShadowState) bool {
+	switch st {
+	case updatesv1alpha1.StateStagedAndPerformedUpdate, updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateMonitoringUpdate:
+		return true
+	}
+	return false
 }
 
 // resolveUserLock settles a user's lock that setUserLock could not tell
