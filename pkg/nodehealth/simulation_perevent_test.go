@@ -3,6 +3,7 @@ package nodehealth
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -208,4 +209,35 @@ func (s *simulation) dueNote(name string) string {
 		return fmt.Sprintf(" (its next sync due in %s)", at.Sub(s.clk.Now()))
 	}
 	return ""
+}
+
+// takenTogether groups the observations of a node that no sync of it began
+// between, in the place of the last; a sync between two splits them, and
+// another node's observation in between keeps its own place.
+func TestObservationsOfANodeNoSyncBeganBetweenAreTakenTogether(t *testing.T) {
+	in := func(delivery int64, key string) modelInput { return modelInput{delivery: delivery, key: key} }
+	inputs := []modelInput{
+		in(1, "1/n1/cni"),
+		in(2, "1/n2/cni"),
+		in(3, "1/n1/kube-proxy"),
+		in(4, "0/n2"),
+		in(5, "1/n2/kube-proxy"),
+		in(5, "1/n3/cni"),
+		in(5, "1/n3/kube-proxy"),
+	}
+	// n2's sync after delivery 4 saw its first two inputs and not its
+	// third; n1's sync began before its first input.
+	syncs := []syncStart{{node: "n1", delivery: 0}, {node: "n2", delivery: 4}, {node: "n3", delivery: 5}}
+	var got []string
+	for _, g := range takenTogether(inputs, syncs) {
+		var keys []string
+		for _, in := range g {
+			keys = append(keys, in.key)
+		}
+		got = append(got, strings.Join(keys, "+"))
+	}
+	want := []string{"1/n1/cni+1/n1/kube-proxy", "1/n2/cni+0/n2", "1/n2/kube-proxy", "1/n3/cni+1/n3/kube-proxy"}
+	if !slices.Equal(got, want) {
+		t.Errorf("groups:\n got %q\nwant %q", got, want)
+	}
 }

@@ -64,10 +64,11 @@ const (
 	statZoneless            = "nodes without a zone label (from creation)"
 	workersOverlapping      = "several workers: a request served while another's waits"
 	workersDeliveredBetween = "several workers: an event delivered between requests"
+	statTakenTogether       = "observations of a node one sync took together"
 )
 
 var simStatsCount = sim.NewTally(simFaultClasses,
-	statEvictionErrors, statThresholdsDrawn, statZoneless, workersOverlapping, workersDeliveredBetween)
+	statEvictionErrors, statThresholdsDrawn, statZoneless, workersOverlapping, workersDeliveredBetween, statTakenTogether)
 
 // countSimStats adds one seed's run to the tally.
 func countSimStats(s *simulation) {
@@ -77,6 +78,7 @@ func countSimStats(s *simulation) {
 		statZoneless:            b2i(s.zonelessEvery > 0),
 		workersOverlapping:      s.overlaps,
 		workersDeliveredBetween: s.deliveredBetween,
+		statTakenTogether:       s.together,
 	})
 }
 

@@ -138,6 +138,9 @@ type Model struct {
 	// evaluation in that instant comes after every write the world made
 	// in it (writeBootRecord).
 	worldAt time.Time
+	// together is set while Together runs its observations; owed, that
+	// one of them asked for the evaluation Together makes after the last.
+	together, owed bool
 
 	nodes  map[string]*node
 	leases map[leaseKey]*lease
@@ -642,6 +645,30 @@ func (m *Model) Writes(at time.Time, refused bool) {
 func (m *Model) WorldWrites(at time.Time) {
 	m.step(at)
 	m.worldAt = at
+}
+
+// Together takes the observations observe makes as the controller takes
+// them in one sync of one node: its work queue holds a node's key once, so
+// the events that arrive while the key waits, or while a sync of it runs,
+// all reach the next sync together. Each observation changes what the
+// model knows at once; the evaluation comes once, after the last, so that
+// no decision rests on a moment between them that no sync saw (seed
+// 14379374699796990078: a renewal and a release that one sync took
+// together never showed both extensions ready, and the reboot gate
+// stayed). The driver says which observations a sync took together; the
+// model never guesses it.
+func (m *Model) Together(observe func()) {
+	if m.together {
+		observe()
+		return
+	}
+	m.together, m.owed = true, false
+	observe()
+	m.together = false
+	if m.owed {
+		m.owed = false
+		m.evaluate(m.now)
+	}
 }
 
 // Advance: time passes; the controller evaluates every node at `to`.

@@ -1001,3 +1001,39 @@ func TestARecordWrittenInTheInstantANewBootReplacedItsBootIsTakenBack(t *testing
 		})
 	}
 }
+
+// A renewal and a release that one sync of the node takes together never
+// show both extensions ready: the reboot gate stays. Taken one at a time,
+// the renewal ends the gate (an ungate, which a stale view does not hold)
+// and the release is a new failure the stale view holds.
+func TestObservationsOneSyncTakesTogetherAreJudgedTogether(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		together bool
+		want     NodeView
+	}{
+		{"one at a time", false, held(boot2)},
+		{"together", true, gated(rebootedReason, boot1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newStory(t, defaultConfig())
+			st.inService(worker("n1", gating("a"), gating("b")))
+			rebooted := worker("n1", gating("a"), gating("b"))
+			rebooted.BootID = "boot2"
+			st.update(10*sec, rebooted)
+			st.renew(12*sec, "n1/a")
+			st.stale(13 * sec)
+			st.expect("rebooted, a renewed, the view stale", gated(rebootedReason, boot1), "n1")
+			observe := func() {
+				st.renew(14*sec, "n1/b")
+				st.release(14*sec, "n1/a", "Crashed")
+			}
+			if tc.together {
+				st.m.Together(observe)
+			} else {
+				observe()
+			}
+			st.expect("b renewed and a released", tc.want, "n1")
+		})
+	}
+}

@@ -20,6 +20,10 @@ const (
 // date over all nodes first, so that failures that come due together are all
 // counted before any one of them is tainted (docs/controller.md "Blast radius").
 func (m *Model) evaluate(t time.Time) {
+	if m.together {
+		m.owed = true
+		return
+	}
 	m.updateBlastRadius(t)
 	for _, n := range m.sortedNodes() {
 		m.evaluateNode(n, t)
