@@ -1165,7 +1165,14 @@ func conditionFor(now time.Time, st *nodeState, d decision, suspendedWhy string)
 	switch {
 	case st.gated && d.suppressed:
 		status, reason = v1.ConditionFalse, nodev1alpha1.ReasonGatingSuspended
-		message = "Not tainted although extensions are not ready: " + suspendedWhy + ". Not ready: " + strings.Join(failing, ", ")
+		if len(failing) > 0 {
+			message = "Not tainted although extensions are not ready: " + suspendedWhy + ". Not ready: " + strings.Join(failing, ", ") + "."
+		} else {
+			// A gate held before its extensions were judged (a reboot or
+			// a new node seen while the own view is stale): nothing is
+			// named as not ready, the gate says what the node waits for.
+			message = "Not tainted although the node is gated: " + suspendedWhy + ". " + gateMessage(st.gate.cause)
+		}
 	case st.gated && d.leaving != "":
 		status, reason = v1.ConditionFalse, nodev1alpha1.ReasonNodeLeaving
 		message = "The node is leaving (" + d.leaving + "): it is not counted in the blast radius and never escalated. " + gateMessage(st.gate.cause)

@@ -780,6 +780,11 @@ func TestARebootSeenWhileTheViewIsStaleIsNotEndedBeforeTheGuardLifts(t *testing.
 	if c := f.condition("n1"); c.Reason != nodev1alpha1.ReasonGatingSuspended {
 		t.Fatalf("a reboot while the view is stale: condition %s, want %s (pending)", c.Reason, nodev1alpha1.ReasonGatingSuspended)
 	}
+	// Nothing is named as not ready: the message says what the held gate
+	// waits for, not an empty list.
+	if m := f.condition("n1").Message; strings.Contains(m, "Not ready:") || !strings.Contains(m, "The node rebooted and waits") {
+		t.Errorf("the held reboot gate's message %q names an empty list of extensions not ready, or not the reboot", m)
+	}
 	// The watch catches up: a renewal is delivered before the canary's
 	// check has noticed that the view is current again.
 	f.clock.Step(time.Second)
