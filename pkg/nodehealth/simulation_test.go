@@ -1271,8 +1271,17 @@ func (s *simulation) feedModel(nodes cache.SharedIndexInformer, leases sim.Infor
 		},
 	}))
 	observe := func(old, l *coordinationv1.Lease) {
+		if l.Name == nodev1alpha1.ControllerCanaryLease {
+			// The model judges the own view from the controller's own
+			// renewals of its canary, as the canary does (CheckView).
+			if ptr.Deref(l.Spec.HolderIdentity, "") == s.opts.Identity && l.Spec.RenewTime != nil {
+				renewTime, at := l.Spec.RenewTime.Time, s.clk.Now()
+				s.observe("2/canary", func() { s.model.CanaryRenewed(s.late(at), renewTime) })
+			}
+			return
+		}
 		ext, node, err := nodev1alpha1.ParseLeaseName(l.Name)
-		if err != nil || l.Name == nodev1alpha1.ControllerCanaryLease {
+		if err != nil {
 			return
 		}
 		holder, at, key := ptr.Deref(l.Spec.HolderIdentity, ""), s.clk.Now(), "1/"+node+"/"+ext
@@ -1424,8 +1433,12 @@ func (s *simulation) retriesHeld() bool {
 // checkView runs the canary's check as its loop would.
 func (s *simulation) checkView() {
 	now := s.clk.Now()
-	if stale, changed := s.c.canary.tick(s.ctx, now); changed {
-		s.model.OwnView(now, stale)
+	stale, changed := s.c.canary.tick(s.ctx, now)
+	if want := s.model.CheckView(now); stale != want {
+		s.trace.Add("t=%s own view: controller stale=%v, model stale=%v", s.at(), stale, want)
+		s.t.Errorf("t=%s the controller's canary judges its own view stale=%v, the model stale=%v\nrecent trace:\n%s", s.at(), stale, want, s.trace.Tail(40))
+	}
+	if changed {
 		s.viewStale = stale
 		s.trace.Add("t=%s own view stale=%v", s.at(), stale)
 	}

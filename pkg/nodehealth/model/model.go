@@ -46,7 +46,7 @@ type Config struct {
 	ClusterThreshold     float64 // blast radius share (0..1), 0 = off
 	ZoneThreshold        float64
 	MaintenanceReasons   []string      // release reasons that make a release planned (default "Updating")
-	CanaryInterval       time.Duration // own view goes stale 3 intervals after the last canary renewal observed (the driver tells the model via OwnView)
+	CanaryInterval       time.Duration // own view goes stale 3 intervals after the last canary renewal observed (CheckView)
 	// LeavingNodeTaints are the taint keys that make a node leaving;
 	// LifecycleConditionMaxAge how long a foreign lifecycle condition on a
 	// schedulable node does (rules.go, leaving).
@@ -145,7 +145,13 @@ type Model struct {
 	nodes  map[string]*node
 	leases map[leaseKey]*lease
 
-	ownViewStale     bool
+	ownViewStale bool
+	// canaryObserved is when the running instance last observed a new
+	// renewal of its canary (or started), canaryRenewal that renewal's
+	// renewTime (µs; 0 when this instance has observed none): CheckView
+	// judges the own view from them.
+	canaryObserved   time.Time
+	canaryRenewal    int64
 	writesRefused    bool // the API server refuses the controller's Node writes
 	clusterSuspended bool
 	zoneSuspended    map[string]bool
@@ -381,6 +387,8 @@ func (m *Model) Start(at time.Time) {
 	m.step(at)
 	m.running = true
 	m.resetGuards()
+	// The view starts trusted: a full set of canary intervals from now.
+	m.canaryObserved = at
 	// A new instance's rate limit has its token.
 	m.nextTurn = time.Time{}
 	for _, l := range m.leases {
@@ -408,6 +416,8 @@ func (m *Model) Stop(at time.Time) {
 	m.step(at)
 	m.running = false
 	m.resetGuards()
+	// The next instance has observed no renewal of the canary yet.
+	m.canaryRenewal = 0
 	for _, n := range m.nodes {
 		n.held = false
 	}
@@ -604,6 +614,40 @@ func (m *Model) LeaseDeleted(at time.Time, node, ext string) {
 	m.step(at)
 	delete(m.leases, leaseKey{node, ext})
 	m.evaluateIfRunning(at)
+}
+
+// canaryStaleAfter is how many canary intervals may pass without a new
+// renewal of the canary observed before the own view is stale
+// (docs/controller.md, "Own view").
+const canaryStaleAfter = 3
+
+// CanaryRenewed: the controller observed its canary Lease renewed by its
+// own identity, with renewTime. Only a renewal this instance has not
+// observed before proves its view current: a relist replays the one it has.
+// Observed while no instance runs (the next one's list), it is that
+// instance's first.
+func (m *Model) CanaryRenewed(at, renewTime time.Time) {
+	m.step(at)
+	if rt := renewTime.UnixMicro(); rt != m.canaryRenewal {
+		m.canaryRenewal, m.canaryObserved = rt, at
+	}
+}
+
+// CheckView is the canary's check at `at`: the own view is stale once no
+// new renewal of the canary was observed (nor the instance started) for
+// more than canaryStaleAfter canary intervals, and current again once one
+// is. A change is taken as OwnView takes it. It reports whether the view is
+// stale (false while no instance runs).
+func (m *Model) CheckView(at time.Time) (stale bool) {
+	m.step(at)
+	if !m.running {
+		return false
+	}
+	stale = at.Sub(m.canaryObserved) > canaryStaleAfter*m.cfg.CanaryInterval
+	if stale != m.ownViewStale {
+		m.OwnView(at, stale)
+	}
+	return stale
 }
 
 // OwnView: the canary guard fired (stale=true) or the view recovered

@@ -1037,3 +1037,40 @@ func TestObservationsOneSyncTakesTogetherAreJudgedTogether(t *testing.T) {
 		})
 	}
 }
+
+// The model judges the own view from the canary renewals it observed: stale
+// more than three canary intervals (5 s) after the last new one or the
+// start, current again at the next new one; a relist that replays a renewal
+// already observed proves nothing.
+func TestTheOwnViewIsStaleThreeCanaryIntervalsAfterTheLastNewRenewalObserved(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")))
+	renewed := func(d time.Duration) time.Time { return t0.Add(d).Truncate(time.Microsecond) }
+	check := func(d time.Duration, want bool) {
+		t.Helper()
+		if got := st.m.CheckView(st.to(d)); got != want {
+			t.Errorf("at %s: stale %v, want %v", d, got, want)
+		}
+	}
+	check(15*sec, false) // the start counts as a renewal: exactly 3 intervals
+	check(16*sec, true)
+	st.m.CanaryRenewed(st.to(17*sec), renewed(17*sec))
+	check(17*sec, false)
+	// A relist replays the renewal of 17 s at 30 s: not new.
+	st.m.CanaryRenewed(st.to(30*sec), renewed(17*sec))
+	check(32*sec, false)
+	check(33*sec, true)
+	st.release(34*sec, "n1/a", "Crashed")
+	st.expect("a failure while the view is stale is held", held(boot1), "n1")
+	st.m.CanaryRenewed(st.to(35*sec), renewed(35*sec))
+	check(35*sec, false)
+	st.expect("the view current again: the failure taints", gated(notReady, boot1), "n1")
+	// A new instance has observed no renewal yet: the last one its
+	// predecessor observed is new to it.
+	st.stop(40 * sec)
+	st.start(41 * sec)
+	check(50*sec, false)
+	st.m.CanaryRenewed(st.to(50*sec), renewed(35*sec))
+	check(65*sec, false)
+	check(66*sec, true)
+}
