@@ -54,6 +54,7 @@ var simFaultClasses = []sim.FaultClass{
 	sim.Class("node excluded (nodehealth.io/exclude=true)", ` excluded \(\S+=true\)$`),
 	sim.Class("node no longer excluded", ` no longer excluded$`),
 	sim.Class("other writer: readiness taint removed while no leader runs", `another writer removes the readiness taint \(no leader\)$`),
+	sim.Class("the canary's renewals fail (500, timeout, answer lost), nothing else does", `the canary's next \d+ renewals fail `),
 }
 
 // What -sim.stats counts from the driver's own figures, which write no trace

@@ -480,6 +480,9 @@ type simulation struct {
 	// nextLeader is set no instance runs, and the next starts then.
 	grng       *sim.Rand
 	nextLeader time.Time
+	// crng draws the canary's failing renewals (canaryFaults) from a
+	// stream of its own; nil when the seed draws none.
+	crng *sim.Rand
 	// xrng draws the nodes an admin excludes (excludeFaults) from a stream
 	// of its own; nil in the seeds that draw none.
 	xrng *sim.Rand
@@ -601,6 +604,7 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	s.drawReloads(seed)
 	s.drawFailovers(seed)
 	s.drawExclusions(seed)
+	s.drawCanaryFaults(seed)
 	s.model = model.New(modelConfig(s.opts))
 
 	// Half the seeds give cni a startup timeout, failing closed or open.
@@ -1679,6 +1683,7 @@ func (s *simulation) faults(now time.Time) {
 	s.skewFaults(now)
 	s.zoneFaults()
 	s.excludeFaults()
+	s.canaryFaults()
 	s.writerFaults(now)
 }
 
