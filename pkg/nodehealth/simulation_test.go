@@ -220,7 +220,9 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not fixed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	{Seed: 18385101855240172789, Name: "n0's failure taint is decided before n6's failure suspends zone z0 (3 of 5); its patch meets an injected 409, and the retry, after n6's sync, holds it as the guard rule says; the model took the taint as written when decided and keeps it (3m21s; make simulate-fresh on 54c8551, 2026-11-30; fails on 223696d too; diagnosed, not fixed: the model is not told of a single conflicted write)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
