@@ -44,6 +44,8 @@ type API struct {
 	// returned as it is). It runs without the API's lock, so it may read
 	// the API.
 	EvictionHook func(pod *corev1.Pod) error
+	// conflictHooks are OnConflict's, by client.
+	conflictHooks map[*clienttesting.Fake]func(clienttesting.Action)
 	// Trace, if set, gets a line for each event Deliver delivers.
 	Trace *Trace
 	// OnStore, if set, sees every write the API applies (prev is nil for a
@@ -127,6 +129,19 @@ func NewAPI(scheme *runtime.Scheme, rng *Rand) *API {
 // the delivery order's determinism.
 func (a *API) Install(f *clienttesting.Fake) { a.InstallGated(f, nil) }
 
+// OnConflict tells hook of every request of f answered 409 Conflict (an
+// injected conflict or a failed precondition), after the answer was made
+// and before f's caller sees it. It runs with f's lock held: it must not
+// make requests through f.
+func (a *API) OnConflict(f *clienttesting.Fake, hook func(clienttesting.Action)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.conflictHooks == nil {
+		a.conflictHooks = map[*clienttesting.Fake]func(clienttesting.Action){}
+	}
+	a.conflictHooks[f] = hook
+}
+
 // InstallGated installs f as Install does, and holds each of its requests
 // (watches aside) at g until the driver releases it (Gate). f should serve the
 // goroutines of g alone: a fake holds its lock while its reactors run, and a
@@ -148,6 +163,14 @@ func (a *API) InstallGated(f *clienttesting.Fake, g *Gate) {
 			f.Lock()
 		}
 		obj, err := a.serve(action)
+		if apierrors.IsConflict(err) {
+			a.mu.Lock()
+			hook := a.conflictHooks[f]
+			a.mu.Unlock()
+			if hook != nil {
+				hook(action)
+			}
+		}
 		return true, obj, err
 	})
 	f.PrependWatchReactor("*", func(action clienttesting.Action) (bool, watch.Interface, error) {

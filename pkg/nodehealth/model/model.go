@@ -691,6 +691,24 @@ func (m *Model) WorldWrites(at time.Time) {
 	m.worldAt = at
 }
 
+// WriteRetried: the API server answered the controller's patch of the
+// node's taints and annotations with 409 Conflict. The controller reads the
+// node afresh and computes the write again, asking its guards again before
+// it adds a taint (docs/controller.md, "Guards come first"), after whatever
+// it observed since the decision. What the model took as written in this
+// instant is taken back, as for a write the instant's world change refused,
+// and decided again now (seed 18385101855240172789: another node's failure,
+// observed before the retry, suspended the zone and held the taint).
+func (m *Model) WriteRetried(at time.Time, name string) {
+	m.step(at)
+	n := m.nodes[name]
+	if n == nil || !n.writtenAt.Equal(at) {
+		return
+	}
+	n.takeBackRefusedWrites()
+	m.evaluateIfRunning(at)
+}
+
 // Together takes the observations observe makes as the controller takes
 // them in one sync of one node: its work queue holds a node's key once, so
 // the events that arrive while the key waits, or while a sync of it runs,

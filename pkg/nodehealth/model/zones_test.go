@@ -105,3 +105,38 @@ func TestAFailureTaintDecidedInTheInstantItsNodeMovesIntoASuspendingZoneIsDecide
 		})
 	}
 }
+
+// A failure taint decided before another node's failure suspends the zone
+// is held when its patch met a conflict: the controller computes the write
+// again on a fresh read after what it observed meanwhile, and asks the
+// guard again. Without the conflict the taint was written first and stays.
+func TestATaintWhosePatchConflictedIsHeldWhenTheZoneWasSuspendedBeforeItsRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		conflict bool
+		want     NodeView
+	}{
+		{"written", false, gated(notReady, boot1)},
+		{"conflicted", true, held(boot1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := defaultConfig()
+			cfg.ZoneThreshold = 0.5
+			st := newStory(t, cfg)
+			twoZones(st)
+			st.keep(leasesOf("kube-proxy", names(8)...)...)
+			st.run(40 * sec)
+			st.release(41*sec, "n1/kube-proxy", "Crash")
+			st.m.WorldWrites(st.to(42 * sec))
+			st.release(42*sec, "n2/kube-proxy", "Crash")
+			st.expect("2 of 4 in zone a fail, not over half", gated(notReady, boot1), "n1", "n2")
+			st.release(42*sec, "n3/kube-proxy", "Crash")
+			st.expectSuspended("3 of 4 in zone a", "a", true)
+			st.expect("n3 fails once the zone is suspended", held(boot1), "n3")
+			if tc.conflict {
+				st.m.WriteRetried(st.to(42*sec), "n2")
+			}
+			st.expect("n2 after the zone was suspended", tc.want, "n2")
+		})
+	}
+}
