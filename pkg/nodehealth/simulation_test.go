@@ -224,7 +224,10 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not fixed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	{Seed: 2869923648807023944, Name: "n2: controller tainted/False:NodeRebooted, model tainted/False:PlannedMaintenance (make simulate SEEDS=200 on 555ed76, 2026-11-30; fails on 223696d too; not diagnosed)"},
+	{Seed: 2107260641844157451, Name: "n5, re-created tainted at creation while the own view is stale, loses its taint to another writer in the same second; the controller's write back meets a 409 and its retry is held (\"the own view went stale since the decision\"): controller untainted/False:GatingSuspended, model tainted/False:NodeRegistered (2m44s; make simulate SEEDS=200 on 555ed76, 2026-11-30; fails on 223696d too; not diagnosed)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
@@ -605,16 +608,27 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	s.ctrl, s.gate, s.interleaving = fake.NewClientset(), sim.NewGate(), &sim.Trace{}
 	s.api.InstallGated(&s.ctrl.Fake, s.gate)
 	// A 409 on the controller's patch of a Node's taints and annotations
-	// makes it compute the write again on a fresh read, after what it
-	// observed meanwhile: the model is told in the order of the deliveries
-	// (the key sorts after the delivery's own observations).
-	s.api.OnConflict(&s.ctrl.Fake, func(action clienttesting.Action) {
-		p, ok := action.(clienttesting.PatchAction)
-		if !ok || action.GetResource() != nodesGVR || action.GetSubresource() != "" {
+	// makes it compute the write again on the fresh read that follows,
+	// after what it observed until then: the model is told when that read
+	// is answered, in the order of the deliveries (the key sorts after the
+	// delivery's own observations).
+	retrying := sets.New[string]()
+	s.api.OnServed(&s.ctrl.Fake, func(action clienttesting.Action, err error) {
+		if action.GetResource() != nodesGVR || action.GetSubresource() != "" {
 			return
 		}
-		name, at := p.GetName(), s.clk.Now()
-		s.observe("9/"+name, func() { s.model.WriteRetried(s.late(at), name) })
+		switch a := action.(type) {
+		case clienttesting.PatchAction:
+			if apierrors.IsConflict(err) {
+				retrying.Insert(a.GetName())
+			}
+		case clienttesting.GetAction:
+			if name := a.GetName(); retrying.Has(name) {
+				retrying.Delete(name)
+				at := s.clk.Now()
+				s.observe("9/"+name, func() { s.model.WriteRetried(s.late(at), name) })
+			}
+		}
 	})
 	extra := s.drawConfig(seed)
 	s.drawEviction(seed)

@@ -44,8 +44,8 @@ type API struct {
 	// returned as it is). It runs without the API's lock, so it may read
 	// the API.
 	EvictionHook func(pod *corev1.Pod) error
-	// conflictHooks are OnConflict's, by client.
-	conflictHooks map[*clienttesting.Fake]func(clienttesting.Action)
+	// servedHooks are OnServed's, by client.
+	servedHooks map[*clienttesting.Fake]func(clienttesting.Action, error)
 	// Trace, if set, gets a line for each event Deliver delivers.
 	Trace *Trace
 	// OnStore, if set, sees every write the API applies (prev is nil for a
@@ -129,17 +129,17 @@ func NewAPI(scheme *runtime.Scheme, rng *Rand) *API {
 // the delivery order's determinism.
 func (a *API) Install(f *clienttesting.Fake) { a.InstallGated(f, nil) }
 
-// OnConflict tells hook of every request of f answered 409 Conflict (an
-// injected conflict or a failed precondition), after the answer was made
-// and before f's caller sees it. It runs with f's lock held: it must not
-// make requests through f.
-func (a *API) OnConflict(f *clienttesting.Fake, hook func(clienttesting.Action)) {
+// OnServed tells hook of every request of f (watches aside) once it was
+// answered, with the error answered (a 409 of an injected conflict or a
+// failed precondition among them), before f's caller sees the answer. It
+// runs with f's lock held: it must not make requests through f.
+func (a *API) OnServed(f *clienttesting.Fake, hook func(action clienttesting.Action, err error)) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.conflictHooks == nil {
-		a.conflictHooks = map[*clienttesting.Fake]func(clienttesting.Action){}
+	if a.servedHooks == nil {
+		a.servedHooks = map[*clienttesting.Fake]func(clienttesting.Action, error){}
 	}
-	a.conflictHooks[f] = hook
+	a.servedHooks[f] = hook
 }
 
 // InstallGated installs f as Install does, and holds each of its requests
@@ -163,13 +163,11 @@ func (a *API) InstallGated(f *clienttesting.Fake, g *Gate) {
 			f.Lock()
 		}
 		obj, err := a.serve(action)
-		if apierrors.IsConflict(err) {
-			a.mu.Lock()
-			hook := a.conflictHooks[f]
-			a.mu.Unlock()
-			if hook != nil {
-				hook(action)
-			}
+		a.mu.Lock()
+		hook := a.servedHooks[f]
+		a.mu.Unlock()
+		if hook != nil {
+			hook(action, err)
 		}
 		return true, obj, err
 	})
