@@ -27,10 +27,10 @@ const (
 // while the seed runs, and if so starts the stream. The seeds kept for what
 // they found keep their schedules.
 func (s *simulation) drawCanaryFaults(seed uint64) {
-	if !*simCanaryFaults || keepsItsSchedule(seed, nil) || slices.Contains(simFreshRegressions.Seeds(), seed) {
-		return
-	}
-	s.crng = sim.Stream(seed, canaryStream, canaryShare)
+	// The fresh regressions keep theirs too: each replays what a sweep
+	// found before this class was drawn.
+	on := *simCanaryFaults && !slices.Contains(simFreshRegressions.Seeds(), seed)
+	s.crng = newerClassStream(on, seed, nil, canaryStream, canaryShare)
 }
 
 // canaryFaults fails the canary's next 2-6 renewals now and then (500, a

@@ -29,10 +29,7 @@ const (
 // runs, and if so starts the stream. The seeds kept for what they found keep
 // their schedules.
 func (s *simulation) drawExclusions(seed uint64) {
-	if !*simExclusions || keepsItsSchedule(seed, simExcludeRegressions) {
-		return
-	}
-	s.xrng = sim.Stream(seed, excludeStream, excludeShare)
+	s.xrng = newerClassStream(*simExclusions, seed, simExcludeRegressions, excludeStream, excludeShare)
 }
 
 // excludeFaults labels one node nodehealth.io/exclude=true now and then, or

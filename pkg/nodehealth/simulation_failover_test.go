@@ -22,10 +22,7 @@ const failoverShare = 0.3
 // a leader for a while. The seeds kept for what they found keep their
 // schedules; an open finding draws as the fresh seed it was.
 func (s *simulation) drawFailovers(seed uint64) {
-	if !*simFailovers || keepsItsSchedule(seed, simFailoverRegressions) {
-		return
-	}
-	s.grng = sim.Stream(seed, failoverStream, failoverShare)
+	s.grng = newerClassStream(*simFailovers, seed, simFailoverRegressions, failoverStream, failoverShare)
 }
 
 // failoverGap is how long a restart of the schedule leaves the cluster
@@ -103,4 +100,14 @@ func keepsItsSchedule(seed uint64, own sim.Regressions) bool {
 	kept := slices.Concat(simRegressions.Seeds(), simEvictionRegressions.Seeds(), simZoneRegressions.Seeds(),
 		simWritersRegressions.Seeds(), simReloadRegressions.Seeds())
 	return slices.Contains(kept, seed) && !slices.Contains(own.Seeds(), seed)
+}
+
+// newerClassStream is the stream of a fault class drawn after the kept
+// seeds' schedules (keepsItsSchedule), switched on by on, salted with salt,
+// in share of the seeds; nil when the seed draws none of it.
+func newerClassStream(on bool, seed uint64, own sim.Regressions, salt uint64, share float64) *sim.Rand {
+	if !on || keepsItsSchedule(seed, own) {
+		return nil
+	}
+	return sim.Stream(seed, salt, share)
 }
