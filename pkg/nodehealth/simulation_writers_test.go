@@ -464,11 +464,17 @@ var simWritersRegressions = sim.Regressions{
 
 // removals are other writers' removals of the readiness taint the
 // controller's Node watch has not delivered yet, by node: the
-// resourceVersion of the write. The driver adds them, the informer's
-// handlers take them, on goroutines of their own.
+// resourceVersion of the write and the Node object (UID) it was written on.
+// The driver adds them, the informer's handlers take them, on goroutines of
+// their own.
 type removals struct {
 	mu sync.Mutex
-	rv map[string]uint64
+	rv map[string]removal
+}
+
+type removal struct {
+	rv  uint64
+	uid types.UID
 }
 
 func (r *removals) add(name string, written *v1.Node) {
@@ -478,28 +484,36 @@ func (r *removals) add(name string, written *v1.Node) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.rv[name] = rv
+	r.rv[name] = removal{rv: rv, uid: written.UID}
 }
 
 // shownBy reports whether node, delivered by the watch, is the first
 // version to show the removal (the write itself or a later one, after a
-// relist), and takes the removal if so.
+// relist), and takes the removal if so. A removal made on an earlier
+// object of the name is never shown: the object delivered is another.
 func (r *removals) shownBy(node *v1.Node) bool {
 	rv, err := strconv.ParseUint(node.ResourceVersion, 10, 64)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	at, ok := r.rv[node.Name]
-	if !ok || err != nil || rv < at {
+	if !ok || err != nil || rv < at.rv {
 		return false
 	}
 	delete(r.rv, node.Name)
-	return true
+	return at.uid == node.UID
 }
 
-func (r *removals) forget(name string) {
+// forget drops the removal made on the deleted object, not one made on the
+// object that replaced it, which the watch may deliver after the deletion
+// (seed 2107260641844157451: a node re-created and its taint removed in one
+// second; the deletion's delivery dropped the removal, and the model kept
+// the taint the controller had seen gone in its retry's fresh read).
+func (r *removals) forget(deleted *v1.Node) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.rv, name)
+	if at, ok := r.rv[deleted.Name]; ok && at.uid == deleted.UID {
+		delete(r.rv, deleted.Name)
+	}
 }
 
 // takeAll takes every removal, in name order.

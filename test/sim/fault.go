@@ -94,11 +94,23 @@ func (a *API) faultFor(verb string, gvr schema.GroupVersionResource, sub, ns, na
 }
 
 // queuedFault is the first queued fault the request matches, counting it.
-// a.mu is held.
+// An endless fault (an outage) comes before every counted one, whenever it
+// was queued: a server that is down applies no write, so a fault queued for
+// the next write (an answer lost after the write was applied) waits for the
+// first write after the outage (seed 6795418138671613995: a taint applied
+// in the middle of an outage that refused every other write). a.mu is held.
 func (a *API) queuedFault(verb string, gvr schema.GroupVersionResource, sub, name string) FaultKind {
-	match := func(want, got string) bool { return want == "" || want == got }
+	match := func(f *Fault) bool {
+		m := func(want, got string) bool { return want == "" || want == got }
+		return m(f.Verb, verb) && m(f.Resource, gvr.Resource) && m(f.Subresource, sub) && m(f.Name, name)
+	}
+	for _, f := range a.faults {
+		if f.Count < 0 && match(f) {
+			return f.Kind
+		}
+	}
 	for i, f := range a.faults {
-		if match(f.Verb, verb) && match(f.Resource, gvr.Resource) && match(f.Subresource, sub) && match(f.Name, name) {
+		if match(f) {
 			if f.Count > 0 {
 				if f.Count--; f.Count == 0 {
 					a.faults = append(a.faults[:i:i], a.faults[i+1:]...)

@@ -565,6 +565,28 @@ func TestAQueuedListFaultFailsTheListAndAnEndlessOneLastsUntilCleared(t *testing
 	}
 }
 
+func TestAnOutageRefusesTheWriteAFaultQueuedEarlierWouldHaveAppliedAndThatFaultWaitsForTheNextWrite(t *testing.T) {
+	e := newEnv(t, 12)
+	ctx := e.ctx
+	nodes := e.client.CoreV1().Nodes()
+	e.must(nodes.Create(ctx, node("a"), metav1.CreateOptions{}))
+	e.api.Inject(Fault{Verb: "patch", Resource: "nodes", Kind: LostAnswer})
+	e.api.Inject(Fault{Verb: "patch", Resource: "nodes", Kind: ServerError, Count: -1})
+	if _, err := nodes.Patch(ctx, "a", types.MergePatchType, mergePatch("", map[string]string{"x": "1"}), metav1.PatchOptions{}); !apierrors.IsInternalError(err) {
+		t.Errorf("patch during an outage with a lost answer queued before it: %v, want 500", err)
+	}
+	if a, err := nodes.Get(ctx, "a", metav1.GetOptions{}); err != nil || a.Labels["x"] != "" {
+		t.Errorf("a write during the outage was applied: %v, %v", a.Labels, err)
+	}
+	e.api.ClearEndlessFaults()
+	if _, err := nodes.Patch(ctx, "a", types.MergePatchType, mergePatch("", map[string]string{"x": "2"}), metav1.PatchOptions{}); !apierrors.IsTimeout(err) {
+		t.Errorf("the first patch after the outage: %v, want the queued lost answer (504)", err)
+	}
+	if a, err := nodes.Get(ctx, "a", metav1.GetOptions{}); err != nil || a.Labels["x"] != "2" {
+		t.Errorf("the write whose answer was lost after the outage was not applied: %v, %v", a.Labels, err)
+	}
+}
+
 func TestEvictionDeletesThePodUnlessTheHookRefuses(t *testing.T) {
 	e := newEnv(t, 9)
 	ctx := e.ctx

@@ -878,6 +878,33 @@ func TestANodeExcludedBeforeItsFirstConditionWasWrittenKeepsNone(t *testing.T) {
 	noCondition("the writes are taken again: nothing to write")
 }
 
+// The boot record an ungate decides while the API server refuses the
+// controller's writes is not on the Node either: a node excluded before the
+// writes are taken again keeps the previous boot's record, so when the label
+// goes the controller finds it rebooted (seed 2869923648807023944).
+func TestABootRecordDecidedWhileWritesAreRefusedIsNotOnTheNode(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")))
+	rebooted := worker("n1", gating("a"))
+	rebooted.BootID = "boot2"
+	st.update(10*sec, rebooted)
+	st.expect("rebooted", gated(nodev1alpha1.ReasonNodeRebooted, boot1), "n1")
+	st.writes(11*sec, true)
+	st.renew(12*sec, "n1/a")
+	if rec := st.m.Nodes()["n1"].BootRecord; rec != "boot1/uid-n1" {
+		t.Errorf("ungated while the writes are refused: boot record %q, want the previous boot's, boot1/uid-n1", rec)
+	}
+	excluded := rebooted
+	excluded.Excluded = true
+	st.update(13*sec, excluded)
+	st.writes(14*sec, false)
+	st.advance(15 * sec)
+	st.update(20*sec, rebooted)
+	st.expect("let back in: the record names the previous boot", gated(nodev1alpha1.ReasonNodeRebooted, boot1), "n1")
+	st.renew(21*sec, "n1/a")
+	st.expect("renewed since", ready(boot2), "n1")
+}
+
 func TestANodeLetBackInAfterAnExclusionTakesAReleaseItFindsForItsCurrentBoot(t *testing.T) {
 	st := newStory(t, defaultConfig())
 	st.inService(worker("n1", gating("kube-proxy"), tracking("updater")))

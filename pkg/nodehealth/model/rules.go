@@ -916,6 +916,15 @@ func (m *Model) writeBootRecord(n *node, f facts, t time.Time) {
 		}
 		want.pending = true
 	}
+	if m.writesRefused {
+		// Decided, not on the Node: the record is written with the next
+		// evaluation after the API server takes writes again, and a
+		// node excluded before then keeps the record it had (seed
+		// 2869923648807023944: an ungate refused by an outage left the
+		// previous boot's record, and the node, excluded during the
+		// outage, was found rebooted when the label went).
+		return
+	}
 	if n.record == nil || *n.record != want {
 		n.record = &want
 	}
