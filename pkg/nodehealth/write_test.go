@@ -1,6 +1,7 @@
 package nodehealth
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -220,5 +221,36 @@ func TestAConditionWriteWhoseAnswerWasLostIsKnownOnceTheCacheShowsIt(t *testing.
 		if a.GetSubresource() == "status" {
 			t.Errorf("the condition was written again although the cache shows the lost write: %s", patchOf(t, a))
 		}
+	}
+}
+
+// A guard that fires between the decision and the retry of a write that met
+// a 409 holds the taint: the retry asks the guards again on its fresh read
+// ("Guards come first" in docs/controller.md), never replaying the addition
+// decided on a view that has gone stale since (seed 18385101855240172789
+// found it through the blast radius; this is the own view).
+func TestATaintAdditionRetriedAfterAConflictIsHeldWhenTheOwnViewWentStaleMeanwhile(t *testing.T) {
+	f := newFixture(t, guardOptions(), newNode("n1"))
+	f.canaryRenewed()
+	f.checkView()
+	f.live("n1")
+	conflicts := f.conflictOnFirstPatch("n1", func(n *v1.Node) {
+		// No canary renewal observed for 20 s: the view is overdue by
+		// the time the retry reads the node.
+		f.clock.Step(20 * time.Second)
+		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: "autoscaler", Effect: v1.TaintEffectPreferNoSchedule})
+	})
+	err := f.c.syncNode(f.ctx, "n1")
+	if *conflicts != 1 {
+		t.Fatalf("the test's conflict did not happen (%d)", *conflicts)
+	}
+	if err == nil || !strings.Contains(err.Error(), "own view went stale since the decision") {
+		t.Fatalf("sync: err %v, want the retried addition held by the stale own view", err)
+	}
+	if f.tainted("n1") {
+		t.Fatalf("n1 was tainted by the retry of a decision its own view no longer backs")
+	}
+	if got := describe(f.client.Actions()); slices.Index(got, "patch nodes") != 0 || slices.Index(got[1:], "patch nodes") >= 0 {
+		t.Fatalf("actions %q: want the conflicting patch and no second one", got)
 	}
 }
