@@ -1199,11 +1199,15 @@ func conditionFor(now time.Time, st *nodeState, d decision, suspendedWhy string)
 		}
 	}
 	if len(info) > 0 {
-		message += " Not ready but not affecting readiness: " + strings.Join(info, ", ") + "."
+		message += infoListPrefix + strings.Join(info, ", ") + "."
 	}
 	signature = string(status) + "|" + reason + "|" + strings.Join(sig, ",")
 	return status, reason, message, signature
 }
+
+// infoListPrefix begins the condition message's list of the extensions
+// that are not ready but do not affect readiness.
+const infoListPrefix = " Not ready but not affecting readiness: "
 
 // countAffecting counts the extensions that affect readiness, whether they
 // gate the node now or failed open.

@@ -1270,3 +1270,88 @@ func TestARestartedControllerKeepsTheTimelineWithoutWriting(t *testing.T) {
 		}
 	}
 }
+
+// A restarted controller adopts a condition that says what it would say, to
+// write no Node at all after a start, but only if the condition names the
+// same extensions not ready: one the previous instance named released has
+// renewed since, and the condition no longer names it (simulation seed 22:
+// a node gated for its reboot kept "Not ready: kube-proxy (LeaseReleased…)"
+// after a failover, though kube-proxy had come back before it).
+func TestARestartedControllerRewritesAConditionNamingAnExtensionThatCameBackSince(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"), lease("kube-proxy", "n1", "holder", t0))
+	f.sync("n1")
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.release("kube-proxy", "n1", "Updating")
+	f.sync("n1")
+	if c := f.condition("n1"); c.Reason != nodev1alpha1.ReasonNodeRebooted || !strings.Contains(c.Message, "kube-proxy (LeaseReleased") {
+		t.Fatalf("condition %s %q, want NodeRebooted naming the released kube-proxy", c.Reason, c.Message)
+	}
+	// kube-proxy renews; the controller stops before it sees it.
+	f.clock.Step(5 * time.Second)
+	g := newFixture(t, testOptions(), f.node("n1"), lease("kube-proxy", "n1", "holder", f.clock.Now()))
+	g.sync("n1")
+	c := g.condition("n1")
+	if c.Reason != nodev1alpha1.ReasonNodeRebooted || strings.Contains(c.Message, "kube-proxy (") {
+		t.Fatalf("condition %s %q after the restart, want NodeRebooted naming nothing not ready", c.Reason, c.Message)
+	}
+}
+
+// A condition that names an extension expired which looks ready to a
+// restarted controller only by its start's grace is adopted: the grace hides
+// an expiry, it shows no renewal (the test above). The first renewal
+// observed rewrites it.
+func TestAnAdoptedConditionNamingAnExpiryTheStartGraceHidesIsRewrittenAtTheFirstRenewal(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = append(opts.Rules, Rule{Name: "updater", Extension: "updater", Selector: labels.Everything(), AffectsReadiness: false,
+		FailurePolicy: FailurePolicyKeepGated})
+	f := newFixture(t, opts, readyNode("n1"), lease("kube-proxy", "n1", "holder", t0), lease("updater", "n1", "holder", t0))
+	f.sync("n1")
+	for range 6 {
+		f.clock.Step(10 * time.Second)
+		f.renew("kube-proxy", "n1")
+		f.sync("n1")
+	}
+	held := f.condition("n1")
+	if held.Status != v1.ConditionTrue || !strings.Contains(held.Message, "updater (LeaseExpired") {
+		t.Fatalf("condition %s/%s %q, want True naming the expired updater", held.Status, held.Reason, held.Message)
+	}
+	g := newFixture(t, opts, f.node("n1"), lease("kube-proxy", "n1", "holder", t0), lease("updater", "n1", "holder", t0))
+	g.sync("n1")
+	g.expectWrites()
+	g.clock.Step(time.Second)
+	g.renew("updater", "n1")
+	g.sync("n1")
+	if c := g.condition("n1"); c.Status != v1.ConditionTrue || strings.Contains(c.Message, "updater (") {
+		t.Fatalf("condition %s/%s %q after the updater renewed, want it no longer named", c.Status, c.Reason, c.Message)
+	}
+}
+
+// The condition a restarted controller adopts names each extension in the
+// same list, of those that gate or of those that do not: a planned release
+// the previous instance saw in the node's new boot gates, and one a
+// restarted controller finds after a reboot the boot record reveals belongs
+// to the previous boot and does not (simulation seed 9061028151232962236).
+func TestARestartedControllerRewritesAConditionNamingAnExtensionInTheOtherList(t *testing.T) {
+	opts := testOptions()
+	opts.Rules = append(opts.Rules, Rule{Name: "updater", Extension: "updater", Selector: labels.Everything(), AffectsReadiness: false,
+		FailurePolicy: FailurePolicyKeepGated})
+	f := newFixture(t, opts, readyNode("n1"), lease("kube-proxy", "n1", "holder", t0), lease("updater", "n1", "holder", t0))
+	f.sync("n1")
+	f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.release("updater", "n1", "Updating")
+	f.sync("n1")
+	gating, _, _ := strings.Cut(f.condition("n1").Message, "Not ready but not affecting readiness")
+	if c := f.condition("n1"); c.Reason != nodev1alpha1.ReasonNodeRebooted || !strings.Contains(gating, "updater (LeaseReleased") {
+		t.Fatalf("condition %s %q, want NodeRebooted naming the updater's release among the extensions that gate", c.Reason, c.Message)
+	}
+	released := lease("updater", "n1", "", f.clock.Now())
+	released.Annotations = map[string]string{nodev1alpha1.ReasonAnnotation: "Updating"}
+	g := newFixture(t, opts, f.node("n1"), lease("kube-proxy", "n1", "holder", t0), released)
+	g.sync("n1")
+	c := g.condition("n1")
+	if c.Reason != nodev1alpha1.ReasonNodeRebooted || !strings.Contains(c.Message, "Not ready but not affecting readiness: updater (LeaseReleased") {
+		t.Fatalf("condition %s %q after the restart, want NodeRebooted naming the release among the extensions that do not gate", c.Reason, c.Message)
+	}
+}

@@ -227,6 +227,11 @@ type escalationState struct {
 type lastOutcome struct {
 	extReady     map[string]bool
 	conditionSig string
+	// graceNamed are the extensions a condition adopted after a start
+	// names expired, which only the start's grace makes look ready: the
+	// grace hides an expiry, so the condition stays until one of them
+	// renews or changes (conditionOf), and is rewritten then.
+	graceNamed []string
 	// conditionWritten is this controller's last write of the condition
 	// while the Node cache may not show it yet (nil once it does): until
 	// then the cache's condition is not what the node holds.
@@ -260,7 +265,7 @@ func (o *lastOutcome) noteConditionWrite(sig string, want writtenCondition, writ
 		o.conditionUnsure = &unsureCondition{sig: sig, writtenCondition: want}
 		return
 	}
-	o.conditionSig, o.conditionWritten = sig, written
+	o.conditionSig, o.conditionWritten, o.graceNamed = sig, written, nil
 }
 
 // handledChange names a boot of an incarnation of a node.

@@ -206,10 +206,18 @@ func (c *Controller) conditionOf(node *v1.Node, st *nodeState, r *nodeResult) {
 		st.last.conditionSig, st.last.conditionWritten, st.last.conditionUnsure = u.sig, nil, nil
 	}
 	unsure := st.last.conditionUnsure != nil
-	if st.last.conditionSig == "" && !unsure && conditionMatches(node, r.status, r.reason) {
+	if same, graceNamed := conditionNamesSame(node, d.statuses); st.last.conditionSig == "" && !unsure && conditionMatches(node, r.status, r.reason) && same {
 		// After a start or a failover, a condition that already says the
-		// same is adopted rather than rewritten on every node.
-		st.last.conditionSig = r.sig
+		// same is adopted rather than rewritten on every node: the same
+		// status and reason, and the same extensions named not ready (its
+		// ages aside). One that names another list is rewritten: the
+		// previous instance's list may name an extension that has come
+		// back since (simulation seed 22: a node gated for its reboot
+		// kept "Not ready: kube-proxy (LeaseReleased…)" after a failover,
+		// though kube-proxy renewed again before it).
+		// An extension it names expired that looks ready only by the
+		// start's grace is no difference yet (graceNamed).
+		st.last.conditionSig, st.last.graceNamed = r.sig, graceNamed
 	}
 	if w := st.last.conditionWritten; w != nil && w.shownBy(node) {
 		st.last.conditionWritten = nil
@@ -226,7 +234,8 @@ func (c *Controller) conditionOf(node *v1.Node, st *nodeState, r *nodeResult) {
 	// loaded machine).
 	drifted := !c.opts.DryRun && st.last.conditionSig != "" && st.last.conditionWritten == nil &&
 		(len(d.statuses) > 0 || nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition) != nil) && !conditionMatches(node, r.status, r.reason)
-	r.conditionChanged = r.sig != st.last.conditionSig || drifted || unsure
+	r.conditionChanged = r.sig != st.last.conditionSig || drifted || unsure ||
+		len(st.last.graceNamed) > 0 && !graceStillHides(st.last.graceNamed, d.statuses)
 	if r.conditionChanged && !c.opts.DryRun && st.last.conditionWritten == nil && !unsure && conditionHolds(node, r.status, r.reason, r.message) {
 		// The node already says exactly this (after a start, every Lease
 		// counts as fresh until its grace runs out, and the condition comes
@@ -237,7 +246,7 @@ func (c *Controller) conditionOf(node *v1.Node, st *nodeState, r *nodeResult) {
 		// before the cache shows its GatingSuspended kept it until that
 		// write's own event came back; simulation seed
 		// 9197560688786608429 with -sim.per-event).
-		st.last.conditionSig, r.conditionChanged = r.sig, false
+		st.last.conditionSig, st.last.graceNamed, r.conditionChanged = r.sig, nil, false
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,53 @@ var conflictRetries = wait.Backoff{Steps: 1 + 5}
 func conditionMatches(node *v1.Node, status v1.ConditionStatus, reason string) bool {
 	c := nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition)
 	return c != nil && c.Status == status && c.Reason == reason
+}
+
+// conditionNamesSame reports whether the message of the node's
+// SystemExtensionsReady condition names as not ready the extensions
+// statuses finds not ready, each with the reason found, whatever ages it
+// gives (the message lists each as "name (Reason"), and no other but those
+// it names expired that look ready only by the grace of this controller's
+// start, which it returns: the grace hides an expiry, it shows no renewal.
+func conditionNamesSame(node *v1.Node, statuses []extensionStatus) (same bool, graceNamed []string) {
+	c := nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition)
+	if c == nil {
+		return false, nil
+	}
+	// The extensions that gate are named before the ones that do not.
+	gatingPart, infoPart, _ := strings.Cut(c.Message, infoListPrefix)
+	names := func(part, entry string) bool {
+		return strings.HasPrefix(part, entry) || strings.Contains(part, ": "+entry) || strings.Contains(part, ", "+entry)
+	}
+	for _, s := range statuses {
+		part, other := gatingPart, infoPart
+		if !s.gating {
+			part, other = infoPart, gatingPart
+		}
+		switch {
+		case names(other, s.name+" ("):
+			return false, nil
+		case !s.ready && !names(part, s.name+" ("+s.reason):
+			return false, nil
+		case s.ready && s.startGrace && names(part, s.name+" ("+extLeaseExpired):
+			graceNamed = append(graceNamed, s.name)
+		case s.ready && names(part, s.name+" ("):
+			return false, nil
+		}
+	}
+	return true, graceNamed
+}
+
+// graceStillHides reports whether every extension in names still looks
+// ready only by the start's grace.
+func graceStillHides(names []string, statuses []extensionStatus) bool {
+	for _, name := range names {
+		i := slices.IndexFunc(statuses, func(s extensionStatus) bool { return s.name == name })
+		if i < 0 || !statuses[i].ready || !statuses[i].startGrace {
+			return false
+		}
+	}
+	return true
 }
 
 // conditionHolds reports whether the node's SystemExtensionsReady condition

@@ -203,6 +203,9 @@ type node struct {
 	// Written on the Node object: survives restarts.
 	tainted                bool
 	condStatus, condReason string
+	// condNotReady: the extensions the condition names as not ready
+	// (sorted; the gating ones, while the node is gated or held).
+	condNotReady []string
 	// removalRefused: the node was ungated while the API server refused
 	// the controller's writes, so its taint, off in the model, is still on
 	// the Node until they are taken again: a gate decided meanwhile finds
@@ -753,6 +756,35 @@ func (m *Model) Nodes() map[string]NodeView {
 		}
 	}
 	return out
+}
+
+// NotReady is the extensions the node's SystemExtensionsReady condition
+// names as not ready: the gating extensions whose Leases are not ready, while
+// the node is gated or held (sorted; none otherwise).
+func (m *Model) NotReady(name string) []string {
+	n := m.nodes[name]
+	if n == nil {
+		return nil
+	}
+	return slices.Clone(n.condNotReady)
+}
+
+// StartGrace reports whether the extension's Lease looks observed only by
+// the grace of the last Start: no renewal observed since.
+func (m *Model) StartGrace(node, ext string) bool {
+	l := m.leases[leaseKey{node, ext}]
+	return l != nil && l.observedSet && l.startGrace
+}
+
+// DeadMarks is the dead marks of the node's boot record as written: each
+// extension judged expired on the node in service, as "name@renewTime"
+// (µs), sorted and comma-separated ("" without a record or marks).
+func (m *Model) DeadMarks(name string) string {
+	n := m.nodes[name]
+	if n == nil {
+		return ""
+	}
+	return n.record.get().dead
 }
 
 // Failing reports whether the node is failing now, in the sense escalation

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -691,6 +692,10 @@ func (m *Model) writeCondition(n *node, f facts, t time.Time) {
 		n.condStatus, n.condReason = condTrue, nodev1alpha1.ReasonNoRequiredExtensions
 	default:
 		n.condStatus, n.condReason = condTrue, nodev1alpha1.ReasonExtensionsReady
+	}
+	n.condNotReady = nil
+	if n.condStatus == condFalse {
+		n.condNotReady = slices.Clone(f.notReady)
 	}
 	n.condWritten = n.condWritten || !m.writesRefused
 }
