@@ -168,8 +168,12 @@ func (c *Controller) withPodsLeft(name string, st *nodeState, message, signature
 	if left == "" {
 		return message, signature
 	}
-	return message + " Pods left on the node by the eviction: " + left + ".", signature + "|left:" + left
+	return message + podsLeftPrefix + left + ".", signature + "|left:" + left
 }
+
+// podsLeftPrefix begins the condition message's list of the pods an
+// eviction left on the node.
+const podsLeftPrefix = " Pods left on the node by the eviction: "
 
 func (c *Controller) evictionWorker(ctx context.Context) {
 	for c.processNextEviction(ctx) {

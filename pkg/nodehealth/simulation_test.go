@@ -143,6 +143,7 @@ var simRegressions = sim.Regressions{
 // drawn before the failovers (keepsItsSchedule), they draw every class by
 // its share, workers included, so they replay what they found.
 var simFreshRegressions = sim.Regressions{
+	{Seed: 6464008617877914157, Name: "a reload drops the cni rule: the new instance must not adopt a condition naming cni, which n6 no longer lists (2m11s; the second version of the fix read only the names the node lists)"},
 	// make simulate SEEDS=200 with the message's list compared (2026-11-30):
 	// the controller's, in the first version of its fix.
 	{Seed: 9061028151232962236, Name: "a controller restarted after n14's reboot finds the updater's planned release of the new boot and takes it for the previous boot's: the condition it adopts must name it among the extensions that do not gate (2m27s)"},
@@ -233,7 +234,9 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not fixed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	{Seed: 8673126633062520991, Name: "n0: controller tainted/False:PlannedMaintenance, model tainted/False:ExtensionsNotReady (t=2m54s after delivery 2269; make simulate SEEDS=200 on 2d6bb89, 2026-11-30; fails on 25e7bb6 too; not diagnosed)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 

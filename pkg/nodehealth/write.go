@@ -31,37 +31,50 @@ func conditionMatches(node *v1.Node, status v1.ConditionStatus, reason string) b
 
 // conditionNamesSame reports whether the message of the node's
 // SystemExtensionsReady condition names as not ready the extensions
-// statuses finds not ready, each with the reason found, whatever ages it
-// gives (the message lists each as "name (Reason"), and no other but those
-// it names expired that look ready only by the grace of this controller's
+// statuses finds not ready, each with the reason found and in the same list
+// (those that gate, then those that do not), whatever ages it gives, and no
+// other (an extension the node no longer lists included), but those it
+// names expired that look ready only by the grace of this controller's
 // start, which it returns: the grace hides an expiry, it shows no renewal.
 func conditionNamesSame(node *v1.Node, statuses []extensionStatus) (same bool, graceNamed []string) {
 	c := nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition)
 	if c == nil {
 		return false, nil
 	}
-	// The extensions that gate are named before the ones that do not.
-	gatingPart, infoPart, _ := strings.Cut(c.Message, infoListPrefix)
-	names := func(part, entry string) bool {
-		return strings.HasPrefix(part, entry) || strings.Contains(part, ": "+entry) || strings.Contains(part, ", "+entry)
-	}
+	message, _, _ := strings.Cut(c.Message, podsLeftPrefix)
+	gatingPart, infoPart, _ := strings.Cut(message, infoListPrefix)
+	named := [2]map[string]string{namedEntries(gatingPart), namedEntries(infoPart)}
 	for _, s := range statuses {
-		part, other := gatingPart, infoPart
+		list := 0
 		if !s.gating {
-			part, other = infoPart, gatingPart
+			list = 1
 		}
+		reason, ok := named[list][s.name]
 		switch {
-		case names(other, s.name+" ("):
-			return false, nil
-		case !s.ready && !names(part, s.name+" ("+s.reason):
-			return false, nil
-		case s.ready && s.startGrace && names(part, s.name+" ("+extLeaseExpired):
+		case s.ready && ok && s.startGrace && reason == extLeaseExpired:
 			graceNamed = append(graceNamed, s.name)
-		case s.ready && names(part, s.name+" ("):
+		case s.ready == ok, !s.ready && reason != s.reason:
 			return false, nil
 		}
+		delete(named[list], s.name)
 	}
-	return true, graceNamed
+	return len(named[0]) == 0 && len(named[1]) == 0, graceNamed
+}
+
+// namedEntries reads the entries "name (Reason..." of a condition message's
+// list, by name: an entry's name is one word, which the prose and the
+// details around the list, split the same way, are not.
+func namedEntries(list string) map[string]string {
+	out := map[string]string{}
+	for _, chunk := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ':' }) {
+		name, rest, ok := strings.Cut(strings.TrimSpace(chunk), " (")
+		if !ok || name == "" || strings.ContainsAny(name, " ()") {
+			continue
+		}
+		reason, _, _ := strings.Cut(rest, ";")
+		out[name] = strings.TrimRight(reason, ").")
+	}
+	return out
 }
 
 // graceStillHides reports whether every extension in names still looks

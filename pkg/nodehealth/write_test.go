@@ -1,6 +1,7 @@
 package nodehealth
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -252,5 +253,26 @@ func TestATaintAdditionRetriedAfterAConflictIsHeldWhenTheOwnViewWentStaleMeanwhi
 	}
 	if got := describe(f.client.Actions()); slices.Index(got, "patch nodes") != 0 || slices.Index(got[1:], "patch nodes") >= 0 {
 		t.Fatalf("actions %q: want the conflicting patch and no second one", got)
+	}
+}
+
+// The condition's message names each extension as "name (Reason: detail";
+// the prose, the details and the ages around the entries are never read as
+// one (conditionNamesSame).
+func TestTheEntriesOfAConditionMessageAreReadByNameWithTheirReason(t *testing.T) {
+	for _, tc := range []struct {
+		list string
+		want map[string]string
+	}{
+		{"Every required system extension is ready.", map[string]string{}},
+		{"The node rebooted and waits for its system extensions to renew their Leases. Not ready: cni (LeaseExpired: no renewal observed for 15s (lease duration 10s + grace 5s)), kube-proxy (LeaseReleased: released, reason Updating: stopping; last renewal observed 3s ago).",
+			map[string]string{"cni": "LeaseExpired", "kube-proxy": "LeaseReleased"}},
+		{"Not tainted although extensions are not ready: too many nodes fail at once (3 of 4 in zone z0). Not ready: kube-proxy (NeverRenewed: lease node-extension-lease/kube-proxy.n1 was never renewed).",
+			map[string]string{"kube-proxy": "NeverRenewed"}},
+		{"updater (StartupTimeout).", map[string]string{"updater": "StartupTimeout"}},
+	} {
+		if got := namedEntries(tc.list); !maps.Equal(got, tc.want) {
+			t.Errorf("namedEntries(%q) = %v, want %v", tc.list, got, tc.want)
+		}
 	}
 }
