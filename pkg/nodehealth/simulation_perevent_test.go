@@ -86,13 +86,6 @@ func (s *simulation) compareEvent(where string) {
 		w.Evicted = false
 		if got != w {
 			diffs = append(diffs, fmt.Sprintf("%s: controller %s, model %s%s", n.name, viewString(got), viewString(w), s.dueNote(n.name)))
-		} else if got, want := deadMarks(obj), s.model.DeadMarks(n.name); got != want && !s.syncDue(n.name) {
-			// A write of dead marks alone is rate limited (a mass failure
-			// under a suspension must not write every Node at once): a
-			// node over the limit tries again later, with its sync due
-			// (seed 12934933422176976143: after an outage of the writes,
-			// n4's mark went 7 s after the model's).
-			diffs = append(diffs, fmt.Sprintf("%s: the controller's boot record marks %q dead, the model's %q%s", n.name, got, want, s.dueNote(n.name)))
 		}
 		diffs = append(diffs, lifecycleInvariant(n.name, obj, got, w)...)
 		if held.Has(n.name) && got.Tainted {
@@ -173,21 +166,6 @@ func (s *simulation) notReadyDiff(name string, obj *v1.Node) string {
 		return fmt.Sprintf("%s: the condition names %s not ready (%s), the model does not (%q)", name, ext, reason, nodeutil.Condition(obj, nodev1alpha1.SystemExtensionsReadyCondition).Message)
 	}
 	return ""
-}
-
-// deadMarks is the Dead field of the node's boot record as the model writes
-// its marks: "name@renewTime" (µs), sorted, comma-separated.
-func deadMarks(obj *v1.Node) string {
-	rec, ok := parseBootRecord(obj.Annotations[nodev1alpha1.BootAnnotation])
-	if !ok {
-		return ""
-	}
-	marks := make([]string, 0, len(rec.Dead))
-	for ext, renewTime := range rec.Dead {
-		marks = append(marks, fmt.Sprintf("%s@%d", ext, renewTime))
-	}
-	slices.Sort(marks)
-	return strings.Join(marks, ",")
 }
 
 // The per-event comparison adds nothing to the trace while it finds no
@@ -280,15 +258,6 @@ func (s *simulation) retryOwed(name string) bool {
 // dueNote says when the controller's next sync of the node is due, if one
 // is: a difference with a sync due within the second is usually one the
 // product puts right on its own (a diagnosis aid, not a verdict).
-// syncDue reports whether the node's next sync is queued for later.
-func (s *simulation) syncDue(name string) bool {
-	q := s.queues[0]
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	_, ok := q.due[name]
-	return ok
-}
-
 func (s *simulation) dueNote(name string) string {
 	q := s.queues[0]
 	q.mu.Lock()

@@ -1455,7 +1455,9 @@ func (s *simulation) deliver() {
 	for range 10000 {
 		s.deliveries.Add(1)
 		n := s.api.Deliver(1)
-		s.releaseRetries(n == 0)
+		for _, q := range s.queues {
+			q.releaseRetries()
+		}
 		s.settle()
 		if n > 0 {
 			s.compareEvent(fmt.Sprintf("after delivery %d", s.deliveries.Load()))
@@ -1465,30 +1467,6 @@ func (s *simulation) deliver() {
 		}
 	}
 	s.t.Fatal("events kept coming: the controller writes without end")
-}
-
-// releaseRetries releases the retries held for a delivery: the node
-// queue's once the node's cache shows its current version, or all of them
-// when nothing is left to deliver (a stalled watch), the eviction queue's at
-// once.
-func (s *simulation) releaseRetries(all bool) {
-	shown := s.nodeCacheCurrent
-	if all {
-		shown = nil
-	}
-	s.queues[0].releaseRetries(shown)
-	s.queues[1].releaseRetries(nil)
-}
-
-// nodeCacheCurrent reports whether the controller's Node cache holds the
-// API server's version of the node (or neither has it).
-func (s *simulation) nodeCacheCurrent(name string) bool {
-	stored, err := s.kube.CoreV1().Nodes().Get(s.ctx, name, metav1.GetOptions{})
-	cached, cerr := s.c.nodeLister.Get(name)
-	if err != nil || cerr != nil {
-		return apierrors.IsNotFound(err) == apierrors.IsNotFound(cerr)
-	}
-	return cached.ResourceVersion == stored.ResourceVersion
 }
 
 // retriesHeld reports whether a queue holds a retry for the next delivery.
@@ -2045,40 +2023,15 @@ func (q *driverDelays) AddRateLimited(item string) {
 }
 
 // releaseRetries adds the retries held for the next delivery, in the order
-// they failed; with shown set, only those of a node whose Node cache shows
-// the API server's version of it: a real controller's back-off (5 ms,
-// doubling) outlasts the Node watch delivering the controller's own write,
-// whatever else is delivered on other watches meanwhile (a relist of every
-// Lease). Released after any delivery, a retry that refused to build on its
-// own write the cache did not show yet failed again on each Lease event of
-// the relist, ran out of immediate retries and waited for the next second,
-// when the own view had gone stale again (seed 255710585287952347: a boot
-// record kept a dead mark the recovery had ended, for 23 s).
-func (q *driverDelays) releaseRetries(shown func(item string) bool) {
+// they failed.
+func (q *driverDelays) releaseRetries() {
 	q.mu.Lock()
 	items := q.retries
 	q.retries = nil
-	if shown != nil {
-		var waiting []string
-		items, waiting = partition(items, shown)
-		q.retries = waiting
-	}
 	q.mu.Unlock()
 	for _, item := range items {
 		q.Add(item)
 	}
-}
-
-// partition splits items into those keep accepts and the others, in order.
-func partition(items []string, keep func(string) bool) (yes, no []string) {
-	for _, item := range items {
-		if keep(item) {
-			yes = append(yes, item)
-		} else {
-			no = append(no, item)
-		}
-	}
-	return yes, no
 }
 
 func (q *driverDelays) heldRetries() int {

@@ -145,7 +145,9 @@ func (s *simulation) deliverBetween(held []sim.HeldRequest) bool {
 	if s.api.Deliver(1) == 0 {
 		return false
 	}
-	s.releaseRetries(false)
+	for _, q := range s.queues {
+		q.releaseRetries()
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Minute)
 	defer cancel()
 	if err := s.api.Settle(ctx, s.handlersDone); err != nil {
