@@ -236,6 +236,7 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // them with -sim.open; until they are fixed they would keep CI red.
 var simOpenFindings = sim.Regressions{
 	{Seed: 17062627265987914959, Name: "n4: controller tainted/False:PlannedMaintenance, model tainted/False:ExtensionsNotReady, the same class as 8673126633062520991 and shorter: kube-proxy released (Updating) at 29s, n4 re-created at 43s, autoscaler taint 47s-1m14s, kube-proxy's release turns ProbeFailed at 1m9s without a renewal; when the taint goes the controller reports maintenance (t=1m14s; make simulate SEEDS=200 on a5c9cd0, 2026-11-30; fails on 25e7bb6 too; not diagnosed)"},
+	{Seed: 5702612469490362383, Name: "n7: controller tainted/False:ExtensionsNotReady/evicted, model tainted/False:ExtensionsNotReady (t=2m55s; make simulate SEEDS=200 on e4413c9, 2026-11-30; fails on 25e7bb6 too; not diagnosed)"},
 	{Seed: 8673126633062520991, Name: "n0: controller tainted/False:PlannedMaintenance, model tainted/False:ExtensionsNotReady (t=2m54s after delivery 2269; make simulate SEEDS=200 on 2d6bb89, 2026-11-30; fails on 25e7bb6 too; not diagnosed)"},
 }
 
