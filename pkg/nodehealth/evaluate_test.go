@@ -736,17 +736,18 @@ func TestAFailOpenEndsOffTheListOfANodeThatListsNoOtherGatingExtension(t *testin
 	}
 }
 
-// After a restart every Lease counts as observed at the start, so a
-// non-gating extension that had expired looks ready until its grace runs out
-// again, and the condition's message then says again what the node already
-// holds: nothing to write (simulation seed 84, a write at steady state).
-func TestAConditionTheNodeAlreadyHoldsIsNotRewrittenAfterARestart(t *testing.T) {
+// expiredUpdaterBeforeARestart runs a controller until the updater, an
+// extension that does not affect readiness, has expired on node n1 in
+// service, and returns its options, its fixture and the condition it wrote
+// (True, naming the expired updater), for a restarted controller to find.
+func expiredUpdaterBeforeARestart(t *testing.T) (Options, *fixture, v1.NodeCondition) {
+	t.Helper()
 	opts := testOptions()
 	opts.Rules = append(opts.Rules, Rule{Name: "updater", Extension: "updater", Selector: labels.Everything(), AffectsReadiness: false,
 		FailurePolicy: FailurePolicyKeepGated})
 	f := newFixture(t, opts, readyNode("n1"), lease("kube-proxy", "n1", "holder", t0), lease("updater", "n1", "holder", t0))
 	f.sync("n1")
-	for i := 0; i < 5; i++ {
+	for range 5 {
 		f.clock.Step(10 * time.Second)
 		f.renew("kube-proxy", "n1")
 		f.sync("n1")
@@ -755,6 +756,15 @@ func TestAConditionTheNodeAlreadyHoldsIsNotRewrittenAfterARestart(t *testing.T) 
 	if held.Status != v1.ConditionTrue || !strings.Contains(held.Message, "updater (LeaseExpired") {
 		t.Fatalf("condition %s/%s %q, want True naming the expired updater", held.Status, held.Reason, held.Message)
 	}
+	return opts, f, held
+}
+
+// After a restart every Lease counts as observed at the start, so a
+// non-gating extension that had expired looks ready until its grace runs out
+// again, and the condition's message then says again what the node already
+// holds: nothing to write (simulation seed 84, a write at steady state).
+func TestAConditionTheNodeAlreadyHoldsIsNotRewrittenAfterARestart(t *testing.T) {
+	opts, f, held := expiredUpdaterBeforeARestart(t)
 
 	g := newFixture(t, opts, f.node("n1"), lease("kube-proxy", "n1", "holder", t0), lease("updater", "n1", "holder", t0))
 	g.sync("n1")
@@ -1301,20 +1311,7 @@ func TestARestartedControllerRewritesAConditionNamingAnExtensionThatCameBackSinc
 // an expiry, it shows no renewal (the test above). The first renewal
 // observed rewrites it.
 func TestAnAdoptedConditionNamingAnExpiryTheStartGraceHidesIsRewrittenAtTheFirstRenewal(t *testing.T) {
-	opts := testOptions()
-	opts.Rules = append(opts.Rules, Rule{Name: "updater", Extension: "updater", Selector: labels.Everything(), AffectsReadiness: false,
-		FailurePolicy: FailurePolicyKeepGated})
-	f := newFixture(t, opts, readyNode("n1"), lease("kube-proxy", "n1", "holder", t0), lease("updater", "n1", "holder", t0))
-	f.sync("n1")
-	for range 6 {
-		f.clock.Step(10 * time.Second)
-		f.renew("kube-proxy", "n1")
-		f.sync("n1")
-	}
-	held := f.condition("n1")
-	if held.Status != v1.ConditionTrue || !strings.Contains(held.Message, "updater (LeaseExpired") {
-		t.Fatalf("condition %s/%s %q, want True naming the expired updater", held.Status, held.Reason, held.Message)
-	}
+	opts, f, _ := expiredUpdaterBeforeARestart(t)
 	g := newFixture(t, opts, f.node("n1"), lease("kube-proxy", "n1", "holder", t0), lease("updater", "n1", "holder", t0))
 	g.sync("n1")
 	g.expectWrites()
