@@ -396,6 +396,9 @@ func (m *Model) Start(at time.Time) {
 	m.nextTurn = time.Time{}
 	for _, l := range m.leases {
 		l.readyAtStale = false
+		// A new instance knows the reason a release has now, not the
+		// ones it had before.
+		l.asked = !l.held && m.maintenance[l.reason]
 		if l.held {
 			// Choice: a Lease the node's record marks dead at its current
 			// renewal gets the grace too, and leaseReady withholds it.

@@ -1101,3 +1101,24 @@ func TestTheOwnViewIsStaleThreeCanaryIntervalsAfterTheLastNewRenewalObserved(t *
 	check(65*sec, false)
 	check(66*sec, true)
 }
+
+// A planned release keeps its gate planned until the Lease renews, also when
+// the extension releases again with a reason that is not for maintenance
+// (kube-proxy's heartbeat answering ProbeFailed on a node the autoscaler
+// removes): docs/controller.md, "the node's other failures are planned too
+// ... until that Lease renews or the node reboots" (seed
+// 17062627265987914959). A controller started meanwhile knows only the
+// reason the release has then.
+func TestAPlannedReleaseThatReleasesAgainWithAnotherReasonStaysPlannedUntilItRenews(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")))
+	st.release(10*sec, "n1/a", nodev1alpha1.ReasonUpdating)
+	st.expect("planned release", gated(plannedReason, boot1), "n1")
+	st.release(20*sec, "n1/a", "ProbeFailed")
+	st.expect("released again without a renewal", gated(plannedReason, boot1), "n1")
+	st.stop(30 * sec)
+	st.start(31 * sec)
+	st.expect("a new instance finds a release for a probe", gated(nodev1alpha1.ReasonExtensionsNotReady, boot1), "n1")
+	st.renew(40*sec, "n1/a")
+	st.expect("renewed", ready(boot1), "n1")
+}

@@ -64,7 +64,7 @@ func (m *Model) leaseReady(node, ext string, t time.Time) bool {
 // maintenance and gates.
 func (m *Model) plannedRelease(n *node, ext string) bool {
 	l := m.leases[leaseKey{n.Name, ext}]
-	return l != nil && !l.held && m.maintenance[l.reason] && l.releaseEpoch == n.epoch
+	return l != nil && !l.held && l.releaseEpoch == n.epoch && (m.maintenance[l.reason] || l.asked && n.gate != nil)
 }
 
 // renewedSince: a real renewal of the extension was observed strictly after
