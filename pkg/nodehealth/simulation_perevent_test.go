@@ -154,16 +154,20 @@ func namedNotReady(obj *v1.Node) map[string]string {
 func (s *simulation) notReadyDiff(name string, obj *v1.Node) string {
 	named := namedNotReady(obj)
 	want := s.model.NotReady(name)
+	message := ""
+	if c := nodeutil.Condition(obj, nodev1alpha1.SystemExtensionsReadyCondition); c != nil {
+		message = c.Message
+	}
 	for _, ext := range want {
 		if _, ok := named[ext]; !ok {
-			return fmt.Sprintf("%s: the condition does not name %s not ready, the model does (%q)", name, ext, nodeutil.Condition(obj, nodev1alpha1.SystemExtensionsReadyCondition).Message)
+			return fmt.Sprintf("%s: the condition does not name %s not ready, the model does (%q)", name, ext, message)
 		}
 	}
 	for ext, reason := range named {
 		if slices.Contains(want, ext) || reason == nodev1alpha1.ExtensionLeaseExpired && s.model.StartGrace(name, ext) {
 			continue
 		}
-		return fmt.Sprintf("%s: the condition names %s not ready (%s), the model does not (%q)", name, ext, reason, nodeutil.Condition(obj, nodev1alpha1.SystemExtensionsReadyCondition).Message)
+		return fmt.Sprintf("%s: the condition names %s not ready (%s), the model does not (%q)", name, ext, reason, message)
 	}
 	return ""
 }

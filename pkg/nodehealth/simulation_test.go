@@ -1879,10 +1879,12 @@ func (s *simulation) compare(quiet bool) bool {
 			s.trace.Add("t=%s %s: controller %s, model %s (catching up)", s.at(), n.name, viewString(got), viewString(w))
 		} else if got != w {
 			diffs = append(diffs, fmt.Sprintf("%s: controller %s, model %s", n.name, viewString(got), viewString(w)))
-		} else if d := s.notReadyDiff(n.name, obj); got.ConditionStatus == "False" && !lagging && !owed && d != "" {
+		} else if got.ConditionStatus == "False" && !lagging && !owed {
 			// The message's list of extensions not ready, once a second:
 			// a sync is the unit the controller writes in.
-			diffs = append(diffs, d)
+			if d := s.notReadyDiff(n.name, obj); d != "" {
+				diffs = append(diffs, d)
+			}
 		}
 		// A lifecycle condition the outage refused is written on a retry,
 		// after the queue's back-off, which the compared view does not wait

@@ -483,6 +483,7 @@ func leaveExcludedNodeAlone(n *node) {
 		n.condStatus, n.condReason = "", ""
 	}
 	n.gate, n.inService, n.held, n.evicted, n.noExecute = nil, false, false, false, false
+	n.condNotReady = nil
 	n.clock = evictionClock{}
 }
 
