@@ -239,6 +239,7 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
 var simOpenFindings = sim.Regressions{
+	{Seed: 15315853355086014869, Name: "n2: controller untainted/False:GatingSuspended, model untainted/False:GatingSuspended/evicted, the mirror of 5702612469490362383 (t=1m24s; make simulate-fresh on 9d2cee7, 2026-11-30; fails on 25e7bb6 too; not diagnosed)"},
 	{Seed: 5702612469490362383, Name: "n7: controller tainted/False:ExtensionsNotReady/evicted, model tainted/False:ExtensionsNotReady (t=2m55s; make simulate SEEDS=200 on e4413c9, 2026-11-30; fails on 25e7bb6 too; not diagnosed)"},
 }
 
