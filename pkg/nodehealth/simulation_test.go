@@ -143,6 +143,11 @@ var simRegressions = sim.Regressions{
 // drawn before the failovers (keepsItsSchedule), they draw every class by
 // its share, workers included, so they replay what they found.
 var simFreshRegressions = sim.Regressions{
+	// make simulate SEEDS=200 on e4413c9 and make simulate-fresh on
+	// 9d2cee7 (2026-11-30; both failed on 25e7bb6 too; open findings until
+	// 2026-11-30): the driver's, both in its account of the pods evicted.
+	{Seed: 5702612469490362383, Name: "n3, escalated by controller 2, and n7 come due together 30 s after controller 3's start; the controller evicts n7's pods at the free turn, the model n3's: a tie, told to the model by n7's attempt in that instant though n3's pods are evicted still (2m55s, driver)"},
+	{Seed: 15315853355086014869, Name: "n2, escalated and held (GatingSuspended), loses a taint another writer added: the controller owning its key ends no failure, and n2's pods stay evicted (1m24s, driver)"},
 	// make simulate SEEDS=200 on 2d6bb89 and a5c9cd0 (2026-11-30; they
 	// failed on 25e7bb6 too; open findings until the same day): the model's.
 	{Seed: 17062627265987914959, Name: "n4's kube-proxy released for an update, then, the node being removed, released again with ProbeFailed without a renewal: the gate stays planned until the Lease renews (PlannedMaintenance when the autoscaler's taint goes, 1m14s, model)"},
@@ -238,10 +243,7 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not fixed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{
-	{Seed: 15315853355086014869, Name: "n2: controller untainted/False:GatingSuspended, model untainted/False:GatingSuspended/evicted, the mirror of 5702612469490362383 (t=1m24s; make simulate-fresh on 9d2cee7, 2026-11-30; fails on 25e7bb6 too; not diagnosed)"},
-	{Seed: 5702612469490362383, Name: "n7: controller tainted/False:ExtensionsNotReady/evicted, model tainted/False:ExtensionsNotReady (t=2m55s; make simulate SEEDS=200 on e4413c9, 2026-11-30; fails on 25e7bb6 too; not diagnosed)"},
-}
+var simOpenFindings = sim.Regressions{}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
@@ -830,12 +832,25 @@ func (s *simulation) recordTaintRemoval(gvr schema.GroupVersionResource, obj, pr
 		return
 	}
 	was, is := prev.(*v1.Node), obj.(*v1.Node)
-	removed := nodeutil.HasTaint(was, testKey, v1.TaintEffectNoSchedule) && !nodeutil.HasTaint(is, testKey, v1.TaintEffectNoSchedule)
+	removed := nodeutil.HasTaint(was, testKey, v1.TaintEffectNoSchedule) && !nodeutil.HasTaint(is, testKey, v1.TaintEffectNoSchedule) &&
+		!heldByController(was)
 	if removed || !nodeutil.HasTaint(is, testKey, v1.TaintEffectNoSchedule) && controllerRecovered(was, is) {
 		s.removalsMu.Lock()
 		s.removals.Insert(is.Name)
 		s.removalsMu.Unlock()
 	}
+}
+
+// heldByController: the controller holds the node's failure untainted
+// (GatingSuspended), so a readiness taint on it is another writer's, and
+// taking it off is the controller owning its key, not an ungate: the
+// failure goes on (seed 15315853355086014869: n2, escalated and held,
+// lost a taint another writer added at 1m24s; its pods stay evicted). A
+// held failure ends with the controller's True condition
+// (controllerRecovered).
+func heldByController(node *v1.Node) bool {
+	c := nodeutil.Condition(node, nodev1alpha1.SystemExtensionsReadyCondition)
+	return c != nil && c.Status == v1.ConditionFalse && c.Reason == nodev1alpha1.ReasonGatingSuspended
 }
 
 // controllerRecovered: the write turned the node's SystemExtensionsReady
