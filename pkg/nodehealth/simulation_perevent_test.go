@@ -36,8 +36,10 @@ var simPerEvent = flag.Bool("sim.per-event", true, "also compare the controller 
 // test hash) is the per-second one; the first difference is reported, added
 // to the trace, and ends the seed at the end of its second.
 //
-// Compared: each node's readiness taint (and its NoExecute variant) and its
-// SystemExtensionsReady condition's status and reason; checked: the
+// Compared: each node's readiness taint (and its NoExecute variant), its
+// SystemExtensionsReady condition's status and reason, and its boot record
+// (boot ID, UID, failed open, pending, and the dead marks that name their
+// Lease's current renewal: liveMarks); checked: the
 // lifecycle invariant and that a held node is not tainted. Not compared
 // here, with the reasons:
 //   - Evicted: the driver learns of evictions from the eviction queue's
@@ -67,7 +69,7 @@ func (s *simulation) compareEvent(where string) {
 		return
 	}
 	s.eventChecks++
-	s.settleTiedTurns(func(_ *simNode, obj *v1.Node) bool {
+	s.settleTiedTurns(false, func(_ *simNode, obj *v1.Node) bool {
 		return nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoExecute)
 	})
 	want := s.model.Nodes()
@@ -86,6 +88,13 @@ func (s *simulation) compareEvent(where string) {
 		w.Evicted = false
 		if got != w {
 			diffs = append(diffs, fmt.Sprintf("%s: controller %s, model %s%s", n.name, viewString(got), viewString(w), s.dueNote(n.name)))
+		} else if got, want := s.liveMarks(n.name, deadMarks(obj)), s.liveMarks(n.name, s.model.DeadMarks(n.name)); got != want && !s.syncDue(n.name) {
+			// A write of dead marks alone is rate limited (a mass failure
+			// under a suspension must not write every Node at once): a
+			// node over the limit tries again later, with its sync due
+			// (seed 12934933422176976143: after an outage of the writes,
+			// n4's mark went 7 s after the model's).
+			diffs = append(diffs, fmt.Sprintf("%s: the controller's boot record marks %q dead, the model's %q%s", n.name, got, want, s.dueNote(n.name)))
 		}
 		diffs = append(diffs, lifecycleInvariant(n.name, obj, got, w)...)
 		if held.Has(n.name) && got.Tainted {
@@ -170,6 +179,49 @@ func (s *simulation) notReadyDiff(name string, obj *v1.Node) string {
 		return fmt.Sprintf("%s: the condition names %s not ready (%s), the model does not (%q)", name, ext, reason, message)
 	}
 	return ""
+}
+
+// deadMarks is the Dead field of the node's boot record as the model writes
+// its marks: "name@renewTime" (µs), sorted, comma-separated.
+func deadMarks(obj *v1.Node) string {
+	rec, ok := parseBootRecord(obj.Annotations[nodev1alpha1.BootAnnotation])
+	if !ok {
+		return ""
+	}
+	marks := make([]string, 0, len(rec.Dead))
+	for ext, renewTime := range rec.Dead {
+		marks = append(marks, fmt.Sprintf("%s@%d", ext, renewTime))
+	}
+	slices.Sort(marks)
+	return strings.Join(marks, ",")
+}
+
+// liveMarks keeps the dead marks that name their Lease's current renewal
+// (as the API server holds it): a mark is read only at the renewal it names
+// (docs/controller.md, "A restart does not resurrect a dead extension"), so
+// one of an earlier renewal says nothing. The model writes the record anew
+// at every decision and drops such marks as it goes; the controller writes
+// no record only to drop them, and keeps them until its next write of the
+// record (seed 255710585287952347: n10's ungate at 4m4s, written while the
+// own view was stale, kept kube-proxy's mark of 2m12s; kube-proxy had renewed
+// since, and the model's record had dropped it).
+func (s *simulation) liveMarks(node, marks string) string {
+	if marks == "" {
+		return ""
+	}
+	var live []string
+	for _, mark := range strings.Split(marks, ",") {
+		ext, at, ok := strings.Cut(mark, "@")
+		if !ok {
+			live = append(live, mark)
+			continue
+		}
+		l, err := s.kube.CoordinationV1().Leases(testNS).Get(s.ctx, ext+"."+node, metav1.GetOptions{})
+		if err == nil && l.Spec.RenewTime != nil && strconv.FormatInt(l.Spec.RenewTime.UnixMicro(), 10) == at {
+			live = append(live, mark)
+		}
+	}
+	return strings.Join(live, ",")
 }
 
 // The per-event comparison adds nothing to the trace while it finds no
@@ -262,6 +314,15 @@ func (s *simulation) retryOwed(name string) bool {
 // dueNote says when the controller's next sync of the node is due, if one
 // is: a difference with a sync due within the second is usually one the
 // product puts right on its own (a diagnosis aid, not a verdict).
+// syncDue reports whether the node's next sync is queued for later.
+func (s *simulation) syncDue(name string) bool {
+	q := s.queues[0]
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	_, ok := q.due[name]
+	return ok
+}
+
 func (s *simulation) dueNote(name string) string {
 	q := s.queues[0]
 	q.mu.Lock()

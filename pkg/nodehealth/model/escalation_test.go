@@ -69,16 +69,16 @@ func TestTheNodesOfATieMayTakeTheirTurnsInAnyOrderButNothingElseMoves(t *testing
 	}
 	st.release(11*sec, "n4/a", "Crashed")
 	st.advance(5*minute + 10*sec)
-	if st.m.SwapTiedTurns("n2", "n3") {
+	if st.m.SwapTiedTurns("n2", "n3", true) {
 		t.Error("swapped n2, which waits, for n3: only the node escalated now gives its turn away")
 	}
-	if !st.m.SwapTiedTurns("n1", "n3") {
+	if !st.m.SwapTiedTurns("n1", "n3", true) {
 		t.Fatal("n1 and n3 came due together: the controller may have given n3 the free turn")
 	}
 	st.expect("n3 took the free turn", evicted(gated(notReady, boot1)), "n3")
 	st.expect("n1 gave its escalation back", gated(notReady, boot1), "n1", "n2")
 	st.advance(5*minute + 11*sec)
-	if st.m.SwapTiedTurns("n3", "n4") {
+	if st.m.SwapTiedTurns("n3", "n4", true) {
 		t.Error("swapped with n4, which came due a second later")
 	}
 	st.advance(5*minute + 20*sec)
@@ -88,6 +88,40 @@ func TestTheNodesOfATieMayTakeTheirTurnsInAnyOrderButNothingElseMoves(t *testing
 	st.expect("n1's turn", evicted(gated(notReady, boot1)), "n1")
 	st.advance(5*minute + 40*sec)
 	st.expect("n4's turn", evicted(gated(notReady, boot1)), "n4")
+}
+
+// The nodes of a tie that all wait may take their later turns in any order
+// too: a controller that gave the earlier one to a node that recovered
+// before it came spends it unused, and the node the model gave it to waits
+// for the next.
+func TestANodeOfATieThatRecoveredMayHaveSpentTheEarlierTurnTheModelGaveAnother(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.EscalationsPerSecond = 0.1
+	st := newStory(t, cfg)
+	st.inService(worker("n1", gating("a")), worker("n2", gating("a")), worker("n3", gating("a")))
+	for _, n := range names(3) {
+		st.release(10*sec, n+"/a", "Crashed")
+	}
+	st.advance(5*minute + 10*sec)
+	st.expect("the free turn", evicted(gated(notReady, boot1)), "n1")
+	st.renew(5*minute+15*sec, "n3/a")
+	st.advance(5*minute + 20*sec)
+	st.expect("the second turn, n2's in name order", evicted(gated(notReady, boot1)), "n2")
+	if st.m.SwapTiedTurns("n2", "n3", true) {
+		t.Error("n3 escalated at the second turn, though it recovered before it")
+	}
+	if !st.m.SwapTiedTurns("n2", "n3", false) {
+		t.Fatal("n2 and n3 came due together: the controller may have given n3 the second turn, which it spent recovered")
+	}
+	st.expect("n2 gave its escalation back", gated(notReady, boot1), "n2")
+	st.expect("n3 spent the turn", ready(boot1), "n3")
+	if st.m.SwapTiedTurns("n2", "n1", false) {
+		t.Error("swapped with n1, whose turn was spent: a turn never comes twice")
+	}
+	st.advance(5*minute + 29*sec)
+	st.expect("n2 waits for the turn n3 had", gated(notReady, boot1), "n2")
+	st.advance(5*minute + 30*sec)
+	st.expect("n2's turn", evicted(gated(notReady, boot1)), "n2")
 }
 
 func TestATurnOfTheRateIsSpentAtItsInstantByANodeThatNoLongerFails(t *testing.T) {

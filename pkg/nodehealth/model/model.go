@@ -779,6 +779,17 @@ func (m *Model) StartGrace(node, ext string) bool {
 	return l != nil && l.observedSet && l.startGrace
 }
 
+// DeadMarks is the dead marks of the node's boot record as written: each
+// extension judged expired on the node in service, as "name@renewTime"
+// (µs), sorted and comma-separated ("" without a record or marks).
+func (m *Model) DeadMarks(name string) string {
+	n := m.nodes[name]
+	if n == nil {
+		return ""
+	}
+	return n.record.get().dead
+}
+
 // Failing reports whether the node is failing now, in the sense escalation
 // acts on: in service in its current boot, a gating extension not ready, and
 // no planned release of this boot among the failures. A drain goes on only

@@ -794,7 +794,7 @@ func (m *Model) runEvictionClock(n *node, f facts, t time.Time) {
 	n.clock.counting = n.clock.running && failing && !suspended
 	// Choice: EvictionTimeout 0 escalates at the first evaluation of the
 	// failure.
-	due := n.clock.counting && m.cfg.EvictionTimeout >= 0 && n.clock.counted >= m.cfg.EvictionTimeout
+	due := m.dueNow(n)
 	switch {
 	case turnCame:
 		if due {
@@ -835,29 +835,44 @@ func (m *Model) escalateAtTurn(n *node, t time.Time) {
 }
 
 // SwapTiedTurns trades the turns of two nodes that came due in the same
-// instant: escalated, which its turn escalated now, and waiting, which still
-// waits for a later turn and is due as it was. escalated gives its
-// escalation back and waits for waiting's turn; waiting is escalated now. It
-// reports false, changing nothing, when the two are not such a pair: only
-// the order within a tie is open, never whether or when a turn is spent.
+// instant: escalated, which its turn escalated now, and waiting, which holds
+// a later turn. escalated gives its escalation back and waits for waiting's
+// turn; waiting takes the turn of now, which escalates it if it is still
+// due (waitingEscalated: the driver saw the controller escalate it now) and
+// is spent otherwise (the driver saw the controller escalate neither: the
+// node no longer fails, and the turn it took first went by unused). It
+// reports false, changing nothing, when the two are not such a pair, or when
+// whether waiting is due does not match waitingEscalated: only the order
+// within a tie is open, never whether or when a turn is spent.
 //
 // A driver that sees the controller escalate a node the model has waiting,
-// and not the one the model escalated, calls it to say which order of the
-// tie the controller took (its several workers evaluate the nodes of a tie at
-// once, and whichever takes the turn first has it).
-func (m *Model) SwapTiedTurns(escalated, waiting string) bool {
+// or leave the node the model escalated at its turn, calls it to say which
+// order of the tie the controller took (its several workers evaluate the
+// nodes of a tie at once, and whichever takes a turn first has the earlier
+// one; seed 8630686478205880935: n17 and n19 came due together with the
+// rate spent until 3m34s, the controller gave n19 that turn and n17 the
+// next, and n19, recovered by then, spent its turn unescalated).
+func (m *Model) SwapTiedTurns(escalated, waiting string, waitingEscalated bool) bool {
 	x, y := m.nodes[escalated], m.nodes[waiting]
 	if x == nil || y == nil || x == y || x.tie.due.IsZero() || !x.tie.due.Equal(y.tie.due) ||
 		!x.tie.escalatedAt.Equal(m.now) || !y.turn.After(m.now) || y.clock.escalated ||
-		!y.clock.counting || y.clock.counted < m.cfg.EvictionTimeout {
+		m.dueNow(y) != waitingEscalated {
 		return false
 	}
 	x.turn, y.turn = y.turn, time.Time{}
 	x.clock.escalated = false
 	x.evicted, x.noExecute = x.tie.evicted, x.tie.noExecute
 	x.tie.escalatedAt = time.Time{}
-	m.escalateAtTurn(y, m.now)
+	if waitingEscalated {
+		m.escalateAtTurn(y, m.now)
+	}
 	return true
+}
+
+// dueNow: the node's eviction clock has run out while counting, as
+// runEvictionClock's last evaluation of it left the clock.
+func (m *Model) dueNow(n *node) bool {
+	return n.clock.counting && m.cfg.EvictionTimeout >= 0 && n.clock.counted >= m.cfg.EvictionTimeout
 }
 
 // escalate: the node's pods are evicted (mode Evict) or the NoExecute
