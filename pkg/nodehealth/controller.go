@@ -326,9 +326,14 @@ func (c *Controller) onlyMovesExpiry(prev, next leaseObservation, old, lease *co
 	_, node, err := nodev1alpha1.ParseLeaseName(lease.Name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// A node whose condition, adopted after a start, names an expiry the
+	// start's grace hides (graceNamed) is not quiet: the renewal that ends
+	// the grace changes what the condition must say (simulation seed
+	// 15660107569789160911: the adopted condition named the updater
+	// expired after it had renewed).
 	quiet := func(n string) bool {
 		st := c.nodes[n]
-		return st != nil && st.steadyLeases != nil && !c.live.Has(n)
+		return st != nil && st.steadyLeases != nil && len(st.last.graceNamed) == 0 && !c.live.Has(n)
 	}
 	// The nodes the Lease belongs to (leaseNodes), without building the list:
 	// this runs for every renewal received.

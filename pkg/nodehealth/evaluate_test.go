@@ -1323,6 +1323,33 @@ func TestAnAdoptedConditionNamingAnExpiryTheStartGraceHidesIsRewrittenAtTheFirst
 	}
 }
 
+// The renewal that ends the start's grace of an expiry an adopted condition
+// names is no quiet renewal of a steady node: it queues the node, whose sync
+// rewrites the condition (simulation seed 15660107569789160911: n4's updater
+// renewed 6 s after controller 3's start, and the condition named it expired
+// until its next change).
+func TestTheRenewalThatEndsTheGraceOfAnAdoptedConditionsExpiryQueuesTheNode(t *testing.T) {
+	opts, f, _ := expiredUpdaterBeforeARestart(t)
+	g := newFixture(t, opts, f.node("n1"), lease("kube-proxy", "n1", "holder", t0), lease("updater", "n1", "holder", t0))
+	g.sync("n1")
+	g.expectWrites()
+	for g.c.queue.Len() > 0 {
+		key, _ := g.c.queue.Get()
+		g.c.queue.Done(key)
+	}
+	g.clock.Step(time.Second)
+	g.renew("updater", "n1")
+	if got := g.c.queue.Len(); got != 1 {
+		t.Fatalf("the updater's first renewal after the restart queued %d nodes, want n1", got)
+	}
+	key, _ := g.c.queue.Get()
+	g.sync(key)
+	g.c.queue.Done(key)
+	if c := g.condition("n1"); c.Status != v1.ConditionTrue || strings.Contains(c.Message, "updater (") {
+		t.Fatalf("condition %s/%s %q after the updater renewed, want it no longer named", c.Status, c.Reason, c.Message)
+	}
+}
+
 // The condition a restarted controller adopts names each extension in the
 // same list, of those that gate or of those that do not: a planned release
 // the previous instance saw in the node's new boot gates, and one a

@@ -3,6 +3,7 @@ package nodehealth
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -131,18 +132,28 @@ func eventView(obj *v1.Node) model.NodeView {
 	return got
 }
 
-// namedNotReady is the gating extensions the node's SystemExtensionsReady
-// message names after "Not ready: ", with the reason it gives each.
-func namedNotReady(obj *v1.Node) map[string]string {
+// namedInMessage reads the two lists of the node's SystemExtensionsReady
+// message: the gating extensions named after "Not ready: ", and those named
+// after "Not ready but not affecting readiness: ", each with the reason it
+// gives.
+func namedInMessage(obj *v1.Node) (gating, info map[string]string) {
 	c := nodeutil.Condition(obj, nodev1alpha1.SystemExtensionsReadyCondition)
 	if c == nil {
+		return nil, nil
+	}
+	message, infoList, _ := strings.Cut(c.Message, " Not ready but not affecting readiness: ")
+	if _, list, ok := strings.Cut(message, "Not ready: "); ok {
+		gating = messageEntries(list)
+	}
+	return gating, messageEntries(infoList)
+}
+
+// messageEntries reads "name (reason...), name (reason...)." into names and
+// reasons.
+func messageEntries(list string) map[string]string {
+	if list == "" {
 		return nil
 	}
-	_, list, ok := strings.Cut(c.Message, "Not ready: ")
-	if !ok {
-		return nil
-	}
-	list, _, _ = strings.Cut(list, ". Not ready but not affecting readiness: ")
 	named := map[string]string{}
 	for _, entry := range strings.Split(list, ", ") {
 		name, rest, ok := strings.Cut(entry, " (")
@@ -157,28 +168,61 @@ func namedNotReady(obj *v1.Node) map[string]string {
 }
 
 // notReadyDiff compares the extensions the condition names not ready with
-// the model's: an extension named expired that the model holds ready only by
-// the start's grace is the previous instance's word, which a restarted
-// controller keeps (the grace hides an expiry; it shows no renewal).
-func (s *simulation) notReadyDiff(name string, obj *v1.Node) string {
-	named := namedNotReady(obj)
-	want := s.model.NotReady(name)
+// the model's, in both lists: an extension named expired that the model
+// holds ready only by the start's grace is the previous instance's word,
+// which a restarted controller keeps (the grace hides an expiry; it shows
+// no renewal). gating says whether the gating list is compared too (a False
+// condition's; a True one names none).
+func (s *simulation) notReadyDiff(name string, obj *v1.Node, gating bool) string {
+	namedGating, namedInfo := namedInMessage(obj)
 	message := ""
 	if c := nodeutil.Condition(obj, nodev1alpha1.SystemExtensionsReadyCondition); c != nil {
 		message = c.Message
 	}
-	for _, ext := range want {
-		if _, ok := named[ext]; !ok {
-			return fmt.Sprintf("%s: the condition does not name %s not ready, the model does (%q)", name, ext, message)
-		}
+	lists := []struct {
+		what  string
+		named map[string]string
+		want  []string
+	}{{"not ready but not affecting readiness", namedInfo, s.listedByController(obj, s.model.Informational(name))}}
+	if gating {
+		lists = append(lists, struct {
+			what  string
+			named map[string]string
+			want  []string
+		}{"not ready", namedGating, s.model.NotReady(name)})
 	}
-	for ext, reason := range named {
-		if slices.Contains(want, ext) || reason == nodev1alpha1.ExtensionLeaseExpired && s.model.StartGrace(name, ext) {
-			continue
+	for _, l := range lists {
+		for _, ext := range l.want {
+			if _, ok := l.named[ext]; !ok {
+				return fmt.Sprintf("%s: the condition does not name %s %s, the model does (%q)", name, ext, l.what, message)
+			}
 		}
-		return fmt.Sprintf("%s: the condition names %s not ready (%s), the model does not (%q)", name, ext, reason, message)
+		for _, ext := range slices.Sorted(maps.Keys(l.named)) {
+			reason := l.named[ext]
+			if slices.Contains(l.want, ext) || reason == nodev1alpha1.ExtensionLeaseExpired && s.model.StartGrace(name, ext) {
+				continue
+			}
+			return fmt.Sprintf("%s: the condition names %s %s (%s), the model does not (%q)", name, ext, l.what, reason, message)
+		}
 	}
 	return ""
+}
+
+// listedByController keeps the extensions of names that the node's list,
+// as the controller last wrote it, holds. The model lists a registered
+// extension (the updater's, which registers with its Lease) from the node's
+// creation; the controller lists it once it observes the registration, so
+// before the Lease exists the model names it not ready and the controller
+// does not name it at all (seed 132: n6, new, at 1m23s). Whether the
+// controller lists a registration is not compared.
+func (s *simulation) listedByController(obj *v1.Node, names []string) []string {
+	list, err := nodev1alpha1.DecodeSystemExtensions(obj.Annotations[nodev1alpha1.SystemExtensionsAnnotation], testNS)
+	if err != nil {
+		s.t.Fatalf("node %s: the controller's list of its extensions: %v", obj.Name, err)
+	}
+	return slices.DeleteFunc(names, func(name string) bool {
+		return !slices.ContainsFunc(list, func(e nodev1alpha1.SystemExtension) bool { return e.Name == name })
+	})
 }
 
 // deadMarks is the Dead field of the node's boot record as the model writes

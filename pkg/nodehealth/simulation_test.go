@@ -1898,10 +1898,10 @@ func (s *simulation) compare(quiet bool) bool {
 			s.trace.Add("t=%s %s: controller %s, model %s (catching up)", s.at(), n.name, viewString(got), viewString(w))
 		} else if got != w {
 			diffs = append(diffs, fmt.Sprintf("%s: controller %s, model %s", n.name, viewString(got), viewString(w)))
-		} else if got.ConditionStatus == "False" && !lagging && !owed {
-			// The message's list of extensions not ready, once a second:
+		} else if got.ConditionStatus != "" && !lagging && !owed {
+			// The message's lists of extensions not ready, once a second:
 			// a sync is the unit the controller writes in.
-			if d := s.notReadyDiff(n.name, obj); d != "" {
+			if d := s.notReadyDiff(n.name, obj, got.ConditionStatus == "False"); d != "" {
 				diffs = append(diffs, d)
 			}
 		}

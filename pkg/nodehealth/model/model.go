@@ -206,6 +206,10 @@ type node struct {
 	// condNotReady: the extensions the condition names as not ready
 	// (sorted; the gating ones, while the node is gated or held).
 	condNotReady []string
+	// condInfo: the extensions the condition names as not ready but not
+	// affecting readiness (sorted): those the node lists that do not gate
+	// (affectsReadiness false, or failed open), whatever the status.
+	condInfo []string
 	// removalRefused: the node was ungated while the API server refused
 	// the controller's writes, so its taint, off in the model, is still on
 	// the Node until they are taken again: a gate decided meanwhile finds
@@ -770,6 +774,18 @@ func (m *Model) NotReady(name string) []string {
 		return nil
 	}
 	return slices.Clone(n.condNotReady)
+}
+
+// Informational is the extensions the node's SystemExtensionsReady condition
+// names as not ready but not affecting readiness: those the node lists that
+// do not gate (affectsReadiness false, or failed open in this boot) whose
+// Leases are not ready (sorted).
+func (m *Model) Informational(name string) []string {
+	n := m.nodes[name]
+	if n == nil {
+		return nil
+	}
+	return slices.Clone(n.condInfo)
 }
 
 // StartGrace reports whether the extension's Lease looks observed only by

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -94,6 +95,28 @@ func TestAReCreatedNodeIsGatedWithFullScope(t *testing.T) {
 	st.expect("new UID", gated(recreatedReason, ""), "n1")
 	st.renew(11*sec, "n1/a")
 	st.expect("renewed", ready("boot1/uid-n1-again"), "n1")
+}
+
+// The condition names the extensions that do not gate in a list of their
+// own, whatever its status: an unplanned release of a tracking extension is
+// named there and never in the gating list, and a planned one gates.
+func TestAnExtensionThatDoesNotGateIsNamedNotReadyInTheInformationalList(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("kube-proxy"), tracking("updater")))
+	st.release(5*sec, "n1/updater", "Crashed")
+	st.expect("an unplanned release of a tracking extension never gates", ready(boot1), "n1")
+	if got := st.m.Informational("n1"); !slices.Equal(got, []string{"updater"}) {
+		t.Errorf("informational list %v, want [updater]", got)
+	}
+	if got := st.m.NotReady("n1"); len(got) > 0 {
+		t.Errorf("gating list %v of a True condition, want none", got)
+	}
+	st.renew(6*sec, "n1/updater")
+	st.release(10*sec, "n1/updater", nodev1alpha1.ReasonUpdating)
+	st.expect("planned release", gated(plannedReason, boot1), "n1")
+	if got, gating := st.m.Informational("n1"), st.m.NotReady("n1"); len(got) > 0 || !slices.Equal(gating, []string{"updater"}) {
+		t.Errorf("informational list %v and gating list %v of a planned release, want the updater in the gating list only", got, gating)
+	}
 }
 
 // --- Planned releases -----------------------------------------------------

@@ -95,6 +95,7 @@ type facts struct {
 	listsGating bool
 	gating      []string // the gating extensions that have not failed open
 	notReady    []string // those of gating not ready now
+	info        []string // the listed extensions that do not gate, not ready now
 	planned     bool     // a planned release of this boot is among notReady
 	allPlanned  bool     // every extension in notReady is a planned release
 	leaving     string   // why the node is leaving ("" when it is not)
@@ -105,12 +106,15 @@ func (m *Model) factsOf(n *node, t time.Time) facts {
 	for _, e := range n.Extensions {
 		planned := m.plannedRelease(n, e.Name)
 		if !e.AffectsReadiness && !planned {
-			continue // tracked and reported, never gates
+			// Tracked and reported, never gates.
+			f.info = m.appendNotReady(f.info, n, e.Name, t)
+			continue
 		}
 		f.listsGating = true
 		// Choice: a planned release gates even for an extension that failed
 		// open (it asks for maintenance).
 		if n.failedOpen[e.Name] && !planned {
+			f.info = m.appendNotReady(f.info, n, e.Name, t)
 			continue
 		}
 		f.gating = append(f.gating, e.Name)
@@ -122,7 +126,16 @@ func (m *Model) factsOf(n *node, t time.Time) facts {
 	}
 	sort.Strings(f.gating)
 	sort.Strings(f.notReady)
+	sort.Strings(f.info)
 	return f
+}
+
+// appendNotReady appends ext to list if its Lease is not ready.
+func (m *Model) appendNotReady(list []string, n *node, ext string, t time.Time) []string {
+	if m.leaseReady(n.Name, ext, t) {
+		return list
+	}
+	return append(list, ext)
 }
 
 // leaving: the node is leaving the cluster, or under someone else's
@@ -483,7 +496,7 @@ func leaveExcludedNodeAlone(n *node) {
 		n.condStatus, n.condReason = "", ""
 	}
 	n.gate, n.inService, n.held, n.evicted, n.noExecute = nil, false, false, false, false
-	n.condNotReady = nil
+	n.condNotReady, n.condInfo = nil, nil
 	n.clock = evictionClock{}
 }
 
@@ -698,6 +711,7 @@ func (m *Model) writeCondition(n *node, f facts, t time.Time) {
 	if n.condStatus == condFalse {
 		n.condNotReady = slices.Clone(f.notReady)
 	}
+	n.condInfo = slices.Clone(f.info)
 	n.condWritten = n.condWritten || !m.writesRefused
 }
 
