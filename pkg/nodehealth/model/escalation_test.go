@@ -36,15 +36,22 @@ func TestInModeNoExecuteAnEscalatedNodeCarriesTheNoExecuteTaintUntilItsUngate(t 
 	st.expect("ungated: both taints go", ready(boot1), "n1")
 }
 
-func TestEscalationsDueTogetherAreSpacedByTheRateInNameOrder(t *testing.T) {
+// threeFailingTogether is n1, n2 and n3 failing at 10 s, at a rate of one
+// escalation in 10 s, at the instant they come due (5m10s).
+func threeFailingTogether(t *testing.T) *story {
 	cfg := defaultConfig()
-	cfg.EscalationsPerSecond = 0.1 // one every 10 s
+	cfg.EscalationsPerSecond = 0.1
 	st := newStory(t, cfg)
 	st.inService(worker("n1", gating("a")), worker("n2", gating("a")), worker("n3", gating("a")))
 	for _, n := range names(3) {
 		st.release(10*sec, n+"/a", "Crashed")
 	}
 	st.advance(5*minute + 10*sec)
+	return st
+}
+
+func TestEscalationsDueTogetherAreSpacedByTheRateInNameOrder(t *testing.T) {
+	st := threeFailingTogether(t)
 	st.expect("the first turn", evicted(gated(notReady, boot1)), "n1")
 	st.expect("waiting", gated(notReady, boot1), "n2", "n3")
 	st.advance(5*minute + 19*sec)
@@ -95,14 +102,7 @@ func TestTheNodesOfATieMayTakeTheirTurnsInAnyOrderButNothingElseMoves(t *testing
 // before it came spends it unused, and the node the model gave it to waits
 // for the next.
 func TestANodeOfATieThatRecoveredMayHaveSpentTheEarlierTurnTheModelGaveAnother(t *testing.T) {
-	cfg := defaultConfig()
-	cfg.EscalationsPerSecond = 0.1
-	st := newStory(t, cfg)
-	st.inService(worker("n1", gating("a")), worker("n2", gating("a")), worker("n3", gating("a")))
-	for _, n := range names(3) {
-		st.release(10*sec, n+"/a", "Crashed")
-	}
-	st.advance(5*minute + 10*sec)
+	st := threeFailingTogether(t)
 	st.expect("the free turn", evicted(gated(notReady, boot1)), "n1")
 	st.renew(5*minute+15*sec, "n3/a")
 	st.advance(5*minute + 20*sec)
