@@ -68,10 +68,15 @@ var simEvictionRegressions = sim.Regressions{
 	{Seed: 25, Name: "in mode None a node that keeps failing past its eviction timeout is never escalated: its pods stay"},
 }
 
-// attemptedNow reports whether the running instance tried to evict a pod of
-// the node in this instant.
-func (s *simulation) attemptedNow(n *simNode) bool {
-	return n.attemptBy == s.gen && n.lastAttempt.Equal(s.clk.Now())
+// escalatedNow reports whether the controller visibly escalated the node in
+// this instant: the running instance tried to evict one of its pods, or put
+// the NoExecute variant on it.
+func (s *simulation) escalatedNow(n *simNode) bool {
+	now := s.clk.Now()
+	s.removalsMu.Lock()
+	noExecute := s.noExecuteAdded[n.name].Equal(now)
+	s.removalsMu.Unlock()
+	return n.attemptBy == s.gen && n.lastAttempt.Equal(now) || noExecute
 }
 
 // settleTiedTurns tells the model which order of a tie the controller took.
@@ -108,14 +113,17 @@ func (s *simulation) settleTiedTurns(endOfSecond bool, escalated func(n *simNode
 			modelOnly = append(modelOnly, n.name)
 		case got && !byModel:
 			controllerOnly = append(controllerOnly, n.name)
-		case got && s.opts.Eviction.Mode == EvictionModeEvict && !s.attemptedNow(n):
-			// Escalated by an earlier instance, whose evictions outlive
-			// it: the model may have escalated it again now, at the new
-			// instance's turn, and the controller another node of the
-			// tie (seed 5702612469490362383: n3, escalated at 2m7s, and
-			// n7 came due together 30 s after controller 3's start; the
-			// controller evicted n7's pods at the free turn). Only an
-			// attempt in this instant shows the controller took the turn.
+		case got && !s.escalatedNow(n):
+			// Escalated by an earlier instance, whose evictions (and
+			// NoExecute variant) outlive it: the model may have escalated
+			// it again now, at the new instance's turn, and the controller
+			// another node of the tie (seed 5702612469490362383: n3,
+			// escalated at 2m7s, and n7 came due together 30 s after
+			// controller 3's start; the controller evicted n7's pods at
+			// the free turn). Only an escalation visible in this instant
+			// shows the controller took the turn; one of a node that
+			// already carries the NoExecute variant shows nothing, so
+			// none is lost by taking the other order.
 			modelOnly = append(modelOnly, n.name)
 		}
 	}

@@ -409,6 +409,9 @@ type simulation struct {
 	// off since the last comparison (taintRemovals).
 	removalsMu sync.Mutex
 	removals   sets.Set[string]
+	// noExecuteAdded is when the NoExecute variant of the readiness taint
+	// was last put on each node (an escalation in mode NoExecute).
+	noExecuteAdded map[string]time.Time
 	// queues are the controller's work queues, the node queue first: the
 	// driver builds them for it (Config.Queues) and releases their delayed
 	// items.
@@ -588,7 +591,7 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	// eight copies at once: 27 of 56 runs differed after a 410's relist;
 	// 0 of 56 since, and 24 fresh seeds hash as with three polls).
 	s.api.SettlePolls = 1
-	s.removals = sets.New[string]()
+	s.removals, s.noExecuteAdded = sets.New[string](), map[string]time.Time{}
 	s.api.OnStore = s.recordTaintRemoval
 	s.api.Clock = s.clk
 	s.api.EvictionHook = func(pod *v1.Pod) error {
@@ -823,7 +826,8 @@ func (s *simulation) taintRemovals() (applied, refused sets.Set[string]) {
 	return applied, refused
 }
 
-// recordTaintRemoval is the API's OnStore: it notes a Node write that took
+// recordTaintRemoval is the API's OnStore: it notes when a Node write put
+// the NoExecute variant on (noExecuteAdded), and a Node write that took
 // the readiness taint off, or that ended a failure the node was held for
 // untainted: the controller's True condition on a node whose condition was
 // not True (seed 1853916418618103960: a held node another writer had
@@ -835,6 +839,11 @@ func (s *simulation) recordTaintRemoval(gvr schema.GroupVersionResource, obj, pr
 		return
 	}
 	was, is := prev.(*v1.Node), obj.(*v1.Node)
+	if !nodeutil.HasTaint(was, testKey, v1.TaintEffectNoExecute) && nodeutil.HasTaint(is, testKey, v1.TaintEffectNoExecute) {
+		s.removalsMu.Lock()
+		s.noExecuteAdded[is.Name] = s.clk.Now()
+		s.removalsMu.Unlock()
+	}
 	removed := nodeutil.HasTaint(was, testKey, v1.TaintEffectNoSchedule) && !nodeutil.HasTaint(is, testKey, v1.TaintEffectNoSchedule) &&
 		!heldByController(was)
 	if removed || !nodeutil.HasTaint(is, testKey, v1.TaintEffectNoSchedule) && controllerRecovered(was, is) {
