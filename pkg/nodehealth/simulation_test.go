@@ -246,7 +246,9 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not fixed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	{Seed: 2388285751009756394, Name: "n17: controller tainted/False:NodeRebooted, model tainted/False:NodeRebooted/noexecute (t=1m26s; make simulate SEEDS=200 SIM_FLAGS=-sim.workers=4 on 8ffc344, 2026-11-30; fails on c68dee0 too, with its own draw and with one worker; the model's, diagnosed, not fixed: a NoExecute escalation decided during an outage of the writes is taken as written, and a reboot's gate before the writes come back keeps it)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
