@@ -179,31 +179,30 @@ func (s *simulation) notReadyDiff(name string, obj *v1.Node, gating bool) string
 	if c := nodeutil.Condition(obj, nodev1alpha1.SystemExtensionsReadyCondition); c != nil {
 		message = c.Message
 	}
-	lists := []struct {
-		what  string
-		named map[string]string
-		want  []string
-	}{{"not ready but not affecting readiness", namedInfo, s.listedByController(obj, s.model.Informational(name))}}
-	if gating {
-		lists = append(lists, struct {
-			what  string
-			named map[string]string
-			want  []string
-		}{"not ready", namedGating, s.model.NotReady(name)})
+	d := s.listDiff(name, "not ready but not affecting readiness", namedInfo, s.listedByController(obj, s.model.Informational(name)))
+	if d == "" && gating {
+		d = s.listDiff(name, "not ready", namedGating, s.model.NotReady(name))
 	}
-	for _, l := range lists {
-		for _, ext := range l.want {
-			if _, ok := l.named[ext]; !ok {
-				return fmt.Sprintf("%s: the condition does not name %s %s, the model does (%q)", name, ext, l.what, message)
-			}
+	if d != "" {
+		d += fmt.Sprintf(" (%q)", message)
+	}
+	return d
+}
+
+// listDiff compares one list the message names (what says which) with the
+// model's, but for an expiry the start's grace hides.
+func (s *simulation) listDiff(name, what string, named map[string]string, want []string) string {
+	for _, ext := range want {
+		if _, ok := named[ext]; !ok {
+			return fmt.Sprintf("%s: the condition does not name %s %s, the model does", name, ext, what)
 		}
-		for _, ext := range slices.Sorted(maps.Keys(l.named)) {
-			reason := l.named[ext]
-			if slices.Contains(l.want, ext) || reason == nodev1alpha1.ExtensionLeaseExpired && s.model.StartGrace(name, ext) {
-				continue
-			}
-			return fmt.Sprintf("%s: the condition names %s %s (%s), the model does not (%q)", name, ext, l.what, reason, message)
+	}
+	for _, ext := range slices.Sorted(maps.Keys(named)) {
+		reason := named[ext]
+		if slices.Contains(want, ext) || reason == nodev1alpha1.ExtensionLeaseExpired && s.model.StartGrace(name, ext) {
+			continue
 		}
+		return fmt.Sprintf("%s: the condition names %s %s (%s), the model does not", name, ext, what, reason)
 	}
 	return ""
 }

@@ -1488,9 +1488,7 @@ func (s *simulation) deliver() {
 	for range 10000 {
 		s.deliveries.Add(1)
 		n := s.api.Deliver(1)
-		for _, q := range s.queues {
-			q.releaseRetries()
-		}
+		s.releaseRetries()
 		s.settle()
 		if n > 0 {
 			s.compareEvent(fmt.Sprintf("after delivery %d", s.deliveries.Load()))
@@ -1500,6 +1498,13 @@ func (s *simulation) deliver() {
 		}
 	}
 	s.t.Fatal("events kept coming: the controller writes without end")
+}
+
+// releaseRetries releases every queue's retries held for the next delivery.
+func (s *simulation) releaseRetries() {
+	for _, q := range s.queues {
+		q.releaseRetries()
+	}
 }
 
 // retriesHeld reports whether a queue holds a retry for the next delivery.

@@ -145,9 +145,7 @@ func (s *simulation) deliverBetween(held []sim.HeldRequest) bool {
 	if s.api.Deliver(1) == 0 {
 		return false
 	}
-	for _, q := range s.queues {
-		q.releaseRetries()
-	}
+	s.releaseRetries()
 	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Minute)
 	defer cancel()
 	if err := s.api.Settle(ctx, s.handlersDone); err != nil {
