@@ -164,3 +164,34 @@ func TestInModeNoExecuteTheNoExecuteTaintSomeoneRemovedWhileTheOwnViewIsStaleCom
 	st.recover(6*minute + 10*sec)
 	st.expect("the lift: the failure stands, the node escalated and not held", noExecute(gated(notReady, boot1)), "n1")
 }
+
+func TestInModeNoExecuteAnEscalationDecidedWhileWritesAreRefusedAddsTheVariantWhenTheyAreTakenAgain(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.EvictionMode = EvictionModeNoExecute
+	st := newStory(t, cfg)
+	st.inService(worker("n1", gating("a")))
+	st.release(10*sec, "n1/a", "Crashed")
+	st.writes(5*minute, true)
+	st.advance(5*minute + 10*sec)
+	st.expect("escalated during the outage: the variant's write was refused", gated(notReady, boot1), "n1")
+	if !st.m.nodes["n1"].clock.escalated {
+		t.Error("the escalation was forgotten with its refused write")
+	}
+	st.writes(5*minute+20*sec, false)
+	st.expect("writes taken: the escalation still stands and its variant comes", noExecute(gated(notReady, boot1)), "n1")
+}
+
+func TestInModeNoExecuteARebootBeforeRefusedWritesReturnDropsTheVariantOfTheOldGate(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.EvictionMode = EvictionModeNoExecute
+	st := newStory(t, cfg)
+	st.inService(worker("n1", gating("a")))
+	st.release(10*sec, "n1/a", "Crashed")
+	st.writes(5*minute, true)
+	st.advance(5*minute + 10*sec)
+	rebooted := worker("n1", gating("a"))
+	rebooted.BootID = "boot2"
+	st.update(5*minute+15*sec, rebooted)
+	st.writes(5*minute+20*sec, false)
+	st.expect("the reboot's gate has no escalation of its own", gated(rebootedReason, boot1), "n1")
+}

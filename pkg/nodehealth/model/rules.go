@@ -897,7 +897,15 @@ func (m *Model) escalate(n *node) {
 	// Evict sets it, and a configuration change to another mode leaves it
 	// (the pods are gone whatever the controller runs with now).
 	n.evicted = n.evicted || m.evicts()
-	if m.cfg.EvictionMode == EvictionModeNoExecute {
+	// Choice: a variant decided while the API server refuses the
+	// controller's writes is not on the node. The escalation stands, and
+	// the evaluation once writes are taken adds the variant if the node is
+	// still due (case due in runEvictionClock); a new gate before then
+	// (a reboot) starts its own clock, and the variant never comes (seed
+	// 2388285751009756394: the model put it on during an outage, the node
+	// rebooted before the writes came back, and the controller's new gate
+	// carried no variant).
+	if m.cfg.EvictionMode == EvictionModeNoExecute && !m.writesRefused {
 		n.noExecute = true
 	}
 }
