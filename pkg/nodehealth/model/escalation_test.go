@@ -1,6 +1,9 @@
 package model
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func noExecute(v NodeView) NodeView { v.NoExecute = true; return v }
 
@@ -194,4 +197,36 @@ func TestInModeNoExecuteARebootBeforeRefusedWritesReturnDropsTheVariantOfTheOldG
 	st.update(5*minute+15*sec, rebooted)
 	st.writes(5*minute+20*sec, false)
 	st.expect("the reboot's gate has no escalation of its own", gated(rebootedReason, boot1), "n1")
+}
+
+// An ungate decided on a renewal of the instant in which the node also came
+// back from a reboot is refused with its write (WorldWrites): the failure it
+// would have ended goes on into the reboot's gate, and the escalated node's
+// pods stay evicted until that gate ends. Decided before the reboot's
+// instant, the ungate is written and ends the eviction.
+func TestAnEscalatedNodesUngateRefusedByANewBootInItsInstantKeepsItsPodsEvicted(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		renewAt time.Duration
+		want    NodeView
+	}{
+		{"renewed and rebooted in one instant after the world's writes", 6 * minute, evicted(gated(rebootedReason, boot1))},
+		{"renewed an instant before the reboot", 6*minute - sec, gated(rebootedReason, boot1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newStory(t, defaultConfig())
+			st.inService(worker("n1", gating("a")))
+			st.release(10*sec, "n1/a", "Crashed")
+			st.advance(5*minute + 10*sec)
+			st.expect("escalated", evicted(gated(notReady, boot1)), "n1")
+			st.m.WorldWrites(st.to(tc.renewAt))
+			st.renew(tc.renewAt, "n1/a")
+			rebooted := worker("n1", gating("a"))
+			rebooted.BootID = "boot2"
+			st.update(6*minute, rebooted)
+			st.expect("back from the reboot", tc.want, "n1")
+			st.renew(6*minute+10*sec, "n1/a")
+			st.expect("the reboot's gate ended: so did the failure", ready(boot2), "n1")
+		})
+	}
 }

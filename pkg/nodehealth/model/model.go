@@ -873,10 +873,11 @@ func copyNode(n Node) Node {
 }
 
 // nodeWrites is what the controller writes on a Node and a refused write
-// leaves as it was.
+// leaves as it was, and whether the node's pods stood evicted: an ungate
+// ends the failure, and the pods' eviction with it, only by its write.
 type nodeWrites struct {
-	tainted, noExecute bool
-	record             *bootRecord
+	tainted, noExecute, evicted bool
+	record                      *bootRecord
 }
 
 // decidesWritesChanged: the update from old to in changes what a write of
@@ -898,7 +899,13 @@ func decidesWritesChanged(old, in Node) bool {
 // follows decides them again on the new Node.
 //
 // Choice: a removal stays: the controller, which took the node as ungated,
-// removes the taint again in the retry that follows at once.
+// removes the taint again in the retry that follows at once. The failure
+// that ungate ended does not end without its write: an escalated node's
+// pods stay evicted, and the retry's decision on the new Node says whether
+// the failure goes on (seed 16230366954742338781: n12, escalated, renewed
+// in the instant it came back from a reboot; the model ungated it on the
+// old boot and ended its eviction, the controller's ungate was refused by
+// the new boot and the reboot's gate followed the failure's).
 //
 // Seeds 17376734396083563727 (a reboot: the model kept boot-1's record,
 // and a new instance told a reboot where the controller, finding none,
@@ -910,6 +917,7 @@ func (n *node) takeBackRefusedWrites() {
 	before := n.beforeWrites
 	n.tainted = n.tainted && before.tainted
 	n.noExecute = n.noExecute && before.noExecute
+	n.evicted = n.evicted || before.evicted
 	n.record = before.record
 	n.writtenAt = time.Time{}
 }
