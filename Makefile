@@ -148,8 +148,16 @@ generate: ## Regenerate deepcopy/defaulter/conversion code, clients, CRDs and co
 verify: ## Fail on stale generated code, gofmt, untidy go.mod, go vet, staticcheck or actionlint findings.
 	hack/verify.sh
 
+# make test runs two lanes side by side (hack/test-lanes.sh): the integration
+# lane (make test-integration, which builds the control plane first) and the
+# unit lane (TEST_UNIT_LANE, one target after another, under nice). The
+# integration tests mostly wait; the unit lane takes the cores they leave
+# idle. The tools both lanes run are built first, once.
+TEST_UNIT_LANE := test-unit simulate-fresh test-fuzz-wire test-chart test-monitoring test-images test-plots test-release
+
 .PHONY: test
-test: controlplane test-unit simulate-fresh test-fuzz-wire test-chart test-monitoring test-images test-plots test-release test-integration ## Everything: unit, fresh simulation seeds, fuzz of the wire formats (briefly), chart, alert rules and dashboards, images and release (host platform), plots, integration (E2E=1: and the real-node e2e tests, as root).
+test: tools helm ## Everything: unit, fresh simulation seeds, fuzz of the wire formats (briefly), chart, alert rules and dashboards, images and release (host platform), plots; beside them integration (E2E=1: and the real-node e2e tests, as root).
+	MAKE="$(MAKE)" hack/test-lanes.sh $(TEST_UNIT_LANE)
 
 .PHONY: tools
 tools: $(GOTESTSUM)

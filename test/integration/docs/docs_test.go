@@ -93,18 +93,24 @@ func runDoc(t *testing.T, doc string, minRun int) {
 			taintNode(t, ctx)
 		}
 		var script strings.Builder
-		script.WriteString("set -euo pipefail\n")
+		// Each command is traced with the seconds since the section began,
+		// so that a section's output says which command the time went to
+		// (twice in nine CI runs the install document took 5 minutes
+		// instead of 35 s, and passed).
+		script.WriteString("set -euo pipefail\nPS4='+ [${SECONDS}s] '\nset -x\n")
 		for _, b := range bySection[section] {
 			script.WriteString("# " + b.file + ":" + strconv.Itoa(b.line) + "\n" + b.script)
 		}
 		cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
 		cmd.Dir = workDir
 		cmd.Env = shellEnv
+		began := time.Now()
 		out, err := cmd.CombinedOutput()
+		took := time.Since(began).Round(time.Second)
 		if err != nil {
-			t.Fatalf("%s, section %q failed: %v\nscript:\n%s\noutput:\n%s", doc, section, err, script.String(), out)
+			t.Fatalf("%s, section %q failed after %s: %v\nscript:\n%s\noutput:\n%s", doc, section, took, err, script.String(), out)
 		}
-		t.Logf("%s, section %q: ok\n%s", doc, section, out)
+		t.Logf("%s, section %q: ok in %s\n%s", doc, section, took, out)
 		if uninstall {
 			n, err := env.Client.CoreV1().Nodes().Get(ctx, docsNode, metav1.GetOptions{})
 			if err != nil {

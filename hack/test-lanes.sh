@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs make test's two lanes side by side (make test, after the
+# prerequisites both share are built):
+#
+#   - the integration lane, make test-integration: the integration packages
+#     (and with E2E=1 the real-node e2e tests), each against control planes
+#     of its own. Its tests mostly wait on those control planes and on their
+#     own timers, leaving the cores idle for minutes;
+#   - the unit lane, make TARGETS...: the race-detector run, the
+#     simulations, fuzzing, the chart, images and release, all CPU-bound.
+#     It runs under nice: it takes the cores the integration lane leaves
+#     idle and yields them whenever an integration test needs them, so that
+#     those tests, whose deadlines assume a machine they share only with
+#     each other, see the machine they saw when they ran alone.
+#
+#   hack/test-lanes.sh TARGETS...
+#
+# Every line of a lane begins with its name ("unit| ", "integration| ").
+# Both lanes run to their end, and the script fails when either failed,
+# saying which. MAKE (set by make) runs the lanes; the make command line's
+# variables (E2E=1, TEST_FLAGS, ...) reach them through MAKEFLAGS.
+set -uo pipefail
+
+if (($# == 0)); then
+  echo "usage: $0 TARGETS... (the unit lane's make targets)" >&2
+  exit 2
+fi
+make=${MAKE:-make}
+
+# lane NAME COMMAND...: COMMAND's output, each line led by NAME; the status
+# is COMMAND's (pipefail).
+lane() {
+  local name=$1
+  shift
+  "$@" 2>&1 | sed -u "s/^/$name| /"
+}
+
+start=$(date +%s)
+lane integration "$make" --no-print-directory test-integration &
+integration_pid=$!
+lane unit nice -n 10 "$make" --no-print-directory "$@"
+unit=$?
+echo "unit| lane finished in $(($(date +%s) - start))s (status $unit)"
+wait "$integration_pid"
+integration=$?
+echo "integration| lane finished in $(($(date +%s) - start))s (status $integration)"
+
+failed=()
+((unit == 0)) || failed+=("unit (make $*)")
+((integration == 0)) || failed+=("integration (make test-integration)")
+if ((${#failed[@]} > 0)); then
+  printf 'make test: the %s lane failed; its lines above say where\n' "${failed[@]}" >&2
+  exit 1
+fi
