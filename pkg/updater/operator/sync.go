@@ -336,22 +336,9 @@ const StateReturnToIdle = "ReturnToIdle"
 // is, so a restart or failover late in MonitoringUpdate continues the soak
 // instead of starting it over past the deadline.
 func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, node *v1.Node, now time.Time) error {
-	logger := klog.FromContext(ctx)
 	start, soaking := c.soakStart(s)
 	if !healthy(node) {
-		c.mu.Lock()
-		delete(c.soakSince, s.Name)
-		c.mu.Unlock()
-		if soakPausedNow(s) {
-			// No soak to pause: the deadline runs again (the write
-			// brings the shadow back to end the soak too).
-			return c.resumeSoak(ctx, s, now)
-		}
-		if !soaking {
-			return nil
-		}
-		logger.Info("Node lost full readiness during its soak; the soak starts over", "node", s.Name)
-		return c.setHealthySince(ctx, s, "")
+		return c.soakLapsed(ctx, s, soaking, now)
 	}
 	if !soaking {
 		start = now
@@ -385,6 +372,31 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 	if err := c.succeed(ctx, s, now); err != nil {
 		return err
 	}
+	c.passedHealthGate(klog.FromContext(ctx), s, soak, now)
+	return nil
+}
+
+// soakLapsed handles a node that is not fully ready in its health gate: a
+// soak under way starts over, and a paused soak has nothing left to pause.
+func (c *Controller) soakLapsed(ctx context.Context, s *updatesv1alpha1.BottlerocketShadow, soaking bool, now time.Time) error {
+	c.mu.Lock()
+	delete(c.soakSince, s.Name)
+	c.mu.Unlock()
+	if soakPausedNow(s) {
+		// No soak to pause: the deadline runs again (the write brings the
+		// shadow back to end the soak too).
+		return c.resumeSoak(ctx, s, now)
+	}
+	if !soaking {
+		return nil
+	}
+	klog.FromContext(ctx).Info("Node lost full readiness during its soak; the soak starts over", "node", s.Name)
+	return c.setHealthySince(ctx, s, "")
+}
+
+// passedHealthGate forgets the soak of a node whose update (or rollback)
+// succeeded, and tells it: an event, the update's duration, a log line.
+func (c *Controller) passedHealthGate(logger klog.Logger, s *updatesv1alpha1.BottlerocketShadow, soak time.Duration, now time.Time) {
 	c.mu.Lock()
 	delete(c.soakSince, s.Name)
 	c.lastHealthyEnd = c.clock.Now()
@@ -393,7 +405,7 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 		c.event(s, v1.EventTypeNormal, "RollbackSucceeded", "Node runs %s again and stayed fully ready for %s; the failure of %s still halts the rollout",
 			s.Status.CurrentVersion, soak, s.Annotations[updatesv1alpha1.FromVersionAnnotation])
 		logger.Info("Rollback passed its health gate", "node", s.Name, "version", s.Status.CurrentVersion)
-		return nil
+		return
 	}
 	c.event(s, v1.EventTypeNormal, "UpdateSucceeded", "Node runs %s and stayed fully ready for %s", s.Status.CurrentVersion, soak)
 	if t := s.Annotations[startedAnnotation]; t != "" {
@@ -402,7 +414,6 @@ func (c *Controller) healthGate(ctx context.Context, s *updatesv1alpha1.Bottlero
 		}
 	}
 	logger.Info("Update passed its health gate", "node", s.Name, "version", s.Status.CurrentVersion)
-	return nil
 }
 
 // succeed ends an update that passed its health gate. The policy that
