@@ -209,7 +209,7 @@ func (t *leaseTracker) lookupLeases(exts []requiredExtension) []leaseLookup {
 //	extensionStatuses    leaseReady, each extension's readiness from its Lease
 //	applyStartupTimeouts applyStartupTimeouts
 //	plannedReleases      plannedRelease
-//	gateTransition       openFailureGate, gateMayEnd, ungate, widenFailedOnlyScope
+//	gateTransition       openFailureGate, gateMayEnd (mayUngate), ungate, widenFailedOnlyScope
 //	isFailing            isFailing, and the blast radius it counts in
 //	placeTaint           placeTaint
 //	writeBootRecord      writeBootRecord
@@ -700,44 +700,12 @@ func (e *evaluation) noGatingExtensions() {
 // gate's reason current, and ungates once the extensions in the gate's scope
 // renewed after it began.
 func (e *evaluation) gateTransition() {
-	st, now := e.st, e.now
+	st := e.st
 	switch {
 	case len(e.notReady) > 0:
 		e.stayOrBecomeGated()
 	case st.gated:
-		// A failed-only gate waits for the extensions that failed (or were
-		// added) since gateStart; the others never stopped renewing, and
-		// waiting for their next renewal is needless downtime.
-		latest := time.Time{}
-		fresh := true
-		for _, s := range e.gating {
-			if !st.gate.full && !st.gate.scope.Has(s.name) {
-				continue
-			}
-			fresh = fresh && s.renewedSinceGate
-			if s.lastRenewal.After(latest) {
-				latest = s.lastRenewal
-			}
-		}
-		// A node held for a failure was never tainted: judged afresh, it
-		// is ungated as soon as nothing it requires is failing (no failure
-		// taint is ever owed, and no renewal is owed either). A taint the
-		// cache still shows on it is the leftover of an ungate whose write
-		// failed, held off since (placeTaint), not a gate in force.
-		held := st.last.suppressed && !st.gate.full
-		// A bootstrap, reboot or re-creation seen while the own-view guard
-		// holds is pending: it gates when the guard lifts (gateStart = the
-		// lift), and renewals observed before that, delivered by a watch
-		// that is catching up, may predate the cause (docs/controller.md).
-		// A taint still on the node is one the held gate owes its
-		// removal (placeTaint), not the gate's.
-		pending := st.last.suppressed && st.gate.full && e.in.ownViewStale
-		if (fresh || held) && !pending {
-			e.recordStartup()
-			st.ungate()
-			e.d.ended = true
-			e.d.ungateLatency = now.Sub(latest)
-		}
+		e.mayUngate()
 	case !st.readyInBoot:
 		// Found ready without a record of this boot (first start of the
 		// controller on an existing cluster): adopt the node as ready rather
@@ -746,6 +714,52 @@ func (e *evaluation) gateTransition() {
 	}
 
 	e.startupExpiryCause()
+	e.widenFailedOnlyScope()
+}
+
+// mayUngate ungates a gated node whose extensions are all ready once those
+// in the gate's scope renewed after it began.
+func (e *evaluation) mayUngate() {
+	st, now := e.st, e.now
+	// A failed-only gate waits for the extensions that failed (or were
+	// added) since gateStart; the others never stopped renewing, and
+	// waiting for their next renewal is needless downtime.
+	latest := time.Time{}
+	fresh := true
+	for _, s := range e.gating {
+		if !st.gate.full && !st.gate.scope.Has(s.name) {
+			continue
+		}
+		fresh = fresh && s.renewedSinceGate
+		if s.lastRenewal.After(latest) {
+			latest = s.lastRenewal
+		}
+	}
+	// A node held for a failure was never tainted: judged afresh, it
+	// is ungated as soon as nothing it requires is failing (no failure
+	// taint is ever owed, and no renewal is owed either). A taint the
+	// cache still shows on it is the leftover of an ungate whose write
+	// failed, held off since (placeTaint), not a gate in force.
+	held := st.last.suppressed && !st.gate.full
+	// A bootstrap, reboot or re-creation seen while the own-view guard
+	// holds is pending: it gates when the guard lifts (gateStart = the
+	// lift), and renewals observed before that, delivered by a watch
+	// that is catching up, may predate the cause (docs/controller.md).
+	// A taint still on the node is one the held gate owes its
+	// removal (placeTaint), not the gate's.
+	pending := st.last.suppressed && st.gate.full && e.in.ownViewStale
+	if (fresh || held) && !pending {
+		e.recordStartup()
+		st.ungate()
+		e.d.ended = true
+		e.d.ungateLatency = now.Sub(latest)
+	}
+}
+
+// widenFailedOnlyScope keeps the scope of a failed-only gate: what fails
+// now, and what was added to the node's list during the gate.
+func (e *evaluation) widenFailedOnlyScope() {
+	st := e.st
 	if st.gated && !st.gate.full {
 		if st.last.suppressed {
 			// Held for a failure: judged afresh at every evaluation, so
@@ -1140,28 +1154,7 @@ func equalRecords(a, b bootRecord) bool {
 // signature that changes only when the condition means something new (not
 // when only the ages in its message move).
 func conditionFor(now time.Time, st *nodeState, d decision, suspendedWhy string) (status v1.ConditionStatus, reason, message, signature string) {
-	var failing, info []string
-	var sig []string
-	for _, s := range d.statuses {
-		if s.ready {
-			continue
-		}
-		line := s.name + " (" + s.reason
-		if s.detail != "" {
-			line += ": " + s.detail
-		}
-		if !s.lastRenewal.IsZero() && s.reason != extLeaseExpired {
-			line += fmt.Sprintf("; last renewal observed %s ago", now.Sub(s.lastRenewal).Round(time.Second))
-		}
-		line += ")"
-		if s.gating {
-			failing = append(failing, line)
-		} else {
-			info = append(info, line)
-		}
-		sig = append(sig, s.name+"="+s.reason+"/"+fmt.Sprint(s.gating))
-	}
-	sort.Strings(sig)
+	failing, info, sig := notReadyLines(now, d.statuses)
 	switch {
 	case st.gated && d.suppressed:
 		status, reason = v1.ConditionFalse, nodev1alpha1.ReasonGatingSuspended
@@ -1203,6 +1196,34 @@ func conditionFor(now time.Time, st *nodeState, d decision, suspendedWhy string)
 	}
 	signature = string(status) + "|" + reason + "|" + strings.Join(sig, ",")
 	return status, reason, message, signature
+}
+
+// notReadyLines describes each extension that is not ready, as the
+// condition's message names it: those that gate (failing) apart from those
+// that do not (info). sig holds what of them the condition's signature
+// compares (name, reason, whether it gates; never the ages), sorted.
+func notReadyLines(now time.Time, statuses []extensionStatus) (failing, info, sig []string) {
+	for _, s := range statuses {
+		if s.ready {
+			continue
+		}
+		line := s.name + " (" + s.reason
+		if s.detail != "" {
+			line += ": " + s.detail
+		}
+		if !s.lastRenewal.IsZero() && s.reason != extLeaseExpired {
+			line += fmt.Sprintf("; last renewal observed %s ago", now.Sub(s.lastRenewal).Round(time.Second))
+		}
+		line += ")"
+		if s.gating {
+			failing = append(failing, line)
+		} else {
+			info = append(info, line)
+		}
+		sig = append(sig, s.name+"="+s.reason+"/"+fmt.Sprint(s.gating))
+	}
+	sort.Strings(sig)
+	return failing, info, sig
 }
 
 // infoListPrefix begins the condition message's list of the extensions

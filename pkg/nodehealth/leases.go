@@ -89,6 +89,26 @@ func newLeaseTracker(clk clock.PassiveClock, minDuration time.Duration) *leaseTr
 		deleted: map[types.NamespacedName]time.Time{}}
 }
 
+// observationOf is what the Lease itself says: its holder, duration (at
+// least minDuration), renewTime and release annotations. When it was
+// observed is the tracker's to say.
+func observationOf(lease *coordinationv1.Lease, minDuration time.Duration) leaseObservation {
+	o := leaseObservation{duration: DefaultLeaseDuration}
+	if lease.Spec.HolderIdentity != nil {
+		o.holder = *lease.Spec.HolderIdentity
+	}
+	if lease.Spec.LeaseDurationSeconds != nil && *lease.Spec.LeaseDurationSeconds > 0 {
+		o.duration = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
+	}
+	o.duration = max(o.duration, minDuration)
+	if lease.Spec.RenewTime != nil {
+		o.renewTime = lease.Spec.RenewTime.Time
+	}
+	o.reason = lease.Annotations[nodev1alpha1.ReasonAnnotation]
+	o.message = lease.Annotations[nodev1alpha1.MessageAnnotation]
+	return o
+}
+
 // observe records the Lease as seen now and reports whether what readiness
 // depends on changed, with what was known before (known: the Lease was seen
 // before) and what is known now. A Lease seen for the first time counts as
@@ -97,20 +117,7 @@ func newLeaseTracker(clk clock.PassiveClock, minDuration time.Duration) *leaseTr
 // updated in place: a renewal allocates nothing.
 func (t *leaseTracker) observe(lease *coordinationv1.Lease) (prev, next leaseObservation, known, changed bool) {
 	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
-	next = leaseObservation{duration: DefaultLeaseDuration}
-	if lease.Spec.HolderIdentity != nil {
-		next.holder = *lease.Spec.HolderIdentity
-	}
-	if lease.Spec.LeaseDurationSeconds != nil && *lease.Spec.LeaseDurationSeconds > 0 {
-		next.duration = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
-	}
-	next.duration = max(next.duration, t.minDuration)
-	if lease.Spec.RenewTime != nil {
-		next.renewTime = lease.Spec.RenewTime.Time
-	}
-	next.reason = lease.Annotations[nodev1alpha1.ReasonAnnotation]
-	next.message = lease.Annotations[nodev1alpha1.MessageAnnotation]
-
+	next = observationOf(lease, t.minDuration)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.deleted) > 0 {
