@@ -135,10 +135,19 @@ var errDecidedOnAnOlderNode = errors.New("the node changed since the decision in
 // extension list: an entry another writer added meanwhile is merged into the
 // write (nodeWrite.list), and its Node event queues the node for an
 // evaluation of the new list right after.
-func decidedOnSame(decided, fresh *v1.Node) bool {
+//
+// Nor does a boot record that is already the one the write wants (record):
+// the decision wrote it, in an attempt applied with its answer lost, and the
+// cache does not show it yet. Taken for a change, it sent the node back to
+// be decided again on the same cache until the watch delivered the write,
+// every retry failing the same way, and the decision's condition waited
+// (simulation seed 14347737726070202354: a failure's taint and dead mark
+// applied with the answer lost).
+func decidedOnSame(decided, fresh *v1.Node, record *string) bool {
+	freshRecord := fresh.Annotations[nodev1alpha1.BootAnnotation]
 	return decided.UID == fresh.UID && decided.Status.NodeInfo.BootID == fresh.Status.NodeInfo.BootID &&
 		maps.Equal(decided.Labels, fresh.Labels) &&
-		decided.Annotations[nodev1alpha1.BootAnnotation] == fresh.Annotations[nodev1alpha1.BootAnnotation] &&
+		(decided.Annotations[nodev1alpha1.BootAnnotation] == freshRecord || record != nil && *record == freshRecord) &&
 		decided.DeletionTimestamp.Equal(fresh.DeletionTimestamp)
 }
 
@@ -335,7 +344,7 @@ func (a *nodeWriteAttempt) mutate(current *v1.Node) error {
 	if current.UID != a.decidedOn.UID {
 		return fmt.Errorf("node %s was re-created while writing it", a.decidedOn.Name)
 	}
-	if !decidedOnSame(a.decidedOn, current) {
+	if !decidedOnSame(a.decidedOn, current, a.w.bootRecord) {
 		return errDecidedOnAnOlderNode
 	}
 	var err error

@@ -276,3 +276,31 @@ func TestTheEntriesOfAConditionMessageAreReadByNameWithTheirReason(t *testing.T)
 		}
 	}
 }
+
+// A failure's write carries the boot record's dead mark beside the taint.
+// Applied with its answer lost, its retry's fresh read shows a boot record
+// the cache does not: the retry took the node for one that changed since
+// the decision and sent it back to be decided again on the same cache,
+// failing so until the watch delivered the write, and the condition waited
+// (simulation seed 14347737726070202354). The record it finds is the one
+// the decision wants: the retry goes on and writes the condition.
+func TestARetryThatFindsTheBootRecordItsLostWriteAppliedWritesTheCondition(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNodes("n1")...)
+	f.sync("n1")
+	before := f.node("n1").Annotations[nodev1alpha1.BootAnnotation]
+	f.clock.Step(51 * time.Second)
+	f.loseTheNextAnswer("")
+	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+		t.Fatal("the sync whose write lost its answer returned no error")
+	}
+	if !f.tainted("n1") || f.node("n1").Annotations[nodev1alpha1.BootAnnotation] == before {
+		t.Fatalf("the lost write did not apply the taint and the dead mark: tainted %v, record %q", f.tainted("n1"), f.node("n1").Annotations[nodev1alpha1.BootAnnotation])
+	}
+	// The cache still shows the node before the write.
+	if err := f.c.syncNode(f.ctx, "n1"); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if c := f.condition("n1"); c.Status != v1.ConditionFalse || c.Reason != nodev1alpha1.ReasonExtensionsNotReady {
+		t.Errorf("n1's condition after the retry: %s/%s, want False/%s", c.Status, c.Reason, nodev1alpha1.ReasonExtensionsNotReady)
+	}
+}
