@@ -257,7 +257,9 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not fixed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	{Seed: 11717233602785484563, Name: "n3, n9: controller untainted/False:GatingSuspended, model tainted/False:ExtensionsNotReady (t=1m38s; make simulate SEEDS=300 on 1df0e6b, 2026-12-01; fails on 91418f9 too; diagnosed, not fixed: zone z1 resumed at n1's planned release and suspended again at n15's crash in the same instant; the model tainted the held nodes at the resume, the controller's syncs of them came after the suspension)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
