@@ -73,6 +73,7 @@ func (s *simulation) compareEvent(where string) {
 	s.settleTiedTurns(false, func(_ *simNode, obj *v1.Node) bool {
 		return nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoExecute)
 	})
+	s.settleResumedHolds()
 	want := s.model.Nodes()
 	held := sets.New(s.model.Held()...)
 	var diffs []string
@@ -404,5 +405,32 @@ func TestObservationsOfANodeNoSyncBeganBetweenAreTakenTogether(t *testing.T) {
 	want := []string{"1/n1/cni+1/n1/kube-proxy", "1/n2/cni+0/n2", "1/n2/kube-proxy", "1/n3/cni+1/n3/kube-proxy"}
 	if !slices.Equal(got, want) {
 		t.Errorf("groups:\n got %q\nwant %q", got, want)
+	}
+}
+
+// settleResumedHolds tells the model which nodes the controller held again
+// after a resume of the blast radius and a new suspension in one instant:
+// the model tainted every held node at the resume, the controller's syncs
+// of some came after the suspension (model.HoldAgainAtResume; seed
+// 11717233602785484563). The model checks the node is such a one.
+func (s *simulation) settleResumedHolds() {
+	s.t.Helper()
+	want := s.model.Nodes()
+	for _, n := range s.nodes {
+		w := want[n.name]
+		if n.unlisted || !w.Tainted || w.ConditionReason != nodev1alpha1.ReasonExtensionsNotReady {
+			continue
+		}
+		obj, err := s.kube.CoreV1().Nodes().Get(s.ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		got := eventView(obj)
+		if got.Tainted || got.ConditionReason != nodev1alpha1.ReasonGatingSuspended {
+			continue
+		}
+		if s.model.HoldAgainAtResume(n.name) {
+			s.trace.Add("t=%s %s: held again by a suspension in the instant of its resume, before its sync (the model had tainted it at the resume)", s.at(), n.name)
+		}
 	}
 }

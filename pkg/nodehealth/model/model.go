@@ -248,6 +248,9 @@ type node struct {
 	turn time.Time
 	// tie is what SwapTiedTurns needs of the node's last turn.
 	tie turnTie
+	// resumedAt is when a guard's lift last gave the node's held failure
+	// its gate (HoldAgainAtResume).
+	resumedAt time.Time
 }
 
 // turnTie is a node's last turn of the escalation rate as SwapTiedTurns
