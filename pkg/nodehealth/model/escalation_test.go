@@ -22,12 +22,19 @@ func TestInModeNoneAFailingNodeIsNeverEscalated(t *testing.T) {
 	}
 }
 
-func TestInModeNoExecuteAnEscalatedNodeCarriesTheNoExecuteTaintUntilItsUngate(t *testing.T) {
+// crashedInModeNoExecute is n1 in service in mode NoExecute, its extension
+// a crashed at 10 s: it comes due at 5m10s.
+func crashedInModeNoExecute(t *testing.T) *story {
 	cfg := defaultConfig()
 	cfg.EvictionMode = EvictionModeNoExecute
 	st := newStory(t, cfg)
 	st.inService(worker("n1", gating("a")))
 	st.release(10*sec, "n1/a", "Crashed")
+	return st
+}
+
+func TestInModeNoExecuteAnEscalatedNodeCarriesTheNoExecuteTaintUntilItsUngate(t *testing.T) {
+	st := crashedInModeNoExecute(t)
 	st.advance(5*minute + 9*sec)
 	st.expect("not yet due", gated(notReady, boot1), "n1")
 	st.advance(5*minute + 10*sec)
@@ -155,11 +162,7 @@ func TestATurnOfTheRateIsSpentAtItsInstantByANodeThatNoLongerFails(t *testing.T)
 }
 
 func TestInModeNoExecuteTheNoExecuteTaintSomeoneRemovedWhileTheOwnViewIsStaleComesBackAtTheLift(t *testing.T) {
-	cfg := defaultConfig()
-	cfg.EvictionMode = EvictionModeNoExecute
-	st := newStory(t, cfg)
-	st.inService(worker("n1", gating("a")))
-	st.release(10*sec, "n1/a", "Crashed")
+	st := crashedInModeNoExecute(t)
 	st.advance(5*minute + 10*sec)
 	st.expect("escalated", noExecute(gated(notReady, boot1)), "n1")
 	st.stale(6 * minute)
@@ -169,11 +172,7 @@ func TestInModeNoExecuteTheNoExecuteTaintSomeoneRemovedWhileTheOwnViewIsStaleCom
 }
 
 func TestInModeNoExecuteAnEscalationDecidedWhileWritesAreRefusedAddsTheVariantWhenTheyAreTakenAgain(t *testing.T) {
-	cfg := defaultConfig()
-	cfg.EvictionMode = EvictionModeNoExecute
-	st := newStory(t, cfg)
-	st.inService(worker("n1", gating("a")))
-	st.release(10*sec, "n1/a", "Crashed")
+	st := crashedInModeNoExecute(t)
 	st.writes(5*minute, true)
 	st.advance(5*minute + 10*sec)
 	st.expect("escalated during the outage: the variant's write was refused", gated(notReady, boot1), "n1")
@@ -185,11 +184,7 @@ func TestInModeNoExecuteAnEscalationDecidedWhileWritesAreRefusedAddsTheVariantWh
 }
 
 func TestInModeNoExecuteARebootBeforeRefusedWritesReturnDropsTheVariantOfTheOldGate(t *testing.T) {
-	cfg := defaultConfig()
-	cfg.EvictionMode = EvictionModeNoExecute
-	st := newStory(t, cfg)
-	st.inService(worker("n1", gating("a")))
-	st.release(10*sec, "n1/a", "Crashed")
+	st := crashedInModeNoExecute(t)
 	st.writes(5*minute, true)
 	st.advance(5*minute + 10*sec)
 	rebooted := worker("n1", gating("a"))
