@@ -35,15 +35,22 @@ lane() {
   "$@" 2>&1 | sed -u "s/^/$name| /"
 }
 
+# timed NAME COMMAND...: lane NAME COMMAND..., then the lane's own wall time.
+timed() {
+  local name=$1 status
+  lane "$@"
+  status=$?
+  echo "$name| lane finished in $(($(date +%s) - start))s (status $status)"
+  return "$status"
+}
+
 start=$(date +%s)
-lane integration "$make" --no-print-directory test-integration &
+timed integration "$make" --no-print-directory test-integration &
 integration_pid=$!
-lane unit nice -n 10 "$make" --no-print-directory "$@"
+timed unit nice -n 10 "$make" --no-print-directory "$@"
 unit=$?
-echo "unit| lane finished in $(($(date +%s) - start))s (status $unit)"
 wait "$integration_pid"
 integration=$?
-echo "integration| lane finished in $(($(date +%s) - start))s (status $integration)"
 
 failed=()
 ((unit == 0)) || failed+=("unit (make $*)")
