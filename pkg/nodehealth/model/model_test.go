@@ -240,11 +240,17 @@ func sixNodes(st *story) {
 	st.inService(nodes...)
 }
 
-func TestBlastRadiusAtHalfOfSixNodesTaintsTwoHoldsTwoAndACanaryBlipChangesNothing(t *testing.T) {
+// sixNodesAtHalf is sixNodes under a cluster threshold of 50 %.
+func sixNodesAtHalf(t *testing.T) *story {
 	cfg := defaultConfig()
 	cfg.ClusterThreshold = 0.5
 	st := newStory(t, cfg)
 	sixNodes(st)
+	return st
+}
+
+func TestBlastRadiusAtHalfOfSixNodesTaintsTwoHoldsTwoAndACanaryBlipChangesNothing(t *testing.T) {
+	st := sixNodesAtHalf(t)
 	// n1, n2 go silent at once, n3, n4 20 s later; n5, n6 keep renewing.
 	st.keep(leasesOf("kube-proxy", "n3", "n4", "n5", "n6")...)
 	st.run(20 * sec)
@@ -282,10 +288,7 @@ func TestBlastRadiusAtHalfOfSixNodesTaintsTwoHoldsTwoAndACanaryBlipChangesNothin
 // lift opens, whether the lift came before or after it in that instant.
 // A gate begun by a taint in that instant keeps the strict rule.
 func TestARenewalInTheInstantAHoldBeganEndsTheGateTheLiftOpens(t *testing.T) {
-	cfg := defaultConfig()
-	cfg.ClusterThreshold = 0.5
-	st := newStory(t, cfg)
-	sixNodes(st)
+	st := sixNodesAtHalf(t)
 	st.keep(leasesOf("kube-proxy", "n6")...)
 	st.run(20 * sec)
 	for _, n := range names(5) {
@@ -312,10 +315,7 @@ func TestARenewalInTheInstantAHoldBeganEndsTheGateTheLiftOpens(t *testing.T) {
 // begun held kept counting a renewal in its start's instant after the
 // recovery moved the start, and the grace ended it).
 func TestARecoveryRestartsAGateBegunHeldWithTheStrictRule(t *testing.T) {
-	cfg := defaultConfig()
-	cfg.ClusterThreshold = 0.5
-	st := newStory(t, cfg)
-	sixNodes(st)
+	st := sixNodesAtHalf(t)
 	st.renew(20*sec, "n3/b") // b's Lease, not yet listed
 	for _, n := range names(3) {
 		st.release(21*sec, n+"/kube-proxy", "Crash")
@@ -335,10 +335,7 @@ func TestARecoveryRestartsAGateBegunHeldWithTheStrictRule(t *testing.T) {
 }
 
 func TestFailuresThatComeDueTogetherAreAllCountedBeforeAnyIsTainted(t *testing.T) {
-	cfg := defaultConfig()
-	cfg.ClusterThreshold = 0.5
-	st := newStory(t, cfg)
-	sixNodes(st)
+	st := sixNodesAtHalf(t)
 	st.keep(leasesOf("kube-proxy", "n5", "n6")...)
 	st.run(60 * sec) // n1..n4 all expired at 50 s
 	st.expect("four expired together", held(boot1), "n1", "n2", "n3", "n4")
@@ -556,10 +553,7 @@ func TestABootstrapGateNeverStartsTheEvictionClock(t *testing.T) {
 // --- Restarts -----------------------------------------------------------
 
 func TestARestartWhileFourOfSixLeasesAreSilentTaintsNoOne(t *testing.T) {
-	cfg := defaultConfig()
-	cfg.ClusterThreshold = 0.5
-	st := newStory(t, cfg)
-	sixNodes(st)
+	st := sixNodesAtHalf(t)
 	st.keep(leasesOf("kube-proxy", "n5", "n6")...) // n1..n4 silent from 0
 	st.run(40 * sec)
 	st.start(40 * sec) // every Lease counts as observed now
@@ -573,10 +567,7 @@ func TestARestartWhileFourOfSixLeasesAreSilentTaintsNoOne(t *testing.T) {
 }
 
 func TestARestartDuringASuspensionKeepsTheHeldNodesHeld(t *testing.T) {
-	cfg := defaultConfig()
-	cfg.ClusterThreshold = 0.5
-	st := newStory(t, cfg)
-	sixNodes(st)
+	st := sixNodesAtHalf(t)
 	st.keep(leasesOf("kube-proxy", "n3", "n4", "n5", "n6")...)
 	st.run(50 * sec)
 	st.drop(leasesOf("kube-proxy", "n3", "n4")...)
@@ -604,10 +595,7 @@ func TestARestartDuringASuspensionKeepsTheHeldNodesHeld(t *testing.T) {
 // it back with the found gate, which waits for a renewal since the start
 // (seeds 10644956011548756368 and 15660107569789160911).
 func TestAFailingNodeFoundGatedWhoseTaintAnotherWriterRemovesDuringASuspensionIsHeldUntilItEnds(t *testing.T) {
-	cfg := defaultConfig()
-	cfg.ClusterThreshold = 0.5
-	st := newStory(t, cfg)
-	sixNodes(st)
+	st := sixNodesAtHalf(t)
 	st.keep(leasesOf("kube-proxy", "n3", "n4", "n5", "n6")...)
 	st.run(50 * sec)
 	st.expect("two of six fail: tainted", gated(notReady, boot1), "n1", "n2")
@@ -1152,10 +1140,7 @@ func TestAPlannedReleaseThatReleasesAgainWithAnotherReasonStaysPlannedUntilItRen
 // every held node at the resume; it takes the other order for a node the
 // driver saw the controller hold so, and for no other.
 func TestANodeTheResumeTaintedMayBeHeldAgainByASuspensionInTheSameInstant(t *testing.T) {
-	cfg := defaultConfig()
-	cfg.ClusterThreshold = 0.5
-	st := newStory(t, cfg)
-	sixNodes(st)
+	st := sixNodesAtHalf(t)
 	st.keep(leasesOf("kube-proxy", "n3", "n4", "n5", "n6")...)
 	st.run(20 * sec)
 	st.drop(leasesOf("kube-proxy", "n3", "n4", "n5", "n6")...)
