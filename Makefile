@@ -171,8 +171,9 @@ test-unit: tools ## Unit tests (no control plane); RACE_PKGS with the race detec
 	# default 10 min with the race detector on a loaded machine. A hang still
 	# ends, well inside CI's budget.
 	CGO_ENABLED=1 $(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- -race $(TEST_FLAGS) -timeout=25m $(RACE_PKGS)
-	# Under the race detector the simulations run a third of their seeds
-	# (sim.RaceDetector): every one runs here, without it.
+	# Under the race detector the controller's simulation runs only its smoke
+	# seeds, the updater's its fresh regressions (sim.RaceDetector): every
+	# seed runs here, without it.
 	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- $(TEST_FLAGS) -run '^($(SIM_TEST_controller)|$(SIM_TEST_updater))$$' $(SIM_PKG_controller) $(SIM_PKG_updater)
 	$(GOTESTSUM) --format $(GOTESTSUM_FORMAT) -- $(TEST_FLAGS) $$($(GO) list $(UNIT_PKGS) | grep -v -x -F -f <($(GO) list $(RACE_PKGS)))
 	# The lean release build's variants of what its build tags replace.
