@@ -1962,6 +1962,11 @@ func (s *simulation) compare(quiet bool) bool {
 				diffs = append(diffs, d)
 			}
 		}
+		if !lagging && !owed && !s.leaderless() {
+			if d := s.extensionListDiff(n, obj); d != "" {
+				diffs = append(diffs, d)
+			}
+		}
 		// A lifecycle condition the outage refused is written on a retry,
 		// after the queue's back-off, which the compared view does not wait
 		// for (seed 8412077615098173412: Drained=True left on a node whose
