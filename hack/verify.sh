@@ -100,7 +100,7 @@ check_shared_versions test/controlplane/etcd .
 check_shared_versions hack/tools $(sed -n 's/^\t_ "\(.*\)"$/\1/p' hack/tools/tools.go)
 # The chart's render tests compile Helm's libraries, which import client-go:
 # one module apart from the product's versions (golang.org/x/net, say) and
-# every k8s.io package above it compiles again, 140 core-seconds of a cold
+# every k8s.io package above it compiles again, 146 core-seconds of a cold
 # run (measured on 28242ea with go build -debug-actiongraph).
 check_shared_versions deploy/charts/test -test ./...
 check_shared_versions hack/tools/helm helm.sh/helm/v4/cmd/helm

@@ -294,9 +294,9 @@ func TestSimulation(t *testing.T) {
 		// which make test-unit's run without it does for every seed. What
 		// it looks for is goroutines that touch one value unordered: the
 		// informers' handlers, the workers and the driver, whose paths the
-		// smoke seeds take, as drawn and with several workers at the gate
-		// (a seed under it costs about 6 core-seconds; the 43 it ran before
-		// were a third of a cold CI run's race-detector minutes).
+		// smoke seeds take, as drawn and with several workers at the gate.
+		// The 43 seeds it ran until 2026-12-01 took 274 core-seconds on 2
+		// quiet cores, these six runs 37 (docs/development.md, "Tests").
 		sim.Run(t, "guards", simSmokeSeeds, func(t *testing.T, seed uint64) *sim.Trace {
 			return runSimulation(t, seed, simTicks)
 		})
