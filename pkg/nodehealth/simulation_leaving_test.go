@@ -200,7 +200,7 @@ func (s *simulation) finalize(n *simNode) {
 func (s *simulation) forgetNode(n *simNode) {
 	s.deletePods(n)
 	for _, a := range n.agents {
-		err := s.kube.CoordinationV1().Leases(testNS).Delete(s.ctx, a.ext+"."+n.name, metav1.DeleteOptions{})
+		err := s.kube.CoordinationV1().Leases(testNS).Delete(s.ctx, a.leaseName(n), metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			s.t.Fatalf("deleting lease %s.%s: %v", a.ext, n.name, err)
 		}

@@ -47,7 +47,7 @@ func (s *simulation) extensionListDiff(n *simNode, obj *v1.Node) string {
 		if !a.registered {
 			continue
 		}
-		l, err := s.c.leaseLister.Leases(testNS).Get(a.ext + "." + n.name)
+		l, err := s.c.leaseLister.Leases(testNS).Get(a.leaseName(n))
 		if apierrors.IsNotFound(err) {
 			continue
 		}

@@ -390,6 +390,10 @@ type simAgent struct {
 	nextRenew  time.Time
 }
 
+// leaseName is the name of the agent's Lease on n (nodev1alpha1.LeaseName,
+// whose checks the simulation's names always pass).
+func (a *simAgent) leaseName(n *simNode) string { return a.ext + "." + n.name }
+
 type simNode struct {
 	name, zone string
 	// excluded: an admin labelled the node nodehealth.io/exclude=true
@@ -1042,7 +1046,7 @@ func (s *simulation) nodeObject(n *simNode) *v1.Node {
 
 func (s *simulation) leaseObject(n *simNode, a *simAgent) *coordinationv1.Lease {
 	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: a.ext + "." + n.name, Labels: nodev1alpha1.LeaseLabels(a.ext, n.name)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: a.leaseName(n), Labels: nodev1alpha1.LeaseLabels(a.ext, n.name)},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(a.ext + "-" + n.name), LeaseDurationSeconds: ptr.To[int32](simLeaseSeconds),
 			RenewTime: &metav1.MicroTime{Time: s.clk.Now()}},
 	}
@@ -1646,7 +1650,7 @@ func (s *simulation) heartbeats(now time.Time) {
 			// it (a re-created node's first renewal, seed
 			// 16355690943911723483): an event, like a revival, so the
 			// second is not quiet.
-			name := a.ext + "." + n.name
+			name := a.leaseName(n)
 			if last, ok := s.renewedAt[name]; ok && now.Sub(last) >= simLeaseSeconds*time.Second+s.opts.RenewalGrace {
 				s.trace.Add("t=%s %s/%s renews a Lease silent since %s", s.at(), n.name, a.ext, last.Sub(sim.Epoch))
 			}
@@ -1662,7 +1666,7 @@ func (s *simulation) heartbeats(now time.Time) {
 
 func (s *simulation) writeLease(n *simNode, a *simAgent, mutate func(*coordinationv1.Lease)) {
 	leases := s.kube.CoordinationV1().Leases(testNS)
-	l, err := leases.Get(s.ctx, a.ext+"."+n.name, metav1.GetOptions{})
+	l, err := leases.Get(s.ctx, a.leaseName(n), metav1.GetOptions{})
 	if err != nil {
 		l = s.leaseObject(n, a)
 		mutate(l)
