@@ -2,10 +2,13 @@ package nodehealth
 
 import (
 	"flag"
+	"fmt"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"nodehealth.io/nodehealth/test/sim"
 )
@@ -153,4 +156,42 @@ func (s *simulation) settleTiedTurns(endOfSecond bool, escalated func(n *simNode
 			}
 		}
 	}
+}
+
+// staysLabel marks the pods a drain must leave on their node whatever the
+// escalation, with the reason as its value (stayingPods).
+const staysLabel = "sim-stays"
+
+// stayingPods are the pods beside a node's workload that no escalation
+// evicts: the kubelet owns a static pod's mirror and the Eviction API cannot
+// remove it; the DaemonSet controller would put its pod straight back, and
+// it must run until the node goes down; a pod that tolerates the readiness
+// taint chose to run on a gated node, as an extension does (pkg/drain's
+// filters, as the controller combines them in newDrainer). None of them asks
+// for an eviction request, so they change no seed's schedule; an attempt on
+// one fails the run (wrongEviction). Only a unit test saw these filters
+// before: a drain built without one of them was never run here.
+func stayingPods(node, suffix string) []*v1.Pod {
+	pod := func(name, why string) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name + "-" + node + suffix, Labels: map[string]string{staysLabel: why}},
+			Spec: v1.PodSpec{NodeName: node}}
+	}
+	mirror := pod("mirror", "the mirror of a static pod")
+	mirror.Annotations = map[string]string{v1.MirrorPodAnnotationKey: "hash"}
+	daemon := pod("ds", "a DaemonSet's pod")
+	daemon.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "uid-agent", Controller: ptr.To(true)}}
+	tolerating := pod("tol", "a pod that tolerates the readiness taint")
+	// Managed, so that only the toleration keeps it: drain.Overrides would
+	// leave a pod that declares no controller when force is off.
+	tolerating.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "extension", UID: "uid-extension", Controller: ptr.To(true)}}
+	tolerating.Spec.Tolerations = []v1.Toleration{{Key: testKey, Operator: v1.TolerationOpExists}}
+	return []*v1.Pod{mirror, daemon, tolerating}
+}
+
+// wrongEviction records an eviction attempt on a pod a drain must leave, for
+// the next compare to report with the trace, and refuses it, so that the pod
+// stays as the run goes on to that compare.
+func (s *simulation) wrongEviction(pod *v1.Pod, why string) error {
+	s.wrongEvictions = append(s.wrongEvictions, fmt.Sprintf("t=%s: the controller tried to evict %s, %s (invariant)", s.at(), pod.Name, why))
+	return apierrors.NewForbidden(podsGVR.GroupResource(), pod.Name, fmt.Errorf("sim: %s must stay", pod.Name))
 }

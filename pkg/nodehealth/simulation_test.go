@@ -526,6 +526,9 @@ type simulation struct {
 	// podsGone: those answered 404, to delete.
 	evictErred sets.Set[string]
 	podsGone   []*v1.Pod
+	// wrongEvictions: the eviction attempts on pods a drain must leave
+	// (wrongEviction), reported by the next compare.
+	wrongEvictions []string
 	// zonelessEvery: every zonelessEvery-th node carries no zone label
 	// (drawConfig; zero: all do).
 	zonelessEvery int
@@ -631,6 +634,9 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	s.api.OnStore = s.recordTaintRemoval
 	s.api.Clock = s.clk
 	s.api.EvictionHook = func(pod *v1.Pod) error {
+		if why := pod.Labels[staysLabel]; why != "" {
+			return s.wrongEviction(pod, why)
+		}
 		for _, n := range s.nodes {
 			if n.name != pod.Spec.NodeName {
 				continue
@@ -815,6 +821,9 @@ func (s *simulation) createPods(n *simNode, suffix string) {
 	s.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p-" + n.name + suffix, OwnerReferences: owner}, Spec: v1.PodSpec{NodeName: n.name}})
 	s.create(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g-" + n.name + suffix, Labels: map[string]string{"budget": "guarded"}, OwnerReferences: owner},
 		Spec: v1.PodSpec{NodeName: n.name}})
+	for _, p := range stayingPods(n.name, suffix) {
+		s.create(p)
+	}
 }
 
 // hash derives a number from a name and an instant.
@@ -986,7 +995,9 @@ func (s *simulation) checkDrain(n *simNode, w model.NodeView) []string {
 	}
 	var left []string
 	for _, p := range s.pods(n) {
-		left = append(left, p.Name)
+		if p.Labels[staysLabel] == "" {
+			left = append(left, p.Name)
+		}
 	}
 	if len(left) == 0 {
 		return nil
@@ -2002,6 +2013,8 @@ func (s *simulation) compare(quiet bool) bool {
 	state := strings.Join(line, " ")
 	diffs = append(diffs, s.checkSteadyWrites(quiet, state+"\n"+strings.Join(messages, "\n"))...)
 	s.trace.Add("t=%s %s", s.at(), state)
+	diffs = append(diffs, s.wrongEvictions...)
+	s.wrongEvictions = nil
 	if len(diffs) > 0 {
 		s.t.Errorf("t=%s the controller and the model differ:\n  %s\nrecent trace:\n%s", s.at(), strings.Join(diffs, "\n  "), s.trace.Tail(40))
 		return false
