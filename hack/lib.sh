@@ -24,6 +24,17 @@ NODEHEALTH_HACK_MODULES=(
   hack/sign
 )
 
+# nodehealth::cpu NAME COMMAND... runs COMMAND, then says on stderr how many
+# CPU seconds it and every process it waited for used, led by NAME; the
+# status is COMMAND's. On 2 busy cores the wall times of steps run side by
+# side say little about what each costs; these figures add up (.ci/run's and
+# make test's step breakdown, README "Wall times").
+nodehealth::cpu() {
+  local TIMEFORMAT="=== $1 used %0U s user + %0S s system CPU"
+  shift
+  time "$@"
+}
+
 # nodehealth::tools::dir MODULE prints where the pinned version of MODULE lives
 # in the module cache.
 nodehealth::tools::dir() {

@@ -16,10 +16,15 @@
 #   hack/test-lanes.sh TARGETS...
 #
 # Every line of a lane begins with its name ("unit| ", "integration| ").
-# Both lanes run to their end, and the script fails when either failed,
-# saying which. MAKE (set by make) runs the lanes; the make command line's
-# variables (E2E=1, TEST_FLAGS, ...) reach them through MAKEFLAGS.
+# Each target of the unit lane runs as a make of its own, and says the CPU
+# seconds it used (nodehealth::cpu), as does the integration lane: the
+# lanes' wall times overlap, their CPU seconds add up. The unit lane stops at
+# its first failing target, as one make of all of them would. Both lanes run
+# to their end, and the script fails when either failed, saying which. MAKE
+# (set by make) runs the lanes; the make command line's variables (E2E=1,
+# TEST_FLAGS, ...) reach them through MAKEFLAGS.
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 if (($# == 0)); then
   echo "usage: $0 TARGETS... (the unit lane's make targets)" >&2
@@ -44,10 +49,19 @@ timed() {
   return "$status"
 }
 
+# unit_lane TARGETS...: one make per target under nice, each followed by
+# its CPU seconds, up to the first that fails.
+unit_lane() {
+  local target
+  for target in "$@"; do
+    nodehealth::cpu "make $target" nice -n 10 "$make" --no-print-directory "$target" || return
+  done
+}
+
 start=$(date +%s)
-timed integration "$make" --no-print-directory test-integration &
+timed integration nodehealth::cpu "make test-integration" "$make" --no-print-directory test-integration &
 integration_pid=$!
-timed unit nice -n 10 "$make" --no-print-directory "$@"
+timed unit unit_lane "$@"
 unit=$?
 wait "$integration_pid"
 integration=$?

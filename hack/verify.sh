@@ -6,7 +6,23 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$NODEHEALTH_ROOT"
 
 failed=0
-step() { echo "--- $*"; }
+# Each step ends with the CPU seconds it used: those of the processes it ran,
+# which the shell waited for (times' second line), since it began.
+times_file=$(mktemp)
+trap 'rm -f "$times_file"' EXIT
+step_name="" step_cpu=0
+step() {
+  local cpu
+  times >"$times_file" # here, not in $(...): a subshell has no children yet
+  cpu=$(awk 'NR == 2 { for (i = 1; i <= NF; i++) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] } } END { printf "%d", s }' "$times_file")
+  if [[ -n "$step_name" ]]; then
+    echo "--- $step_name used $((cpu - step_cpu)) s CPU"
+  fi
+  step_name=$* step_cpu=$cpu
+  if [[ -n "$step_name" ]]; then
+    echo "--- $*"
+  fi
+}
 
 step "gofmt"
 unformatted=$(git ls-files -z --cached --others --exclude-standard '*.go' | xargs -0 -r gofmt -l)
@@ -143,6 +159,7 @@ for p in hack/simulate/mutants/*.patch hack/simulate/mutants/updater/*.patch; do
   git apply --check "$p" || { echo "$p no longer applies to the tree: regenerate it (docs/reliability.md)" >&2; failed=1; }
 done
 
+step ""
 if [[ $failed != 0 ]]; then
   echo "verify FAILED" >&2
   exit 1
