@@ -382,6 +382,12 @@ func TestConcurrentListWritersLoseNothing(t *testing.T) {
 					writerDone <- err
 					return
 				}
+				// The node has no annotations until the controller's first
+				// write, which a slow machine may not have made yet (cold
+				// CI, 2026-12-01: the writer panicked on the nil map).
+				if n.Annotations == nil {
+					n.Annotations = map[string]string{}
+				}
 				n.Annotations[nodev1alpha1.SystemExtensionsAnnotation] = value
 				_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
 				if apierrors.IsConflict(err) {
