@@ -35,6 +35,19 @@ nodehealth::cpu() {
   time "$@"
 }
 
+# nodehealth::cpu_so_far VAR sets VAR to the whole CPU seconds (user +
+# system) of every process this shell has waited for so far, for a script
+# whose steps are lines of its own rather than one command each
+# (hack/verify.sh). Call it directly, not in $(...): a subshell has waited
+# for no one yet.
+nodehealth::cpu_so_far() {
+  local file
+  file=$(mktemp)
+  times >"$file"
+  printf -v "$1" '%s' "$(awk 'NR == 2 { for (i = 1; i <= NF; i++) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] } } END { printf "%d", s }' "$file")"
+  rm -f "$file"
+}
+
 # nodehealth::tools::dir MODULE prints where the pinned version of MODULE lives
 # in the module cache.
 nodehealth::tools::dir() {

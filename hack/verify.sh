@@ -6,15 +6,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$NODEHEALTH_ROOT"
 
 failed=0
-# Each step ends with the CPU seconds it used: those of the processes it ran,
-# which the shell waited for (times' second line), since it began.
-times_file=$(mktemp)
-trap 'rm -f "$times_file"' EXIT
+# Each step ends with the CPU seconds it used: those of the processes it ran
+# (nodehealth::cpu_so_far), since it began.
 step_name="" step_cpu=0
 step() {
   local cpu
-  times >"$times_file" # here, not in $(...): a subshell has no children yet
-  cpu=$(awk 'NR == 2 { for (i = 1; i <= NF; i++) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] } } END { printf "%d", s }' "$times_file")
+  nodehealth::cpu_so_far cpu
   if [[ -n "$step_name" ]]; then
     echo "--- $step_name used $((cpu - step_cpu)) s CPU"
   fi

@@ -229,8 +229,9 @@ func (r *firstRenewals) at(t *testing.T, lease string) time.Time {
 	}
 }
 
-// span is when, after the node's creation, the test sent something: from the
-// call to its answer.
+// span is when, after the node's creation, something happened that the test
+// started: from its call to its answer, or for a renewal, to when the test's
+// own watch saw it if that was later.
 type span struct{ from, to time.Duration }
 
 // timelineOf returns the start-up timeline of a node's boot record.
