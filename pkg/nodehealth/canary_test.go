@@ -122,3 +122,57 @@ func TestCanaryCountsOnlyNewRenewals(t *testing.T) {
 		t.Fatal("view stale right after a new renewal was observed")
 	}
 }
+
+// A view that went stale is current again the moment the canary observes a
+// new renewal of its own: the run loop wakes for it, and the controller
+// resumes at that instant, as the simulation's model has it (its driver
+// checks the view again after the second's deliveries). Before, the loop
+// slept out its interval first, and every taint addition and eviction stayed
+// suspended for up to an interval (5 s by default) after the watch was
+// current again.
+func TestAStaleViewRecoversTheMomentTheCanaryObservesANewRenewal(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	const interval = 2 * time.Second
+	type change struct {
+		stale bool
+		at    time.Time
+	}
+	changes := make(chan change, 8)
+	k := newCanary(canaryConfig{client: fake.NewClientset(), namespace: "ns", identity: "me", clock: clk, interval: interval,
+		onChange: func(_ context.Context, stale bool, at time.Time) { changes <- change{stale, at} }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	k.begin(clk.Now())
+	go func() { defer close(done); k.run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	// Stale: no renewal observed for 3 intervals. The loop's check is due
+	// at 3 intervals and a millisecond; step until it has fired.
+	var got change
+	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		select {
+		case got = <-changes:
+			return true, nil
+		default:
+			clk.Step(100 * time.Millisecond)
+			return false, nil
+		}
+	})
+	if err != nil || !got.stale {
+		t.Fatalf("the view did not turn stale without observed renewals (change %+v, %v)", got, err)
+	}
+
+	// A new renewal of its own, and no time passes: the view is current at
+	// this instant.
+	observedAt := clk.Now()
+	k.observed(&coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("me"), RenewTime: &metav1.MicroTime{Time: observedAt}}})
+	select {
+	case got = <-changes:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the view stayed stale after the canary observed a new renewal at %s: the loop sleeps until its next check, %s later",
+			observedAt.Format(time.StampMilli), interval)
+	}
+	if got.stale || !got.at.Equal(observedAt) {
+		t.Fatalf("change after the renewal = %+v, want current at %s", got, observedAt.Format(time.StampMilli))
+	}
+}
