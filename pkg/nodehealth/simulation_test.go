@@ -552,6 +552,11 @@ type simulation struct {
 	// nextLeader is set no instance runs, and the next starts then.
 	grng       *sim.Rand
 	nextLeader time.Time
+	// startedAt is when the running instance started: its canary renews
+	// then and every interval after, as the run loop's ticker does from
+	// the start (the first instance's start, at the epoch, precedes the
+	// first simulated second).
+	startedAt time.Time
 	// crng draws the canary's failing renewals (canaryFaults) from a
 	// stream of its own; nil when the seed draws none.
 	crng *sim.Rand
@@ -1109,6 +1114,7 @@ func (s *simulation) startController() {
 		s.model.Configure(modelConfig(s.opts))
 	}
 	s.nextLeader = time.Time{}
+	s.startedAt = now
 	s.gen++
 	ctx, cancel := context.WithCancel(s.ctx)
 	s.cancel = cancel
@@ -1607,7 +1613,7 @@ func (s *simulation) step() bool {
 		// A failover stopped the leader in this second.
 		return s.compare(s.trace.Len() == mark)
 	}
-	if now.Sub(sim.Epoch)%simCanary == 0 {
+	if now.Sub(s.startedAt)%simCanary == 0 {
 		_ = s.c.canary.renew(s.ctx)
 	}
 	s.deliver()
