@@ -54,15 +54,10 @@ type canary struct {
 	announced bool
 	// denied is set once a renewal was refused, so it is explained once.
 	denied bool
-	// wake tells the run loop that a new renewal was observed while the
-	// view was announced stale: the loop checks at once instead of at its
-	// next interval, so that the controller resumes the moment its view is
-	// proven current, not up to an interval later.
-	wake chan struct{}
 }
 
 func newCanary(cfg canaryConfig) *canary {
-	return &canary{cfg: cfg, lastObserved: cfg.clock.Now(), wake: make(chan struct{}, 1)}
+	return &canary{cfg: cfg, lastObserved: cfg.clock.Now()}
 }
 
 // observed is called for every event of the canary Lease.
@@ -82,12 +77,6 @@ func (k *canary) observed(lease *coordinationv1.Lease) {
 	if renewed := lease.Spec.RenewTime.Time; !renewed.Equal(k.lastRenewal) {
 		k.lastRenewal = renewed
 		k.lastObserved = k.cfg.clock.Now()
-		if k.announced {
-			select {
-			case k.wake <- struct{}{}:
-			default: // a wake-up is already pending
-			}
-		}
 	}
 }
 
@@ -137,9 +126,7 @@ func (k *canary) check(now time.Time) (stale, changed bool) {
 // that outage; the check wakes exactly when the view would turn stale, so
 // that the guard fires 3 intervals after the last observed renewal, before
 // a healthy Lease can expire (validation keeps 3 × canaryInterval below
-// GuardDeadline: 3/4 × minimumLeaseDuration + renewalGrace), and wakes at
-// once when a stale view observes a new renewal (observed), so that the
-// controller resumes as soon as its view is current.
+// GuardDeadline: 3/4 × minimumLeaseDuration + renewalGrace).
 func (k *canary) run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(k.cfg.namespace, nodev1alpha1.ControllerCanaryLease))
 	renewed := make(chan struct{})
@@ -161,7 +148,6 @@ func (k *canary) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-k.cfg.clock.After(max(next, time.Millisecond)):
-		case <-k.wake:
 		}
 	}
 }

@@ -123,14 +123,14 @@ func TestCanaryCountsOnlyNewRenewals(t *testing.T) {
 	}
 }
 
-// A view that went stale is current again the moment the canary observes a
-// new renewal of its own: the run loop wakes for it, and the controller
-// resumes at that instant, as the simulation's model has it (its driver
-// checks the view again after the second's deliveries). Before, the loop
-// slept out its interval first, and every taint addition and eviction stayed
-// suspended for up to an interval (5 s by default) after the watch was
-// current again.
-func TestAStaleViewRecoversTheMomentTheCanaryObservesANewRenewal(t *testing.T) {
+// A stale view is current again at the run loop's next check after a new
+// renewal was observed, not at the renewal's event: the watch catching up
+// after a stall delivers its backlog around the canary's renewal, and a
+// renewal of that backlog taken after the recovery would end a gate the
+// recovery restarted, though it may predate a reboot (docs/controller.md,
+// "Own view"). The loop checks once an interval while stale, at times of its
+// own.
+func TestAStaleViewRecoversAtTheLoopsNextCheckNotAtTheRenewalsEvent(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	const interval = 2 * time.Second
 	type change struct {
@@ -146,33 +146,35 @@ func TestAStaleViewRecoversTheMomentTheCanaryObservesANewRenewal(t *testing.T) {
 	go func() { defer close(done); k.run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	// Stale: no renewal observed for 3 intervals. The loop's check is due
-	// at 3 intervals and a millisecond; step until it has fired.
-	var got change
-	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		select {
-		case got = <-changes:
-			return true, nil
-		default:
-			clk.Step(100 * time.Millisecond)
-			return false, nil
+	// Stale once the loop's check at 3 intervals and a millisecond fires.
+	stepUntilChange := func(what string) change {
+		t.Helper()
+		var got change
+		err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			select {
+			case got = <-changes:
+				return true, nil
+			default:
+				clk.Step(100 * time.Millisecond)
+				return false, nil
+			}
+		})
+		if err != nil {
+			t.Fatalf("%s: no change reported (fake time %s): %v", what, clk.Now().Format(time.StampMilli), err)
 		}
-	})
-	if err != nil || !got.stale {
-		t.Fatalf("the view did not turn stale without observed renewals (change %+v, %v)", got, err)
+		return got
+	}
+	if got := stepUntilChange("no renewal observed for 3 intervals"); !got.stale {
+		t.Fatalf("first change %+v, want stale", got)
 	}
 
-	// A new renewal of its own, and no time passes: the view is current at
-	// this instant.
 	observedAt := clk.Now()
 	k.observed(&coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("me"), RenewTime: &metav1.MicroTime{Time: observedAt}}})
-	select {
-	case got = <-changes:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the view stayed stale after the canary observed a new renewal at %s: the loop sleeps until its next check, %s later",
-			observedAt.Format(time.StampMilli), interval)
+	if !k.stale() {
+		t.Fatalf("the view is current at the renewal's event (%s), before the loop's check", observedAt.Format(time.StampMilli))
 	}
-	if got.stale || !got.at.Equal(observedAt) {
-		t.Fatalf("change after the renewal = %+v, want current at %s", got, observedAt.Format(time.StampMilli))
+	got := stepUntilChange("a new renewal observed while stale")
+	if got.stale || !got.at.After(observedAt) || got.at.Sub(observedAt) > interval+time.Second {
+		t.Fatalf("change after the renewal at %s = %+v, want current at the loop's next check, within an interval", observedAt.Format(time.StampMilli), got)
 	}
 }

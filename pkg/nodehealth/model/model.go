@@ -501,6 +501,8 @@ func (m *Model) NodeUpdated(at time.Time, in Node) {
 		// the new one's and expected NodeRecreated from a new instance).
 		n.record = nil
 		n.tainted = in.TaintedAtCreation
+		// Nor is a condition of the controller's.
+		n.condWritten = false
 		// The pods of the old Node object are not this node's.
 		n.evicted, n.noExecute = false, false
 	}
@@ -879,8 +881,8 @@ func copyNode(n Node) Node {
 // leaves as it was, and whether the node's pods stood evicted: an ungate
 // ends the failure, and the pods' eviction with it, only by its write.
 type nodeWrites struct {
-	tainted, noExecute, evicted bool
-	record                      *bootRecord
+	tainted, noExecute, evicted, condWritten bool
+	record                                   *bootRecord
 }
 
 // decidesWritesChanged: the update from old to in changes what a write of
@@ -898,8 +900,11 @@ func decidesWritesChanged(old, in Node) bool {
 // update were decided on a view without it; the controller's writes of
 // them read the Node afresh, find it changed in what decides them and are
 // refused (docs/controller.md, "Writes"). Their taint and NoExecute
-// additions and their boot record are taken back, and the evaluation that
-// follows decides them again on the new Node.
+// additions, their boot record and the condition they wrote first are
+// taken back, and the evaluation that follows decides them again on the new
+// Node (seed 7312980953682531094: a node re-created and excluded in one
+// instant; the model kept the condition decided on the unlabelled object,
+// which the exclusion then expected to read NodeExcluded).
 //
 // Choice: a removal stays: the controller, which took the node as ungated,
 // removes the taint again in the retry that follows at once. The failure
@@ -922,6 +927,7 @@ func (n *node) takeBackRefusedWrites() {
 	n.noExecute = n.noExecute && before.noExecute
 	n.evicted = n.evicted || before.evicted
 	n.record = before.record
+	n.condWritten = before.condWritten
 	n.writtenAt = time.Time{}
 }
 

@@ -443,7 +443,8 @@ func (m *Model) ownViewRecovers(at time.Time) {
 
 func (m *Model) evaluateNode(n *node, t time.Time) {
 	if m.worldAt.Equal(t) && !n.writtenAt.Equal(t) {
-		n.writtenAt, n.beforeWrites = t, nodeWrites{tainted: n.tainted, noExecute: n.noExecute, evicted: n.evicted, record: n.record}
+		n.writtenAt, n.beforeWrites = t, nodeWrites{tainted: n.tainted, noExecute: n.noExecute, evicted: n.evicted,
+			condWritten: n.condWritten, record: n.record}
 	}
 	if n.Excluded {
 		leaveExcludedNodeAlone(n)
