@@ -1596,6 +1596,14 @@ func (s *simulation) checkView() {
 	if !stale {
 		next = min(next, s.c.canary.staleAt().Sub(now)+time.Millisecond)
 	}
+	// The model says when the view must turn stale, whatever the
+	// controller's own reckoning: the driver checks then too, so that a
+	// canary that reckons its staleness wrong is checked at the instant
+	// it is wrong (canary-stale-after-four-intervals). A right one would
+	// check then anyway.
+	if at := s.model.ViewStaleAt(); !stale && at.After(now) {
+		next = min(next, at.Sub(now)+time.Millisecond)
+	}
 	s.nextCheck = now.Add(max(next, time.Millisecond))
 	if want := s.model.CheckView(now); stale != want {
 		s.trace.Add("t=%s own view: controller stale=%v, model stale=%v", s.at(), stale, want)

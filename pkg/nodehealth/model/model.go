@@ -648,6 +648,16 @@ func (m *Model) CanaryRenewed(at, renewTime time.Time) {
 	}
 }
 
+// ViewStaleAt is when the own view turns stale unless a new renewal of the
+// canary is observed first: the canary's check must judge it stale at the
+// first check after that instant (the zero time while no instance runs).
+func (m *Model) ViewStaleAt() time.Time {
+	if !m.running {
+		return time.Time{}
+	}
+	return m.canaryObserved.Add(canaryStaleAfter * m.cfg.CanaryInterval)
+}
+
 // CheckView is the canary's check at `at`: the own view is stale once no
 // new renewal of the canary was observed (nor the instance started) for
 // more than canaryStaleAfter canary intervals, and current again once one
