@@ -270,7 +270,9 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // simOpenFindings are seeds that fail and are not fixed yet
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	{Seed: 14990059884068702542, Name: "n7's NoExecute turn, decided at the own view's recovery inside an outage of the writes and written after it: the model counts the next turn from the recovery, the controller from the retry, 6 s apart (n8 at 3m53s)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
