@@ -51,10 +51,15 @@ for patch in "$mutants"/$only.patch; do
 		total=$((total + 1))
 		if ! out=$(cd "$scratch/$pkg" && "$scratch/nh.test" -test.run "^$test\$" -test.timeout 10m -sim.seeds=0 -sim.seed="$seed" ${SIM_FLAGS:-} 2>&1); then
 			found=$seed
+			# The first difference, else the first failure the test
+			# reported (a check of the canary's verdict, say): a grep that
+			# finds nothing must not end the script (set -e, pipefail).
+			what=""
 			if [ "$test" = TestSimulation ]; then
-				what=$(grep -m1 -A1 'differ\|invariant' <<<"$out" | tail -1 | sed 's/^ *//; s/|/\\|/g' | cut -c1-160)
-			else
-				what=$(grep -m1 -E 'simulation_test.go:[0-9]+: ' <<<"$out" | sed 's/^ *simulation_test.go:[0-9]*: //; s/|/\\|/g' | cut -c1-160)
+				what=$(grep -m1 -A1 'differ\|invariant' <<<"$out" | tail -1 | sed 's/^ *//; s/|/\\|/g' | cut -c1-160 || true)
+			fi
+			if [ -z "$what" ]; then
+				what=$(grep -m1 -E '_test.go:[0-9]+: ' <<<"$out" | sed 's/^ *[a-z_]*_test.go:[0-9]*: //; s/|/\\|/g' | cut -c1-160 || true)
 			fi
 			break
 		fi
