@@ -155,7 +155,9 @@ var simFreshRegressions = sim.Regressions{
 // simOpenFindings are seeds that fail and are not fixed yet
 // (docs/reliability.md); TestUpdaterSimulationOpenFindings runs them with
 // -sim.open. Until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{}
+var simOpenFindings = sim.Regressions{
+	{Seed: 15065666919217838311, Name: "n1, activated with the answer lost, reboots unplanned into the update; its agent renews after the boot, yet the node stays tainted from 1m19s to the end (drained-past-deadline at 10m25s; make simulate SIM=updater SEEDS=200 on 94fcc62, 2026-12-01; not diagnosed)"},
+}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
