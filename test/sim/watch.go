@@ -233,6 +233,24 @@ func (a *API) Pending() int {
 	return n
 }
 
+// Deliverable is the number of events Deliver could deliver now: those
+// waiting on open watches whose next event is not stalled, counted up to
+// the first stalled one of each watch.
+func (a *API) Deliverable() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, w := range a.watches {
+		for _, ev := range w.pending {
+			if a.stalled(w.gvr, ev.Object) {
+				break
+			}
+			n++
+		}
+	}
+	return n
+}
+
 // Stall holds gvr's events for which match is true (all if match is nil) and
 // every later event of the same watch, as a stuck watch connection does;
 // writes still succeed. match must not modify the object.
