@@ -1751,3 +1751,75 @@ func TestTheAgentLocksAnOlderVersionOnlyForTheRollbackOfTheVersionItRuns(t *test
 		})
 	}
 }
+
+// activationAnswerLost is an agent process that activated the update and
+// was gone before it saw the answer: the host took the activation, the
+// shadow never heard of it.
+type activationAnswerLost struct{ BottlerocketAPI }
+
+func (a activationAnswerLost) ActivateUpdate(ctx context.Context) (*brapi.UpdateStatus, error) {
+	if _, err := a.BottlerocketAPI.ActivateUpdate(ctx); err != nil {
+		return nil, err
+	}
+	return nil, errKilled
+}
+
+// TestAnUpdateBootedBeforeItsStagingWasReportedGoesOnToItsHealthGate: found
+// by the update simulation (seed 15065666919217838311). The agent activated
+// the update, the answer was lost, and the host rebooted for another reason
+// into the update while spec still asked for StagedAndPerformedUpdate. The
+// restarted agent finds the host on spec.version: staging has nothing left
+// to do, so it reports the update staged and then booted (no drain, no
+// second reboot), and the operator's health gate judges the release. Failing
+// the attempt instead, as a user's lock change while the agent was down
+// made it do, aborted an update that had already booted: the node stayed on
+// a release no health gate had seen. A lock someone changed is still theirs.
+func TestAnUpdateBootedBeforeItsStagingWasReportedGoesOnToItsHealthGate(t *testing.T) {
+	for _, userLock := range []string{"", "1.22.0"} {
+		t.Run(fmt.Sprintf("user lock %q", userLock), func(t *testing.T) {
+			h := newHarness(t, emulator.Config{Offered: []string{"1.21.0", "1.22.0"}})
+			h.shadows.create()
+			a := h.agentWith(activationAnswerLost{h.api})
+			mustSync(t, h, a)
+			h.operator("1.21.0")
+			if _, err := h.sync(a); !errors.Is(err, errKilled) {
+				t.Fatalf("staging sync = %v, want the activation's answer lost", err)
+			}
+			h.expectState(idle)
+			if v := h.em.State().Status.ActivatedVersion(); v != "1.21.0" {
+				t.Fatalf("activated version = %q, want 1.21.0", v)
+			}
+			ctx := context.Background()
+			must(t, h.api.Reboot(ctx)) // not the agent's: a kernel panic, maintenance
+			h.settle()
+			if userLock != "" {
+				must(t, h.api.SetVersionLock(ctx, userLock)) // while the agent is down
+			}
+			b := h.newAgent()
+			must(t, b.InitLease(ctx))
+			mustSync(t, h, b)
+			h.expectState(staged)
+			want := userLock
+			if want == "" {
+				want = "latest"
+			}
+			if got := h.em.State().VersionLock; got != want {
+				t.Errorf("version lock = %q once staged, want %q", got, want)
+			}
+			h.operator("1.21.0")
+			for i := 0; i < 4 && h.status().CurrentState != rebootedTo; i++ {
+				mustSync(t, h, b)
+			}
+			h.expectState(rebootedTo)
+			if st := h.em.State(); st.Reboots != 1 || st.Running != "1.21.0" {
+				t.Fatalf("reboots = %d, running %s: want the one unplanned boot into 1.21.0 and no second", st.Reboots, st.Running)
+			}
+			if st := h.status(); st.CrashCount != 0 || meta.FindStatusCondition(st.Conditions, updatesv1alpha1.ConditionUpdateFailed) != nil {
+				t.Errorf("status = %+v, want no crash and no UpdateFailed condition", st)
+			}
+			if !h.lease.isHeld() {
+				t.Error("the Lease stays released on a node that runs the update")
+			}
+		})
+	}
+}

@@ -391,7 +391,22 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 	}
 	logger := klog.FromContext(ctx).WithValues("version", version)
 
-	if end := a.refuseDowngrade(ctx, logger, shadow, version); end != nil {
+	os, err := a.c.API.OS(ctx)
+	if err != nil {
+		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the running version: %w", err)))
+	}
+	if brapi.SameVersion(os.VersionID, version) {
+		// The host booted the update already: an activation whose report
+		// never landed, then a reboot for another reason. Nothing is left
+		// to stage, and nothing must fail the attempt (a lock changed
+		// meanwhile, an updater that chooses nothing now): an abort cannot
+		// take a booted release back, and would leave the node on it
+		// without a health gate. It goes on from here; the reboot step
+		// finds the host on the update and reports it booted.
+		logger.Info("The host already runs the update (it rebooted for another reason after the activation); reporting it staged", "running", os.VersionID)
+		return a.finishStaging(ctx, logger, shadow)
+	}
+	if end := a.refuseDowngrade(ctx, logger, shadow, version, os.VersionID); end != nil {
 		return end.after, end.err
 	}
 	shadow, end := a.pinVersion(ctx, shadow, version)
@@ -419,12 +434,7 @@ func (a *Agent) syncStage(ctx context.Context, shadow *updatesv1alpha1.Bottleroc
 // its health gate, and says so with the rollback annotation naming it
 // (docs/updater.md). Anything else older is a mistake, and updog would take
 // it (a locked version is chosen whether newer or older).
-func (a *Agent) refuseDowngrade(ctx context.Context, logger klog.Logger, shadow *updatesv1alpha1.BottlerocketShadow, version string) *stageEnd {
-	os, err := a.c.API.OS(ctx)
-	if err != nil {
-		return endStage(a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, fmt.Errorf("reading the running version: %w", err))))
-	}
-	running := os.VersionID
+func (a *Agent) refuseDowngrade(ctx context.Context, logger klog.Logger, shadow *updatesv1alpha1.BottlerocketShadow, version, running string) *stageEnd {
 	c, err := brapi.CompareVersions(version, running)
 	if err != nil {
 		return endStage(a.fail(ctx, shadow, ReasonDowngradeRefused, fmt.Errorf("cannot compare spec.version %q with the running version %q: %w", version, running, err)))
@@ -662,9 +672,14 @@ func (a *Agent) finishStaging(ctx context.Context, logger klog.Logger, shadow *u
 	// is still the agent's pin: a user may have changed it while the host
 	// prepared, and that lock is theirs (docs/updater.md). The update was
 	// chosen under the pin and is activated, so staging goes on.
-	kept, err := a.restoreVersionLock(ctx, shadow, shadow.Status.PreviousVersionLock)
-	if err != nil {
-		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, err))
+	// Nothing recorded, nothing to restore: a host found on the update
+	// already may have been updated by someone else, pin and all.
+	kept := false
+	if prev := shadow.Status.PreviousVersionLock; prev != "" {
+		var err error
+		if kept, err = a.restoreVersionLock(ctx, shadow, prev); err != nil {
+			return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, err))
+		}
 	}
 	if err := a.restoreIgnoreWaves(ctx, shadow); err != nil {
 		return a.handle(ctx, shadow, stepFailed(ReasonVersionLockFailed, err))

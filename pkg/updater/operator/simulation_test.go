@@ -150,14 +150,13 @@ var simFreshRegressions = sim.Regressions{
 	{Seed: 8071646136539781039, Name: "a failed update holds its slot until its rollback starts: a resume before the agent reported Idle lets no other node start at a limit of 1 (limit; make simulate-fresh of ba2ff75, 2026-11-29)"},
 	{Seed: 17839033444108069171, Name: "a user who pins the version a rollback went to while it soaks keeps that lock: the update completes without restoring the lock from before it, only an abort restores it (make simulate-fresh of f9f9bf1, 2026-11-29; driver)"},
 	{Seed: 12646156730417697688, Name: "a user who pins the version a rollback goes to while the host prepares gets the lock from before the update back when staging ends, although the update completes (make simulate-fresh of f61b279, 2026-11-30; driver)"},
+	{Seed: 15065666919217838311, Name: "an update whose activation's answer was lost and which a reboot for another reason booted is reported staged and booted, and its health gate judges it, instead of failing on a lock a user changed meanwhile and being aborted on the new release (make simulate SIM=updater SEEDS=200 on 94fcc62, 2026-12-01; agent)"},
 }
 
 // simOpenFindings are seeds that fail and are not fixed yet
 // (docs/reliability.md); TestUpdaterSimulationOpenFindings runs them with
 // -sim.open. Until they are fixed they would keep CI red.
-var simOpenFindings = sim.Regressions{
-	{Seed: 15065666919217838311, Name: "n1, activated with the answer lost, reboots unplanned into the update; its agent renews after the boot, yet the node stays tainted from 1m19s to the end (drained-past-deadline at 10m25s; make simulate SIM=updater SEEDS=200 on 94fcc62, 2026-12-01; not diagnosed)"},
-}
+var simOpenFindings = sim.Regressions{}
 
 var simOpen = flag.Bool("sim.open", false, "run the open findings of the simulation (they fail until fixed)")
 
