@@ -872,3 +872,56 @@ func TestEveryNodeIsQueuedInNameOrderWhenTheOwnViewRecovers(t *testing.T) {
 		t.Fatalf("queued when the own view recovered: %q, want name order %q", got, want)
 	}
 }
+
+// A node whose eviction timeout runs out in a sync whose writes the API
+// server refuses (an outage of the controller's writes) takes its turn of
+// the eviction rate then, not when the writes come back: the escalation is
+// queued whatever happens to the sync's other writes, and the retry of those
+// writes takes no turn of its own. Queued only after a sync that wrote
+// everything, the node took its turn at the first sync after the outage, and
+// every node due after it moved back with it (simulation seed
+// 14990059884068702542: a condition write refused at the instant the own
+// view recovered inside an outage).
+func TestANodeWhoseEvictionComesDueInASyncWithRefusedWritesTakesItsTurnThen(t *testing.T) {
+	opts := testOptions()
+	f := newFixture(t, opts, readyNode("n1"), pod("p", "n1"))
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.clock.Step(51 * time.Second)
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("the expired Lease did not gate the node")
+	}
+	// The eviction timeout (5m) runs from the gate's start.
+	f.clock.Step(5*time.Minute - time.Second)
+	f.sync("n1")
+	if n := f.c.evictions.Len(); n != 0 {
+		t.Fatalf("%d escalations queued a second before the eviction timeout runs out", n)
+	}
+	// Someone else overwrites the condition: the due sync has it to put
+	// back, and the API server refuses that write.
+	f.updateNode("n1", func(n *v1.Node) {
+		for i := range n.Status.Conditions {
+			if c := &n.Status.Conditions[i]; c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
+				c.Status, c.Reason = v1.ConditionTrue, "SomeoneElsesWrite"
+			}
+		}
+	})
+	f.client.PrependReactor("patch", "nodes", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInternalError(errors.New("etcd is gone"))
+	})
+	f.clock.Step(time.Second)
+	if err := f.c.syncNode(f.ctx, "n1"); err == nil {
+		t.Fatal("the condition was written through the outage")
+	}
+	if n := f.c.evictions.Len(); n != 1 {
+		t.Fatalf("%d escalations queued by the sync in which the eviction timeout ran out, want n1's", n)
+	}
+	after, err := f.c.escalateNode(f.ctx, "n1")
+	if err != nil || after != 0 {
+		t.Fatalf("escalation waits %v (err %v), want it now: the node's turn came with its eviction timeout", after, err)
+	}
+	if got := evictionsOf(f); !slices.Equal(got, []string{"p"}) {
+		t.Errorf("evicted %q at the node's turn, want p", got)
+	}
+}

@@ -290,10 +290,19 @@ func (c *Controller) announce(ctx context.Context, node *v1.Node, r nodeResult) 
 }
 
 // apply writes the decision: the taint, the list and the boot record in one
-// Node write, then the condition; it queues the escalation and the next
-// check.
+// Node write, then the condition; it queues the escalation (even when a
+// write fails) and the next check.
 func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) error {
 	d, st, name := r.d, r.st, node.Name
+	if d.escalate {
+		// Queued whatever becomes of this sync's writes: the node takes
+		// its turn of the eviction rate when its eviction timeout runs
+		// out, and the retry of a refused write takes none of its own
+		// (seed 14990059884068702542). At its turn the eviction worker
+		// checks again that the node is still due. Deferred, so that the
+		// worker acts on what this sync wrote.
+		defer c.evictions.Add(name)
+	}
 	changed, err := c.writeDecision(ctx, node, r)
 	if err != nil {
 		return err
@@ -319,9 +328,6 @@ func (c *Controller) apply(ctx context.Context, node *v1.Node, r nodeResult) err
 		return err
 	}
 
-	if d.escalate {
-		c.evictions.Add(name)
-	}
 	if !d.nextCheck.IsZero() {
 		c.queue.AddAfter(name, d.nextCheck.Sub(r.now))
 	}
