@@ -161,8 +161,7 @@ func (k *canary) begin(now time.Time) {
 }
 
 // tick is one check of the run loop: it judges the view at now and, when
-// that changes, says so in the log and tells onChange. The simulations
-// call it as the loop does.
+// that changes, says so in the log and tells onChange.
 func (k *canary) tick(ctx context.Context, now time.Time) (stale, changed bool) {
 	stale, changed = k.check(now)
 	if !changed {
@@ -182,20 +181,28 @@ func (k *canary) tick(ctx context.Context, now time.Time) (stale, changed bool) 
 }
 
 // renewLoop renews the canary every interval; each attempt is bounded by the
-// interval, so that the next one goes out on time after a hung request.
+// interval, so that the next one goes out on time after a hung request. It
+// waits on a timer armed after each renewal rather than on a ticker: a
+// simulation driving the controller's clock then sees the loop parked
+// between two renewals, as it sees the check loop.
 func (k *canary) renewLoop(ctx context.Context, logger klog.Logger) {
-	ticker := k.cfg.clock.NewTicker(k.cfg.interval)
-	defer ticker.Stop()
+	due := k.cfg.clock.Now()
 	for {
 		renewCtx, cancel := context.WithTimeout(ctx, k.cfg.interval)
 		if err := k.renew(renewCtx); err != nil && ctx.Err() == nil {
 			k.reportRenewError(logger, err)
 		}
 		cancel()
+		// An interval after the last renewal went out; one that took
+		// longer (its timeout runs on real time) is followed at once.
+		now := k.cfg.clock.Now()
+		if due = due.Add(k.cfg.interval); due.Before(now) {
+			due = now
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C():
+		case <-k.cfg.clock.After(due.Sub(now)):
 		}
 	}
 }

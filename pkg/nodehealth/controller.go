@@ -405,16 +405,27 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
 	}
 	wg.Go(func() { wait.UntilWithContext(ctx, c.evictionWorker, time.Second) })
-	wg.Go(func() {
-		wait.JitterUntilWithContext(ctx, func(ctx context.Context) { c.enqueueAll() }, safetyResync, 0.1, false)
-	})
+	wg.Go(func() { c.resync(ctx) })
 	<-ctx.Done()
+}
+
+// resync queues every node every safetyResync (10 % jitter), on the
+// controller's clock. The first comes a period after the start: the
+// informers' initial lists queued every node then.
+func (c *Controller) resync(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.clock.After(wait.Jitter(safetyResync, 0.1)):
+		}
+		c.enqueueAll()
+	}
 }
 
 // begin is what the controller does between its caches' sync and its first
 // worker: its own view starts trusted, a full set of canary intervals from
-// now, and the blast radius counts every node listed. Run calls it, and so do
-// the simulations, which run the workers themselves.
+// now, and the blast radius counts every node listed.
 func (c *Controller) begin(ctx context.Context) {
 	if c.canary != nil {
 		c.canary.begin(c.clock.Now())

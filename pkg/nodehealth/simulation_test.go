@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,7 +41,8 @@ import (
 	"nodehealth.io/nodehealth/test/sim"
 )
 
-// The simulation runs the real controller — NewController, its informers
+// The simulation runs the real controller — NewController and Run, its
+// workers, canary loops and resync on goroutines of their own, its informers
 // over a fake API server that behaves as kube-apiserver can (test/sim), its
 // real workqueues — beside the reference model of docs/controller.md
 // (pkg/nodehealth/model), under a seeded schedule of faults, and requires
@@ -557,14 +560,14 @@ type simulation struct {
 	// nextLeader is set no instance runs, and the next starts then.
 	grng       *sim.Rand
 	nextLeader time.Time
-	// startedAt is when the running instance started: its canary renews
-	// then and every interval after, as the run loop's ticker does from
-	// the start (the first instance's start, at the epoch, precedes the
-	// first simulated second).
+	// startedAt is when the running instance started.
 	startedAt time.Time
-	// nextCheck is when the running instance's canary loop checks its view
-	// next (checkView).
-	nextCheck time.Time
+	// loops is the simulated clock as the running instance sees it: it
+	// knows when the instance's timed loops (the canary's two, the
+	// resync) wait again (startController, awaitLoops).
+	loops *loopClock
+	// ran is closed when the running instance's Run has returned.
+	ran chan struct{}
 	// crng draws the canary's failing renewals (canaryFaults) from a
 	// stream of its own; nil when the seed draws none.
 	crng *sim.Rand
@@ -1141,7 +1144,7 @@ func (s *simulation) startController() {
 	// rate runs on the simulated clock as it is.
 	s.queues = make([]*driverDelays, 2)
 	queues := func(name string, _ workqueue.TypedRateLimiter[string]) workqueue.TypedRateLimitingInterface[string] {
-		q := newDriverDelays(name, s.clk)
+		q := newDriverDelays(name, s.clk, s.gate)
 		q.byName = s.workers > 1
 		i := 1
 		if name == NodeQueueName {
@@ -1151,8 +1154,9 @@ func (s *simulation) startController() {
 		s.queues[i] = q
 		return q
 	}
+	s.loops = newLoopClock(s.clk)
 	c, err := NewController(ctx, Config{Client: s.ctrl, Nodes: nodeInformer, Leases: leaseInformer,
-		Recorder: &record.FakeRecorder{}, Clock: s.clk, Options: s.opts, Queues: queues})
+		Recorder: &record.FakeRecorder{}, Clock: s.loops, Options: s.opts, Queues: queues})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -1186,9 +1190,19 @@ func (s *simulation) startController() {
 		n.unlisted = false
 	}
 	s.model.Start(now)
-	c.begin(ctx)
-	// The canary's loop checks at once, as Run starts it.
-	s.nextCheck = now
+	// The controller as the binary runs it: its workers, its canary's
+	// loops and its resync on goroutines of their own. The workers wait
+	// for the driver's grants in the queues (drain), the loops for the
+	// simulated clock.
+	ran := make(chan struct{})
+	s.ran = ran
+	go func() {
+		defer close(ran)
+		c.Run(ctx, s.workers)
+	}()
+	s.awaitLoops(func() bool {
+		return s.queues[0].idleWorkers() == s.workers && s.queues[1].idleWorkers() == 1
+	})
 	s.checkView()
 	s.trace.Add("t=%s controller %d started", s.at(), s.gen)
 	// Its workers start at once, on what it listed.
@@ -1221,9 +1235,58 @@ func (s *simulation) stopController(now time.Time) {
 func (s *simulation) stop() {
 	if s.cancel != nil {
 		s.cancel()
-		s.c.queue.ShutDown()
-		s.c.evictions.ShutDown()
+		<-s.ran
 	}
+}
+
+// simLoops is how many timed loops a running instance has: the canary's
+// check and renewal, and the resync.
+const simLoops = 3
+
+// awaitLoops waits until every timed loop of the running instance waits for
+// the simulated clock again (a step woke those whose timers came due) and
+// ready, if given, holds. Nothing else wakes them, so from then on they
+// stay put until the next step.
+func (s *simulation) awaitLoops(ready func() bool) {
+	s.t.Helper()
+	if s.c == nil || s.leaderless() {
+		return
+	}
+	deadline := time.Now().Add(time.Minute)
+	for s.loops.waiting() != simLoops || ready != nil && !ready() {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("t=%s the controller's timed loops did not wait for the clock again: %d of %d wait", s.at(), s.loops.waiting(), simLoops)
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+// loopClock is the simulated clock as the controller sees it. It keeps the
+// instant of each timer its loops arm (After), so that the driver knows how
+// many wait for the clock: a loop a step woke is done with its turn when it
+// arms its next timer.
+type loopClock struct {
+	*sim.Clock
+	mu    sync.Mutex
+	armed []time.Time
+}
+
+func newLoopClock(clk *sim.Clock) *loopClock { return &loopClock{Clock: clk} }
+
+func (c *loopClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	c.armed = append(c.armed, c.Now().Add(d))
+	c.mu.Unlock()
+	return c.Clock.After(d)
+}
+
+// waiting is how many timers armed by the loops have not fired yet.
+func (c *loopClock) waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.Now()
+	c.armed = slices.DeleteFunc(c.armed, func(at time.Time) bool { return !at.After(now) })
+	return len(c.armed)
 }
 
 // modelInput is one observation for the model. The inputs of one flush are
@@ -1509,16 +1572,26 @@ func (s *simulation) drain() bool {
 		return s.drainWorkers()
 	}
 	worked := false
-	for s.c.queue.Len() > 0 || s.c.evictions.Len() > 0 {
+	nodes, evictions := s.queues[0], s.queues[1]
+	for nodes.Len() > 0 || evictions.Len() > 0 {
 		worked = true
-		if s.c.queue.Len() > 0 {
-			s.c.processNext(s.ctx)
+		if nodes.Len() > 0 {
+			s.serveAlone(nodeWorker, nodes)
 		}
-		if s.c.evictions.Len() > 0 {
-			s.c.processNextEviction(s.ctx)
+		if evictions.Len() > 0 {
+			s.serveAlone(evictionWorker, evictions)
 		}
 	}
 	return worked
+}
+
+// serveAlone has one worker take the next key of q and runs it, alone,
+// until it waits for work again: its requests go through one at a time.
+func (s *simulation) serveAlone(name string, q *driverDelays) {
+	s.gateStep(func(ctx context.Context) error { return s.gate.Grant(ctx, name, q.grant) })
+	for len(s.gate.Held()) > 0 {
+		s.gateStep(func(ctx context.Context) error { return s.gate.Release(ctx, 0) })
+	}
 }
 
 func (s *simulation) settle() {
@@ -1583,39 +1656,29 @@ func (s *simulation) retriesHeld() bool {
 	return false
 }
 
-// checkView runs the canary's check when its loop's would come due: the loop
-// checks at its start, then an interval after each check, or when the view
-// would turn stale if that is sooner (canary.run), and the simulated clock
-// fires its timer at the first second at or after that. So a stale view is
+// checkView compares the own view as the controller's canary loop judged it
+// (the nodehealth_own_view_stale gauge) with the model's, after the loop
+// has run for the second. The model checks at the times the loop must
+// (Model.NextViewCheck: at the start, an interval after each check, or when
+// the view would turn stale if that is sooner), the loop at its own; they
+// differ at the first second one of them checks wrong. So a stale view is
 // current again at the first check after a new renewal was observed, up to
-// an interval later, with whatever the catching-up watch delivered meanwhile
-// taken first, as in production. (Until 2026-12-01 the driver checked at
-// every second and again after each second's deliveries: a stale view
+// an interval later, with whatever the catching-up watch delivered
+// meanwhile taken first, as in production. (Until 2026-12-01 the driver
+// called the canary's check itself, at first at every second: a stale view
 // recovered in the very second its renewal came, before the loop's check.)
 func (s *simulation) checkView() {
 	now := s.clk.Now()
-	if now.Before(s.nextCheck) {
-		return
+	want := s.model.ViewStale()
+	if at := s.model.NextViewCheck(); !at.IsZero() && !now.Before(at) {
+		want = s.model.CheckView(now)
 	}
-	stale, changed := s.c.canary.tick(s.ctx, now)
-	next := simCanary
-	if !stale {
-		next = min(next, s.c.canary.staleAt().Sub(now)+time.Millisecond)
-	}
-	// The model says when the view must turn stale, whatever the
-	// controller's own reckoning: the driver checks then too, so that a
-	// canary that reckons its staleness wrong is checked at the instant
-	// it is wrong (canary-stale-after-four-intervals). A right one would
-	// check then anyway.
-	if at := s.model.ViewStaleAt(); !stale && at.After(now) {
-		next = min(next, at.Sub(now)+time.Millisecond)
-	}
-	s.nextCheck = now.Add(max(next, time.Millisecond))
-	if want := s.model.CheckView(now); stale != want {
+	stale := testutil.ToFloat64(s.c.metrics.OwnViewStale) == 1
+	if stale != want {
 		s.trace.Add("t=%s own view: controller stale=%v, model stale=%v", s.at(), stale, want)
 		s.t.Errorf("t=%s the controller's canary judges its own view stale=%v, the model stale=%v\nrecent trace:\n%s", s.at(), stale, want, s.trace.Tail(40))
 	}
-	if changed {
+	if stale != s.viewStale {
 		s.viewStale = stale
 		s.trace.Add("t=%s own view stale=%v", s.at(), stale)
 	}
@@ -1624,6 +1687,7 @@ func (s *simulation) checkView() {
 // step is one simulated second. It reports false when the run must stop.
 func (s *simulation) step() bool {
 	s.clk.Forward(1)
+	s.awaitLoops(nil)
 	now := s.clk.Now()
 	s.kube.ClearActions()
 	s.ctrl.ClearActions()
@@ -1651,9 +1715,6 @@ func (s *simulation) step() bool {
 	if s.leaderless() {
 		// A failover stopped the leader in this second.
 		return s.compare(s.trace.Len() == mark)
-	}
-	if now.Sub(s.startedAt)%simCanary == 0 {
-		_ = s.c.canary.renew(s.ctx)
 	}
 	s.deliver()
 	s.model.Advance(now)
@@ -2124,15 +2185,39 @@ type driverDelays struct {
 	byName bool
 	// onGet, when set, is told every key Get hands a worker.
 	onGet func(item string)
+	// The controller's workers wait in Get for a turn of gate: grants
+	// hands one the next key (grant), idle counts those waiting, and quit
+	// ends every wait when the queue shuts down.
+	gate     *sim.Gate
+	grants   chan struct{}
+	idle     int
+	quit     chan struct{}
+	quitOnce sync.Once
 }
 
-func newDriverDelays(name string, clk *sim.Clock) *driverDelays {
+func newDriverDelays(name string, clk *sim.Clock, gate *sim.Gate) *driverDelays {
 	limiter := &immediateRetry{}
 	return &driverDelays{
 		TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig[string](limiter,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: name, Clock: clk}),
 		limiter: limiter, clk: clk, due: map[string]time.Time{},
+		gate: gate, grants: make(chan struct{}), quit: make(chan struct{}),
 	}
+}
+
+// grant hands the next key to a worker waiting in Get (Gate.Grant's wake).
+func (q *driverDelays) grant() { q.grants <- struct{}{} }
+
+// idleWorkers is how many workers wait in Get for a grant.
+func (q *driverDelays) idleWorkers() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.idle
+}
+
+func (q *driverDelays) ShutDown() {
+	q.quitOnce.Do(func() { close(q.quit) })
+	q.TypedRateLimitingInterface.ShutDown()
 }
 
 func (q *driverDelays) AddAfter(item string, d time.Duration) {
@@ -2197,7 +2282,21 @@ func (q *driverDelays) NumRequeues(item string) int { return q.limiter.NumRequeu
 // the informers' handlers queued them in is their goroutines' scheduling,
 // which the seed cannot fix, and with several workers it decides which
 // worker holds which key when their requests are interleaved.
+//
+// A worker asks for its next key when it is done with the last: its turn of
+// the gate ends, and it waits for the driver's grant.
 func (q *driverDelays) Get() (string, bool) {
+	q.gate.Idle()
+	q.mu.Lock()
+	q.idle++
+	q.mu.Unlock()
+	select {
+	case <-q.grants:
+	case <-q.quit:
+	}
+	q.mu.Lock()
+	q.idle--
+	q.mu.Unlock()
 	item, shutdown := q.get()
 	if !shutdown && q.onGet != nil {
 		q.onGet(item)

@@ -107,16 +107,12 @@ func (s *simulation) startWorkers() bool {
 				nodes++
 			}
 		}
-		c := s.c
+		q, e := s.queues[0], s.queues[1]
 		switch {
-		case nodes < s.workers && c.queue.Len() > 0:
-			s.gateStep(func(ctx context.Context) error {
-				return s.gate.Go(ctx, nodeWorker, func() { c.processNext(s.ctx) })
-			})
-		case !evicting && c.evictions.Len() > 0:
-			s.gateStep(func(ctx context.Context) error {
-				return s.gate.Go(ctx, evictionWorker, func() { c.processNextEviction(s.ctx) })
-			})
+		case nodes < s.workers && q.Len() > 0:
+			s.gateStep(func(ctx context.Context) error { return s.gate.Grant(ctx, nodeWorker, q.grant) })
+		case !evicting && e.Len() > 0:
+			s.gateStep(func(ctx context.Context) error { return s.gate.Grant(ctx, evictionWorker, e.grant) })
 		default:
 			return started
 		}

@@ -98,6 +98,38 @@ func (g *Gate) Go(ctx context.Context, name string, fn func()) error {
 	return g.await(ctx, h, stopped)
 }
 
+// Grant gives a turn to a goroutine that runs outside the gate's Go, such as
+// a component's worker that waits for work in a queue the driver controls:
+// wake hands it its work (and returns once the goroutine took it), and Grant
+// returns once that goroutine is held at a request or calls Idle. The same
+// rules as for Go apply: only when no goroutine of the gate runs. The
+// goroutine must wait for its work already, past its Idle: an Idle that
+// comes after the grant ends the turn it was given.
+func (g *Gate) Grant(ctx context.Context, name string, wake func()) error {
+	g.mu.Lock()
+	if g.current != nil {
+		g.mu.Unlock()
+		return fmt.Errorf("sim: gate: %s granted a turn while %s runs", name, g.current.name)
+	}
+	h := &gated{name: name}
+	stopped := g.run(h)
+	g.mu.Unlock()
+	wake()
+	return g.await(ctx, h, stopped)
+}
+
+// Idle ends the turn of the goroutine that runs, if one does: a goroutine
+// Grant woke calls it when it has done its work and waits for more. Called
+// by a goroutine that has no turn (one waiting for its first), it does
+// nothing.
+func (g *Gate) Idle() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.current != nil {
+		g.stop()
+	}
+}
+
 // Held lists the goroutines held at a request, in the order they arrived.
 func (g *Gate) Held() []HeldRequest {
 	g.mu.Lock()

@@ -102,3 +102,50 @@ func TestAGateSaysWhichGoroutineNeitherMadeARequestNorReturned(t *testing.T) {
 		t.Errorf("Go while stuck still runs: no error")
 	}
 }
+
+// A long-lived worker that waits for its work outside the gate (in a queue)
+// takes a turn from Grant: it runs until its request is held, and its turn
+// ends when it calls Idle to wait for more, so the driver orders its
+// requests with everyone else's and knows when it is done.
+func TestAGrantedWorkerRunsUntilItsRequestIsHeldAndItsTurnEndsWhenItIsIdle(t *testing.T) {
+	e := newEnv(t, 13)
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	e.must(e.client.CoreV1().Nodes().Create(ctx, node("a"), metav1.CreateOptions{}))
+	gated := fake.NewSimpleClientset()
+	g := NewGate()
+	e.api.InstallGated(&gated.Fake, g)
+	work, idle := make(chan string), make(chan struct{}, 1)
+	done := make(chan struct{})
+	var patched []string
+	go func() {
+		defer close(done)
+		for {
+			g.Idle()
+			idle <- struct{}{}
+			name, ok := <-work
+			if !ok {
+				return
+			}
+			if _, err := gated.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, mergePatch("", map[string]string{"x": "1"}), metav1.PatchOptions{}); err != nil {
+				t.Error(err)
+			}
+			patched = append(patched, name)
+		}
+	}()
+	<-idle // waiting for work: a grant before would be ended by its Idle
+	e.must(nil, g.Grant(ctx, "worker", func() { work <- "a" }))
+	if held := g.Held(); len(held) != 1 || held[0].String() != "worker: patch nodes a" {
+		t.Fatalf("held after the grant: %v, want the worker's patch", held)
+	}
+	if len(patched) != 0 {
+		t.Fatal("the worker's patch went through before the driver released it")
+	}
+	e.must(nil, g.Release(ctx, 0))
+	<-idle
+	if len(g.Held()) != 0 || len(patched) != 1 {
+		t.Fatalf("after the release: held %v, patched %v: want the worker idle with its patch made", g.Held(), patched)
+	}
+	close(work)
+	<-done
+}

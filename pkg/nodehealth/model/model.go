@@ -150,8 +150,11 @@ type Model struct {
 	// renewal of its canary (or started), canaryRenewal that renewal's
 	// renewTime (µs; 0 when this instance has observed none): CheckView
 	// judges the own view from them.
-	canaryObserved   time.Time
-	canaryRenewal    int64
+	canaryObserved time.Time
+	canaryRenewal  int64
+	// viewCheck is when the running instance's canary loop checks its
+	// view next (NextViewCheck).
+	viewCheck        time.Time
 	writesRefused    bool // the API server refuses the controller's Node writes
 	clusterSuspended bool
 	zoneSuspended    map[string]bool
@@ -398,7 +401,8 @@ func (m *Model) Start(at time.Time) {
 	m.running = true
 	m.resetGuards()
 	// The view starts trusted: a full set of canary intervals from now.
-	m.canaryObserved = at
+	// The loop checks at once.
+	m.canaryObserved, m.viewCheck = at, at
 	// A new instance's rate limit has its token.
 	m.nextTurn = time.Time{}
 	for _, l := range m.leases {
@@ -648,27 +652,39 @@ func (m *Model) CanaryRenewed(at, renewTime time.Time) {
 	}
 }
 
-// ViewStaleAt is when the own view turns stale unless a new renewal of the
-// canary is observed first: the canary's check must judge it stale at the
-// first check after that instant (the zero time while no instance runs).
-func (m *Model) ViewStaleAt() time.Time {
+// NextViewCheck is when the canary's loop checks the own view next (the
+// zero time while no instance runs): at the instance's start, then a canary
+// interval after each check, or a millisecond after the view would turn
+// stale if that is sooner (docs/controller.md, "Own view"). So a stale view
+// is current again at the first check after a new renewal was observed, up
+// to an interval later, not at the renewal's event. A driver whose clock
+// fires timers at whole ticks calls CheckView at the first tick at or after
+// it.
+func (m *Model) NextViewCheck() time.Time {
 	if !m.running {
 		return time.Time{}
 	}
-	return m.canaryObserved.Add(canaryStaleAfter * m.cfg.CanaryInterval)
+	return m.viewCheck
 }
+
+// ViewStale reports whether the own view is stale as the last check left it.
+func (m *Model) ViewStale() bool { return m.running && m.ownViewStale }
 
 // CheckView is the canary's check at `at`: the own view is stale once no
 // new renewal of the canary was observed (nor the instance started) for
 // more than canaryStaleAfter canary intervals, and current again once one
 // is. A change is taken as OwnView takes it. It reports whether the view is
-// stale (false while no instance runs).
+// stale (false while no instance runs), and sets the next check.
 func (m *Model) CheckView(at time.Time) (stale bool) {
 	m.step(at)
 	if !m.running {
 		return false
 	}
 	stale = at.Sub(m.canaryObserved) > canaryStaleAfter*m.cfg.CanaryInterval
+	m.viewCheck = at.Add(m.cfg.CanaryInterval)
+	if staleAt := m.canaryObserved.Add(canaryStaleAfter*m.cfg.CanaryInterval + time.Millisecond); !stale && staleAt.Before(m.viewCheck) {
+		m.viewCheck = staleAt
+	}
 	if stale != m.ownViewStale {
 		m.OwnView(at, stale)
 	}
