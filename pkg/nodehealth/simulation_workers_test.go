@@ -110,9 +110,9 @@ func (s *simulation) startWorkers() bool {
 		q, e := s.queues[0], s.queues[1]
 		switch {
 		case nodes < s.workers && q.Len() > 0:
-			s.gateStep(func(ctx context.Context) error { return s.gate.Grant(ctx, nodeWorker, q.grant) })
+			s.gateStep(func(ctx context.Context) error { return q.turns.Grant(ctx, nodeWorker) })
 		case !evicting && e.Len() > 0:
-			s.gateStep(func(ctx context.Context) error { return s.gate.Grant(ctx, evictionWorker, e.grant) })
+			s.gateStep(func(ctx context.Context) error { return e.turns.Grant(ctx, evictionWorker) })
 		default:
 			return started
 		}

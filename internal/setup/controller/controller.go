@@ -8,8 +8,8 @@
 // theirs). They call the same constructors this package calls
 // (nodehealth.NewController with its Config, NewNodeInformerFactory,
 // NewDirectLeaseInformer), with a fake API server, a simulated clock and
-// queues of their own through Config.Queues, and start the controller as its
-// Run does (begin) before they run its workers step by step.
+// queues of their own through Config.Queues and Config.Clock, and run the
+// controller's own Run, whose workers wait in those queues for the driver.
 package controller
 
 import (

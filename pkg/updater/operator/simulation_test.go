@@ -47,7 +47,6 @@ import (
 	updatesinformers "nodehealth.io/client-go/informers/externalversions/updates/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/drain"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
-	"nodehealth.io/nodehealth/pkg/queue"
 	"nodehealth.io/nodehealth/pkg/updater/agent"
 	"nodehealth.io/nodehealth/pkg/updater/alertmanager"
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
@@ -397,9 +396,13 @@ type operatorInstance struct {
 	cancel context.CancelFunc
 	c      *Controller
 	sc     *shadow.Controller
-	// scQueue is the shadow controller's queue, which the driver owns
-	// (shadow.Options.Queue) and works with sc.Sync.
-	scQueue   workqueue.TypedRateLimitingInterface[string]
+	// queue and scQueue are the update and the shadow controller's
+	// queues, which the driver owns (Options.Queue and StartQueue,
+	// shadow.Options.Queue): the controllers' own workers, which their Run
+	// starts, wait in them for the driver's grants (work).
+	queue, scQueue *turnQueue
+	// ran is closed once both Runs have returned.
+	ran       chan struct{}
 	informers []cache.SharedIndexInformer
 	// policyInf is the policy informer, which only the update controller
 	// handles (the shadow controller's handlers are on the others), as
@@ -941,9 +944,9 @@ func (s *updaterSimulation) startOperator() {
 	}
 	// Retries at once (a real first back-off, 5 ms, is below the
 	// simulation's resolution); timers are the driver's (simTimers).
-	queue := &simTimers{s: s, timers: op.timers, TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig[string](
+	queue := newTurnQueue(&simTimers{s: s, timers: op.timers, TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig[string](
 		&simSpinRetry{s: s, timers: op.timers, at: map[string]time.Time{}, n: map[string]int{}},
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "updater", Clock: s.clk})}
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "updater", Clock: s.clk})})
 	// The start pass's key shares the node keys' queue, as it did before it
 	// had a queue of its own: the interleavings a seed draws, and so the
 	// regression seeds, stay what they were. The pass's own queue only
@@ -954,13 +957,13 @@ func (s *updaterSimulation) startOperator() {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	scQueue := workqueue.NewTypedRateLimitingQueueWithConfig[string](&simSpinRetry{s: s, timers: op.scTimers, at: map[string]time.Time{}, n: map[string]int{}},
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "shadow"})
+	scQueue := newTurnQueue(workqueue.NewTypedRateLimitingQueueWithConfig[string](&simSpinRetry{s: s, timers: op.scTimers, at: map[string]time.Time{}, n: map[string]int{}},
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "shadow"}))
 	sc, err := shadow.NewController(s.opUpdates, cn, cs, nil, shadow.Options{Selector: s.opts.Selector, Queue: scQueue})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	op.c, op.sc, op.scQueue = c, sc, scQueue
+	op.c, op.sc, op.queue, op.scQueue = c, sc, queue, scQueue
 	op.informers, op.policyInf, op.jobInf = []cache.SharedIndexInformer{nodeInf, shadowInf}, policyInf, jobInf
 	s.op = op
 	startCtx, cancelStart := context.WithTimeout(s.ctx, time.Minute)
@@ -994,8 +997,21 @@ func (s *updaterSimulation) startOperator() {
 	}); err != nil {
 		s.t.Fatalf("the operator's caches did not sync: %v", err)
 	}
-	// As Run does once the caches synced.
-	c.queue.Add(startKey)
+	// Both controllers as the binary runs them, one worker each (the
+	// update controller's start pass has a worker of its own, on the
+	// same queue here). Run queues the start pass once the caches synced,
+	// before it starts the workers.
+	op.ran = make(chan struct{})
+	go func() {
+		defer close(op.ran)
+		var wg sync.WaitGroup
+		wg.Go(func() { c.Run(ctx, 1) })
+		wg.Go(func() { sc.Run(ctx, 1) })
+		wg.Wait()
+	}()
+	if err := s.api.Settle(startCtx, func() bool { return queue.turns.Idle() == 2 && scQueue.turns.Idle() == 1 }); err != nil {
+		s.t.Fatalf("the operator's workers did not start: %v", err)
+	}
 	p := s.policy()
 	s.trace.Add("t=%s operator %d started (limit %s, target %q)", s.at(), op.gen, p.Spec.MaxConcurrentUpdates.String(), p.Spec.TargetVersion)
 }
@@ -1021,8 +1037,7 @@ func (s *updaterSimulation) stopOperator() {
 		return
 	}
 	s.op.cancel()
-	s.op.c.queue.ShutDown()
-	s.op.scQueue.ShutDown()
+	<-s.op.ran
 	s.op = nil
 }
 
@@ -1063,7 +1078,7 @@ func (s *updaterSimulation) work() bool {
 		return true
 	}
 	worked := false
-	for s.op != nil && (s.op.c.queue.Len() > 0 || s.op.scQueue.Len() > 0) {
+	for s.op != nil && (s.op.queue.Len() > 0 || s.op.scQueue.Len() > 0) {
 		worked = true
 		if s.rng.Chance(s.opKillP) {
 			s.killOperator()
@@ -1073,15 +1088,25 @@ func (s *updaterSimulation) work() bool {
 			s.syncShadow()
 			continue
 		}
-		s.op.c.processNext(s.op.ctx)
+		s.grant("update controller", s.op.queue)
 	}
 	return worked
 }
 
-// syncShadow syncs the shadow controller's next queued node through the
-// queue step its workers run (queue.ProcessNext, as shadow.Controller.Run).
+// syncShadow has the shadow controller's worker sync its next queued node.
 func (s *updaterSimulation) syncShadow() {
-	queue.ProcessNext(s.op.ctx, s.op.scQueue, s.op.sc.Sync, "Syncing shadow", "node")
+	s.grant("shadow controller", s.op.scQueue)
+}
+
+// grant has a worker of q take its next key and returns once it has done
+// with it: one at a time, so the driver orders every sync.
+func (s *updaterSimulation) grant(name string, q *turnQueue) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	defer cancel()
+	if err := q.turns.Grant(ctx, name); err != nil {
+		s.t.Fatalf("t=%s %v", s.at(), err)
+	}
 }
 
 func (s *updaterSimulation) killOperator() {
@@ -1132,7 +1157,7 @@ func (s *updaterSimulation) deliver() bool {
 // idleOperator: no operator runs, or its handlers have run for every
 // notification and its queues are empty.
 func (s *updaterSimulation) idleOperator() bool {
-	return s.op == nil || (s.handlersDone() && s.op.c.queue.Len() == 0 && s.op.scQueue.Len() == 0)
+	return s.op == nil || (s.handlersDone() && s.op.queue.Len() == 0 && s.op.scQueue.Len() == 0)
 }
 
 // simSpinRetry retries a key at once a few times in one simulated instant, then
@@ -1155,6 +1180,32 @@ func (q *simTimers) AddAfter(key string, d time.Duration) {
 	if cur, ok := q.timers[key]; !ok || at.Before(cur) {
 		q.timers[key] = at
 	}
+}
+
+// turnQueue is a work queue whose workers take a key only when the driver
+// grants it (sim.Turns): the controllers' own workers, started by their Run,
+// then sync exactly when and what the driver says. No request of theirs is
+// held (the operator's client is not gated), so a grant ends when the worker
+// asks for its next key.
+type turnQueue struct {
+	workqueue.TypedRateLimitingInterface[string]
+	turns *sim.Turns
+}
+
+func newTurnQueue(q workqueue.TypedRateLimitingInterface[string]) *turnQueue {
+	return &turnQueue{TypedRateLimitingInterface: q, turns: sim.NewTurns(sim.NewGate())}
+}
+
+func (q *turnQueue) Get() (string, bool) {
+	if !q.turns.Wait() {
+		return "", true
+	}
+	return q.TypedRateLimitingInterface.Get()
+}
+
+func (q *turnQueue) ShutDown() {
+	q.turns.Stop()
+	q.TypedRateLimitingInterface.ShutDown()
 }
 
 type simSpinRetry struct {
@@ -1923,7 +1974,7 @@ func (s *updaterSimulation) step() bool {
 		for _, key := range slices.Sorted(maps.Keys(s.op.timers)) {
 			if !now.Before(s.op.timers[key]) {
 				delete(s.op.timers, key)
-				s.op.c.queue.Add(key)
+				s.op.queue.Add(key)
 			}
 		}
 		for _, key := range slices.Sorted(maps.Keys(s.op.scTimers)) {
