@@ -642,18 +642,7 @@ func TestEscalationEvictsAfterTimeoutSkippingProtectedPods(t *testing.T) {
 		pod("elsewhere", "n2"),
 	}
 	f := newFixture(t, testOptions(), append([]runtime.Object{node}, pods...)...)
-	f.renew("kube-proxy", "n1")
-	f.sync("n1")
-	f.clock.Step(51 * time.Second)
-	f.sync("n1")
-	if !f.tainted("n1") {
-		t.Fatal("not gated")
-	}
-	f.clock.Step(5*time.Minute - time.Second)
-	f.sync("n1")
-	if f.c.evictions.Len() != 0 {
-		t.Fatal("escalated before the eviction timeout")
-	}
+	f.toASecondBeforeEviction("n1")
 	f.clock.Step(time.Second)
 	f.sync("n1")
 	if f.c.evictions.Len() != 1 {

@@ -35,6 +35,25 @@ func (f *fixture) reachEvictionTime(node string) {
 	f.sync(node)
 }
 
+// toASecondBeforeEviction gates the node by its kube-proxy Lease's expiry
+// and brings it to a second before the default 5 m eviction timeout runs
+// out, syncing at each step, and checks that nothing is escalated yet.
+func (f *fixture) toASecondBeforeEviction(node string) {
+	f.t.Helper()
+	f.renew("kube-proxy", node)
+	f.sync(node)
+	f.clock.Step(51 * time.Second)
+	f.sync(node)
+	if !f.tainted(node) {
+		f.t.Fatal("the expired Lease did not gate the node")
+	}
+	f.clock.Step(5*time.Minute - time.Second)
+	f.sync(node)
+	if n := f.c.evictions.Len(); n != 0 {
+		f.t.Fatalf("%d escalations queued a second before the eviction timeout runs out", n)
+	}
+}
+
 // escalateAndSync runs the node's escalation, then the sync it queues.
 func (f *fixture) escalateAndSync(t *testing.T, node string) {
 	t.Helper()
@@ -883,21 +902,8 @@ func TestEveryNodeIsQueuedInNameOrderWhenTheOwnViewRecovers(t *testing.T) {
 // 14990059884068702542: a condition write refused at the instant the own
 // view recovered inside an outage).
 func TestANodeWhoseEvictionComesDueInASyncWithRefusedWritesTakesItsTurnThen(t *testing.T) {
-	opts := testOptions()
-	f := newFixture(t, opts, readyNode("n1"), pod("p", "n1"))
-	f.renew("kube-proxy", "n1")
-	f.sync("n1")
-	f.clock.Step(51 * time.Second)
-	f.sync("n1")
-	if !f.tainted("n1") {
-		t.Fatal("the expired Lease did not gate the node")
-	}
-	// The eviction timeout (5m) runs from the gate's start.
-	f.clock.Step(5*time.Minute - time.Second)
-	f.sync("n1")
-	if n := f.c.evictions.Len(); n != 0 {
-		t.Fatalf("%d escalations queued a second before the eviction timeout runs out", n)
-	}
+	f := newFixture(t, testOptions(), readyNode("n1"), pod("p", "n1"))
+	f.toASecondBeforeEviction("n1")
 	// Someone else overwrites the condition: the due sync has it to put
 	// back, and the API server refuses that write.
 	f.updateNode("n1", func(n *v1.Node) {

@@ -82,15 +82,10 @@ func NewGate() *Gate { return &Gate{} }
 // An error says that fn neither made a request nor returned before ctx
 // ended (it waits for something only a held goroutine or the driver can do).
 func (g *Gate) Go(ctx context.Context, name string, fn func()) error {
-	g.mu.Lock()
-	if g.current != nil {
-		g.mu.Unlock()
-		return fmt.Errorf("sim: gate: %s started while %s runs", name, g.current.name)
+	h, stopped, err := g.turn(name, true)
+	if err != nil {
+		return err
 	}
-	h := &gated{name: name}
-	stopped := g.run(h)
-	g.running++
-	g.mu.Unlock()
 	go func() {
 		defer g.done(h)
 		fn()
@@ -106,16 +101,27 @@ func (g *Gate) Go(ctx context.Context, name string, fn func()) error {
 // goroutine must wait for its work already, past its Idle: an Idle that
 // comes after the grant ends the turn it was given.
 func (g *Gate) Grant(ctx context.Context, name string, wake func()) error {
-	g.mu.Lock()
-	if g.current != nil {
-		g.mu.Unlock()
-		return fmt.Errorf("sim: gate: %s granted a turn while %s runs", name, g.current.name)
+	h, stopped, err := g.turn(name, false)
+	if err != nil {
+		return err
 	}
-	h := &gated{name: name}
-	stopped := g.run(h)
-	g.mu.Unlock()
 	wake()
 	return g.await(ctx, h, stopped)
+}
+
+// turn makes name the goroutine that runs, one Go starts (started) or one
+// Grant wakes, unless another runs.
+func (g *Gate) turn(name string, started bool) (*gated, chan struct{}, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.current != nil {
+		return nil, nil, fmt.Errorf("sim: gate: %s given a turn while %s runs", name, g.current.name)
+	}
+	if started {
+		g.running++
+	}
+	h := &gated{name: name}
+	return h, g.run(h), nil
 }
 
 // Idle ends the turn of the goroutine that runs, if one does: a goroutine

@@ -1020,13 +1020,7 @@ func TestANodeThatRebootedIntoTheUpdateMidDrainReportsItInsteadOfRebootingAgain(
 	if err := b.InitLease(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 4 && h.status().CurrentState != rebootedTo; i++ {
-		mustSync(t, h, b)
-	}
-	h.expectState(rebootedTo)
-	if st := h.em.State(); st.Reboots != 1 || st.Running != "1.21.0" {
-		t.Fatalf("reboots = %d, running %s: want the one unplanned boot into 1.21.0 and no second", st.Reboots, st.Running)
-	}
+	h.expectReportedBootedWithoutASecondReboot(b, "1.21.0")
 	if !h.lease.isHeld() {
 		t.Error("the Lease stays released after the node came back on the update")
 	}
@@ -1060,13 +1054,7 @@ func TestAnAgentWhoseReportOfTheUpdateBootedMidDrainFailedNeverRebootsAgain(t *t
 	if _, err := h.sync(b); err == nil {
 		t.Fatal("the report of the boot did not meet the conflict")
 	}
-	for i := 0; i < 4 && h.status().CurrentState != rebootedTo; i++ {
-		mustSync(t, h, b)
-	}
-	h.expectState(rebootedTo)
-	if st := h.em.State(); st.Reboots != 1 || st.Running != "1.21.0" {
-		t.Fatalf("reboots = %d, running %s: want the one unplanned boot into 1.21.0 and no second", st.Reboots, st.Running)
-	}
+	h.expectReportedBootedWithoutASecondReboot(b, "1.21.0")
 }
 
 // TestTheRebootMarkerIsClearedWhenAnUpdateEnds: found by the update
@@ -1807,13 +1795,7 @@ func TestAnUpdateBootedBeforeItsStagingWasReportedGoesOnToItsHealthGate(t *testi
 				t.Errorf("version lock = %q once staged, want %q", got, want)
 			}
 			h.operator("1.21.0")
-			for i := 0; i < 4 && h.status().CurrentState != rebootedTo; i++ {
-				mustSync(t, h, b)
-			}
-			h.expectState(rebootedTo)
-			if st := h.em.State(); st.Reboots != 1 || st.Running != "1.21.0" {
-				t.Fatalf("reboots = %d, running %s: want the one unplanned boot into 1.21.0 and no second", st.Reboots, st.Running)
-			}
+			h.expectReportedBootedWithoutASecondReboot(b, "1.21.0")
 			if st := h.status(); st.CrashCount != 0 || meta.FindStatusCondition(st.Conditions, updatesv1alpha1.ConditionUpdateFailed) != nil {
 				t.Errorf("status = %+v, want no crash and no UpdateFailed condition", st)
 			}
@@ -1821,5 +1803,19 @@ func TestAnUpdateBootedBeforeItsStagingWasReportedGoesOnToItsHealthGate(t *testi
 				t.Error("the Lease stays released on a node that runs the update")
 			}
 		})
+	}
+}
+
+// expectReportedBootedWithoutASecondReboot syncs a (a few times at most)
+// until it reports RebootedIntoUpdate, and checks that the host booted
+// version once, unplanned, and was not rebooted again.
+func (h *harness) expectReportedBootedWithoutASecondReboot(a *Agent, version string) {
+	h.t.Helper()
+	for i := 0; i < 4 && h.status().CurrentState != rebootedTo; i++ {
+		mustSync(h.t, h, a)
+	}
+	h.expectState(rebootedTo)
+	if st := h.em.State(); st.Reboots != 1 || st.Running != version {
+		h.t.Fatalf("reboots = %d, running %s: want the one unplanned boot into %s and no second", st.Reboots, st.Running, version)
 	}
 }
