@@ -1276,11 +1276,17 @@ type loopClock struct {
 
 func newLoopClock(clk *sim.Clock) *loopClock { return &loopClock{Clock: clk} }
 
+// After arms the timer first and counts it after: counted first, it let the
+// driver step the clock before the timer was armed, which then came due a
+// second later than counted, and the driver waited for a loop that slept
+// (a seed of make simulate SEEDS=200 under load). The clock does not move
+// between the two: the driver waits for this count.
 func (c *loopClock) After(d time.Duration) <-chan time.Time {
+	ch := c.Clock.After(d)
 	c.mu.Lock()
 	c.armed = append(c.armed, c.Now().Add(d))
 	c.mu.Unlock()
-	return c.Clock.After(d)
+	return ch
 }
 
 // waiting is how many timers armed by the loops have not fired yet.
