@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -148,4 +149,54 @@ func TestAGrantedWorkerRunsUntilItsRequestIsHeldAndItsTurnEndsWhenItIsIdle(t *te
 	}
 	close(work)
 	<-done
+}
+
+// A queue's workers wait in Turns until the driver grants one a turn: the
+// driver sees how many wait, a grant runs one worker until it waits again,
+// and Stop (the queue shutting down) ends every wait.
+func TestTurnsRunOneWaitingWorkerPerGrantAndStopEndsEveryWait(t *testing.T) {
+	turns := NewTurns(NewGate())
+	var mu sync.Mutex
+	ran := 0
+	done := make(chan struct{})
+	for range 2 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for turns.Wait() {
+				mu.Lock()
+				ran++
+				mu.Unlock()
+			}
+		}()
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("never: %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitFor("both workers wait", func() bool { return turns.Idle() == 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 1; i <= 3; i++ {
+		if err := turns.Grant(ctx, "worker"); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		got := ran
+		mu.Unlock()
+		if got != i {
+			t.Fatalf("after grant %d the workers ran %d times, want one run per grant", i, got)
+		}
+	}
+	turns.Stop()
+	<-done
+	<-done
+	if turns.Wait() {
+		t.Error("a wait after Stop got a turn")
+	}
 }
