@@ -3,6 +3,7 @@ package nodehealth
 import (
 	"errors"
 	"flag"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -145,7 +146,8 @@ const configStream = 0x636f6e666967 // "config"
 // clusters beyond the world's schedule: the blast radius's thresholds, in
 // whole percent from 1 to 100 (half the seeds keep 50 % and 60 %), and how
 // many nodes beyond the first 6-9 the cluster starts with (a quarter of the
-// seeds: up to 30 more), of which every zonelessEvery-th carries no zone
+// seeds: up to 30 more, a fifth of those up to 51), or whether it has only
+// 3-5 (smallCluster), of which every zonelessEvery-th carries no zone
 // label (zero: all do). It runs before the model is made.
 func (s *simulation) drawConfig(seed uint64) (extra int) {
 	if !*simConfig {
@@ -163,7 +165,39 @@ func (s *simulation) drawConfig(seed uint64) (extra int) {
 	if r.Chance(0.3) {
 		s.zonelessEvery = 2 + r.Intn(4)
 	}
+	// Since 2026-12-01 the sizes reach 3 and 60 nodes: in a fifth of the
+	// seeds that draw more nodes, up to 21 more again, and in a tenth of
+	// the others only 3-5 (below the base 6-9; at 3, one failing node is a
+	// third of the cluster, and a zone may hold a single node). Drawn after
+	// the rest, so that the draws before keep their values; the kept
+	// seeds keep their sizes.
+	grow, shrink := r.Chance(0.2), r.Chance(0.1)
+	more, small := 1+r.Intn(21), 3+r.Intn(3)
+	if !keptSeed(seed) {
+		switch {
+		case extra > 0 && grow:
+			extra += more
+		case extra == 0 && shrink:
+			s.smallCluster = small
+		}
+	}
+	if s.smallCluster > 0 {
+		s.trace.Add("config: blast radius cluster %v zone %v, %d nodes in all, every %d-th without a zone (0: none)",
+			s.opts.BlastRadius.ClusterThreshold, s.opts.BlastRadius.ZoneThreshold, s.smallCluster, s.zonelessEvery)
+		return 0
+	}
 	s.trace.Add("config: blast radius cluster %v zone %v, %d more nodes, every %d-th without a zone (0: none)",
 		s.opts.BlastRadius.ClusterThreshold, s.opts.BlastRadius.ZoneThreshold, extra, s.zonelessEvery)
 	return extra
+}
+
+// keptSeed reports whether seed is one of the regression seeds, which keep
+// the schedule they were kept with where a newer draw would change it.
+func keptSeed(seed uint64) bool {
+	for _, rs := range allRegressions() {
+		if slices.Contains(rs.Seeds(), seed) {
+			return true
+		}
+	}
+	return false
 }

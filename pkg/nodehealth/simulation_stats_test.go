@@ -63,13 +63,15 @@ const (
 	statEvictionErrors      = "eviction error (500, 429, 404)"
 	statThresholdsDrawn     = "blast-radius thresholds drawn (1-100 %)"
 	statZoneless            = "nodes without a zone label (from creation)"
+	statSmallCluster        = "a cluster of 3-5 nodes"
+	statLargeCluster        = "a cluster of 40-60 nodes"
 	workersOverlapping      = "several workers: a request served while another's waits"
 	workersDeliveredBetween = "several workers: an event delivered between requests"
 	statTakenTogether       = "observations of a node one sync took together"
 )
 
 var simStatsCount = sim.NewTally(simFaultClasses,
-	statEvictionErrors, statThresholdsDrawn, statZoneless, workersOverlapping, workersDeliveredBetween, statTakenTogether)
+	statEvictionErrors, statThresholdsDrawn, statZoneless, statSmallCluster, statLargeCluster, workersOverlapping, workersDeliveredBetween, statTakenTogether)
 
 // countSimStats adds one seed's run to the tally.
 func countSimStats(s *simulation) {
@@ -77,6 +79,8 @@ func countSimStats(s *simulation) {
 		statEvictionErrors:      s.evictionErrors,
 		statThresholdsDrawn:     b2i(s.thresholdsDrawn),
 		statZoneless:            b2i(s.zonelessEvery > 0),
+		statSmallCluster:        b2i(s.smallCluster > 0),
+		statLargeCluster:        b2i(s.startNodes >= 40),
 		workersOverlapping:      s.overlaps,
 		workersDeliveredBetween: s.deliveredBetween,
 		statTakenTogether:       s.together,

@@ -316,14 +316,19 @@ func TestSimulation(t *testing.T) {
 		})
 		return
 	}
-	seeds := simFreshRegressions.Seeds()
-	for _, rs := range []sim.Regressions{simRegressions, simEvictionRegressions, simZoneRegressions, simWritersRegressions,
-		simReloadRegressions, simFailoverRegressions, simExcludeRegressions} {
+	var seeds []uint64
+	for _, rs := range allRegressions() {
 		seeds = append(seeds, rs.Seeds()...)
 	}
 	sim.Run(t, "guards", append(seeds, simSmokeSeeds...), func(t *testing.T, seed uint64) *sim.Trace {
 		return runSimulation(t, seed, simTicks)
 	})
+}
+
+// allRegressions are every list of kept seeds, the fresh ones first.
+func allRegressions() []sim.Regressions {
+	return []sim.Regressions{simFreshRegressions, simRegressions, simEvictionRegressions, simZoneRegressions, simWritersRegressions,
+		simReloadRegressions, simFailoverRegressions, simExcludeRegressions}
 }
 
 // The same seed gives the same trace: the schedule, the faults and every
@@ -545,6 +550,9 @@ type simulation struct {
 	zonelessEvery int
 	// viewStale: the controller's own view is stale (checkView).
 	viewStale bool
+	// smallCluster, when drawn, is how many nodes the cluster starts with
+	// (3-5; drawConfig); startNodes is how many it started with.
+	smallCluster, startNodes int
 	// What -sim.stats counts beside the trace: eviction errors injected,
 	// and whether drawConfig drew the blast radius's thresholds.
 	evictionErrors  int
@@ -734,9 +742,14 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 		}
 	}
 
-	// The cluster: 6 to 9 nodes in two zones, all running kube-proxy, some
-	// cni, some the updater (self-registered, not gating).
+	// The cluster: 6 to 9 nodes in two zones (3 to 60 as drawConfig
+	// draws), all running kube-proxy, some cni, some the updater
+	// (self-registered, not gating).
 	count := 6 + rng.Intn(4) + extra
+	if s.smallCluster > 0 {
+		count = s.smallCluster
+	}
+	s.startNodes = count
 	for range count {
 		n := s.newNode()
 		s.create(s.nodeObject(n))
