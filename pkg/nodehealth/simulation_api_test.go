@@ -3,6 +3,7 @@ package nodehealth
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"slices"
 	"time"
 
@@ -147,9 +148,11 @@ const configStream = 0x636f6e666967 // "config"
 // whole percent from 1 to 100 (half the seeds keep 50 % and 60 %), and how
 // many nodes beyond the first 6-9 the cluster starts with (a quarter of the
 // seeds: up to 30 more, a fifth of those up to 51), or whether it has only
-// 3-5 (smallCluster), of which every zonelessEvery-th carries no zone
-// label (zero: all do). It runs before the model is made.
+// 3-5 (smallCluster), in how many zones (2, or 3-4 in a fifth of the
+// seeds), of which every zonelessEvery-th carries no zone label (zero: all
+// do). It runs before the model is made.
 func (s *simulation) drawConfig(seed uint64) (extra int) {
+	s.zones = 2
 	if !*simConfig {
 		return 0
 	}
@@ -173,6 +176,9 @@ func (s *simulation) drawConfig(seed uint64) (extra int) {
 	// seeds keep their sizes.
 	grow, shrink := r.Chance(0.2), r.Chance(0.1)
 	more, small := 1+r.Intn(21), 3+r.Intn(3)
+	// And in a fifth of the seeds 3 or 4 zones instead of 2.
+	spread, zones := r.Chance(0.2), 3+r.Intn(2)
+	s.zones = 2
 	if !keptSeed(seed) {
 		switch {
 		case extra > 0 && grow:
@@ -180,14 +186,19 @@ func (s *simulation) drawConfig(seed uint64) (extra int) {
 		case extra == 0 && shrink:
 			s.smallCluster = small
 		}
+		if spread {
+			s.zones = zones
+		}
 	}
+	size := fmt.Sprintf("%d more nodes", extra)
 	if s.smallCluster > 0 {
-		s.trace.Add("config: blast radius cluster %v zone %v, %d nodes in all, every %d-th without a zone (0: none)",
-			s.opts.BlastRadius.ClusterThreshold, s.opts.BlastRadius.ZoneThreshold, s.smallCluster, s.zonelessEvery)
-		return 0
+		size, extra = fmt.Sprintf("%d nodes in all", s.smallCluster), 0
 	}
-	s.trace.Add("config: blast radius cluster %v zone %v, %d more nodes, every %d-th without a zone (0: none)",
-		s.opts.BlastRadius.ClusterThreshold, s.opts.BlastRadius.ZoneThreshold, extra, s.zonelessEvery)
+	if s.zones != 2 {
+		size += fmt.Sprintf(" in %d zones", s.zones)
+	}
+	s.trace.Add("config: blast radius cluster %v zone %v, %s, every %d-th without a zone (0: none)",
+		s.opts.BlastRadius.ClusterThreshold, s.opts.BlastRadius.ZoneThreshold, size, s.zonelessEvery)
 	return extra
 }
 

@@ -65,13 +65,14 @@ const (
 	statZoneless            = "nodes without a zone label (from creation)"
 	statSmallCluster        = "a cluster of 3-5 nodes"
 	statLargeCluster        = "a cluster of 40-60 nodes"
+	statMoreZones           = "nodes created in 3 or 4 zones"
 	workersOverlapping      = "several workers: a request served while another's waits"
 	workersDeliveredBetween = "several workers: an event delivered between requests"
 	statTakenTogether       = "observations of a node one sync took together"
 )
 
 var simStatsCount = sim.NewTally(simFaultClasses,
-	statEvictionErrors, statThresholdsDrawn, statZoneless, statSmallCluster, statLargeCluster, workersOverlapping, workersDeliveredBetween, statTakenTogether)
+	statEvictionErrors, statThresholdsDrawn, statZoneless, statSmallCluster, statLargeCluster, statMoreZones, workersOverlapping, workersDeliveredBetween, statTakenTogether)
 
 // countSimStats adds one seed's run to the tally.
 func countSimStats(s *simulation) {
@@ -81,6 +82,7 @@ func countSimStats(s *simulation) {
 		statZoneless:            b2i(s.zonelessEvery > 0),
 		statSmallCluster:        b2i(s.smallCluster > 0),
 		statLargeCluster:        b2i(s.startNodes >= 40),
+		statMoreZones:           b2i(s.zones > 2),
 		workersOverlapping:      s.overlaps,
 		workersDeliveredBetween: s.deliveredBetween,
 		statTakenTogether:       s.together,

@@ -553,6 +553,9 @@ type simulation struct {
 	// smallCluster, when drawn, is how many nodes the cluster starts with
 	// (3-5; drawConfig); startNodes is how many it started with.
 	smallCluster, startNodes int
+	// zones is how many zones the nodes are created in, in turn (2; 3-4
+	// as drawConfig draws).
+	zones int
 	// What -sim.stats counts beside the trace: eviction errors injected,
 	// and whether drawConfig drew the blast radius's thresholds.
 	evictionErrors  int
@@ -769,7 +772,7 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 func (s *simulation) newNode() *simNode {
 	i := s.named
 	s.named++
-	n := &simNode{name: fmt.Sprintf("n%d", i), zone: fmt.Sprintf("z%d", i%2), uid: types.UID(fmt.Sprintf("uid-n%d", i)),
+	n := &simNode{name: fmt.Sprintf("n%d", i), zone: fmt.Sprintf("z%d", i%s.zones), uid: types.UID(fmt.Sprintf("uid-n%d", i)),
 		boot: 1, cni: s.rng.Chance(0.5)}
 	if s.zonelessEvery > 0 && i%s.zonelessEvery == s.zonelessEvery-1 {
 		n.zone = ""
@@ -1898,7 +1901,7 @@ func (s *simulation) faults(now time.Time) {
 		s.api.Stall(leasesGVR, nil)
 		s.trace.Add("t=%s lease watch stalls until %s", s.at(), s.stallUntil.Sub(sim.Epoch))
 	case r.Chance(0.003):
-		zone := fmt.Sprintf("z%d", r.Intn(2))
+		zone := fmt.Sprintf("z%d", r.Intn(s.zones))
 		back := now.Add(time.Duration(10+r.Intn(90)) * time.Second)
 		for _, n := range s.nodes {
 			if n.zone == zone && n.agents[0].alive {

@@ -56,7 +56,7 @@ func (s *simulation) zoneFaults() {
 	case from == "":
 		n.zone = []string{"z0", "z1"}[d%2]
 	case d < 2:
-		n.zone = map[string]string{"z0": "z1", "z1": "z0", "z2": "z0"}[from]
+		n.zone = map[string]string{"z0": "z1", "z1": "z0", "z2": "z0", "z3": "z1"}[from]
 	case d == 2:
 		n.zone = "z2"
 		if from == "z2" {
