@@ -1,8 +1,8 @@
 package nodehealth
 
 import (
+	"context"
 	"strings"
-
 	"testing"
 	"time"
 
@@ -15,7 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
@@ -1344,4 +1350,58 @@ func TestOwnViewRecoveryGivesEveryLeaseFullGrace(t *testing.T) {
 	if !f.tainted("n1") {
 		t.Fatal("not tainted a full duration plus grace after the recovery without a renewal")
 	}
+}
+
+// Every node is queued again every safetyResync (10 % jitter) on the
+// controller's clock, which bounds what a lost timer could cost. The first
+// resync comes a period after the start, not at it: the informers' initial
+// lists queue every node then.
+func TestTheResyncQueuesEveryNodeAPeriodAfterTheStartOnTheControllersClock(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	clk := testingclock.NewFakeClock(t0)
+	// Queues on the real clock: the fake clock's only timer is then the
+	// resync's.
+	realClockQueues := func(name string, limiter workqueue.TypedRateLimiter[string]) workqueue.TypedRateLimitingInterface[string] {
+		return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+	}
+	c, err := NewController(ctx, Config{Client: client, Nodes: factory.Core().V1().Nodes(),
+		Leases: factory.Coordination().V1().Leases().Informer(), Recorder: record.NewFakeRecorder(10), Clock: clk,
+		Options: testOptions(), Queues: realClockQueues})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.queue.ShutDown()
+	for _, name := range []string{"a", "b"} {
+		if err := factory.Core().V1().Nodes().Informer().GetIndexer().Add(readyNode(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); c.resync(runCtx) }()
+	defer func() { cancel(); <-done }()
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("never: %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	armed := func() bool { return clk.Waiters() == 1 }
+	until("the resync arms its timer", armed)
+	if n := c.queue.Len(); n != 0 {
+		t.Fatalf("%d nodes queued at the start, want none: the first resync comes a period later", n)
+	}
+	clk.Step(safetyResync - time.Second)
+	if !armed() {
+		t.Fatal("the resync's timer fired before its period")
+	}
+	clk.Step(safetyResync / 10)
+	until("both nodes queued once the period and its jitter passed", func() bool { return c.queue.Len() == 2 })
+	until("the resync arms its next timer", armed)
 }
