@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -169,19 +170,13 @@ func TestTurnsRunOneWaitingWorkerPerGrantAndStopEndsEveryWait(t *testing.T) {
 			}
 		}()
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("never: %s", what)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	waitFor("both workers wait", func() bool { return turns.Idle() == 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if err := wait.PollUntilContextCancel(ctx, time.Millisecond, true, func(context.Context) (bool, error) {
+		return turns.Idle() == 2, nil
+	}); err != nil {
+		t.Fatalf("the two workers never both waited: %v", err)
+	}
 	for i := 1; i <= 3; i++ {
 		if err := turns.Grant(ctx, "worker"); err != nil {
 			t.Fatal(err)
