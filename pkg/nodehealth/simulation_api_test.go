@@ -178,7 +178,6 @@ func (s *simulation) drawConfig(seed uint64) (extra int) {
 	more, small := 1+r.Intn(21), 3+r.Intn(3)
 	// And in a fifth of the seeds 3 or 4 zones instead of 2.
 	spread, zones := r.Chance(0.2), 3+r.Intn(2)
-	s.zones = 2
 	if !keptSeed(seed) {
 		switch {
 		case extra > 0 && grow:
@@ -192,7 +191,7 @@ func (s *simulation) drawConfig(seed uint64) (extra int) {
 	}
 	size := fmt.Sprintf("%d more nodes", extra)
 	if s.smallCluster > 0 {
-		size, extra = fmt.Sprintf("%d nodes in all", s.smallCluster), 0
+		size = fmt.Sprintf("%d nodes in all", s.smallCluster)
 	}
 	if s.zones != 2 {
 		size += fmt.Sprintf(" in %d zones", s.zones)
