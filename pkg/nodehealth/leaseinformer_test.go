@@ -19,12 +19,19 @@ import (
 type recordingHandler struct {
 	mu     sync.Mutex
 	events []string
+	// log, when set, records every event too, after tag: one log for
+	// several handlers shows the order they were called in.
+	log *recordingHandler
+	tag string
 }
 
 func (r *recordingHandler) record(s string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.events = append(r.events, s)
+	r.mu.Unlock()
+	if r.log != nil {
+		r.log.record(r.tag + s)
+	}
 }
 
 func (r *recordingHandler) got() []string {
@@ -58,8 +65,9 @@ func testLease(name, holder string) *coordinationv1.Lease {
 }
 
 // The direct informer delivers the initial list before it reports synced,
-// then every add, update and delete to its one handler, from a namespace
-// only, with the transform applied to what it stores.
+// then every add, update and delete to each of its handlers, in the order they
+// were added, from a namespace only, with the transform applied to what it
+// stores; it reports stopped once Run returned.
 func TestDirectLeaseInformerDelivers(t *testing.T) {
 	client := fake.NewClientset(testLease("kube-proxy.n1", "a"),
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "kube-proxy.n9"}})
@@ -67,19 +75,27 @@ func TestDirectLeaseInformerDelivers(t *testing.T) {
 	if err := inf.AddIndexers(cache.Indexers{leaseNodeIndex: indexLeaseByNode}); err != nil {
 		t.Fatal(err)
 	}
-	h := &recordingHandler{}
+	order := &recordingHandler{}
+	h := &recordingHandler{log: order, tag: "first "}
 	reg, err := inf.AddEventHandler(h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inf.AddEventHandler(&recordingHandler{}); err == nil || !strings.Contains(err.Error(), "one event handler") {
-		t.Fatalf("a second handler: got error %v, want one saying it takes one event handler", err)
+	second := &recordingHandler{log: order, tag: "second "}
+	if _, err := inf.AddEventHandler(second); err != nil {
+		t.Fatal(err)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); inf.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			cancel()
+			<-done
+		}
+	}()
 	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		t.Fatal("not synced")
 	}
@@ -109,6 +125,13 @@ func TestDirectLeaseInformerDelivers(t *testing.T) {
 	if got := h.got(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("events: %q, want %q", got, want)
 	}
+	var wantOrder []string
+	for _, e := range want {
+		wantOrder = append(wantOrder, "first "+e, "second "+e)
+	}
+	if got := order.got(); strings.Join(got, ",") != strings.Join(wantOrder, ",") {
+		t.Fatalf("events of both handlers: %q, want each to the first, then to the second: %q", got, wantOrder)
+	}
 
 	obj, ok, err := inf.GetIndexer().GetByKey("ext/kube-proxy.n1")
 	if err != nil || !ok {
@@ -120,5 +143,15 @@ func TestDirectLeaseInformerDelivers(t *testing.T) {
 	byNode, err := inf.GetIndexer().ByIndex(leaseNodeIndex, "n1")
 	if err != nil || len(byNode) != 1 {
 		t.Fatalf("Leases of n1 by index: %d (err %v), want 1", len(byNode), err)
+	}
+
+	if inf.IsStopped() {
+		t.Fatal("the informer reports stopped while Run runs")
+	}
+	cancel()
+	<-done
+	stopped = true
+	if !inf.IsStopped() {
+		t.Fatal("the informer does not report stopped after Run returned")
 	}
 }

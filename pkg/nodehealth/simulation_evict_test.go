@@ -1,4 +1,4 @@
-package nodehealth
+package nodehealth_test
 
 import (
 	"flag"
@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"nodehealth.io/nodehealth/pkg/nodehealth"
 	"nodehealth.io/nodehealth/test/sim"
 )
 
@@ -40,20 +41,20 @@ func (s *simulation) drawEviction(seed uint64) {
 	r := sim.NewRand(seed ^ evictionStream)
 	switch {
 	case r.Chance(0.15):
-		s.opts.Eviction.Mode = EvictionModeNone
+		s.opts.Eviction.Mode = nodehealth.EvictionModeNone
 	case r.Chance(0.2):
-		s.opts.Eviction.Mode = EvictionModeNoExecute
+		s.opts.Eviction.Mode = nodehealth.EvictionModeNoExecute
 	}
 	s.opts.Eviction.NodesPerSecond = simRates[0]
 	if r.Chance(0.5) {
 		s.opts.Eviction.NodesPerSecond = simRates[1+r.Intn(len(simRates)-1)]
 	}
-	if s.opts.Eviction.Mode != EvictionModeEvict {
+	if s.opts.Eviction.Mode != nodehealth.EvictionModeEvict {
 		// kubectl drain's flags go with mode Evict only (the
 		// configuration's validation).
 		s.opts.Eviction.Force = false
 	}
-	if s.opts.Eviction.Mode != EvictionModeEvict || s.opts.Eviction.NodesPerSecond != simRates[0] {
+	if s.opts.Eviction.Mode != nodehealth.EvictionModeEvict || s.opts.Eviction.NodesPerSecond != simRates[0] {
 		s.trace.Add("eviction mode %s, %g nodes per second", s.opts.Eviction.Mode, s.opts.Eviction.NodesPerSecond)
 	}
 }
@@ -184,7 +185,7 @@ func stayingPods(node, suffix string) []*v1.Pod {
 	// Managed, so that only the toleration keeps it: drain.Overrides would
 	// leave a pod that declares no controller when force is off.
 	tolerating.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "extension", UID: "uid-extension", Controller: ptr.To(true)}}
-	tolerating.Spec.Tolerations = []v1.Toleration{{Key: testKey, Operator: v1.TolerationOpExists}}
+	tolerating.Spec.Tolerations = []v1.Toleration{{Key: simTaintKey, Operator: v1.TolerationOpExists}}
 	return []*v1.Pod{mirror, daemon, tolerating}
 }
 

@@ -1,4 +1,4 @@
-package nodehealth
+package nodehealth_test
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ const karpenterFinalizer = "karpenter.sh/termination"
 // whether it is unschedulable, and its lifecycle conditions.
 func leavingInputs(node *v1.Node) (taints []string, deleting, unschedulable bool, conds []model.LifecycleCondition) {
 	for _, t := range node.Spec.Taints {
-		if t.Key != testKey {
+		if t.Key != simTaintKey {
 			taints = append(taints, t.Key)
 		}
 	}
@@ -200,7 +200,7 @@ func (s *simulation) finalize(n *simNode) {
 func (s *simulation) forgetNode(n *simNode) {
 	s.deletePods(n)
 	for _, a := range n.agents {
-		err := s.kube.CoordinationV1().Leases(testNS).Delete(s.ctx, a.leaseName(n), metav1.DeleteOptions{})
+		err := s.kube.CoordinationV1().Leases(simNS).Delete(s.ctx, a.leaseName(n), metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			s.t.Fatalf("deleting lease %s.%s: %v", a.ext, n.name, err)
 		}

@@ -1,4 +1,4 @@
-package nodehealth
+package nodehealth_test
 
 import (
 	"fmt"
@@ -29,7 +29,7 @@ func (s *simulation) extensionListDiff(n *simNode, obj *v1.Node) string {
 	if obj.Labels[nodev1alpha1.ExcludeLabel] == "true" || s.retryOwed(n.name) || !s.cacheCaughtUp(n.name) {
 		return ""
 	}
-	list, err := nodev1alpha1.DecodeSystemExtensions(obj.Annotations[nodev1alpha1.SystemExtensionsAnnotation], testNS)
+	list, err := nodev1alpha1.DecodeSystemExtensions(obj.Annotations[nodev1alpha1.SystemExtensionsAnnotation], simNS)
 	if err != nil {
 		return fmt.Sprintf("%s: the controller's extension list does not parse: %v", n.name, err)
 	}
@@ -47,7 +47,7 @@ func (s *simulation) extensionListDiff(n *simNode, obj *v1.Node) string {
 		if !a.registered {
 			continue
 		}
-		l, err := s.c.leaseLister.Leases(testNS).Get(a.leaseName(n))
+		l, err := s.leaseLister.Leases(simNS).Get(a.leaseName(n))
 		if apierrors.IsNotFound(err) {
 			continue
 		}

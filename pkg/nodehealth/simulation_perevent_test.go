@@ -1,6 +1,7 @@
-package nodehealth
+package nodehealth_test
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"maps"
@@ -71,7 +72,7 @@ func (s *simulation) compareEvent(where string) {
 	}
 	s.eventChecks++
 	s.settleTiedTurns(false, func(_ *simNode, obj *v1.Node) bool {
-		return nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoExecute)
+		return nodeutil.HasTaint(obj, simTaintKey, v1.TaintEffectNoExecute)
 	})
 	s.settleResumedHolds()
 	want := s.model.Nodes()
@@ -114,14 +115,14 @@ func (s *simulation) compareEvent(where string) {
 
 // eventView is the part of a node's observable state compareEvent compares.
 func eventView(obj *v1.Node) model.NodeView {
-	got := model.NodeView{Tainted: nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoSchedule),
-		NoExecute: nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoExecute)}
+	got := model.NodeView{Tainted: nodeutil.HasTaint(obj, simTaintKey, v1.TaintEffectNoSchedule),
+		NoExecute: nodeutil.HasTaint(obj, simTaintKey, v1.TaintEffectNoExecute)}
 	if c := nodeutil.Condition(obj, nodev1alpha1.SystemExtensionsReadyCondition); c != nil {
 		got.ConditionStatus, got.ConditionReason = string(c.Status), c.Reason
 	}
 	if v, ok := obj.Annotations[nodev1alpha1.BootAnnotation]; ok {
-		if rec, ok := parseBootRecord(v); ok {
-			got.BootRecord = rec.BootID + "/" + string(rec.UID)
+		if rec, ok := decodeBootRecord(v); ok {
+			got.BootRecord = rec.BootID + "/" + rec.UID
 			if len(rec.FailedOpen) > 0 {
 				got.BootRecord += ";" + strings.Join(rec.FailedOpen, ",")
 			}
@@ -216,7 +217,7 @@ func (s *simulation) listDiff(name, what string, named map[string]string, want [
 // does not name it at all (seed 132: n6, new, at 1m23s). Whether the
 // controller lists a registration is not compared.
 func (s *simulation) listedByController(obj *v1.Node, names []string) []string {
-	list, err := nodev1alpha1.DecodeSystemExtensions(obj.Annotations[nodev1alpha1.SystemExtensionsAnnotation], testNS)
+	list, err := nodev1alpha1.DecodeSystemExtensions(obj.Annotations[nodev1alpha1.SystemExtensionsAnnotation], simNS)
 	if err != nil {
 		s.t.Fatalf("node %s: the controller's list of its extensions: %v", obj.Name, err)
 	}
@@ -228,7 +229,7 @@ func (s *simulation) listedByController(obj *v1.Node, names []string) []string {
 // deadMarks is the Dead field of the node's boot record as the model writes
 // its marks: "name@renewTime" (µs), sorted, comma-separated.
 func deadMarks(obj *v1.Node) string {
-	rec, ok := parseBootRecord(obj.Annotations[nodev1alpha1.BootAnnotation])
+	rec, ok := decodeBootRecord(obj.Annotations[nodev1alpha1.BootAnnotation])
 	if !ok {
 		return ""
 	}
@@ -260,7 +261,7 @@ func (s *simulation) liveMarks(node, marks string) string {
 			live = append(live, mark)
 			continue
 		}
-		l, err := s.kube.CoordinationV1().Leases(testNS).Get(s.ctx, ext+"."+node, metav1.GetOptions{})
+		l, err := s.kube.CoordinationV1().Leases(simNS).Get(s.ctx, ext+"."+node, metav1.GetOptions{})
 		if err == nil && l.Spec.RenewTime != nil && strconv.FormatInt(l.Spec.RenewTime.UnixMicro(), 10) == at {
 			live = append(live, mark)
 		}
@@ -333,7 +334,7 @@ func (s *simulation) cacheCaughtUp(name string) bool {
 	s.foreignMu.Lock()
 	want := s.foreignRV[name]
 	s.foreignMu.Unlock()
-	cached, err := s.c.nodeLister.Get(name)
+	cached, err := s.nodeLister.Get(name)
 	if apierrors.IsNotFound(err) {
 		return false
 	}
@@ -433,4 +434,25 @@ func (s *simulation) settleResumedHolds() {
 			s.trace.Add("t=%s %s: held again by a suspension in the instant of its resume, before its sync (the model had tainted it at the resume)", s.at(), n.name)
 		}
 	}
+}
+
+// bootRecord is what the simulation reads of the controller's boot record,
+// decoded from the annotation's documented JSON (docs/controller.md, "The
+// boot record") rather than by the controller's own parser, which a mutant
+// could change along with what it writes.
+type bootRecord struct {
+	BootID     string           `json:"bootID"`
+	UID        string           `json:"uid"`
+	FailedOpen []string         `json:"failedOpen"`
+	Pending    bool             `json:"pending"`
+	Dead       map[string]int64 `json:"dead"`
+}
+
+// decodeBootRecord decodes a boot record; ok is false for none, or one the
+// controller would not read either (unparseable, or without a UID).
+func decodeBootRecord(value string) (rec bootRecord, ok bool) {
+	if value == "" || json.Unmarshal([]byte(value), &rec) != nil || rec.UID == "" {
+		return bootRecord{}, false
+	}
+	return rec, true
 }

@@ -1,4 +1,4 @@
-package nodehealth
+package nodehealth_test
 
 import (
 	"flag"
@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"nodehealth.io/nodehealth/pkg/nodehealth"
 	"nodehealth.io/nodehealth/test/sim"
 )
 
@@ -78,7 +79,7 @@ func (s *simulation) reloadFaults(now time.Time) {
 // editOptions returns a copy of o with one edit a user would make, drawn
 // from r, and the edit in words. Every edit is one the model understands;
 // some (a minimum lease duration the canary cannot guard) are invalid.
-func editOptions(r *sim.Rand, o Options) (Options, string) {
+func editOptions(r *sim.Rand, o nodehealth.Options) (nodehealth.Options, string) {
 	o.Rules = slices.Clone(o.Rules)
 	seconds := func(choices ...int) time.Duration {
 		return time.Duration(choices[r.Intn(len(choices))]) * time.Second
@@ -97,7 +98,7 @@ func editOptions(r *sim.Rand, o Options) (Options, string) {
 		o.RegistrationGrace = seconds(10, 30, 60)
 		return o, fmt.Sprintf("registrationGrace %s", o.RegistrationGrace)
 	case 3:
-		if i := slices.IndexFunc(o.Rules, func(r Rule) bool { return r.Name == "cni" }); i >= 0 {
+		if i := slices.IndexFunc(o.Rules, func(r nodehealth.Rule) bool { return r.Name == "cni" }); i >= 0 {
 			o.Rules = slices.Delete(o.Rules, i, i+1)
 			return o, "rule cni removed"
 		}
@@ -105,9 +106,9 @@ func editOptions(r *sim.Rand, o Options) (Options, string) {
 		return o, "rule cni added"
 	case 4:
 		cni := simRuleNamed(&o, "cni")
-		timeout, policy := seconds(0, 10, 20, 40), FailurePolicyKeepGated
+		timeout, policy := seconds(0, 10, 20, 40), nodehealth.FailurePolicyKeepGated
 		if r.Chance(0.5) {
-			policy = FailurePolicyUngate
+			policy = nodehealth.FailurePolicyUngate
 		}
 		if cni == nil {
 			return o, "rule cni's startup timeout, which has no rule cni (nothing changes)"
@@ -122,11 +123,11 @@ func editOptions(r *sim.Rand, o Options) (Options, string) {
 		o.Eviction.Timeout = seconds(10, 30, 60)
 		return o, fmt.Sprintf("eviction timeout %s", o.Eviction.Timeout)
 	case 7:
-		o.Eviction.Mode = []EvictionMode{EvictionModeEvict, EvictionModeNoExecute, EvictionModeNone}[r.Intn(3)]
+		o.Eviction.Mode = []nodehealth.EvictionMode{nodehealth.EvictionModeEvict, nodehealth.EvictionModeNoExecute, nodehealth.EvictionModeNone}[r.Intn(3)]
 		// kubectl drain's flags go with mode Evict only (the
 		// configuration's validation); the simulation's pods declare a
 		// controller, so the flag changes nothing they see.
-		o.Eviction.Force = o.Eviction.Mode == EvictionModeEvict
+		o.Eviction.Force = o.Eviction.Mode == nodehealth.EvictionModeEvict
 		return o, fmt.Sprintf("eviction mode %s", o.Eviction.Mode)
 	default:
 		o.Eviction.NodesPerSecond = simRates[r.Intn(len(simRates))]
@@ -135,13 +136,13 @@ func editOptions(r *sim.Rand, o Options) (Options, string) {
 }
 
 // simCNIRule is the rule that follows the cni label, as simOptions has it.
-func simCNIRule() Rule {
-	return Rule{Name: "cni", Extension: "cni", Selector: labels.SelectorFromSet(labels.Set{"cni": "true"}), AffectsReadiness: true, FailurePolicy: FailurePolicyKeepGated}
+func simCNIRule() nodehealth.Rule {
+	return nodehealth.Rule{Name: "cni", Extension: "cni", Selector: labels.SelectorFromSet(labels.Set{"cni": "true"}), AffectsReadiness: true, FailurePolicy: nodehealth.FailurePolicyKeepGated}
 }
 
 // simRuleNamed is o's rule of that name (nil: o has none): a reload may
 // have removed it.
-func simRuleNamed(o *Options, name string) *Rule {
+func simRuleNamed(o *nodehealth.Options, name string) *nodehealth.Rule {
 	for i := range o.Rules {
 		if o.Rules[i].Name == name {
 			return &o.Rules[i]

@@ -1,4 +1,4 @@
-package nodehealth
+package nodehealth_test
 
 import (
 	"cmp"
@@ -28,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -36,6 +38,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	setupcontroller "nodehealth.io/nodehealth/internal/setup/controller"
+	"nodehealth.io/nodehealth/pkg/nodehealth"
 	"nodehealth.io/nodehealth/pkg/nodehealth/model"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/test/sim"
@@ -349,15 +353,19 @@ const (
 	simLeaseSeconds = 10
 	simRenewEvery   = 5 * time.Second
 	simCanary       = 2 * time.Second
+	// The namespace of the extensions' Leases and the readiness taint's
+	// key: the defaults users run.
+	simNS       = "node-extension-lease"
+	simTaintKey = nodev1alpha1.DefaultReadinessTaintKey
 )
 
-func simOptions() Options {
-	return Options{
-		LeaseNamespace: testNS,
-		TaintKey:       testKey,
+func simOptions() nodehealth.Options {
+	return nodehealth.Options{
+		LeaseNamespace: simNS,
+		TaintKey:       simTaintKey,
 		TaintEffect:    v1.TaintEffectNoSchedule,
-		Rules: []Rule{
-			{Name: "kube-proxy", Extension: "kube-proxy", Selector: labels.Everything(), AffectsReadiness: true, FailurePolicy: FailurePolicyKeepGated},
+		Rules: []nodehealth.Rule{
+			{Name: "kube-proxy", Extension: "kube-proxy", Selector: labels.Everything(), AffectsReadiness: true, FailurePolicy: nodehealth.FailurePolicyKeepGated},
 			simCNIRule(),
 		},
 		RenewalGrace:       5 * time.Second,
@@ -367,15 +375,15 @@ func simOptions() Options {
 		// Short, so that a foreign lifecycle condition grows stale within
 		// a seed.
 		LifecycleConditionMaxAge: 90 * time.Second,
-		Eviction:                 EvictionOptions{Mode: EvictionModeEvict, Timeout: 30 * time.Second, NodesPerSecond: 1000, Force: true}, // createPods: no controller
-		BlastRadius:              BlastRadiusOptions{ClusterThreshold: 0.5, ZoneThreshold: 0.6},
+		Eviction:                 nodehealth.EvictionOptions{Mode: nodehealth.EvictionModeEvict, Timeout: 30 * time.Second, NodesPerSecond: 1000, Force: true}, // createPods: no controller
+		BlastRadius:              nodehealth.BlastRadiusOptions{ClusterThreshold: 0.5, ZoneThreshold: 0.6},
 		CanaryInterval:           simCanary,
 		MinimumLeaseDuration:     10 * time.Second,
 		Identity:                 "sim-controller",
 	}
 }
 
-func modelConfig(o Options) model.Config {
+func modelConfig(o nodehealth.Options) model.Config {
 	return model.Config{
 		RenewalGrace:             o.RenewalGrace,
 		RegistrationGrace:        o.RegistrationGrace,
@@ -469,16 +477,20 @@ type simulation struct {
 	// items.
 	queues []*driverDelays
 	kube   *fake.Clientset
-	opts   Options
+	opts   nodehealth.Options
 	model  *model.Model
 	trace  *sim.Trace
 	nodes  []*simNode
 
 	// The running controller instance, its informers, and how many
 	// notifications the model's handlers received from them.
-	c         *Controller
-	informers []sim.Informer
-	fed       *atomic.Int64
+	c       *setupcontroller.Controller
+	metrics *nodehealth.Metrics
+	// The instance's caches, through its informers' indexers.
+	nodeLister  corelisters.NodeLister
+	leaseLister coordinationlisters.LeaseLister
+	informers   []sim.Informer
+	fed         *atomic.Int64
 	// feeding is whether the current instance's informers still feed the
 	// model: a stopped instance observes nothing, though its informers may
 	// still hand over events their watches had before they stopped.
@@ -739,9 +751,9 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	if rng.Chance(0.5) {
 		cni := &s.opts.Rules[1]
 		cni.StartupTimeout = time.Duration(10+rng.Intn(30)) * time.Second
-		cni.FailurePolicy = FailurePolicyKeepGated
+		cni.FailurePolicy = nodehealth.FailurePolicyKeepGated
 		if rng.Chance(0.5) {
-			cni.FailurePolicy = FailurePolicyUngate
+			cni.FailurePolicy = nodehealth.FailurePolicyUngate
 		}
 	}
 
@@ -793,7 +805,7 @@ func (s *simulation) join(now time.Time, taint bool) {
 	n := s.newNode()
 	obj := s.nodeObject(n)
 	if taint {
-		obj.Spec.Taints = []v1.Taint{{Key: testKey, Effect: v1.TaintEffectNoSchedule}}
+		obj.Spec.Taints = []v1.Taint{{Key: simTaintKey, Effect: v1.TaintEffectNoSchedule}}
 	}
 	s.create(obj)
 	n.unlisted = s.leaderless()
@@ -832,7 +844,7 @@ func (s *simulation) recreate(n *simNode, now time.Time, taint bool) {
 	n.removeAt, n.finalizeAt, n.drainedSince = time.Time{}, time.Time{}, time.Time{}
 	obj := s.nodeObject(n)
 	if taint {
-		obj.Spec.Taints = []v1.Taint{{Key: testKey, Effect: v1.TaintEffectNoSchedule}}
+		obj.Spec.Taints = []v1.Taint{{Key: simTaintKey, Effect: v1.TaintEffectNoSchedule}}
 	}
 	s.create(obj)
 	n.unlisted = s.leaderless()
@@ -899,7 +911,7 @@ func (s *simulation) taintRemovals() (applied, refused sets.Set[string]) {
 		if err := json.Unmarshal(patch.Spec.Taints, &taints); err != nil {
 			continue
 		}
-		if !slices.ContainsFunc(taints, func(t v1.Taint) bool { return t.Key == testKey }) {
+		if !slices.ContainsFunc(taints, func(t v1.Taint) bool { return t.Key == simTaintKey }) {
 			refused.Insert(p.GetName())
 		}
 	}
@@ -919,14 +931,14 @@ func (s *simulation) recordTaintRemoval(gvr schema.GroupVersionResource, obj, pr
 		return
 	}
 	was, is := prev.(*v1.Node), obj.(*v1.Node)
-	if !nodeutil.HasTaint(was, testKey, v1.TaintEffectNoExecute) && nodeutil.HasTaint(is, testKey, v1.TaintEffectNoExecute) {
+	if !nodeutil.HasTaint(was, simTaintKey, v1.TaintEffectNoExecute) && nodeutil.HasTaint(is, simTaintKey, v1.TaintEffectNoExecute) {
 		s.removalsMu.Lock()
 		s.noExecuteAdded[is.Name] = s.clk.Now()
 		s.removalsMu.Unlock()
 	}
-	removed := nodeutil.HasTaint(was, testKey, v1.TaintEffectNoSchedule) && !nodeutil.HasTaint(is, testKey, v1.TaintEffectNoSchedule) &&
+	removed := nodeutil.HasTaint(was, simTaintKey, v1.TaintEffectNoSchedule) && !nodeutil.HasTaint(is, simTaintKey, v1.TaintEffectNoSchedule) &&
 		!heldByController(was)
-	if removed || !nodeutil.HasTaint(is, testKey, v1.TaintEffectNoSchedule) && controllerRecovered(was, is) {
+	if removed || !nodeutil.HasTaint(is, simTaintKey, v1.TaintEffectNoSchedule) && controllerRecovered(was, is) {
 		s.removalsMu.Lock()
 		s.removals.Insert(is.Name)
 		s.removalsMu.Unlock()
@@ -1092,7 +1104,7 @@ func (s *simulation) nodeObject(n *simNode) *v1.Node {
 
 func (s *simulation) leaseObject(n *simNode, a *simAgent) *coordinationv1.Lease {
 	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: a.leaseName(n), Labels: nodev1alpha1.LeaseLabels(a.ext, n.name)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: simNS, Name: a.leaseName(n), Labels: nodev1alpha1.LeaseLabels(a.ext, n.name)},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(a.ext + "-" + n.name), LeaseDurationSeconds: ptr.To[int32](simLeaseSeconds),
 			RenewTime: &metav1.MicroTime{Time: s.clk.Now()}},
 	}
@@ -1108,13 +1120,13 @@ func (s *simulation) leaseObject(n *simNode, a *simAgent) *coordinationv1.Lease 
 func (s *simulation) modelNode(node *v1.Node) model.Node {
 	mn := model.Node{Name: node.Name, UID: string(node.UID), BootID: node.Status.NodeInfo.BootID, Zone: node.Labels[v1.LabelTopologyZone],
 		Labels: node.Labels}
-	mn.TaintedAtCreation = nodeutil.HasTaint(node, testKey, v1.TaintEffectNoSchedule)
+	mn.TaintedAtCreation = nodeutil.HasTaint(node, simTaintKey, v1.TaintEffectNoSchedule)
 	mn.Excluded = node.Labels[nodev1alpha1.ExcludeLabel] == "true"
 	mn.Taints, mn.Deleting, mn.Unschedulable, mn.LifecycleConditions = leavingInputs(node)
 	mn.Extensions = append(mn.Extensions, model.Extension{Name: "kube-proxy", AffectsReadiness: true})
 	if cni := simRuleNamed(&s.opts, "cni"); cni != nil && node.Labels["cni"] == "true" {
 		mn.Extensions = append(mn.Extensions, model.Extension{Name: "cni", AffectsReadiness: true,
-			StartupTimeout: cni.StartupTimeout, FailOpen: cni.FailurePolicy == FailurePolicyUngate})
+			StartupTimeout: cni.StartupTimeout, FailOpen: cni.FailurePolicy == nodehealth.FailurePolicyUngate})
 	}
 	for _, n := range s.nodes {
 		if n.name != node.Name {
@@ -1149,14 +1161,6 @@ func (s *simulation) startController() {
 	ctx, cancel := context.WithCancel(s.ctx)
 	s.cancel = cancel
 	ctx = klog.NewContext(ctx, klog.Background().V(10))
-	factory := NewNodeInformerFactory(s.kube, "")
-	nodeInformer := factory.Core().V1().Nodes()
-	// The Lease informer the binary runs: events delivered on one
-	// goroutine, each Lease transformed before it is stored.
-	leaseInformer, err := newSimLeaseInformer(NewDirectLeaseInformer(s.kube, testNS, TransformLease))
-	if err != nil {
-		s.t.Fatal(err)
-	}
 	// The per-node retry back-off (5 ms and up) is below the simulation's
 	// one-second resolution: a retry happens in the same simulated second,
 	// as it would in a real one (driverDelays). The cluster-wide eviction
@@ -1166,7 +1170,7 @@ func (s *simulation) startController() {
 		q := newDriverDelays(name, s.clk, s.gate)
 		q.byName = s.workers > 1
 		i := 1
-		if name == NodeQueueName {
+		if name == nodehealth.NodeQueueName {
 			i = 0
 			q.onGet = s.syncBegins
 		}
@@ -1174,51 +1178,51 @@ func (s *simulation) startController() {
 		return q
 	}
 	s.loops = newLoopClock(s.clk)
-	c, err := NewController(ctx, Config{Client: s.ctrl, Nodes: nodeInformer, Leases: leaseInformer,
-		Recorder: &record.FakeRecorder{}, Clock: s.loops, Options: s.opts, Queues: queues})
+	s.metrics = nodehealth.NewMetrics(nil)
+	// Wired as the binary wires it (internal/setup/controller): the
+	// controller's requests wait at the gate, its informers' lists and
+	// watches do not.
+	c, err := setupcontroller.New(ctx, setupcontroller.Clients{Client: s.ctrl, Leases: s.kube, NodeWatch: s.kube},
+		setupcontroller.Config{Options: s.opts, Metrics: s.metrics, Clock: s.loops, Queues: queues, Recorder: &record.FakeRecorder{}})
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	s.c = c
-	nodeInf := nodeInformer.Informer()
-	s.informers = []sim.Informer{nodeInf, leaseInformer}
+	nodeInf, leaseInf := c.NodeInformer(), c.LeaseInformer()
+	s.nodeLister = corelisters.NewNodeLister(nodeInf.GetIndexer())
+	s.leaseLister = coordinationlisters.NewLeaseLister(leaseInf.GetIndexer())
+	s.informers = []sim.Informer{nodeInf, leaseInf}
 	s.fed = &atomic.Int64{}
 	s.feeding = &atomic.Bool{}
 	s.feeding.Store(true)
-	s.feedModel(nodeInf, leaseInformer)
+	s.feedModel(nodeInf, leaseInf)
 	if err := s.api.Track(nodesGVR, nodeInf); err != nil {
 		s.t.Fatal(err)
 	}
-	if err := s.api.Track(leasesGVR, leaseInformer); err != nil {
+	if err := s.api.Track(leasesGVR, leaseInf); err != nil {
 		s.t.Fatal(err)
 	}
-	factory.Start(ctx.Done())
-	go leaseInformer.Run(ctx)
-	// As Run does: no worker before every handler has the initial lists.
-	startCtx, cancelStart := context.WithTimeout(s.ctx, time.Minute)
-	defer cancelStart()
-	if err := s.api.Settle(startCtx, func() bool { return c.nodesSynced() && c.leasesSynced() && s.handlersDone() }); err != nil {
-		s.t.Fatalf("the controller's caches did not sync: %v (notifications: nodes %d, leases %d sent, %d handled by the controller, %d by the model's handlers)",
-			err, s.api.Seen(s.informers[0]), s.api.Seen(s.informers[1]), c.handled.Load(), s.fed.Load())
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), c.nodesSynced, c.leasesSynced) {
-		s.t.Fatal("caches did not sync")
-	}
-	s.flush()
-	for _, n := range s.nodes {
-		n.unlisted = false
-	}
-	s.model.Start(now)
-	// The controller as the binary runs it: its workers, its canary's
-	// loops and its resync on goroutines of their own. The workers wait
-	// for the driver's grants in the queues (drain), the loops for the
-	// simulated clock.
+	// The controller as the binary runs it: its informers, then, once they
+	// have listed, its workers, its canary's loops and its resync on
+	// goroutines of their own. The workers wait for the driver's grants in
+	// the queues (drain), the loops for the simulated clock.
 	ran := make(chan struct{})
 	s.ran = ran
 	go func() {
 		defer close(ran)
 		c.Run(ctx, s.workers)
 	}()
+	startCtx, cancelStart := context.WithTimeout(s.ctx, time.Minute)
+	defer cancelStart()
+	if err := s.api.Settle(startCtx, func() bool { return c.HasSynced() && s.handlersDone() }); err != nil {
+		s.t.Fatalf("the controller's caches did not sync: %v (notifications: nodes %d, leases %d sent, %d handled by the controller, %d by the model's handlers)",
+			err, s.api.Seen(s.informers[0]), s.api.Seen(s.informers[1]), c.HandledEvents(), s.fed.Load())
+	}
+	s.flush()
+	for _, n := range s.nodes {
+		n.unlisted = false
+	}
+	s.model.Start(now)
 	s.awaitLoops(func() bool {
 		return s.queues[0].turns.Idle() == s.workers && s.queues[1].turns.Idle() == 1
 	})
@@ -1602,7 +1606,7 @@ func (s *simulation) handlersDone() bool {
 	for _, inf := range s.informers {
 		sent += s.api.Seen(inf)
 	}
-	return s.c.handled.Load() == sent && s.fed.Load() == sent
+	return s.c.HandledEvents() == sent && s.fed.Load() == sent
 }
 
 // drain runs the controller's workers until its queues are empty and
@@ -1658,7 +1662,7 @@ func (s *simulation) settle() {
 			sent += s.api.Seen(inf)
 		}
 		s.t.Fatalf("t=%s not settled: %v (notifications: %d sent, %d handled by the controller, %d by the model's handlers)",
-			s.at(), err, sent, s.c.handled.Load(), s.fed.Load())
+			s.at(), err, sent, s.c.HandledEvents(), s.fed.Load())
 	}
 	s.flush()
 }
@@ -1722,7 +1726,7 @@ func (s *simulation) checkView() {
 	if at := s.model.NextViewCheck(); !at.IsZero() && !now.Before(at) {
 		want = s.model.CheckView(now)
 	}
-	stale := testutil.ToFloat64(s.c.metrics.OwnViewStale) == 1
+	stale := testutil.ToFloat64(s.metrics.OwnViewStale) == 1
 	if stale != want {
 		s.trace.Add("t=%s own view: controller stale=%v, model stale=%v", s.at(), stale, want)
 		s.t.Errorf("t=%s the controller's canary judges its own view stale=%v, the model stale=%v\nrecent trace:\n%s", s.at(), stale, want, s.trace.Tail(40))
@@ -1829,7 +1833,7 @@ func (s *simulation) heartbeats(now time.Time) {
 }
 
 func (s *simulation) writeLease(n *simNode, a *simAgent, mutate func(*coordinationv1.Lease)) {
-	leases := s.kube.CoordinationV1().Leases(testNS)
+	leases := s.kube.CoordinationV1().Leases(simNS)
 	l, err := leases.Get(s.ctx, a.leaseName(n), metav1.GetOptions{})
 	if err != nil {
 		l = s.leaseObject(n, a)
@@ -2024,7 +2028,7 @@ func (s *simulation) updateNode(n *simNode) {
 func (s *simulation) compare(quiet bool) bool {
 	s.t.Helper()
 	s.settleTiedTurns(true, func(n *simNode, obj *v1.Node) bool {
-		return n.evicted || nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoExecute)
+		return n.evicted || nodeutil.HasTaint(obj, simTaintKey, v1.TaintEffectNoExecute)
 	})
 	s.settleResumedHolds()
 	want := s.model.Nodes()
@@ -2078,8 +2082,8 @@ func (s *simulation) compare(quiet bool) bool {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		got := model.NodeView{Tainted: nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoSchedule),
-			NoExecute: nodeutil.HasTaint(obj, testKey, v1.TaintEffectNoExecute)}
+		got := model.NodeView{Tainted: nodeutil.HasTaint(obj, simTaintKey, v1.TaintEffectNoSchedule),
+			NoExecute: nodeutil.HasTaint(obj, simTaintKey, v1.TaintEffectNoExecute)}
 		for _, c := range obj.Status.Conditions {
 			if c.Type == nodev1alpha1.SystemExtensionsReadyCondition {
 				got.ConditionStatus, got.ConditionReason = string(c.Status), c.Reason

@@ -1,4 +1,4 @@
-package nodehealth
+package nodehealth_test
 
 import (
 	"context"

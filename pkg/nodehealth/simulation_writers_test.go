@@ -1,4 +1,4 @@
-package nodehealth
+package nodehealth_test
 
 import (
 	"flag"
@@ -230,7 +230,7 @@ func (s *simulation) readinessTainted() []*simNode {
 // carriesReadinessTaint reports whether the node carries the readiness taint.
 func (s *simulation) carriesReadinessTaint(n *simNode) bool {
 	node, err := s.kube.CoreV1().Nodes().Get(s.ctx, n.name, metav1.GetOptions{})
-	return err == nil && nodeutil.HasTaint(node, testKey, "")
+	return err == nil && nodeutil.HasTaint(node, simTaintKey, "")
 }
 
 // toggleReadinessTaint adds the readiness taint to a node without it, or
@@ -240,9 +240,9 @@ func (s *simulation) toggleReadinessTaint(n *simNode) {
 	removed := false
 	written := s.foreignWrite(n, false, func(node *v1.Node) {
 		var count int
-		node.Spec.Taints, count = nodeutil.RemoveTaints(node.Spec.Taints, testKey)
+		node.Spec.Taints, count = nodeutil.RemoveTaints(node.Spec.Taints, simTaintKey)
 		if removed = count > 0; !removed {
-			node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: testKey, Effect: v1.TaintEffectNoSchedule})
+			node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: simTaintKey, Effect: v1.TaintEffectNoSchedule})
 		}
 	}, nil)
 	if removed {

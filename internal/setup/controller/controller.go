@@ -1,15 +1,13 @@
 // Package controller owns how the node-health controller is wired: its two
 // connections to the API server, its informers, its event recorder and the
-// controller itself. cmd/nodehealth-controller and the in-process test
-// starter both build the controller here, and so does the per-event benchmark
-// (test/bench), so that what the tests run and measure is what users run. The
-// only other construction is pkg/nodehealth's own simulations: they are that
-// package's internal tests, which cannot import this package (it imports
-// theirs). They call the same constructors this package calls
-// (nodehealth.NewController with its Config, NewNodeInformerFactory,
-// NewDirectLeaseInformer), with a fake API server, a simulated clock and
-// queues of their own through Config.Queues and Config.Clock, and run the
-// controller's own Run, whose workers wait in those queues for the driver.
+// controller itself. cmd/nodehealth-controller, the in-process test starter,
+// the per-event benchmark (test/bench) and pkg/nodehealth's simulation all
+// build the controller here, so that what the tests run and measure is what
+// users run. The simulation brings a fake API server, a simulated clock, an
+// event recorder and queues of its own (Config.Clock, Config.Queues,
+// Config.Recorder), adds its reference model's handlers to the informers
+// (NodeInformer, LeaseInformer), and runs this Run, whose workers wait in
+// those queues for its driver.
 package controller
 
 import (
@@ -22,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
@@ -48,6 +47,11 @@ type Clients struct {
 	Client kubernetes.Interface
 	// Leases carries the Lease watch alone.
 	Leases kubernetes.Interface
+	// NodeWatch, when set, carries the Node informer instead of Client.
+	// The binary leaves it nil; the simulation holds the controller's
+	// requests at a gate that its informers' lists and watches must not
+	// wait at.
+	NodeWatch kubernetes.Interface
 }
 
 // NewClients opens the controller's two connections from config, which it
@@ -91,6 +95,9 @@ type Config struct {
 	// Queues builds the controller's work queues; nil builds the
 	// production ones.
 	Queues nodehealth.QueueFactory
+	// Recorder records the controller's Events; nil records them to the
+	// API server through Clients.Client.
+	Recorder record.EventRecorder
 }
 
 // Controller is the node-health controller with its informers and event
@@ -108,17 +115,24 @@ type Controller struct {
 // every Lease counts as observed at that moment (a full duration of grace).
 // ctx carries the logger of the controller and of its Events.
 func New(ctx context.Context, clients Clients, cfg Config) (*Controller, error) {
-	nodes := nodehealth.NewNodeInformerFactory(clients.Client, cfg.NodeSelector)
-	// Leases have one handler, the controller's: the direct informer calls it
-	// without the shared informer's two goroutine hand-offs and buffer per
-	// event (less memory at 5,000 Lease events/s; docs/benchmarks.md, "The
-	// direct Lease informer against a shared one").
+	nodeWatch := clients.NodeWatch
+	if nodeWatch == nil {
+		nodeWatch = clients.Client
+	}
+	nodes := nodehealth.NewNodeInformerFactory(nodeWatch, cfg.NodeSelector)
+	// The direct informer calls the controller's Lease handler without the
+	// shared informer's two goroutine hand-offs and buffer per event (less
+	// memory at 5,000 Lease events/s; docs/benchmarks.md, "The direct Lease
+	// informer against a shared one").
 	leases := nodehealth.NewDirectLeaseInformer(clients.Leases, cfg.Options.LeaseNamespace, nodehealth.TransformLease)
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Client.CoreV1().Events("")})
-	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: EventSource})
+	recorder, broadcaster := cfg.Recorder, record.EventBroadcaster(nil)
+	if recorder == nil {
+		broadcaster = record.NewBroadcaster(record.WithContext(ctx))
+		broadcaster.StartStructuredLogging(3)
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Client.CoreV1().Events("")})
+		recorder = broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: EventSource})
+	}
 
 	clk := cfg.Clock
 	if clk == nil {
@@ -128,7 +142,9 @@ func New(ctx context.Context, clients Clients, cfg Config) (*Controller, error) 
 	c, err := nodehealth.NewController(ctx, nodehealth.Config{Client: clients.Client, Nodes: nodeInformer, Leases: leases,
 		Recorder: recorder, Clock: clk, Options: cfg.Options, Metrics: cfg.Metrics, Queues: cfg.Queues})
 	if err != nil {
-		broadcaster.Shutdown()
+		if broadcaster != nil {
+			broadcaster.Shutdown()
+		}
 		return nil, err
 	}
 	return &Controller{nodes: nodes, nodesSynced: nodeInformer.Informer().HasSynced, leases: leases,
@@ -138,7 +154,9 @@ func New(ctx context.Context, clients Clients, cfg Config) (*Controller, error) 
 // Run starts the informers and runs the controller with workers until ctx
 // ends, and returns once everything it started has stopped.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer c.broadcaster.Shutdown()
+	if c.broadcaster != nil {
+		defer c.broadcaster.Shutdown()
+	}
 	c.nodes.Start(ctx.Done())
 	defer c.nodes.Shutdown()
 	leasesDone := make(chan struct{})
@@ -150,6 +168,14 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // HandledEvents is how many Node and Lease notifications the controller has
 // handled (nodehealth.Controller.HandledEvents).
 func (c *Controller) HandledEvents() int64 { return c.controller.HandledEvents() }
+
+// NodeInformer is the controller's Node informer; handlers added before Run
+// see what the controller sees.
+func (c *Controller) NodeInformer() cache.SharedIndexInformer { return c.nodes.Core().V1().Nodes().Informer() }
+
+// LeaseInformer is the controller's Lease informer; handlers added before
+// Run are called after the controller's, on the same goroutine.
+func (c *Controller) LeaseInformer() *nodehealth.DirectLeaseInformer { return c.leases }
 
 // HasSynced reports whether both informers have listed everything.
 func (c *Controller) HasSynced() bool { return c.nodesSynced() && c.leases.HasSynced() }
