@@ -171,7 +171,9 @@ func (c *Controller) HandledEvents() int64 { return c.controller.HandledEvents()
 
 // NodeInformer is the controller's Node informer; handlers added before Run
 // see what the controller sees.
-func (c *Controller) NodeInformer() cache.SharedIndexInformer { return c.nodes.Core().V1().Nodes().Informer() }
+func (c *Controller) NodeInformer() cache.SharedIndexInformer {
+	return c.nodes.Core().V1().Nodes().Informer()
+}
 
 // LeaseInformer is the controller's Lease informer; handlers added before
 // Run are called after the controller's, on the same goroutine.
