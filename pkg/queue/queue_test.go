@@ -3,10 +3,13 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -75,5 +78,31 @@ func TestAShutDownQueueEndsTheWorkerWithoutSyncing(t *testing.T) {
 	}
 	if synced {
 		t.Error("ProcessNext synced a key of a shut-down queue")
+	}
+}
+
+// A counted handler passes each kind of notification on, and counts it only
+// once the handler is done: while the handler runs, the count is the one
+// before.
+func TestACountedHandlerCountsEachNotificationOnceItsHandlerIsDone(t *testing.T) {
+	var n atomic.Int64
+	var got []string
+	seen := func(what string) {
+		got = append(got, fmt.Sprintf("%s at count %d", what, n.Load()))
+	}
+	h := Counted(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { seen("add " + obj.(string)) },
+		UpdateFunc: func(_, newObj interface{}) { seen("update " + newObj.(string)) },
+		DeleteFunc: func(obj interface{}) { seen("delete " + obj.(string)) },
+	}, &n)
+	h.OnAdd("a", true)
+	h.OnUpdate("a", "b")
+	h.OnDelete("b")
+	want := []string{"add a at count 0", "update b at count 1", "delete b at count 2"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the handler saw %q, want %q", got, want)
+	}
+	if n.Load() != 3 {
+		t.Fatalf("count after three notifications: %d, want 3", n.Load())
 	}
 }

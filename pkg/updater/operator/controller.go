@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -58,6 +59,9 @@ type Controller struct {
 	// jobLister and jobsSynced are the hooks' Jobs (nil without hooks).
 	jobLister  batchlisters.JobLister
 	jobsSynced cache.InformerSynced
+	// handled counts the informer notifications the handlers are done with
+	// (HandledEvents).
+	handled atomic.Int64
 
 	queue workqueue.TypedRateLimitingInterface[string]
 	// startQueue holds startKey alone, with a worker of its own: behind the
@@ -213,27 +217,27 @@ func defaulted(opts Options) (Options, error) {
 // they have seen each informer's first list.
 func (c *Controller) addHandlers(nodeInformer coreinformers.NodeInformer,
 	shadowInformer updatesinformers.BottlerocketShadowInformer, policyInformer updatesinformers.UpdatePolicyInformer) error {
-	nodeHandler, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	nodeHandler, err := nodeInformer.Informer().AddEventHandler(queue.Counted(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueNode,
 		UpdateFunc: c.onNodeUpdate,
 		DeleteFunc: c.enqueueNode,
-	})
+	}, &c.handled))
 	if err != nil {
 		return err
 	}
-	shadowHandler, err := shadowInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	shadowHandler, err := shadowInformer.Informer().AddEventHandler(queue.Counted(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueShadow,
 		UpdateFunc: func(_, newObj interface{}) { c.enqueueShadow(newObj) },
 		DeleteFunc: c.enqueueShadow,
-	})
+	}, &c.handled))
 	if err != nil {
 		return err
 	}
-	policyHandler, err := policyInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	policyHandler, err := policyInformer.Informer().AddEventHandler(queue.Counted(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(interface{}) { c.startQueue.Add(startKey) },
 		UpdateFunc: c.onPolicyUpdate,
 		DeleteFunc: func(interface{}) { c.startQueue.Add(startKey) },
-	})
+	}, &c.handled))
 	if err != nil {
 		return err
 	}
@@ -308,6 +312,10 @@ func (c *Controller) enqueueShadow(obj interface{}) {
 		c.startQueue.Add(startKey)
 	}
 }
+
+// HandledEvents is how many Node, shadow, policy and Job notifications the
+// controller's handlers are done with.
+func (c *Controller) HandledEvents() int64 { return c.handled.Load() }
 
 // Run processes the queues until ctx ends: workers for the nodes, one for
 // the start pass. Call it only while leading: the first start pass confirms

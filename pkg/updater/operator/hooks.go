@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/queue"
 )
 
 // Reasons of the hooks' Events, of their failure and of the Blocked
@@ -184,11 +185,11 @@ func (c *Controller) addHookHandlers() error {
 			c.queue.Add(j.Annotations[HookNodeAnnotation])
 		}
 	}
-	reg, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.Informer().AddEventHandler(queue.Counted(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, newObj interface{}) { enqueue(newObj) },
 		DeleteFunc: enqueue,
-	})
+	}, &c.handled))
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package shadow
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -39,6 +40,9 @@ type Controller struct {
 	shadowsSynced cache.InformerSynced
 
 	queue workqueue.TypedRateLimitingInterface[string]
+	// handled counts the informer notifications the handlers are done with
+	// (HandledEvents).
+	handled atomic.Int64
 }
 
 // Options are the shadow controller's settings.
@@ -76,7 +80,7 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 		nodeLister:   nodeInformer.Lister(),
 		shadowLister: shadowInformer.Lister(),
 	}
-	nodeHandler, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	nodeHandler, err := nodeInformer.Informer().AddEventHandler(queue.Counted(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			o, ok1 := oldObj.(*v1.Node)
@@ -88,15 +92,15 @@ func NewController(client versioned.Interface, nodeInformer coreinformers.NodeIn
 			}
 		},
 		DeleteFunc: c.enqueue,
-	})
+	}, &c.handled))
 	if err != nil {
 		return nil, err
 	}
-	shadowHandler, err := shadowInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	shadowHandler, err := shadowInformer.Informer().AddEventHandler(queue.Counted(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, newObj interface{}) { c.enqueue(newObj) },
 		DeleteFunc: c.enqueue,
-	})
+	}, &c.handled))
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +117,10 @@ func (c *Controller) enqueue(obj interface{}) {
 	}
 	c.queue.Add(key)
 }
+
+// HandledEvents is how many Node and shadow notifications the controller's
+// handlers are done with.
+func (c *Controller) HandledEvents() int64 { return c.handled.Load() }
 
 // Run processes the queue with the given number of workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
