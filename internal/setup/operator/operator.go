@@ -1,8 +1,13 @@
 // Package operator owns how the update operator is wired: its clients, its
 // informers, its event recorder and its two controllers (the shadow
 // controller, which keeps one BottlerocketShadow per managed node, and the
-// update controller, which drives the rollout). cmd/update-operator and the
-// tests that run the operator in-process both build it here.
+// update controller, which drives the rollout). cmd/update-operator, the
+// tests that run the operator in-process and pkg/updater/operator's
+// simulation all build it here. The simulation brings a fake API server, a
+// simulated clock, an event recorder and queues of its own (Config.Clock,
+// Config.Recorder, Options.Queue and StartQueue, Config.ShadowQueue), tracks
+// the informers setup built (Informers), and runs this Run, whose workers
+// wait in those queues for its driver.
 package operator
 
 import (
@@ -15,7 +20,9 @@ import (
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"nodehealth.io/client-go/clientset/versioned"
@@ -80,6 +87,9 @@ type Config struct {
 	Clock clock.WithTicker
 	// Recorder receives the Events; nil records them to the API server.
 	Recorder record.EventRecorder
+	// ShadowQueue is the shadow controller's work queue; nil builds the
+	// production one.
+	ShadowQueue workqueue.TypedRateLimitingInterface[string]
 }
 
 // Operator is the update operator: both controllers with their informers.
@@ -139,7 +149,7 @@ func New(ctx context.Context, clients Clients, cfg Config) (*Operator, error) {
 	shadows := o.updates.Updates().V1alpha1().BottlerocketShadows()
 	var err error
 	o.shadows, err = shadow.NewController(clients.Updates, nodes, shadows, recorder,
-		shadow.Options{Selector: cfg.Options.Selector, DryRun: cfg.Options.DryRun})
+		shadow.Options{Selector: cfg.Options.Selector, DryRun: cfg.Options.DryRun, Queue: cfg.ShadowQueue})
 	if err == nil {
 		o.controller, err = operator.NewController(operator.Config{Client: clients.Updates, Nodes: nodes, Shadows: shadows,
 			Policies: o.updates.Updates().V1alpha1().UpdatePolicies(), Recorder: recorder, Clock: clk, Options: opts, Metrics: cfg.Metrics})
@@ -171,6 +181,35 @@ func (o *Operator) shutdownBroadcaster() {
 	if o.broadcaster != nil {
 		o.broadcaster.Shutdown()
 	}
+}
+
+// Informers are the operator's informers. The Node and the shadow informer
+// carry a handler of each controller, the policy and the Job informer one of
+// the update controller.
+type Informers struct {
+	Nodes, Shadows, Policies cache.SharedIndexInformer
+	// Jobs watches the hooks' Jobs; nil without hooks.
+	Jobs cache.SharedIndexInformer
+}
+
+// Informers returns the operator's informers; handlers added before Run see
+// what the controllers see.
+func (o *Operator) Informers() Informers {
+	i := Informers{
+		Nodes:    o.nodes.Core().V1().Nodes().Informer(),
+		Shadows:  o.updates.Updates().V1alpha1().BottlerocketShadows().Informer(),
+		Policies: o.updates.Updates().V1alpha1().UpdatePolicies().Informer(),
+	}
+	if o.jobs != nil {
+		i.Jobs = o.jobs.Batch().V1().Jobs().Informer()
+	}
+	return i
+}
+
+// HandledEvents is how many notifications both controllers' handlers are
+// done with.
+func (o *Operator) HandledEvents() int64 {
+	return o.controller.HandledEvents() + o.shadows.HandledEvents()
 }
 
 // Run starts the informers and runs both controllers with workers each

@@ -1,4 +1,4 @@
-package operator
+package operator_test
 
 import (
 	"flag"

@@ -1,4 +1,4 @@
-package operator
+package operator_test
 
 import (
 	"time"
@@ -8,13 +8,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	batchinformers "k8s.io/client-go/informers/batch/v1"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/updater/model"
+	"nodehealth.io/nodehealth/pkg/updater/operator"
 	"nodehealth.io/nodehealth/test/sim"
 )
 
@@ -60,20 +59,13 @@ func simHooks(r *sim.Rand) *updatesv1alpha1.PolicyHooks {
 	return h
 }
 
-type countedJobs struct {
-	batchinformers.JobInformer
-	inf countingInformer
-}
-
-func (c countedJobs) Informer() cache.SharedIndexInformer { return c.inf }
-
 // createJob is the operator's Job creation: recorded with the step and
 // boot the operator decided on (its informers' shadow and Node), refused
 // as the API refuses a name that exists, and judged: a second Job for a
 // step and boot that has one runs the hook twice. Its end is drawn now.
 func (s *updaterSimulation) createJob(action clienttesting.Action) (bool, runtime.Object, error) {
 	job := action.(clienttesting.CreateActionImpl).Object.(*batchv1.Job)
-	node, hook := job.Annotations[HookNodeAnnotation], job.Labels[HookLabel]
+	node, hook := job.Annotations[operator.HookNodeAnnotation], job.Labels[operator.HookLabel]
 	w := s.operatorView()
 	sh := w.Shadows[node]
 	run := model.HookRun{Node: node, Hook: hook, Since: sh.SpecSince, Boot: w.Nodes[node].BootID}

@@ -1,4 +1,4 @@
-package operator
+package operator_test
 
 import (
 	"context"
@@ -30,11 +30,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -43,8 +43,7 @@ import (
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
 	"nodehealth.io/client-go/clientset/versioned/fake"
-	"nodehealth.io/client-go/informers/externalversions"
-	updatesinformers "nodehealth.io/client-go/informers/externalversions/updates/v1alpha1"
+	setupoperator "nodehealth.io/nodehealth/internal/setup/operator"
 	"nodehealth.io/nodehealth/pkg/drain"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/pkg/updater/agent"
@@ -52,7 +51,7 @@ import (
 	"nodehealth.io/nodehealth/pkg/updater/brapi"
 	"nodehealth.io/nodehealth/pkg/updater/brapi/emulator"
 	"nodehealth.io/nodehealth/pkg/updater/model"
-	"nodehealth.io/nodehealth/pkg/updater/shadow"
+	"nodehealth.io/nodehealth/pkg/updater/operator"
 	"nodehealth.io/nodehealth/test/sim"
 )
 
@@ -394,8 +393,7 @@ type operatorInstance struct {
 	gen    int
 	ctx    context.Context
 	cancel context.CancelFunc
-	c      *Controller
-	sc     *shadow.Controller
+	o      *setupoperator.Operator
 	// queue and scQueue are the update and the shadow controller's
 	// queues, which the driver owns (Options.Queue and StartQueue,
 	// shadow.Options.Queue): the controllers' own workers, which their Run
@@ -403,12 +401,7 @@ type operatorInstance struct {
 	queue, scQueue *turnQueue
 	// ran is closed once both Runs have returned.
 	ran       chan struct{}
-	informers []cache.SharedIndexInformer
-	// policyInf is the policy informer, which only the update controller
-	// handles (the shadow controller's handlers are on the others), as
-	// is jobInf, the hooks' Jobs (nil: the seed drew no hooks).
-	policyInf, jobInf cache.SharedIndexInformer
-	handled           *atomic.Int64
+	informers setupoperator.Informers
 	// timers and scTimers are when the driver queues a key again in the
 	// update and the shadow controller.
 	timers, scTimers map[string]time.Time
@@ -487,6 +480,8 @@ type updaterSimulation struct {
 	updates   *fake.Clientset
 	obsKube   *kubefake.Clientset
 	obsUp     *fake.Clientset
+	// firstLists holds a new operator's first lists (startOperator).
+	firstLists firstLists
 
 	nodes []*simNode
 	op    *operatorInstance
@@ -499,7 +494,7 @@ type updaterSimulation struct {
 	// maxLimit is the limit with every node there: a percentage is of the
 	// nodes the policy governs, which deleted nodes shrink.
 	maxLimit int
-	opts     Options
+	opts     operator.Options
 
 	// Schedule of this seed.
 	badVersions  map[string]bool
@@ -560,7 +555,7 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	s.api = sim.NewAPI(simScheme(), rng.Fork())
 	s.api.Clock = s.clk
 	// One quiet poll is enough: the driver counts every notification each
-	// controller handler ran (countingInformer), and starts no goroutine
+	// controller handler ran (HandledEvents), and starts no goroutine
 	// Settle could not see (agents and reboots are waited for by name).
 	s.api.SettlePolls = 1
 	s.opKube, s.opUpdates = kubefake.NewClientset(), fake.NewClientset()
@@ -570,16 +565,18 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	for _, f := range []*clienttesting.Fake{&s.opKube.Fake, &s.opUpdates.Fake, &s.agKube.Fake, &s.agUpdates.Fake, &s.kube.Fake, &s.updates.Fake, &s.obsKube.Fake, &s.obsUp.Fake} {
 		s.api.Install(f)
 	}
+	s.firstLists.install(&s.opKube.Fake)
+	s.firstLists.install(&s.opUpdates.Fake)
 	// Every write of the operator's goes through the judge first.
 	s.opUpdates.PrependReactor("*", "bottlerocketshadows", s.judge)
 	s.opKube.PrependReactor("create", "jobs", s.createJob)
 
 	// The rollout: 4 to 6 nodes in two zones, one UpdatePolicy governing
 	// them all with a limit of 1 or 2 (or 50 %), sometimes 1 per zone.
-	s.opts = Options{
+	s.opts = operator.Options{
 		Selector:  labels.SelectorFromSet(labels.Set{updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue}),
-		Deadlines: Deadlines{StagedAndPerformedUpdate: simStagedDL, RebootedIntoUpdate: simRebootedDL, MonitoringUpdate: simMonitoringDL, ReturnToIdle: simReturnDL},
-		Drain:     DrainOptions{Client: operatorPods{s}, Timeout: simDrainTimeout, Overrides: drain.Overrides{DeleteEmptyDirData: true}},
+		Deadlines: operator.Deadlines{StagedAndPerformedUpdate: simStagedDL, RebootedIntoUpdate: simRebootedDL, MonitoringUpdate: simMonitoringDL, ReturnToIdle: simReturnDL},
+		Drain:     operator.DrainOptions{Client: operatorPods{s}, Timeout: simDrainTimeout, Overrides: drain.Overrides{DeleteEmptyDirData: true}},
 		Nodes:     s.opKube.CoreV1().Nodes(),
 		Pods:      s.opKube.CoreV1(),
 	}
@@ -626,7 +623,7 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	// against a source the driver controls (alertFaults).
 	if s.alertRng.Chance(0.35) && s.on("alerts") {
 		s.alerts = &simAlertSource{}
-		s.opts.AlertSources = map[string]AlertSource{simAlertSourceName: s.alerts}
+		s.opts.AlertSources = map[string]operator.AlertSource{simAlertSourceName: s.alerts}
 		if pol.Spec.Gates == nil {
 			pol.Spec.Gates = &updatesv1alpha1.PolicyGates{}
 		}
@@ -735,16 +732,65 @@ func (s *updaterSimulation) configAsObserved(w model.World) model.Config {
 	return s.configGoverning(governed)
 }
 
+// What the driver reads of the operator's contract, written here from
+// docs/updater.md rather than taken from the operator's code, which a
+// mutant could change along with what it decides.
+const (
+	// simStartedAnnotation is the shadow annotation with the time the
+	// operator started the node's update ("How a rollout proceeds").
+	simStartedAnnotation = "updates.nodehealth.io/started"
+	// simNotOfferedRetry is how long after its agent found the pinned
+	// version not offered the operator tries the node again: the agent's
+	// default updateCheckInterval, so that its next refresh has happened.
+	simNotOfferedRetry = 2 * time.Minute
+)
+
+// policyLimit is a policy's limit over the nodes it governs: a count as
+// written, a percentage of the governed nodes rounded down but at least 1.
+func policyLimit(v intstr.IntOrString, governed int) int {
+	if v.Type == intstr.Int {
+		return int(v.IntVal)
+	}
+	percent, err := strconv.Atoi(strings.TrimSuffix(v.StrVal, "%"))
+	if err != nil {
+		panic(fmt.Sprintf("the driver drew a limit it cannot read: %q", v.StrVal))
+	}
+	return max(governed*percent/100, 1)
+}
+
+// updating reports whether a shadow's spec is one of the states of an
+// update in flight: from the start to the health gate.
+func updating(s updatesv1alpha1.ShadowState) bool {
+	switch s {
+	case updatesv1alpha1.StateStagedAndPerformedUpdate, updatesv1alpha1.StateRebootedIntoUpdate, updatesv1alpha1.StateMonitoringUpdate:
+		return true
+	}
+	return false
+}
+
+// fullyReady reports whether a node passes the health gate's check: Ready,
+// and SystemExtensionsReady True because its extensions are ready or it
+// lists none.
+func fullyReady(n *v1.Node) bool {
+	c := nodeutil.Condition(n, nodev1alpha1.SystemExtensionsReadyCondition)
+	if c == nil || c.Status != v1.ConditionTrue ||
+		(c.Reason != nodev1alpha1.ReasonExtensionsReady && c.Reason != nodev1alpha1.ReasonNoRequiredExtensions) {
+		return false
+	}
+	r := nodeutil.Condition(n, v1.NodeReady)
+	return r != nil && r.Status == v1.ConditionTrue
+}
+
 func (s *updaterSimulation) configGoverning(governed int) model.Config {
 	p := s.policy()
-	limit, _ := scaledLimit(p.Spec.MaxConcurrentUpdates, governed)
-	soak := DefaultPostRebootSoak
+	limit := policyLimit(p.Spec.MaxConcurrentUpdates, governed)
+	soak := operator.DefaultPostRebootSoak
 	if p.Spec.PostRebootSoak != nil {
 		soak = p.Spec.PostRebootSoak.Duration
 	}
 	c := model.Config{MaxConcurrent: limit, TargetVersion: p.Spec.TargetVersion, Paused: p.Spec.Paused,
 		Staged: simStagedDL, Rebooted: simRebootedDL, Monitoring: simMonitoringDL, ReturnToIdle: simReturnDL, Soak: soak,
-		NotOfferedRetry: notOfferedRetry, Rollback: p.Spec.OnHealthGateFailure == updatesv1alpha1.HealthGateFailureRollback}
+		NotOfferedRetry: simNotOfferedRetry, Rollback: p.Spec.OnHealthGateFailure == updatesv1alpha1.HealthGateFailureRollback}
 	if d := p.Spec.MinReleaseAge; d != nil {
 		c.MinReleaseAge = d.Duration
 	}
@@ -776,7 +822,7 @@ func (s *updaterSimulation) configGoverning(governed int) model.Config {
 	if z := p.Spec.MaxConcurrentUpdatesPerZone; z != nil {
 		// A count: the seed never draws a percentage per zone, which would
 		// be of each zone's governed nodes.
-		c.MaxConcurrentPerZone, _ = scaledLimit(*z, 1)
+		c.MaxConcurrentPerZone = policyLimit(*z, 1)
 	}
 	return c
 }
@@ -838,7 +884,7 @@ func (s *updaterSimulation) create(obj runtime.Object) {
 func (s *updaterSimulation) nodeObject(n *simNode) *v1.Node {
 	return &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: n.name, UID: n.uid, Labels: map[string]string{
-			updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue, ZoneLabel: n.zone},
+			updatesv1alpha1.ManagedNodeLabel: updatesv1alpha1.ManagedNodeLabelValue, operator.ZoneLabel: n.zone},
 			Annotations: map[string]string{nodev1alpha1.SystemExtensionsAnnotation: `[{"name":"bottlerocket-updater","source":"lease"},{"name":"kube-proxy"}]`}},
 		Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{BootID: fmt.Sprintf("boot-%d", n.boot)},
 			Conditions: []v1.NodeCondition{
@@ -881,66 +927,19 @@ func (s *updaterSimulation) at() string { return s.clk.Elapsed().String() }
 
 // ---- The operator ----
 
-// countingInformer counts every notification each handler added through it
-// has run: a shared informer runs each handler on a goroutine of its own.
-type countingInformer struct {
-	cache.SharedIndexInformer
-	n *atomic.Int64
-}
-
-func (i countingInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { h.OnAdd(obj, false); i.n.Add(1) },
-		UpdateFunc: func(o, n any) { h.OnUpdate(o, n); i.n.Add(1) },
-		DeleteFunc: func(obj any) { h.OnDelete(obj); i.n.Add(1) },
-	})
-}
-
-type countedNodes struct {
-	coreinformers.NodeInformer
-	inf countingInformer
-}
-
-func (c countedNodes) Informer() cache.SharedIndexInformer { return c.inf }
-
-type countedShadows struct {
-	updatesinformers.BottlerocketShadowInformer
-	inf countingInformer
-}
-
-func (c countedShadows) Informer() cache.SharedIndexInformer { return c.inf }
-
-type countedPolicies struct {
-	updatesinformers.UpdatePolicyInformer
-	inf countingInformer
-}
-
-func (c countedPolicies) Informer() cache.SharedIndexInformer { return c.inf }
-
 // startOperator starts a new leader: informers of its own, a consistent
-// first start pass, deadlines re-armed from the shadows.
+// first start pass, deadlines re-armed from the shadows. It is wired as the
+// binary wires it (internal/setup/operator), with the driver's clock,
+// queues and event recorder.
 func (s *updaterSimulation) startOperator() {
 	s.t.Helper()
 	s.stopOperator()
 	s.opGen++
 	ctx, cancel := context.WithCancel(klog.NewContext(s.ctx, s.opLogger()))
-	op := &operatorInstance{gen: s.opGen, ctx: ctx, cancel: cancel, handled: &atomic.Int64{}, timers: map[string]time.Time{}, scTimers: map[string]time.Time{}}
-	kf := NewNodeInformerFactory(s.opKube)
-	uf := externalversions.NewSharedInformerFactory(s.opUpdates, 0)
-	nodes := kf.Core().V1().Nodes()
-	shadows := uf.Updates().V1alpha1().BottlerocketShadows()
-	policies := uf.Updates().V1alpha1().UpdatePolicies()
-	nodeInf, shadowInf, policyInf := nodes.Informer(), shadows.Informer(), policies.Informer()
-	cn := countedNodes{NodeInformer: nodes, inf: countingInformer{nodeInf, op.handled}}
-	cs := countedShadows{BottlerocketShadowInformer: shadows, inf: countingInformer{shadowInf, op.handled}}
-	cp := countedPolicies{UpdatePolicyInformer: policies, inf: countingInformer{policyInf, op.handled}}
+	op := &operatorInstance{gen: s.opGen, ctx: ctx, cancel: cancel, timers: map[string]time.Time{}, scTimers: map[string]time.Time{}}
 	opts := s.opts
-	var jobInf cache.SharedIndexInformer
 	if s.hooked {
-		jobs := kf.Batch().V1().Jobs()
-		jobInf = jobs.Informer()
-		opts.Hooks = HookOptions{Namespace: simHookNamespace, ServiceAccountName: "update-hook-runner", Jobs: s.opKube.BatchV1(),
-			Informer: countedJobs{JobInformer: jobs, inf: countingInformer{jobInf, op.handled}}}
+		opts.Hooks = operator.HookOptions{Namespace: simHookNamespace, ServiceAccountName: "update-hook-runner"}
 	}
 	// Retries at once (a real first back-off, 5 ms, is below the
 	// simulation's resolution); timers are the driver's (simTimers).
@@ -953,67 +952,110 @@ func (s *updaterSimulation) startOperator() {
 	// changes when it runs; countMu and the consistent LIST keep it right
 	// in any order.
 	opts.Queue, opts.StartQueue = queue, queue
-	c, err := NewController(Config{Client: s.opUpdates, Nodes: cn, Shadows: cs, Policies: cp, Clock: s.clk, Options: opts})
-	if err != nil {
-		s.t.Fatal(err)
-	}
 	scQueue := newTurnQueue(workqueue.NewTypedRateLimitingQueueWithConfig[string](&simSpinRetry{s: s, timers: op.scTimers, at: map[string]time.Time{}, n: map[string]int{}},
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "shadow"}))
-	sc, err := shadow.NewController(s.opUpdates, cn, cs, nil, shadow.Options{Selector: s.opts.Selector, Queue: scQueue})
+	o, err := setupoperator.New(ctx, setupoperator.Clients{Kube: s.opKube, Updates: s.opUpdates},
+		setupoperator.Config{Options: opts, Clock: s.clk, Recorder: &record.FakeRecorder{}, ShadowQueue: scQueue})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	op.c, op.sc, op.queue, op.scQueue = c, sc, queue, scQueue
-	op.informers, op.policyInf, op.jobInf = []cache.SharedIndexInformer{nodeInf, shadowInf}, policyInf, jobInf
+	op.o, op.queue, op.scQueue, op.informers = o, queue, scQueue, o.Informers()
 	s.op = op
-	startCtx, cancelStart := context.WithTimeout(s.ctx, time.Minute)
-	defer cancelStart()
-	// One informer at a time, each synced and its handlers run before the
-	// next starts: started together, their handlers' goroutines would put
-	// the first keys into the update controller's queue in an order of
-	// the scheduler's, and the order of the items decides which one a kill
-	// lands before.
 	informers := []struct {
 		gvr schema.GroupVersionResource
 		inf cache.SharedIndexInformer
-	}{{simNodesGVR, nodeInf}, {simShadowsGVR, shadowInf}, {simPoliciesGVR, policyInf}}
-	if jobInf != nil {
+	}{{simNodesGVR, op.informers.Nodes}, {simShadowsGVR, op.informers.Shadows}, {simPoliciesGVR, op.informers.Policies}}
+	if op.informers.Jobs != nil {
 		informers = append(informers, struct {
 			gvr schema.GroupVersionResource
 			inf cache.SharedIndexInformer
-		}{simJobsGVR, jobInf})
+		}{simJobsGVR, op.informers.Jobs})
 	}
 	for _, t := range informers {
+		s.firstLists.hold(t.gvr.Resource)
+	}
+	// Both controllers as the binary runs them, one worker each (the
+	// update controller's start pass has a worker of its own, on the
+	// same queue here). Run starts the informers; each controller queues
+	// its first keys once its caches synced, and the update controller its
+	// start pass, before it starts the workers.
+	op.ran = make(chan struct{})
+	go func() {
+		defer close(op.ran)
+		o.Run(ctx, 1)
+	}()
+	startCtx, cancelStart := context.WithTimeout(s.ctx, time.Minute)
+	defer cancelStart()
+	// One informer's first list at a time, each synced and its handlers
+	// run before the next is answered: answered together, their handlers'
+	// goroutines would put the first keys into the update controller's
+	// queue in an order of the scheduler's, and the order of the items
+	// decides which one a kill lands before.
+	for _, t := range informers {
+		// Tracked from its list on: Settle waits for every tracked
+		// informer to have a watch open.
 		if err := s.api.Track(t.gvr, t.inf); err != nil {
 			s.t.Fatal(err)
 		}
-		go t.inf.Run(ctx.Done())
+		s.firstLists.answer(t.gvr.Resource)
 		if err := s.api.Settle(startCtx, func() bool { return t.inf.HasSynced() && s.handlersDone() }); err != nil {
 			s.t.Fatalf("the operator's caches did not sync: %v", err)
 		}
 	}
-	if err := s.api.Settle(startCtx, func() bool {
-		return c.nodesSynced() && c.shadowsSynced() && c.policiesSynced() && (c.jobsSynced == nil || c.jobsSynced()) && s.handlersDone()
-	}); err != nil {
-		s.t.Fatalf("the operator's caches did not sync: %v", err)
-	}
-	// Both controllers as the binary runs them, one worker each (the
-	// update controller's start pass has a worker of its own, on the
-	// same queue here). Run queues the start pass once the caches synced,
-	// before it starts the workers.
-	op.ran = make(chan struct{})
-	go func() {
-		defer close(op.ran)
-		var wg sync.WaitGroup
-		wg.Go(func() { c.Run(ctx, 1) })
-		wg.Go(func() { sc.Run(ctx, 1) })
-		wg.Wait()
-	}()
 	if err := s.api.Settle(startCtx, func() bool { return queue.turns.Idle() == 2 && scQueue.turns.Idle() == 1 }); err != nil {
 		s.t.Fatalf("the operator's workers did not start: %v", err)
 	}
 	p := s.policy()
 	s.trace.Add("t=%s operator %d started (limit %s, target %q)", s.at(), op.gen, p.Spec.MaxConcurrentUpdates.String(), p.Spec.TargetVersion)
+}
+
+// firstLists holds the first LIST of each resource a new operator's
+// informers make until the driver answers it: setup's Run starts them all
+// at once, and the driver answers their lists one at a time (startOperator).
+// Every later list (a relist, the update controller's consistent LIST) is
+// served at once.
+type firstLists struct {
+	mu sync.Mutex
+	// held maps a resource to the channel that answers its first list
+	// when closed.
+	held map[string]chan struct{}
+}
+
+// install holds f's lists of the resources held.
+func (l *firstLists) install(f *clienttesting.Fake) {
+	f.PrependReactor("list", "*", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		l.mu.Lock()
+		answer := l.held[action.GetResource().Resource]
+		l.mu.Unlock()
+		if answer != nil {
+			// Invokes holds f's lock while the reactors run: held with it,
+			// this list would keep every other request of f waiting
+			// (sim.API.InstallGated does the same).
+			f.Unlock()
+			<-answer
+			f.Lock()
+		}
+		return false, nil, nil
+	})
+}
+
+func (l *firstLists) hold(resource string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held == nil {
+		l.held = map[string]chan struct{}{}
+	}
+	l.held[resource] = make(chan struct{})
+}
+
+// answer lets resource's held list through, and every later one.
+func (l *firstLists) answer(resource string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if answer := l.held[resource]; answer != nil {
+		close(answer)
+		delete(l.held, resource)
+	}
 }
 
 // opLogger puts the operator's errors (a failed sync) in the trace.
@@ -1055,15 +1097,14 @@ func (s *updaterSimulation) handlersDone() bool {
 	if s.op == nil {
 		return true
 	}
-	var sent int64
-	for _, inf := range s.op.informers {
-		sent += s.api.Seen(inf)
+	// The Node and the shadow informer carry a handler of each
+	// controller, the policy and the Job informer one.
+	i := s.op.informers
+	want := 2*(s.api.Seen(i.Nodes)+s.api.Seen(i.Shadows)) + s.api.Seen(i.Policies)
+	if i.Jobs != nil {
+		want += s.api.Seen(i.Jobs)
 	}
-	only := s.api.Seen(s.op.policyInf)
-	if s.op.jobInf != nil {
-		only += s.api.Seen(s.op.jobInf)
-	}
-	return s.op.handled.Load() == 2*sent+only
+	return s.op.o.HandledEvents() == want
 }
 
 // work runs the operator's queues until empty, one item at a time, killing
@@ -1346,7 +1387,7 @@ func (s *updaterSimulation) operatorWorld() model.World {
 		return s.world()
 	}
 	var nodes []v1.Node
-	for _, obj := range s.op.informers[0].GetStore().List() {
+	for _, obj := range s.op.informers.Nodes.GetStore().List() {
 		nodes = append(nodes, *obj.(*v1.Node))
 	}
 	w := s.worldOf(nodes)
@@ -1365,7 +1406,7 @@ func (s *updaterSimulation) operatorView() model.World {
 		return w
 	}
 	w.Shadows = map[string]model.Shadow{}
-	for _, obj := range s.op.informers[1].GetStore().List() {
+	for _, obj := range s.op.informers.Shadows.GetStore().List() {
 		sh := obj.(*updatesv1alpha1.BottlerocketShadow)
 		w.Shadows[sh.Name] = modelShadow(sh)
 	}
@@ -1393,11 +1434,11 @@ func (s *updaterSimulation) worldOf(nodes []v1.Node) model.World {
 	for i := range nodes {
 		n := &nodes[i]
 		cond := nodeutil.Condition(n, nodev1alpha1.SystemExtensionsReadyCondition)
-		w.Nodes[n.Name] = model.Node{Name: n.Name, UID: string(n.UID), Zone: n.Labels[ZoneLabel],
+		w.Nodes[n.Name] = model.Node{Name: n.Name, UID: string(n.UID), Zone: n.Labels[operator.ZoneLabel],
 			Managed:         n.DeletionTimestamp == nil && s.opts.Selector.Matches(labels.Set(n.Labels)) && governs.Matches(labels.Set(n.Labels)),
 			Excluded:        n.Labels[nodev1alpha1.ExcludeLabel] == "true",
 			ExtensionsReady: cond != nil && cond.Status == v1.ConditionTrue,
-			Healthy:         healthy(n),
+			Healthy:         fullyReady(n),
 			ListsUpdater:    strings.Contains(n.Annotations[nodev1alpha1.SystemExtensionsAnnotation], `"bottlerocket-updater"`),
 			BootID:          n.Status.NodeInfo.BootID,
 			Tainted:         hasReadinessTaint(n)}
@@ -1411,7 +1452,7 @@ func modelShadow(o *updatesv1alpha1.BottlerocketShadow) model.Shadow {
 		Status: model.State(o.Status.CurrentState), CurrentVersion: o.Status.CurrentVersion, TargetVersion: o.Status.TargetVersion,
 		CrashCount: int(o.Status.CrashCount), RebootRequested: o.Status.RebootRequestedAt != nil,
 		Failed: o.Annotations[updatesv1alpha1.FailedAnnotation], Resume: o.Annotations[updatesv1alpha1.ResumeAnnotation],
-		Started: o.Annotations[startedAnnotation], Drained: o.Annotations[updatesv1alpha1.DrainedAnnotation],
+		Started: o.Annotations[simStartedAnnotation], Drained: o.Annotations[updatesv1alpha1.DrainedAnnotation],
 		FromVersion: o.Annotations[updatesv1alpha1.FromVersionAnnotation], Rollback: o.Annotations[updatesv1alpha1.RollbackAnnotation]}
 	if o.Spec.StateTransitionTimestamp != nil {
 		s.SpecSince = o.Spec.StateTransitionTimestamp.Time
@@ -1757,7 +1798,7 @@ func (s *updaterSimulation) hostReacts(n *simNode) {
 	}
 	// The agent reboots for its update only once the operator drained the
 	// node in the boot it leaves (the drained annotation with that bootID).
-	if sh, err := s.obsUp.UpdatesV1alpha1().BottlerocketShadows().Get(s.ctx, n.name, metav1.GetOptions{}); planned && err == nil && inFlight(sh.Spec.State) {
+	if sh, err := s.obsUp.UpdatesV1alpha1().BottlerocketShadows().Get(s.ctx, n.name, metav1.GetOptions{}); planned && err == nil && updating(sh.Spec.State) {
 		if why := model.RebootAllowed(modelShadow(sh), fmt.Sprintf("boot-%d", n.boot)); why != "" {
 			s.fail("rebooted-only-when-drained", "t=%s %s: the agent %s", s.at(), n.name, why)
 		}
@@ -1774,14 +1815,14 @@ func (s *updaterSimulation) hostReacts(n *simNode) {
 	// Never two boots into one update: a boot into the update (planned or
 	// not: a host that crashed with the update activated boots it) and then
 	// an agent's reboot of a host that already runs it.
-	if sh, err := s.obsUp.UpdatesV1alpha1().BottlerocketShadows().Get(s.ctx, n.name, metav1.GetOptions{}); err == nil && inFlight(sh.Spec.State) {
+	if sh, err := s.obsUp.UpdatesV1alpha1().BottlerocketShadows().Get(s.ctx, n.name, metav1.GetOptions{}); err == nil && updating(sh.Spec.State) {
 		v := sh.Spec.Version
 		into := brapi.SameVersion(ev.To, v) && !brapi.SameVersion(ev.From, v)
 		if v != "" && (into || (planned && brapi.SameVersion(ev.From, v))) {
-			key := sh.Annotations[startedAnnotation] + "/" + v
+			key := sh.Annotations[simStartedAnnotation] + "/" + v
 			n.attemptBoots[key]++
 			if n.attemptBoots[key] > 1 {
-				s.fail("never-two-boots", "t=%s %s: a second reboot for the update to %s (attempt started %s)", s.at(), n.name, v, sh.Annotations[startedAnnotation])
+				s.fail("never-two-boots", "t=%s %s: a second reboot for the update to %s (attempt started %s)", s.at(), n.name, v, sh.Annotations[simStartedAnnotation])
 			}
 		}
 	}
@@ -2281,7 +2322,7 @@ func (a *simAlertSource) view(answered bool) ([]model.Alert, bool) {
 	}
 	var out []model.Alert
 	for _, al := range firing {
-		out = append(out, model.Alert{Name: al.Name(), Node: al.Labels[NodeLabel]})
+		out = append(out, model.Alert{Name: al.Name(), Node: al.Labels[operator.NodeLabel]})
 	}
 	return out, down
 }
@@ -2295,7 +2336,7 @@ func (s *updaterSimulation) alertFaults() {
 	fire := func(name, node string) {
 		labels := map[string]string{"alertname": name, "severity": "critical"}
 		if node != "" {
-			labels[NodeLabel] = node
+			labels[operator.NodeLabel] = node
 		}
 		al := alertmanager.Alert{Fingerprint: name + "/" + node, Labels: labels}
 		if !slices.ContainsFunc(a.firing, func(f alertmanager.Alert) bool { return f.Fingerprint == al.Fingerprint }) {
@@ -2467,7 +2508,7 @@ func (s *updaterSimulation) gateLag(w model.World) bool {
 		}
 	}
 	s.gateSeen = now
-	return !s.gateClearedAt.IsZero() && s.clk.Now().Before(s.gateClearedAt.Add(DefaultGateRecheck+time.Second))
+	return !s.gateClearedAt.IsZero() && s.clk.Now().Before(s.gateClearedAt.Add(operator.DefaultGateRecheck+time.Second))
 }
 
 // commandFaults are the faults at a Bottlerocket command in progress
@@ -2685,7 +2726,7 @@ func (s *updaterSimulation) compare(dues, traced bool) []string {
 	// missed.
 	s.checkPacingRecords()
 	lag := s.gateLag(w)
-	alertLag := s.alerts != nil && s.clk.Now().Before(s.alertsChangedAt.Add(DefaultGateRecheck+2*time.Second))
+	alertLag := s.alerts != nil && s.clk.Now().Before(s.alertsChangedAt.Add(operator.DefaultGateRecheck+2*time.Second))
 	if s.op != nil && dues {
 		var d []string
 		for _, a := range cfg.Due(s.asRecorded(w)) {
