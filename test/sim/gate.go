@@ -9,22 +9,24 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 )
 
-// Gate runs goroutines one at a time between their API requests, in an order
-// the driver chooses: the way to make races between a controller's workers
-// reachable and replayable. A real worker's evaluation takes microseconds and
-// its writes milliseconds, so workers overlap at their requests; the gate
-// holds every request of a gated client (API.InstallGated) until the driver
-// releases it, and lets only one goroutine run between two such points.
+// Gate runs a component's workers one at a time between their API requests,
+// in an order the driver chooses: the way to make races between a
+// controller's workers reachable and replayable. A real worker's evaluation
+// takes microseconds and its writes milliseconds, so workers overlap at their
+// requests; the gate holds every request of a gated client
+// (API.InstallGated) until the driver releases it, and lets only one worker
+// run between two such points.
 //
-// Go starts a goroutine and returns once it is held at a request or has
-// returned; Release lets one held request through and returns likewise. So
-// when either returns, every goroutine of the gate is held or done, and the
-// driver picks the next one to release (from the seed, in a simulation) from
-// Held, whose order is the order of arrival, itself fixed by the releases.
+// Grant (or Turns.Grant) gives a worker its turn and returns once it is held
+// at a request or waits for its next turn; Release lets one held request
+// through and returns likewise. So when either returns, every worker of the
+// gate is held or waiting, and the driver picks the next one to release (from
+// the seed, in a simulation) from Held, whose order is the order of arrival,
+// itself fixed by the releases.
 //
-// A request that arrives while no goroutine of the gate runs (the driver's
-// own, between two rounds) passes. A goroutine of the gate must make its
-// requests itself: one it starts runs beside it, which the gate cannot see.
+// A request that arrives while no worker of the gate runs (the driver's own,
+// between two rounds) passes. A worker of the gate must make its requests
+// itself: a goroutine it starts runs beside it, which the gate cannot see.
 type Gate struct {
 	mu sync.Mutex
 	// current is the goroutine that runs (nil: all are held or done), and
@@ -32,7 +34,6 @@ type Gate struct {
 	current *gated
 	stopped chan struct{}
 	held    []*gated
-	running int
 }
 
 type gated struct {
@@ -43,7 +44,7 @@ type gated struct {
 
 // HeldRequest is a goroutine of a gate held at a request.
 type HeldRequest struct {
-	// Name is the goroutine's, as given to Go.
+	// Name is the worker's, as given to Grant.
 	Name   string
 	Action clienttesting.Action
 }
@@ -73,55 +74,28 @@ func actionString(a clienttesting.Action) string {
 	return s
 }
 
-// NewGate returns a gate with no goroutine.
+// NewGate returns a gate with no worker.
 func NewGate() *Gate { return &Gate{} }
 
-// Go runs fn on a goroutine of its own and returns once that goroutine is
-// held at a request or fn has returned. It must be called only when no
-// goroutine of the gate runs: before any, or after Go or Release returned.
-// An error says that fn neither made a request nor returned before ctx
-// ended (it waits for something only a held goroutine or the driver can do).
-func (g *Gate) Go(ctx context.Context, name string, fn func()) error {
-	h, stopped, err := g.turn(name, true)
-	if err != nil {
-		return err
-	}
-	go func() {
-		defer g.done(h)
-		fn()
-	}()
-	return g.await(ctx, h, stopped)
-}
-
-// Grant gives a turn to a goroutine that runs outside the gate's Go, such as
-// a component's worker that waits for work in a queue the driver controls:
-// wake hands it its work (and returns once the goroutine took it), and Grant
-// returns once that goroutine is held at a request or calls Idle. The same
-// rules as for Go apply: only when no goroutine of the gate runs. The
-// goroutine must wait for its work already, past its Idle: an Idle that
-// comes after the grant ends the turn it was given.
+// Grant gives a turn to a worker that waits for work in a queue the driver
+// controls: wake hands it its work (and returns once the worker took it),
+// and Grant returns once that worker is held at a request or calls Idle.
+// Call it only when no worker of the gate runs: before any, or after Grant
+// or Release returned. The worker must wait for its work already, past its
+// Idle: an Idle that comes after the grant ends the turn it was given. An
+// error says that the worker neither made a request nor went idle before ctx
+// ended (it waits for something only a held worker or the driver can do).
 func (g *Gate) Grant(ctx context.Context, name string, wake func()) error {
-	h, stopped, err := g.turn(name, false)
-	if err != nil {
-		return err
-	}
-	wake()
-	return g.await(ctx, h, stopped)
-}
-
-// turn makes name the goroutine that runs, one Go starts (started) or one
-// Grant wakes, unless another runs.
-func (g *Gate) turn(name string, started bool) (*gated, chan struct{}, error) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if g.current != nil {
-		return nil, nil, fmt.Errorf("sim: gate: %s given a turn while %s runs", name, g.current.name)
-	}
-	if started {
-		g.running++
+		defer g.mu.Unlock()
+		return fmt.Errorf("sim: gate: %s given a turn while %s runs", name, g.current.name)
 	}
 	h := &gated{name: name}
-	return h, g.run(h), nil
+	stopped := g.run(h)
+	g.mu.Unlock()
+	wake()
+	return g.await(ctx, h, stopped)
 }
 
 // Idle ends the turn of the goroutine that runs, if one does: a goroutine
@@ -147,15 +121,8 @@ func (g *Gate) Held() []HeldRequest {
 	return out
 }
 
-// Running is how many goroutines Go started that have not returned.
-func (g *Gate) Running() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.running
-}
-
 // Release lets the i-th held request (in Held's order) through and returns
-// once its goroutine is held at its next request or has returned.
+// once its worker is held at its next request or waits for its next turn.
 func (g *Gate) Release(ctx context.Context, i int) error {
 	g.mu.Lock()
 	if g.current != nil {
@@ -196,15 +163,6 @@ func (g *Gate) await(ctx context.Context, h *gated, stopped chan struct{}) error
 func (g *Gate) stop() {
 	g.current = nil
 	close(g.stopped)
-}
-
-func (g *Gate) done(h *gated) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.running--
-	if g.current == h {
-		g.stop()
-	}
 }
 
 // wait holds a request of a gated client until it is released; a request

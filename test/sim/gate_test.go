@@ -16,12 +16,12 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-// Two goroutines of a gate, each reading its node and writing it twice:
-// each runs only until its next request, the driver decides which request is
+// Two workers of a gate, each reading its node and writing it twice: each
+// runs only until its next request, the driver decides which request is
 // served next, and the writes land in the order it released them, whatever
 // the goroutines' scheduling. A request made while none of them runs (the
 // driver's own) passes, though the gated client holds requests meanwhile.
-func TestAGateRunsItsGoroutinesOneRequestAtATimeInTheOrderTheDriverReleasesThem(t *testing.T) {
+func TestAGateRunsItsWorkersOneRequestAtATimeInTheOrderTheDriverReleasesThem(t *testing.T) {
 	e := newEnv(t, 13)
 	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
 	defer cancel()
@@ -37,17 +37,36 @@ func TestAGateRunsItsGoroutinesOneRequestAtATimeInTheOrderTheDriverReleasesThem(
 	g := NewGate()
 	e.api.InstallGated(&gated.Fake, g)
 	nodes := gated.CoreV1().Nodes()
-	worker := func(name string) func() {
-		return func() {
-			if _, err := nodes.Get(ctx, name, metav1.GetOptions{}); err != nil {
-				t.Error(err)
-			}
-			for _, x := range []string{"1", "2"} {
-				if _, err := nodes.Patch(ctx, name, types.MergePatchType, mergePatch("", map[string]string{"x": x}), metav1.PatchOptions{}); err != nil {
+	// Each worker waits in turns of its own, as the workers of two queues
+	// do, and works its node once per turn.
+	turns := map[string]*Turns{"a": NewTurns(g), "b": NewTurns(g)}
+	done := make(chan struct{})
+	for name, tn := range turns {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for tn.Wait() {
+				if _, err := nodes.Get(ctx, name, metav1.GetOptions{}); err != nil {
 					t.Error(err)
 				}
+				for _, x := range []string{"1", "2"} {
+					if _, err := nodes.Patch(ctx, name, types.MergePatchType, mergePatch("", map[string]string{"x": x}), metav1.PatchOptions{}); err != nil {
+						t.Error(err)
+					}
+				}
 			}
+		}()
+	}
+	defer func() {
+		for _, tn := range turns {
+			tn.Stop()
 		}
+		<-done
+		<-done
+	}()
+	if err := wait.PollUntilContextCancel(ctx, time.Millisecond, true, func(context.Context) (bool, error) {
+		return turns["a"].Idle() == 1 && turns["b"].Idle() == 1, nil
+	}); err != nil {
+		t.Fatalf("the two workers never both waited: %v", err)
 	}
 	heldAre := func(want ...string) {
 		t.Helper()
@@ -59,8 +78,8 @@ func TestAGateRunsItsGoroutinesOneRequestAtATimeInTheOrderTheDriverReleasesThem(
 			t.Fatalf("held: %q, want %q", got, want)
 		}
 	}
-	e.must(nil, g.Go(ctx, "a", worker("a")))
-	e.must(nil, g.Go(ctx, "b", worker("b")))
+	e.must(nil, turns["a"].Grant(ctx, "a"))
+	e.must(nil, turns["b"].Grant(ctx, "b"))
 	heldAre("a: get nodes a", "b: get nodes b")
 	// The driver's own request, through the gated client, while both are
 	// held: it passes.
@@ -72,36 +91,50 @@ func TestAGateRunsItsGoroutinesOneRequestAtATimeInTheOrderTheDriverReleasesThem(
 	e.must(nil, g.Release(ctx, 0)) // a reads
 	heldAre("b: patch nodes b", "a: patch nodes a")
 	e.must(nil, g.Release(ctx, 1)) // a writes x=1
-	e.must(nil, g.Release(ctx, 1)) // a writes x=2 and returns
+	e.must(nil, g.Release(ctx, 1)) // a writes x=2 and waits for its next turn
 	heldAre("b: patch nodes b")
-	if g.Running() != 1 {
-		t.Fatalf("%d goroutines running, want b alone", g.Running())
+	if turns["a"].Idle() != 1 || turns["b"].Idle() != 0 {
+		t.Fatalf("waiting for a turn: a %d, b %d; want a alone", turns["a"].Idle(), turns["b"].Idle())
 	}
-	e.must(nil, g.Release(ctx, 0)) // b writes x=2 and returns
+	e.must(nil, g.Release(ctx, 0)) // b writes x=2 and waits
 	heldAre()
-	if g.Running() != 0 {
-		t.Fatalf("%d goroutines running after both returned", g.Running())
+	if turns["b"].Idle() != 1 {
+		t.Fatal("b does not wait for a turn after its last write")
 	}
 	if got, want := strings.Join(stored, " "), "b=1 a=1 a=2 b=2"; got != want {
 		t.Errorf("writes stored in the order %s, want the releases' %s", got, want)
 	}
 }
 
-// A goroutine that waits for something only the driver can do neither makes
-// a request nor returns: Go says so when its context ends, instead of
-// hanging.
-func TestAGateSaysWhichGoroutineNeitherMadeARequestNorReturned(t *testing.T) {
+// A worker that waits for something only the driver can do neither makes a
+// request nor waits again: Grant says so when its context ends, instead of
+// hanging, and the gate gives no other turn while that worker runs.
+func TestAGateSaysWhichWorkerNeitherMadeARequestNorWaitedAgain(t *testing.T) {
 	g := NewGate()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
+	stuck, other := NewTurns(g), NewTurns(g)
 	never := make(chan struct{})
 	defer close(never)
-	err := g.Go(ctx, "stuck", func() { <-never })
-	if err == nil || !strings.Contains(err.Error(), "stuck neither made a request nor returned") {
-		t.Fatalf("Go of a goroutine that waits forever: %v", err)
+	go func() {
+		for stuck.Wait() {
+			<-never
+		}
+	}()
+	defer stuck.Stop()
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return stuck.Idle() == 1, nil
+	}); err != nil {
+		t.Fatalf("the worker never waited for a turn: %v", err)
 	}
-	if err := g.Go(context.Background(), "next", func() {}); err == nil {
-		t.Errorf("Go while stuck still runs: no error")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	err := stuck.Grant(ctx, "stuck")
+	if err == nil || !strings.Contains(err.Error(), "stuck neither made a request nor returned") {
+		t.Fatalf("a grant to a worker that waits forever: %v", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := other.Grant(ctx, "next"); err == nil || !strings.Contains(err.Error(), "while stuck runs") {
+		t.Errorf("a grant while stuck still runs: %v, want an error saying stuck runs", err)
 	}
 }
 

@@ -46,9 +46,15 @@ func (t *Turns) Wait() bool {
 }
 
 // Grant gives one waiting worker its turn (Gate.Grant) and returns once it
-// is held at a request or waits again.
+// is held at a request or waits again. With no worker to take the turn it
+// returns ctx's error once ctx ends.
 func (t *Turns) Grant(ctx context.Context, name string) error {
-	return t.gate.Grant(ctx, name, func() { t.grants <- struct{}{} })
+	return t.gate.Grant(ctx, name, func() {
+		select {
+		case t.grants <- struct{}{}:
+		case <-ctx.Done():
+		}
+	})
 }
 
 // Idle is how many workers wait for a turn.
