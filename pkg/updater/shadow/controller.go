@@ -157,6 +157,18 @@ func Idle(s *updatesv1alpha1.BottlerocketShadow) bool {
 	return s.Spec.State == updatesv1alpha1.StateIdle && (st == "" || st == updatesv1alpha1.StateIdle)
 }
 
+// AtRest reports whether a shadow may go when its node leaves the managed
+// set: Idle, no version lock of its agent's still to restore
+// (status.previousVersionLock: an abort the agent has not finished), and no
+// failure that halts its policy (the record that stops the rollout). It is
+// the rule a person's deletion must meet too (deploy/update-agent/policy.yaml):
+// deleted earlier, the shadow would take the user's lock with it and leave
+// the host pinned to the update's version, or let the rollout go on past a
+// bad release.
+func AtRest(s *updatesv1alpha1.BottlerocketShadow) bool {
+	return Idle(s) && s.Status.PreviousVersionLock == "" && !updatesv1alpha1.Halting(s.Annotations)
+}
+
 // Sync brings the shadow of the node named name to what the node asks:
 // created for a managed node, deleted (once idle) for one no longer managed,
 // kept as the record of a failed update for a node deleted past its drain.
@@ -198,9 +210,10 @@ func (c *Controller) Sync(ctx context.Context, name string) error {
 		logger.V(2).Info("Creating shadow for managed node")
 		return c.create(ctx, node)
 	case !Managed(c.selector, node) && shadow != nil:
-		if !Idle(shadow) {
+		if !AtRest(shadow) {
 			logger.V(2).Info("Node no longer managed; keeping its shadow until its update ends",
-				"desired", shadow.Spec.State, "current", shadow.Status.CurrentState)
+				"desired", shadow.Spec.State, "current", shadow.Status.CurrentState,
+				"previousVersionLock", shadow.Status.PreviousVersionLock, "failed", shadow.Annotations[updatesv1alpha1.FailedAnnotation])
 			return nil
 		}
 		logger.Info("Node no longer managed; deleting its shadow")

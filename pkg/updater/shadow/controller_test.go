@@ -50,6 +50,9 @@ func ownedShadowOf(n *v1.Node, spec, status updatesv1alpha1.ShadowState) *update
 	return s
 }
 
+// A managed node gets a shadow; a node that left the managed set loses its
+// shadow only once it is at rest: Idle, no lock of the agent's to restore,
+// no failure that halts its policy.
 func TestSyncCreatesAShadowPerManagedNodeAndDeletesOnlyIdleStrayOnes(t *testing.T) {
 	idle, staged, errReset := updatesv1alpha1.StateIdle, updatesv1alpha1.StateStagedAndPerformedUpdate, updatesv1alpha1.StateErrorReset
 	recreated := shadowOf(node("n1", true), idle, idle)
@@ -58,6 +61,14 @@ func TestSyncCreatesAShadowPerManagedNodeAndDeletesOnlyIdleStrayOnes(t *testing.
 	recreatedOwned.OwnerReferences[0].UID = "old-uid"
 	deleting := shadowOf(node("n1", false), idle, idle)
 	deleting.DeletionTimestamp = &metav1.Time{}
+	// Idle, but the agent has still to restore the lock it pinned over: an
+	// abort it has not finished.
+	pinned := shadowOf(node("n1", false), idle, idle)
+	pinned.Status.PreviousVersionLock = "1.19.0"
+	halting := shadowOf(node("n1", false), idle, idle)
+	halting.Annotations[updatesv1alpha1.FailedAnnotation] = "2026-01-01T00:00:00Z"
+	resumed := halting.DeepCopy()
+	resumed.Annotations[updatesv1alpha1.ResumeAnnotation] = "2026-01-01T00:00:00Z"
 	cases := []struct {
 		name   string
 		node   *v1.Node
@@ -75,6 +86,9 @@ func TestSyncCreatesAShadowPerManagedNodeAndDeletesOnlyIdleStrayOnes(t *testing.
 		{name: "unmanaged shadow kept while spec in flight", node: node("n1", false), shadow: shadowOf(node("n1", false), staged, idle)},
 		{name: "unmanaged shadow kept while status in flight", node: node("n1", false), shadow: shadowOf(node("n1", false), idle, updatesv1alpha1.StateMonitoringUpdate)},
 		{name: "unmanaged shadow kept while the agent aborts", node: node("n1", false), shadow: shadowOf(node("n1", false), idle, errReset)},
+		{name: "unmanaged shadow kept while the agent has a lock to restore", node: node("n1", false), shadow: pinned},
+		{name: "unmanaged shadow kept while its failure halts the policy", node: node("n1", false), shadow: halting},
+		{name: "unmanaged shadow of a resumed failure deleted", node: node("n1", false), shadow: resumed, want: []string{"delete:n1"}, events: 1},
 		{name: "idle shadow of a re-created node deleted", node: node("n1", true), shadow: recreated, want: []string{"delete:n1"}},
 		{name: "idle shadow of a re-created node deleted, owned by the earlier node", node: node("n1", true), shadow: recreatedOwned, want: []string{"delete:n1"}},
 		{name: "shadow being deleted left alone", node: node("n1", false), shadow: deleting},
