@@ -118,6 +118,9 @@ type Shadow struct {
 	FailureAt       time.Time // status.stateTransitionFailureTimestamp
 	NotOffered      bool      // UpdateFailed True with reason VersionNotOffered
 	RebootRequested bool      // status.rebootRequestedAt is set
+	// Pinned: status.previousVersionLock is set, the lock the agent pinned
+	// over and has still to restore.
+	Pinned bool
 
 	Failed, Resume string    // the failed and resume annotations
 	HealthySince   time.Time // the healthy-since annotation; zero when absent
@@ -285,6 +288,55 @@ func Counts(s Shadow) bool {
 		return true
 	}
 	return Returning(s)
+}
+
+// AtRest: the operator wants nothing of the node, its agent does nothing
+// (ErrorReset: it still aborts) and has no lock of its own to restore, and
+// no failure halts the policy. Only such a shadow may go with its node's
+// leaving the managed set: deleted earlier it would take the user's lock
+// with it, or let the rollout go on past a bad release.
+func AtRest(s Shadow) bool {
+	return (s.Spec == Idle || s.Spec == "") && (s.Status == Idle || s.Status == "") && !s.Pinned && !Halting(s)
+}
+
+// ShadowDue says what the operator owes the existing Node name's shadow:
+// "CreateShadow" for a managed node that has none, "DeleteShadow" for a
+// node outside the managed set whose shadow describes it and is at rest. An
+// update in flight is never orphaned: its shadow stays until it ends. The
+// shadow of a Node deleted, or re-created under its name, is the orphans'
+// rule (ScaledDown, Halting), not this one.
+func ShadowDue(w World, name string) string {
+	node, ok := w.Nodes[name]
+	if !ok {
+		return ""
+	}
+	s, has := w.Shadows[name]
+	switch {
+	case !has && node.Managed:
+		return "CreateShadow"
+	case has && !node.Managed && AtRest(s):
+		if _, describes := w.NodeOf(s); describes {
+			return "DeleteShadow"
+		}
+	}
+	return ""
+}
+
+// ShadowDeletionAllowed says why the operator may not delete a shadow it
+// judged on prev ("" when it may): the shadow of a node that exists is
+// deleted only once the node left the managed set and the shadow is at
+// rest.
+func ShadowDeletionAllowed(w World, prev Shadow) string {
+	node, ok := w.NodeOf(prev)
+	switch {
+	case !ok:
+		return ""
+	case node.Managed:
+		return "the node is managed"
+	case !AtRest(prev):
+		return "the node left the managed set before its update was at rest (in flight, a lock to restore, or a failure that halts the policy): never orphaned"
+	}
+	return ""
 }
 
 // PastDrain: losing the node now is the update's failure — the agent asked
@@ -481,6 +533,11 @@ func (c Config) Due(w World) []Action {
 	var out []Action
 	for _, name := range names(w.Shadows) {
 		if a := c.due(w, w.Shadows[name]); a != "" {
+			out = append(out, Action{Node: name, What: a})
+		}
+	}
+	for _, name := range nodeNames(w.Nodes) {
+		if a := ShadowDue(w, name); a != "" {
 			out = append(out, Action{Node: name, What: a})
 		}
 	}
@@ -847,6 +904,15 @@ func abortViolation(prev, next Shadow) string {
 		return "an abort changed spec.version (the agent compares its pin with it)"
 	}
 	return ""
+}
+
+func nodeNames(m map[string]Node) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func names(m map[string]Shadow) []string {

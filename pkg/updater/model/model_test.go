@@ -132,6 +132,64 @@ func TestANodeDeletedPastItsDrainOwesAFailureAndOneDeletedBeforeFreesItsSlot(t *
 	}
 }
 
+// Every managed node has a shadow; a node that left the managed set loses
+// its shadow once it is at rest (no update in flight, no lock of the agent's
+// to restore, no failure halting the policy); the shadow of a Node
+// re-created under its name is the orphans' business.
+func TestAShadowFollowsTheManagedSetButAnUpdateInFlightIsNeverOrphaned(t *testing.T) {
+	inFlight := idleShadow("a")
+	inFlight.Spec, inFlight.Status, inFlight.SpecSince, inFlight.SpecVersion = Staged, Idle, t0, "1.1.0"
+	returning := idleShadow("a")
+	returning.Status = ErrorReset
+	pinned := idleShadow("a")
+	pinned.Pinned = true
+	halting := idleShadow("a")
+	halting.Failed = t0.Format(time.RFC3339)
+	resumed := halting
+	resumed.Resume = halting.Failed
+	unmanaged := healthyNode("a", "z")
+	unmanaged.Managed = false
+	recreated := healthyNode("a", "z")
+	recreated.UID = "uid-a-2"
+	for _, tc := range []struct {
+		name      string
+		shadow    *Shadow
+		node      Node
+		due       string
+		deleteWhy string
+	}{
+		{name: "managed, with its shadow", shadow: ptr(idleShadow("a")), node: healthyNode("a", "z"), deleteWhy: "the node is managed"},
+		{name: "managed, without a shadow", node: healthyNode("a", "z"), due: "CreateShadow"},
+		{name: "outside the set, at rest", shadow: ptr(idleShadow("a")), node: unmanaged, due: "DeleteShadow"},
+		{name: "outside the set, in flight", shadow: &inFlight, node: unmanaged, deleteWhy: "never orphaned"},
+		{name: "outside the set, still aborting", shadow: &returning, node: unmanaged, deleteWhy: "never orphaned"},
+		{name: "outside the set, a lock to restore", shadow: &pinned, node: unmanaged, deleteWhy: "never orphaned"},
+		{name: "outside the set, its failure halting the policy", shadow: &halting, node: unmanaged, deleteWhy: "never orphaned"},
+		{name: "outside the set, its failure resumed", shadow: &resumed, node: unmanaged, due: "DeleteShadow"},
+		{name: "outside the set, without a shadow", node: unmanaged},
+		{name: "re-created under the name of an idle shadow", shadow: ptr(idleShadow("a")), node: recreated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := world()
+			w.Nodes["a"] = tc.node
+			if tc.shadow != nil {
+				w.Shadows["a"] = *tc.shadow
+			}
+			if got := ShadowDue(w, "a"); got != tc.due {
+				t.Errorf("ShadowDue = %q, want %q", got, tc.due)
+			}
+			if tc.shadow == nil {
+				return
+			}
+			if got := ShadowDeletionAllowed(w, *tc.shadow); !strings.Contains(got, tc.deleteWhy) || (tc.deleteWhy == "") != (got == "") {
+				t.Errorf("ShadowDeletionAllowed = %q, want %q", got, tc.deleteWhy)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
 func TestAMissedDeadlineIsDueAndMovingOnInsteadIsNotAllowed(t *testing.T) {
 	s := idleShadow("a")
 	s.Spec, s.Status, s.SpecSince, s.SpecVersion = Staged, Staged, t0, "1.1.0"

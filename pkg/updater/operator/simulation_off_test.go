@@ -26,7 +26,7 @@ var simOffKeys = []string{
 	"user-lock-ahead", "host-crash",
 	// The cluster.
 	"node-delete", "tolerating-pod", "shadow-delete", "health-lag", "status-lost", "spec-conflict", "spec-lost",
-	"report-conflict",
+	"report-conflict", "unmanage",
 	// The operator.
 	"operator-kill", "hook-failover",
 	// Users and the policy.

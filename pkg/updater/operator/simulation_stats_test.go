@@ -36,6 +36,7 @@ var simFaultClasses = []sim.FaultClass{
 	sim.Class("Node deleted", `: the Node is deleted$`),
 	sim.Class("tolerating pod lands on a drained node", `a tolerating pod arrives$`),
 	sim.Class("user deletes a shadow (at rest)", `: a user deletes the shadow$`),
+	sim.Class("user takes a node out of the managed set or puts it back", `: a user (takes the node out of|puts the node back in) the managed set$`),
 	sim.Class("user's deletion of a shadow refused mid-update", `a user's deletion of the shadow is refused`),
 	sim.Class("the node-health controller late to taint", `the node-health controller is late until`),
 	sim.Class("status write's answer lost", `the next status write's answer is lost$`),

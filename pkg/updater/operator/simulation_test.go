@@ -151,6 +151,15 @@ var simFreshRegressions = sim.Regressions{
 	{Seed: 15065666919217838311, Name: "an update whose activation's answer was lost and which a reboot for another reason booted is reported staged and booted, and its health gate judges it, instead of failing on a lock a user changed meanwhile and being aborted on the new release (make simulate SIM=updater SEEDS=200 on 94fcc62, 2026-12-01; agent)"},
 }
 
+// simManagedSetRegressions are regression seeds found since the managed set
+// changes under the operator (manageFaults, 2026-12-01). The seeds of the two
+// lists above were recorded without that class and still run without it
+// (kept), so that they keep the schedules that found what they hold; these
+// run with it, as fresh seeds do.
+var simManagedSetRegressions = sim.Regressions{
+	{Seed: 16433010813752756953, Name: "a node taken out of the managed set while its agent still had the lock it pinned over to restore keeps its shadow until the agent restored it: deleted at Idle, the shadow took the user's lock with it and the host stayed pinned to the update's version (make simulate SIM=updater SEEDS=200, 2026-12-01; shadow controller)"},
+}
+
 // simOpenFindings are seeds that fail and are not fixed yet
 // (docs/reliability.md); TestUpdaterSimulationOpenFindings runs them with
 // -sim.open. Until they are fixed they would keep CI red.
@@ -190,7 +199,7 @@ const simTicks = 900
 
 func TestUpdaterSimulation(t *testing.T) {
 	logSimStats(t)
-	seeds := simFreshRegressions.Seeds()
+	seeds := append(simFreshRegressions.Seeds(), simManagedSetRegressions.Seeds()...)
 	if !sim.RaceDetector {
 		seeds = append(seeds, simRegressions.Seeds()...)
 	}
@@ -445,6 +454,11 @@ type updaterSimulation struct {
 	alertRng        *sim.Rand
 	alerts          *simAlertSource
 	alertsChangedAt time.Time
+	// manageRng draws when a user takes a node out of the managed set, or
+	// puts one back, by its label (manageFaults); never on a kept seed, a
+	// regression seed recorded before the class was (2026-12-01).
+	manageRng *sim.Rand
+	kept      bool
 	// hookRng draws the policy's spec.hooks, how each hook's Job ends and
 	// the operator's failovers while one runs; hooked: the seed drew
 	// hooks, and hookRuns are the Jobs the operator created.
@@ -549,6 +563,9 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 	s.gateRng = sim.NewRand(seed ^ 0x3a3a3a3a3a3a3a3a)
 	s.rollbackRng = sim.NewRand(seed ^ 0x3c3c3c3c3c3c3c3c)
 	s.alertRng = sim.NewRand(seed ^ 0x3e3e3e3e3e3e3e3e)
+	s.manageRng = sim.NewRand(seed ^ 0x3f3f3f3f3f3f3f3f)
+	// The regression seeds keep the schedules they were recorded with.
+	s.kept = slices.Contains(simRegressions.Seeds(), seed) || slices.Contains(simFreshRegressions.Seeds(), seed)
 	s.hookRng = sim.NewRand(seed ^ 0x3b3b3b3b3b3b3b3b)
 	s.drainRng = sim.NewRand(seed ^ 0x3d3d3d3d3d3d3d3d)
 	s.firstOffered = map[string]time.Time{}
@@ -705,11 +722,12 @@ func (s *updaterSimulation) policy() *updatesv1alpha1.UpdatePolicy {
 // API now, which is what the operator acts on where the model looks: a
 // start is decided on a consistent LIST of the policies, and the model asks
 // what is owed only once every event has reached the operator's informers.
-// A percentage is of the nodes the policy governs, those still there.
+// A percentage is of the nodes the policy governs: those still there and
+// still in the managed set.
 func (s *updaterSimulation) config() model.Config {
 	governed := 0
-	for _, n := range s.nodes {
-		if !n.gone {
+	for _, n := range s.world().Nodes {
+		if n.Managed {
 			governed++
 		}
 	}
@@ -1336,6 +1354,9 @@ func (s *updaterSimulation) judge(action clienttesting.Action) (bool, runtime.Ob
 			}
 			s.trace.Add("t=%s op writes %s spec=%s version=%s failed=%q soak=%v", s.at(), name, next.Spec, next.SpecVersion, next.Failed, !next.HealthySince.IsZero())
 		case clienttesting.DeleteActionImpl:
+			if why := model.ShadowDeletionAllowed(w, prev); why != "" {
+				s.fail("shadow-follows-the-managed-set", "t=%s %s: the operator deleted the shadow (spec %s, status %s): %s", s.at(), name, prev.Spec, prev.Status, why)
+			}
 			if model.PastDrain(prev) && !model.MarkedFailed(prev) {
 				s.fail("failure-after-drain-halts", "t=%s %s: the shadow of a node past its drain was deleted before its failure was recorded", s.at(), name)
 			}
@@ -1450,7 +1471,7 @@ func modelShadow(o *updatesv1alpha1.BottlerocketShadow) model.Shadow {
 	s := model.Shadow{Name: o.Name, NodeUID: o.Annotations[updatesv1alpha1.NodeUIDAnnotation],
 		Spec: model.State(o.Spec.State), SpecVersion: o.Spec.Version,
 		Status: model.State(o.Status.CurrentState), CurrentVersion: o.Status.CurrentVersion, TargetVersion: o.Status.TargetVersion,
-		CrashCount: int(o.Status.CrashCount), RebootRequested: o.Status.RebootRequestedAt != nil,
+		CrashCount: int(o.Status.CrashCount), RebootRequested: o.Status.RebootRequestedAt != nil, Pinned: o.Status.PreviousVersionLock != "",
 		Failed: o.Annotations[updatesv1alpha1.FailedAnnotation], Resume: o.Annotations[updatesv1alpha1.ResumeAnnotation],
 		Started: o.Annotations[simStartedAnnotation], Drained: o.Annotations[updatesv1alpha1.DrainedAnnotation],
 		FromVersion: o.Annotations[updatesv1alpha1.FromVersionAnnotation], Rollback: o.Annotations[updatesv1alpha1.RollbackAnnotation]}
@@ -2198,6 +2219,9 @@ func (s *updaterSimulation) faults(now time.Time) {
 	if s.alerts != nil {
 		s.alertFaults()
 	}
+	// Users take nodes out of the managed set and put them back, from
+	// their own stream.
+	s.manageFaults()
 	// The operator fails over while a hook's Job runs, from the hooks'
 	// stream: the new leader must find the Job, not run the hook again.
 	if s.hooked && s.op != nil && s.hookRunning() && s.hookRng.Chance(0.03) && s.on("hook-failover") {
@@ -2325,6 +2349,35 @@ func (a *simAlertSource) view(answered bool) ([]model.Alert, bool) {
 		out = append(out, model.Alert{Name: al.Name(), Node: al.Labels[operator.NodeLabel]})
 	}
 	return out, down
+}
+
+// manageFaults: about once every 150 s a user takes a node out of the
+// managed set by removing the managed-node label, or puts a node that is out
+// of it back, whatever the node's update is doing. The operator must not
+// start a node outside the set, must delete its shadow once the node is at
+// rest, never with an update in flight, and must give a node back in the set
+// a shadow again (model.ShadowDue, model.ShadowDeletionAllowed).
+func (s *updaterSimulation) manageFaults() {
+	r := s.manageRng
+	if !r.Chance(1.0 / 150) {
+		return
+	}
+	n := sim.Pick(r, s.nodes)
+	if n.gone || s.kept || !s.on("unmanage") {
+		return
+	}
+	node, err := s.kube.CoreV1().Nodes().Get(s.ctx, n.name, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	value, what := `"`+updatesv1alpha1.ManagedNodeLabelValue+`"`, "puts the node back in the managed set"
+	if _, managed := node.Labels[updatesv1alpha1.ManagedNodeLabel]; managed {
+		value, what = "null", "takes the node out of the managed set"
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, updatesv1alpha1.ManagedNodeLabel, value)
+	if _, err := s.kube.CoreV1().Nodes().Patch(s.ctx, n.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
+		s.trace.Add("t=%s %s: a user %s", s.at(), n.name, what)
+	}
 }
 
 // alertFaults: a fleet-wide alert or one naming a node fires, each
