@@ -536,7 +536,7 @@ func (c Config) Due(w World) []Action {
 			out = append(out, Action{Node: name, What: a})
 		}
 	}
-	for _, name := range nodeNames(w.Nodes) {
+	for _, name := range names(w.Nodes) {
 		if a := ShadowDue(w, name); a != "" {
 			out = append(out, Action{Node: name, What: a})
 		}
@@ -906,16 +906,8 @@ func abortViolation(prev, next Shadow) string {
 	return ""
 }
 
-func nodeNames(m map[string]Node) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func names(m map[string]Shadow) []string {
+// names are m's keys in order: the model decides in name order.
+func names[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
