@@ -674,7 +674,7 @@ func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
 		}
 	}
 	s.create(pol)
-	s.maxLimit = s.config().MaxConcurrent
+	s.maxLimit = s.config(s.world()).MaxConcurrent
 	s.startOperator()
 	for _, n := range s.nodes {
 		n.restartAt = sim.Epoch.Add(time.Duration(rng.Intn(5)) * time.Second)
@@ -722,11 +722,11 @@ func (s *updaterSimulation) policy() *updatesv1alpha1.UpdatePolicy {
 // API now, which is what the operator acts on where the model looks: a
 // start is decided on a consistent LIST of the policies, and the model asks
 // what is owed only once every event has reached the operator's informers.
-// A percentage is of the nodes the policy governs: those still there and
-// still in the managed set.
-func (s *updaterSimulation) config() model.Config {
+// A percentage is of the nodes the policy governs in w (s.world()): those
+// still there and still in the managed set.
+func (s *updaterSimulation) config(w model.World) model.Config {
 	governed := 0
-	for _, n := range s.world().Nodes {
+	for _, n := range w.Nodes {
 		if n.Managed {
 			governed++
 		}
@@ -1801,6 +1801,7 @@ func (s *updaterSimulation) hostReacts(n *simNode) {
 	// again every poll interval while the node waits for its reboot) stops
 	// with the reboot, as docs/updater.md says.
 	if pods, _ := s.obsKube.CoreV1().Pods("").List(s.ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.name}); planned && pods != nil {
+		cfg := s.config(s.world())
 		for _, p := range pods.Items {
 			if p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
 				continue // a finished pod holds nothing: the drain leaves it (the gate's pods finish)
@@ -1809,7 +1810,7 @@ func (s *updaterSimulation) hostReacts(n *simNode) {
 				s.trace.Add("t=%s %s: pod %s landed after the operator's last pass; it stops with the reboot", s.at(), n.name, p.Name)
 				continue
 			}
-			if s.config().StaysForTheReboot(s.modelPod(&p)) {
+			if cfg.StaysForTheReboot(s.modelPod(&p)) {
 				continue // the policy's skipPodSelector leaves it to stop with the reboot
 			}
 			if drain.SkipDaemonSetAndMirrorPods(&p) {
@@ -2756,7 +2757,7 @@ func (s *updaterSimulation) checkEvent() {
 // traced (the per-event check, after every event, traces none).
 func (s *updaterSimulation) compare(dues, traced bool) []string {
 	w := s.world()
-	cfg := s.config()
+	cfg := s.config(w)
 	// The limits hold whatever runs. A percentage is of the nodes there
 	// are: the nodes in flight when a deleted node shrinks it were started
 	// under the larger one (each start is judged against the limit of its
