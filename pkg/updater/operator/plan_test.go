@@ -385,6 +385,39 @@ func TestAStatusWriteConflictBringsThePassBack(t *testing.T) {
 	}
 }
 
+// TestAPolicySpecEditBringsTheStartPassBackAndItsOwnStatusWriteDoesNot: an
+// edit of a policy's spec (a pin, a pause, windows, pacing) takes effect at
+// once, without waiting for some node or shadow to change; the pass's own
+// status writes bring no pass back, or every pass would bring the next.
+func TestAPolicySpecEditBringsTheStartPassBackAndItsOwnStatusWriteDoesNot(t *testing.T) {
+	at := func(rv string, observed int64) policyMod {
+		return func(p *updatesv1alpha1.UpdatePolicy) { p.ResourceVersion, p.Status.ObservedGeneration = rv, observed }
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new *updatesv1alpha1.UpdatePolicy
+		want     bool
+	}{
+		{"a spec edit", fleet(at("5", 1)), fleet(pin("1.19.5"), generation(2), at("6", 1)), true},
+		{"the pass's status write of the edit it observed", fleet(generation(2), at("6", 1)), fleet(generation(2), at("7", 2)), false},
+		{"a status write that counts differently", fleet(generation(2), at("7", 2)), fleet(generation(2), at("8", 2)), false},
+		{"a status write of an older pass while an edit waits", fleet(generation(3), at("8", 2)), fleet(generation(3), at("9", 2)), true},
+		{"a resync", fleet(at("5", 1)), fleet(at("5", 1)), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, defaultOptions(), nil, nil)
+			for f.c.startQueue.Len() > 0 {
+				key, _ := f.c.startQueue.Get()
+				f.c.startQueue.Done(key)
+			}
+			f.c.onPolicyUpdate(tc.old, tc.new)
+			if got := f.c.startQueue.Len() == 1; got != tc.want {
+				t.Errorf("start pass queued = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestTheSoakIsThatOfThePolicyThatStartedTheUpdate: the health gate holds a
 // node for the postRebootSoak of the policy that started it (the shadow's
 // policy annotation), even when another policy governs it now; a node whose
