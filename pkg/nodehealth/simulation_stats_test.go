@@ -24,6 +24,7 @@ var simFaultClasses = []sim.FaultClass{
 	sim.Class("label change (cni on/off)", ` cni=(true|false)$`),
 	sim.Class("node joins", ` joins \(`),
 	sim.Class("node re-created under its name", ` re-created \(`),
+	sim.Class("node re-created behind a stalled watch, seen in a relist", ` re-creation unseen: `),
 	sim.Class("Lease-watch stall", `lease watch stalls until`),
 	sim.Class("kube-proxy dies in a zone", `kube-proxy dies in zone`),
 	sim.Class("kube-proxy dies everywhere", `kube-proxy dies everywhere$`),

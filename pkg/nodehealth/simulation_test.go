@@ -335,7 +335,7 @@ func TestSimulation(t *testing.T) {
 // allRegressions are every list of kept seeds, the fresh ones first.
 func allRegressions() []sim.Regressions {
 	return []sim.Regressions{simFreshRegressions, simRegressions, simEvictionRegressions, simZoneRegressions, simWritersRegressions,
-		simReloadRegressions, simFailoverRegressions, simExcludeRegressions}
+		simReloadRegressions, simFailoverRegressions, simExcludeRegressions, simUnseenRegressions}
 }
 
 // The same seed gives the same trace: the schedule, the faults and every
@@ -603,6 +603,9 @@ type simulation struct {
 	// xrng draws the nodes an admin excludes (excludeFaults) from a stream
 	// of its own; nil in the seeds that draw none.
 	xrng *sim.Rand
+	// urng draws the Nodes re-created behind a stalled watch
+	// (unseenRecreations); nil in the seeds that draw none.
+	urng *sim.Rand
 	// writers: the other writers of the nodes (writerFaults); nil in the
 	// seeds that draw none (drawWriters).
 	writers *otherWriters
@@ -747,6 +750,7 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	s.drawReloads(seed)
 	s.drawFailovers(seed)
 	s.drawExclusions(seed)
+	s.drawUnseenRecreations(seed)
 	s.drawCanaryFaults(seed)
 	s.model = model.New(modelConfig(s.opts))
 
@@ -1971,6 +1975,7 @@ func (s *simulation) faults(now time.Time) {
 	s.skewFaults(now)
 	s.zoneFaults()
 	s.excludeFaults()
+	s.unseenRecreations(now)
 	s.canaryFaults()
 	s.writerFaults(now)
 }
