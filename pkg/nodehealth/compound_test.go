@@ -3,6 +3,7 @@ package nodehealth
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -651,6 +652,62 @@ func TestARebootWhileTheViewIsStaleAfterAnUngateThatWasNotWrittenIsPendingUntilT
 	f.sync("n1")
 	if f.tainted("n1") {
 		t.Fatal("not ungated by a renewal after the guard lifted")
+	}
+}
+
+// A Node re-created under its name while the controller's Node watch was
+// down is seen as an update with another UID. The new object carries
+// nothing the controller wrote, so the readiness taint it was created with
+// (kubelet registerWithTaints, the admission policy) is the re-creation's
+// gate, also while the own view is stale. The controller took it for the
+// leftover of an ended gate (as a reboot's would be), held the gate and
+// took the taint off a machine none of whose extensions had renewed
+// (simulation seed 12441625308791025956, a re-creation behind a stalled
+// watch while the canary's renewals failed).
+func TestANodeReCreatedUnseenWhileTheViewIsStaleKeepsTheTaintItWasCreatedWith(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		stale, held  bool
+		beforeReason string
+	}{
+		{name: "in service, own view current", beforeReason: nodev1alpha1.ReasonExtensionsReady},
+		{name: "in service, own view stale", stale: true, beforeReason: nodev1alpha1.ReasonExtensionsReady},
+		// The old object's failure is held by the stale view: neither is
+		// the taint on the new object a leftover of that gate.
+		{name: "held for a failure, own view stale", stale: true, held: true, beforeReason: nodev1alpha1.ReasonGatingSuspended},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, guardOptions(), readyNodes("n1")...)
+			f.sync("n1")
+			renewing := []string{"n1"}
+			if tc.held {
+				renewing = nil
+			}
+			f.pass(20*time.Second, !tc.stale, renewing...)
+			if f.c.canary.stale() != tc.stale {
+				t.Fatalf("own view stale = %v, want %v", f.c.canary.stale(), tc.stale)
+			}
+			if tc.held {
+				f.pass(35*time.Second, false)
+			}
+			f.sync("n1")
+			if f.tainted("n1") || f.condition("n1").Reason != tc.beforeReason {
+				t.Fatalf("before the re-creation: tainted %v, %s; want untainted, %s", f.tainted("n1"), f.condition("n1").Reason, tc.beforeReason)
+			}
+			f.updateNode("n1", func(n *v1.Node) {
+				n.UID = "uid-n1-again"
+				n.Annotations = nil
+				n.Spec.Taints = []v1.Taint{{Key: testKey, Effect: v1.TaintEffectNoSchedule}}
+				n.Status.Conditions = slices.DeleteFunc(n.Status.Conditions, func(c v1.NodeCondition) bool {
+					return c.Type == nodev1alpha1.SystemExtensionsReadyCondition
+				})
+			})
+			f.sync("n1")
+			if !f.tainted("n1") || f.condition("n1").Reason != nodev1alpha1.ReasonNodeRecreated {
+				t.Fatalf("after the re-creation: tainted %v, %s; want tainted, %s (the taint it was created with is its gate)",
+					f.tainted("n1"), f.condition("n1").Reason, nodev1alpha1.ReasonNodeRecreated)
+			}
+		})
 	}
 }
 

@@ -303,6 +303,9 @@ type evaluation struct {
 	// bootOnLeftover: a reboot or re-creation began in this evaluation
 	// on a node that still carries the taint of a gate that had ended.
 	bootOnLeftover bool
+	// replaced: this evaluation found the Node replaced by another object
+	// (its UID changed): a taint on it is the one it was created with.
+	replaced bool
 	// unlistedFailOpen: an extension the list does not hold is still
 	// failed open (endUnlistedFailOpens).
 	unlistedFailOpen bool
@@ -325,6 +328,7 @@ func (e *evaluation) bootChange() {
 	case !firstSight && f.uid != st.uid:
 		st.beginGate(causeRecreated, now)
 		st.handled.uid = f.uid
+		e.replaced = true
 	case !firstSight && st.bootID != "" && f.bootID != "" && f.bootID != st.bootID:
 		st.beginGate(causeRebooted, now)
 		st.handled.boot = f.bootID
@@ -362,9 +366,9 @@ func (e *evaluation) bootChange() {
 		// node at once.
 		st.readyInBoot = true
 	}
-	// A reboot or re-creation of a node this controller had ungated (an
-	// ungate whose write was refused) finds the ended gate's taint on it:
-	// not the new gate's (placeTaint).
+	// A reboot of a node this controller had ungated (an ungate whose
+	// write was refused) finds the ended gate's taint on it: not the new
+	// gate's (placeTaint). A replaced Node's taint is its own (replaced).
 	e.bootOnLeftover = !firstSight && !wasGated && st.gated && st.gate.cause.bootstrap() && f.tainted
 	st.uid, st.bootID = f.uid, f.bootID
 }
@@ -895,9 +899,9 @@ func (e *evaluation) isFailing() {
 // like an addition. It stays owed until the removal is written: the
 // evaluation that began the gate may have failed to write it too (an
 // outage of the controller's writes: seed 5546801762588968901), and its
-// retries find the gate begun and the node held. So is the taint a reboot or
-// re-creation finds in the same way (seed 5144553269545614998): its gate is
-// pending while the own view is stale, and a held full gate keeps owing that
+// retries find the gate begun and the node held. So is the taint a reboot
+// finds in the same way (seed 5144553269545614998): its gate is pending
+// while the own view is stale, and a held full gate keeps owing that
 // removal until the lift, also while the API server refuses it.
 func (e *evaluation) placeTaint() {
 	st, f := e.st, e.f
@@ -917,7 +921,14 @@ func (e *evaluation) placeTaint() {
 	// gate (a planned release, a leaving node's failure: seed
 	// 6450100404079171451, a taint someone added to a leaving node in the
 	// instant its extension expired in a stale view).
-	leftover := f.tainted && ((e.d.started || st.last.suppressed) && (e.failing || e.in.ownViewStale) || bootLeftover)
+	// A Node replaced by another object carries nothing the controller
+	// wrote: a taint on it was placed at creation (kubelet
+	// registerWithTaints, the admission policy) and is the re-creation's
+	// gate, kept while the own view is stale as a new node's is, whatever
+	// the old object's gate was. Taken for a leftover, it came off a
+	// machine none of whose extensions had renewed (simulation seed
+	// 12441625308791025956).
+	leftover := f.tainted && !e.replaced && ((e.d.started || st.last.suppressed) && (e.failing || e.in.ownViewStale) || bootLeftover)
 	if st.gated && (!f.tainted || leftover) && (e.in.ownViewStale || (e.failing && e.suspended)) {
 		e.d.taint = false
 		e.d.suppressed = true
