@@ -25,6 +25,7 @@ var simFaultClasses = []sim.FaultClass{
 	sim.Class("node joins", ` joins \(`),
 	sim.Class("node re-created under its name", ` re-created \(`),
 	sim.Class("node re-created behind a stalled watch, seen in a relist", ` re-creation unseen: `),
+	sim.Class("an extension's Lease deleted while its node stays", `'s Lease deleted$`),
 	sim.Class("Lease-watch stall", `lease watch stalls until`),
 	sim.Class("kube-proxy dies in a zone", `kube-proxy dies in zone`),
 	sim.Class("kube-proxy dies everywhere", `kube-proxy dies everywhere$`),

@@ -335,7 +335,8 @@ func TestSimulation(t *testing.T) {
 // allRegressions are every list of kept seeds, the fresh ones first.
 func allRegressions() []sim.Regressions {
 	return []sim.Regressions{simFreshRegressions, simRegressions, simEvictionRegressions, simZoneRegressions, simWritersRegressions,
-		simReloadRegressions, simFailoverRegressions, simExcludeRegressions, simUnseenRegressions}
+		simReloadRegressions, simFailoverRegressions, simExcludeRegressions, simUnseenRegressions,
+		simLeaseDeleteRegressions}
 }
 
 // The same seed gives the same trace: the schedule, the faults and every
@@ -606,6 +607,9 @@ type simulation struct {
 	// urng draws the Nodes re-created behind a stalled watch
 	// (unseenRecreations); nil in the seeds that draw none.
 	urng *sim.Rand
+	// drng draws the extension Leases someone deletes (leaseDeletions);
+	// nil in the seeds that draw none.
+	drng *sim.Rand
 	// writers: the other writers of the nodes (writerFaults); nil in the
 	// seeds that draw none (drawWriters).
 	writers *otherWriters
@@ -751,6 +755,7 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	s.drawFailovers(seed)
 	s.drawExclusions(seed)
 	s.drawUnseenRecreations(seed)
+	s.drawLeaseDeletions(seed)
 	s.drawCanaryFaults(seed)
 	s.model = model.New(modelConfig(s.opts))
 
@@ -1976,6 +1981,7 @@ func (s *simulation) faults(now time.Time) {
 	s.zoneFaults()
 	s.excludeFaults()
 	s.unseenRecreations(now)
+	s.leaseDeletions()
 	s.canaryFaults()
 	s.writerFaults(now)
 }
