@@ -162,6 +162,32 @@ func TestExpiryIsScheduledNotPolled(t *testing.T) {
 	waitForQueue(t, f, 1)
 }
 
+// A Lease deleted while its node stays (kubectl delete lease, a namespace
+// clean-up) leaves its extension missing, not ready at once: the deletion
+// queues the node, and the worker that takes the key gates it, without
+// waiting for the expiry the last renewal scheduled.
+func TestADeletedLeaseQueuesItsNodeAndTheWorkerGatesIt(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"))
+	l := f.renew("kube-proxy", "n1")
+	key, _ := f.c.queue.Get()
+	f.sync(key)
+	f.c.queue.Done(key)
+	if f.tainted("n1") || f.c.queue.Len() != 0 {
+		t.Fatalf("before the deletion: tainted %v, %d keys queued", f.tainted("n1"), f.c.queue.Len())
+	}
+	f.clock.Step(5 * time.Second)
+	f.deleteLease(l)
+	if got := f.c.queue.Len(); got != 1 {
+		t.Fatalf("%d keys queued after the Lease's deletion, want its node's", got)
+	}
+	key, _ = f.c.queue.Get()
+	f.sync(key)
+	f.c.queue.Done(key)
+	if key != "n1" || !f.tainted("n1") {
+		t.Fatalf("the worker took %q and n1 is tainted %v: a missing Lease must gate its node at once", key, f.tainted("n1"))
+	}
+}
+
 func waitForQueue(t *testing.T, f *fixture, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)

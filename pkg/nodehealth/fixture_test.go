@@ -178,9 +178,11 @@ func (f *fixture) putLease(lease *coordinationv1.Lease) {
 	f.c.leaseChanged(old, lease.DeepCopy())
 }
 
+// deleteLease deletes the Lease from the cache and hands the deletion to the
+// controller's own handler, as the informer does.
 func (f *fixture) deleteLease(lease *coordinationv1.Lease) {
 	f.leaseIndexer().Delete(lease)
-	f.c.tracker.forget(lease.Namespace, lease.Name)
+	f.c.deleteLease(lease.DeepCopy())
 }
 
 // renew renews the extension's Lease on a node now (with a renewTime the
