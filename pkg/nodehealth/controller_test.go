@@ -188,6 +188,29 @@ func TestADeletedLeaseQueuesItsNodeAndTheWorkerGatesIt(t *testing.T) {
 	}
 }
 
+// A Lease released for maintenance, then deleted before it renewed, is
+// missing: an unplanned failure, and the node's other failures are no
+// longer planned either (docs/controller.md). The gate's memory of the
+// planned release kept it PlannedMaintenance (simulation seed
+// 18378656569196115148).
+func TestAPlannedReleaseWhoseLeaseIsDeletedIsPlannedNoLonger(t *testing.T) {
+	f := newFixture(t, testOptions(), readyNode("n1"))
+	f.renew("kube-proxy", "n1")
+	f.sync("n1")
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n1", nodev1alpha1.ReasonUpdating)
+	f.sync("n1")
+	if !f.tainted("n1") || f.condition("n1").Reason != nodev1alpha1.ReasonPlannedMaintenance {
+		t.Fatalf("after the release: tainted %v, %s; want tainted, %s", f.tainted("n1"), f.condition("n1").Reason, nodev1alpha1.ReasonPlannedMaintenance)
+	}
+	f.clock.Step(time.Second)
+	f.deleteLease(lease("kube-proxy", "n1", "", f.clock.Now()))
+	f.sync("n1")
+	if !f.tainted("n1") || f.condition("n1").Reason != nodev1alpha1.ReasonExtensionsNotReady {
+		t.Fatalf("after the deletion: tainted %v, %s; want tainted, %s (a missing Lease is unplanned)", f.tainted("n1"), f.condition("n1").Reason, nodev1alpha1.ReasonExtensionsNotReady)
+	}
+}
+
 func waitForQueue(t *testing.T, f *fixture, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
