@@ -623,7 +623,7 @@ func (e *evaluation) applyStartupTimeouts() {
 
 // plannedReleases finds the gating extensions that are not ready, and
 // whether their failure is planned. A planned release lasts until that Lease
-// renews: while it does not, the node's other failures are planned too (the
+// renews or is deleted: while it does not, the node's other failures are planned too (the
 // updater reboots the node, and its other extensions expire meanwhile),
 // whichever came first. A failure that came first and is held by a guard
 // leaves no gate to remember the release in, so a release among the
@@ -647,7 +647,11 @@ func (e *evaluation) plannedReleases() {
 		if s.planned && st.gated {
 			insert(&st.gate.planned, s.name)
 		}
-		if s.ready {
+		if s.ready || s.reason == extLeaseMissing {
+			// Renewed, or deleted: a missing Lease is an unplanned
+			// failure whatever it said before (simulation seed
+			// 18378656569196115148: a Lease released for an update,
+			// then deleted, kept the node's failures planned).
 			st.gate.planned.Delete(s.name)
 		}
 	}
