@@ -111,3 +111,21 @@ func newerClassStream(on bool, seed uint64, own sim.Regressions, salt uint64, sh
 	}
 	return sim.Stream(seed, salt, share)
 }
+
+// newestClassStream is newerClassStream for a class drawn after every list
+// of kept seeds (allRegressions): no seed kept for what it found, in any
+// list, draws it, unless the class's own list keeps it for what the class
+// found.
+func newestClassStream(on bool, seed uint64, own sim.Regressions, salt uint64, share float64) *sim.Rand {
+	if !on {
+		return nil
+	}
+	if !slices.Contains(own.Seeds(), seed) {
+		for _, rs := range allRegressions() {
+			if slices.Contains(rs.Seeds(), seed) {
+				return nil
+			}
+		}
+	}
+	return sim.Stream(seed, salt, share)
+}

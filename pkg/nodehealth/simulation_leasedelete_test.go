@@ -2,7 +2,6 @@ package nodehealth_test
 
 import (
 	"flag"
-	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,16 +29,7 @@ const (
 // found, in any list, draws them, unless the class's own list keeps it for
 // what this class found.
 func (s *simulation) drawLeaseDeletions(seed uint64) {
-	s.drng = nil
-	if !*simLeaseDeletions {
-		return
-	}
-	for _, rs := range allRegressions() {
-		if slices.Contains(rs.Seeds(), seed) && !slices.Contains(simLeaseDeleteRegressions.Seeds(), seed) {
-			return
-		}
-	}
-	s.drng = sim.Stream(seed, leaseDeleteStream, leaseDeleteShare)
+	s.drng = newestClassStream(*simLeaseDeletions, seed, simLeaseDeleteRegressions, leaseDeleteStream, leaseDeleteShare)
 }
 
 // leaseDeletions deletes one extension's Lease now and then while its node

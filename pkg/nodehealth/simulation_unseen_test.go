@@ -2,7 +2,6 @@ package nodehealth_test
 
 import (
 	"flag"
-	"slices"
 	"time"
 
 	"nodehealth.io/nodehealth/test/sim"
@@ -30,16 +29,7 @@ const (
 // defect with, unless the class's own list keeps it for what this class
 // found.
 func (s *simulation) drawUnseenRecreations(seed uint64) {
-	s.urng = nil
-	if !*simUnseenRecreations {
-		return
-	}
-	for _, rs := range allRegressions() {
-		if slices.Contains(rs.Seeds(), seed) && !slices.Contains(simUnseenRegressions.Seeds(), seed) {
-			return
-		}
-	}
-	s.urng = sim.Stream(seed, unseenStream, unseenShare)
+	s.urng = newestClassStream(*simUnseenRecreations, seed, simUnseenRegressions, unseenStream, unseenShare)
 }
 
 // unseenRecreations replaces a Node by a new object of the same name while
