@@ -38,6 +38,8 @@ var simFaultClasses = []sim.FaultClass{
 	sim.Class("other writers' taints (leaving: autoscaler, Karpenter)", ` gets taint `),
 	sim.Class("other writers' conditions (foreign Drained=True)", `foreign Drained=true`),
 	sim.Class("scale-down (nodes deleted)", `scale-down of`),
+	sim.Class("a Node deleted outright", ` deleted outright \(failing (true|false)\)$`),
+	sim.Class("a failing Node deleted outright", ` deleted outright \(failing true\)$`),
 	sim.Class("a node's clock off (skewed renewTime)", `'s clock is off by `),
 	sim.Class("zone label changed while running", ` zone label \S+ -> \S+$`),
 	sim.Class("other writer: readiness taint added or removed", `another writer (adds|removes) the readiness taint( \(no leader\))?$`),

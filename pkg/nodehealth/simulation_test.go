@@ -336,7 +336,7 @@ func TestSimulation(t *testing.T) {
 func allRegressions() []sim.Regressions {
 	return []sim.Regressions{simFreshRegressions, simRegressions, simEvictionRegressions, simZoneRegressions, simWritersRegressions,
 		simReloadRegressions, simFailoverRegressions, simExcludeRegressions, simUnseenRegressions,
-		simLeaseDeleteRegressions}
+		simLeaseDeleteRegressions, simNodeDeleteRegressions}
 }
 
 // The same seed gives the same trace: the schedule, the faults and every
@@ -610,6 +610,9 @@ type simulation struct {
 	// drng draws the extension Leases someone deletes (leaseDeletions);
 	// nil in the seeds that draw none.
 	drng *sim.Rand
+	// nrng draws the Nodes deleted outright (nodeDeletions); nil in the
+	// seeds that draw none.
+	nrng *sim.Rand
 	// writers: the other writers of the nodes (writerFaults); nil in the
 	// seeds that draw none (drawWriters).
 	writers *otherWriters
@@ -756,6 +759,7 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	s.drawExclusions(seed)
 	s.drawUnseenRecreations(seed)
 	s.drawLeaseDeletions(seed)
+	s.drawNodeDeletions(seed)
 	s.drawCanaryFaults(seed)
 	s.model = model.New(modelConfig(s.opts))
 
@@ -1982,6 +1986,7 @@ func (s *simulation) faults(now time.Time) {
 	s.excludeFaults()
 	s.unseenRecreations(now)
 	s.leaseDeletions()
+	s.nodeDeletions(now)
 	s.canaryFaults()
 	s.writerFaults(now)
 }
