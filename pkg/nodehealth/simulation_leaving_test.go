@@ -3,6 +3,7 @@ package nodehealth_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 
 	"nodehealth.io/nodehealth/pkg/nodehealth/model"
+	"nodehealth.io/nodehealth/pkg/nodeutil"
 	"nodehealth.io/nodehealth/test/sim"
 )
 
@@ -60,6 +62,7 @@ func leavingKey(node *v1.Node) string {
 // leavingFaults draws this second's leaving nodes from the leaving stream and
 // carries out what earlier draws scheduled.
 func (s *simulation) leavingFaults(now time.Time) {
+	s.checkLeavingSignals()
 	r := s.lrng
 	var gone []*simNode
 	for _, n := range s.nodes {
@@ -114,6 +117,34 @@ func (s *simulation) leavingFaults(now time.Time) {
 	}
 	for _, n := range gone {
 		s.nodes = slices.DeleteFunc(s.nodes, func(m *simNode) bool { return m == n })
+	}
+}
+
+// checkLeavingSignals is the other writers' invariant for the leaving
+// signals this schedule writes: the autoscaler's or Karpenter's taint and a
+// foreign Drained=True stay on the Node until their writer takes them off,
+// whatever the controller wrote since (docs/controller.md, "Other writers").
+// The model cannot see one lost: it reads them from the same Node as the
+// controller.
+func (s *simulation) checkLeavingSignals() {
+	var lost []string
+	for _, n := range s.nodes {
+		if n.leavingTaint == "" && n.drainedSince.IsZero() {
+			continue
+		}
+		node, err := s.kube.CoreV1().Nodes().Get(s.ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			s.t.Fatalf("reading node %s: %v", n.name, err)
+		}
+		if n.leavingTaint != "" && !nodeutil.HasTaint(node, n.leavingTaint, v1.TaintEffectNoSchedule) {
+			lost = append(lost, fmt.Sprintf("%s: taint %s gone", n.name, n.leavingTaint))
+		}
+		if c := nodeutil.Condition(node, nodev1alpha1.LifecycleConditionDrained); !n.drainedSince.IsZero() && (c == nil || c.Status != v1.ConditionTrue) {
+			lost = append(lost, fmt.Sprintf("%s: condition %s is %v, want True", n.name, nodev1alpha1.LifecycleConditionDrained, c))
+		}
+	}
+	if len(lost) > 0 {
+		s.t.Fatalf("t=%s a leaving signal another writer wrote was lost (invariant):\n  %s\nrecent trace:\n%s", s.at(), strings.Join(lost, "\n  "), s.trace.Tail(40))
 	}
 }
 
