@@ -5,8 +5,6 @@ import (
 	"slices"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"nodehealth.io/nodehealth/test/sim"
 )
 
@@ -68,23 +66,21 @@ func (s *simulation) nodeDeletions(now time.Time) {
 	}
 	n := cands[r.Intn(len(cands))]
 	wasFailing := s.failingNode(n, now)
-	if err := s.kube.CoreV1().Nodes().Delete(s.ctx, n.name, metav1.DeleteOptions{}); err != nil {
-		s.t.Fatalf("deleting node %s: %v", n.name, err)
-	}
-	s.forgetNode(n)
+	s.removeNode(n) // no leaving taint, so no finalizer holds it: gone now
 	s.nodes = slices.DeleteFunc(s.nodes, func(m *simNode) bool { return m == n })
 	s.trace.Add("t=%s %s deleted outright (failing %v)", s.at(), n.name, wasFailing)
 }
 
-// failingNode reports whether one of the node's gating extensions is dead or
-// released, or the node is rebooting: what the driver did to it, not what
-// the controller or the model concluded.
+// failingNode reports whether one of the extensions the node requires and
+// that gate it is dead or released, or the node is rebooting: what the
+// driver did to it, not what the controller or the model concluded (cni
+// only where the node's label asks for it, as renewals count it).
 func (s *simulation) failingNode(n *simNode, now time.Time) bool {
 	if !now.Before(n.downFrom) && now.Before(n.downUntil) {
 		return true
 	}
 	for _, a := range n.agents {
-		if !a.registered && (!a.alive || a.released != "") {
+		if !a.registered && (a.ext != "cni" || n.cni) && (!a.alive || a.released != "") {
 			return true
 		}
 	}
