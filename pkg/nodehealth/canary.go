@@ -48,6 +48,18 @@ type canary struct {
 	// replays the canary Lease as it is, which proves nothing about the
 	// watch if the renewal is one already seen.
 	lastRenewal time.Time
+	// horizon is how far the view vouches for the world: the renewTime
+	// (this controller's clock when the renewal went out) of the last new
+	// renewal observed, or the moment the controller began trusting its
+	// view. The watch delivers changes in the order they were committed,
+	// so every write committed before that renewal was observed before
+	// it: no Lease renewal up to the horizon is hidden. After it one may
+	// be, however current the view looks (vouchedUntil).
+	horizon time.Time
+	// confirmedFrom is when the last renewal went out, periodic or asked
+	// for by confirm: a confirmation needed up to an instant before it is
+	// already on its way.
+	confirmedFrom time.Time
 	// announced is what check last reported to the run loop, only to tell
 	// a change: whether the controller's view is stale is the
 	// controller's one record (Controller.viewStale), set by the callback.
@@ -57,13 +69,15 @@ type canary struct {
 }
 
 func newCanary(cfg canaryConfig) *canary {
-	return &canary{cfg: cfg, lastObserved: cfg.clock.Now()}
+	now := cfg.clock.Now()
+	return &canary{cfg: cfg, lastObserved: now, horizon: now}
 }
 
-// observed is called for every event of the canary Lease.
-func (k *canary) observed(lease *coordinationv1.Lease) {
+// observed is called for every event of the canary Lease. It reports
+// whether the horizon moved (vouchedUntil).
+func (k *canary) observed(lease *coordinationv1.Lease) (advanced bool) {
 	if lease.Spec.RenewTime == nil {
-		return
+		return false
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -72,11 +86,53 @@ func (k *canary) observed(lease *coordinationv1.Lease) {
 	// re-watch replaying the object, served perhaps from a cache that is
 	// itself behind) says nothing about now.
 	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != k.cfg.identity {
-		return
+		return false
 	}
 	if renewed := lease.Spec.RenewTime.Time; !renewed.Equal(k.lastRenewal) {
 		k.lastRenewal = renewed
 		k.lastObserved = k.cfg.clock.Now()
+		if renewed.After(k.horizon) {
+			k.horizon, advanced = renewed, true
+		}
+	}
+	return advanced
+}
+
+// vouchedUntil is the horizon: the instant up to which the view is known
+// to hold every renewal. A Lease whose expiry lies beyond it may have been
+// renewed unseen, however recently the canary was observed: a renewer slowed
+// down just before a stall (an API server that crawls before etcd stops)
+// left its Lease older than the canary's, and it expires first. Its expiry
+// counts once the horizon passes it (confirm).
+func (k *canary) vouchedUntil() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.horizon
+}
+
+// confirm makes sure that a renewal went out at or after need, renewing now
+// if none did: once its event is observed, the horizon is past need. Of the
+// workers that ask for the same instant one renews, the others find it on
+// its way. A renewal that fails is not tried again here; the run loop's
+// next one confirms as well. Callers are the workers, which wait for it (at
+// most an interval) as for any write; they take no lock the run loop holds,
+// so neither waits for the other's request.
+func (k *canary) confirm(ctx context.Context, need time.Time) {
+	now := k.cfg.clock.Now()
+	k.mu.Lock()
+	sent := !k.confirmedFrom.Before(need)
+	if !sent {
+		k.confirmedFrom = now
+	}
+	k.mu.Unlock()
+	if sent || ctx.Err() != nil {
+		return
+	}
+	renewCtx, cancel := context.WithTimeout(ctx, k.cfg.interval)
+	defer cancel()
+	if err := k.renew(renewCtx, now); err != nil && ctx.Err() == nil {
+		klog.FromContext(ctx).V(2).Info("Renewing the canary Lease to confirm an expiry failed; the next renewal confirms it",
+			"lease", klog.KRef(k.cfg.namespace, nodev1alpha1.ControllerCanaryLease), "err", err)
 	}
 }
 
@@ -157,7 +213,7 @@ func (k *canary) run(ctx context.Context) {
 func (k *canary) begin(now time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.lastObserved = now
+	k.lastObserved, k.horizon = now, now
 }
 
 // tick is one check of the run loop: it judges the view at now and, when
@@ -189,7 +245,11 @@ func (k *canary) renewLoop(ctx context.Context, logger klog.Logger) {
 	due := k.cfg.clock.Now()
 	for {
 		renewCtx, cancel := context.WithTimeout(ctx, k.cfg.interval)
-		if err := k.renew(renewCtx); err != nil && ctx.Err() == nil {
+		sent := k.cfg.clock.Now()
+		k.mu.Lock()
+		k.confirmedFrom = sent
+		k.mu.Unlock()
+		if err := k.renew(renewCtx, sent); err != nil && ctx.Err() == nil {
 			k.reportRenewError(logger, err)
 		}
 		cancel()
@@ -211,6 +271,11 @@ func (k *canary) renewLoop(ctx context.Context, logger klog.Logger) {
 // does not admit this controller's identity (a renamed ServiceAccount) makes
 // the controller blind, which must not look like a passing network error.
 func (k *canary) reportRenewError(logger klog.Logger, err error) {
+	if apierrors.IsConflict(err) {
+		// A renewal confirm made meanwhile: the Lease is renewed.
+		logger.V(2).Info("The canary Lease was renewed meanwhile to confirm an expiry", "err", err)
+		return
+	}
 	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
 		k.mu.Lock()
 		first := !k.denied
@@ -225,9 +290,10 @@ func (k *canary) reportRenewError(logger klog.Logger, err error) {
 	logger.Error(err, "Renewing the canary Lease failed")
 }
 
-func (k *canary) renew(ctx context.Context) error {
+// renew writes renewTime at into the canary Lease.
+func (k *canary) renew(ctx context.Context, at time.Time) error {
 	leases := k.cfg.client.CoordinationV1().Leases(k.cfg.namespace)
-	now := metav1.NewMicroTime(k.cfg.clock.Now())
+	now := metav1.NewMicroTime(at)
 	duration := int32(max((staleAfterIntervals * k.cfg.interval).Seconds(), 1))
 	lease, err := leases.Get(ctx, nodev1alpha1.ControllerCanaryLease, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {

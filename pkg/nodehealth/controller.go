@@ -77,6 +77,14 @@ type Controller struct {
 	canary  *canary
 	drains  drainers
 
+	// awaitingView holds the nodes whose last evaluation found a Lease
+	// past its expiry by the clock but not yet by the view's horizon
+	// (decision.awaitsView): each is queued when the horizon moves. Its
+	// own lock: the Lease handler takes it, and must not wait for an
+	// evaluation.
+	awaitMu      sync.Mutex
+	awaitingView sets.Set[string]
+
 	mu    sync.Mutex
 	nodes map[string]*nodeState
 	// viewStale is the one record of whether the own-view guard holds,
@@ -201,6 +209,7 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		rules:         map[string]*Rule{},
 		nodes:         map[string]*nodeState{},
 		live:          sets.New[string](),
+		awaitingView:  sets.New[string](),
 		leaseRefs:     map[string]sets.Set[string]{},
 		nodeLeaseRefs: map[string][]string{},
 		contributions: map[string]contribution{},
@@ -279,8 +288,8 @@ func (c *Controller) leaseChanged(oldObj, newObj interface{}) {
 		return
 	}
 	if lease.Name == nodev1alpha1.ControllerCanaryLease {
-		if c.canary != nil {
-			c.canary.observed(lease)
+		if c.canary != nil && c.canary.observed(lease) {
+			c.requeueAwaitingView()
 		}
 		return
 	}
@@ -433,6 +442,45 @@ func (c *Controller) begin(ctx context.Context) {
 	c.primeBlastRadius(ctx)
 }
 
+// vouchedUntil is the canary's horizon (canary.vouchedUntil), zero without
+// a canary: Lease expiries are then judged by the clock alone.
+func (c *Controller) vouchedUntil() time.Time {
+	if c.canary == nil {
+		return time.Time{}
+	}
+	return c.canary.vouchedUntil()
+}
+
+// requeueAwaitingView queues, in name order, every node waiting for the
+// view's horizon to pass one of its Leases' expiries: the canary observed a
+// new renewal, or the view went stale (its expiries are judged by the clock
+// from then on, and held).
+func (c *Controller) requeueAwaitingView() {
+	c.awaitMu.Lock()
+	names := sets.List(c.awaitingView)
+	c.awaitingView = sets.New[string]()
+	c.awaitMu.Unlock()
+	for _, name := range names {
+		c.queue.Add(name)
+	}
+}
+
+// awaitView has the node judged again once the view's horizon passes need,
+// the latest Lease expiry its evaluation could not count yet, and asks the
+// canary for a renewal that vouches for it: the expiry then counts a round
+// trip after it came due, not up to a canary interval later.
+func (c *Controller) awaitView(ctx context.Context, name string, need time.Time) {
+	c.awaitMu.Lock()
+	c.awaitingView.Insert(name)
+	c.awaitMu.Unlock()
+	c.canary.confirm(ctx, need)
+	// A horizon that moved between the evaluation and the insertion
+	// queued the others without this node (requeueAwaitingView).
+	if !c.canary.vouchedUntil().Before(need) {
+		c.queue.Add(name)
+	}
+}
+
 // ownViewChanged is the canary's callback. Going stale pauses every eviction
 // clock. Recovering resumes them and gives a full duration of grace to every
 // Lease that was ready when the view went stale (recoverView).
@@ -440,12 +488,19 @@ func (c *Controller) ownViewChanged(ctx context.Context, stale bool, at time.Tim
 	if stale {
 		c.mu.Lock()
 		c.viewStale = true
-		c.tracker.snapshot(at, c.opts.RenewalGrace)
+		// Readiness as the evaluations judged it: a Lease past its expiry
+		// by the clock but not by the horizon was ready.
+		staleSince := at
+		if h := c.vouchedUntil(); !h.IsZero() && h.Before(at) {
+			staleSince = h
+		}
+		c.tracker.snapshot(staleSince, c.opts.RenewalGrace)
 		c.unsnapshotDeadMarked()
 		c.mu.Unlock()
 		c.metrics.OwnViewStale.Set(1)
 		c.metrics.Suspensions.WithLabelValues("own-view").Inc()
 		c.updateEscalationClocks(at)
+		c.requeueAwaitingView()
 		return
 	}
 	c.recoverView(at)

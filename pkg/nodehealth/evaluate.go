@@ -98,6 +98,11 @@ type decision struct {
 	// when nothing else is due.
 	nextCheck  time.Time
 	leaseCheck time.Time
+	// awaitsView is the latest expiry of a Lease that the clock has passed
+	// and the view does not vouch for yet (evalInput.vouchedUntil): the
+	// Lease counts as ready until the canary's horizon passes it, and the
+	// node is judged again then. Zero when there is none.
+	awaitsView time.Time
 	// started and ended are set when the gate began or ended in this step.
 	started bool
 	ended   bool
@@ -168,6 +173,12 @@ type evalInput struct {
 	live bool
 	// ownViewStale: the own-view guard holds every taint addition.
 	ownViewStale bool
+	// vouchedUntil is the canary's horizon (canary.vouchedUntil): while the
+	// view is current, a Lease expires for the evaluation once both now and
+	// the horizon are past its expiry. Zero: no canary, the clock alone.
+	// While the view is stale the clock alone judges, and the own-view
+	// guard holds what that decides.
+	vouchedUntil time.Time
 	// blast is the blast radius as the node sees it; recount: the
 	// controller can bring the count up to date and ask again
 	// (decision.recount).
@@ -215,7 +226,10 @@ func (t *leaseTracker) lookupLeases(exts []requiredExtension) []leaseLookup {
 //	writeBootRecord      writeBootRecord
 //	runEvictionClock     runEvictionClock
 func evaluate(in evalInput) decision {
-	e := &evaluation{in: in, now: in.now, f: in.node, st: in.prev.clone(), exts: in.exts, allPlanned: true}
+	e := &evaluation{in: in, now: in.now, expiryNow: in.now, f: in.node, st: in.prev.clone(), exts: in.exts, allPlanned: true}
+	if !in.ownViewStale && !in.vouchedUntil.IsZero() && in.vouchedUntil.Before(in.now) {
+		e.expiryNow = in.vouchedUntil
+	}
 	e.d.next = e.st
 	e.leavingSignal()
 	e.bootChange()
@@ -278,12 +292,15 @@ func (e *evaluation) steadiness() {
 // evaluation is one run of evaluate: its inputs and what the steps found so
 // far.
 type evaluation struct {
-	in   evalInput
-	now  time.Time
-	f    nodeFacts
-	st   *nodeState
-	exts []requiredExtension
-	d    decision
+	in  evalInput
+	now time.Time
+	// expiryNow is the instant Lease expiries are judged at: now, or the
+	// view's horizon if that is earlier.
+	expiryNow time.Time
+	f         nodeFacts
+	st        *nodeState
+	exts      []requiredExtension
+	d         decision
 
 	// gating are the statuses of the extensions that gate the node,
 	// notReady those of them that are not ready; allPlanned: every not
@@ -436,7 +453,7 @@ func (e *evaluation) endUnlistedFailOpens() {
 			continue
 		}
 		l := e.in.unlistedLeases[i]
-		ready := l.ok && !l.obs.released() && !l.obs.observedAt.IsZero() && e.now.Before(l.obs.expiresAt(grace))
+		ready := l.ok && !l.obs.released() && !l.obs.observedAt.IsZero() && e.expiryNow.Before(l.obs.expiresAt(grace))
 		if !st.failOpenEnds(ext.name, l.obs.observedAt, l.obs.startGrace, ready) {
 			// Its next renewal must be evaluated: the node is not
 			// steady while it waits for one.
@@ -475,7 +492,7 @@ func (e *evaluation) leaseStatus(ext requiredExtension, l leaseLookup) extension
 		s.failedAt = obs.releasedAt
 	case obs.observedAt.IsZero():
 		s.reason, s.detail = extNeverRenewed, fmt.Sprintf("lease %s was never renewed", s.lease)
-	case !now.Before(obs.expiresAt(grace)):
+	case !e.expiryNow.Before(obs.expiresAt(grace)):
 		s.reason = extLeaseExpired
 		s.failedAt = obs.expiresAt(grace)
 		s.detail = fmt.Sprintf("no renewal observed for %s (lease duration %s + grace %s)",
@@ -489,6 +506,11 @@ func (e *evaluation) leaseStatus(ext requiredExtension, l leaseLookup) extension
 	default:
 		s.ready, s.reason = true, extReady
 		exp := obs.expiresAt(grace)
+		if !now.Before(exp) && exp.After(e.d.awaitsView) {
+			// Past by the clock, beyond the view's horizon: a renewal
+			// may be on its way unseen (evalInput.vouchedUntil).
+			e.d.awaitsView = exp
+		}
 		e.earliest(exp)
 		if e.d.leaseCheck.IsZero() || exp.Before(e.d.leaseCheck) {
 			e.d.leaseCheck = exp

@@ -1565,3 +1565,110 @@ func crashedAndTainted(t *testing.T, opts Options, renewing ...string) *fixture 
 	}
 	return f
 }
+
+// canaryWrites counts the writes of the canary Lease among actions.
+func canaryWrites(actions []core.Action) int {
+	n := 0
+	for _, a := range actions {
+		var obj runtime.Object
+		switch a := a.(type) {
+		case core.CreateAction:
+			obj = a.GetObject()
+		case core.UpdateAction:
+			obj = a.GetObject()
+		}
+		if l, ok := obj.(*coordinationv1.Lease); ok && l.Name == nodev1alpha1.ControllerCanaryLease {
+			n++
+		}
+	}
+	return n
+}
+
+// A Lease whose renewals lagged just before a stall expires by the clock
+// while the canary, observed a few seconds before the stall, still calls the
+// view current: its renewal may be on its way unseen. Its expiry counts only
+// once the view's horizon (the renewTime of the last own canary renewal
+// observed) is past it; until then the controller asks its canary for a
+// renewal that would vouch for it, and when the view goes stale instead the
+// own-view guard holds the node and the recovery gives the Lease its grace.
+// Before the fix the expiry counted at once and the node was tainted from a
+// view 5 s old: test/integration/faults' TestEtcdRestartAndPause under load,
+// 7 healthy nodes tainted as etcd resumed, the patches sent during the pause.
+func TestALeaseExpiringPastTheViewsHorizonWaitsForARenewalThatVouchesForIt(t *testing.T) {
+	f := newFixture(t, guardOptions(), readyNodes("n1")...)
+	f.sync("n1")
+	// n1's extension renewed at 0 s (expiry at 50 s), and its next
+	// renewals lag; the canary is observed every 5 s up to 45 s, then the
+	// watch stalls.
+	f.pass(45*time.Second, true)
+	f.pass(5*time.Second, false)
+	if f.c.canary.stale() {
+		t.Fatal("view stale 5 s after the last canary renewal observed")
+	}
+	f.writes()
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("n1 tainted at its expiry by the clock, 5 s past the view's horizon")
+	}
+	if c := f.condition("n1"); c.Status != v1.ConditionTrue {
+		t.Errorf("n1's condition %s/%s at an expiry the view does not vouch for, want True", c.Status, c.Reason)
+	}
+	if n := canaryWrites(f.writes()); n != 1 {
+		t.Errorf("%d renewals of the canary asked for to vouch for the expiry, want 1", n)
+	}
+	// Another sync while that renewal is on its way asks for none.
+	f.sync("n1")
+	if n := canaryWrites(f.writes()); n != 0 {
+		t.Errorf("%d more renewals of the canary asked for the same expiry, want none", n)
+	}
+
+	// The stall outlasts three intervals: held, never tainted.
+	f.pass(15*time.Second, false)
+	f.sync("n1")
+	if f.tainted("n1") {
+		t.Fatal("n1 tainted while the view is stale")
+	}
+	if c := f.condition("n1"); c.Reason != nodev1alpha1.ReasonGatingSuspended {
+		t.Errorf("n1's condition %s/%s in the stall, want %s", c.Status, c.Reason, nodev1alpha1.ReasonGatingSuspended)
+	}
+	// The stall ends: the lagging renewal arrives with the canary's, and
+	// the recovery gave the Lease its grace (it was ready as of the
+	// horizon when the view went stale).
+	f.renew("kube-proxy", "n1")
+	f.passUntilRecovered()
+	f.sync("n1")
+	f.expectTainted(map[string]bool{"n1": false})
+	if n := taintAdds(f); n != 0 {
+		t.Errorf("%d taint writes, want none", n)
+	}
+}
+
+// An expiry the view does not vouch for yet counts as soon as a renewal of
+// the canary written after it is observed: the node waits a round trip, not
+// a canary interval, and is queued when the horizon passes its expiry.
+func TestAnExpiryCountsOnceTheCanaryRenewalAskedForIsObserved(t *testing.T) {
+	f := newFixture(t, guardOptions(), readyNodes("n1", "n2")...)
+	f.syncAll("n1", "n2")
+	// n2 keeps renewing; n1 does not. The canary is observed at 45 s,
+	// not at 50 s (its renewal then is still on its way).
+	f.pass(49*time.Second, true, "n2")
+	f.clock.Step(time.Second)
+	f.syncAll("n1", "n2")
+	f.expectTainted(map[string]bool{"n1": false, "n2": false})
+	for f.c.queue.Len() > 0 {
+		key, _ := f.c.queue.Get()
+		f.c.queue.Done(key)
+	}
+	// The renewal the sync asked for is observed.
+	f.canaryRenewed()
+	if f.c.queue.Len() != 1 {
+		t.Fatalf("%d nodes queued when the horizon passed n1's expiry, want n1 alone", f.c.queue.Len())
+	}
+	key, _ := f.c.queue.Get()
+	f.c.queue.Done(key)
+	if key != "n1" {
+		t.Fatalf("queued %s, want n1", key)
+	}
+	f.sync("n1")
+	f.expectTainted(map[string]bool{"n1": true, "n2": false})
+}

@@ -53,6 +53,9 @@ func (s *simulation) leaseDeletions() {
 	case err != nil:
 		s.t.Fatalf("deleting lease %s.%s: %v", a.ext, n.name, err)
 	}
+	s.observedMu.Lock()
+	s.unseenLeaseDeletions.Insert(n.name + "/" + a.ext)
+	s.observedMu.Unlock()
 	s.trace.Add("t=%s %s/%s's Lease deleted", s.at(), n.name, a.ext)
 }
 

@@ -513,6 +513,12 @@ type simulation struct {
 	// watch has not delivered yet: the model is told of it
 	// (ReadinessTaintRemoved) in the order the controller sees it.
 	unseenRemovals *removals
+	// unseenLeaseDeletions are the Leases ("node/extension") deleted
+	// (leaseDeletions) whose deletion the running instance's Lease watch
+	// has not delivered, nor any later event of theirs (under observedMu):
+	// a leader that stops before it does leaves the next one a list
+	// without them, and no deletion to tell the model.
+	unseenLeaseDeletions sets.Set[string]
 	// owedAtStop are the nodes whose last sync failed when the leader
 	// stopped: the retry that would have finished their writes (a taint
 	// applied with its answer lost, the condition after it) is the next
@@ -674,7 +680,8 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 	rng := sim.NewRand(seed)
 	s := &simulation{t: t, ctx: ctx, rng: rng, clk: sim.NewClock(time.Second), opts: simOptions(), perEvent: *simPerEvent,
 		trace: &sim.Trace{}, revive: map[time.Time][]*simAgent{}, renewedAt: map[string]time.Time{}, known: sets.New[string](), unseenRemovals: &removals{rv: map[string]removal{}},
-		lrng: sim.NewRand(seed ^ 0x6c656176696e67), frng: sim.NewRand(seed ^ apiFaultsStream), krng: sim.NewRand(seed ^ skewStream),
+		unseenLeaseDeletions: sets.New[string](),
+		lrng:                 sim.NewRand(seed ^ 0x6c656176696e67), frng: sim.NewRand(seed ^ apiFaultsStream), krng: sim.NewRand(seed ^ skewStream),
 		evictErred: sets.New[string]()}
 	s.api = sim.NewAPI(scheme.Scheme, rng.Fork())
 	// One quiet poll, as the updater's simulation settles: handlersDone
@@ -1249,6 +1256,14 @@ func (s *simulation) startController() {
 	s.owedAtStop = nil
 }
 
+// leaseSeen records that the running instance's Lease watch delivered an
+// event of the Lease (unseenLeaseDeletions).
+func (s *simulation) leaseSeen(node, ext string) {
+	s.observedMu.Lock()
+	s.unseenLeaseDeletions.Delete(node + "/" + ext)
+	s.observedMu.Unlock()
+}
+
 // stopController stops the running instance, as a crash or a lost
 // leadership ends it: its informers stop watching and feed the model no
 // more.
@@ -1262,6 +1277,19 @@ func (s *simulation) stopController(now time.Time) {
 	}
 	s.stop()
 	s.model.Stop(now)
+	// A Lease deleted unseen is missing from the list the next instance
+	// makes: the stopped model takes the deletion now, as it takes an
+	// unseen taint removal (seed 8670837094640195926: n4's kube-proxy
+	// Lease deleted in a Lease-watch stall whose leader stopped before it
+	// ended; the next leader found it missing, the model still held it).
+	s.observedMu.Lock()
+	deleted := sets.List(s.unseenLeaseDeletions)
+	s.unseenLeaseDeletions = sets.New[string]()
+	s.observedMu.Unlock()
+	for _, key := range deleted {
+		node, ext, _ := strings.Cut(key, "/")
+		s.model.LeaseDeleted(now, node, ext)
+	}
 	// A removal the stopped instance never saw is on the Node the next one
 	// lists: the stopped model takes it now, as while no leader runs.
 	for _, name := range s.unseenRemovals.takeAll() {
@@ -1560,6 +1588,7 @@ func (s *simulation) feedModel(nodes cache.SharedIndexInformer, leases sim.Infor
 		if err != nil {
 			return
 		}
+		s.leaseSeen(node, ext)
 		holder, at, key := ptr.Deref(l.Spec.HolderIdentity, ""), s.clk.Now(), "1/"+node+"/"+ext
 		if holder == "" {
 			// A released Lease whose reason changed is observed as well:
@@ -1592,6 +1621,7 @@ func (s *simulation) feedModel(nodes cache.SharedIndexInformer, leases sim.Infor
 			}
 			l := obj.(*coordinationv1.Lease)
 			if ext, node, err := nodev1alpha1.ParseLeaseName(l.Name); err == nil {
+				s.leaseSeen(node, ext)
 				at := s.clk.Now()
 				s.observe("1/"+node+"/"+ext, func() { s.model.LeaseDeleted(s.late(at), node, ext) })
 			}

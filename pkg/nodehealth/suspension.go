@@ -70,7 +70,7 @@ func (c *Controller) primeBlastRadius(ctx context.Context) {
 		c.mu.Lock()
 		live := c.live.Has(node.Name)
 		c.mu.Unlock()
-		d := evaluate(evalInput{now: now, opts: &c.opts, node: facts, prev: newNodeState(now), exts: exts,
+		d := evaluate(evalInput{now: now, vouchedUntil: c.vouchedUntil(), opts: &c.opts, node: facts, prev: newNodeState(now), exts: exts,
 			leases: c.tracker.lookupLeases(exts), live: live, blast: c.blast.view(node.Name, facts.zone)})
 		if d.tracked {
 			members[node.Name] = member{zone: facts.zone, failing: d.failing}
@@ -146,11 +146,15 @@ func (c *Controller) handleSuspensionChanges(ctx context.Context, changes []susp
 // nothing is suspended.
 func (c *Controller) recountFailing(current string, now time.Time) []suspensionChange {
 	var changes []suspensionChange
+	expiryNow := now
+	if h := c.vouchedUntil(); !c.ownViewStaleLocked() && !h.IsZero() && h.Before(now) {
+		expiryNow = h
+	}
 	for name, st := range c.nodes {
 		if name == current || st.exts == nil || st.last.invalidList != "" {
 			continue
 		}
-		failing := c.failingAt(st, now)
+		failing := c.failingAt(st, now, expiryNow)
 		if _, counted := c.blast.memberOf(name); !counted && slices.ContainsFunc(st.exts, func(e requiredExtension) bool { return e.affects }) &&
 			st.leavingSignal(now, &c.opts) == "" {
 			// Its last evaluation found the node leaving, and it is not
@@ -171,8 +175,10 @@ func (c *Controller) recountFailing(current string, now time.Time) []suspensionC
 // failingAt reports whether a node counts as failing at now from what its
 // last evaluation found and the current state of its Leases (docs/controller.md,
 // blast radius): an unplanned failure of a gating extension after the node
-// was ready in its boot, with no planned release in progress.
-func (c *Controller) failingAt(st *nodeState, now time.Time) bool {
+// was ready in its boot, with no planned release in progress. Lease
+// expiries are judged at expiryNow, as the evaluation judges them
+// (evalInput.vouchedUntil).
+func (c *Controller) failingAt(st *nodeState, now, expiryNow time.Time) bool {
 	if !st.readyInBoot || len(st.gate.planned) > 0 || st.leavingSignal(now, &c.opts) != "" {
 		return false
 	}
@@ -186,7 +192,7 @@ func (c *Controller) failingAt(st *nodeState, now time.Time) bool {
 		case ok && obs.released() && c.opts.MaintenanceReasons.Has(obs.reason) && st.plannedInBoot(ext.name):
 			// A planned release makes the node's other failures planned.
 			return false
-		case !ok, obs.released(), obs.observedAt.IsZero(), !now.Before(obs.expiresAt(c.opts.RenewalGrace)), st.markedDead(ext.name, obs):
+		case !ok, obs.released(), obs.observedAt.IsZero(), !expiryNow.Before(obs.expiresAt(c.opts.RenewalGrace)), st.markedDead(ext.name, obs):
 			failing = true
 		}
 	}

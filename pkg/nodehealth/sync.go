@@ -61,6 +61,9 @@ func (c *Controller) syncNode(ctx context.Context, name string) error {
 		return nil
 	}
 	r := c.evaluateNode(node, exts, facts)
+	if !r.d.awaitsView.IsZero() && c.canary != nil {
+		c.awaitView(ctx, name, r.d.awaitsView)
+	}
 	c.handleSuspensionChanges(ctx, r.changes, r.now)
 	c.announce(ctx, node, r)
 	return c.apply(ctx, node, r)
@@ -144,6 +147,7 @@ func (c *Controller) evaluateNode(node *v1.Node, exts []requiredExtension, facts
 		unlistedLeases: c.tracker.lookupLeases(unlisted),
 		live:           r.live,
 		ownViewStale:   c.ownViewStaleLocked(),
+		vouchedUntil:   c.vouchedUntil(),
 		blast:          c.blast.view(name, facts.zone),
 		recount:        true,
 	}

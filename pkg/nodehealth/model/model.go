@@ -152,6 +152,11 @@ type Model struct {
 	// judges the own view from them.
 	canaryObserved time.Time
 	canaryRenewal  int64
+	// horizon is how far the running instance's view vouches for the
+	// world: the latest renewTime of a new canary renewal it observed, or
+	// its start. A Lease's expiry counts once both the clock and the
+	// horizon are past it (leaseReady; docs/controller.md, "Own view").
+	horizon time.Time
 	// viewCheck is when the running instance's canary loop checks its
 	// view next (NextViewCheck).
 	viewCheck        time.Time
@@ -403,6 +408,9 @@ func (m *Model) Start(at time.Time) {
 	// The view starts trusted: a full set of canary intervals from now.
 	// The loop checks at once.
 	m.canaryObserved, m.viewCheck = at, at
+	// Its list is as of its start: the view vouches for everything up to
+	// then.
+	m.horizon = at
 	// A new instance's rate limit has its token.
 	m.nextTurn = time.Time{}
 	for _, l := range m.leases {
@@ -649,6 +657,11 @@ func (m *Model) CanaryRenewed(at, renewTime time.Time) {
 	m.step(at)
 	if rt := renewTime.UnixMicro(); rt != m.canaryRenewal {
 		m.canaryRenewal, m.canaryObserved = rt, at
+		if m.running && renewTime.After(m.horizon) {
+			// Expiries up to the new horizon count from now on.
+			m.horizon = renewTime
+			m.evaluate(at)
+		}
 	}
 }
 

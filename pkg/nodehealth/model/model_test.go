@@ -45,6 +45,35 @@ func TestAnExpiredLeaseReTaintsTheNodeAndOnlyTheFailedExtensionMustRenew(t *test
 	st.expect("a renewed; b never stopped renewing and need not renew again", ready(boot1), "n1")
 }
 
+// A Lease's expiry counts once the view's horizon is past it too: the
+// renewTime of the last new canary renewal observed. Up to then the Lease's
+// renewal may be on its way unseen, however recently the canary was
+// observed; a renewal written at or after the expiry vouches for it. A view
+// that goes stale judges by the clock, and holds.
+func TestALeaseExpiryCountsOnceTheViewsHorizonIsPastIt(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")), worker("n2", gating("a")))
+	st.vouch = false
+	st.m.CanaryRenewed(st.to(45*sec), at(45*sec))
+	st.advance(52 * sec)
+	st.expect("a silent for 52 s, the horizon at 45 s", ready(boot1), "n1", "n2")
+	st.m.CanaryRenewed(st.to(53*sec), at(49*sec))
+	st.expect("a canary renewal written at 49 s does not vouch for 50 s", ready(boot1), "n1", "n2")
+	st.m.CanaryRenewed(st.to(54*sec), at(54*sec))
+	st.expect("a canary renewal written at 54 s does", gated(notReady, boot1), "n1", "n2")
+
+	st = newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")))
+	st.vouch = false
+	st.m.CanaryRenewed(st.to(45*sec), at(45*sec))
+	st.advance(55 * sec)
+	st.expect("silent for 55 s, horizon at 45 s", ready(boot1), "n1")
+	st.stale(60 * sec)
+	st.expect("the view stale: judged by the clock, and held", held(boot1), "n1")
+	st.recover(64 * sec)
+	st.expect("ready as of the horizon when the view went stale: the recovery's grace", ready(boot1), "n1")
+}
+
 func TestAShortLeaseCountsAsTheMinimumDuration(t *testing.T) {
 	st := newStory(t, defaultConfig())
 	st.inService(worker("n1", gating("a")))
@@ -1083,6 +1112,7 @@ func TestObservationsOneSyncTakesTogetherAreJudgedTogether(t *testing.T) {
 func TestTheOwnViewIsStaleThreeCanaryIntervalsAfterTheLastNewRenewalObserved(t *testing.T) {
 	st := newStory(t, defaultConfig())
 	st.inService(worker("n1", gating("a")))
+	st.vouch = false
 	renewed := func(d time.Duration) time.Time { return t0.Add(d).Truncate(time.Microsecond) }
 	check := func(d time.Duration, want bool) {
 		t.Helper()

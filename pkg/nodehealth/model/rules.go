@@ -36,8 +36,14 @@ func (m *Model) evaluate(t time.Time) {
 
 // leaseReady: the Lease has a holder and a renewal was observed (or counted
 // observed) within its duration, at least MinimumLeaseDuration, plus the
-// renewal grace, by the controller's own clock.
+// renewal grace, by the controller's own clock. With a canary and a current
+// view, the expiry counts only once the view's horizon is past it too: up to
+// then a renewal may be on its way unseen, however recently the canary was
+// observed. A stale view judges by the clock (and holds what that decides).
 func (m *Model) leaseReady(node, ext string, t time.Time) bool {
+	if m.cfg.CanaryInterval > 0 && !m.ownViewStale && m.horizon.Before(t) {
+		t = m.horizon
+	}
 	l := m.leases[leaseKey{node, ext}]
 	if l == nil || !l.held || !l.observedSet {
 		return false
@@ -404,10 +410,12 @@ func (m *Model) noteAddedExtensions(n *node, old Node) {
 // Choice: "ready when the view went stale" is judged at the instant the
 // guard fires (validation guarantees none of them could expire before).
 func (m *Model) ownViewGoesStale(at time.Time) {
-	m.ownViewStale = true
+	// Judged as the evaluations before it judged them: against the
+	// horizon.
 	for k, l := range m.leases {
 		l.readyAtStale = m.leaseReady(k.node, k.ext, at)
 	}
+	m.ownViewStale = true
 }
 
 // ownViewRecovers: every Lease that was ready when the view went stale and

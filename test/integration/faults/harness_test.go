@@ -65,6 +65,9 @@ type fleet struct {
 
 	mu      sync.Mutex
 	stopped map[string]bool
+	// lagging are nodes whose renewals are held back for a while although
+	// their extension is healthy (lag): they are not failing.
+	lagging map[string]bool
 	history map[string][]version
 	// conditions is every SystemExtensionsReady status/reason each node's
 	// watch delivered, in order, one entry per change.
@@ -101,7 +104,7 @@ func newFleet(t *testing.T, group string, n int) *fleet {
 	}
 	f := &fleet{t: t, env: env, group: group, client: client,
 		leaseNS: testenv.NewNamespace(t, "faults-"+group), podNS: testenv.NewNamespace(t, "faults-pods-"+group),
-		stopped: map[string]bool{}, history: map[string][]version{}, conditions: map[string][]string{}, marks: map[string]int{},
+		stopped: map[string]bool{}, lagging: map[string]bool{}, history: map[string][]version{}, conditions: map[string][]string{}, marks: map[string]int{},
 		stopRenew: make(chan struct{}), renewDone: make(chan struct{})}
 	ctx := testenv.Context(t)
 	// No kube-controller-manager: the pods' ServiceAccount is made here.
@@ -207,9 +210,9 @@ func (f *fleet) renewLoop() {
 // renew renews the node's extension Lease, creating it the first time.
 func (f *fleet) renew(ctx context.Context, node string) error {
 	f.mu.Lock()
-	stopped := f.stopped[node]
+	skip := f.stopped[node] || f.lagging[node]
 	f.mu.Unlock()
-	if stopped {
+	if skip {
 		return nil
 	}
 	name, err := nodev1alpha1.LeaseName(extension, node)
@@ -238,6 +241,24 @@ func (f *fleet) fail(nodes ...string) {
 	defer f.mu.Unlock()
 	for _, n := range nodes {
 		f.stopped[n] = true
+	}
+}
+
+// lag holds back the renewals of healthy nodes, as an API server that
+// crawls holds them back, until unlag: the nodes do not count as failing.
+func (f *fleet) lag(nodes ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range nodes {
+		f.lagging[n] = true
+	}
+}
+
+func (f *fleet) unlag(nodes ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range nodes {
+		delete(f.lagging, n)
 	}
 }
 
