@@ -1631,11 +1631,13 @@ func TestALeaseExpiringPastTheViewsHorizonWaitsForARenewalThatVouchesForIt(t *te
 	if c := f.condition("n1"); c.Reason != nodev1alpha1.ReasonGatingSuspended {
 		t.Errorf("n1's condition %s/%s in the stall, want %s", c.Status, c.Reason, nodev1alpha1.ReasonGatingSuspended)
 	}
-	// The stall ends: the lagging renewal arrives with the canary's, and
-	// the recovery gave the Lease its grace (it was ready as of the
-	// horizon when the view went stale).
-	f.renew("kube-proxy", "n1")
+	// The stall ends. The Lease was ready as of the horizon when the view
+	// went stale, so the recovery gives it its grace: the node is not
+	// tainted before the lagging renewal arrives, nor after.
 	f.passUntilRecovered()
+	f.sync("n1")
+	f.expectTainted(map[string]bool{"n1": false})
+	f.renew("kube-proxy", "n1")
 	f.sync("n1")
 	f.expectTainted(map[string]bool{"n1": false})
 	if n := taintAdds(f); n != 0 {
