@@ -60,6 +60,11 @@ type canary struct {
 	// for by confirm: a confirmation needed up to an instant before it is
 	// already on its way.
 	confirmedFrom time.Time
+	// confirming is set while a renewal asked for by confirm is in flight;
+	// confirmNext is the latest need asked for meanwhile that it does not
+	// cover (an expiry after it went out).
+	confirming  bool
+	confirmNext time.Time
 	// announced is what check last reported to the run loop, only to tell
 	// a change: whether the controller's view is stale is the
 	// controller's one record (Controller.viewStale), set by the callback.
@@ -110,29 +115,60 @@ func (k *canary) vouchedUntil() time.Time {
 	return k.horizon
 }
 
-// confirm makes sure that a renewal went out at or after need, renewing now
-// if none did: once its event is observed, the horizon is past need. Of the
-// workers that ask for the same instant one renews, the others find it on
-// its way. A renewal that fails is not tried again here; the run loop's
-// next one confirms as well. Callers are the workers, which wait for it (at
-// most an interval) as for any write; they take no lock the run loop holds,
-// so neither waits for the other's request.
+// confirm makes sure that a renewal goes out at or after need, renewing now
+// if none did: once its event is observed, the horizon is past need. One
+// renewal is in flight at a time: a worker that asks while one is finds it
+// covers its need (it went out after the expiry) or leaves the need to the
+// worker that sent it, which renews once more when it is done. So a burst
+// of expiries, each at its own instant, costs a renewal per round trip, not
+// one per node. A renewal that fails is not tried again here; the run
+// loop's next one confirms as well. Callers are the workers, which wait for
+// it (at most an interval each) as for any write; they take no lock the run
+// loop holds, so neither waits for the other's request.
 func (k *canary) confirm(ctx context.Context, need time.Time) {
-	now := k.cfg.clock.Now()
 	k.mu.Lock()
-	sent := !k.confirmedFrom.Before(need)
-	if !sent {
-		k.confirmedFrom = now
-	}
-	k.mu.Unlock()
-	if sent || ctx.Err() != nil {
+	switch {
+	case !k.confirmedFrom.Before(need):
+		k.mu.Unlock()
+		return
+	case k.confirming:
+		if need.After(k.confirmNext) {
+			k.confirmNext = need
+		}
+		k.mu.Unlock()
 		return
 	}
-	renewCtx, cancel := context.WithTimeout(ctx, k.cfg.interval)
-	defer cancel()
-	if err := k.renew(renewCtx, now); err != nil && ctx.Err() == nil {
-		klog.FromContext(ctx).V(2).Info("Renewing the canary Lease to confirm an expiry failed; the next renewal confirms it",
-			"lease", klog.KRef(k.cfg.namespace, nodev1alpha1.ControllerCanaryLease), "err", err)
+	k.confirming = true
+	k.mu.Unlock()
+	defer func() {
+		k.mu.Lock()
+		k.confirming, k.confirmNext = false, time.Time{}
+		k.mu.Unlock()
+	}()
+	for ctx.Err() == nil {
+		sent := k.cfg.clock.Now()
+		k.mu.Lock()
+		if sent.After(k.confirmedFrom) {
+			k.confirmedFrom = sent
+		}
+		k.mu.Unlock()
+		renewCtx, cancel := context.WithTimeout(ctx, k.cfg.interval)
+		err := k.renew(renewCtx, sent)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				klog.FromContext(ctx).V(2).Info("Renewing the canary Lease to confirm an expiry failed; the next renewal confirms it",
+					"lease", klog.KRef(k.cfg.namespace, nodev1alpha1.ControllerCanaryLease), "err", err)
+			}
+			return
+		}
+		k.mu.Lock()
+		again := k.confirmNext.After(sent)
+		k.confirmNext = time.Time{}
+		k.mu.Unlock()
+		if !again {
+			return
+		}
 	}
 }
 
@@ -247,7 +283,9 @@ func (k *canary) renewLoop(ctx context.Context, logger klog.Logger) {
 		renewCtx, cancel := context.WithTimeout(ctx, k.cfg.interval)
 		sent := k.cfg.clock.Now()
 		k.mu.Lock()
-		k.confirmedFrom = sent
+		if sent.After(k.confirmedFrom) {
+			k.confirmedFrom = sent
+		}
 		k.mu.Unlock()
 		if err := k.renew(renewCtx, sent); err != nil && ctx.Err() == nil {
 			k.reportRenewError(logger, err)

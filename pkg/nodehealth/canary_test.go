@@ -178,3 +178,52 @@ func TestAStaleViewRecoversAtTheLoopsNextCheckNotAtTheRenewalsEvent(t *testing.T
 		t.Fatalf("change after the renewal at %s = %+v, want current at the loop's next check, within an interval", observedAt.Format(time.StampMilli), got)
 	}
 }
+
+// A burst of expiries, each at its own instant, costs a canary renewal per
+// round trip, not one per node: while a renewal asked for by confirm is in
+// flight, a need it covers (an expiry before it went out) asks for nothing,
+// and the needs that came due after it went out are covered by one more
+// renewal, sent by the worker whose renewal was in flight.
+func TestConfirmSendsOneRenewalAtATimeAndOneMoreForTheNeedsThatCameAfter(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	client := fake.NewClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nodehealth-controller-canary"}})
+	entered, release := make(chan struct{}, 4), make(chan struct{})
+	var updates []time.Time
+	client.PrependReactor("update", "leases", func(a core.Action) (bool, runtime.Object, error) {
+		updates = append(updates, a.(core.UpdateAction).GetObject().(*coordinationv1.Lease).Spec.RenewTime.Time)
+		entered <- struct{}{}
+		<-release
+		return false, nil, nil
+	})
+	k := newCanary(canaryConfig{client: client, namespace: "ns", identity: "me", clock: clk, interval: 2 * time.Second})
+	ctx := context.Background()
+	first := clk.Now()
+	done := make(chan struct{})
+	go func() { defer close(done); k.confirm(ctx, first) }()
+	<-entered
+	// Asked for while the first is in flight: an expiry before it went
+	// out is covered; two after it share one more renewal.
+	k.confirm(ctx, first.Add(-time.Second))
+	clk.Step(300 * time.Millisecond)
+	k.confirm(ctx, clk.Now())
+	clk.Step(300 * time.Millisecond)
+	k.confirm(ctx, clk.Now())
+	release <- struct{}{}
+	<-entered
+	release <- struct{}{}
+	<-done
+	want := []time.Time{first, first.Add(600 * time.Millisecond)}
+	if len(updates) != len(want) {
+		t.Fatalf("renewals went out at %v, want %v", updates, want)
+	}
+	for i := range want {
+		if !updates[i].Equal(want[i]) {
+			t.Errorf("renewal %d went out at %s, want %s", i, updates[i], want[i])
+		}
+	}
+	// Both went out: a need up to the second asks for nothing more.
+	k.confirm(ctx, clk.Now())
+	if len(updates) != 2 {
+		t.Errorf("%d renewals after a need the last one covers, want 2", len(updates))
+	}
+}
