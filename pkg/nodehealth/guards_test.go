@@ -1570,14 +1570,12 @@ func crashedAndTainted(t *testing.T, opts Options, renewing ...string) *fixture 
 func canaryWrites(actions []core.Action) int {
 	n := 0
 	for _, a := range actions {
-		var obj runtime.Object
-		switch a := a.(type) {
-		case core.CreateAction:
-			obj = a.GetObject()
-		case core.UpdateAction:
-			obj = a.GetObject()
+		// Creates and updates carry the object.
+		w, ok := a.(interface{ GetObject() runtime.Object })
+		if !ok || (a.GetVerb() != "create" && a.GetVerb() != "update") {
+			continue
 		}
-		if l, ok := obj.(*coordinationv1.Lease); ok && l.Name == nodev1alpha1.ControllerCanaryLease {
+		if l, ok := w.GetObject().(*coordinationv1.Lease); ok && l.Name == nodev1alpha1.ControllerCanaryLease {
 			n++
 		}
 	}
