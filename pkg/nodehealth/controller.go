@@ -488,13 +488,10 @@ func (c *Controller) ownViewChanged(ctx context.Context, stale bool, at time.Tim
 	if stale {
 		c.mu.Lock()
 		c.viewStale = true
-		// Readiness as the evaluations judged it: a Lease past its expiry
-		// by the clock but not by the horizon was ready.
-		staleSince := at
-		if h := c.vouchedUntil(); !h.IsZero() && h.Before(at) {
-			staleSince = h
-		}
-		c.tracker.snapshot(staleSince, c.opts.RenewalGrace)
+		// Readiness as the evaluations before the guard judged it, on a
+		// current view: a Lease past its expiry by the clock but not by the
+		// horizon was ready.
+		c.tracker.snapshot(expiryInstant(at, c.vouchedUntil(), false), c.opts.RenewalGrace)
 		c.unsnapshotDeadMarked()
 		c.mu.Unlock()
 		c.metrics.OwnViewStale.Set(1)

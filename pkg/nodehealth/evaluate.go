@@ -226,10 +226,8 @@ func (t *leaseTracker) lookupLeases(exts []requiredExtension) []leaseLookup {
 //	writeBootRecord      writeBootRecord
 //	runEvictionClock     runEvictionClock
 func evaluate(in evalInput) decision {
-	e := &evaluation{in: in, now: in.now, expiryNow: in.now, f: in.node, st: in.prev.clone(), exts: in.exts, allPlanned: true}
-	if !in.ownViewStale && !in.vouchedUntil.IsZero() && in.vouchedUntil.Before(in.now) {
-		e.expiryNow = in.vouchedUntil
-	}
+	e := &evaluation{in: in, now: in.now, expiryNow: expiryInstant(in.now, in.vouchedUntil, in.ownViewStale),
+		f: in.node, st: in.prev.clone(), exts: in.exts, allPlanned: true}
 	e.d.next = e.st
 	e.leavingSignal()
 	e.bootChange()
@@ -248,6 +246,17 @@ func evaluate(in evalInput) decision {
 	e.runEvictionClock()
 	e.steadiness()
 	return e.d
+}
+
+// expiryInstant is the instant Lease expiries are judged at: while the view
+// is current, the earlier of now and the view's horizon (vouchedUntil, zero
+// without a canary); while it is stale, now, and the own-view guard holds
+// what that decides.
+func expiryInstant(now, vouchedUntil time.Time, stale bool) time.Time {
+	if !stale && !vouchedUntil.IsZero() && vouchedUntil.Before(now) {
+		return vouchedUntil
+	}
+	return now
 }
 
 // leavingSignal judges whether the node is leaving (docs/controller.md,

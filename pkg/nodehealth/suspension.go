@@ -146,10 +146,7 @@ func (c *Controller) handleSuspensionChanges(ctx context.Context, changes []susp
 // nothing is suspended.
 func (c *Controller) recountFailing(current string, now time.Time) []suspensionChange {
 	var changes []suspensionChange
-	expiryNow := now
-	if h := c.vouchedUntil(); !c.ownViewStaleLocked() && !h.IsZero() && h.Before(now) {
-		expiryNow = h
-	}
+	expiryNow := expiryInstant(now, c.vouchedUntil(), c.ownViewStaleLocked())
 	for name, st := range c.nodes {
 		if name == current || st.exts == nil || st.last.invalidList != "" {
 			continue

@@ -408,10 +408,9 @@ func (m *Model) noteAddedExtensions(n *node, old Node) {
 // ownViewGoesStale remembers which Leases were ready when the guard fired.
 //
 // Choice: "ready when the view went stale" is judged at the instant the
-// guard fires (validation guarantees none of them could expire before).
+// guard fires, as the evaluations before it judged: against the horizon, so
+// a Lease that ran out between the horizon and the guard was ready.
 func (m *Model) ownViewGoesStale(at time.Time) {
-	// Judged as the evaluations before it judged them: against the
-	// horizon.
 	for k, l := range m.leases {
 		l.readyAtStale = m.leaseReady(k.node, k.ext, at)
 	}
