@@ -809,6 +809,19 @@ func (e *evaluation) widenFailedOnlyScope() {
 			// 3960348572464930654). A leftover taint still on the node
 			// changes nothing: it was held off (placeTaint).
 			st.gate.scope = nil
+			st.gate.judgedAfreshAt = e.now
+		} else if st.gate.heldFromStart && st.gate.judgedAfreshAt.Equal(e.now) {
+			// Still the instant the hold ended: what fails "then" does
+			// not depend on whether an extension's renewal in it was
+			// delivered before or after the lift. One whose renewal
+			// counts leaves the scope, or an own-view recovery that
+			// restarts the gate would wait for it again on one order
+			// and not the other (seed 15330235846551453348).
+			for _, s := range e.gating {
+				if s.ready && s.renewedSinceGate {
+					st.gate.scope.Delete(s.name)
+				}
+			}
 		}
 		for _, s := range e.notReady {
 			insert(&st.gate.scope, s.name)

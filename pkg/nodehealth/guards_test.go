@@ -1238,6 +1238,75 @@ func TestAGateBegunHeldAndRestartedByTheRecoveryWaitsForARenewalAfterIt(t *testi
 	}
 }
 
+// What a held node's gate waits for is judged at the lift, and a renewal
+// in the lift's instant counts whether its delivery came before or after the
+// node's sync: the extension that renewed is not in the gate's scope either
+// way. The scope shows once an own-view recovery restarts the gate keeping
+// it: the node is then ungated by the renewal of what still failed, not held
+// for one of what had come back (simulation seed 15330235846551453348: the
+// model opened n6's gate at the lift and saw kube-proxy renew after it, the
+// controller synced n6 after the renewal).
+func TestAHeldNodesGateWaitsForWhatFailsAtTheLiftWhicheverOrderItsInstantTook(t *testing.T) {
+	names := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	var objs []runtime.Object
+	for _, n := range names {
+		objs = append(objs, readyNode(n, twoExtensions), lease("cni", n, "holder", t0), lease("kube-proxy", n, "holder", t0))
+	}
+	f := newFixture(t, guardOptions(), objs...) // cluster threshold 50 %
+	f.canaryRenewed()
+	f.syncAll(names...)
+	f.clock.Step(time.Second)
+	// n1 and n2 lose kube-proxy and are tainted; n3 and n4 lose both and
+	// bring 4 of 6 failing: held.
+	for _, n := range names[:4] {
+		f.release("kube-proxy", n, "Crash")
+		if n == "n3" || n == "n4" {
+			f.release("cni", n, "Crash")
+		}
+		f.sync(n)
+	}
+	for _, n := range []string{"n3", "n4"} {
+		if c := f.condition(n); f.tainted(n) || c.Reason != nodev1alpha1.ReasonGatingSuspended {
+			t.Fatalf("%s: tainted %v, condition %s; want held", n, f.tainted(n), c.Reason)
+		}
+	}
+	f.clock.Step(time.Second)
+	// n1 and n2 come back: 2 of 6 fail, the suspension lifts. In its
+	// instant kube-proxy renews on n3 and n4; n3's sync comes before the
+	// renewal's delivery (and again after it), n4's only after it.
+	for _, n := range []string{"n1", "n2"} {
+		f.renew("kube-proxy", n)
+		f.sync(n)
+	}
+	if s, _ := f.c.blast.suspended(""); s {
+		t.Fatal("the suspension did not lift with 2 of 6 nodes failing")
+	}
+	f.sync("n3")
+	f.renew("kube-proxy", "n3")
+	f.renew("kube-proxy", "n4")
+	f.syncAll("n3", "n4")
+	for _, n := range []string{"n3", "n4"} {
+		if c := f.condition(n); !f.tainted(n) || c.Reason != nodev1alpha1.ReasonExtensionsNotReady {
+			t.Fatalf("%s, cni still failing after the lift: tainted %v, condition %s; want tainted, %s", n, f.tainted(n), c.Reason, nodev1alpha1.ReasonExtensionsNotReady)
+		}
+	}
+	// The Lease watch stalls: the view turns stale, then recovers, and the
+	// recovery restarts both gates.
+	f.pass(16*time.Second, false)
+	if !f.c.canary.stale() {
+		t.Fatal("the own view did not turn stale")
+	}
+	f.passUntilRecovered()
+	f.clock.Step(time.Second)
+	for _, n := range []string{"n3", "n4"} {
+		f.renew("cni", n)
+		f.sync(n)
+		if f.tainted(n) {
+			t.Errorf("%s still tainted after cni, all that failed at the lift, renewed after the recovery (condition %s)", n, f.condition(n).Reason)
+		}
+	}
+}
+
 // A Lease the boot record marks dead on the renewal it still shows is not
 // ready when the own view goes stale, though the start grace makes it look
 // observed at the start: it gets no grace at the recovery, and a renewal in

@@ -201,10 +201,10 @@ func (s *simulation) drawConfig(seed uint64) (extra int) {
 	return extra
 }
 
-// keptSeed reports whether seed is one of the regression seeds, which keep
+// keptSeed reports whether seed is one of the regression seeds that keep
 // the schedule they were kept with where a newer draw would change it.
 func keptSeed(seed uint64) bool {
-	for _, rs := range allRegressions() {
+	for _, rs := range scheduleKeepingRegressions() {
 		if slices.Contains(rs.Seeds(), seed) {
 			return true
 		}

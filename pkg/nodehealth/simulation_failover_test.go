@@ -113,19 +113,13 @@ func newerClassStream(on bool, seed uint64, own sim.Regressions, salt uint64, sh
 }
 
 // newestClassStream is newerClassStream for a class drawn after every list
-// of kept seeds (allRegressions): no seed kept for what it found, in any
-// list, draws it, unless the class's own list keeps it for what the class
-// found.
+// of kept seeds (scheduleKeepingRegressions): no seed kept for what it
+// found, in any such list, draws it, unless the class's own list keeps it
+// for what the class found. The sweep's seeds (simSweepRegressions) draw it
+// as a fresh seed does.
 func newestClassStream(on bool, seed uint64, own sim.Regressions, salt uint64, share float64) *sim.Rand {
-	if !on {
+	if !on || keptSeed(seed) && !slices.Contains(own.Seeds(), seed) {
 		return nil
-	}
-	if !slices.Contains(own.Seeds(), seed) {
-		for _, rs := range allRegressions() {
-			if slices.Contains(rs.Seeds(), seed) {
-				return nil
-			}
-		}
 	}
 	return sim.Stream(seed, salt, share)
 }

@@ -307,6 +307,9 @@ type gateSpan struct {
 	// held, judged on Leases that showed no renewal: a real renewal
 	// observed in that very instant came after it and counts.
 	heldFromStart bool
+	// judgedAfreshAt is the last instant a held failure's scope was judged
+	// afresh (widenFailedOnlyScope): the lift's, once the gate is tainted.
+	judgedAfreshAt time.Time
 	// planned are the extensions released for maintenance during this
 	// gate; while any is not ready again, the node's other failures are
 	// planned too (no eviction clock, no blast-radius count).

@@ -363,6 +363,41 @@ func TestARecoveryRestartsAGateBegunHeldWithTheStrictRule(t *testing.T) {
 	st.expect("renewed after the restart", ready(boot1), "n3")
 }
 
+// What a held node's gate waits for is judged at the lift: an extension
+// that renews in the lift's instant is not in the gate's scope, whether its
+// renewal came before the lift (n4) or after it (n3). The scope shows once
+// an own-view recovery restarts the gate keeping it (simulation seed
+// 15330235846551453348: the model opened n6's gate at the lift and kept
+// kube-proxy, renewed after it, in its scope; the controller, whose sync
+// came after the renewal, did not).
+func TestAHeldNodesGateWaitsForWhatFailsAtTheLiftWhicheverOrderItsInstantTook(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.ClusterThreshold = 0.5
+	st := newStory(t, cfg)
+	var nodes []Node
+	for _, n := range names(6) {
+		nodes = append(nodes, worker(n, gating("cni"), gating("kube-proxy")))
+	}
+	st.inService(nodes...)
+	for _, n := range names(4) {
+		st.release(21*sec, n+"/kube-proxy", "Crash")
+	}
+	st.release(21*sec, "n3/cni", "Crash")
+	st.release(21*sec, "n4/cni", "Crash")
+	st.expect("two fail: tainted", gated(notReady, boot1), "n1", "n2")
+	st.expectHeld("four fail", "n3", "n4")
+	st.renew(22*sec, "n4/kube-proxy")
+	st.renew(22*sec, "n1/kube-proxy", "n2/kube-proxy")
+	st.expectSuspended("two fail", "", false)
+	st.renew(22*sec, "n3/kube-proxy")
+	st.expect("cni still fails", gated(notReady, boot1), "n3", "n4")
+	st.stale(30 * sec)
+	st.recover(40 * sec)
+	st.expect("the recovery restarts the gates", gated(notReady, boot1), "n3", "n4")
+	st.renew(41*sec, "n3/cni", "n4/cni")
+	st.expect("cni, all that failed at the lift, renewed after the restart", ready(boot1), "n3", "n4")
+}
+
 func TestFailuresThatComeDueTogetherAreAllCountedBeforeAnyIsTainted(t *testing.T) {
 	st := sixNodesAtHalf(t)
 	st.keep(leasesOf("kube-proxy", "n5", "n6")...)

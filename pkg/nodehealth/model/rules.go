@@ -463,7 +463,7 @@ func (m *Model) evaluateNode(n *node, t time.Time) {
 	wasHeld := n.held
 	n.held = false
 	if n.gate != nil {
-		widenFailedOnlyScope(n, f)
+		m.widenFailedOnlyScope(n, f, t)
 		if m.gateMayEnd(n, f, t) {
 			n.removalRefused = n.removalRefused || n.tainted && m.writesRefused
 			ungate(n)
@@ -554,9 +554,23 @@ func (m *Model) startupTimedOut(n *node, e Extension, t time.Time) bool {
 
 // widenFailedOnlyScope: a failed-only gate's scope is every extension seen
 // not ready since gateStart (a planned release counts as a failure).
-func widenFailedOnlyScope(n *node, f facts) {
+//
+// Choice: in the instant a guard's lift gave a held failure its gate, an
+// extension whose renewal counts for the gate (renewedSince) is not in its
+// scope, whether that renewal was observed before or after the lift: the
+// gate waits for what fails at the lift, and the order of one instant does
+// not change what the node ends with. (Seen only once an own-view recovery
+// restarts the gate keeping its scope: seed 15330235846551453348.)
+func (m *Model) widenFailedOnlyScope(n *node, f facts, t time.Time) {
 	if n.gate.full {
 		return
+	}
+	if n.gate.heldFromStart && n.resumedAt.Equal(t) {
+		for e := range n.gate.scope {
+			if !slices.Contains(f.notReady, e) && m.renewedSince(n, e, n.gate) {
+				delete(n.gate.scope, e)
+			}
+		}
 	}
 	for _, e := range f.notReady {
 		n.gate.scope[e] = true
@@ -643,7 +657,7 @@ func (m *Model) openFailureGate(n *node, f facts, t time.Time, wasHeld bool) {
 	if heldFromStart {
 		n.resumedAt = t
 	}
-	widenFailedOnlyScope(n, f)
+	m.widenFailedOnlyScope(n, f, t)
 }
 
 // placeTaint: a gate that has something to wait for is tainted, unless the
