@@ -74,7 +74,7 @@ func (s *simulation) compareEvent(where string) {
 	s.settleTiedTurns(false, func(_ *simNode, obj *v1.Node) bool {
 		return nodeutil.HasTaint(obj, simTaintKey, v1.TaintEffectNoExecute)
 	})
-	s.settleResumedHolds()
+	s.settleHolds()
 	want := s.model.Nodes()
 	held := sets.New(s.model.Held()...)
 	var diffs []string
@@ -409,17 +409,23 @@ func TestObservationsOfANodeNoSyncBeganBetweenAreTakenTogether(t *testing.T) {
 	}
 }
 
-// settleResumedHolds tells the model which nodes the controller held again
-// after a resume of the blast radius and a new suspension in one instant:
-// the model tainted every held node at the resume, the controller's syncs
-// of some came after the suspension (model.HoldAgainAtResume; seed
-// 11717233602785484563). The model checks the node is such a one.
-func (s *simulation) settleResumedHolds() {
+// settleHolds tells the model which nodes the controller holds where the
+// model took a taint as written, in the two cases where that is the order of
+// one moment, not a defect; the model checks the node is such a one:
+//   - held again after a resume of the blast radius and a new suspension in
+//     one instant: the model tainted every held node at the resume, the
+//     controller's syncs of some came after the suspension
+//     (model.HoldAgainAtResume; seed 11717233602785484563);
+//   - while the controller catches up after an outage of its writes: the
+//     model took its decisions as written when the writes came back, the
+//     controller's retry came after the own-view guard fired
+//     (model.RetryMetTheGuard; seed 11577162341470377777).
+func (s *simulation) settleHolds() {
 	s.t.Helper()
 	want := s.model.Nodes()
 	for _, n := range s.nodes {
 		w := want[n.name]
-		if n.unlisted || !w.Tainted || w.ConditionReason != nodev1alpha1.ReasonExtensionsNotReady {
+		if n.unlisted || !w.Tainted {
 			continue
 		}
 		obj, err := s.kube.CoreV1().Nodes().Get(s.ctx, n.name, metav1.GetOptions{})
@@ -430,8 +436,11 @@ func (s *simulation) settleResumedHolds() {
 		if got.Tainted || got.ConditionReason != nodev1alpha1.ReasonGatingSuspended {
 			continue
 		}
-		if s.model.HoldAgainAtResume(n.name) {
+		switch now := s.clk.Now(); {
+		case w.ConditionReason == nodev1alpha1.ReasonExtensionsNotReady && s.model.HoldAgainAtResume(n.name):
 			s.trace.Add("t=%s %s: held again by a suspension in the instant of its resume, before its sync (the model had tainted it at the resume)", s.at(), n.name)
+		case now.Before(s.lagUntil) && s.model.RetryMetTheGuard(now, n.name):
+			s.trace.Add("t=%s %s: the controller's retry after the outage came after the own-view guard fired, which holds it (the model had taken the taint as written when the writes came back)", s.at(), n.name)
 		}
 	}
 }

@@ -146,6 +146,10 @@ type Model struct {
 	leases map[leaseKey]*lease
 
 	ownViewStale bool
+	// staleSince is when the own-view guard last fired; writesBackAt when
+	// the API server last took the controller's writes again after
+	// refusing them (RetryMetTheGuard).
+	staleSince, writesBackAt time.Time
 	// canaryObserved is when the running instance last observed a new
 	// renewal of its canary (or started), canaryRenewal that renewal's
 	// renewTime (µs; 0 when this instance has observed none): CheckView
@@ -288,6 +292,8 @@ type gate struct {
 	// so the failure was judged on Leases that did not show a renewal: a
 	// renewal observed in that very instant came after it.
 	heldFromStart bool
+	// taintedAt is when the model took the gate's taint as written.
+	taintedAt time.Time
 }
 
 // evictionClock is the pause-aware eviction clock of one node.
@@ -725,6 +731,9 @@ func (m *Model) OwnView(at time.Time, stale bool) {
 // applied with its answer lost is not refused.
 func (m *Model) Writes(at time.Time, refused bool) {
 	m.step(at)
+	if m.writesRefused && !refused {
+		m.writesBackAt = at
+	}
 	m.writesRefused = refused
 	if !refused {
 		// The refused removals are retried and go through.
@@ -761,6 +770,41 @@ func (m *Model) WriteRetried(at time.Time, name string) {
 	}
 	n.takeBackRefusedWrites()
 	m.evaluateIfRunning(at)
+}
+
+// RetryMetTheGuard: the controller's retry of a taint that an outage of its
+// writes refused reached the API server only after the own-view guard fired,
+// and the guard held it. The model takes every decision as written the
+// instant the writes are taken again (Writes); the controller retries a
+// refused write on its queue's next turn, a worker's read and patch later,
+// and a guard that fires meanwhile holds the addition ("a write decided
+// before a guard fired is re-decided, never replayed", docs/controller.md).
+// The taint the model took as written since the writes came back is taken
+// back and the node decided again under the guard, as the retry decides it:
+// a bootstrap, reboot or re-creation gate the guard holds is pending, so it
+// cannot end while the view is stale and restarts at the recovery; a
+// failure is held. It reports false, changing
+// nothing, unless the guard fired after the writes came back and the taint
+// was taken as written since then, with the view still stale.
+//
+// Seed 11577162341470377777: n3 rebooted in an outage of the writes; they
+// came back at 56s and the guard fired at 57s, the outage having kept the
+// canary's renewals out; the controller's retry came at 57s and was held.
+// The model, its reboot gate tainted at 56s, ended it at 58s on renewals
+// seen in the stale view, which a pending gate cannot do; the controller
+// restarted the gate at the recovery, n3 rebooted again before it ended, and
+// the boot records named different boots from then on. A driver that sees
+// the controller hold such a node calls it.
+func (m *Model) RetryMetTheGuard(at time.Time, name string) bool {
+	m.step(at)
+	n := m.nodes[name]
+	if !m.running || n == nil || !m.ownViewStale || !n.tainted || n.gate == nil || m.writesBackAt.IsZero() ||
+		n.gate.taintedAt.Before(m.writesBackAt) || m.staleSince.Before(n.gate.taintedAt) {
+		return false
+	}
+	n.tainted = false
+	m.evaluate(at)
+	return true
 }
 
 // Together takes the observations observe makes as the controller takes

@@ -1199,6 +1199,46 @@ func TestAPlannedReleaseThatReleasesAgainWithAnotherReasonStaysPlannedUntilItRen
 	st.expect("renewed", ready(boot1), "n1")
 }
 
+// The model takes a decision as written the instant the API server takes
+// the controller's writes again; the controller's retry reaches the API a
+// read and a patch later, and an own-view guard that fires in between holds
+// it. A driver that sees the controller hold such a node tells the model
+// (RetryMetTheGuard): a reboot's gate is then pending, which a renewal seen
+// while the view is stale cannot end, and it gates at the recovery (seed
+// 11577162341470377777: the model ended it in the stale view and wrote the
+// boot record of a boot the controller never saw ready). A taint taken as
+// written before the outage is no such case, nor is one on a current view.
+func TestARebootTaintWhoseRetryCameAfterTheGuardFiredIsPending(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")), worker("n2", gating("a")))
+	st.release(5*sec, "n2/a", "Crashed")
+	st.expect("failing before the outage", gated(notReady, boot1), "n2")
+	st.writes(10*sec, true)
+	rebooted := worker("n1", gating("a"))
+	rebooted.BootID = "boot2"
+	st.update(12*sec, rebooted)
+	st.writes(16*sec, false)
+	st.expect("the writes are taken again", gated(rebootedReason, boot1), "n1")
+	if st.m.RetryMetTheGuard(st.to(16*sec), "n1") {
+		t.Fatal("n1's taint taken back with the view current")
+	}
+	st.stale(17 * sec)
+	if st.m.RetryMetTheGuard(st.to(17*sec), "n2") {
+		t.Error("n2's taint, written before the outage, taken back")
+	}
+	if !st.m.RetryMetTheGuard(st.to(17*sec), "n1") {
+		t.Fatal("n1's taint, taken as written when the writes came back, not taken back under the guard that fired after")
+	}
+	st.expect("held: the reboot's gate is pending", held(boot1), "n1")
+	st.expect("still tainted", gated(notReady, boot1), "n2")
+	st.renew(18*sec, "n1/a")
+	st.expect("a pending gate does not end in a stale view", held(boot1), "n1")
+	st.recover(20 * sec)
+	st.expect("the recovery gates it", gated(rebootedReason, boot1), "n1")
+	st.renew(21*sec, "n1/a")
+	st.expect("renewed after the recovery", ready(boot2), "n1")
+}
+
 // The controller's resume queues the held nodes, and its workers sync them
 // one by one: a suspension that comes back in the instant of the resume can
 // reach a queued node before its sync, which then holds it. The model taints

@@ -414,7 +414,7 @@ func (m *Model) ownViewGoesStale(at time.Time) {
 	for k, l := range m.leases {
 		l.readyAtStale = m.leaseReady(k.node, k.ext, at)
 	}
-	m.ownViewStale = true
+	m.ownViewStale, m.staleSince = true, at
 }
 
 // ownViewRecovers: every Lease that was ready when the view went stale and
@@ -703,7 +703,7 @@ func (m *Model) placeTaint(n *node, f facts) {
 	case m.writesRefused:
 		// Decided, not on the node: decided again when writes are taken.
 	default:
-		n.tainted, n.gate.pending = true, false
+		n.tainted, n.gate.pending, n.gate.taintedAt = true, false, m.now
 	}
 }
 
