@@ -473,7 +473,12 @@ func (c *Controller) awaitView(ctx context.Context, name string, need time.Time)
 	c.awaitMu.Lock()
 	c.awaitingView.Insert(name)
 	c.awaitMu.Unlock()
-	c.canary.confirm(ctx, need)
+	if c.canary.confirm(ctx, need) {
+		// Needs that came due while this worker's renewal was in
+		// flight: the first of their nodes to be judged again sends
+		// the next renewal.
+		c.requeueAwaitingView()
+	}
 	// A horizon that moved between the evaluation and the insertion
 	// queued the others without this node (requeueAwaitingView).
 	if !c.canary.vouchedUntil().Before(need) {
