@@ -3,6 +3,7 @@ package nodehealth
 import (
 	"fmt"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -1734,10 +1735,7 @@ func TestAnExpiryCountsOnceTheCanaryRenewalAskedForIsObserved(t *testing.T) {
 	f.clock.Step(time.Second)
 	f.syncAll("n1", "n2")
 	f.expectTainted(map[string]bool{"n1": false, "n2": false})
-	for f.c.queue.Len() > 0 {
-		key, _ := f.c.queue.Get()
-		f.c.queue.Done(key)
-	}
+	queuedInOrder(f)
 	// The renewal the sync asked for is observed.
 	f.canaryRenewed()
 	if f.c.queue.Len() != 1 {
@@ -1792,10 +1790,7 @@ func TestTheExpiriesThatCameDueDuringAConfirmationAreJudgedAgainWhenItIsAnswered
 	// next renewal.
 	f.clock.Step(time.Second)
 	f.sync("n2")
-	for f.c.queue.Len() > 0 {
-		key, _ := f.c.queue.Get()
-		f.c.queue.Done(key)
-	}
+	queuedInOrder(f)
 	release <- struct{}{}
 	select {
 	case err := <-synced:
@@ -1805,13 +1800,8 @@ func TestTheExpiriesThatCameDueDuringAConfirmationAreJudgedAgainWhenItIsAnswered
 	case sent := <-entered:
 		t.Fatalf("n1's sync sent another renewal (at %s) once its own was answered, instead of returning", sent)
 	}
-	queued := map[string]bool{}
-	for f.c.queue.Len() > 0 {
-		key, _ := f.c.queue.Get()
-		f.c.queue.Done(key)
-		queued[key] = true
-	}
-	if !queued["n2"] {
+	queued := queuedInOrder(f)
+	if !slices.Contains(queued, "n2") {
 		t.Fatalf("n2, whose expiry came due during n1's renewal, not judged again when it was answered (queued %v)", queued)
 	}
 	go func() { synced <- f.c.syncNode(f.ctx, "n2") }()

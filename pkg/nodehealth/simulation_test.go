@@ -338,15 +338,15 @@ func TestSimulation(t *testing.T) {
 // share, as a fresh seed does, so they replay what they found. A class drawn
 // after them must leave them out, as the classes before left the others.
 var simSweepRegressions = sim.Regressions{
-	// make simulate SEEDS=200 on d599bc9 (2026-12-02; it passed on
-	// 3170512, whose schedule differs), settled 2026-12-02 (the
-	// controller's and the model's rule): what a held node's gate waits for
-	// is judged at the lift, whichever order its instant took.
 	// make simulate SEEDS=200 on 0fb656a (2026-12-02; it failed on 3170512
 	// too), settled 2026-12-02 (the driver's and the model's): the model
 	// takes a decision as written when the writes come back, the
 	// controller's retry comes after.
 	{Seed: 11577162341470377777, Name: "a reboot's taint that the controller's retry after an outage of its writes brought only after the own-view guard fired is pending: the model ended the gate it took as written in the stale view, the controller restarted it at the recovery, and after a second reboot their boot records named different boots (driver; n3 at 1m18s)"},
+	// make simulate SEEDS=200 on d599bc9 (2026-12-02; it passed on
+	// 3170512, whose schedule differs), settled 2026-12-02 (the
+	// controller's and the model's rule): what a held node's gate waits for
+	// is judged at the lift, whichever order its instant took.
 	{Seed: 15330235846551453348, Name: "a held node whose extension renews in the lift's instant, delivered after the lift (the model) or before the node's sync (the controller): its gate waits for the other failing extension alone, also once an own-view recovery restarts it (n6 at 2m13s)"},
 }
 
