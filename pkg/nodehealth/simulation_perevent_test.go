@@ -409,6 +409,43 @@ func TestObservationsOfANodeNoSyncBeganBetweenAreTakenTogether(t *testing.T) {
 	}
 }
 
+// A canary renewal reaches each node at its next sync: the nodes with an
+// input delivered after it and no sync begun in between take it with that
+// input. Two canary renewals are never taken together: no sync of theirs
+// exists, and each moves the horizon at its own place.
+func TestTheHorizonsMoveReachesANodeWithTheInputItsNextSyncTakes(t *testing.T) {
+	in := func(delivery int64, key string) modelInput { return modelInput{delivery: delivery, key: key} }
+	inputs := []modelInput{
+		in(1, "1/n1/cni"),
+		in(2, canaryInput),
+		in(3, "1/n1/kube-proxy"),
+		in(3, "1/n2/kube-proxy"),
+		in(4, "0/n3"),
+		in(5, canaryInput),
+		in(6, "1/n3/cni"),
+	}
+	// n2's sync began after the first renewal and before its input; n3's
+	// after its input at 4, before the second renewal.
+	syncs := []syncStart{{node: "n2", delivery: 2}, {node: "n3", delivery: 4}}
+	got := horizonReachesLater(inputs, syncs)
+	want := map[int][]string{1: {"n1", "n3"}, 5: {"n3"}}
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("nodes the moves reach later: got %v, want %v", got, want)
+	}
+	var groups []string
+	for _, g := range takenTogether(inputs, syncs) {
+		var keys []string
+		for _, in := range g {
+			keys = append(keys, in.key)
+		}
+		groups = append(groups, strings.Join(keys, "+"))
+	}
+	wantGroups := []string{canaryInput, "1/n1/cni+1/n1/kube-proxy", "1/n2/kube-proxy", "0/n3", canaryInput, "1/n3/cni"}
+	if !slices.Equal(groups, wantGroups) {
+		t.Errorf("groups:\n got %q\nwant %q", groups, wantGroups)
+	}
+}
+
 // settleHolds tells the model which nodes the controller holds where the
 // model took a taint as written, in the two cases where that is the order of
 // one moment, not a defect; the model checks the node is such a one:

@@ -348,6 +348,10 @@ var simSweepRegressions = sim.Regressions{
 	// controller's and the model's rule): what a held node's gate waits for
 	// is judged at the lift, whichever order its instant took.
 	{Seed: 15330235846551453348, Name: "a held node whose extension renews in the lift's instant, delivered after the lift (the model) or before the node's sync (the controller): its gate waits for the other failing extension alone, also once an own-view recovery restarts it (n6 at 2m13s)"},
+	// make simulate SEEDS=200 on 75ee9cd (2026-12-02; it failed on eae6bc4
+	// too), settled 2026-12-02 (the driver's): a node's sync takes the
+	// horizon's move with what of its own was delivered before it began.
+	{Seed: 17374736721536902828, Name: "a Lease whose expiry came due as a canary renewal moved the view's horizon, renewed in the next delivery of the instant, before the node's sync that the move queued began: that sync took both and never gated the node (driver; n7 at 1m33s)"},
 }
 
 // allRegressions are every list of kept seeds, the fresh ones first.
@@ -1421,6 +1425,11 @@ func (s *simulation) observe(key string, apply func()) {
 	s.observedMu.Unlock()
 }
 
+// canaryInput is the key of an observed renewal of the controller's canary:
+// it has no node, and each node's sync takes it when that sync begins
+// (horizonReachesLater).
+const canaryInput = "2/canary"
+
 // syncStart is a sync of a node begun after a delivery: it sees every event
 // delivered up to it.
 type syncStart struct {
@@ -1445,7 +1454,19 @@ func (s *simulation) flush() {
 	sort.SliceStable(inputs, func(i, j int) bool {
 		return cmp.Or(cmp.Compare(inputs[i].delivery, inputs[j].delivery), strings.Compare(inputs[i].key, inputs[j].key)) < 0
 	})
+	for i, nodes := range horizonReachesLater(inputs, syncs) {
+		apply := inputs[i].apply
+		inputs[i].apply = func() {
+			for _, node := range nodes {
+				s.model.HorizonReachesLater(node)
+			}
+			apply()
+		}
+	}
 	for _, group := range byDelivery(takenTogether(inputs, syncs)) {
+		for _, in := range group {
+			s.model.HorizonReaches(inputNode(in.key))
+		}
 		if len(group) == 1 {
 			group[0].apply()
 			continue
@@ -1467,7 +1488,9 @@ func (s *simulation) flush() {
 // 14379374699796990078). A group takes the place of its last input: the
 // sync comes after it. An input whose handler failed to queue its node is
 // never grouped with an earlier one on that account: the sync that sees
-// the later input sees both, in any controller.
+// the later input sees both, in any controller. A canary renewal is no
+// node's: it stays in its place, and each node takes it at its next sync
+// (horizonReachesLater).
 func takenTogether(inputs []modelInput, syncs []syncStart) [][]modelInput {
 	next := make([]int, len(inputs))
 	seen := map[string]int{}
@@ -1479,20 +1502,12 @@ func takenTogether(inputs []modelInput, syncs []syncStart) [][]modelInput {
 		}
 		seen[node] = i
 	}
-	syncedBetween := func(node string, from, to int64) bool {
-		for _, sy := range syncs {
-			if sy.node == node && sy.delivery >= from && sy.delivery < to {
-				return true
-			}
-		}
-		return false
-	}
 	var groups [][]modelInput
 	waiting := map[string][]modelInput{}
 	for i, in := range inputs {
 		node := inputNode(in.key)
 		group := append(waiting[node], in)
-		if j := next[i]; j >= 0 && !syncedBetween(node, in.delivery, inputs[j].delivery) {
+		if j := next[i]; j >= 0 && in.key != canaryInput && !syncedBetween(syncs, node, in.delivery, inputs[j].delivery) {
 			waiting[node] = group
 			continue
 		}
@@ -1500,6 +1515,44 @@ func takenTogether(inputs []modelInput, syncs []syncStart) [][]modelInput {
 		groups = append(groups, group)
 	}
 	return groups
+}
+
+// horizonReachesLater names, for each observed canary renewal (by its index
+// in inputs), the nodes whose next sync takes the horizon's move it may bring
+// together with a later observation of their own: an input of the node
+// delivered after it with no sync of the node begun in between. The
+// controller queues the nodes a move concerns; their syncs see what was
+// delivered before they began (seed 17374736721536902828).
+func horizonReachesLater(inputs []modelInput, syncs []syncStart) map[int][]string {
+	out := map[int][]string{}
+	for i, canary := range inputs {
+		if canary.key != canaryInput {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, in := range inputs[i+1:] {
+			node := inputNode(in.key)
+			if in.key == canaryInput || in.delivery == canary.delivery || seen[node] {
+				continue
+			}
+			seen[node] = true
+			if !syncedBetween(syncs, node, canary.delivery, in.delivery) {
+				out[i] = append(out[i], node)
+			}
+		}
+	}
+	return out
+}
+
+// syncedBetween reports whether a sync of the node began after delivery from
+// and before delivery to: it saw the first and not the second.
+func syncedBetween(syncs []syncStart, node string, from, to int64) bool {
+	for _, sy := range syncs {
+		if sy.node == node && sy.delivery >= from && sy.delivery < to {
+			return true
+		}
+	}
+	return false
 }
 
 // byDelivery joins the groups that end in the same delivery: no sync begins
@@ -1615,7 +1668,7 @@ func (s *simulation) feedModel(nodes cache.SharedIndexInformer, leases sim.Infor
 			// renewals of its canary, as the canary does (CheckView).
 			if ptr.Deref(l.Spec.HolderIdentity, "") == s.opts.Identity && l.Spec.RenewTime != nil {
 				renewTime, at := l.Spec.RenewTime.Time, s.clk.Now()
-				s.observe("2/canary", func() { s.model.CanaryRenewed(s.late(at), renewTime) })
+				s.observe(canaryInput, func() { s.model.CanaryRenewed(s.late(at), renewTime) })
 			}
 			return
 		}

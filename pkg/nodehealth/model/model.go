@@ -161,6 +161,10 @@ type Model struct {
 	// its start. A Lease's expiry counts once both the clock and the
 	// horizon are past it (leaseReady; docs/controller.md, "Own view").
 	horizon time.Time
+	// horizonLag holds, for each node whose next sync sees the horizon's
+	// latest moves only together with a later observation of its own, the
+	// horizon it is judged on until then (HorizonReachesLater).
+	horizonLag map[string]time.Time
 	// viewCheck is when the running instance's canary loop checks its
 	// view next (NextViewCheck).
 	viewCheck        time.Time
@@ -416,7 +420,7 @@ func (m *Model) Start(at time.Time) {
 	m.canaryObserved, m.viewCheck = at, at
 	// Its list is as of its start: the view vouches for everything up to
 	// then.
-	m.horizon = at
+	m.horizon, m.horizonLag = at, nil
 	// A new instance's rate limit has its token.
 	m.nextTurn = time.Time{}
 	for _, l := range m.leases {
@@ -669,6 +673,40 @@ func (m *Model) CanaryRenewed(at, renewTime time.Time) {
 			m.evaluate(at)
 		}
 	}
+}
+
+// HorizonReachesLater names a node that the next move of the view's horizon
+// (CanaryRenewed) reaches only with a later observation of the node's own:
+// the controller queues the nodes the move concerns, and when an event of
+// the node is delivered before its sync begins, that sync takes the move
+// and the event together. Judged on the moved horizon at once, a node whose
+// expiry came due exactly then was gated, and its renewal in the next
+// delivery of the instant could not end the gate; the controller's sync
+// saw both and never gated it (seed 17374736721536902828). Until
+// HorizonReaches, the node is judged on the horizon it has now. The driver
+// says which nodes these are; the model never guesses it.
+func (m *Model) HorizonReachesLater(node string) {
+	if _, ok := m.horizonLag[node]; ok {
+		return // the earlier move has not reached it either
+	}
+	if m.horizonLag == nil {
+		m.horizonLag = map[string]time.Time{}
+	}
+	m.horizonLag[node] = m.horizon
+}
+
+// HorizonReaches: the node's observation that its sync takes with the
+// horizon's moves comes next; from now on the node is judged on the
+// horizon every other node is. Nothing is evaluated until that
+// observation.
+func (m *Model) HorizonReaches(node string) { delete(m.horizonLag, node) }
+
+// horizonOf is the horizon the node is judged on.
+func (m *Model) horizonOf(node string) time.Time {
+	if h, ok := m.horizonLag[node]; ok {
+		return h
+	}
+	return m.horizon
 }
 
 // NextViewCheck is when the canary's loop checks the own view next (the

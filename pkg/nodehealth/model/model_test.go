@@ -74,6 +74,43 @@ func TestALeaseExpiryCountsOnceTheViewsHorizonIsPastIt(t *testing.T) {
 	st.expect("ready as of the horizon when the view went stale: the recovery's grace", ready(boot1), "n1")
 }
 
+// The controller queues the nodes a move of the view's horizon concerns, and
+// a node's sync takes together the move and what of its own was delivered
+// before the sync began (the driver says which nodes: HorizonReachesLater).
+// A renewal the sync took with the move is no renewal in a gate's instant:
+// no gate began (seed 17374736721536902828).
+func TestANodeWhoseSyncTakesTheHorizonsMoveWithItsOwnRenewalIsNotGated(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")), worker("n2", gating("a")))
+	st.vouch = false
+	st.m.CanaryRenewed(st.to(45*sec), at(45*sec))
+	st.advance(54 * sec)
+	st.m.HorizonReachesLater("n1")
+	st.m.CanaryRenewed(st.to(54*sec), at(54*sec))
+	st.expect("the move reached n2 at once", gated(notReady, boot1), "n2")
+	st.expect("n1 is judged on the horizon at 45 s until its sync", ready(boot1), "n1")
+	st.m.HorizonReaches("n1")
+	st.renew(54*sec, "n1/a", "n2/a")
+	st.expect("n1's sync took the move and its renewal together", ready(boot1), "n1")
+	st.expect("n2's renewal in its gate's instant does not end the gate", gated(notReady, boot1), "n2")
+	st.renew(55*sec, "n2/a")
+	st.expect("n2's next renewal does", ready(boot1), "n2")
+
+	st = newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")))
+	st.vouch = false
+	st.m.CanaryRenewed(st.to(45*sec), at(45*sec))
+	st.advance(54 * sec)
+	st.m.HorizonReachesLater("n1")
+	st.m.CanaryRenewed(st.to(54*sec), at(54*sec))
+	st.m.HorizonReachesLater("n1")
+	st.m.CanaryRenewed(st.to(54*sec), at(54*sec).Add(time.Millisecond))
+	st.expect("two moves before n1's sync: still the horizon at 45 s", ready(boot1), "n1")
+	st.m.HorizonReaches("n1")
+	st.m.LeaseDeleted(st.to(54*sec), "n1", "a")
+	st.expect("its sync takes both moves with its Lease's deletion", gated(notReady, boot1), "n1")
+}
+
 func TestAShortLeaseCountsAsTheMinimumDuration(t *testing.T) {
 	st := newStory(t, defaultConfig())
 	st.inService(worker("n1", gating("a")))

@@ -41,8 +41,8 @@ func (m *Model) evaluate(t time.Time) {
 // then a renewal may be on its way unseen, however recently the canary was
 // observed. A stale view judges by the clock (and holds what that decides).
 func (m *Model) leaseReady(node, ext string, t time.Time) bool {
-	if m.cfg.CanaryInterval > 0 && !m.ownViewStale && m.horizon.Before(t) {
-		t = m.horizon
+	if h := m.horizonOf(node); m.cfg.CanaryInterval > 0 && !m.ownViewStale && h.Before(t) {
+		t = h
 	}
 	l := m.leases[leaseKey{node, ext}]
 	if l == nil || !l.held || !l.observedSet {
