@@ -856,6 +856,17 @@ func (e *evaluation) stayOrBecomeGated() {
 				e.d.detectedAt = s.failedAt
 			}
 		}
+	default:
+		e.keepFailureCauseCurrent()
+	}
+}
+
+// keepFailureCauseCurrent makes a gate's cause say what its failures are
+// now: planned while every failure is (or a planned release of this gate
+// stands), not ready otherwise.
+func (e *evaluation) keepFailureCauseCurrent() {
+	st := e.st
+	switch {
 	case st.gate.cause == causeFoundGated:
 		// Found gated at a start: once an extension is known not to be
 		// ready, that is the reason, not the restart. The gate stays
@@ -893,8 +904,14 @@ func (e *evaluation) startupExpiryCause() {
 		st.gate.causeBeforeExpiry, st.gate.cause = st.gate.cause, causeStartupExpiry
 	case !expired && st.gate.cause == causeStartupExpiry:
 		// The late extension came up: the gate is its cause's again
-		// while the others renew.
+		// while the others renew, as its failures are now, not as they
+		// were when the timeout passed (simulation seed
+		// 5918163945968055005: a planned release that ended meanwhile
+		// said PlannedMaintenance until the node's next sync).
 		st.gate.cause = st.gate.causeBeforeExpiry
+		if len(e.notReady) > 0 {
+			e.keepFailureCauseCurrent()
+		}
 	}
 }
 

@@ -1379,3 +1379,38 @@ func TestARestartedControllerRewritesAConditionNamingAnExtensionInTheOtherList(t
 		t.Fatalf("condition %s %q after the restart, want NodeRebooted naming the release among the extensions that do not gate", c.Reason, c.Message)
 	}
 }
+
+// Found by the simulation (seed 5918163945968055005): a startup timeout took
+// the gate's reason over from PlannedMaintenance; the updater's Lease came
+// back, and the late extension came up while another one had failed. The
+// gate's own reason came back as it was before the timeout, PlannedMaintenance,
+// until the node's next sync, though nothing was planned any more.
+func TestTheReasonAStartupTimeoutGivesBackSaysWhatTheFailuresAreNow(t *testing.T) {
+	f := newFixture(t, withCNI(testOptions(), 30*time.Second, FailurePolicyKeepGated),
+		newNode("n1", withTaint), lease("kube-proxy", "n1", "holder", t0))
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("a node found tainted without a record of its boot, cni never up, was not gated at the start")
+	}
+	f.clock.Step(time.Second)
+	f.release("kube-proxy", "n1", nodev1alpha1.ReasonUpdating)
+	f.sync("n1")
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonPlannedMaintenance {
+		t.Fatalf("condition %s after kube-proxy's release for an update, want %s", r, nodev1alpha1.ReasonPlannedMaintenance)
+	}
+	f.clock.Step(30 * time.Second)
+	f.sync("n1")
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonStartupTimeout {
+		t.Fatalf("condition %s after cni's startup timeout, want %s", r, nodev1alpha1.ReasonStartupTimeout)
+	}
+	f.clock.Step(time.Second)
+	f.deleteLease(lease("kube-proxy", "n1", "holder", t0))
+	f.renew("cni", "n1")
+	f.sync("n1")
+	if !f.tainted("n1") {
+		t.Fatal("ungated with kube-proxy's Lease gone")
+	}
+	if r := f.condition("n1").Reason; r != nodev1alpha1.ReasonExtensionsNotReady {
+		t.Errorf("condition %s once cni came up with kube-proxy's Lease deleted, want %s: nothing is planned any more", r, nodev1alpha1.ReasonExtensionsNotReady)
+	}
+}

@@ -352,6 +352,10 @@ var simSweepRegressions = sim.Regressions{
 	// too), settled 2026-12-02 (the driver's): a node's sync takes the
 	// horizon's move with what of its own was delivered before it began.
 	{Seed: 17374736721536902828, Name: "a Lease whose expiry came due as a canary renewal moved the view's horizon, renewed in the next delivery of the instant, before the node's sync that the move queued began: that sync took both and never gated the node (driver; n7 at 1m33s)"},
+	// make simulate SEEDS=200 on the fix of the one above (2026-12-02; it
+	// failed on fd5fb27 too), settled 2026-12-02 (the controller's): the
+	// cause a startup timeout gives back is the failures' as they are now.
+	{Seed: 5918163945968055005, Name: "a gate whose startup timeout had replaced PlannedMaintenance gave that reason back when the late extension came up, though the updater's Lease had renewed meanwhile and another extension had failed: PlannedMaintenance until the node's next sync (controller; n3 at 2m28s)"},
 }
 
 // allRegressions are every list of kept seeds, the fresh ones first.
