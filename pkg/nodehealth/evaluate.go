@@ -779,7 +779,12 @@ func (e *evaluation) mayUngate() {
 	// taint is ever owed, and no renewal is owed either). A taint the
 	// cache still shows on it is the leftover of an ungate whose write
 	// failed, held off since (placeTaint), not a gate in force.
-	held := st.last.suppressed && !st.gate.full
+	// So is one whose taint another writer took off while the own view is
+	// stale: the guard holds its addition in this very evaluation
+	// (placeTaint), and nothing fails, so it ends now rather than at the
+	// node's next sync, which only the condition's own write brought
+	// (simulation seed 17122793937090481195).
+	held := (st.last.suppressed || e.taintHeldOffNow()) && !st.gate.full
 	// A bootstrap, reboot or re-creation seen while the own-view guard
 	// holds is pending: it gates when the guard lifts (gateStart = the
 	// lift), and renewals observed before that, delivered by a watch
@@ -793,6 +798,16 @@ func (e *evaluation) mayUngate() {
 		e.d.ended = true
 		e.d.ungateLatency = now.Sub(latest)
 	}
+}
+
+// taintHeldOffNow reports whether the gate's taint is off the node while the
+// own view is stale, not on its way there from this gate's own write:
+// placeTaint holds it off (an addition), which makes a failed-only gate a
+// held failure.
+func (e *evaluation) taintHeldOffNow() bool {
+	st := e.st
+	inFlight := st.gate.taintWritten && !cacheReached(e.f, st.gate.taintWrittenRV)
+	return e.in.ownViewStale && !e.f.tainted && !inFlight
 }
 
 // widenFailedOnlyScope keeps the scope of a failed-only gate: what fails

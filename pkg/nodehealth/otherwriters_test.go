@@ -146,3 +146,44 @@ func TestAFailingNodeFoundGatedWhoseTaintSomeoneElseRemovesDuringASuspensionIsHe
 		t.Fatalf("n1 renewed since the start: tainted %v, condition %s/%s; want ungated", g.tainted("n1"), c.Status, c.Reason)
 	}
 }
+
+// Found by the simulation (seed 17122793937090481195): a failure gate that
+// an own-view recovery restarted waits for its extensions to renew after the
+// recovery, nothing failing. Someone else removes its taint while the view
+// is stale again: the guard holds the taint off, which makes the gate a held
+// failure, and a held failure with nothing failing is no gate at all. The
+// node is ready in that sync, not GatingSuspended until a later one.
+func TestAWaitingGateWhoseTaintSomeoneElseRemovesInAStaleViewEndsInThatSync(t *testing.T) {
+	f := newFixture(t, withCNI(guardOptions(), 0, FailurePolicyKeepGated), readyNode("a"),
+		lease("kube-proxy", "a", "holder", t0), lease("cni", "a", "holder", t0))
+	f.sync("a")
+	f.release("kube-proxy", "a", "Crash")
+	f.sync("a")
+	if !f.tainted("a") {
+		t.Fatal("kube-proxy's release did not gate the node")
+	}
+	// The watch stalls: the view is stale at +20 s, and cni runs out by
+	// the clock at +50 s (it was ready when the guard fired).
+	f.pass(55*time.Second, false)
+	f.renew("kube-proxy", "a")
+	f.sync("a")
+	if !f.tainted("a") || !f.c.viewStale {
+		t.Fatalf("in the stall: tainted %v, view stale %v; want the gate on and the view stale", f.tainted("a"), f.c.viewStale)
+	}
+	f.passUntilRecovered()
+	f.sync("a")
+	if c := f.condition("a"); !f.tainted("a") || c.Reason != nodev1alpha1.ReasonExtensionsNotReady {
+		t.Fatalf("after the recovery: tainted %v, condition %s; want the gate restarted, waiting for renewals", f.tainted("a"), c.Reason)
+	}
+	// Stale again; both Leases are still within their duration.
+	f.pass(20*time.Second, false)
+	if !f.c.viewStale {
+		t.Fatal("the own view is not stale again")
+	}
+	f.updateNode("a", func(n *v1.Node) { n.Spec.Taints, _ = nodeutil.RemoveTaints(n.Spec.Taints, testKey) })
+	f.sync("a")
+	if c := f.condition("a"); f.tainted("a") || c.Status != v1.ConditionTrue || c.Reason != nodev1alpha1.ReasonExtensionsReady {
+		t.Errorf("the taint someone else removed in the stale view: tainted %v, condition %s/%s; want untainted and %s in this sync",
+			f.tainted("a"), c.Status, c.Reason, nodev1alpha1.ReasonExtensionsReady)
+	}
+}

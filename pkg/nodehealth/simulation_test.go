@@ -356,6 +356,10 @@ var simSweepRegressions = sim.Regressions{
 	// failed on fd5fb27 too), settled 2026-12-02 (the controller's): the
 	// cause a startup timeout gives back is the failures' as they are now.
 	{Seed: 5918163945968055005, Name: "a gate whose startup timeout had replaced PlannedMaintenance gave that reason back when the late extension came up, though the updater's Lease had renewed meanwhile and another extension had failed: PlannedMaintenance until the node's next sync (controller; n3 at 2m28s)"},
+	// make simulate SEEDS=200 on 940d2db (2026-12-02; it failed on fd5fb27
+	// too), settled 2026-12-02 (the controller's and the model's): a gate
+	// held off by a stale view with nothing failing ends in that sync.
+	{Seed: 17122793937090481195, Name: "a failure gate the own-view recovery restarted, waiting for renewals with nothing failing, whose taint another writer removed while the view was stale again: the controller held it (GatingSuspended) and ended it only at the sync its condition's write brought; the model in its next evaluation (n3 at 2m10s)"},
 }
 
 // allRegressions are every list of kept seeds, the fresh ones first.

@@ -718,6 +718,28 @@ func TestAFailingNodeFoundGatedWhoseTaintAnotherWriterRemovesDuringASuspensionIs
 	st.expect("its renewal since the start ends the gate", ready(boot1), "n1")
 }
 
+// A failure gate an own-view recovery restarted waits for its extensions to
+// renew after the recovery, nothing failing. Another writer removes its
+// taint while the view is stale again: the guard holds it off, a held failure
+// is judged afresh, and nothing fails: the node is ready at once, not held
+// until a later evaluation (seed 17122793937090481195).
+func TestAWaitingGateWhoseTaintAnotherWriterRemovesInAStaleViewEndsAtOnce(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a"), gating("b")))
+	st.release(10*sec, "n1/a", "Crashed")
+	st.expect("a released: failed-only gate", gated(notReady, boot1), "n1")
+	st.stale(15 * sec)
+	st.advance(51 * sec)
+	st.renew(52*sec, "n1/a")
+	st.expect("b out by the clock in the stale view", gated(notReady, boot1), "n1")
+	st.recover(53 * sec)
+	st.expect("restarted at the recovery: nothing fails, nothing renewed since", gated(notReady, boot1), "n1")
+	st.stale(60 * sec)
+	st.m.ReadinessTaintRemoved(st.to(65*sec), "n1")
+	st.expect("its taint removed in the stale view", ready(boot1), "n1")
+	st.expectHeld("nothing fails")
+}
+
 func TestARestartFindsGatedNodesWithFullScope(t *testing.T) {
 	st := newStory(t, defaultConfig())
 	st.inService(worker("n1", gating("a"), gating("b")))

@@ -594,6 +594,13 @@ func (m *Model) gateMayEnd(n *node, f facts, t time.Time) bool {
 	if len(f.notReady) > 0 {
 		return false
 	}
+	if !g.full && !n.tainted && m.ownViewStale {
+		// Its taint is off the node (another writer's doing, or a
+		// write refused) while the own view is stale: the guard holds
+		// it (placeTaint), a held failure is judged afresh, and nothing
+		// fails (seed 17122793937090481195).
+		return true
+	}
 	for _, e := range f.gating {
 		if (g.full || g.scope[e]) && !m.renewedSince(n, e, g) {
 			return false
