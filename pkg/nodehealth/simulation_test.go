@@ -360,6 +360,11 @@ var simSweepRegressions = sim.Regressions{
 	// too), settled 2026-12-02 (the controller's and the model's): a gate
 	// held off by a stale view with nothing failing ends in that sync.
 	{Seed: 17122793937090481195, Name: "a failure gate the own-view recovery restarted, waiting for renewals with nothing failing, whose taint another writer removed while the view was stale again: the controller held it (GatingSuspended) and ended it only at the sync its condition's write brought; the model in its next evaluation (n3 at 2m10s)"},
+	// make simulate SEEDS=200 on 45738e8 (2026-12-02; they pass on fd5fb27,
+	// before c26a63c), settled 2026-12-02 (the model's, of c26a63c): the
+	// blast radius counts every node at the latest horizon.
+	{Seed: 3152080200983510809, Name: "kube-proxy died everywhere; a canary renewal moved the horizon past most expiries while two nodes' syncs had not taken it yet: the controller's recount counted them and suspended, the model judged them on their old horizon and tainted (n0–n3, n6 at 2m3s)"},
+	{Seed: 11558201572992610440, Name: "the same with 20 nodes: a node the controller held under the suspension its recount found, which the model tainted (n13 at 3m46s)"},
 }
 
 // allRegressions are every list of kept seeds, the fresh ones first.

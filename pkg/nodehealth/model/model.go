@@ -165,6 +165,9 @@ type Model struct {
 	// latest moves only together with a later observation of its own, the
 	// horizon it is judged on until then (HorizonReachesLater).
 	horizonLag map[string]time.Time
+	// countingAll: the blast radius is being counted, which judges every
+	// node's Leases at the latest horizon (updateBlastRadius).
+	countingAll bool
 	// viewCheck is when the running instance's canary loop checks its
 	// view next (NextViewCheck).
 	viewCheck        time.Time
@@ -701,9 +704,10 @@ func (m *Model) HorizonReachesLater(node string) {
 // observation.
 func (m *Model) HorizonReaches(node string) { delete(m.horizonLag, node) }
 
-// horizonOf is the horizon the node is judged on.
+// horizonOf is the horizon the node is judged on: its own until its sync
+// takes the latest move, except in the blast radius's count.
 func (m *Model) horizonOf(node string) time.Time {
-	if h, ok := m.horizonLag[node]; ok {
+	if h, ok := m.horizonLag[node]; ok && !m.countingAll {
 		return h
 	}
 	return m.horizon

@@ -111,6 +111,30 @@ func TestANodeWhoseSyncTakesTheHorizonsMoveWithItsOwnRenewalIsNotGated(t *testin
 	st.expect("its sync takes both moves with its Lease's deletion", gated(notReady, boot1), "n1")
 }
 
+// The blast radius counts every node's Leases at the latest horizon,
+// also those of a node whose sync has not taken the move yet: the
+// controller recounts them so before it taints a node for a failure (seeds
+// 3152080200983510809 and 11558201572992610440).
+func TestTheBlastRadiusCountsTheHorizonsMoveForNodesWhoseSyncHasNotTakenIt(t *testing.T) {
+	st := sixNodesAtHalf(t)
+	st.vouch = false
+	st.keep(leasesOf("kube-proxy", "n4", "n5", "n6")...)
+	st.run(40 * sec)
+	st.m.CanaryRenewed(st.to(45*sec), at(45*sec))
+	st.run(54 * sec)
+	st.expect("n1–n3 silent for 54 s, the horizon at 45 s", ready(boot1), "n1", "n2", "n3")
+	st.m.HorizonReachesLater("n1")
+	st.m.HorizonReachesLater("n2")
+	st.m.CanaryRenewed(st.to(54*sec), at(54*sec))
+	st.expectSuspended("three of six fail at the new horizon", "", true)
+	st.expect("n3's failure is held", held(boot1), "n3")
+	st.expect("n1 and n2 wait for their syncs", ready(boot1), "n1", "n2")
+	st.m.HorizonReaches("n1")
+	st.m.HorizonReaches("n2")
+	st.advance(55 * sec)
+	st.expectHeld("their syncs hold them too", "n1", "n2", "n3")
+}
+
 func TestAShortLeaseCountsAsTheMinimumDuration(t *testing.T) {
 	st := newStory(t, defaultConfig())
 	st.inService(worker("n1", gating("a")))

@@ -229,6 +229,13 @@ func tracked(n *node, f facts) bool {
 // zone's count to its new one's, and the node without a label counts
 // cluster-wide only (docs/controller.md, "Blast radius").
 func (m *Model) updateBlastRadius(t time.Time) {
+	// The controller recounts every other node's Leases at the view's
+	// latest horizon before it taints a node for a failure, whether or not
+	// that node's sync took the horizon's move yet (recountFailing): a node
+	// whose expiry the move made due counts (seeds 3152080200983510809 and
+	// 11558201572992610440, where kube-proxy died everywhere).
+	m.countingAll = true
+	defer func() { m.countingAll = false }()
 	total, failing := 0, 0
 	zoneTotal, zoneFailing := map[string]int{}, map[string]int{}
 	for _, n := range m.nodes {
