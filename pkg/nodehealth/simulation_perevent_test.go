@@ -395,18 +395,24 @@ func TestObservationsOfANodeNoSyncBeganBetweenAreTakenTogether(t *testing.T) {
 	// n2's sync after delivery 4 saw its first two inputs and not its
 	// third; n1's sync began before its first input.
 	syncs := []syncStart{{node: "n1", delivery: 0}, {node: "n2", delivery: 4}, {node: "n3", delivery: 5}}
-	var got []string
-	for _, g := range takenTogether(inputs, syncs) {
-		var keys []string
-		for _, in := range g {
-			keys = append(keys, in.key)
-		}
-		got = append(got, strings.Join(keys, "+"))
-	}
+	got := groupKeys(takenTogether(inputs, syncs))
 	want := []string{"1/n1/cni+1/n1/kube-proxy", "1/n2/cni+0/n2", "1/n2/kube-proxy", "1/n3/cni+1/n3/kube-proxy"}
 	if !slices.Equal(got, want) {
 		t.Errorf("groups:\n got %q\nwant %q", got, want)
 	}
+}
+
+// groupKeys names each group by its inputs' keys joined with "+".
+func groupKeys(groups [][]modelInput) []string {
+	var out []string
+	for _, g := range groups {
+		var keys []string
+		for _, in := range g {
+			keys = append(keys, in.key)
+		}
+		out = append(out, strings.Join(keys, "+"))
+	}
+	return out
 }
 
 // A canary renewal reaches each node at its next sync: the nodes with an
@@ -432,14 +438,7 @@ func TestTheHorizonsMoveReachesANodeWithTheInputItsNextSyncTakes(t *testing.T) {
 	if !maps.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("nodes the moves reach later: got %v, want %v", got, want)
 	}
-	var groups []string
-	for _, g := range takenTogether(inputs, syncs) {
-		var keys []string
-		for _, in := range g {
-			keys = append(keys, in.key)
-		}
-		groups = append(groups, strings.Join(keys, "+"))
-	}
+	groups := groupKeys(takenTogether(inputs, syncs))
 	wantGroups := []string{canaryInput, "1/n1/cni+1/n1/kube-proxy", "1/n2/kube-proxy", "0/n3", canaryInput, "1/n3/cni"}
 	if !slices.Equal(groups, wantGroups) {
 		t.Errorf("groups:\n got %q\nwant %q", groups, wantGroups)
