@@ -415,11 +415,13 @@ func groupKeys(groups [][]modelInput) []string {
 	return out
 }
 
-// A canary renewal reaches each node at its next sync: the nodes with an
-// input delivered after it and no sync begun in between take it with that
-// input. Two canary renewals are never taken together: no sync of theirs
-// exists, and each moves the horizon at its own place.
-func TestTheHorizonsMoveReachesANodeWithTheInputItsNextSyncTakes(t *testing.T) {
+// A canary renewal reaches each node at its next sync: a node whose next sync
+// began after later deliveries is released where that sync began, after
+// them; one whose next sync saw nothing new takes the move in its place, and
+// so does a node with no sync after it. Two canary renewals are never taken
+// together: no sync of theirs exists, and each moves the horizon at its own
+// place.
+func TestTheHorizonsMoveReachesANodeWhereItsNextSyncBegan(t *testing.T) {
 	in := func(delivery int64, key string) modelInput { return modelInput{delivery: delivery, key: key} }
 	inputs := []modelInput{
 		in(1, "1/n1/cni"),
@@ -430,16 +432,27 @@ func TestTheHorizonsMoveReachesANodeWithTheInputItsNextSyncTakes(t *testing.T) {
 		in(5, canaryInput),
 		in(6, "1/n3/cni"),
 	}
-	// n2's sync began after the first renewal and before its input; n3's
-	// after its input at 4, before the second renewal.
-	syncs := []syncStart{{node: "n2", delivery: 2}, {node: "n3", delivery: 4}}
-	got := horizonReachesLater(inputs, syncs)
-	want := map[int][]string{1: {"n1", "n3"}, 5: {"n3"}}
-	if !maps.EqualFunc(got, want, slices.Equal) {
-		t.Errorf("nodes the moves reach later: got %v, want %v", got, want)
+	// n1's sync began after its input at 3, n2's and n4's right after the
+	// first renewal, n3's after its input at 4 and again after the one at 6.
+	syncs := []syncStart{{node: "n1", delivery: 3}, {node: "n2", delivery: 2}, {node: "n3", delivery: 4},
+		{node: "n4", delivery: 2}, {node: "n3", delivery: 6}}
+	lags, releases := horizonReachesLater(inputs, syncs)
+	wantLags := map[int][]string{1: {"n1", "n3"}, 5: {"n3"}}
+	if !maps.EqualFunc(lags, wantLags, slices.Equal) {
+		t.Errorf("nodes the moves reach later: got %v, want %v", lags, wantLags)
 	}
-	groups := groupKeys(takenTogether(inputs, syncs))
-	wantGroups := []string{canaryInput, "1/n1/cni+1/n1/kube-proxy", "1/n2/kube-proxy", "0/n3", canaryInput, "1/n3/cni"}
+	var gotReleases []string
+	for _, r := range releases {
+		gotReleases = append(gotReleases, fmt.Sprintf("%d %s", r.delivery, r.key))
+	}
+	wantReleases := []string{"3 8/n1", "4 8/n3", "6 8/n3"}
+	if !slices.Equal(gotReleases, wantReleases) {
+		t.Errorf("releases: got %q, want %q", gotReleases, wantReleases)
+	}
+	all := append(slices.Clone(inputs), releases...)
+	sortInputs(all)
+	groups := groupKeys(takenTogether(all, syncs))
+	wantGroups := []string{canaryInput, "1/n2/kube-proxy", "1/n1/cni+1/n1/kube-proxy+8/n1", "0/n3+8/n3", canaryInput, "1/n3/cni+8/n3"}
 	if !slices.Equal(groups, wantGroups) {
 		t.Errorf("groups:\n got %q\nwant %q", groups, wantGroups)
 	}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -370,6 +371,10 @@ var simSweepRegressions = sim.Regressions{
 	// leader runs is missing for the next one and for the model.
 	{Seed: 16782450732837084314, Name: "n2's cni Lease deleted a second after the leader stopped: the next leader's list lacked it and tainted n2; no watch told the model (driver; n2 at 4m58s)"},
 	{Seed: 2747847405616144912, Name: "n1's and n18's kube-proxy Leases deleted in a 17 s gap between leaders (driver; n1 and n18 at 4m39s)"},
+	// make simulate SEEDS=200 on 082a794 (2026-12-02; it failed on fd5fb27
+	// too), settled 2026-12-02 (the driver's): a node's sync takes the
+	// horizon's move after whatever was delivered before it began.
+	{Seed: 775137847053701018, Name: "a canary renewal moved the horizon past n3's and n7's expiries; a node of their zone started leaving before their syncs, which found the zone past its threshold and held them: the model had judged them at the move, on the count before, and tainted them (n3, n7 at 2m24s)"},
 }
 
 // allRegressions are every list of kept seeds, the fresh ones first.
@@ -1486,10 +1491,9 @@ func (s *simulation) flush() {
 	inputs, syncs := s.observed, s.syncs
 	s.observed, s.syncs = nil, nil
 	s.observedMu.Unlock()
-	sort.SliceStable(inputs, func(i, j int) bool {
-		return cmp.Or(cmp.Compare(inputs[i].delivery, inputs[j].delivery), strings.Compare(inputs[i].key, inputs[j].key)) < 0
-	})
-	for i, nodes := range horizonReachesLater(inputs, syncs) {
+	sortInputs(inputs)
+	lags, releases := horizonReachesLater(inputs, syncs)
+	for i, nodes := range lags {
 		apply := inputs[i].apply
 		inputs[i].apply = func() {
 			for _, node := range nodes {
@@ -1498,10 +1502,14 @@ func (s *simulation) flush() {
 			apply()
 		}
 	}
+	at := s.clk.Now()
+	for i := range releases {
+		node := inputNode(releases[i].key)
+		releases[i].apply = func() { s.model.HorizonReaches(s.late(at), node) }
+	}
+	inputs = append(inputs, releases...)
+	sortInputs(inputs)
 	for _, group := range byDelivery(takenTogether(inputs, syncs)) {
-		for _, in := range group {
-			s.model.HorizonReaches(inputNode(in.key))
-		}
 		if len(group) == 1 {
 			group[0].apply()
 			continue
@@ -1554,30 +1562,51 @@ func takenTogether(inputs []modelInput, syncs []syncStart) [][]modelInput {
 
 // horizonReachesLater names, for each observed canary renewal (by its index
 // in inputs), the nodes whose next sync takes the horizon's move it may bring
-// together with a later observation of their own: an input of the node
-// delivered after it with no sync of the node begun in between. The
-// controller queues the nodes a move concerns; their syncs see what was
-// delivered before they began (seed 17374736721536902828).
-func horizonReachesLater(inputs []modelInput, syncs []syncStart) map[int][]string {
-	out := map[int][]string{}
+// only after later deliveries, and returns for each such node an input that
+// releases it where that sync began (its apply is the caller's). The
+// controller queues the nodes a move concerns; each sync sees what was
+// delivered before it began: the node's own renewal (seed
+// 17374736721536902828) or another node's change that moves the blast
+// radius's count (seed 775137847053701018: a node of the zone started
+// leaving before the failing node's sync, which found the zone past its
+// threshold). A node whose next sync saw nothing delivered after the move
+// takes it in its place.
+func horizonReachesLater(inputs []modelInput, syncs []syncStart) (map[int][]string, []modelInput) {
+	lags := map[int][]string{}
+	var releases []modelInput
 	for i, canary := range inputs {
 		if canary.key != canaryInput {
 			continue
 		}
-		seen := map[string]bool{}
-		for _, in := range inputs[i+1:] {
-			node := inputNode(in.key)
-			if in.key == canaryInput || in.delivery == canary.delivery || seen[node] {
-				continue
-			}
-			seen[node] = true
-			if !syncedBetween(syncs, node, canary.delivery, in.delivery) {
-				out[i] = append(out[i], node)
+		next := map[string]int64{}
+		for _, sy := range syncs {
+			if at, ok := next[sy.node]; sy.delivery >= canary.delivery && (!ok || sy.delivery < at) {
+				next[sy.node] = sy.delivery
 			}
 		}
+		for _, node := range slices.Sorted(maps.Keys(next)) {
+			at := next[node]
+			if !slices.ContainsFunc(inputs, func(in modelInput) bool { return in.delivery > canary.delivery && in.delivery <= at }) {
+				continue
+			}
+			lags[i] = append(lags[i], node)
+			releases = append(releases, modelInput{delivery: at, key: horizonReleaseKey + node})
+		}
 	}
-	return out
+	return lags, releases
 }
+
+// sortInputs orders inputs by the delivery that brought them, then by key.
+func sortInputs(inputs []modelInput) {
+	slices.SortStableFunc(inputs, func(a, b modelInput) int {
+		return cmp.Or(cmp.Compare(a.delivery, b.delivery), strings.Compare(a.key, b.key))
+	})
+}
+
+// horizonReleaseKey prefixes the input that releases a node at the sync that
+// takes the horizon's move (horizonReachesLater): after every observation
+// of its delivery, which that sync saw.
+const horizonReleaseKey = "8/"
 
 // syncedBetween reports whether a sync of the node began after delivery from
 // and before delivery to: it saw the first and not the second.

@@ -685,9 +685,12 @@ func (m *Model) CanaryRenewed(at, renewTime time.Time) {
 // and the event together. Judged on the moved horizon at once, a node whose
 // expiry came due exactly then was gated, and its renewal in the next
 // delivery of the instant could not end the gate; the controller's sync
-// saw both and never gated it (seed 17374736721536902828). Until
-// HorizonReaches, the node is judged on the horizon it has now. The driver
-// says which nodes these are; the model never guesses it.
+// saw both and never gated it (seed 17374736721536902828). So does another
+// node's change delivered before the sync: a zone's node that starts
+// leaving lowers the count the failure is judged on (seed
+// 775137847053701018). Until HorizonReaches, the node is judged on the
+// horizon it has now, except in the blast radius's count. The driver says
+// which nodes these are; the model never guesses it.
 func (m *Model) HorizonReachesLater(node string) {
 	if _, ok := m.horizonLag[node]; ok {
 		return // the earlier move has not reached it either
@@ -698,11 +701,14 @@ func (m *Model) HorizonReachesLater(node string) {
 	m.horizonLag[node] = m.horizon
 }
 
-// HorizonReaches: the node's observation that its sync takes with the
-// horizon's moves comes next; from now on the node is judged on the
-// horizon every other node is. Nothing is evaluated until that
-// observation.
-func (m *Model) HorizonReaches(node string) { delete(m.horizonLag, node) }
+// HorizonReaches: the node's sync that takes the horizon's moves begins
+// now, after what was delivered before it; from now on the node is judged
+// on the horizon every other node is.
+func (m *Model) HorizonReaches(at time.Time, node string) {
+	m.step(at)
+	delete(m.horizonLag, node)
+	m.evaluateIfRunning(at)
+}
 
 // horizonOf is the horizon the node is judged on: its own until its sync
 // takes the latest move, except in the blast radius's count.

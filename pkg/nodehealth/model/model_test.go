@@ -89,9 +89,9 @@ func TestANodeWhoseSyncTakesTheHorizonsMoveWithItsOwnRenewalIsNotGated(t *testin
 	st.m.CanaryRenewed(st.to(54*sec), at(54*sec))
 	st.expect("the move reached n2 at once", gated(notReady, boot1), "n2")
 	st.expect("n1 is judged on the horizon at 45 s until its sync", ready(boot1), "n1")
-	st.m.HorizonReaches("n1")
 	st.renew(54*sec, "n1/a", "n2/a")
-	st.expect("n1's sync took the move and its renewal together", ready(boot1), "n1")
+	st.m.HorizonReaches(st.to(54*sec), "n1")
+	st.expect("n1's sync took the move after its renewal", ready(boot1), "n1")
 	st.expect("n2's renewal in its gate's instant does not end the gate", gated(notReady, boot1), "n2")
 	st.renew(55*sec, "n2/a")
 	st.expect("n2's next renewal does", ready(boot1), "n2")
@@ -106,9 +106,8 @@ func TestANodeWhoseSyncTakesTheHorizonsMoveWithItsOwnRenewalIsNotGated(t *testin
 	st.m.HorizonReachesLater("n1")
 	st.m.CanaryRenewed(st.to(54*sec), at(54*sec).Add(time.Millisecond))
 	st.expect("two moves before n1's sync: still the horizon at 45 s", ready(boot1), "n1")
-	st.m.HorizonReaches("n1")
-	st.m.LeaseDeleted(st.to(54*sec), "n1", "a")
-	st.expect("its sync takes both moves with its Lease's deletion", gated(notReady, boot1), "n1")
+	st.m.HorizonReaches(st.to(54*sec), "n1")
+	st.expect("its sync takes both moves", gated(notReady, boot1), "n1")
 }
 
 // The blast radius counts every node's Leases at the latest horizon,
@@ -129,8 +128,8 @@ func TestTheBlastRadiusCountsTheHorizonsMoveForNodesWhoseSyncHasNotTakenIt(t *te
 	st.expectSuspended("three of six fail at the new horizon", "", true)
 	st.expect("n3's failure is held", held(boot1), "n3")
 	st.expect("n1 and n2 wait for their syncs", ready(boot1), "n1", "n2")
-	st.m.HorizonReaches("n1")
-	st.m.HorizonReaches("n2")
+	st.m.HorizonReaches(st.to(55*sec), "n1")
+	st.m.HorizonReaches(st.to(55*sec), "n2")
 	st.advance(55 * sec)
 	st.expectHeld("their syncs hold them too", "n1", "n2", "n3")
 }
