@@ -805,9 +805,14 @@ func (e *evaluation) mayUngate() {
 // placeTaint holds it off (an addition), which makes a failed-only gate a
 // held failure.
 func (e *evaluation) taintHeldOffNow() bool {
-	st := e.st
-	inFlight := st.gate.taintWritten && !cacheReached(e.f, st.gate.taintWrittenRV)
-	return e.in.ownViewStale && !e.f.tainted && !inFlight
+	return e.in.ownViewStale && !e.f.tainted && !e.ownTaintInFlight()
+}
+
+// ownTaintInFlight reports whether this gate wrote its taint and the Node
+// the evaluation read predates that write: the taint is the gate's own, on
+// its way, and no guard holds it.
+func (e *evaluation) ownTaintInFlight() bool {
+	return e.st.gate.taintWritten && !cacheReached(e.f, e.st.gate.taintWrittenRV)
 }
 
 // widenFailedOnlyScope keeps the scope of a failed-only gate: what fails
@@ -986,14 +991,13 @@ func (e *evaluation) isFailing() {
 func (e *evaluation) placeTaint() {
 	st, f := e.st, e.f
 	e.d.taint = st.gated
-	if st.gate.taintWritten && cacheReached(f, st.gate.taintWrittenRV) {
-		st.gate.taintWritten, st.gate.taintWrittenRV = false, ""
-	}
-	if st.gate.taintWritten {
+	if e.ownTaintInFlight() {
 		// The gate's own taint, written: a guard that fires now holds
 		// new taints only.
 		return
 	}
+	// Reached by the cache (or never written): the cache says from now on.
+	st.gate.taintWritten, st.gate.taintWrittenRV = false, ""
 	bootLeftover := e.bootOnLeftover || st.last.suppressed && st.gate.full
 	// Neither a gate that begins in this evaluation nor one held in the
 	// last wrote the taint the node carries: an ended gate's, or someone
