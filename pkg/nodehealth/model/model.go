@@ -165,9 +165,6 @@ type Model struct {
 	// latest moves only together with a later observation of its own, the
 	// horizon it is judged on until then (HorizonReachesLater).
 	horizonLag map[string]time.Time
-	// countingAll: the blast radius is being counted, which judges every
-	// node's Leases at the latest horizon (updateBlastRadius).
-	countingAll bool
 	// viewCheck is when the running instance's canary loop checks its
 	// view next (NextViewCheck).
 	viewCheck        time.Time
@@ -711,9 +708,10 @@ func (m *Model) HorizonReaches(at time.Time, node string) {
 }
 
 // horizonOf is the horizon the node is judged on: its own until its sync
-// takes the latest move, except in the blast radius's count.
+// takes the latest move. The blast radius's count judges every node on the
+// latest (updateBlastRadius).
 func (m *Model) horizonOf(node string) time.Time {
-	if h, ok := m.horizonLag[node]; ok && !m.countingAll {
+	if h, ok := m.horizonLag[node]; ok {
 		return h
 	}
 	return m.horizon

@@ -40,8 +40,14 @@ func (m *Model) evaluate(t time.Time) {
 // view, the expiry counts only once the view's horizon is past it too: up to
 // then a renewal may be on its way unseen, however recently the canary was
 // observed. A stale view judges by the clock (and holds what that decides).
+// The horizon is the node's own (horizonOf).
 func (m *Model) leaseReady(node, ext string, t time.Time) bool {
-	if h := m.horizonOf(node); m.cfg.CanaryInterval > 0 && !m.ownViewStale && h.Before(t) {
+	return m.leaseReadyOn(node, ext, t, m.horizonOf(node))
+}
+
+// leaseReadyOn is leaseReady judged on horizon h.
+func (m *Model) leaseReadyOn(node, ext string, t, h time.Time) bool {
+	if m.cfg.CanaryInterval > 0 && !m.ownViewStale && h.Before(t) {
 		t = h
 	}
 	l := m.leases[leaseKey{node, ext}]
@@ -107,24 +113,30 @@ type facts struct {
 	leaving     string   // why the node is leaving ("" when it is not)
 }
 
+// factsOf judges the node on its own horizon (horizonOf).
 func (m *Model) factsOf(n *node, t time.Time) facts {
+	return m.factsOn(n, t, m.horizonOf(n.Name))
+}
+
+// factsOn judges the node's Leases on horizon h.
+func (m *Model) factsOn(n *node, t, h time.Time) facts {
 	f := facts{allPlanned: true, leaving: m.leaving(n, t)}
 	for _, e := range n.Extensions {
 		planned := m.plannedRelease(n, e.Name)
 		if !e.AffectsReadiness && !planned {
 			// Tracked and reported, never gates.
-			f.info = m.appendNotReady(f.info, n, e.Name, t)
+			f.info = m.appendNotReady(f.info, n, e.Name, t, h)
 			continue
 		}
 		f.listsGating = true
 		// Choice: a planned release gates even for an extension that failed
 		// open (it asks for maintenance).
 		if n.failedOpen[e.Name] && !planned {
-			f.info = m.appendNotReady(f.info, n, e.Name, t)
+			f.info = m.appendNotReady(f.info, n, e.Name, t, h)
 			continue
 		}
 		f.gating = append(f.gating, e.Name)
-		if !m.leaseReady(n.Name, e.Name, t) {
+		if !m.leaseReadyOn(n.Name, e.Name, t, h) {
 			f.notReady = append(f.notReady, e.Name)
 			f.planned = f.planned || planned
 			f.allPlanned = f.allPlanned && planned
@@ -136,9 +148,9 @@ func (m *Model) factsOf(n *node, t time.Time) facts {
 	return f
 }
 
-// appendNotReady appends ext to list if its Lease is not ready.
-func (m *Model) appendNotReady(list []string, n *node, ext string, t time.Time) []string {
-	if m.leaseReady(n.Name, ext, t) {
+// appendNotReady appends ext to list if its Lease is not ready on horizon h.
+func (m *Model) appendNotReady(list []string, n *node, ext string, t, h time.Time) []string {
+	if m.leaseReadyOn(n.Name, ext, t, h) {
 		return list
 	}
 	return append(list, ext)
@@ -234,12 +246,10 @@ func (m *Model) updateBlastRadius(t time.Time) {
 	// that node's sync took the horizon's move yet (recountFailing): a node
 	// whose expiry the move made due counts (seeds 3152080200983510809 and
 	// 11558201572992610440, where kube-proxy died everywhere).
-	m.countingAll = true
-	defer func() { m.countingAll = false }()
 	total, failing := 0, 0
 	zoneTotal, zoneFailing := map[string]int{}, map[string]int{}
 	for _, n := range m.nodes {
-		facts := m.factsOf(n, t)
+		facts := m.factsOn(n, t, m.horizon)
 		if !tracked(n, facts) {
 			continue
 		}
