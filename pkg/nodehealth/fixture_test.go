@@ -326,9 +326,19 @@ func (f *fixture) syncNodes(objs []runtime.Object) {
 	}
 }
 
+// leaseNameFor is nodev1alpha1.LeaseName for the names tests choose, which
+// always pass its checks.
+func leaseNameFor(ext, node string) string {
+	name, err := nodev1alpha1.LeaseName(ext, node)
+	if err != nil {
+		panic(err)
+	}
+	return name
+}
+
 func lease(ext, node, holder string, renew time.Time) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: ext + "." + node, Labels: nodev1alpha1.LeaseLabels(ext, node)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: leaseNameFor(ext, node), Labels: nodev1alpha1.LeaseLabels(ext, node)},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](40),
 			RenewTime: &metav1.MicroTime{Time: renew}},
 	}

@@ -469,9 +469,18 @@ type simAgent struct {
 	nextRenew  time.Time
 }
 
-// leaseName is the name of the agent's Lease on n (nodev1alpha1.LeaseName,
-// whose checks the simulation's names always pass).
-func (a *simAgent) leaseName(n *simNode) string { return a.ext + "." + n.name }
+// leaseName is the name of the agent's Lease on n.
+func (a *simAgent) leaseName(n *simNode) string { return simLeaseName(a.ext, n.name) }
+
+// simLeaseName is nodev1alpha1.LeaseName for the simulation's names, which
+// always pass its checks.
+func simLeaseName(ext, node string) string {
+	name, err := nodev1alpha1.LeaseName(ext, node)
+	if err != nil {
+		panic(err)
+	}
+	return name
+}
 
 type simNode struct {
 	name, zone string
@@ -1314,7 +1323,7 @@ func (s *simulation) startController() {
 	// again since: leaseSeen took it out of the set.
 	for _, key := range s.takeUnseenLeaseDeletions() {
 		node, ext, _ := strings.Cut(key, "/")
-		if _, err := s.leaseLister.Leases(simNS).Get(ext + "." + node); apierrors.IsNotFound(err) {
+		if _, err := s.leaseLister.Leases(simNS).Get(simLeaseName(ext, node)); apierrors.IsNotFound(err) {
 			s.model.LeaseDeleted(now, node, ext)
 		}
 	}
@@ -1491,7 +1500,8 @@ func (s *simulation) flush() {
 	inputs, syncs := s.observed, s.syncs
 	s.observed, s.syncs = nil, nil
 	s.observedMu.Unlock()
-	sortInputs(inputs)
+	// Lags and releases depend on deliveries, not on the inputs' order:
+	// one sort places the releases among the rest.
 	lags, releases := horizonReachesLater(inputs, syncs)
 	for i, nodes := range lags {
 		apply := inputs[i].apply
