@@ -158,6 +158,8 @@ var simFreshRegressions = sim.Regressions{
 // run with it, as fresh seeds do.
 var simManagedSetRegressions = sim.Regressions{
 	{Seed: 16433010813752756953, Name: "a node taken out of the managed set while its agent still had the lock it pinned over to restore keeps its shadow until the agent restored it: deleted at Idle, the shadow took the user's lock with it and the host stayed pinned to the update's version (make simulate SIM=updater SEEDS=200, 2026-12-01; shadow controller)"},
+	{Seed: 1532279634201193716, Name: "a node out of the managed set whose failed update a user resumed loses its shadow, and the record of the failure with it: back in the set, the taint its bad release keeps is no update's left drained (make simulate SIM=updater SEEDS=400, 2026-12-02; driver)"},
+	{Seed: 4032624316735788099, Name: "the same, taken out of the set while the update soaked, failed and resumed there (make simulate SIM=updater SEEDS=400, 2026-12-02; driver)"},
 }
 
 // simOpenFindings are seeds that fail and are not fixed yet
@@ -1359,6 +1361,16 @@ func (s *updaterSimulation) judge(action clienttesting.Action) (bool, runtime.Ob
 			}
 			if model.PastDrain(prev) && !model.MarkedFailed(prev) {
 				s.fail("failure-after-drain-halts", "t=%s %s: the shadow of a node past its drain was deleted before its failure was recorded", s.at(), name)
+			}
+			if model.MarkedFailed(prev) {
+				// A node out of the managed set whose failure a user
+				// resumed: the record of the failure goes with its
+				// shadow, as with a user's deletion, and so does the
+				// updater's part in the node's taint (a bad release
+				// keeps it tainted). Back in the set, its new shadow is
+				// no failed update's (seeds 1532279634201193716 and
+				// 4032624316735788099).
+				s.node(name).taintedSince = time.Time{}
 			}
 			s.trace.Add("t=%s op deletes shadow %s", s.at(), name)
 		}
