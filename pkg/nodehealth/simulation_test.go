@@ -1584,6 +1584,16 @@ func takenTogether(inputs []modelInput, syncs []syncStart) [][]modelInput {
 func horizonReachesLater(inputs []modelInput, syncs []syncStart) (map[int][]string, []modelInput) {
 	lags := map[int][]string{}
 	var releases []modelInput
+	deliveries := make([]int64, len(inputs))
+	for i, in := range inputs {
+		deliveries[i] = in.delivery
+	}
+	slices.Sort(deliveries)
+	// deliveredBetween: an input was delivered after from, at or before to.
+	deliveredBetween := func(from, to int64) bool {
+		i, _ := slices.BinarySearch(deliveries, from+1)
+		return i < len(deliveries) && deliveries[i] <= to
+	}
 	for i, canary := range inputs {
 		if canary.key != canaryInput {
 			continue
@@ -1596,7 +1606,7 @@ func horizonReachesLater(inputs []modelInput, syncs []syncStart) (map[int][]stri
 		}
 		for _, node := range slices.Sorted(maps.Keys(next)) {
 			at := next[node]
-			if !slices.ContainsFunc(inputs, func(in modelInput) bool { return in.delivery > canary.delivery && in.delivery <= at }) {
+			if !deliveredBetween(canary.delivery, at) {
 				continue
 			}
 			lags[i] = append(lags[i], node)
