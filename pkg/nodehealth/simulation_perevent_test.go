@@ -261,7 +261,7 @@ func (s *simulation) liveMarks(node, marks string) string {
 			live = append(live, mark)
 			continue
 		}
-		l, err := s.kube.CoordinationV1().Leases(simNS).Get(s.ctx, ext+"."+node, metav1.GetOptions{})
+		l, err := s.kube.CoordinationV1().Leases(simNS).Get(s.ctx, simLeaseName(ext, node), metav1.GetOptions{})
 		if err == nil && l.Spec.RenewTime != nil && strconv.FormatInt(l.Spec.RenewTime.UnixMicro(), 10) == at {
 			live = append(live, mark)
 		}

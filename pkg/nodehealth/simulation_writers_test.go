@@ -106,15 +106,14 @@ func (s *simulation) drawWriters(seed uint64) {
 			onStore(gvr, obj, prev)
 		}
 	}
-	// Ahead of the API's reactor: the other writer's change lands just
-	// before the controller's patch, which then carries a stale
-	// resourceVersion.
-	s.kube.PrependReactor("patch", "nodes", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		if p, ok := a.(clienttesting.PatchAction); ok && p.GetSubresource() == "" && w.race != "" && p.GetName() == w.race {
+	// As the API server takes up the controller's patch of the node (its
+	// own client's, released by the gate): the other writer's change lands
+	// just before it, and the patch carries a stale resourceVersion.
+	s.api.BeforeServe(&s.ctrl.Fake, func(a clienttesting.Action) {
+		if p, ok := a.(clienttesting.PatchAction); ok && a.GetResource() == nodesGVR && p.GetSubresource() == "" && w.race != "" && p.GetName() == w.race {
 			w.race = ""
 			s.raceControllerWrite(p.GetName(), w.raceLabel)
 		}
-		return false, nil, nil
 	})
 	s.writers = w
 }

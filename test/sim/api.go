@@ -46,6 +46,8 @@ type API struct {
 	EvictionHook func(pod *corev1.Pod) error
 	// servedHooks are OnServed's, by client.
 	servedHooks map[*clienttesting.Fake]func(clienttesting.Action, error)
+	// takenHooks are BeforeServe's, by client.
+	takenHooks map[*clienttesting.Fake]func(clienttesting.Action)
 	// Trace, if set, gets a line for each event Deliver delivers.
 	Trace *Trace
 	// OnStore, if set, sees every write the API applies (prev is nil for a
@@ -142,6 +144,21 @@ func (a *API) OnServed(f *clienttesting.Fake, hook func(action clienttesting.Act
 	a.servedHooks[f] = hook
 }
 
+// BeforeServe tells hook of every request of f (watches aside) as the API
+// server takes it up: once the gate released it (InstallGated), before it is
+// served. What hook writes through another client lands just before the
+// request: an update or patch of the same object then carries a stale
+// resourceVersion. It runs with f's lock held: it must not make requests
+// through f.
+func (a *API) BeforeServe(f *clienttesting.Fake, hook func(action clienttesting.Action)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.takenHooks == nil {
+		a.takenHooks = map[*clienttesting.Fake]func(clienttesting.Action){}
+	}
+	a.takenHooks[f] = hook
+}
+
 // InstallGated installs f as Install does, and holds each of its requests
 // (watches aside) at g until the driver releases it (Gate). f should serve the
 // goroutines of g alone: a fake holds its lock while its reactors run, and a
@@ -161,6 +178,12 @@ func (a *API) InstallGated(f *clienttesting.Fake, g *Gate) {
 			f.Unlock()
 			g.wait(action)
 			f.Lock()
+		}
+		a.mu.Lock()
+		taken := a.takenHooks[f]
+		a.mu.Unlock()
+		if taken != nil {
+			taken(action)
 		}
 		obj, err := a.serve(action)
 		a.mu.Lock()

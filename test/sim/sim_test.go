@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	updatesv1alpha1 "nodehealth.io/api/updates/v1alpha1"
@@ -424,6 +426,40 @@ func TestAMergePatchWithAStaleResourceVersionGets409(t *testing.T) {
 	e.must(nil, err)
 	if got.Labels["x"] != "5" || len(got.Spec.Taints) != 1 {
 		t.Errorf("patched node %+v", got.ObjectMeta)
+	}
+}
+
+func TestAWriteBeforeServeMakesThroughAnotherClientLandsBeforeTheRequestAndMakesItConflict(t *testing.T) {
+	e := newEnv(t, 6)
+	ctx := e.ctx
+	n, err := e.client.CoreV1().Nodes().Create(ctx, node("a"), metav1.CreateOptions{})
+	e.must(nil, err)
+	// The controller's client and another writer's, both on the one API.
+	ctrl, other := fake.NewSimpleClientset(), fake.NewSimpleClientset()
+	e.api.Install(&ctrl.Fake)
+	e.api.Install(&other.Fake)
+	var taken []string
+	e.api.BeforeServe(&ctrl.Fake, func(a clienttesting.Action) {
+		taken = append(taken, a.GetVerb())
+		if a.GetVerb() != "patch" {
+			return
+		}
+		fresh, err := other.CoreV1().Nodes().Get(ctx, "a", metav1.GetOptions{})
+		e.must(nil, err)
+		fresh.Labels = map[string]string{"pool": "other"}
+		e.must(other.CoreV1().Nodes().Update(ctx, fresh, metav1.UpdateOptions{}))
+	})
+	_, err = ctrl.CoreV1().Nodes().Patch(ctx, "a", types.MergePatchType, mergePatch(n.ResourceVersion, map[string]string{"x": "1"}), metav1.PatchOptions{})
+	if !apierrors.IsConflict(err) {
+		t.Errorf("a patch at the resourceVersion read before another writer's update: %v, want 409 Conflict", err)
+	}
+	got, err := ctrl.CoreV1().Nodes().Get(ctx, "a", metav1.GetOptions{})
+	e.must(nil, err)
+	if got.Labels["pool"] != "other" || got.Labels["x"] != "" {
+		t.Errorf("labels %v, want the other writer's pool=other alone", got.Labels)
+	}
+	if want := []string{"patch", "get"}; !slices.Equal(taken, want) {
+		t.Errorf("the hook saw %v, want %v: every request of the client, none of the other's", taken, want)
 	}
 }
 
