@@ -705,6 +705,9 @@ type simulation struct {
 	// controller's cache has caught up with it.
 	foreignMu sync.Mutex
 	foreignRV map[string]int64
+	// ctrlNodePatches counts the controller's Node patches the API served
+	// (checkRacesReachTheController).
+	ctrlNodePatches atomic.Int64
 }
 
 func runSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
@@ -728,6 +731,7 @@ func runSimulationWith(t *testing.T, seed uint64, ticks, workers int) *simulatio
 			break
 		}
 	}
+	s.checkRacesReachTheController()
 	if *simStats {
 		countSimStats(s)
 	}
@@ -805,6 +809,7 @@ func newSimulation(t *testing.T, seed uint64, workers int) *simulation {
 		}
 		switch a := action.(type) {
 		case clienttesting.PatchAction:
+			s.ctrlNodePatches.Add(1)
 			if apierrors.IsConflict(err) {
 				retrying.Insert(a.GetName())
 			}

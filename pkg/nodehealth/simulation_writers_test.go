@@ -74,6 +74,9 @@ type otherWriters struct {
 	race      string
 	raceLabel bool
 	raced     int
+	// patchesTaken counts the controller's Node patches the race's hook
+	// saw taken up (checkRacesReachTheController).
+	patchesTaken atomic.Int64
 }
 
 // foreignWrites is what the other writers wrote on one Node object.
@@ -110,7 +113,12 @@ func (s *simulation) drawWriters(seed uint64) {
 	// own client's, released by the gate): the other writer's change lands
 	// just before it, and the patch carries a stale resourceVersion.
 	s.api.BeforeServe(&s.ctrl.Fake, func(a clienttesting.Action) {
-		if p, ok := a.(clienttesting.PatchAction); ok && a.GetResource() == nodesGVR && p.GetSubresource() == "" && w.race != "" && p.GetName() == w.race {
+		p, ok := a.(clienttesting.PatchAction)
+		if !ok || a.GetResource() != nodesGVR || p.GetSubresource() != "" {
+			return
+		}
+		w.patchesTaken.Add(1)
+		if w.race != "" && p.GetName() == w.race {
 			w.race = ""
 			s.raceControllerWrite(p.GetName(), w.raceLabel)
 		}
@@ -294,6 +302,20 @@ func (s *simulation) overwriteCondition(n *simNode, toTrue bool) {
 	}, nil)
 	if to != "" {
 		s.trace.Add("t=%s %s: another writer writes %s=%s (%s)", s.at(), n.name, nodev1alpha1.SystemExtensionsReadyCondition, to, setByHandReason)
+	}
+}
+
+// checkRacesReachTheController fails a seed with other writers whose race
+// hook did not see every Node patch the controller's client was served:
+// the hook would sit on a client the controller does not use, and the race
+// would be armed and never land, as from 2026-11-29 to 2026-12-02, when the
+// class was dead and nothing said so.
+func (s *simulation) checkRacesReachTheController() {
+	if s.writers == nil {
+		return
+	}
+	if taken, served := s.writers.patchesTaken.Load(), s.ctrlNodePatches.Load(); taken != served {
+		s.t.Errorf("the other writers' race saw %d of the controller's %d Node patches: it cannot land in the others", taken, served)
 	}
 }
 
