@@ -1296,6 +1296,13 @@ func (r *simSpinRetry) NumRequeues(string) int { return 0 }
 
 // ---- The judge: every write of the operator's, checked by the model ----
 
+// failureRecordDeleted: the shadow of the node's failed update was deleted
+// (by a user, or by the operator once the node left the managed set and the
+// failure was resumed), and the record of the failure with it. The
+// updater's part in the node's taint ends there: a bad release keeps it
+// tainted, and a new shadow is no failed update's.
+func (n *simNode) failureRecordDeleted() { n.taintedSince = time.Time{} }
+
 // node is the simulated node named name.
 func (s *updaterSimulation) node(name string) *simNode {
 	for _, n := range s.nodes {
@@ -1364,13 +1371,9 @@ func (s *updaterSimulation) judge(action clienttesting.Action) (bool, runtime.Ob
 			}
 			if model.MarkedFailed(prev) {
 				// A node out of the managed set whose failure a user
-				// resumed: the record of the failure goes with its
-				// shadow, as with a user's deletion, and so does the
-				// updater's part in the node's taint (a bad release
-				// keeps it tainted). Back in the set, its new shadow is
-				// no failed update's (seeds 1532279634201193716 and
+				// resumed (seeds 1532279634201193716 and
 				// 4032624316735788099).
-				s.node(name).taintedSince = time.Time{}
+				s.node(name).failureRecordDeleted()
 			}
 			s.trace.Add("t=%s op deletes shadow %s", s.at(), name)
 		}
@@ -2212,10 +2215,7 @@ func (s *updaterSimulation) faults(now time.Time) {
 			if err := s.updates.UpdatesV1alpha1().BottlerocketShadows().Delete(s.ctx, n.name, metav1.DeleteOptions{}); err == nil {
 				s.trace.Add("t=%s %s: a user deletes the shadow", s.at(), n.name)
 				if model.MarkedFailed(modelShadow(sh)) {
-					// The update was marked failed, and the user removed
-					// that record: the updater's part in the node's taint
-					// ended with it (a bad release keeps it tainted).
-					n.taintedSince = time.Time{}
+					n.failureRecordDeleted()
 				}
 			}
 		}
