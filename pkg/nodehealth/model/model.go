@@ -139,8 +139,11 @@ type Model struct {
 	// in it (writeBootRecord).
 	worldAt time.Time
 	// together is set while Together runs its observations; owed, that
-	// one of them asked for the evaluation Together makes after the last.
+	// one of them asked for the evaluation Together makes after the last;
+	// landed, the nodes whose writes one of them said were taken
+	// (WriteLanded), which count from that evaluation on.
 	together, owed bool
+	landed         []string
 
 	nodes  map[string]*node
 	leases map[leaseKey]*lease
@@ -238,9 +241,11 @@ type node struct {
 	record      *bootRecord
 	// writtenAt is the instant of the first evaluation after the world's
 	// writes of that instant (WorldWrites), and beforeWrites what the
-	// Node held until then: NodeUpdated takes back what the evaluations
-	// in between wrote when the update changes what decides the
-	// controller's writes (takeBackRefusedWrites).
+	// Node held until then, or until the API server last took the
+	// controller's write of it in that instant (WriteLanded): NodeUpdated
+	// takes back what the evaluations since wrote when the update changes
+	// what decides the controller's writes, WriteRetried when the API
+	// server refused the write (takeBackRefusedWrites).
 	writtenAt    time.Time
 	beforeWrites nodeWrites
 	// evicted: escalated for the current failure (NodeView.Evicted in mode
@@ -800,14 +805,35 @@ func (m *Model) WorldWrites(at time.Time) {
 	m.worldAt = at
 }
 
+// WriteLanded: the API server took the controller's patch of the node's
+// taints and annotations. What the model decided for the node up to the
+// sync that wrote it is on the Node, and a refusal later in the instant
+// (WriteRetried) takes back only what was decided after it. In Together,
+// the write is of the sync that took the observations: it counts from the
+// evaluation after the last.
+func (m *Model) WriteLanded(at time.Time, name string) {
+	m.step(at)
+	if m.together {
+		m.landed = append(m.landed, name)
+		return
+	}
+	if n := m.nodes[name]; n != nil {
+		n.writeLanded(at)
+	}
+}
+
 // WriteRetried: the API server answered the controller's patch of the
 // node's taints and annotations with 409 Conflict. The controller reads the
 // node afresh and computes the write again, asking its guards again before
 // it adds a taint (docs/controller.md, "Guards come first"), after whatever
 // it observed since the decision. What the model took as written in this
-// instant is taken back, as for a write the instant's world change refused,
-// and decided again now (seed 18385101855240172789: another node's failure,
-// observed before the retry, suspended the zone and held the taint).
+// instant since the API server last took a write of the node (WriteLanded)
+// is taken back, as for a write the instant's world change refused, and
+// decided again now (seed 18385101855240172789: another node's failure,
+// observed before the retry, suspended the zone and held the taint). Seed
+// 11236189133390383420: n1's boot record, written and taken in the
+// instant, went back with a later patch the API server refused, and the
+// model expected no record where the retry kept one.
 func (m *Model) WriteRetried(at time.Time, name string) {
 	m.step(at)
 	n := m.nodes[name]
@@ -875,6 +901,12 @@ func (m *Model) Together(observe func()) {
 		m.owed = false
 		m.evaluate(m.now)
 	}
+	for _, name := range m.landed {
+		if n := m.nodes[name]; n != nil {
+			n.writeLanded(m.now)
+		}
+	}
+	m.landed = m.landed[:0]
 }
 
 // Advance: time passes; the controller evaluates every node at `to`.
@@ -1058,6 +1090,21 @@ func (n *node) takeBackRefusedWrites() {
 	n.record = before.record
 	n.condWritten = before.condWritten
 	n.writtenAt = time.Time{}
+}
+
+// writeLanded: the API server took the controller's write of the node in
+// the instant at: what the evaluations since the world's writes decided
+// for its taints and annotations is no longer the instant's to take back.
+// The condition is written apart (the status subresource) and keeps its
+// own.
+func (n *node) writeLanded(at time.Time) {
+	if !n.writtenAt.Equal(at) {
+		// No evaluation since the world's writes: the next one takes the
+		// Node as it is.
+		return
+	}
+	n.beforeWrites = nodeWrites{tainted: n.tainted, noExecute: n.noExecute, evicted: n.evicted,
+		condWritten: n.beforeWrites.condWritten, record: n.record}
 }
 
 // forget wipes the controller's memory of a node.
