@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -26,5 +28,57 @@ func TestATallyCountsTheSeedsInjectingEachClassAndHowOften(t *testing.T) {
 		if !strings.Contains(got, w) {
 			t.Errorf("report lacks %q:\n%s", w, got)
 		}
+	}
+}
+
+// errorsOf records what a check reports instead of failing the test.
+type errorsOf struct {
+	testing.TB
+	errors, logs []string
+}
+
+func (e *errorsOf) Helper() {}
+func (e *errorsOf) Errorf(format string, args ...any) {
+	e.errors = append(e.errors, fmt.Sprintf(format, args...))
+}
+func (e *errorsOf) Logf(format string, args ...any) {
+	e.logs = append(e.logs, fmt.Sprintf(format, args...))
+}
+
+func TestAClassNoFixedSeedInjectsFailsTheCheckUnlessNamedAbsentAndAnAbsentOneInjectedFailsIt(t *testing.T) {
+	tally := NewTally([]FaultClass{Class("reboot", ` reboots$`), Class("stall", `stalls`), Class("race", `races$`)}, "eviction error", "large cluster")
+	a := &Trace{}
+	a.Add("t=1s n1 reboots")
+	a.Add("t=2s n2 races")
+	tally.Count(a, map[string]int{"eviction error": 2})
+	tally.Count(&Trace{}, nil)
+
+	for _, tc := range []struct {
+		name       string
+		want       int
+		absent     map[string]string
+		wantErrors []string
+	}{
+		{"every class named", 2, nil, []string{`"stall"`, `"large cluster"`}},
+		{"the two excused", 2, map[string]string{"stall": "slow", "large cluster": "slow"}, nil},
+		{"an injected class excused", 2, map[string]string{"stall": "slow", "large cluster": "slow", "reboot": "rare"}, []string{`"reboot" is named`}},
+		{"an excuse for no class", 2, map[string]string{"stall": "slow", "large cluster": "slow", "stalls": "typo"}, []string{`"stalls" is no class`}},
+		{"fewer seeds counted than the set holds", 3, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &errorsOf{TB: t}
+			tally.CheckDrawn(rec, tc.want, tc.absent)
+			if len(rec.errors) != len(tc.wantErrors) {
+				t.Fatalf("errors %q, want %d naming %q", rec.errors, len(tc.wantErrors), tc.wantErrors)
+			}
+			for _, w := range tc.wantErrors {
+				if !slices.ContainsFunc(rec.errors, func(e string) bool { return strings.Contains(e, w) }) {
+					t.Errorf("errors %q lack %q", rec.errors, w)
+				}
+			}
+			if tc.want > 2 && len(rec.logs) == 0 {
+				t.Errorf("a partial run says nothing of why it checked nothing")
+			}
+		})
 	}
 }

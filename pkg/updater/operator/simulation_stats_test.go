@@ -71,17 +71,27 @@ var simFaultClasses = []sim.FaultClass{
 // simBadRelease is the class the driver draws without a trace line.
 const simBadRelease = "bad release (1.21.0 or 1.20.1 never healthy)"
 
-var simStatsCount = sim.NewTally(simFaultClasses, simBadRelease)
+func newSimTally() *sim.Tally { return sim.NewTally(simFaultClasses, simBadRelease) }
 
-// countSimStats adds one seed's run to the tally.
-func countSimStats(s *updaterSimulation) {
+var simStatsCount = newSimTally()
+
+// simClassesNoFixedSeedDraws are the classes that no seed every go test
+// runs (the regressions and smoke seeds) injects, and why; every other
+// class must be injected by one of them (TestUpdaterSimulation, sim.Tally's
+// CheckDrawn).
+var simClassesNoFixedSeedDraws = map[string]string{
+	"user's deletion of a shadow refused mid-update": "drawn only with -sim.delete-shadows-mid-update",
+}
+
+// countSimStats adds one seed's run to tally.
+func countSimStats(tally *sim.Tally, s *updaterSimulation) {
 	bad := 0
 	for _, b := range s.badVersions {
 		if b {
 			bad++
 		}
 	}
-	simStatsCount.Count(s.trace, map[string]int{simBadRelease: bad})
+	tally.Count(s.trace, map[string]int{simBadRelease: bad})
 }
 
 // logSimStats logs the tally once every seed of t has run.

@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
@@ -205,9 +206,20 @@ func TestUpdaterSimulation(t *testing.T) {
 	if !sim.RaceDetector {
 		seeds = append(seeds, simRegressions.Seeds()...)
 	}
-	sim.Run(t, "updater", append(seeds, simSmokeSeeds...), func(t *testing.T, seed uint64) *sim.Trace {
-		return runUpdaterSimulation(t, seed, simTicks)
+	seeds = append(seeds, simSmokeSeeds...)
+	// Every seed of the full run must inject every fault class between
+	// them: one that none does any more has a driver that stopped firing it.
+	fixed, drawn := sets.New(seeds...), newSimTally()
+	sim.Run(t, "updater", seeds, func(t *testing.T, seed uint64) *sim.Trace {
+		s := runUpdaterSimulationOf(t, seed, simTicks)
+		if fixed.Has(seed) {
+			countSimStats(drawn, s)
+		}
+		return s.trace
 	})
+	if !sim.RaceDetector {
+		drawn.CheckDrawn(t, len(seeds), simClassesNoFixedSeedDraws)
+	}
 }
 
 // The same seed gives the same trace: the schedule, the faults and every
@@ -534,6 +546,12 @@ func simScheme() *runtime.Scheme {
 
 func runUpdaterSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
 	t.Helper()
+	return runUpdaterSimulationOf(t, seed, ticks).trace
+}
+
+// runUpdaterSimulationOf runs a seed and returns the stopped simulation.
+func runUpdaterSimulationOf(t *testing.T, seed uint64, ticks int) *updaterSimulation {
+	t.Helper()
 	s := newUpdaterSimulation(t, seed)
 	defer s.stop()
 	for range ticks {
@@ -542,9 +560,9 @@ func runUpdaterSimulation(t *testing.T, seed uint64, ticks int) *sim.Trace {
 		}
 	}
 	if *simStats {
-		countSimStats(s)
+		countSimStats(simStatsCount, s)
 	}
-	return s.trace
+	return s
 }
 
 func newUpdaterSimulation(t *testing.T, seed uint64) *updaterSimulation {
