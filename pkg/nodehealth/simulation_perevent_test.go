@@ -18,6 +18,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
+	"nodehealth.io/nodehealth/pkg/nodehealth"
 	"nodehealth.io/nodehealth/pkg/nodehealth/model"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
 )
@@ -261,7 +262,7 @@ func (s *simulation) liveMarks(node, marks string) string {
 			live = append(live, mark)
 			continue
 		}
-		l, err := s.kube.CoordinationV1().Leases(simNS).Get(s.ctx, simLeaseName(ext, node), metav1.GetOptions{})
+		l, err := s.kube.CoordinationV1().Leases(simNS).Get(s.ctx, nodehealth.LeaseNameFor(ext, node), metav1.GetOptions{})
 		if err == nil && l.Spec.RenewTime != nil && strconv.FormatInt(l.Spec.RenewTime.UnixMicro(), 10) == at {
 			live = append(live, mark)
 		}

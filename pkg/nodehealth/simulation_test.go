@@ -484,17 +484,7 @@ type simAgent struct {
 }
 
 // leaseName is the name of the agent's Lease on n.
-func (a *simAgent) leaseName(n *simNode) string { return simLeaseName(a.ext, n.name) }
-
-// simLeaseName is nodev1alpha1.LeaseName for the simulation's names, which
-// always pass its checks.
-func simLeaseName(ext, node string) string {
-	name, err := nodev1alpha1.LeaseName(ext, node)
-	if err != nil {
-		panic(err)
-	}
-	return name
-}
+func (a *simAgent) leaseName(n *simNode) string { return nodehealth.LeaseNameFor(a.ext, n.name) }
 
 type simNode struct {
 	name, zone string
@@ -1352,7 +1342,7 @@ func (s *simulation) startController() {
 	// again since: leaseSeen took it out of the set.
 	for _, key := range s.takeUnseenLeaseDeletions() {
 		node, ext, _ := strings.Cut(key, "/")
-		if _, err := s.leaseLister.Leases(simNS).Get(simLeaseName(ext, node)); apierrors.IsNotFound(err) {
+		if _, err := s.leaseLister.Leases(simNS).Get(nodehealth.LeaseNameFor(ext, node)); apierrors.IsNotFound(err) {
 			s.model.LeaseDeleted(now, node, ext)
 		}
 	}

@@ -1,0 +1,4 @@
+package nodehealth
+
+// LeaseNameFor is leaseNameFor for the simulation (package nodehealth_test).
+var LeaseNameFor = leaseNameFor
