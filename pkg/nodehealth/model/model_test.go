@@ -763,6 +763,44 @@ func TestAWaitingGateWhoseTaintAnotherWriterRemovesInAStaleViewEndsAtOnce(t *tes
 	st.expectHeld("nothing fails")
 }
 
+// A failure gate an own-view recovery restarted, nothing failing and
+// waiting for renewals after the recovery, is no failure: the blast radius
+// does not count it, and its taint, which another writer removes while
+// other nodes' failures suspend gating, is put back, not held (the
+// controller's placeTaint; simulation seed 4348327652707732555, where the
+// model held it and the controller tainted it). Its extension failing
+// afterwards keeps the taint: a suspension removes none.
+func TestAWaitingGateWhoseTaintAnotherWriterRemovesDuringASuspensionIsPutBack(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.ClusterThreshold = 0.5
+	st := newStory(t, cfg)
+	st.inService(worker("n1", gating("a"), gating("b")))
+	others := []string{"n2", "n3", "n4", "n5", "n6"}
+	for _, n := range others {
+		st.inService(worker(n, gating("a")))
+		st.keep(n + "/a")
+	}
+	st.release(10*sec, "n1/a", "Crashed")
+	st.expect("a released: failed-only gate", gated(notReady, boot1), "n1")
+	st.stale(15 * sec)
+	st.run(51 * sec)
+	st.renew(52*sec, "n1/a")
+	st.expect("b out by the clock in the stale view", gated(notReady, boot1), "n1")
+	st.recover(53 * sec)
+	st.expect("restarted at the recovery: nothing fails, nothing renewed since", gated(notReady, boot1), "n1")
+	for _, n := range others[:3] {
+		st.drop(n + "/a")
+		st.release(54*sec, n+"/a", "Crash")
+	}
+	st.expectSuspended("three of six fail, n1 not among them", "", true)
+	st.expect("the first two are tainted", gated(notReady, boot1), "n2", "n3")
+	st.expectHeld("the third's failure taint is held", "n4")
+	st.m.ReadinessTaintRemoved(st.to(55*sec), "n1")
+	st.expect("not failing: its taint is put back", gated(notReady, boot1), "n1")
+	st.run(104 * sec)
+	st.expect("its Leases run out under the suspension: the taint stays", gated(notReady, boot1), "n1")
+}
+
 func TestARestartFindsGatedNodesWithFullScope(t *testing.T) {
 	st := newStory(t, defaultConfig())
 	st.inService(worker("n1", gating("a"), gating("b")))

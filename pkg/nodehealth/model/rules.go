@@ -698,6 +698,11 @@ func (m *Model) openFailureGate(n *node, f facts, t time.Time, wasHeld bool) {
 // then was never tainted: the node is held for its failure, as if the guard
 // had come first (judged afresh at the lift, heldSince = the gate's start).
 //
+// The blast radius holds the taint of a failing node only (isFailing): a
+// failure gate an own-view recovery restarted, nothing failing and waiting
+// for renewals, is not counted, and its taint, which another writer removed
+// during a suspension, is put back (simulation seed 4348327652707732555).
+//
 // A full gate on a failing node is the gate of a node found gated at a start
 // that was in service in its boot (findNode): its failure counts for the
 // blast radius like any other, so a taint someone else removed from it is a
@@ -711,7 +716,7 @@ func (m *Model) placeTaint(n *node, f facts) {
 		return
 	}
 	failureHeld := !n.gate.full && !n.gate.pending &&
-		(m.ownViewStale || (!f.planned && f.leaving == "" && m.blastSuspended(n)))
+		(m.ownViewStale || (isFailing(n, f) && m.blastSuspended(n)))
 	switch {
 	case failureHeld:
 		n.held, n.heldSince, n.gate = true, n.gate.start, nil
