@@ -186,7 +186,7 @@ type lease struct {
 	held     bool          // holderIdentity non-empty
 	duration time.Duration // leaseDurationSeconds
 	// observed is the instant the Lease counts as last observed (renewal,
-	// start, own-view recovery); expiry is measured from it. observedSet is
+	// start); expiry is measured from it, or from graceFrom when later. observedSet is
 	// false while the running controller has never counted it observed.
 	observed    time.Time
 	observedSet bool
@@ -208,6 +208,13 @@ type lease struct {
 	renewTime int64
 	// startGrace: observed is the grace of the last Start, not a renewal.
 	startGrace bool
+	// graceFrom is when an own-view recovery gave the Lease a full duration
+	// of grace: it moves the expiry, never observed, so a gate that began
+	// before the recovery (a failure held in the stale view, gated at the
+	// lift from when it was first held) does not take the grace for a
+	// renewal (seed 12668779848439133758; the controller's
+	// leaseObservation.graceFrom).
+	graceFrom time.Time
 }
 
 // node is one Node: its facts, what the controller wrote on it, and the

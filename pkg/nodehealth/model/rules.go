@@ -64,7 +64,11 @@ func (m *Model) leaseReadyOn(node, ext string, t, h time.Time) bool {
 	d := max(l.duration, m.cfg.MinimumLeaseDuration)
 	// Choice: the Lease is expired at exactly observed + duration + grace
 	// ("expires after 50 s of silence").
-	return t.Before(l.observed.Add(d + m.cfg.RenewalGrace))
+	from := l.observed
+	if l.graceFrom.After(from) {
+		from = l.graceFrom
+	}
+	return t.Before(from.Add(d + m.cfg.RenewalGrace))
 }
 
 // plannedRelease: the extension's Lease is released with a maintenance
@@ -435,9 +439,9 @@ func (m *Model) ownViewGoesStale(at time.Time) {
 }
 
 // ownViewRecovers: every Lease that was ready when the view went stale and
-// is held now (also one released and renewed again since) counts as
-// observed now; a Lease already
-// expired or released then stays as it was. Every gate, tainted or pending,
+// is held now (also one released and renewed again since) gets a full
+// duration of grace from now (graceFrom), which is no renewal; a Lease
+// already expired or released then stays as it was. Every gate, tainted or pending,
 // gets gateStart = now and keeps its scope; renewals seen during the stale
 // view no longer satisfy it. A gate found at start whose first failure was
 // judged on the stale view is ControllerStarted again: a failure that still
@@ -446,7 +450,7 @@ func (m *Model) ownViewRecovers(at time.Time) {
 	m.ownViewStale = false
 	for _, l := range m.leases {
 		if l.readyAtStale && l.held && l.observed.Before(at) {
-			l.observed = at
+			l.graceFrom = at
 		}
 		l.readyAtStale = false
 	}
