@@ -741,6 +741,22 @@ func TestAFailingNodeFoundGatedWhoseTaintAnotherWriterRemovesDuringASuspensionIs
 	st.expect("its renewal since the start ends the gate", ready(boot1), "n1")
 }
 
+// waitingGateAfterARecovery makes n1's failure gate one the own view's
+// recovery at 53 s restarted, nothing failing and nothing renewed since: a
+// released at 10 s, b out by the clock in the view stale from 15 s, a
+// renewed in it. The Leases the story keeps renew meanwhile.
+func waitingGateAfterARecovery(st *story) {
+	st.t.Helper()
+	st.release(10*sec, "n1/a", "Crashed")
+	st.expect("a released: failed-only gate", gated(notReady, boot1), "n1")
+	st.stale(15 * sec)
+	st.run(51 * sec)
+	st.renew(52*sec, "n1/a")
+	st.expect("b out by the clock in the stale view", gated(notReady, boot1), "n1")
+	st.recover(53 * sec)
+	st.expect("restarted at the recovery: nothing fails, nothing renewed since", gated(notReady, boot1), "n1")
+}
+
 // A failure gate an own-view recovery restarted waits for its extensions to
 // renew after the recovery, nothing failing. Another writer removes its
 // taint while the view is stale again: the guard holds it off, a held failure
@@ -749,14 +765,7 @@ func TestAFailingNodeFoundGatedWhoseTaintAnotherWriterRemovesDuringASuspensionIs
 func TestAWaitingGateWhoseTaintAnotherWriterRemovesInAStaleViewEndsAtOnce(t *testing.T) {
 	st := newStory(t, defaultConfig())
 	st.inService(worker("n1", gating("a"), gating("b")))
-	st.release(10*sec, "n1/a", "Crashed")
-	st.expect("a released: failed-only gate", gated(notReady, boot1), "n1")
-	st.stale(15 * sec)
-	st.advance(51 * sec)
-	st.renew(52*sec, "n1/a")
-	st.expect("b out by the clock in the stale view", gated(notReady, boot1), "n1")
-	st.recover(53 * sec)
-	st.expect("restarted at the recovery: nothing fails, nothing renewed since", gated(notReady, boot1), "n1")
+	waitingGateAfterARecovery(st)
 	st.stale(60 * sec)
 	st.m.ReadinessTaintRemoved(st.to(65*sec), "n1")
 	st.expect("its taint removed in the stale view", ready(boot1), "n1")
@@ -780,14 +789,7 @@ func TestAWaitingGateWhoseTaintAnotherWriterRemovesDuringASuspensionIsPutBack(t 
 		st.inService(worker(n, gating("a")))
 		st.keep(n + "/a")
 	}
-	st.release(10*sec, "n1/a", "Crashed")
-	st.expect("a released: failed-only gate", gated(notReady, boot1), "n1")
-	st.stale(15 * sec)
-	st.run(51 * sec)
-	st.renew(52*sec, "n1/a")
-	st.expect("b out by the clock in the stale view", gated(notReady, boot1), "n1")
-	st.recover(53 * sec)
-	st.expect("restarted at the recovery: nothing fails, nothing renewed since", gated(notReady, boot1), "n1")
+	waitingGateAfterARecovery(st)
 	for _, n := range others[:3] {
 		st.drop(n + "/a")
 		st.release(54*sec, n+"/a", "Crash")
