@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
+	"nodehealth.io/nodehealth/test/sim"
 )
 
 // The tests of this file are the compound faults of issue 33: each broke a
@@ -50,13 +50,12 @@ func (f *fixture) drainQueue(nodes ...string) {
 type steppedTimers struct {
 	workqueue.TypedRateLimitingInterface[string]
 	clk *testingclock.FakeClock
-	mu  sync.Mutex
-	due map[string]time.Time
+	due sim.DueItems
 }
 
 // steppedTimers gives the fixture's controller a steppedTimers queue.
 func (f *fixture) steppedTimers() {
-	f.c.queue = &steppedTimers{TypedRateLimitingInterface: f.c.queue, clk: f.clock, due: map[string]time.Time{}}
+	f.c.queue = &steppedTimers{TypedRateLimitingInterface: f.c.queue, clk: f.clock}
 }
 
 func (q *steppedTimers) AddAfter(item string, d time.Duration) {
@@ -64,23 +63,13 @@ func (q *steppedTimers) AddAfter(item string, d time.Duration) {
 		q.Add(item)
 		return
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if at, ok := q.due[item]; !ok || q.clk.Now().Add(d).Before(at) {
-		q.due[item] = q.clk.Now().Add(d)
-	}
+	q.due.Add(item, q.clk.Now().Add(d))
 }
 
 // release adds every item whose timer is due.
 func (q *steppedTimers) release() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	now := q.clk.Now()
-	for item, at := range q.due {
-		if !now.Before(at) {
-			delete(q.due, item)
-			q.Add(item)
-		}
+	for _, item := range q.due.Take(q.clk.Now()) {
+		q.Add(item)
 	}
 }
 

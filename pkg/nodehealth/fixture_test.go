@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +27,7 @@ import (
 
 	nodev1alpha1 "nodehealth.io/api/node/v1alpha1"
 	"nodehealth.io/nodehealth/pkg/nodeutil"
+	"nodehealth.io/nodehealth/test/sim"
 )
 
 const (
@@ -439,20 +438,18 @@ func kubeProxyFailedOpenWhileCNIGates(t *testing.T) (*fixture, Options) {
 
 // promptDelays is the fixture's work queue: a delayed item (AddAfter, a
 // rate-limited retry) is due on the fake clock and is in the queue from the
-// instant it is due for whoever looks (Len, Get). The workqueue's own
-// delaying goroutine moves a due item at a moment of real time a test cannot
-// see: a test that stepped the clock and drained the queue could find an
-// item due in that instant arriving after it, under load
+// instant it is due for whoever looks (Len, Get), not when the workqueue's
+// delaying goroutine gets to it (sim.DueItems): a test that stepped the
+// clock and drained the queue could find an item due in that instant
+// arriving after it, under load
 // (TestAnExpiryCountsOnceTheCanaryRenewalAskedForIsObserved failed 18 of 600
-// runs, two at a time on 2 cores; the simulation's driverDelays answers the
-// same). A Get that would block waits for an Add, not for the clock: the
-// fixture's tests step the clock and then look.
+// runs, two at a time on 2 cores). A Get that would block waits for an Add,
+// not for the clock: the fixture's tests step the clock and then look.
 type promptDelays struct {
 	workqueue.TypedRateLimitingInterface[string]
 	limiter workqueue.TypedRateLimiter[string]
 	clk     *testingclock.FakeClock
-	mu      sync.Mutex
-	due     map[string]time.Time
+	due     sim.DueItems
 }
 
 func promptQueues(clk *testingclock.FakeClock) QueueFactory {
@@ -460,7 +457,7 @@ func promptQueues(clk *testingclock.FakeClock) QueueFactory {
 		return &promptDelays{
 			TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
 				workqueue.TypedRateLimitingQueueConfig[string]{Name: name, Clock: clk}),
-			limiter: limiter, clk: clk, due: map[string]time.Time{},
+			limiter: limiter, clk: clk,
 		}
 	}
 }
@@ -470,30 +467,14 @@ func (q *promptDelays) AddAfter(item string, d time.Duration) {
 		q.Add(item)
 		return
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	// As the workqueue does: a later deadline does not push back an
-	// earlier one.
-	if at, cur := q.clk.Now().Add(d), q.due[item]; cur.IsZero() || at.Before(cur) {
-		q.due[item] = at
-	}
+	q.due.Add(item, q.clk.Now().Add(d))
 }
 
 func (q *promptDelays) AddRateLimited(item string) { q.AddAfter(item, q.limiter.When(item)) }
 
-// addDue queues the items due by the clock's now, in name order.
+// addDue queues the items due by the clock's now.
 func (q *promptDelays) addDue() {
-	q.mu.Lock()
-	var ready []string
-	for item, at := range q.due {
-		if !at.After(q.clk.Now()) {
-			ready = append(ready, item)
-			delete(q.due, item)
-		}
-	}
-	q.mu.Unlock()
-	slices.Sort(ready)
-	for _, item := range ready {
+	for _, item := range q.due.Take(q.clk.Now()) {
 		q.Add(item)
 	}
 }

@@ -362,18 +362,12 @@ func (s *simulation) retryOwed(name string) bool {
 // product puts right on its own (a diagnosis aid, not a verdict).
 // syncDue reports whether the node's next sync is queued for later.
 func (s *simulation) syncDue(name string) bool {
-	q := s.queues[0]
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	_, ok := q.due[name]
+	_, ok := s.queues[0].due.At(name)
 	return ok
 }
 
 func (s *simulation) dueNote(name string) string {
-	q := s.queues[0]
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if at, ok := q.due[name]; ok {
+	if at, ok := s.queues[0].due.At(name); ok {
 		return fmt.Sprintf(" (its next sync due in %s)", at.Sub(s.clk.Now()))
 	}
 	return ""

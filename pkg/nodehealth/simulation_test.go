@@ -2485,8 +2485,8 @@ type driverDelays struct {
 	workqueue.TypedRateLimitingInterface[string]
 	limiter *immediateRetry
 	clk     *sim.Clock
+	due     sim.DueItems
 	mu      sync.Mutex
-	due     map[string]time.Time
 	// retries wait for the next delivery (AddRateLimited).
 	retries []string
 	// byName: Get takes the queued keys in name order (several workers).
@@ -2502,7 +2502,7 @@ func newDriverDelays(name string, clk *sim.Clock, gate *sim.Gate) *driverDelays 
 	return &driverDelays{
 		TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig[string](limiter,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: name, Clock: clk}),
-		limiter: limiter, clk: clk, due: map[string]time.Time{},
+		limiter: limiter, clk: clk,
 		turns: sim.NewTurns(gate),
 	}
 }
@@ -2517,12 +2517,7 @@ func (q *driverDelays) AddAfter(item string, d time.Duration) {
 		q.Add(item)
 		return
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	at := q.clk.Now().Add(d)
-	if cur, ok := q.due[item]; !ok || at.Before(cur) {
-		q.due[item] = at
-	}
+	q.due.Add(item, q.clk.Now().Add(d))
 }
 
 // AddRateLimited holds an immediate retry until the driver has delivered the
@@ -2615,18 +2610,7 @@ func (q *driverDelays) get() (string, bool) {
 
 // release adds the items whose instant has come, in a fixed order.
 func (q *driverDelays) release() {
-	q.mu.Lock()
-	now := q.clk.Now()
-	var items []string
-	for item, at := range q.due {
-		if !at.After(now) {
-			items = append(items, item)
-			delete(q.due, item)
-		}
-	}
-	q.mu.Unlock()
-	sort.Strings(items)
-	for _, item := range items {
+	for _, item := range q.due.Take(q.clk.Now()) {
 		q.Add(item)
 	}
 }
