@@ -292,6 +292,11 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
 var simOpenFindings = sim.Regressions{
+	// make simulate SEEDS=200 on 861008f (2026-12-02; all three fail the
+	// same on 6ed133f): not diagnosed.
+	{Seed: 16893502492448166993, Name: "n1: controller tainted/False:ExtensionsNotReady, model untainted/False:GatingSuspended, tainted while a guard holds it (3m54s; 4 workers; not diagnosed)"},
+	{Seed: 6831522259460231579, Name: "n25: controller tainted/False:ExtensionsNotReady, model untainted/False:GatingSuspended, tainted while a guard holds it (2m57s, per-event; not diagnosed)"},
+	{Seed: 3438677573641066151, Name: "n29: controller untainted/False:GatingSuspended, model tainted/False:ExtensionsNotReady (4m50s, per-event, 39 nodes; not diagnosed)"},
 	{Seed: 14456852777927726137, Name: "n7, released for an update (bottlerocket-updater, Updating) and rebooted while the own view is stale: back in boot 2 and held, the controller's condition names the old boot's release among the extensions not ready that gate, the model lists it among those that do not (35s; not diagnosed; docs/reliability.md, Open findings)"},
 }
 
