@@ -358,6 +358,11 @@ func (e *evaluation) bootChange() {
 	case !firstSight && st.bootID != "" && f.bootID != "" && f.bootID != st.bootID:
 		st.beginGate(causeRebooted, now)
 		st.handled.boot = f.bootID
+		if now.After(st.firstSeen) {
+			// Not at first sight's instant (a start): what is found then
+			// is judged by the boot record.
+			st.rebootSeen = now
+		}
 	case f.hasRecord && f.record.UID != f.uid && st.handled.uid != f.uid:
 		st.beginGate(causeRecreated, now)
 		st.handled.uid = f.uid
@@ -573,12 +578,18 @@ func (e *evaluation) deadMarks() map[string]int64 {
 // releasing extension (the updater, which renews only once the Node shows the
 // new boot) does next. A release observed before the controller watched the
 // Node being created was made for an earlier Node of that name: it belongs to
-// no boot of this one.
+// no boot of this one. A release observed in the instant a reboot was seen
+// belongs to the new boot, whichever of the two an evaluation saw first: the
+// controller's clock cannot order them, and the release then holds the node
+// until the updater renews, as it does in the new boot anyway.
 func (e *evaluation) plannedInThisBoot(extension, reason string, releasedAt time.Time) bool {
 	if !e.in.opts.MaintenanceReasons.Has(reason) {
 		return false
 	}
 	boot, seen := e.st.plannedBoot[extension]
+	if seen && boot != e.f.bootID && !e.st.rebootSeen.IsZero() && releasedAt.Equal(e.st.rebootSeen) {
+		seen = false
+	}
 	if !seen {
 		boot = e.f.bootID
 		switch {

@@ -666,6 +666,49 @@ func TestAPlannedReleaseOfANonGatingExtensionGatesOnlyInItsBoot(t *testing.T) {
 	}
 }
 
+// Found by the simulation (seed 14456852777927726137): a release and a
+// reboot first seen in the same instant (after a watch outage hid both)
+// cannot be ordered by the controller's clock; the release belongs to the
+// new boot, whichever of the two an evaluation saw first, and gates it until
+// the updater renews — as a release seen in the instant a Node is replaced
+// belongs to the new Node.
+func TestAReleaseSeenInTheInstantOfARebootGatesTheNewBoot(t *testing.T) {
+	for _, releaseFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("release evaluated first: %v", releaseFirst), func(t *testing.T) {
+			f := newFixture(t, testOptions(), readyNode("n1"))
+			updaterNode(f, "n1")
+			f.clock.Step(time.Minute)
+			release := func() {
+				f.putLease(updaterLease(f, "n1", ""))
+				f.sync("n1")
+			}
+			reboot := func() {
+				f.updateNode("n1", func(n *v1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+				f.sync("n1")
+			}
+			if releaseFirst {
+				release()
+				reboot()
+			} else {
+				reboot()
+				release()
+			}
+			f.clock.Step(time.Second)
+			f.renew("kube-proxy", "n1")
+			f.sync("n1")
+			if c := f.condition("n1"); !f.tainted("n1") || !strings.Contains(c.Message, "Not ready: bottlerocket-updater") {
+				t.Fatalf("tainted %v, condition %s %q: the release seen with the reboot must gate the new boot", f.tainted("n1"), c.Reason, c.Message)
+			}
+			f.clock.Step(time.Second)
+			f.putLease(updaterLease(f, "n1", "holder"))
+			f.sync("n1")
+			if f.tainted("n1") {
+				t.Fatalf("still gated (%s) after the updater renewed in the new boot", f.condition("n1").Reason)
+			}
+		})
+	}
+}
+
 // Found by the simulation (seed 255710585287952347): behind a stalled Lease
 // watch the updater renewed and released again for an update, so the
 // controller reads only a released Lease whose reason turned to Updating.

@@ -194,6 +194,10 @@ type nodeState struct {
 	// plannedBoot is the bootID in which each planned release was first
 	// seen: a planned release gates only in the boot it was made in.
 	plannedBoot map[string]string
+	// rebootSeen is the instant the controller saw the node's current boot
+	// replace another (zero: no reboot seen live): a release observed in
+	// that instant belongs to the new boot (plannedInThisBoot).
+	rebootSeen time.Time
 	// recordedDead are the dead marks of the node's boot record as its last
 	// evaluation read them, for the blast-radius recount (failingAt).
 	recordedDead map[string]int64

@@ -225,6 +225,9 @@ type node struct {
 	// firstEpoch is the first boot of this Node object: a release of an
 	// earlier epoch was made for a deleted Node of the name.
 	firstEpoch int
+	// seenSince is when the running controller first saw the node (its
+	// start, the Node's creation, or the end of its exclusion).
+	seenSince time.Time
 
 	// Written on the Node object: survives restarts.
 	tainted                bool
@@ -503,8 +506,14 @@ func (m *Model) addNode(at time.Time, in Node) {
 	// the Node replaced in that second, held the new one until the
 	// updater renewed; the model, which took it for the old Node's,
 	// ungated it). One observed earlier was made for an earlier Node.
+	m.adoptReleasesOfTheInstant(n, at)
+}
+
+// adoptReleasesOfTheInstant gives the node's current boot every release
+// observed at instant at, the instant its boot (or the Node) is first seen.
+func (m *Model) adoptReleasesOfTheInstant(n *node, at time.Time) {
 	for k, l := range m.leases {
-		if k.node == in.Name && !l.held && l.releasedAt.Equal(at) {
+		if k.node == n.Name && !l.held && l.releasedAt.Equal(at) {
 			l.releaseEpoch = n.epoch
 		}
 	}
@@ -554,6 +563,17 @@ func (m *Model) NodeUpdated(at time.Time, in Node) {
 		m.beginBootstrapGate(n, at, nodev1alpha1.ReasonNodeRecreated)
 	case rebooted(old.BootID, in.BootID, n.record):
 		m.beginBootstrapGate(n, at, nodev1alpha1.ReasonNodeRebooted)
+		if old.BootID != "" && at.After(n.seenSince) {
+			// Choice: a release observed in the very instant a reboot is
+			// seen belongs to the new boot, as for a new Node (addNode),
+			// whichever came first (seed 14456852777927726137: the
+			// updater's release for an update and the reboot it made were
+			// seen together after a watch outage; the controller held the
+			// new boot for the release until the updater renewed). Not in
+			// the instant the node is found (a start): what is found then
+			// is judged by the boot record (findNode).
+			m.adoptReleasesOfTheInstant(n, at)
+		}
 	default:
 		m.noteAddedExtensions(n, old)
 	}
@@ -1116,6 +1136,7 @@ func (n *node) writeLanded(at time.Time) {
 
 // forget wipes the controller's memory of a node.
 func (n *node) forget(at time.Time) {
+	n.seenSince = at
 	n.inService = false
 	n.gate = nil
 	n.failedOpen = map[string]bool{}

@@ -303,6 +303,32 @@ func TestAReleaseForAnUpdateInTheInstantANodeIsReplacedBelongsToTheNewNode(t *te
 	}
 }
 
+// A release for an update observed in the very instant a reboot is first
+// seen belongs to the new boot, as one seen with a new Node does (seed
+// 14456852777927726137: a watch outage hid both). One observed a second
+// earlier was made in the boot before, and gates nothing of the new one.
+func TestAReleaseForAnUpdateInTheInstantOfARebootBelongsToTheNewBoot(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		releaseAt time.Duration
+		want      NodeView
+	}{
+		{"released in the reboot's instant", 10 * sec, gated(rebootedReason, boot1)},
+		{"released a second before", 9 * sec, ready(boot2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newStory(t, defaultConfig())
+			st.inService(worker("n1", gating("kube-proxy"), tracking("updater")))
+			st.release(tc.releaseAt, "n1/updater", nodev1alpha1.ReasonUpdating)
+			rebooted := worker("n1", gating("kube-proxy"), tracking("updater"))
+			rebooted.BootID = "boot2"
+			st.update(10*sec, rebooted)
+			st.renew(15*sec, "n1/kube-proxy")
+			st.expect("kube-proxy renewed in the new boot", tc.want, "n1")
+		})
+	}
+}
+
 func TestPlannedFailuresDoNotCountTowardTheBlastRadius(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.ClusterThreshold = 0.5
