@@ -370,6 +370,39 @@ func TestAWriteAfterAConflictIsDecidedAgainWhenTheNodeRebootedMeanwhile(t *testi
 	}
 }
 
+// Found by the simulation (seed 16893502492448166993): a leaving node's
+// failure taint is not held by the blast radius, as the node is not counted
+// in it. When the autoscaler takes its leaving taint off before the write
+// lands (here, the conflict's fresh read shows it gone), the node counts
+// again and may be what tips the cluster into a suspension: the write is
+// decided again, not replayed, and the suspension holds the taint.
+func TestAWriteAfterAConflictIsDecidedAgainWhenTheNodeStoppedLeavingMeanwhile(t *testing.T) {
+	names := []string{"a", "b", "c", "d", "e", "f"}
+	f := newFixture(t, testOptions(), readyNodes(names...)...)
+	f.c.primeBlastRadius(f.ctx)
+	f.syncAll(names...)
+	f.updateNode("a", withLeavingTaint(nodev1alpha1.TaintToBeDeletedByClusterAutoscaler))
+	f.sync("a")
+	for _, n := range []string{"a", "b", "c"} {
+		f.release("kube-proxy", n, "Unhealthy")
+	}
+	f.syncAll("b", "c")
+	f.expectTainted(map[string]bool{"b": true, "c": true})
+	f.conflictOnFirstPatch("a", func(n *v1.Node) { n.Spec.Taints = nil })
+	err := f.c.syncNode(f.ctx, "a")
+	if !errors.Is(err, errDecidedOnAnOlderNode) {
+		t.Fatalf("sync after a conflict that showed the node no longer leaving: err %v, want %v", err, errDecidedOnAnOlderNode)
+	}
+	if f.tainted("a") {
+		t.Fatal("the taint decided for the leaving node was written on a node that no longer leaves")
+	}
+	f.refresh("a") // the informer delivers the node without its leaving taint
+	f.sync("a")
+	if r := f.condition("a").Reason; f.tainted("a") || r != nodev1alpha1.ReasonGatingSuspended {
+		t.Fatalf("decided again: tainted %v, reason %s; want held (%s): 3 of 6 nodes fail", f.tainted("a"), r, nodev1alpha1.ReasonGatingSuspended)
+	}
+}
+
 // A restart does not resurrect a known-dead extension: the boot record of a
 // node in service marks each Lease judged expired at its renewTime, and a
 // restarted controller gives such a Lease no start grace. Before, the held

@@ -130,11 +130,18 @@ type nodeWrite struct {
 var errDecidedOnAnOlderNode = errors.New("the node changed since the decision in what decides it; deciding again")
 
 // decidedOnSame reports whether fresh still has what the evaluation of
-// decided read: its incarnation, boot, labels and boot record. Status
-// heartbeats and other writers' taints do not count, and neither does the
-// extension list: an entry another writer added meanwhile is merged into the
-// write (nodeWrite.list), and its Node event queues the node for an
-// evaluation of the new list right after.
+// decided read: its incarnation, boot, labels, boot record and leaving
+// signals. Status heartbeats and other writers' taints do not count (but for
+// the leaving taints), and neither does the extension list: an entry another
+// writer added meanwhile is merged into the write (nodeWrite.list), and its
+// Node event queues the node for an evaluation of the new list right after.
+//
+// A node that starts or stops leaving moves in or out of the blast radius,
+// whose suspension holds a failure taint only of a node it counts: a taint
+// decided for a leaving node, written on one that no longer leaves, could be
+// the one that should have tipped the count (simulation seed
+// 16893502492448166993: the autoscaler took its taint off in the instant the
+// node's Lease expired, and the taint was written past the suspension).
 //
 // Nor does a boot record that is already the one the write wants (record):
 // the decision wrote it, in an attempt applied with its answer lost, and the
@@ -143,12 +150,13 @@ var errDecidedOnAnOlderNode = errors.New("the node changed since the decision in
 // every retry failing the same way, and the decision's condition waited
 // (simulation seed 14347737726070202354: a failure's taint and dead mark
 // applied with the answer lost).
-func decidedOnSame(decided, fresh *v1.Node, record *string) bool {
+func decidedOnSame(decided, fresh *v1.Node, record *string, opts *Options) bool {
 	freshRecord := fresh.Annotations[nodev1alpha1.BootAnnotation]
 	return decided.UID == fresh.UID && decided.Status.NodeInfo.BootID == fresh.Status.NodeInfo.BootID &&
 		maps.Equal(decided.Labels, fresh.Labels) &&
 		(decided.Annotations[nodev1alpha1.BootAnnotation] == freshRecord || record != nil && *record == freshRecord) &&
-		decided.DeletionTimestamp.Equal(fresh.DeletionTimestamp)
+		decided.DeletionTimestamp.Equal(fresh.DeletionTimestamp) &&
+		leavingFactsOf(decided, opts).Equal(leavingFactsOf(fresh, opts))
 }
 
 type writeChanges struct {
@@ -344,7 +352,7 @@ func (a *nodeWriteAttempt) mutate(current *v1.Node) error {
 	if current.UID != a.decidedOn.UID {
 		return fmt.Errorf("node %s was re-created while writing it", a.decidedOn.Name)
 	}
-	if !decidedOnSame(a.decidedOn, current, a.w.bootRecord) {
+	if !decidedOnSame(a.decidedOn, current, a.w.bootRecord, &a.c.opts) {
 		return errDecidedOnAnOlderNode
 	}
 	var err error
