@@ -292,6 +292,9 @@ var simSmokeSeeds = []uint64{2, 4, 5}
 // (docs/reliability.md, "Open findings"). TestSimulationOpenFindings runs
 // them with -sim.open; until they are fixed they would keep CI red.
 var simOpenFindings = sim.Regressions{
+	// make simulate SEEDS=300 SIM_FLAGS=-sim.workers=4 on d52b029
+	// (2026-12-02; it fails the same on c2bc0b5): diagnosed, not fixed.
+	{Seed: 17271907123373396587, Name: "n5 came back from a reboot during an outage of the controller's writes; the model took the reboot gate's taint as written when the writes came back (36s) and ended the gate on renewals in the stale view that began a second later; the controller's retry met the guard, its gate was pending and restarted at the recovery. The driver tells the model (RetryMetTheGuard) only of a node the model still has tainted (58s, after the timers; found with -sim.workers=4, fails with its own draw too; driver and model; docs/reliability.md, Open findings)"},
 	// make simulate SEEDS=200 on 861008f (2026-12-02; it fails the same on
 	// 6ed133f): diagnosed, not fixed.
 	{Seed: 3438677573641066151, Name: "n29's Lease expired in the instant n2, failing, was re-created behind a relist: the controller held n29 on a count that still had the old n2 failing (9 of 32 at 27 %; n2 not synced yet), the model counted the new n2 as a bootstrap (8 of 32) and tainted n29; the hysteresis kept the controller's suspension once its count caught up (4m50s, per-event; diagnosed, not fixed: docs/reliability.md, Open findings)"},
