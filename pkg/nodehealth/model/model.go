@@ -282,6 +282,30 @@ type node struct {
 	// resumedAt is when a guard's lift last gave the node's held failure
 	// its gate (HoldAgainAtResume).
 	resumedAt time.Time
+	// endedInStale is the node as it was before the model ended, in the
+	// stale view, a gate whose taint it took as written when the writes
+	// came back, before the guard fired: the controller's retry of that
+	// taint may have met the guard, and its gate be pending
+	// (RetryMetTheGuard). Nil otherwise; gone at the recovery.
+	endedInStale *node
+}
+
+// snapshot copies the node deep enough to be put back as it was.
+func (n *node) snapshot() *node {
+	c := *n
+	c.endedInStale = nil
+	c.condNotReady, c.condInfo = slices.Clone(n.condNotReady), slices.Clone(n.condInfo)
+	c.failedOpen = maps.Clone(n.failedOpen)
+	if n.gate != nil {
+		g := *n.gate
+		g.scope = maps.Clone(n.gate.scope)
+		c.gate = &g
+	}
+	if n.record != nil {
+		r := *n.record
+		c.record = &r
+	}
+	return &c
 }
 
 // turnTie is a node's last turn of the escalation rate as SwapTiedTurns
@@ -894,16 +918,38 @@ func (m *Model) WriteRetried(at time.Time, name string) {
 // restarted the gate at the recovery, n3 rebooted again before it ended, and
 // the boot records named different boots from then on. A driver that sees
 // the controller hold such a node calls it.
+//
+// Seed 17271907123373396587: the model ended such a gate on renewals in the
+// guard's own second, before the driver saw the controller hold the node;
+// the node is put back as it was before that ungate (endedInStale), its
+// gate pending, as the controller's is.
 func (m *Model) RetryMetTheGuard(at time.Time, name string) bool {
 	m.step(at)
 	n := m.nodes[name]
-	if !m.running || n == nil || !m.ownViewStale || !n.tainted || n.gate == nil || m.writesBackAt.IsZero() ||
-		n.gate.taintedAt.Before(m.writesBackAt) || m.staleSince.Before(n.gate.taintedAt) {
+	if !m.running || n == nil || !m.ownViewStale {
+		return false
+	}
+	if n.gate == nil && n.endedInStale != nil {
+		restored := n.endedInStale
+		*n = *restored
+		n.tainted, n.gate.pending = false, true
+		m.evaluate(at)
+		return true
+	}
+	if !m.retryMayMeetTheGuard(n) {
 		return false
 	}
 	n.tainted = false
 	m.evaluate(at)
 	return true
+}
+
+// retryMayMeetTheGuard: the node's gate is one whose taint the model took as
+// written when the writes came back, with the guard fired since: the
+// controller's retry of it may have come after the guard.
+func (m *Model) retryMayMeetTheGuard(n *node) bool {
+	return m.ownViewStale && n.tainted && n.gate != nil && !m.writesBackAt.IsZero() &&
+		!n.gate.taintedAt.Before(m.writesBackAt) && !m.staleSince.Before(n.gate.taintedAt)
 }
 
 // Together takes the observations observe makes as the controller takes
@@ -1137,6 +1183,7 @@ func (n *node) writeLanded(at time.Time) {
 // forget wipes the controller's memory of a node.
 func (n *node) forget(at time.Time) {
 	n.seenSince = at
+	n.endedInStale = nil
 	n.inService = false
 	n.gate = nil
 	n.failedOpen = map[string]bool{}

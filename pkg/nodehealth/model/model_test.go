@@ -1411,6 +1411,38 @@ func TestARebootTaintWhoseRetryCameAfterTheGuardFiredIsPending(t *testing.T) {
 	st.expect("renewed after the recovery", ready(boot2), "n1")
 }
 
+// Seed 17271907123373396587: the model may end such a gate on a renewal in
+// the guard's own second, before the driver sees the controller hold the
+// node. The node is put back as it was before that ungate, its gate pending:
+// no boot record of the new boot, gated at the recovery. A gate ended on a
+// current view is no such case.
+func TestARebootGateEndedInTheStaleViewIsPutBackWhenItsRetryMetTheGuard(t *testing.T) {
+	st := newStory(t, defaultConfig())
+	st.inService(worker("n1", gating("a")))
+	st.writes(10*sec, true)
+	rebooted := worker("n1", gating("a"))
+	rebooted.BootID = "boot2"
+	st.update(12*sec, rebooted)
+	st.writes(16*sec, false)
+	st.expect("the writes are taken again", gated(rebootedReason, boot1), "n1")
+	st.stale(17 * sec)
+	st.renew(17*sec, "n1/a")
+	st.expect("ended in the stale view, as a gate in force may", ready(boot2), "n1")
+	if !st.m.RetryMetTheGuard(st.to(17*sec), "n1") {
+		t.Fatal("the gate ended in the guard's second is not put back")
+	}
+	st.expect("held: the reboot's gate is pending, the record not written", held(boot1), "n1")
+	st.renew(18*sec, "n1/a")
+	st.expect("a pending gate does not end in a stale view", held(boot1), "n1")
+	st.recover(20 * sec)
+	st.expect("the recovery gates it", gated(rebootedReason, boot1), "n1")
+	st.renew(21*sec, "n1/a")
+	st.expect("renewed after the recovery", ready(boot2), "n1")
+	if st.m.RetryMetTheGuard(st.to(21*sec), "n1") {
+		t.Fatal("a gate ended on a current view put back")
+	}
+}
+
 // The controller's resume queues the held nodes, and its workers sync them
 // one by one: a suspension that comes back in the instant of the resume can
 // reach a queued node before its sync, which then holds it. The model taints

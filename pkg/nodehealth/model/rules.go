@@ -455,6 +455,7 @@ func (m *Model) ownViewRecovers(at time.Time) {
 		l.readyAtStale = false
 	}
 	for _, n := range m.nodes {
+		n.endedInStale = nil
 		if n.gate != nil {
 			// A restart is no hold: a renewal in its instant may be
 			// one the stalled watch held back.
@@ -486,6 +487,9 @@ func (m *Model) evaluateNode(n *node, t time.Time) {
 	if n.gate != nil {
 		m.widenFailedOnlyScope(n, f, t)
 		if m.gateMayEnd(n, f, t) {
+			if m.retryMayMeetTheGuard(n) {
+				n.endedInStale = n.snapshot()
+			}
 			n.removalRefused = n.removalRefused || n.tainted && m.writesRefused
 			ungate(n)
 		}
