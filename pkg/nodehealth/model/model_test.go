@@ -1385,12 +1385,7 @@ func TestARebootTaintWhoseRetryCameAfterTheGuardFiredIsPending(t *testing.T) {
 	st.inService(worker("n1", gating("a")), worker("n2", gating("a")))
 	st.release(5*sec, "n2/a", "Crashed")
 	st.expect("failing before the outage", gated(notReady, boot1), "n2")
-	st.writes(10*sec, true)
-	rebooted := worker("n1", gating("a"))
-	rebooted.BootID = "boot2"
-	st.update(12*sec, rebooted)
-	st.writes(16*sec, false)
-	st.expect("the writes are taken again", gated(rebootedReason, boot1), "n1")
+	rebootDuringAnOutageOfTheWrites(st, "n1")
 	if st.m.RetryMetTheGuard(st.to(16*sec), "n1") {
 		t.Fatal("n1's taint taken back with the view current")
 	}
@@ -1403,12 +1398,33 @@ func TestARebootTaintWhoseRetryCameAfterTheGuardFiredIsPending(t *testing.T) {
 	}
 	st.expect("held: the reboot's gate is pending", held(boot1), "n1")
 	st.expect("still tainted", gated(notReady, boot1), "n2")
-	st.renew(18*sec, "n1/a")
-	st.expect("a pending gate does not end in a stale view", held(boot1), "n1")
+	pendingRebootGateWaitsForTheRecovery(st, "n1")
+}
+
+// rebootDuringAnOutageOfTheWrites reboots node (gating "a") while the API
+// server refuses the controller's writes (10 s to 16 s): the model takes the
+// reboot gate's taint as written when they come back.
+func rebootDuringAnOutageOfTheWrites(st *story, node string) {
+	st.t.Helper()
+	st.writes(10*sec, true)
+	rebooted := worker(node, gating("a"))
+	rebooted.BootID = "boot2"
+	st.update(12*sec, rebooted)
+	st.writes(16*sec, false)
+	st.expect("the writes are taken again", gated(rebootedReason, boot1), node)
+}
+
+// pendingRebootGateWaitsForTheRecovery: node's pending reboot gate (gating
+// "a") does not end on a renewal in the stale view (18 s), gates at the
+// recovery (20 s) and ends on the renewal after it.
+func pendingRebootGateWaitsForTheRecovery(st *story, node string) {
+	st.t.Helper()
+	st.renew(18*sec, node+"/a")
+	st.expect("a pending gate does not end in a stale view", held(boot1), node)
 	st.recover(20 * sec)
-	st.expect("the recovery gates it", gated(rebootedReason, boot1), "n1")
-	st.renew(21*sec, "n1/a")
-	st.expect("renewed after the recovery", ready(boot2), "n1")
+	st.expect("the recovery gates it", gated(rebootedReason, boot1), node)
+	st.renew(21*sec, node+"/a")
+	st.expect("renewed after the recovery", ready(boot2), node)
 }
 
 // Seed 17271907123373396587: the model may end such a gate on a renewal in
@@ -1419,12 +1435,7 @@ func TestARebootTaintWhoseRetryCameAfterTheGuardFiredIsPending(t *testing.T) {
 func TestARebootGateEndedInTheStaleViewIsPutBackWhenItsRetryMetTheGuard(t *testing.T) {
 	st := newStory(t, defaultConfig())
 	st.inService(worker("n1", gating("a")))
-	st.writes(10*sec, true)
-	rebooted := worker("n1", gating("a"))
-	rebooted.BootID = "boot2"
-	st.update(12*sec, rebooted)
-	st.writes(16*sec, false)
-	st.expect("the writes are taken again", gated(rebootedReason, boot1), "n1")
+	rebootDuringAnOutageOfTheWrites(st, "n1")
 	st.stale(17 * sec)
 	st.renew(17*sec, "n1/a")
 	st.expect("ended in the stale view, as a gate in force may", ready(boot2), "n1")
@@ -1432,12 +1443,7 @@ func TestARebootGateEndedInTheStaleViewIsPutBackWhenItsRetryMetTheGuard(t *testi
 		t.Fatal("the gate ended in the guard's second is not put back")
 	}
 	st.expect("held: the reboot's gate is pending, the record not written", held(boot1), "n1")
-	st.renew(18*sec, "n1/a")
-	st.expect("a pending gate does not end in a stale view", held(boot1), "n1")
-	st.recover(20 * sec)
-	st.expect("the recovery gates it", gated(rebootedReason, boot1), "n1")
-	st.renew(21*sec, "n1/a")
-	st.expect("renewed after the recovery", ready(boot2), "n1")
+	pendingRebootGateWaitsForTheRecovery(st, "n1")
 	if st.m.RetryMetTheGuard(st.to(21*sec), "n1") {
 		t.Fatal("a gate ended on a current view put back")
 	}
