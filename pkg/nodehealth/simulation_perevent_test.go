@@ -467,12 +467,15 @@ func TestTheHorizonsMoveReachesANodeWhereItsNextSyncBegan(t *testing.T) {
 func (s *simulation) settleHolds() {
 	s.t.Helper()
 	want := s.model.Nodes()
+	catchingUp := s.clk.Now().Before(s.lagUntil)
 	for _, n := range s.nodes {
 		w := want[n.name]
-		// A node the model has untainted may be one whose gate it ended in
-		// the stale view after taking its taint as written
-		// (RetryMetTheGuard checks it is; seed 17271907123373396587).
-		if n.unlisted || !w.Tainted && (!s.clk.Now().Before(s.lagUntil) || w.ConditionReason == nodev1alpha1.ReasonGatingSuspended) {
+		// While catching up, a node the model has untainted and not held
+		// may be one whose gate it ended in the stale view after taking
+		// its taint as written (RetryMetTheGuard checks it is; seed
+		// 17271907123373396587).
+		untaintedRetry := catchingUp && w.ConditionReason != nodev1alpha1.ReasonGatingSuspended
+		if n.unlisted || !w.Tainted && !untaintedRetry {
 			continue
 		}
 		obj, err := s.kube.CoreV1().Nodes().Get(s.ctx, n.name, metav1.GetOptions{})
@@ -486,7 +489,7 @@ func (s *simulation) settleHolds() {
 		switch now := s.clk.Now(); {
 		case w.Tainted && w.ConditionReason == nodev1alpha1.ReasonExtensionsNotReady && s.model.HoldAgainAtResume(n.name):
 			s.trace.Add("t=%s %s: held again by a suspension in the instant of its resume, before its sync (the model had tainted it at the resume)", s.at(), n.name)
-		case now.Before(s.lagUntil) && s.model.RetryMetTheGuard(now, n.name):
+		case catchingUp && s.model.RetryMetTheGuard(now, n.name):
 			s.trace.Add("t=%s %s: the controller's retry after the outage came after the own-view guard fired, which holds it (the model had taken the taint as written when the writes came back)", s.at(), n.name)
 		}
 	}

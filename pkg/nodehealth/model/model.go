@@ -929,14 +929,15 @@ func (m *Model) RetryMetTheGuard(at time.Time, name string) bool {
 	if !m.running || n == nil || !m.ownViewStale {
 		return false
 	}
-	if n.gate == nil && n.endedInStale != nil {
-		restored := n.endedInStale
-		*n = *restored
-		n.tainted, n.gate.pending = false, true
-		m.evaluate(at)
-		return true
-	}
-	if !m.retryMayMeetTheGuard(n) {
+	switch {
+	case n.gate == nil && n.endedInStale != nil:
+		// The controller's memory and writes go back; the Node's facts
+		// are the world's, as they are now.
+		restored := *n.endedInStale
+		restored.Node = n.Node
+		*n = restored
+		n.gate.pending = true
+	case !m.retryMayMeetTheGuard(n):
 		return false
 	}
 	n.tainted = false

@@ -339,6 +339,7 @@ func changed(old, cur, recorded string) bool {
 // pending (held) and gets gateStart = the lift (ownViewRecovers).
 func (m *Model) beginBootstrapGate(n *node, at time.Time, cause string) {
 	n.epoch = m.newEpoch()
+	n.endedInStale = nil // a new boot's gate: nothing of the last to put back
 	n.failedOpen = map[string]bool{}
 	n.inService = false
 	n.clock = evictionClock{last: at}
